@@ -1,0 +1,372 @@
+//! Editor-facing ACP agent: decodes requests, calls the runtime, answers, and streams
+//! session events as `session/update` notifications.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use agent_client_protocol_schema::v1::{
+    AgentCapabilities, CancelNotification, ClientNotification, ClientRequest, CloseSessionResponse,
+    ContentBlock, DeleteSessionResponse, Implementation, InitializeResponse, ListSessionsResponse,
+    LoadSessionResponse, NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse,
+    ResumeSessionResponse, SessionCapabilities, SessionCloseCapabilities,
+    SessionDeleteCapabilities, SessionInfo, SessionListCapabilities, SessionNotification,
+    SessionResumeCapabilities, StopReason,
+};
+use agent_client_protocol_schema::{MethodDispatchError, ProtocolVersion};
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use super::updates;
+use crate::agent::{Agent, TurnError, TurnOutcome};
+use crate::rpc::{Handler, Peer, RequestContext, RpcError};
+use crate::runtime::{Runtime, RuntimeError};
+use crate::session::{StoreError, UserPart};
+use crate::time::iso8601;
+
+/// ACP's "resource not found" code, used for unknown sessions.
+const RESOURCE_NOT_FOUND: i32 = -32002;
+/// Sessions per `session/list` page.
+const LIST_PAGE: usize = 50;
+
+pub struct AcpAgent {
+    runtime: Arc<Runtime>,
+    initialized: AtomicBool,
+}
+
+impl AcpAgent {
+    pub fn new(runtime: Arc<Runtime>) -> Self {
+        Self {
+            runtime,
+            initialized: AtomicBool::new(false),
+        }
+    }
+}
+
+fn answer<T: Serialize>(result: Result<T, RpcError>) -> Result<Value, RpcError> {
+    result.and_then(|value| {
+        serde_json::to_value(value)
+            .map_err(|e| RpcError::internal(format!("encoding the answer failed: {e}")))
+    })
+}
+
+fn session_not_found(id: &str, detail: Option<&str>) -> RpcError {
+    let message = match detail {
+        Some(detail) => format!("session not found: {id} ({detail})"),
+        None => format!("session not found: {id}"),
+    };
+    RpcError::new(RESOURCE_NOT_FOUND, message).with_data(json!({ "sessionId": id }))
+}
+
+fn store_error(error: StoreError) -> RpcError {
+    match error {
+        StoreError::NotFound { id } | StoreError::InvalidId { id } => session_not_found(&id, None),
+        other => RpcError::internal(other.to_string()),
+    }
+}
+
+fn runtime_error(error: RuntimeError) -> RpcError {
+    match error {
+        RuntimeError::Store(error) => store_error(error),
+        other => RpcError::internal(other.to_string()),
+    }
+}
+
+/// `cwd` and additional directories must be absolute; `cwd` must be a directory.
+fn check_roots(cwd: &Path, additional: &[PathBuf]) -> Result<Vec<String>, RpcError> {
+    if !cwd.is_absolute() {
+        return Err(RpcError::invalid_params(format!(
+            "invalid params: `cwd` must be an absolute path, got {:?}",
+            cwd.display().to_string()
+        )));
+    }
+    if !cwd.is_dir() {
+        return Err(RpcError::invalid_params(format!(
+            "invalid params: `cwd` {:?} is not an existing directory",
+            cwd.display().to_string()
+        )));
+    }
+    additional
+        .iter()
+        .map(|dir| {
+            if dir.is_absolute() {
+                Ok(dir.to_string_lossy().into_owned())
+            } else {
+                Err(RpcError::invalid_params(format!(
+                    "invalid params: `additionalDirectories` entries must be absolute paths, got {:?}",
+                    dir.display().to_string()
+                )))
+            }
+        })
+        .collect()
+}
+
+fn prompt_parts(blocks: Vec<ContentBlock>) -> Result<Vec<UserPart>, RpcError> {
+    blocks
+        .into_iter()
+        .map(|block| match block {
+            ContentBlock::Text(text) => Ok(UserPart::Text { text: text.text }),
+            ContentBlock::ResourceLink(link) => Ok(UserPart::ResourceLink {
+                uri: link.uri,
+                name: link.name,
+                mime_type: link.mime_type,
+                title: link.title,
+                description: link.description,
+                size: link.size,
+            }),
+            other => Err(RpcError::invalid_params(format!(
+                "invalid params: prompt content of type {:?} is not supported (see promptCapabilities)",
+                serde_json::to_value(&other)
+                    .ok()
+                    .and_then(|v| v.get("type").and_then(Value::as_str).map(str::to_owned))
+                    .unwrap_or_else(|| "unknown".into())
+            ))),
+        })
+        .collect()
+}
+
+impl Handler for AcpAgent {
+    fn request(
+        &self,
+        method: String,
+        params: Value,
+        cx: RequestContext,
+    ) -> BoxFuture<'static, Result<Value, RpcError>> {
+        let ready = |result| std::future::ready(result).boxed();
+        let request = match ClientRequest::from_method_and_params(&method, &params) {
+            Ok(request) => request,
+            Err(MethodDispatchError::UnknownMethod { .. })
+                if !self.initialized.load(Ordering::Acquire) =>
+            {
+                return ready(Err(not_initialized(&method)))
+            }
+            Err(MethodDispatchError::UnknownMethod { .. }) => {
+                return ready(Err(RpcError::method_not_found(&method)))
+            }
+            Err(MethodDispatchError::InvalidPayload { source, .. }) => {
+                return ready(Err(RpcError::invalid_params(format!(
+                    "invalid params for {method}: {source}"
+                ))))
+            }
+            Err(other) => return ready(Err(RpcError::invalid_params(other.to_string()))),
+        };
+        if let ClientRequest::InitializeRequest(init) = &request {
+            // Set before the next line is read, so pipelined requests see it.
+            self.initialized.store(true, Ordering::Release);
+            tracing::debug!(version = ?init.protocol_version, client = ?init.client_info, "initialize");
+            return ready(answer(Ok(initialize_response())));
+        }
+        if !self.initialized.load(Ordering::Acquire) {
+            return ready(Err(not_initialized(&method)));
+        }
+        let runtime = self.runtime.clone();
+        async move { dispatch(runtime, request, method, cx).await }.boxed()
+    }
+
+    fn notification(&self, method: String, params: Value) {
+        if !self.initialized.load(Ordering::Acquire) {
+            return;
+        }
+        match ClientNotification::from_method_and_params(&method, &params) {
+            Ok(ClientNotification::CancelNotification(CancelNotification {
+                session_id, ..
+            })) => {
+                if let Some(agent) = self.runtime.live(&session_id.0) {
+                    agent.cancel();
+                }
+            }
+            Ok(_) => {}
+            Err(error) => tracing::debug!(%error, "ignoring a notification"),
+        }
+    }
+}
+
+fn not_initialized(method: &str) -> RpcError {
+    RpcError::invalid_request(format!(
+        "invalid request: `initialize` must come first (got {method} before it)"
+    ))
+}
+
+fn initialize_response() -> InitializeResponse {
+    let sessions = SessionCapabilities::new()
+        .list(SessionListCapabilities::new())
+        .resume(SessionResumeCapabilities::new())
+        .close(SessionCloseCapabilities::new())
+        .delete(SessionDeleteCapabilities::new());
+    let capabilities = AgentCapabilities::new()
+        .load_session(true)
+        .prompt_capabilities(PromptCapabilities::new())
+        .session_capabilities(sessions);
+    InitializeResponse::new(ProtocolVersion::V1)
+        .agent_capabilities(capabilities)
+        .agent_info(Implementation::new("kin", env!("CARGO_PKG_VERSION")).title("kin".to_owned()))
+}
+
+async fn dispatch(
+    runtime: Arc<Runtime>,
+    request: ClientRequest,
+    method: String,
+    cx: RequestContext,
+) -> Result<Value, RpcError> {
+    match request {
+        ClientRequest::AuthenticateRequest(req) => Err(RpcError::invalid_params(format!(
+            "invalid params: unknown authentication method {:?}; kin advertises none",
+            req.method_id.0
+        ))),
+        ClientRequest::NewSessionRequest(req) => answer((|| {
+            let additional = check_roots(&req.cwd, &req.additional_directories)?;
+            if !req.mcp_servers.is_empty() {
+                tracing::warn!(
+                    count = req.mcp_servers.len(),
+                    "MCP servers are not supported yet; ignoring them"
+                );
+            }
+            let agent = runtime
+                .create_session(req.cwd.clone(), additional)
+                .map_err(runtime_error)?;
+            Ok(NewSessionResponse::new(agent.id.clone()))
+        })()),
+        ClientRequest::LoadSessionRequest(req) => {
+            check_roots(&req.cwd, &req.additional_directories)?;
+            let agent = open_idle(&runtime, &req.session_id.0, req.cwd)?;
+            for update in updates::replay(&agent.events().await, &runtime.tools) {
+                cx.peer.notify(
+                    "session/update",
+                    &SessionNotification::new(agent.id.clone(), update),
+                );
+            }
+            answer(Ok(LoadSessionResponse::new()))
+        }
+        ClientRequest::ResumeSessionRequest(req) => {
+            check_roots(&req.cwd, &req.additional_directories)?;
+            open_idle(&runtime, &req.session_id.0, req.cwd)?;
+            answer(Ok(ResumeSessionResponse::new()))
+        }
+        ClientRequest::ListSessionsRequest(req) => answer(list_sessions(
+            &runtime,
+            req.cwd.as_deref(),
+            req.cursor.as_deref(),
+        )),
+        ClientRequest::CloseSessionRequest(req) => {
+            let id = &req.session_id.0;
+            match runtime.unpublish(id) {
+                Some(agent) => agent.settle().await,
+                None if runtime.store.exists(id) => {}
+                None => return Err(session_not_found(id, None)),
+            }
+            answer(Ok(CloseSessionResponse::new()))
+        }
+        ClientRequest::DeleteSessionRequest(req) => {
+            let id = &req.session_id.0;
+            if let Some(agent) = runtime.unpublish(id) {
+                agent.settle().await;
+            }
+            runtime.store.delete(id).map_err(store_error)?;
+            answer(Ok(DeleteSessionResponse::new()))
+        }
+        ClientRequest::PromptRequest(req) => prompt(runtime, req, cx).await,
+        _ => Err(RpcError::method_not_found(&method)),
+    }
+}
+
+/// Opens a session for load or resume; one with a prompt in flight is refused.
+fn open_idle(runtime: &Runtime, id: &str, cwd: PathBuf) -> Result<Arc<Agent>, RpcError> {
+    let agent = runtime.open_session(id, cwd).map_err(runtime_error)?;
+    if agent.is_running() {
+        return Err(RpcError::invalid_request(format!(
+            "invalid request: session {id} is running a prompt; cancel it or wait for it first"
+        )));
+    }
+    Ok(agent)
+}
+
+fn list_sessions(
+    runtime: &Runtime,
+    cwd: Option<&Path>,
+    cursor: Option<&str>,
+) -> Result<ListSessionsResponse, RpcError> {
+    let start = match cursor {
+        None => 0,
+        Some(cursor) => cursor
+            .strip_prefix("kin1:")
+            .and_then(|n| n.parse::<usize>().ok())
+            .ok_or_else(|| {
+                RpcError::invalid_params(format!("invalid params: unknown cursor {cursor:?}"))
+            })?,
+    };
+    let cwd = cwd.map(|c| c.to_string_lossy().into_owned());
+    let sessions: Vec<_> = runtime
+        .store
+        .list()
+        .map_err(store_error)?
+        .into_iter()
+        .filter(|s| s.parent_session.is_none())
+        .filter(|s| cwd.is_none() || s.cwd == cwd)
+        .collect();
+    let page: Vec<SessionInfo> = sessions
+        .iter()
+        .skip(start)
+        .take(LIST_PAGE)
+        .map(|s| {
+            let mut info = SessionInfo::new(s.id.clone(), s.cwd.clone().unwrap_or_default());
+            info.additional_directories =
+                s.additional_directories.iter().map(PathBuf::from).collect();
+            info.title.clone_from(&s.title);
+            info.updated_at = Some(iso8601(s.updated_ms));
+            info
+        })
+        .collect();
+    let end = start + page.len();
+    let mut response = ListSessionsResponse::new(page);
+    if end < sessions.len() {
+        response.next_cursor = Some(format!("kin1:{end}"));
+    }
+    Ok(response)
+}
+
+async fn prompt(
+    runtime: Arc<Runtime>,
+    req: PromptRequest,
+    cx: RequestContext,
+) -> Result<Value, RpcError> {
+    let id = req.session_id.0.to_string();
+    let Some(agent) = runtime.live(&id) else {
+        let detail = runtime
+            .store
+            .exists(&id)
+            .then_some("it is stored but not open: call session/load or session/resume first");
+        return Err(session_not_found(&id, detail));
+    };
+    let parts = prompt_parts(req.prompt)?;
+    let deps = runtime.turn_deps(&agent);
+    let peer: Peer = cx.peer.clone();
+    let tools = runtime.tools.clone();
+    let session_id = agent.id.clone();
+    let observe = move |event: &crate::session::Event| {
+        if let Some(update) = updates::live(event, &tools) {
+            peer.notify(
+                "session/update",
+                &SessionNotification::new(session_id.clone(), update),
+            );
+        }
+    };
+    let outcome = agent
+        .run_turn(parts, &deps, &observe, cx.cancel.child_token())
+        .await;
+    let stop = match outcome {
+        Ok(TurnOutcome::Completed) => StopReason::EndTurn,
+        Ok(TurnOutcome::MaxTokens) => StopReason::MaxTokens,
+        Ok(TurnOutcome::Refusal) => StopReason::Refusal,
+        Ok(TurnOutcome::Cancelled) => StopReason::Cancelled,
+        Ok(TurnOutcome::MaxSteps) => StopReason::MaxTurnRequests,
+        Err(error @ TurnError::Busy { .. }) => {
+            return Err(RpcError::invalid_request(format!(
+                "invalid request: {error}"
+            )))
+        }
+        Err(error) => return Err(RpcError::internal(error.to_string())),
+    };
+    answer(Ok(PromptResponse::new(stop)))
+}

@@ -1,0 +1,24 @@
+//! The ACP boundary: editor-facing requests become runtime calls, and session events become
+//! `session/update` notifications. The only module that knows ACP types.
+
+mod agent;
+pub mod updates;
+
+pub use agent::AcpAgent;
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::rpc::Peer;
+use crate::runtime::Runtime;
+
+/// Serves ACP on stdin/stdout until stdin closes or `shutdown` trips; returns once every
+/// request has been answered and the output flushed.
+pub async fn serve_stdio(runtime: Arc<Runtime>, shutdown: CancellationToken) {
+    let (peer, writer) = Peer::new(tokio::io::stdout());
+    let agent = Arc::new(AcpAgent::new(runtime.clone()));
+    peer.serve(tokio::io::stdin(), agent, shutdown, writer)
+        .await;
+    runtime.cancel_all();
+}

@@ -1,0 +1,303 @@
+//! One turn: user message, then steps (model call, tool calls) until the model stops.
+
+use futures::StreamExt;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::{Agent, AgentState, MessageAssembler, Observer, TurnDeps, TurnError, TurnOutcome};
+use crate::model::{ModelError, ModelRequest};
+use crate::session::history::model_history;
+use crate::session::*;
+use crate::time::now_ms;
+use crate::tools::{ToolContext, ToolOutput};
+
+/// How one step ended.
+enum StepEnd {
+    /// The model asked for tools; their results are in the log; call the model again.
+    Continue,
+    Finished(TurnOutcome),
+}
+
+struct Turn<'a> {
+    agent: &'a Agent,
+    state: &'a mut AgentState,
+    deps: &'a TurnDeps,
+    observe: Observer<'a>,
+    cancel: &'a CancellationToken,
+    turn: u32,
+}
+
+pub(super) async fn run(
+    agent: &Agent,
+    state: &mut AgentState,
+    prompt: Vec<UserPart>,
+    deps: &TurnDeps,
+    observe: Observer<'_>,
+    cancel: &CancellationToken,
+) -> Result<TurnOutcome, TurnError> {
+    state.last_turn += 1;
+    let turn = state.last_turn;
+    let mut this = Turn {
+        agent,
+        state,
+        deps,
+        observe,
+        cancel,
+        turn,
+    };
+    let result = this.run(prompt).await;
+    let reason = match &result {
+        Ok(outcome) => outcome.end_reason(),
+        Err(TurnError::Model { step, error, .. }) => TurnEndReason::Error {
+            step: Some(*step),
+            message: Some(error.to_string()),
+            code: None,
+            failure: None,
+        },
+        Err(error) => TurnEndReason::Error {
+            step: None,
+            message: Some(error.to_string()),
+            code: None,
+            failure: None,
+        },
+    };
+    let ended = this
+        .emit(EventBody::TurnEnd(TurnEnd { turn, reason }))
+        .and_then(|()| this.state.log.sync());
+    match (result, ended) {
+        (Ok(outcome), Ok(())) => Ok(outcome),
+        (Ok(_), Err(error)) => Err(error.into()),
+        (Err(error), _) => Err(error),
+    }
+}
+
+impl Turn<'_> {
+    fn push(&mut self, event: Event) {
+        (self.observe)(&event);
+        self.state.events.push(event);
+    }
+
+    fn emit(&mut self, body: EventBody) -> Result<(), StoreError> {
+        let event = self.state.log.append(body, now_ms())?;
+        self.push(event);
+        Ok(())
+    }
+
+    fn emit_surface(
+        &mut self,
+        body: EventBody,
+        sources: Option<Vec<u64>>,
+    ) -> Result<u64, StoreError> {
+        let event = self.state.log.append_surface(body, now_ms(), sources)?;
+        let seq = event.seq;
+        self.push(event);
+        Ok(seq)
+    }
+
+    async fn run(&mut self, prompt: Vec<UserPart>) -> Result<TurnOutcome, TurnError> {
+        let turn = self.turn;
+        self.emit(EventBody::TurnStart(TurnStart {
+            turn,
+            trigger: json!({"kind": "message", "source": {"kind": "user"}}),
+        }))?;
+        let first_text: String = prompt
+            .iter()
+            .filter_map(|part| match part {
+                UserPart::Text { text } => Some(text.as_str()),
+                UserPart::ResourceLink { .. } => None,
+            })
+            .collect::<Vec<_>>()
+            .join(" ");
+        let message_seq = self.emit_surface(
+            EventBody::UserMessage(UserMessage {
+                content: prompt,
+                source: json!({"kind": "user"}),
+                role: "user".into(),
+                id: uuid::Uuid::new_v4().to_string(),
+            }),
+            None,
+        )?;
+        if !self.state.has_title {
+            let title = super::fallback_title(&first_text);
+            if !title.is_empty() {
+                self.state.has_title = true;
+                self.emit(EventBody::SessionTitle(SessionTitle {
+                    title,
+                    message_seqs: vec![message_seq],
+                    source: json!({"kind": "fallback"}),
+                }))?;
+            }
+        }
+        for step in 1..=self.deps.max_steps {
+            if self.cancel.is_cancelled() {
+                return Ok(TurnOutcome::Cancelled);
+            }
+            self.emit(EventBody::StepStart(StepRef { turn, step }))?;
+            let result = self.step(step).await;
+            self.emit(EventBody::StepEnd(StepRef { turn, step }))?;
+            self.state.log.flush()?;
+            match result? {
+                StepEnd::Continue => {}
+                StepEnd::Finished(outcome) => return Ok(outcome),
+            }
+        }
+        Ok(TurnOutcome::MaxSteps)
+    }
+
+    async fn step(&mut self, step: u32) -> Result<StepEnd, TurnError> {
+        let turn = self.turn;
+        let model_error = |error| TurnError::Model { turn, step, error };
+        let request = ModelRequest {
+            session_id: self.agent.id.clone(),
+            cwd: Some(self.agent.cwd.clone()),
+            system: self.deps.system.clone(),
+            history: model_history(&self.state.events),
+            tools: self.deps.tools.specs(),
+        };
+        let mut stream = self.deps.model.stream(request);
+        let mut message = MessageAssembler::default();
+        let mut chunk_seqs = Vec::new();
+        let finish = loop {
+            let next = tokio::select! {
+                biased;
+                _ = self.cancel.cancelled() => return Ok(StepEnd::Finished(TurnOutcome::Cancelled)),
+                next = stream.next() => next,
+            };
+            let chunk = match next {
+                Some(Ok(chunk)) => chunk,
+                Some(Err(error)) => return Err(model_error(error)),
+                None => {
+                    return Err(model_error(ModelError::Failed(
+                        "the model stream ended without a finish chunk".into(),
+                    )))
+                }
+            };
+            message.push(&chunk);
+            let finish = match &chunk {
+                Chunk::Finish { reason } => Some(reason.clone()),
+                _ => None,
+            };
+            let event = self.state.log.append(
+                EventBody::AssistantChunk(AssistantChunk { turn, step, chunk }),
+                now_ms(),
+            )?;
+            chunk_seqs.push(event.seq);
+            self.push(event);
+            if let Some(finish) = finish {
+                break finish;
+            }
+        };
+        drop(stream);
+        if finish.kind == FinishKind::Error {
+            let detail = finish
+                .failure
+                .as_ref()
+                .map_or_else(|| "the model reported an error".into(), |f| f.to_string());
+            return Err(model_error(ModelError::Failed(detail)));
+        }
+        let blocks = message.blocks();
+        let calls: Vec<(String, String, String)> = blocks
+            .iter()
+            .filter_map(|block| match block {
+                AssistantBlock::ToolCall {
+                    id,
+                    name,
+                    arguments,
+                } => Some((id.clone(), name.clone(), arguments.clone())),
+                _ => None,
+            })
+            .collect();
+        self.emit_surface(
+            EventBody::AssistantMessage(AssistantMessage {
+                turn,
+                step,
+                message: AssistantMessageBody {
+                    role: "assistant".into(),
+                    content: blocks,
+                    source: json!({
+                        "kind": "model",
+                        "provider": self.deps.model.provider(),
+                        "model": self.deps.model.name(),
+                    }),
+                    id: uuid::Uuid::new_v4().to_string(),
+                },
+                usage: message.usage.clone(),
+            }),
+            Some(chunk_seqs),
+        )?;
+        if finish.kind == FinishKind::Aborted {
+            return Ok(StepEnd::Finished(TurnOutcome::Cancelled));
+        }
+        for (call_id, name, arguments) in &calls {
+            self.call_tool(step, call_id, name, arguments).await?;
+        }
+        if self.cancel.is_cancelled() {
+            return Ok(StepEnd::Finished(TurnOutcome::Cancelled));
+        }
+        Ok(match finish.kind {
+            _ if !calls.is_empty() => StepEnd::Continue,
+            FinishKind::MaxTokens => StepEnd::Finished(TurnOutcome::MaxTokens),
+            FinishKind::Refusal => StepEnd::Finished(TurnOutcome::Refusal),
+            _ => StepEnd::Finished(TurnOutcome::Completed),
+        })
+    }
+
+    /// Runs one tool call; its `tool/call` always gets a `tool/result`, also when cancelled.
+    async fn call_tool(
+        &mut self,
+        step: u32,
+        call_id: &str,
+        name: &str,
+        arguments: &str,
+    ) -> Result<(), StoreError> {
+        let turn = self.turn;
+        let call = self.state.log.append(
+            EventBody::ToolCall(ToolCall {
+                turn,
+                step,
+                call_id: call_id.into(),
+                name: name.into(),
+                arguments: arguments.into(),
+            }),
+            now_ms(),
+        )?;
+        let call_seq = call.seq;
+        self.push(call);
+        let output = if self.cancel.is_cancelled() {
+            ToolOutput::cancelled()
+        } else {
+            let cx = ToolContext {
+                session_id: self.agent.id.clone(),
+                cwd: self.agent.cwd.clone(),
+                cancel: self.cancel.child_token(),
+            };
+            self.deps.tools.call(name, arguments, cx).await
+        };
+        self.emit_surface(
+            EventBody::ToolResult(ToolResult {
+                turn,
+                step,
+                message: ToolResultMessage {
+                    source: json!({"kind": "tool", "callId": call_id}),
+                    content: vec![ToolResultPart {
+                        kind: "tool-result".into(),
+                        tool_call_id: call_id.into(),
+                        content: vec![ToolResultText {
+                            kind: "text".into(),
+                            text: output.text,
+                        }],
+                        is_error: output.is_error,
+                    }],
+                    role: "user".into(),
+                    id: uuid::Uuid::new_v4().to_string(),
+                },
+                error: output
+                    .error
+                    .map(|(name, code)| ToolResultError { name, code }),
+                meta: None,
+            }),
+            Some(vec![call_seq]),
+        )?;
+        Ok(())
+    }
+}

@@ -1,0 +1,25 @@
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+//! kin: an ACP agent that delegates.
+//!
+//! # Layout
+//! - [`rpc`]: JSON-RPC 2.0 peer over any byte streams (editor on stdio, children on pipes).
+//! - [`acp`]: the ACP boundary; requests in, `session/update`s out.
+//! - [`runtime`]: the one process-wide [`runtime::Runtime`] (store, model, tools, live agents).
+//! - [`agent`]: the turn loop of one live session.
+//! - [`tools`]: the tool trait and registry.
+//! - [`model`]: the model trait; replay of recorded scenarios.
+//! - [`session`]: the durable JSONL session log and its folds.
+//! - [`scenario`]: drives `kin acp` through a recorded scenario (tests, `kin demo`, benches).
+//!
+//! Dependencies point down: `acp -> agent -> {tools, model, session} -> rpc`.
+
+pub mod acp;
+pub mod agent;
+pub mod config;
+pub mod model;
+pub mod rpc;
+pub mod runtime;
+pub mod scenario;
+pub mod session;
+pub mod time;
+pub mod tools;

@@ -1,0 +1,396 @@
+//! The replay model: serves recorded `assistant/chunk` events back as model output.
+//!
+//! A scenario directory holds `session.jsonl` (the primary session) and `session.1.jsonl`,
+//! `session.2.jsonl`, ... (further sessions, in creation order). Each file becomes one script:
+//! its chunks grouped by (turn, step), one group per model call. Live sessions are bound to
+//! scripts in the order they first call the model. A group that never finished was cut off
+//! while recording: if its turn ended in an error, replay fails the call with that error;
+//! otherwise it streams the recorded chunks and then waits until the caller cancels.
+//!
+//! An optional `replay.override.json` replaces or patches the primary script (reference format:
+//! a bare list of entries, or `{"patches":[{"at":N,"entry":{...}}]}`; entries are
+//! `{"kind":"chunks","chunks":[...]}`, `{"kind":"throw","chunks":[...],"message":"..."}` and
+//! `{"kind":"hang","readyFile":"..."}`).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use futures::stream::{self, StreamExt};
+use serde::Deserialize;
+
+use super::{Chunk, ChunkStream, Model, ModelError, ModelRequest};
+use crate::session::{parse_log, EventBody, LoadedSession, StoreError, TurnEndReason};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    #[error("replay directory {0} has no session.jsonl")]
+    MissingPrimary(PathBuf),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Log(#[from] StoreError),
+    #[error("{path}: bad override file: {reason}")]
+    Override { path: PathBuf, reason: String },
+}
+
+/// One recorded model call.
+#[derive(Debug, Clone, PartialEq)]
+enum Entry {
+    /// A complete call, ending in a `finish` chunk.
+    Chunks(Vec<Chunk>),
+    /// A call cut off by cancellation: stream these, then wait for the caller to cancel.
+    Hang {
+        chunks: Vec<Chunk>,
+        ready_file: Option<String>,
+    },
+    /// A call that failed: stream these, then fail with `message`.
+    Throw { chunks: Vec<Chunk>, message: String },
+}
+
+#[derive(Debug)]
+struct Script {
+    name: String,
+    entries: Vec<Entry>,
+    cursor: usize,
+}
+
+#[derive(Debug, Default)]
+struct Bindings {
+    scripts: Vec<Script>,
+    by_session: HashMap<String, usize>,
+}
+
+#[derive(Debug)]
+pub struct ReplayModel {
+    state: Mutex<Bindings>,
+}
+
+impl ReplayModel {
+    /// Loads the scripts of a scenario directory.
+    pub fn from_dir(dir: &Path) -> Result<Self, ReplayError> {
+        let primary = dir.join("session.jsonl");
+        if !primary.is_file() {
+            return Err(ReplayError::MissingPrimary(dir.to_owned()));
+        }
+        let mut files = vec![primary];
+        for n in 1.. {
+            let path = dir.join(format!("session.{n}.jsonl"));
+            if !path.is_file() {
+                break;
+            }
+            files.push(path);
+        }
+        let mut scripts = Vec::new();
+        for path in files {
+            let bytes = std::fs::read(&path).map_err(|source| ReplayError::Io {
+                path: path.clone(),
+                source,
+            })?;
+            let log = parse_log(&path, &bytes)?;
+            scripts.push(Script {
+                name: file_name(&path),
+                entries: entries_from_log(&log),
+                cursor: 0,
+            });
+        }
+        let override_path = dir.join("replay.override.json");
+        if override_path.is_file() {
+            apply_override(&override_path, &mut scripts[0].entries)?;
+        }
+        Ok(Self::from_scripts(scripts))
+    }
+
+    /// One script per log, in binding order.
+    pub fn from_logs(logs: &[(String, LoadedSession)]) -> Self {
+        Self::from_scripts(
+            logs.iter()
+                .map(|(name, log)| Script {
+                    name: name.clone(),
+                    entries: entries_from_log(log),
+                    cursor: 0,
+                })
+                .collect(),
+        )
+    }
+
+    fn from_scripts(scripts: Vec<Script>) -> Self {
+        Self {
+            state: Mutex::new(Bindings {
+                scripts,
+                by_session: HashMap::new(),
+            }),
+        }
+    }
+
+    /// Scripts not fully consumed, as `name: used/total` (empty when all were).
+    pub fn unconsumed(&self) -> Vec<String> {
+        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state
+            .scripts
+            .iter()
+            .filter(|s| s.cursor < s.entries.len())
+            .map(|s| format!("{}: {}/{}", s.name, s.cursor, s.entries.len()))
+            .collect()
+    }
+
+    fn next_entry(&self, session_id: &str) -> Result<Entry, ModelError> {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let bound = state.by_session.len();
+        let index = match state.by_session.get(session_id) {
+            Some(&index) => index,
+            None if bound < state.scripts.len() => {
+                state.by_session.insert(session_id.to_owned(), bound);
+                bound
+            }
+            None => {
+                return Err(ModelError::Replay(format!(
+                    "session {session_id} is session #{} to call the model, but the scenario recorded only {}",
+                    bound + 1,
+                    state.scripts.len()
+                )))
+            }
+        };
+        let script = &mut state.scripts[index];
+        let Some(entry) = script.entries.get(script.cursor).cloned() else {
+            return Err(ModelError::Replay(format!(
+                "session {session_id} made model call #{} but {} recorded only {}",
+                script.cursor + 1,
+                script.name,
+                script.entries.len()
+            )));
+        };
+        script.cursor += 1;
+        Ok(entry)
+    }
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+impl Model for ReplayModel {
+    fn provider(&self) -> &str {
+        "replay"
+    }
+
+    fn name(&self) -> &str {
+        "replay"
+    }
+
+    fn stream(&self, request: ModelRequest) -> ChunkStream {
+        let entry = match self.next_entry(&request.session_id) {
+            Ok(entry) => entry,
+            Err(error) => return Box::pin(stream::once(std::future::ready(Err(error)))),
+        };
+        match entry {
+            Entry::Chunks(chunks) => Box::pin(stream::iter(chunks.into_iter().map(Ok))),
+            Entry::Throw { chunks, message } => {
+                Box::pin(stream::iter(chunks.into_iter().map(Ok)).chain(stream::once(
+                    std::future::ready(Err(ModelError::Failed(message))),
+                )))
+            }
+            Entry::Hang { chunks, ready_file } => {
+                if let (Some(file), Some(cwd)) = (ready_file, &request.cwd) {
+                    let path = cwd.join(file);
+                    if let Err(error) = std::fs::write(&path, b"") {
+                        tracing::warn!(path = %path.display(), %error, "could not write the replay ready file");
+                    }
+                }
+                Box::pin(stream::iter(chunks.into_iter().map(Ok)).chain(stream::pending()))
+            }
+        }
+    }
+}
+
+/// Groups a log's own chunks (after any inherited seed) into one entry per model call.
+fn entries_from_log(log: &LoadedSession) -> Vec<Entry> {
+    let seed = log.header.seed_length.unwrap_or(0);
+    let mut groups: Vec<((u32, u32), Vec<Chunk>)> = Vec::new();
+    let mut turn_errors: HashMap<u32, String> = HashMap::new();
+    for event in log.events.iter().filter(|e| e.seq >= seed) {
+        match &event.body {
+            EventBody::AssistantChunk(c) => {
+                let key = (c.turn, c.step);
+                match groups.last_mut() {
+                    Some((last, chunks)) if *last == key => chunks.push(c.chunk.clone()),
+                    _ => groups.push((key, vec![c.chunk.clone()])),
+                }
+            }
+            EventBody::TurnEnd(end) => {
+                if let TurnEndReason::Error { message, .. } = &end.reason {
+                    turn_errors.insert(
+                        end.turn,
+                        message
+                            .clone()
+                            .unwrap_or_else(|| "recorded model failure".into()),
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+    groups
+        .into_iter()
+        .map(|((turn, _), chunks)| {
+            let finished = chunks.iter().any(|c| matches!(c, Chunk::Finish { .. }));
+            match (finished, turn_errors.get(&turn)) {
+                (true, _) => Entry::Chunks(chunks),
+                (false, Some(message)) => Entry::Throw {
+                    chunks,
+                    message: message.clone(),
+                },
+                (false, None) => Entry::Hang {
+                    chunks,
+                    ready_file: None,
+                },
+            }
+        })
+        .collect()
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum OverrideFile {
+    Replace(Vec<OverrideEntry>),
+    Patches { patches: Vec<Patch> },
+}
+
+#[derive(Deserialize)]
+struct Patch {
+    at: usize,
+    entry: OverrideEntry,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+enum OverrideEntry {
+    Chunks {
+        chunks: Vec<Chunk>,
+    },
+    Throw {
+        #[serde(default)]
+        chunks: Vec<Chunk>,
+        message: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    Hang {
+        #[serde(default)]
+        chunks: Vec<Chunk>,
+        ready_file: Option<String>,
+    },
+}
+
+impl From<OverrideEntry> for Entry {
+    fn from(entry: OverrideEntry) -> Self {
+        match entry {
+            OverrideEntry::Chunks { chunks } => Entry::Chunks(chunks),
+            OverrideEntry::Throw { chunks, message } => Entry::Throw { chunks, message },
+            OverrideEntry::Hang { chunks, ready_file } => Entry::Hang { chunks, ready_file },
+        }
+    }
+}
+
+fn apply_override(path: &Path, entries: &mut Vec<Entry>) -> Result<(), ReplayError> {
+    let bad = |reason: String| ReplayError::Override {
+        path: path.to_owned(),
+        reason,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+    let parsed: OverrideFile = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+    match parsed {
+        OverrideFile::Replace(list) => *entries = list.into_iter().map(Entry::from).collect(),
+        OverrideFile::Patches { patches } => {
+            let mut seen = std::collections::HashSet::new();
+            for Patch { at, entry } in patches {
+                if !seen.insert(at) {
+                    return Err(bad(format!("two patches at index {at}")));
+                }
+                match at.cmp(&entries.len()) {
+                    std::cmp::Ordering::Less => entries[at] = entry.into(),
+                    std::cmp::Ordering::Equal => entries.push(entry.into()),
+                    std::cmp::Ordering::Greater => {
+                        return Err(bad(format!(
+                            "patch at {at} is past the end of a {}-call script",
+                            entries.len()
+                        )))
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::StreamExt;
+
+    fn log(lines: &[&str]) -> LoadedSession {
+        let mut text = String::from(
+            r#"{"type":"session","version":0,"id":"s","createdAt":0,"delegationDepth":0}"#,
+        );
+        for line in lines {
+            text.push('\n');
+            text.push_str(line);
+        }
+        text.push('\n');
+        parse_log(Path::new("test.jsonl"), text.as_bytes()).unwrap()
+    }
+
+    fn chunk(turn: u32, step: u32, chunk: &str) -> String {
+        format!(
+            r#"{{"type":"assistant/chunk","seq":{},"time":0,"data":{{"turn":{turn},"step":{step},"chunk":{chunk}}}}}"#,
+            turn * 100 + step * 10 + chunk.len() as u32 % 10
+        )
+    }
+
+    fn request(session: &str) -> ModelRequest {
+        ModelRequest {
+            session_id: session.into(),
+            cwd: None,
+            system: String::new(),
+            history: Vec::new(),
+            tools: Vec::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn binds_sessions_in_call_order_and_fails_loud_when_exhausted() {
+        let text = r#"{"type":"text-delta","index":0,"text":"hi"}"#;
+        let finish = r#"{"type":"finish","reason":{"kind":"stop"}}"#;
+        let a = log(&[&chunk(1, 1, text), &chunk(1, 1, finish)]);
+        let b = log(&[&chunk(1, 1, finish)]);
+        let model = ReplayModel::from_logs(&[("a".into(), a), ("b".into(), b)]);
+        let first: Vec<_> = model.stream(request("x")).collect().await;
+        assert_eq!(first.len(), 2);
+        let second: Vec<_> = model.stream(request("y")).collect().await;
+        assert_eq!(second.len(), 1);
+        assert!(model.unconsumed().is_empty());
+        let extra: Vec<_> = model.stream(request("x")).collect().await;
+        assert!(matches!(&extra[0], Err(ModelError::Replay(m)) if m.contains("recorded only 1")));
+        let third: Vec<_> = model.stream(request("z")).collect().await;
+        assert!(matches!(&third[0], Err(ModelError::Replay(m)) if m.contains("session #3")));
+    }
+
+    #[test]
+    fn unfinished_groups_hang_or_throw_by_how_their_turn_ended() {
+        let text = r#"{"type":"text-delta","index":0,"text":"hi"}"#;
+        let cut = log(&[
+            &chunk(1, 1, text),
+            r#"{"type":"turn/end","seq":500,"time":0,"data":{"turn":1,"reason":{"kind":"aborted"}}}"#,
+            &chunk(2, 1, text),
+            r#"{"type":"turn/end","seq":501,"time":0,"data":{"turn":2,"reason":{"kind":"error","message":"boom"}}}"#,
+        ]);
+        let entries = entries_from_log(&cut);
+        assert!(matches!(&entries[0], Entry::Hang { .. }));
+        assert!(matches!(&entries[1], Entry::Throw { message, .. } if message == "boom"));
+    }
+}

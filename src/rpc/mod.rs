@@ -1,0 +1,15 @@
+//! JSON-RPC 2.0 over newline-delimited streams, role-agnostic.
+//!
+//! The same [`Peer`] serves the editor on stdin/stdout and drives child agents over their pipes.
+//! It knows framing, classification, ids, cancellation and ordering; it knows nothing of ACP:
+//! what a method means is up to the [`Handler`] it is given.
+
+mod error;
+mod framing;
+mod message;
+mod peer;
+
+pub use error::RpcError;
+pub use framing::{Frame, LineReader, MAX_LINE_BYTES};
+pub use message::{classify, Incoming};
+pub use peer::{Handler, Peer, RequestContext};

@@ -1,0 +1,337 @@
+//! The bidirectional peer: one reader loop, one ordered writer task, a table of our pending
+//! outgoing requests, and one task per incoming request.
+
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use serde::Serialize;
+use serde_json::{json, Value};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::{classify, Frame, Incoming, LineReader, RpcError};
+
+const CANCEL_REQUEST: &str = "$/cancel_request";
+
+/// What a peer does with the messages the other side sends it.
+pub trait Handler: Send + Sync + 'static {
+    /// Called in arrival order, before the next line is read, so state changes made here (such
+    /// as "initialized") are seen by the next message. The returned future runs on its own task
+    /// and its output is the one answer to the request.
+    fn request(
+        &self,
+        method: String,
+        params: Value,
+        cx: RequestContext,
+    ) -> BoxFuture<'static, Result<Value, RpcError>>;
+
+    /// Called in arrival order; must not block. Unknown notifications are to be ignored.
+    fn notification(&self, method: String, params: Value);
+}
+
+/// Given to each incoming request: its cancellation (tripped by `$/cancel_request` or by
+/// shutdown) and the peer, to send notifications and requests while answering.
+#[derive(Clone)]
+pub struct RequestContext {
+    pub cancel: CancellationToken,
+    pub peer: Peer,
+}
+
+type PendingReply = oneshot::Sender<Result<Value, RpcError>>;
+
+/// A handle to one JSON-RPC connection; cheap to clone.
+#[derive(Clone)]
+pub struct Peer {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// `None` tells the writer to flush and stop.
+    out: mpsc::UnboundedSender<Option<String>>,
+    next_id: AtomicI64,
+    pending: Mutex<HashMap<i64, PendingReply>>,
+    in_flight: Mutex<HashMap<String, CancellationToken>>,
+    /// Tripped when the connection shuts down; every incoming request token is its child.
+    closed: CancellationToken,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A poisoned lock only means another task panicked mid-update of a plain map; the map is
+    // still usable, and refusing to serve would be worse.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[derive(Serialize)]
+struct Envelope<'a, P: Serialize> {
+    jsonrpc: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    method: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    params: Option<&'a P>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a RpcError>,
+}
+
+impl<'a, P: Serialize> Envelope<'a, P> {
+    fn empty() -> Self {
+        Self {
+            jsonrpc: "2.0",
+            id: None,
+            method: None,
+            params: None,
+            result: None,
+            error: None,
+        }
+    }
+}
+
+impl Peer {
+    /// Starts the writer task on `writer`. Call [`Peer::serve`] to read.
+    pub fn new<W>(writer: W) -> (Self, JoinHandle<()>)
+    where
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let (out, rx) = mpsc::unbounded_channel();
+        let peer = Self {
+            inner: Arc::new(Inner {
+                out,
+                next_id: AtomicI64::new(0),
+                pending: Mutex::new(HashMap::new()),
+                in_flight: Mutex::new(HashMap::new()),
+                closed: CancellationToken::new(),
+            }),
+        };
+        let writer = tokio::spawn(write_loop(rx, writer));
+        (peer, writer)
+    }
+
+    /// Reads and dispatches until end of input or `shutdown`, then settles: cancels every
+    /// incoming request, waits until each has been answered, fails our pending requests and
+    /// stops the writer after it flushed. Returns when all of that is done.
+    pub async fn serve<R, H>(
+        &self,
+        reader: R,
+        handler: Arc<H>,
+        shutdown: CancellationToken,
+        writer: JoinHandle<()>,
+    ) where
+        R: AsyncRead + Unpin,
+        H: Handler,
+    {
+        let tracker = TaskTracker::new();
+        let mut lines = LineReader::new(reader);
+        loop {
+            let frame = tokio::select! {
+                _ = shutdown.cancelled() => break,
+                frame = lines.next_frame() => frame,
+            };
+            match frame {
+                Ok(None) => break,
+                Err(error) => {
+                    tracing::warn!(%error, "reading the connection failed; shutting it down");
+                    break;
+                }
+                Ok(Some(Frame::TooLong { len })) => self.respond(
+                    &Value::Null,
+                    Err(RpcError::parse_error(format!(
+                        "parse error: line of {len} bytes exceeds the {} byte limit",
+                        super::MAX_LINE_BYTES
+                    ))),
+                ),
+                Ok(Some(Frame::Line(line))) => self.dispatch(&line, &handler, &tracker),
+            }
+        }
+        self.inner.closed.cancel();
+        for (_, reply) in lock(&self.inner.pending).drain() {
+            let _ = reply.send(Err(RpcError::connection_closed()));
+        }
+        tracker.close();
+        tracker.wait().await;
+        let _ = self.inner.out.send(None);
+        let _ = writer.await;
+    }
+
+    fn dispatch<H: Handler>(&self, line: &[u8], handler: &Arc<H>, tracker: &TaskTracker) {
+        let incoming = match classify(line) {
+            Ok(Some(incoming)) => incoming,
+            Ok(None) => return,
+            Err(error) => return self.respond(&Value::Null, Err(error)),
+        };
+        match incoming {
+            Incoming::Request { id, method, params } => {
+                let key = id.to_string();
+                let cancel = self.inner.closed.child_token();
+                lock(&self.inner.in_flight).insert(key.clone(), cancel.clone());
+                let cx = RequestContext {
+                    cancel,
+                    peer: self.clone(),
+                };
+                let started = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                    handler.request(method, params, cx)
+                }));
+                let peer = self.clone();
+                tracker.spawn(async move {
+                    let answer = match started {
+                        Ok(future) => AssertUnwindSafe(future).catch_unwind().await,
+                        Err(panic) => Err(panic),
+                    };
+                    let answer = answer.unwrap_or_else(|_| {
+                        tracing::error!("a request handler panicked");
+                        Err(RpcError::internal(
+                            "internal error while handling the request",
+                        ))
+                    });
+                    lock(&peer.inner.in_flight).remove(&key);
+                    peer.respond(&id, answer);
+                });
+            }
+            Incoming::Notification { method, params } if method == CANCEL_REQUEST => {
+                if let Some(id) = params.get("requestId") {
+                    if let Some(token) = lock(&self.inner.in_flight).get(&id.to_string()) {
+                        token.cancel();
+                    }
+                }
+            }
+            Incoming::Notification { method, params } => {
+                let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                    handler.notification(method, params)
+                }));
+                if outcome.is_err() {
+                    tracing::error!("a notification handler panicked");
+                }
+            }
+            Incoming::Response { id, result } => {
+                let number = match &id {
+                    Value::Number(n) => n.as_i64(),
+                    Value::String(s) => s.parse().ok(),
+                    _ => None,
+                };
+                let reply = number.and_then(|n| lock(&self.inner.pending).remove(&n));
+                match reply {
+                    Some(reply) => {
+                        let _ = reply.send(result);
+                    }
+                    None => tracing::debug!(%id, "response to no pending request; ignored"),
+                }
+            }
+        }
+    }
+
+    fn send<P: Serialize>(&self, envelope: &Envelope<'_, P>) {
+        match serde_json::to_string(envelope) {
+            Ok(line) => {
+                // After shutdown the writer is gone; dropping late output is all we can do.
+                let _ = self.inner.out.send(Some(line));
+            }
+            Err(error) => tracing::error!(%error, "could not encode an outgoing message"),
+        }
+    }
+
+    fn respond(&self, id: &Value, answer: Result<Value, RpcError>) {
+        let mut envelope = Envelope::<()>::empty();
+        envelope.id = Some(id);
+        match &answer {
+            Ok(result) => envelope.result = Some(result),
+            Err(error) => envelope.error = Some(error),
+        }
+        self.send(&envelope);
+    }
+
+    /// Sends a notification; ordered after everything sent before it on this peer.
+    pub fn notify<P: Serialize>(&self, method: &str, params: &P) {
+        let mut envelope = Envelope::empty();
+        envelope.method = Some(method);
+        envelope.params = Some(params);
+        self.send(&envelope);
+    }
+
+    /// Sends a request and waits for its answer.
+    pub async fn request<P: Serialize>(&self, method: &str, params: &P) -> Result<Value, RpcError> {
+        self.request_cancellable(method, params, &CancellationToken::new())
+            .await
+    }
+
+    /// Sends a request; when `cancel` trips first, tells the peer with `$/cancel_request` and
+    /// keeps waiting, since the peer still owes exactly one answer.
+    pub async fn request_cancellable<P: Serialize>(
+        &self,
+        method: &str,
+        params: &P,
+        cancel: &CancellationToken,
+    ) -> Result<Value, RpcError> {
+        let number = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let (reply_tx, mut reply_rx) = oneshot::channel();
+        lock(&self.inner.pending).insert(number, reply_tx);
+        if self.inner.closed.is_cancelled() {
+            lock(&self.inner.pending).remove(&number);
+            return Err(RpcError::connection_closed());
+        }
+        let id = Value::from(number);
+        let mut envelope = Envelope::empty();
+        envelope.id = Some(&id);
+        envelope.method = Some(method);
+        envelope.params = Some(params);
+        self.send(&envelope);
+        tokio::select! {
+            reply = &mut reply_rx => return reply.unwrap_or_else(|_| Err(RpcError::connection_closed())),
+            _ = cancel.cancelled() => {}
+        }
+        self.notify(CANCEL_REQUEST, &json!({ "requestId": number }));
+        reply_rx
+            .await
+            .unwrap_or_else(|_| Err(RpcError::connection_closed()))
+    }
+
+    /// Tripped once the connection has shut down.
+    pub fn closed(&self) -> &CancellationToken {
+        &self.inner.closed
+    }
+}
+
+async fn write_loop<W: AsyncWrite + Unpin>(
+    mut rx: mpsc::UnboundedReceiver<Option<String>>,
+    writer: W,
+) {
+    let mut writer = BufWriter::with_capacity(64 * 1024, writer);
+    if let Err(error) = write_messages(&mut rx, &mut writer).await {
+        tracing::warn!(%error, "writing to the connection failed; further output is dropped");
+    }
+}
+
+async fn write_messages<W: AsyncWrite + Unpin>(
+    rx: &mut mpsc::UnboundedReceiver<Option<String>>,
+    writer: &mut BufWriter<W>,
+) -> std::io::Result<()> {
+    while let Some(Some(line)) = rx.recv().await {
+        writer.write_all(line.as_bytes()).await?;
+        writer.write_all(b"\n").await?;
+        // Batch whatever is already queued, then flush once: same order, fewer syscalls.
+        loop {
+            match rx.try_recv() {
+                Ok(Some(line)) => {
+                    writer.write_all(line.as_bytes()).await?;
+                    writer.write_all(b"\n").await?;
+                }
+                Ok(None) | Err(mpsc::error::TryRecvError::Disconnected) => {
+                    return writer.flush().await;
+                }
+                Err(mpsc::error::TryRecvError::Empty) => break,
+            }
+        }
+        writer.flush().await?;
+    }
+    writer.flush().await
+}

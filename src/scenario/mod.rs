@@ -1,0 +1,15 @@
+//! Scenarios: a scripted ACP client session against `kin acp --replay DIR`.
+//!
+//! A scenario directory holds `input.json` (the client's steps), the recorded session logs that
+//! serve as model scripts and as the expected logs, and `stdout.expected.jsonl` (what kin wrote).
+//! The runner plays the steps through the real binary over pipes; [`normalize`] makes runs
+//! comparable. Used by the snapshot tests, `kin demo` and the benchmarks. Format:
+//! `protocol/snapshot-format.md`.
+
+pub mod demo;
+mod input;
+pub mod normalize;
+mod runner;
+
+pub use input::{Input, Step};
+pub use runner::{harvest_logs, RunEvent, RunOptions, Runner, ScenarioError};

@@ -1,0 +1,141 @@
+//! Making runs comparable: volatile values (paths, ids, times) become placeholders.
+//!
+//! - the workspace and the kin home, wherever they occur in a string -> `{{cwd}}`, `{{home}}`;
+//! - every UUID -> `{{id:N}}`, numbered by first appearance across the whole run (stdout first,
+//!   then the logs in order), so a session id in stdout and in its log get the same number;
+//! - ISO timestamps under `updatedAt` -> `{{time}}`; log `time`, header `createdAt` -> 0.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+pub struct Normalizer {
+    paths: Vec<(String, &'static str)>,
+    ids: HashMap<String, usize>,
+}
+
+impl Normalizer {
+    pub fn new(cwd: &std::path::Path, home: &std::path::Path) -> Self {
+        let mut paths = Vec::new();
+        for (path, name) in [(cwd, "{{cwd}}"), (home, "{{home}}")] {
+            paths.push((path.to_string_lossy().into_owned(), name));
+            if let Ok(real) = path.canonicalize() {
+                paths.push((real.to_string_lossy().into_owned(), name));
+            }
+        }
+        // Longest first, so a path inside another is replaced by its own name.
+        paths.sort_by_key(|(path, _)| std::cmp::Reverse(path.len()));
+        paths.dedup();
+        Self {
+            paths,
+            ids: HashMap::new(),
+        }
+    }
+
+    fn string(&mut self, text: &str) -> String {
+        let mut out = text.to_owned();
+        for (path, name) in &self.paths {
+            if !path.is_empty() && out.contains(path.as_str()) {
+                out = out.replace(path.as_str(), name);
+            }
+        }
+        self.replace_uuids(&out)
+    }
+
+    fn replace_uuids(&mut self, text: &str) -> String {
+        let bytes = text.as_bytes();
+        let mut out = String::with_capacity(text.len());
+        let mut i = 0;
+        while i < bytes.len() {
+            if i + 36 <= bytes.len() && is_uuid(&bytes[i..i + 36]) {
+                let uuid = &text[i..i + 36];
+                let next = self.ids.len() + 1;
+                let n = *self.ids.entry(uuid.to_owned()).or_insert(next);
+                out.push_str(&format!("{{{{id:{n}}}}}"));
+                i += 36;
+            } else {
+                let ch = text[i..].chars().next().unwrap_or_default();
+                out.push(ch);
+                i += ch.len_utf8().max(1);
+            }
+        }
+        out
+    }
+
+    pub fn value(&mut self, value: &mut Value) {
+        match value {
+            Value::String(s) => *s = self.string(s),
+            Value::Array(items) => items.iter_mut().for_each(|v| self.value(v)),
+            Value::Object(map) => {
+                for (key, v) in map.iter_mut() {
+                    if key == "updatedAt" && v.is_string() {
+                        *v = Value::from("{{time}}");
+                    } else {
+                        self.value(v);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// One stdout line, re-serialized in normal form.
+    pub fn stdout_line(&mut self, line: &str) -> String {
+        match serde_json::from_str::<Value>(line) {
+            Ok(mut value) => {
+                self.value(&mut value);
+                value.to_string()
+            }
+            Err(_) => line.to_owned(),
+        }
+    }
+
+    /// A whole session log in normal form: one string per line.
+    pub fn log(&mut self, text: &str) -> Vec<String> {
+        text.lines()
+            .filter(|line| !line.trim().is_empty())
+            .map(|line| match serde_json::from_str::<Value>(line) {
+                Ok(mut value) => {
+                    if let Some(map) = value.as_object_mut() {
+                        for key in ["time", "createdAt", "time0"] {
+                            if map.contains_key(key) {
+                                map.insert(key.into(), Value::from(0));
+                            }
+                        }
+                    }
+                    self.value(&mut value);
+                    value.to_string()
+                }
+                Err(_) => line.to_owned(),
+            })
+            .collect()
+    }
+}
+
+fn is_uuid(bytes: &[u8]) -> bool {
+    bytes.iter().enumerate().all(|(i, &b)| match i {
+        8 | 13 | 18 | 23 => b == b'-',
+        _ => b.is_ascii_hexdigit(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn replaces_paths_ids_and_times() {
+        let mut n = Normalizer::new(Path::new("/tmp/ws"), Path::new("/tmp/home"));
+        let line = r#"{"id":1,"result":{"sessionId":"0b8e8a6e-2a3c-4b0e-9d2e-0d5f5c0e9a11","cwd":"/tmp/ws/a","updatedAt":"2026-01-01T00:00:00Z"}}"#;
+        assert_eq!(
+            n.stdout_line(line),
+            r#"{"id":1,"result":{"cwd":"{{cwd}}/a","sessionId":"{{id:1}}","updatedAt":"{{time}}"}}"#
+        );
+        let log = "{\"type\":\"session\",\"id\":\"0b8e8a6e-2a3c-4b0e-9d2e-0d5f5c0e9a11\",\"createdAt\":17}\n";
+        assert_eq!(
+            n.log(log),
+            vec![r#"{"createdAt":0,"id":"{{id:1}}","type":"session"}"#]
+        );
+    }
+}

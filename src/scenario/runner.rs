@@ -1,0 +1,454 @@
+//! Drives one `kin acp` child through a scenario's steps, recording every line it writes.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+use super::{Input, Step};
+use crate::rpc::{Frame, LineReader};
+use crate::session::parse_log;
+
+/// A guard against a broken agent, not a timing assertion: no scenario step comes near it.
+const STEP_TIMEOUT: Duration = Duration::from_secs(60);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error("could not start {binary}: {source}")]
+    Spawn {
+        binary: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("talking to kin failed: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("kin closed its stdout while {0}")]
+    Eof(String),
+    #[error("kin wrote a line that is not JSON: {0}")]
+    NotJson(String),
+    #[error("no answer within {STEP_TIMEOUT:?} while {0}")]
+    Timeout(String),
+    #[error("step {step}: {reason}")]
+    Step { step: usize, reason: String },
+}
+
+/// What the runner saw, for printing a transcript.
+pub enum RunEvent<'a> {
+    /// A message the client sent.
+    Sent(&'a Value),
+    /// A message kin wrote.
+    Received(&'a Value),
+}
+
+pub struct RunOptions {
+    pub binary: PathBuf,
+    /// Scenario directory served with `--replay`.
+    pub replay_dir: PathBuf,
+    /// `KIN_HOME` for the child.
+    pub home: PathBuf,
+    /// The workspace new sessions are created in.
+    pub cwd: PathBuf,
+}
+
+pub struct Runner<'a> {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: LineReader<ChildStdout>,
+    stderr: tokio::task::JoinHandle<String>,
+    cwd: PathBuf,
+    next_id: i64,
+    sessions: Vec<String>,
+    /// Ids of prompts sent but not yet answered.
+    open_prompts: HashSet<i64>,
+    /// Every line kin wrote to stdout, in order.
+    pub stdout: Vec<String>,
+    observe: Box<dyn FnMut(RunEvent<'_>) + Send + 'a>,
+}
+
+impl<'a> Runner<'a> {
+    pub fn start(
+        options: &RunOptions,
+        observe: impl FnMut(RunEvent<'_>) + Send + 'a,
+    ) -> Result<Self, ScenarioError> {
+        let mut child = Command::new(&options.binary)
+            .arg("acp")
+            .arg("--replay")
+            .arg(&options.replay_dir)
+            .env("KIN_HOME", &options.home)
+            .current_dir(&options.cwd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|source| ScenarioError::Spawn {
+                binary: options.binary.clone(),
+                source,
+            })?;
+        let (Some(stdin), Some(stdout), Some(mut stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err(ScenarioError::Eof("starting".into()));
+        };
+        let stderr = tokio::spawn(async move {
+            let mut text = String::new();
+            let _ = stderr.read_to_string(&mut text).await;
+            text
+        });
+        Ok(Self {
+            child,
+            stdin: Some(stdin),
+            lines: LineReader::new(stdout),
+            stderr,
+            cwd: options.cwd.clone(),
+            next_id: 1,
+            sessions: Vec::new(),
+            open_prompts: HashSet::new(),
+            stdout: Vec::new(),
+            observe: Box::new(observe),
+        })
+    }
+
+    /// Session ids in creation order.
+    pub fn sessions(&self) -> &[String] {
+        &self.sessions
+    }
+
+    /// Plays every step, then shuts kin down (stdin EOF) and collects what it wrote last.
+    pub async fn run(mut self, input: &Input) -> Result<(Vec<String>, String), ScenarioError> {
+        for (index, step) in input.steps.iter().enumerate() {
+            self.step(index, step).await?;
+        }
+        self.finish().await
+    }
+
+    /// Closes stdin, reads kin's last words and waits for it to exit.
+    pub async fn finish(mut self) -> Result<(Vec<String>, String), ScenarioError> {
+        drop(self.stdin.take());
+        loop {
+            match tokio::time::timeout(STEP_TIMEOUT, self.read_line()).await {
+                Ok(Ok(Some(_))) => {}
+                Ok(Ok(None)) => break,
+                Ok(Err(error)) => return Err(error),
+                Err(_) => return Err(ScenarioError::Timeout("waiting for kin to exit".into())),
+            }
+        }
+        match tokio::time::timeout(STEP_TIMEOUT, self.child.wait()).await {
+            Ok(status) => {
+                status?;
+            }
+            Err(_) => {
+                let _ = self.child.kill().await;
+                return Err(ScenarioError::Timeout("waiting for kin to exit".into()));
+            }
+        }
+        let stderr = self.stderr.await.unwrap_or_default();
+        Ok((self.stdout, stderr))
+    }
+
+    fn session(&self, step: usize, index: Option<usize>) -> Result<String, ScenarioError> {
+        let found = match index {
+            Some(i) => self.sessions.get(i),
+            None => self.sessions.last(),
+        };
+        found.cloned().ok_or_else(|| ScenarioError::Step {
+            step,
+            reason: "no such session (create one with newSession first)".into(),
+        })
+    }
+
+    fn fill(&self, value: &Value) -> Value {
+        match value {
+            Value::String(s) => {
+                let mut out = s.replace("{{cwd}}", &self.cwd.to_string_lossy());
+                for (i, id) in self.sessions.iter().enumerate() {
+                    out = out.replace(&format!("{{{{session:{i}}}}}"), id);
+                }
+                if let Some(last) = self.sessions.last() {
+                    out = out.replace("{{session}}", last);
+                }
+                Value::String(out)
+            }
+            Value::Array(items) => Value::Array(items.iter().map(|v| self.fill(v)).collect()),
+            Value::Object(map) => {
+                Value::Object(map.iter().map(|(k, v)| (k.clone(), self.fill(v))).collect())
+            }
+            other => other.clone(),
+        }
+    }
+
+    async fn step(&mut self, index: usize, step: &Step) -> Result<(), ScenarioError> {
+        let cwd = self.cwd.to_string_lossy().into_owned();
+        match step {
+            Step::Initialize {
+                client_capabilities,
+            } => {
+                let params = json!({
+                    "protocolVersion": 1,
+                    "clientCapabilities": client_capabilities.clone().unwrap_or_else(|| json!({})),
+                    "clientInfo": {"name": "kin-scenario", "version": env!("CARGO_PKG_VERSION")},
+                });
+                self.call("initialize", params).await?;
+            }
+            Step::NewSession { cwd: custom } => {
+                let cwd = custom.clone().unwrap_or(cwd);
+                let answer = self
+                    .call("session/new", json!({"cwd": cwd, "mcpServers": []}))
+                    .await?;
+                if let Some(id) = answer.pointer("/result/sessionId").and_then(Value::as_str) {
+                    self.sessions.push(id.to_owned());
+                }
+            }
+            Step::Prompt { text, session } => {
+                let id = self.session(index, *session)?;
+                self.call("session/prompt", prompt_params(&id, text))
+                    .await?;
+            }
+            Step::StartPrompt { text, session } => {
+                let id = self.session(index, *session)?;
+                self.start_prompt(&id, text).await?;
+            }
+            Step::PromptAndCancel { text, session } => {
+                let id = self.session(index, *session)?;
+                self.start_prompt(&id, text).await?;
+                self.notify("session/cancel", json!({"sessionId": id}))
+                    .await?;
+                self.wait_for_prompts().await?;
+            }
+            Step::Cancel { session } => {
+                let id = self.session(index, *session)?;
+                self.notify("session/cancel", json!({"sessionId": id}))
+                    .await?;
+            }
+            Step::WaitForTurnEnd {} => self.wait_for_prompts().await?,
+            Step::LoadSession { session } | Step::ResumeSession { session } => {
+                let id = self.session(index, *session)?;
+                let method = match step {
+                    Step::LoadSession { .. } => "session/load",
+                    _ => "session/resume",
+                };
+                self.call(
+                    method,
+                    json!({"sessionId": id, "cwd": cwd, "mcpServers": []}),
+                )
+                .await?;
+            }
+            Step::ListSessions { filter_cwd, cursor } => {
+                let mut params = json!({});
+                if *filter_cwd {
+                    params["cwd"] = json!(cwd);
+                }
+                if let Some(cursor) = cursor {
+                    params["cursor"] = json!(cursor);
+                }
+                self.call("session/list", params).await?;
+            }
+            Step::CloseSession { session } | Step::DeleteSession { session } => {
+                let id = self.session(index, *session)?;
+                let method = match step {
+                    Step::CloseSession { .. } => "session/close",
+                    _ => "session/delete",
+                };
+                self.call(method, json!({"sessionId": id})).await?;
+            }
+            Step::Request { method, params } => {
+                let params = self.fill(params);
+                self.call(method, params).await?;
+            }
+            Step::Notify { method, params } => {
+                let params = self.fill(params);
+                self.notify(method, params).await?;
+            }
+            Step::Raw { line, replies } => {
+                self.write_line(line).await?;
+                if *replies {
+                    self.read_until(
+                        &format!("waiting for the answer to raw line {line:?}"),
+                        |m| m.get("id").is_some() && m.get("method").is_none(),
+                    )
+                    .await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn start_prompt(&mut self, session: &str, text: &str) -> Result<(), ScenarioError> {
+        let id = self
+            .send_request("session/prompt", prompt_params(session, text))
+            .await?;
+        self.open_prompts.insert(id);
+        let session = session.to_owned();
+        self.read_until("waiting for the prompt's first update", |m| {
+            m.get("method").and_then(Value::as_str) == Some("session/update")
+                && m.pointer("/params/sessionId").and_then(Value::as_str) == Some(session.as_str())
+        })
+        .await?;
+        Ok(())
+    }
+
+    async fn wait_for_prompts(&mut self) -> Result<(), ScenarioError> {
+        while !self.open_prompts.is_empty() {
+            let open = self.open_prompts.clone();
+            self.read_until("waiting for open prompts to be answered", |m| {
+                m.get("method").is_none()
+                    && m.get("id")
+                        .and_then(Value::as_i64)
+                        .is_some_and(|id| open.contains(&id))
+            })
+            .await?;
+        }
+        Ok(())
+    }
+
+    async fn write_line(&mut self, line: &str) -> Result<(), ScenarioError> {
+        let stdin = self
+            .stdin
+            .as_mut()
+            .ok_or_else(|| ScenarioError::Eof("writing".into()))?;
+        stdin.write_all(line.as_bytes()).await?;
+        stdin.write_all(b"\n").await?;
+        stdin.flush().await?;
+        Ok(())
+    }
+
+    async fn send(&mut self, message: Value) -> Result<(), ScenarioError> {
+        (self.observe)(RunEvent::Sent(&message));
+        self.write_line(&message.to_string()).await
+    }
+
+    async fn send_request(&mut self, method: &str, params: Value) -> Result<i64, ScenarioError> {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await?;
+        Ok(id)
+    }
+
+    async fn notify(&mut self, method: &str, params: Value) -> Result<(), ScenarioError> {
+        self.send(json!({"jsonrpc": "2.0", "method": method, "params": params}))
+            .await
+    }
+
+    /// Sends a request and reads until its answer; returns the answer.
+    async fn call(&mut self, method: &str, params: Value) -> Result<Value, ScenarioError> {
+        let id = self.send_request(method, params).await?;
+        self.read_until(&format!("waiting for the answer to {method}"), |m| {
+            m.get("id") == Some(&json!(id)) && m.get("method").is_none()
+        })
+        .await
+    }
+
+    /// Reads lines (answering kin's own requests) until one satisfies `done`.
+    async fn read_until(
+        &mut self,
+        doing: &str,
+        mut done: impl FnMut(&Value) -> bool,
+    ) -> Result<Value, ScenarioError> {
+        loop {
+            let line = match tokio::time::timeout(STEP_TIMEOUT, self.read_line()).await {
+                Ok(line) => line?,
+                Err(_) => return Err(ScenarioError::Timeout(doing.to_owned())),
+            };
+            let Some(message) = line else {
+                return Err(ScenarioError::Eof(doing.to_owned()));
+            };
+            if done(&message) {
+                return Ok(message);
+            }
+        }
+    }
+
+    /// Reads one line, records it, answers it if it is a request to the client.
+    async fn read_line(&mut self) -> Result<Option<Value>, ScenarioError> {
+        let line = match self.lines.next_frame().await? {
+            None => return Ok(None),
+            Some(Frame::Line(line)) => String::from_utf8_lossy(&line).into_owned(),
+            Some(Frame::TooLong { len }) => {
+                return Err(ScenarioError::NotJson(format!("<{len} bytes>")))
+            }
+        };
+        let message: Value =
+            serde_json::from_str(&line).map_err(|_| ScenarioError::NotJson(line.clone()))?;
+        self.stdout.push(line);
+        (self.observe)(RunEvent::Received(&message));
+        if let Some(id) = message.get("id").and_then(Value::as_i64) {
+            if message.get("method").is_none() {
+                self.open_prompts.remove(&id);
+            }
+        }
+        if let (Some(id), Some(method)) = (
+            message.get("id"),
+            message.get("method").and_then(Value::as_str),
+        ) {
+            let reply = client_answer(method, &message["params"]);
+            let mut answer = json!({"jsonrpc": "2.0", "id": id});
+            match reply {
+                Ok(result) => answer["result"] = result,
+                Err(error) => answer["error"] = error,
+            }
+            self.send(answer).await?;
+        }
+        Ok(Some(message))
+    }
+}
+
+fn prompt_params(session: &str, text: &str) -> Value {
+    json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]})
+}
+
+/// The scripted client's answer to a request from kin: permissions are granted once; the
+/// scenario client offers no other client methods.
+fn client_answer(method: &str, params: &Value) -> Result<Value, Value> {
+    match method {
+        "session/request_permission" => {
+            let options = params.get("options").and_then(Value::as_array);
+            let allow = options.and_then(|options| {
+                options
+                    .iter()
+                    .find(|o| o.get("kind").and_then(Value::as_str) == Some("allow_once"))
+                    .or_else(|| options.first())
+            });
+            Ok(match allow.and_then(|o| o.get("optionId")) {
+                Some(id) => json!({"outcome": {"outcome": "selected", "optionId": id}}),
+                None => json!({"outcome": {"outcome": "cancelled"}}),
+            })
+        }
+        _ => Err(json!({"code": -32601, "message": format!("method not found: {method}")})),
+    }
+}
+
+/// The session logs a run left in `home`, ordered: sessions in the order their ids first
+/// appear in `stdout`, then the rest by creation time. Returns (id, file text).
+pub fn harvest_logs(
+    home: &Path,
+    stdout: &[String],
+) -> Result<Vec<(String, String)>, ScenarioError> {
+    let dir = home.join("sessions");
+    let mut logs = Vec::new();
+    if dir.is_dir() {
+        for entry in std::fs::read_dir(&dir)? {
+            let path = entry?.path();
+            if path.extension().is_some_and(|e| e == "jsonl") {
+                let text = std::fs::read_to_string(&path)?;
+                let header = parse_log(&path, text.as_bytes())
+                    .map(|log| (log.header.id.clone(), log.header.created_at))
+                    .map_err(|e| ScenarioError::NotJson(e.to_string()))?;
+                logs.push((header, text));
+            }
+        }
+    }
+    let joined = stdout.join("\n");
+    let first_seen = |id: &str| joined.find(id).unwrap_or(usize::MAX);
+    logs.sort_by(|((a, at), _), ((b, bt), _)| {
+        first_seen(a)
+            .cmp(&first_seen(b))
+            .then(at.cmp(bt))
+            .then(a.cmp(b))
+    });
+    Ok(logs.into_iter().map(|((id, _), text)| (id, text)).collect())
+}

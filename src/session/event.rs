@@ -1,0 +1,577 @@
+//! The session log vocabulary: the header line and the typed events that follow it.
+//!
+//! The shapes follow `protocol/session-log.md`. Event types kin does not know (written by other
+//! implementations, or by later versions) are kept as [`EventBody::Other`] and written back
+//! unchanged, so reading and rewriting a log never loses anything.
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+/// Line 1 of every session log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Header {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub version: u32,
+    pub id: String,
+    pub created_at: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub additional_directories: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_session: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed_length: Option<u64>,
+    #[serde(default)]
+    pub delegation_depth: u32,
+}
+
+impl Header {
+    pub const KIND: &'static str = "session";
+    pub const VERSION: u32 = 0;
+
+    pub fn new(
+        id: String,
+        created_at: u64,
+        cwd: String,
+        additional_directories: Vec<String>,
+    ) -> Self {
+        Self {
+            kind: Self::KIND.into(),
+            version: Self::VERSION,
+            id,
+            created_at,
+            cwd: Some(cwd),
+            additional_directories,
+            parent_session: None,
+            seed_length: None,
+            delegation_depth: 0,
+        }
+    }
+}
+
+/// One event line: envelope plus typed body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    pub seq: u64,
+    pub time: u64,
+    pub body: EventBody,
+    pub source_event_seqs: Option<Vec<u64>>,
+    pub surface_op: Option<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum EventBody {
+    TurnStart(TurnStart),
+    UserMessage(UserMessage),
+    SessionTitle(SessionTitle),
+    StepStart(StepRef),
+    StepEnd(StepRef),
+    AssistantChunk(AssistantChunk),
+    AssistantMessage(AssistantMessage),
+    ToolCall(ToolCall),
+    ToolResult(ToolResult),
+    TurnEnd(TurnEnd),
+    SessionEndSeed(Empty),
+    Other(OtherEvent),
+}
+
+/// An event type kin does not interpret; kept verbatim.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OtherEvent {
+    pub kind: String,
+    pub data: Value,
+}
+
+impl Serialize for OtherEvent {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.data.serialize(serializer)
+    }
+}
+
+macro_rules! event_kinds {
+    ($($variant:ident => $name:literal,)*) => {
+        impl EventBody {
+            /// The `type` string of this event on disk.
+            pub fn kind(&self) -> &str {
+                match self {
+                    $(Self::$variant(_) => $name,)*
+                    Self::Other(other) => &other.kind,
+                }
+            }
+
+            fn decode(kind: &str, data: &str) -> serde_json::Result<Self> {
+                Ok(match kind {
+                    $($name => Self::$variant(serde_json::from_str(data)?),)*
+                    _ => Self::Other(OtherEvent { kind: kind.to_owned(), data: serde_json::from_str(data)? }),
+                })
+            }
+        }
+    };
+}
+
+event_kinds! {
+    TurnStart => "turn/start",
+    UserMessage => "user/message",
+    SessionTitle => "session/title",
+    StepStart => "step/start",
+    StepEnd => "step/end",
+    AssistantChunk => "assistant/chunk",
+    AssistantMessage => "assistant/message",
+    ToolCall => "tool/call",
+    ToolResult => "tool/result",
+    TurnEnd => "turn/end",
+    SessionEndSeed => "session/end-seed",
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Empty {}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnStart {
+    pub turn: u32,
+    pub trigger: Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepRef {
+    pub turn: u32,
+    pub step: u32,
+}
+
+/// A message in the user role: a prompt, a runtime notice, or a tool result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UserMessage {
+    pub content: Vec<UserPart>,
+    pub source: Value,
+    pub role: String,
+    pub id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(
+    tag = "type",
+    rename_all = "kebab-case",
+    rename_all_fields = "camelCase"
+)]
+pub enum UserPart {
+    Text {
+        text: String,
+    },
+    ResourceLink {
+        uri: String,
+        name: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mime_type: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        title: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        description: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        size: Option<i64>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionTitle {
+    pub title: String,
+    pub message_seqs: Vec<u64>,
+    pub source: Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AssistantChunk {
+    pub turn: u32,
+    pub step: u32,
+    pub chunk: Chunk,
+}
+
+/// What a model streams; the `assistant/chunk` vocabulary.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(
+    tag = "type",
+    rename_all = "kebab-case",
+    rename_all_fields = "camelCase"
+)]
+pub enum Chunk {
+    BlockStart {
+        index: u32,
+        block_type: BlockType,
+    },
+    TextDelta {
+        index: u32,
+        text: String,
+    },
+    ReasoningDelta {
+        index: u32,
+        text: String,
+    },
+    ToolCallDelta {
+        index: u32,
+        id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+        arguments_delta: String,
+    },
+    BlockEnd {
+        index: u32,
+        block: AssistantBlock,
+    },
+    Usage {
+        usage: Usage,
+    },
+    Finish {
+        reason: FinishReason,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BlockType {
+    Text,
+    Reasoning,
+    ToolCall,
+}
+
+/// One finished block of an assistant message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum AssistantBlock {
+    Text {
+        text: String,
+    },
+    Reasoning {
+        text: String,
+    },
+    ToolCall {
+        id: String,
+        name: String,
+        arguments: String,
+    },
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_read_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FinishReason {
+    pub kind: FinishKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<Value>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FinishKind {
+    Stop,
+    ToolCalls,
+    MaxTokens,
+    Refusal,
+    Aborted,
+    Error,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AssistantMessage {
+    pub turn: u32,
+    pub step: u32,
+    pub message: AssistantMessageBody,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AssistantMessageBody {
+    pub role: String,
+    pub content: Vec<AssistantBlock>,
+    pub source: Value,
+    pub id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCall {
+    pub turn: u32,
+    pub step: u32,
+    pub call_id: String,
+    pub name: String,
+    /// The raw JSON text the model produced; it may not parse.
+    pub arguments: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolResult {
+    pub turn: u32,
+    pub step: u32,
+    pub message: ToolResultMessage,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ToolResultError>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolResultMessage {
+    pub source: Value,
+    pub content: Vec<ToolResultPart>,
+    pub role: String,
+    pub id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolResultPart {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub tool_call_id: String,
+    pub content: Vec<ToolResultText>,
+    pub is_error: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolResultText {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolResultError {
+    pub name: String,
+    pub code: String,
+}
+
+impl ToolResult {
+    /// The concatenated text the tool returned.
+    pub fn text(&self) -> String {
+        self.message
+            .content
+            .iter()
+            .flat_map(|part| part.content.iter().map(|t| t.text.as_str()))
+            .collect()
+    }
+
+    pub fn is_error(&self) -> bool {
+        self.message.content.iter().any(|part| part.is_error)
+    }
+
+    pub fn call_id(&self) -> &str {
+        self.message
+            .content
+            .first()
+            .map(|part| part.tool_call_id.as_str())
+            .unwrap_or_default()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnEnd {
+    pub turn: u32,
+    pub reason: TurnEndReason,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum TurnEndReason {
+    Completed,
+    Aborted,
+    MaxTokens,
+    Refusal,
+    Disposed,
+    Interrupted,
+    /// kin's step limit was reached while the model still wanted tools.
+    MaxSteps,
+    Error {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        step: Option<u32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        code: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        failure: Option<Value>,
+    },
+}
+
+#[derive(Serialize)]
+struct EventOut<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    seq: u64,
+    time: u64,
+    data: &'a EventBody,
+    #[serde(rename = "sourceEventSeqs", skip_serializing_if = "Option::is_none")]
+    source_event_seqs: &'a Option<Vec<u64>>,
+    #[serde(rename = "surfaceOp", skip_serializing_if = "Option::is_none")]
+    surface_op: &'a Option<Value>,
+}
+
+impl Serialize for Event {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        EventOut {
+            kind: self.body.kind(),
+            seq: self.seq,
+            time: self.time,
+            data: &self.body,
+            source_event_seqs: &self.source_event_seqs,
+            surface_op: &self.surface_op,
+        }
+        .serialize(serializer)
+    }
+}
+
+/// One parsed line: a plain event, or a packed run of deltas (read-only storage encoding).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawLine<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: std::borrow::Cow<'a, str>,
+    seq: Option<u64>,
+    time: Option<u64>,
+    seq0: Option<u64>,
+    time0: Option<u64>,
+    #[serde(borrow)]
+    data: Option<&'a RawValue>,
+    source_event_seqs: Option<Vec<u64>>,
+    surface_op: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct PackedDeltas {
+    turn: u32,
+    step: u32,
+    index: u32,
+    #[serde(default)]
+    texts: Vec<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    id: Option<String>,
+    name: Option<String>,
+}
+
+/// Why a line could not be read as an event.
+#[derive(Debug, thiserror::Error)]
+pub enum LineError {
+    #[error("invalid JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("missing field `{0}`")]
+    Missing(&'static str),
+}
+
+/// Parses one event line; packed rows expand into several events.
+pub fn parse_event_line(line: &str, out: &mut Vec<Event>) -> Result<(), LineError> {
+    let raw: RawLine<'_> = serde_json::from_str(line)?;
+    let data = raw.data.map(RawValue::get).unwrap_or("{}");
+    let packed_kind = match raw.kind.as_ref() {
+        "text-chunks" => Some(BlockType::Text),
+        "reasoning-chunks" => Some(BlockType::Reasoning),
+        "tool-call-chunks" => Some(BlockType::ToolCall),
+        _ => None,
+    };
+    if let Some(block_type) = packed_kind {
+        let seq0 = raw.seq0.ok_or(LineError::Missing("seq0"))?;
+        let time = raw.time0.unwrap_or_default();
+        let packed: PackedDeltas = serde_json::from_str(data)?;
+        let mut push = |k: usize, chunk: Chunk| {
+            out.push(Event {
+                seq: seq0 + k as u64,
+                time,
+                body: EventBody::AssistantChunk(AssistantChunk {
+                    turn: packed.turn,
+                    step: packed.step,
+                    chunk,
+                }),
+                source_event_seqs: None,
+                surface_op: None,
+            })
+        };
+        match block_type {
+            BlockType::Text | BlockType::Reasoning => {
+                for (k, text) in packed.texts.iter().enumerate() {
+                    let (index, text) = (packed.index, text.clone());
+                    push(
+                        k,
+                        match block_type {
+                            BlockType::Text => Chunk::TextDelta { index, text },
+                            _ => Chunk::ReasoningDelta { index, text },
+                        },
+                    );
+                }
+            }
+            BlockType::ToolCall => {
+                let id = packed.id.clone().unwrap_or_default();
+                for (k, arg) in packed.args.iter().enumerate() {
+                    push(
+                        k,
+                        Chunk::ToolCallDelta {
+                            index: packed.index,
+                            id: id.clone(),
+                            name: if k == 0 { packed.name.clone() } else { None },
+                            arguments_delta: arg.clone(),
+                        },
+                    );
+                }
+            }
+        }
+        return Ok(());
+    }
+    out.push(Event {
+        seq: raw.seq.ok_or(LineError::Missing("seq"))?,
+        time: raw.time.unwrap_or_default(),
+        body: EventBody::decode(&raw.kind, data)?,
+        source_event_seqs: raw.source_event_seqs,
+        surface_op: raw.surface_op,
+    });
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_known_and_unknown_events() {
+        let lines = [
+            r#"{"type":"turn/start","seq":0,"time":5,"data":{"turn":1,"trigger":{"kind":"message","source":{"kind":"user"}}}}"#,
+            r#"{"type":"assistant/chunk","seq":1,"time":5,"data":{"turn":1,"step":1,"chunk":{"type":"tool-call-delta","index":1,"id":"c1","name":"bash","argumentsDelta":"{"}}}"#,
+            r#"{"type":"assistant/chunk","seq":2,"time":5,"data":{"turn":1,"step":1,"chunk":{"type":"finish","reason":{"kind":"tool-calls"}}}}"#,
+            r#"{"type":"request/header","seq":3,"time":5,"data":{"reason":"initial"}}"#,
+            r#"{"type":"turn/end","seq":4,"time":5,"data":{"turn":1,"reason":{"kind":"error","step":1,"message":"boom"}}}"#,
+            r#"{"type":"session/end-seed","seq":5,"time":5,"data":{}}"#,
+        ];
+        for line in lines {
+            let mut events = Vec::new();
+            parse_event_line(line, &mut events).unwrap();
+            assert_eq!(events.len(), 1);
+            assert_eq!(serde_json::to_string(&events[0]).unwrap(), line);
+        }
+    }
+
+    #[test]
+    fn expands_packed_rows() {
+        let line = r#"{"type":"tool-call-chunks","seq0":26,"time0":9,"data":{"turn":1,"step":1,"index":1,"dt":[0,1],"id":"c","name":"bash","args":["","{","}"]}}"#;
+        let mut events = Vec::new();
+        parse_event_line(line, &mut events).unwrap();
+        assert_eq!(events.len(), 3);
+        assert_eq!(events[2].seq, 28);
+        let EventBody::AssistantChunk(first) = &events[0].body else {
+            panic!("not a chunk")
+        };
+        assert!(matches!(&first.chunk, Chunk::ToolCallDelta { name: Some(n), .. } if n == "bash"));
+    }
+}

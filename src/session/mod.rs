@@ -1,0 +1,11 @@
+//! Durable sessions: the event vocabulary, the JSONL store, and folds of a log into what the
+//! model sees. Knows nothing of ACP or of any model API.
+
+pub mod event;
+pub mod history;
+mod log;
+mod store;
+
+pub use event::*;
+pub use log::SessionLog;
+pub use store::{parse_log, LoadedSession, SessionStore, SessionSummary, StoreError};
