@@ -44,6 +44,9 @@ pub enum ModelError {
     /// The endpoint answered with an error or the stream broke.
     #[error("model request failed: {0}")]
     Failed(String),
+    /// A failure replayed from a recording, with the message recorded then.
+    #[error("{0}")]
+    Recorded(String),
 }
 
 pub type ChunkStream = BoxStream<'static, Result<Chunk, ModelError>>;

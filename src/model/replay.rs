@@ -140,19 +140,24 @@ impl ReplayModel {
 
     fn next_entry(&self, session_id: &str) -> Result<Entry, ModelError> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let bound = state.by_session.len();
         let index = match state.by_session.get(session_id) {
             Some(&index) => index,
-            None if bound < state.scripts.len() => {
-                state.by_session.insert(session_id.to_owned(), bound);
-                bound
-            }
             None => {
-                return Err(ModelError::Replay(format!(
-                    "session {session_id} is session #{} to call the model, but the scenario recorded only {}",
-                    bound + 1,
-                    state.scripts.len()
-                )))
+                // The next script nobody holds; scripts of sessions that never called the
+                // model (no entries) are skipped.
+                let taken: std::collections::HashSet<usize> =
+                    state.by_session.values().copied().collect();
+                let free = (0..state.scripts.len())
+                    .find(|i| !taken.contains(i) && !state.scripts[*i].entries.is_empty());
+                let Some(index) = free else {
+                    return Err(ModelError::Replay(format!(
+                        "session {session_id} is session #{} to call the model, but the scenario recorded only {}",
+                        taken.len() + 1,
+                        state.scripts.iter().filter(|s| !s.entries.is_empty()).count()
+                    )));
+                };
+                state.by_session.insert(session_id.to_owned(), index);
+                index
             }
         };
         let script = &mut state.scripts[index];
@@ -193,7 +198,7 @@ impl Model for ReplayModel {
             Entry::Chunks(chunks) => Box::pin(stream::iter(chunks.into_iter().map(Ok))),
             Entry::Throw { chunks, message } => {
                 Box::pin(stream::iter(chunks.into_iter().map(Ok)).chain(stream::once(
-                    std::future::ready(Err(ModelError::Failed(message))),
+                    std::future::ready(Err(ModelError::Recorded(message))),
                 )))
             }
             Entry::Hang { chunks, ready_file } => {

@@ -64,6 +64,8 @@ pub struct SessionSummary {
     pub additional_directories: Vec<String>,
     pub title: Option<String>,
     pub updated_ms: u64,
+    /// Full-precision modification time, for a stable newest-first order.
+    pub updated_ns: u128,
     pub parent_session: Option<String>,
 }
 
@@ -180,7 +182,7 @@ impl SessionStore {
                 }
             }
         }
-        out.sort_by(|a, b| b.updated_ms.cmp(&a.updated_ms).then(a.id.cmp(&b.id)));
+        out.sort_by(|a, b| b.updated_ns.cmp(&a.updated_ns).then(a.id.cmp(&b.id)));
         Ok(out)
     }
 
@@ -282,11 +284,11 @@ fn summarize(path: &Path) -> Result<Option<SessionSummary>, StoreError> {
     let Ok(header) = serde_json::from_slice::<Header>(first) else {
         return Ok(None);
     };
-    let modified = fs::metadata(path)
+    let modified_ns = fs::metadata(path)
         .and_then(|m| m.modified())
         .ok()
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map_or(header.created_at, |d| d.as_millis() as u64);
+        .map_or(u128::from(header.created_at) * 1_000_000, |d| d.as_nanos());
     // The title is the last `session/title` event; only those lines are parsed.
     const NEEDLE: &[u8] = b"\"type\":\"session/title\"";
     let mut title = None;
@@ -307,7 +309,8 @@ fn summarize(path: &Path) -> Result<Option<SessionSummary>, StoreError> {
         cwd: header.cwd,
         additional_directories: header.additional_directories,
         title,
-        updated_ms: modified,
+        updated_ms: (modified_ns / 1_000_000) as u64,
+        updated_ns: modified_ns,
         parent_session: header.parent_session,
     }))
 }

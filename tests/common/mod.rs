@@ -1,0 +1,234 @@
+//! Shared test support: schema validation of everything kin writes, and scenario playing.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use jsonschema::Validator;
+use kin::scenario::normalize::Normalizer;
+use kin::scenario::{harvest_logs, Input, RunEvent, RunOptions, Runner};
+use serde_json::{json, Value};
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `../shared/reference`, beside the repository (read at test time, never copied).
+pub fn shared_reference() -> PathBuf {
+    repo().join("../shared/reference")
+}
+
+pub fn kin_binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_kin"))
+}
+
+/// Validators for the ACP v1 schema, one per `$defs` entry, built on demand.
+pub struct AcpSchema {
+    root: Value,
+    by_method: HashMap<(String, String), String>,
+    cache: HashMap<String, Validator>,
+}
+
+impl AcpSchema {
+    pub fn load() -> Self {
+        let path = shared_reference().join("acp-schema/schema.json");
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+        let root: Value = serde_json::from_str(&text).unwrap();
+        let mut by_method = HashMap::new();
+        for (name, def) in root["$defs"].as_object().unwrap() {
+            if let (Some(method), Some(side)) = (def["x-method"].as_str(), def["x-side"].as_str()) {
+                let role = if name.ends_with("Response") {
+                    "response"
+                } else if name.ends_with("Notification") {
+                    "notification"
+                } else {
+                    "request"
+                };
+                by_method.insert((format!("{side}:{role}"), method.to_owned()), name.clone());
+            }
+        }
+        Self {
+            root,
+            by_method,
+            cache: HashMap::new(),
+        }
+    }
+
+    fn check(&mut self, def: &str, instance: &Value) -> Result<(), String> {
+        if !self.cache.contains_key(def) {
+            let schema = json!({
+                "$schema": "https://json-schema.org/draft/2020-12/schema",
+                "$ref": format!("#/$defs/{def}"),
+                "$defs": self.root["$defs"].clone(),
+            });
+            let validator = jsonschema::validator_for(&schema).map_err(|e| e.to_string())?;
+            self.cache.insert(def.to_owned(), validator);
+        }
+        let validator = &self.cache[def];
+        let errors: Vec<String> = validator
+            .iter_errors(instance)
+            .map(|e| format!("{e} at {}", e.instance_path))
+            .collect();
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("{def}: {}", errors.join("; ")))
+        }
+    }
+
+    /// Validates one message kin wrote; `methods` maps the ids the client used to methods.
+    pub fn check_agent_message(
+        &mut self,
+        message: &Value,
+        methods: &HashMap<String, String>,
+    ) -> Result<(), String> {
+        if message["jsonrpc"] != "2.0" {
+            return Err("missing jsonrpc 2.0".into());
+        }
+        if let Some(method) = message["method"].as_str() {
+            let role = if message.get("id").is_some() {
+                "request"
+            } else {
+                "notification"
+            };
+            let def = self
+                .by_method
+                .get(&(format!("client:{role}"), method.to_owned()))
+                .cloned()
+                .ok_or_else(|| format!("kin sent unknown {role} {method}"))?;
+            return self.check(&def, &message["params"]);
+        }
+        if let Some(error) = message.get("error") {
+            return self.check("Error", error);
+        }
+        let id = message["id"].to_string();
+        let method = methods
+            .get(&id)
+            .ok_or_else(|| format!("answer to unknown id {id}"))?;
+        let def = self
+            .by_method
+            .get(&("agent:response".to_owned(), method.clone()))
+            .cloned()
+            .ok_or_else(|| format!("no response schema for {method}"))?;
+        self.check(&def, &message["result"])
+    }
+}
+
+/// The session-log schemas in `protocol/schemas/events/`.
+pub struct EventSchemas {
+    by_file: HashMap<String, Validator>,
+}
+
+impl EventSchemas {
+    pub fn load() -> Self {
+        let dir = repo().join("protocol/schemas/events");
+        let mut by_file = HashMap::new();
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let schema: Value =
+                serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+            let validator = jsonschema::validator_for(&schema)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            by_file.insert(name, validator);
+        }
+        Self { by_file }
+    }
+
+    /// Validates every line of a log kin wrote (header, then events).
+    pub fn check_log(&self, text: &str) -> Result<(), String> {
+        for (number, line) in text.lines().enumerate() {
+            let value: Value =
+                serde_json::from_str(line).map_err(|e| format!("line {}: {e}", number + 1))?;
+            let schema = if number == 0 {
+                "header".to_owned()
+            } else {
+                let kind = value["type"].as_str().unwrap_or_default().replace('/', ".");
+                if self.by_file.contains_key(&kind) {
+                    kind
+                } else {
+                    return Err(format!(
+                        "line {}: kin wrote an event type with no schema: {kind}",
+                        number + 1
+                    ));
+                }
+            };
+            let errors: Vec<String> = self.by_file[&schema]
+                .iter_errors(&value)
+                .map(|e| format!("{e} at {}", e.instance_path))
+                .collect();
+            if !errors.is_empty() {
+                return Err(format!(
+                    "line {} ({schema}): {}",
+                    number + 1,
+                    errors.join("; ")
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What one scenario run produced, normalized.
+pub struct Outcome {
+    pub raw_stdout: Vec<String>,
+    pub stdout: Vec<String>,
+    pub logs: Vec<Vec<String>>,
+    pub raw_logs: Vec<String>,
+    pub stderr: String,
+    /// Client request id -> method, for schema checks.
+    pub methods: HashMap<String, String>,
+}
+
+/// Plays `input` against `kin acp --replay replay_dir` in fresh temporary directories.
+pub async fn play(replay_dir: &Path, input: &Input) -> Outcome {
+    let root = tempfile::tempdir().unwrap();
+    let (home, cwd) = (root.path().join("home"), root.path().join("workspace"));
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&cwd).unwrap();
+    let options = RunOptions {
+        binary: kin_binary(),
+        replay_dir: replay_dir.to_owned(),
+        home: home.clone(),
+        cwd: cwd.clone(),
+    };
+    let mut methods = HashMap::new();
+    let runner = Runner::start(&options, |event| {
+        if let RunEvent::Sent(message) = event {
+            if let (Some(id), Some(method)) = (message.get("id"), message["method"].as_str()) {
+                methods.insert(id.to_string(), method.to_owned());
+            }
+        }
+    })
+    .unwrap();
+    let (raw_stdout, stderr) = runner
+        .run(input)
+        .await
+        .unwrap_or_else(|e| panic!("scenario {} failed: {e}", replay_dir.display()));
+    let mut normalizer = Normalizer::new(&cwd, &home);
+    let stdout = raw_stdout
+        .iter()
+        .map(|l| normalizer.stdout_line(l))
+        .collect();
+    let harvested = harvest_logs(&home, &raw_stdout).unwrap();
+    let logs = harvested
+        .iter()
+        .map(|(_, text)| normalizer.log(text))
+        .collect();
+    let raw_logs = harvested.into_iter().map(|(_, text)| text).collect();
+    Outcome {
+        raw_stdout,
+        stdout,
+        logs,
+        raw_logs,
+        stderr,
+        methods,
+    }
+}
+
+pub fn read_input(dir: &Path) -> Input {
+    let path = dir.join("input.json");
+    serde_json::from_str(&std::fs::read_to_string(&path).unwrap())
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
