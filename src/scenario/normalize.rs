@@ -3,7 +3,9 @@
 //! - the workspace and the kin home, wherever they occur in a string -> `{{cwd}}`, `{{home}}`;
 //! - every UUID -> `{{id:N}}`, numbered by first appearance across the whole run (stdout first,
 //!   then the logs in order), so a session id in stdout and in its log get the same number;
-//! - ISO timestamps under `updatedAt` -> `{{time}}`; log `time`, header `createdAt` -> 0.
+//! - ISO timestamps under `updatedAt` -> `{{time}}`; log `time`, header `createdAt` -> 0;
+//! - a `session/list` page (`sessions`) is sorted by normalized id: its newest-first order
+//!   rests on file times, which the file system keeps only to a few milliseconds.
 
 use std::collections::HashMap;
 
@@ -73,6 +75,9 @@ impl Normalizer {
                     } else {
                         self.value(v);
                     }
+                }
+                if let Some(Value::Array(sessions)) = map.get_mut("sessions") {
+                    sessions.sort_by_key(|s| s.get("sessionId").map(Value::to_string));
                 }
             }
             _ => {}
