@@ -1,0 +1,213 @@
+//! Wire-level behaviour of `kin acp` over real pipes: bad input, durability, cancellation and
+//! shutdown. Each test checks that kin answers as specified and keeps serving.
+
+mod common;
+
+use common::{snapshot_dir, Wire};
+use serde_json::{json, Value};
+
+#[tokio::test]
+async fn bad_bytes_and_over_long_lines_get_parse_errors_and_kin_keeps_serving() {
+    let mut kin = Wire::start(None);
+    kin.send_bytes(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\xfe\"}\n")
+        .await;
+    let answer = kin.read().await.unwrap();
+    assert_eq!(answer["error"]["code"], -32700);
+    assert_eq!(answer["id"], Value::Null);
+    assert!(answer["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("UTF-8"));
+
+    let mut long = vec![b'x'; 32 * 1024 * 1024 + 10];
+    long.push(b'\n');
+    kin.send_bytes(&long).await;
+    let answer = kin.read().await.unwrap();
+    assert_eq!(answer["error"]["code"], -32700);
+    assert!(answer["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("limit"));
+
+    kin.initialize().await;
+    let session = kin.new_session().await;
+    assert!(!session.is_empty());
+}
+
+/// A session log with one complete turn whose assistant says `text`.
+fn log_with_one_turn(id: &str, cwd: &str, text: &str) -> String {
+    let header =
+        json!({"type":"session","version":0,"id":id,"createdAt":1,"cwd":cwd,"delegationDepth":0});
+    let events = [
+        json!({"type":"turn/start","seq":0,"time":1,"data":{"turn":1,"trigger":{"kind":"message","source":{"kind":"user"}}}}),
+        json!({"type":"user/message","seq":1,"time":1,"data":{"content":[{"type":"text","text":"hello"}],"source":{"kind":"user"},"role":"user","id":"u1"},"surfaceOp":"append"}),
+        json!({"type":"step/start","seq":2,"time":1,"data":{"turn":1,"step":1}}),
+        json!({"type":"assistant/message","seq":3,"time":1,"data":{"turn":1,"step":1,"message":{"role":"assistant","content":[{"type":"text","text":text}],"source":{"kind":"model","provider":"p","model":"m"},"id":"a1"}},"surfaceOp":"append"}),
+        json!({"type":"step/end","seq":4,"time":1,"data":{"turn":1,"step":1}}),
+        json!({"type":"turn/end","seq":5,"time":1,"data":{"turn":1,"reason":{"kind":"completed"}}}),
+    ];
+    let mut text = header.to_string();
+    for event in events {
+        text.push('\n');
+        text.push_str(&event.to_string());
+    }
+    text.push('\n');
+    text
+}
+
+#[tokio::test]
+async fn a_torn_last_line_is_dropped_and_the_session_loads_and_continues() {
+    let home = tempfile::tempdir().unwrap();
+    let id = "11111111-1111-4111-8111-111111111111";
+    let sessions = home.path().join("sessions");
+    std::fs::create_dir_all(&sessions).unwrap();
+    let mut kin = Wire::start_in(Some(&snapshot_dir("text-turn")), home);
+    let path = sessions.join(format!("{id}.jsonl"));
+    let mut text = log_with_one_turn(id, &kin.cwd(), "first answer");
+    text.push_str(r#"{"type":"turn/start","seq":6,"ti"#);
+    std::fs::write(&path, text).unwrap();
+
+    kin.initialize().await;
+    let cwd = kin.cwd();
+    let (updates, answer) = kin
+        .request(
+            1,
+            "session/load",
+            json!({"sessionId": id, "cwd": cwd, "mcpServers": []}),
+        )
+        .await;
+    assert!(answer.get("result").is_some(), "{answer}");
+    let replayed: Vec<&str> = updates
+        .iter()
+        .filter_map(|u| {
+            u.pointer("/params/update/content/text")
+                .and_then(Value::as_str)
+        })
+        .collect();
+    assert_eq!(replayed, ["hello", "first answer"]);
+
+    let (_, answer) = kin
+        .request(
+            2,
+            "session/prompt",
+            json!({"sessionId": id, "prompt": [{"type":"text","text":"again"}]}),
+        )
+        .await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn");
+    kin.close_stdin();
+    kin.child.wait().await.unwrap();
+
+    let log = std::fs::read_to_string(&path).unwrap();
+    for line in log.lines() {
+        serde_json::from_str::<Value>(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    }
+    assert!(
+        log.contains(r#""turn":2"#),
+        "the new turn continues the numbering"
+    );
+    let torn = std::fs::read_to_string(path.with_extension("jsonl.torn")).unwrap();
+    assert_eq!(torn, r#"{"type":"turn/start","seq":6,"ti"#);
+}
+
+#[tokio::test]
+async fn a_corrupt_line_is_a_clear_error_and_kin_keeps_serving() {
+    let home = tempfile::tempdir().unwrap();
+    let id = "22222222-2222-4222-8222-222222222222";
+    let sessions = home.path().join("sessions");
+    std::fs::create_dir_all(&sessions).unwrap();
+    let mut kin = Wire::start_in(None, home);
+    let text = log_with_one_turn(id, &kin.cwd(), "x");
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines[3] = "this is not json";
+    std::fs::write(
+        sessions.join(format!("{id}.jsonl")),
+        lines.join("\n") + "\n",
+    )
+    .unwrap();
+
+    kin.initialize().await;
+    let cwd = kin.cwd();
+    let (_, answer) = kin
+        .request(
+            1,
+            "session/load",
+            json!({"sessionId": id, "cwd": cwd, "mcpServers": []}),
+        )
+        .await;
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert_eq!(answer["error"]["code"], -32603);
+    assert!(message.contains(&format!("{id}.jsonl:4:")), "{message}");
+    let (_, answer) = kin.request(2, "session/list", json!({})).await;
+    assert!(answer["result"]["sessions"].is_array());
+}
+
+/// Starts a prompt whose scripted model never finishes; returns once it streams.
+async fn start_hanging_prompt(kin: &mut Wire, id: i64) -> String {
+    kin.initialize().await;
+    let session = kin.new_session().await;
+    kin.send(&json!({"jsonrpc":"2.0","id":id,"method":"session/prompt","params":{"sessionId":session,"prompt":[{"type":"text","text":"go"}]}}))
+        .await;
+    loop {
+        let message = kin.read().await.unwrap();
+        if message.pointer("/params/update/sessionUpdate") == Some(&json!("agent_message_chunk")) {
+            return session;
+        }
+    }
+}
+
+#[tokio::test]
+async fn stdin_eof_answers_the_running_prompt_and_logs_the_aborted_turn() {
+    let mut kin = Wire::start(Some(&snapshot_dir("busy-session")));
+    let session = start_hanging_prompt(&mut kin, 7).await;
+    kin.close_stdin();
+    let (_, answer) = kin.answer(&json!(7)).await;
+    assert_eq!(answer["result"]["stopReason"], "cancelled");
+    assert!(kin.read().await.is_none(), "nothing after the last answer");
+    assert!(kin.child.wait().await.unwrap().success());
+    let log =
+        std::fs::read_to_string(kin.home.path().join(format!("sessions/{session}.jsonl"))).unwrap();
+    let last: Value = serde_json::from_str(log.lines().last().unwrap()).unwrap();
+    assert_eq!(last["type"], "turn/end");
+    assert_eq!(last["data"]["reason"]["kind"], "aborted");
+}
+
+#[tokio::test]
+async fn cancel_request_ends_the_prompt_as_cancelled() {
+    let mut kin = Wire::start(Some(&snapshot_dir("busy-session")));
+    start_hanging_prompt(&mut kin, 8).await;
+    kin.send(&json!({"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":8}}))
+        .await;
+    let (_, answer) = kin.answer(&json!(8)).await;
+    assert_eq!(answer["result"]["stopReason"], "cancelled");
+    let (_, answer) = kin.request(9, "session/list", json!({})).await;
+    assert_eq!(answer["result"]["sessions"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn sigterm_answers_the_running_prompt_and_exits() {
+    let mut kin = Wire::start(Some(&snapshot_dir("busy-session")));
+    start_hanging_prompt(&mut kin, 5).await;
+    let pid = kin.child.id().unwrap().to_string();
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let (_, answer) = kin.answer(&json!(5)).await;
+    assert_eq!(answer["result"]["stopReason"], "cancelled");
+    assert!(kin.child.wait().await.unwrap().success());
+}
+
+#[tokio::test]
+async fn replay_running_out_of_script_is_a_clear_error_not_a_hang() {
+    let mut kin = Wire::start(Some(&snapshot_dir("text-turn")));
+    kin.initialize().await;
+    let session = kin.new_session().await;
+    let prompt =
+        |n: i64| json!({"sessionId": session, "prompt": [{"type":"text","text":format!("p{n}")}]});
+    let (_, first) = kin.request(1, "session/prompt", prompt(1)).await;
+    assert_eq!(first["result"]["stopReason"], "end_turn");
+    let (_, second) = kin.request(2, "session/prompt", prompt(2)).await;
+    let message = second["error"]["message"].as_str().unwrap();
+    assert!(message.contains("recorded only 1"), "{message}");
+}

@@ -1,0 +1,85 @@
+//! Compatibility with the reference system's recorded scenarios: their recorded model output,
+//! replayed through kin, must give the same final agent messages and stop reasons.
+//! The fixtures are read from `../shared/reference/dsh-snapshots/` at test time.
+
+mod common;
+
+use serde_json::Value;
+
+/// Per answered prompt: (agent message text streamed before the answer, stop reason).
+fn turns(stdout: &[String]) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut text = String::new();
+    for line in stdout {
+        let message: Value = serde_json::from_str(line).unwrap();
+        if message
+            .pointer("/params/update/sessionUpdate")
+            .and_then(Value::as_str)
+            == Some("agent_message_chunk")
+        {
+            text.push_str(
+                message
+                    .pointer("/params/update/content/text")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default(),
+            );
+        }
+        if let Some(stop) = message
+            .pointer("/result/stopReason")
+            .and_then(Value::as_str)
+        {
+            out.push((std::mem::take(&mut text), stop.to_owned()));
+        }
+    }
+    out
+}
+
+async fn check(name: &str, prompts: usize) {
+    let dir = common::shared_reference().join("dsh-snapshots").join(name);
+    let input = common::read_input(&dir);
+    let outcome = common::play(&dir, &input).await;
+    let expected: Vec<String> = std::fs::read_to_string(dir.join("stdout.expected.jsonl"))
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let expected_turns = turns(&expected);
+    assert_eq!(expected_turns.len(), prompts, "{name}: fixture prompts");
+    assert!(expected_turns.iter().all(|(text, _)| !text.is_empty()));
+    assert_eq!(
+        turns(&outcome.stdout),
+        expected_turns,
+        "{name}: final messages and stop reasons"
+    );
+    let sessions = |lines: &[String]| {
+        lines
+            .iter()
+            .filter(|l| l.contains("\"sessionId\":") && l.contains("\"result\""))
+            .count()
+    };
+    assert_eq!(
+        sessions(&outcome.stdout),
+        sessions(&expected),
+        "{name}: sessions created"
+    );
+    assert!(
+        outcome.stderr.is_empty() || !outcome.stderr.contains("ERROR"),
+        "{}",
+        outcome.stderr
+    );
+}
+
+#[tokio::test]
+async fn handshake_matches_the_reference() {
+    check("handshake", 0).await;
+}
+
+#[tokio::test]
+async fn text_turn_matches_the_reference() {
+    check("text-turn", 1).await;
+}
+
+#[tokio::test]
+async fn multi_turn_matches_the_reference() {
+    check("multi-turn", 2).await;
+}
