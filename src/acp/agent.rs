@@ -231,7 +231,10 @@ async fn dispatch(
         ClientRequest::LoadSessionRequest(req) => {
             check_roots(&req.cwd, &req.additional_directories)?;
             let agent = open_idle(&runtime, &req.session_id.0, req.cwd)?;
-            for update in updates::replay(&agent.events().await, &runtime.tools) {
+            let replayed = agent
+                .with_events(|events| updates::replay(events, &runtime.tools))
+                .await;
+            for update in replayed {
                 cx.peer.notify(
                     "session/update",
                     &SessionNotification::new(agent.id.clone(), update),

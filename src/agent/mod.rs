@@ -112,9 +112,9 @@ impl Agent {
         self.running.load(Ordering::Acquire)
     }
 
-    /// A copy of the events so far (waits for a running turn's current append, not its end).
-    pub async fn events(&self) -> Vec<Event> {
-        self.state.lock().await.events.clone()
+    /// Runs `read` over the events so far (waits while a turn holds the session).
+    pub async fn with_events<T>(&self, read: impl FnOnce(&[Event]) -> T) -> T {
+        read(&self.state.lock().await.events)
     }
 
     /// Cancels the running turn, if any; it settles as `Cancelled`.

@@ -335,3 +335,149 @@ async fn write_messages<W: AsyncWrite + Unpin>(
     }
     writer.flush().await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    /// Answers `echo` with its params and `wait` only when cancelled; records notifications.
+    struct TestHandler {
+        notes: Mutex<Vec<String>>,
+    }
+
+    impl Handler for TestHandler {
+        fn request(
+            &self,
+            method: String,
+            params: Value,
+            cx: RequestContext,
+        ) -> BoxFuture<'static, Result<Value, RpcError>> {
+            async move {
+                match method.as_str() {
+                    "echo" => Ok(params),
+                    "wait" => {
+                        cx.cancel.cancelled().await;
+                        Err(RpcError::cancelled())
+                    }
+                    _ => Err(RpcError::method_not_found(&method)),
+                }
+            }
+            .boxed()
+        }
+
+        fn notification(&self, method: String, _params: Value) {
+            self.notes.lock().unwrap().push(method);
+        }
+    }
+
+    type Output = tokio::io::Lines<BufReader<tokio::io::DuplexStream>>;
+
+    /// A peer serving `TestHandler` over two in-memory pipes (one per direction, so dropping
+    /// the test's input end is end of input); the test writes `input` and reads `output`.
+    fn serve() -> (Peer, tokio::io::DuplexStream, Output, JoinHandle<()>) {
+        let (input, their_read) = tokio::io::duplex(1 << 20);
+        let (their_write, output) = tokio::io::duplex(1 << 20);
+        let (peer, writer) = Peer::new(their_write);
+        let handler = Arc::new(TestHandler {
+            notes: Mutex::new(Vec::new()),
+        });
+        let serving = peer.clone();
+        let task = tokio::spawn(async move {
+            serving
+                .serve(their_read, handler, CancellationToken::new(), writer)
+                .await
+        });
+        (peer, input, BufReader::new(output).lines(), task)
+    }
+
+    async fn next(lines: &mut Output) -> Value {
+        serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn answers_requests_with_their_ids_unchanged() {
+        let (_peer, mut input, mut output, _task) = serve();
+        input
+            .write_all(
+                b"{\"jsonrpc\":\"2.0\",\"id\":\"abc\",\"method\":\"echo\",\"params\":{\"x\":1}}\n",
+            )
+            .await
+            .unwrap();
+        let answer = next(&mut output).await;
+        assert_eq!(answer, json!({"jsonrpc":"2.0","id":"abc","result":{"x":1}}));
+    }
+
+    #[tokio::test]
+    async fn outgoing_requests_match_replies_by_number_or_string() {
+        let (peer, mut input, mut output, _task) = serve();
+        let asking = tokio::spawn({
+            let peer = peer.clone();
+            async move { peer.request("ask", &json!({})).await }
+        });
+        let request = next(&mut output).await;
+        assert_eq!(request["method"], "ask");
+        let id = request["id"].as_i64().unwrap();
+        let reply = format!("{{\"jsonrpc\":\"2.0\",\"id\":\"{id}\",\"result\":42}}\n");
+        input.write_all(reply.as_bytes()).await.unwrap();
+        assert_eq!(asking.await.unwrap(), Ok(json!(42)));
+    }
+
+    #[tokio::test]
+    async fn cancelling_an_outgoing_request_tells_the_peer_and_still_takes_its_answer() {
+        let (peer, mut input, mut output, _task) = serve();
+        let cancel = CancellationToken::new();
+        let asking = tokio::spawn({
+            let (peer, cancel) = (peer.clone(), cancel.clone());
+            async move { peer.request_cancellable("ask", &json!({}), &cancel).await }
+        });
+        let id = next(&mut output).await["id"].as_i64().unwrap();
+        cancel.cancel();
+        let notice = next(&mut output).await;
+        assert_eq!(notice["method"], CANCEL_REQUEST);
+        assert_eq!(notice["params"]["requestId"], id);
+        let reply = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{{\"code\":-32800,\"message\":\"cancelled\"}}}}\n");
+        input.write_all(reply.as_bytes()).await.unwrap();
+        assert_eq!(
+            asking.await.unwrap().unwrap_err().code,
+            RpcError::REQUEST_CANCELLED
+        );
+    }
+
+    #[tokio::test]
+    async fn cancel_request_notification_cancels_an_incoming_request() {
+        let (_peer, mut input, mut output, _task) = serve();
+        input
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"wait\"}\n{\"jsonrpc\":\"2.0\",\"method\":\"$/cancel_request\",\"params\":{\"requestId\":9}}\n")
+            .await
+            .unwrap();
+        let answer = next(&mut output).await;
+        assert_eq!(answer["id"], 9);
+        assert_eq!(answer["error"]["code"], RpcError::REQUEST_CANCELLED);
+    }
+
+    #[tokio::test]
+    async fn end_of_input_answers_every_open_request_and_fails_pending_ones() {
+        let (peer, mut input, mut output, task) = serve();
+        input
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"wait\"}\n")
+            .await
+            .unwrap();
+        let asking = tokio::spawn({
+            let peer = peer.clone();
+            async move { peer.request("ask", &json!({})).await }
+        });
+        assert_eq!(next(&mut output).await["method"], "ask");
+        drop(input);
+        let answer = next(&mut output).await;
+        assert_eq!(answer["id"], 1);
+        assert_eq!(answer["error"]["code"], RpcError::REQUEST_CANCELLED);
+        assert_eq!(asking.await.unwrap(), Err(RpcError::connection_closed()));
+        task.await.unwrap();
+        assert!(
+            output.next_line().await.unwrap().is_none(),
+            "writer closed after the last answer"
+        );
+        assert!(peer.request("late", &json!({})).await.is_err());
+    }
+}

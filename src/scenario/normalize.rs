@@ -135,12 +135,12 @@ mod tests {
         let line = r#"{"id":1,"result":{"sessionId":"0b8e8a6e-2a3c-4b0e-9d2e-0d5f5c0e9a11","cwd":"/tmp/ws/a","updatedAt":"2026-01-01T00:00:00Z"}}"#;
         assert_eq!(
             n.stdout_line(line),
-            r#"{"id":1,"result":{"cwd":"{{cwd}}/a","sessionId":"{{id:1}}","updatedAt":"{{time}}"}}"#
+            r#"{"id":1,"result":{"sessionId":"{{id:1}}","cwd":"{{cwd}}/a","updatedAt":"{{time}}"}}"#
         );
         let log = "{\"type\":\"session\",\"id\":\"0b8e8a6e-2a3c-4b0e-9d2e-0d5f5c0e9a11\",\"createdAt\":17}\n";
         assert_eq!(
             n.log(log),
-            vec![r#"{"createdAt":0,"id":"{{id:1}}","type":"session"}"#]
+            vec![r#"{"type":"session","id":"{{id:1}}","createdAt":0}"#]
         );
     }
 }

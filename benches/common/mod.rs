@@ -1,0 +1,206 @@
+//! Shared helpers for the `kin` benchmarks: drive the real release binary over pipes with
+//! blocking std I/O (no async runtime on the client side, so the client adds as little as
+//! possible to what is measured), and summarize samples.
+#![allow(dead_code)]
+
+use std::ffi::OsStr;
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+/// The `kin` binary of this package, built with the bench (release) profile.
+pub const KIN: &str = env!("CARGO_BIN_EXE_kin");
+
+/// The `initialize` request every bench starts with (id 1).
+pub const INITIALIZE: &str =
+    r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}"#;
+
+/// How a `session/update` notification line starts, as kin serializes it (no `id`, `method`
+/// first). Lines that do not match are parsed in full, so a change of field order only makes
+/// the client slower, never wrong.
+const UPDATE_PREFIX: &str = r#"{"jsonrpc":"2.0","method":"session/update""#;
+
+/// Ends the bench process (and thereby, through stdin EOF, every kin it started) if the whole
+/// bench has not finished within `limit`: a guard against a hung agent, not a measurement.
+pub fn watchdog(bench: &'static str, limit: Duration) {
+    std::thread::spawn(move || {
+        std::thread::sleep(limit);
+        eprintln!("{bench}: gave up after {limit:?} (kin stopped answering?)");
+        std::process::exit(2);
+    });
+}
+
+/// One running `kin acp` child.
+pub struct Kin {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+    line: String,
+    out: Vec<u8>,
+}
+
+impl Kin {
+    /// Spawns `kin acp <extra args>` with `KIN_HOME=home`, stderr discarded.
+    pub fn spawn(home: &Path, cwd: &Path, extra: &[&OsStr]) -> Self {
+        let mut child = Command::new(KIN)
+            .arg("acp")
+            .args(extra)
+            .env("KIN_HOME", home)
+            .env_remove("RUST_LOG")
+            .current_dir(cwd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawning {KIN}: {e}"));
+        let stdin = child.stdin.take().expect("piped stdin");
+        let stdout = child.stdout.take().expect("piped stdout");
+        Self {
+            child,
+            stdin: Some(stdin),
+            stdout: BufReader::with_capacity(1 << 16, stdout),
+            line: String::with_capacity(1 << 12),
+            out: Vec::with_capacity(1 << 10),
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Writes one message line (a single write of line + `\n`).
+    pub fn send(&mut self, line: &str) {
+        self.out.clear();
+        self.out.extend_from_slice(line.as_bytes());
+        self.out.push(b'\n');
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        stdin.write_all(&self.out).expect("writing to kin");
+        stdin.flush().expect("flushing to kin");
+    }
+
+    /// Reads the next line (without its `\n`); panics if kin closed stdout.
+    pub fn read_line(&mut self) -> &str {
+        self.line.clear();
+        let n = self
+            .stdout
+            .read_line(&mut self.line)
+            .expect("reading from kin");
+        assert!(n > 0, "kin closed its stdout");
+        self.line.trim_end_matches(['\n', '\r'])
+    }
+
+    /// Reads until the response to request `id`; returns it with the number of
+    /// `session/update` notifications read on the way. Error responses and requests from kin
+    /// (none are expected in these benches) panic.
+    pub fn wait_response(&mut self, id: u64) -> (Value, usize) {
+        let mut updates = 0usize;
+        loop {
+            let line = self.read_line();
+            if line.starts_with(UPDATE_PREFIX) {
+                updates += 1;
+                continue;
+            }
+            let message: Value = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("kin wrote a non-JSON line ({e}): {line}"));
+            match (message.get("method"), message.get("id")) {
+                (Some(method), None) => {
+                    if method == "session/update" {
+                        updates += 1;
+                    }
+                }
+                (Some(method), Some(_)) => panic!("unexpected request from kin: {method}"),
+                (None, Some(got)) if got.as_u64() == Some(id) => {
+                    if let Some(error) = message.get("error") {
+                        panic!("request {id} failed: {error}");
+                    }
+                    return (message, updates);
+                }
+                _ => panic!("unexpected line while waiting for response {id}: {line}"),
+            }
+        }
+    }
+
+    /// Sends a request and waits for its response (see [`Kin::wait_response`]).
+    pub fn call(&mut self, id: u64, method: &str, params: Value) -> (Value, usize) {
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.send(&line.to_string());
+        self.wait_response(id)
+    }
+
+    /// `initialize` (id 1).
+    pub fn initialize(&mut self) {
+        self.send(INITIALIZE);
+        self.wait_response(1);
+    }
+
+    /// `session/new` in `cwd`; returns the session id.
+    pub fn new_session(&mut self, id: u64, cwd: &Path) -> String {
+        let (answer, _) = self.call(
+            id,
+            "session/new",
+            json!({"cwd": cwd.to_str().expect("UTF-8 temp path"), "mcpServers": []}),
+        );
+        answer["result"]["sessionId"]
+            .as_str()
+            .expect("session/new answered a sessionId")
+            .to_owned()
+    }
+
+    /// Closes stdin (kin's signal to shut down) and waits for it to exit.
+    pub fn finish(mut self) {
+        drop(self.stdin.take());
+        let status = self.child.wait().expect("waiting for kin");
+        assert!(status.success(), "kin exited with {status}");
+    }
+
+    /// Kills kin without waiting for a clean shutdown (reaps it).
+    pub fn kill(mut self) {
+        drop(self.stdin.take());
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The value at quantile `q` (0..=1) of sorted samples, interpolating linearly.
+pub fn quantile(sorted: &[f64], q: f64) -> f64 {
+    assert!(!sorted.is_empty(), "no samples");
+    let pos = q * (sorted.len() - 1) as f64;
+    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+    sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
+}
+
+/// Sorts samples in place and returns (median, p10, p90).
+pub fn summary(samples: &mut [f64]) -> (f64, f64, f64) {
+    samples.sort_by(f64::total_cmp);
+    (
+        quantile(samples, 0.5),
+        quantile(samples, 0.1),
+        quantile(samples, 0.9),
+    )
+}
+
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// `kB` value of a `Vm*:` line of `/proc/<pid>/status`.
+pub fn proc_status_kb(pid: u32, key: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_else(|e| panic!("reading /proc/{pid}/status: {e}"));
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(key)?.strip_prefix(':'))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {key} in /proc/{pid}/status"))
+}
+
+/// A fresh temporary directory (removed on drop).
+pub fn temp_dir(prefix: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir()
+        .expect("creating a temp dir")
+}

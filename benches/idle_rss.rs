@@ -1,0 +1,39 @@
+//! `idle_rss`: peak resident memory of an idle `kin acp` holding one fresh session.
+//!
+//! Spawn, `initialize`, `session/new` (cwd a temp dir, no MCP servers), wait for the answer,
+//! then read `VmHWM` (peak RSS) and `VmRSS` from `/proc/<pid>/status`.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{summary, temp_dir, Kin};
+
+const RUNS: usize = 20;
+
+fn main() {
+    common::watchdog("idle_rss", Duration::from_secs(60));
+    let mut peak = Vec::with_capacity(RUNS);
+    let mut current = Vec::with_capacity(RUNS);
+    for _ in 0..RUNS {
+        let home = temp_dir("kin-bench-home-");
+        let cwd = temp_dir("kin-bench-cwd-");
+        let mut kin = Kin::spawn(home.path(), cwd.path(), &[]);
+        kin.initialize();
+        kin.new_session(2, cwd.path());
+        let pid = kin.pid();
+        peak.push(common::proc_status_kb(pid, "VmHWM") as f64 / 1024.0);
+        current.push(common::proc_status_kb(pid, "VmRSS") as f64 / 1024.0);
+        kin.finish();
+    }
+    let (median, p10, p90) = summary(&mut peak);
+    let (rss, _, _) = summary(&mut current);
+    println!(
+        "idle_rss: peak RSS (VmHWM) median {median:.2} MiB (p10 {p10:.2}, p90 {p90:.2}; \
+         VmRSS median {rss:.2} MiB; {RUNS} runs, release build; target < 12 MiB)"
+    );
+    println!(
+        "idle_rss: method: spawn `kin acp` -> initialize -> session/new answered -> read \
+         /proc/<pid>/status"
+    );
+}

@@ -1,0 +1,116 @@
+//! Interop with a client written by someone else: the official ACP Python SDK
+//! (`agent-client-protocol`, see tests/interop/requirements.txt) drives `kin acp` through a
+//! session's whole life (tests/interop/python_sdk_client.py, which also writes the replay
+//! model script it expects).
+//!
+//! Without the SDK installed this test is skipped with a message, unless `CI` is set: CI
+//! installs it, so there a missing SDK is a failure.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The whole walk takes about a second; this only stops a stuck run from stalling the suite.
+const DEADLINE: Duration = Duration::from_secs(180);
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Whether `python3` can import the SDK; `Err` says why not.
+fn sdk_available() -> Result<(), String> {
+    match Command::new("python3")
+        .args(["-c", "import acp"])
+        .stdin(Stdio::null())
+        .output()
+    {
+        Ok(out) if out.status.success() => Ok(()),
+        Ok(out) => Err(format!(
+            "`python3 -c \"import acp\"` failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
+        Err(error) => Err(format!("could not run python3: {error}")),
+    }
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| format!("<reading {}: {e}>", path.display()))
+}
+
+#[test]
+fn official_python_sdk_drives_a_session_through_its_life() {
+    if let Err(why) = sdk_available() {
+        if std::env::var_os("CI").is_some() {
+            panic!(
+                "the ACP Python SDK is required when CI is set: {why}\n\
+                 install it with: python3 -m pip install -r tests/interop/requirements.txt"
+            );
+        }
+        eprintln!(
+            "SKIPPED sdk_interop: the ACP Python SDK is not installed ({why}).\n\
+             To run this test: python3 -m pip install -r tests/interop/requirements.txt"
+        );
+        return;
+    }
+
+    let temp = tempfile::tempdir().unwrap();
+    let replay = temp.path().join("replay");
+    let workspace = temp.path().join("workspace");
+    let home = temp.path().join("kin-home");
+    for dir in [&replay, &workspace, &home] {
+        std::fs::create_dir(dir).unwrap();
+    }
+    // The workspace is compared with what kin reports, so no symlinks in its path.
+    let workspace = workspace.canonicalize().unwrap();
+    let stdout_path = temp.path().join("stdout.txt");
+    let stderr_path = temp.path().join("stderr.txt");
+
+    let script = repo().join("tests/interop/python_sdk_client.py");
+    let mut child = Command::new("python3")
+        .arg(&script)
+        .arg(env!("CARGO_BIN_EXE_kin"))
+        .arg(&replay)
+        .arg(&workspace)
+        .arg(&home)
+        .current_dir(repo())
+        .env("PYTHONUNBUFFERED", "1")
+        .stdin(Stdio::null())
+        .stdout(File::create(&stdout_path).unwrap())
+        .stderr(File::create(&stderr_path).unwrap())
+        .spawn()
+        .unwrap_or_else(|e| panic!("running python3 {}: {e}", script.display()));
+
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if started.elapsed() > DEADLINE {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let stdout = read(&stdout_path);
+    let stderr = read(&stderr_path);
+    let report = format!("--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}");
+
+    let Some(status) = status else {
+        panic!("the Python SDK client did not finish within {DEADLINE:?} (killed)\n{report}");
+    };
+    assert!(
+        status.success(),
+        "the Python SDK client failed ({status})\n{report}"
+    );
+    assert!(
+        stdout.contains("python sdk interop: ok"),
+        "the Python SDK client exited 0 but did not report success\n{report}"
+    );
+    if !stderr.trim().is_empty() {
+        // kin's own stderr (logs) passes through here; show it, it is not a failure.
+        eprintln!("{report}");
+    }
+}
