@@ -7,6 +7,8 @@
 //! - [`runtime`]: the one process-wide [`runtime::Runtime`] (store, model, tools, live agents).
 //! - [`agent`]: the turn loop of one live session.
 //! - [`tools`]: the tool trait and registry.
+//! - [`subagent`]: delegation to child agents (`spawn`, `fork`) and the `subagent` tools.
+//! - [`tasks`]: background tasks and the `task_*` tools.
 //! - [`model`]: the model trait; replay of recorded scenarios.
 //! - [`session`]: the durable JSONL session log and its folds.
 //! - [`scenario`]: drives `kin acp` through a recorded scenario (tests, `kin demo`, benches).
@@ -21,5 +23,7 @@ pub mod rpc;
 pub mod runtime;
 pub mod scenario;
 pub mod session;
+pub mod subagent;
+pub mod tasks;
 pub mod time;
 pub mod tools;

@@ -10,7 +10,7 @@ use clap::{Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
 use kin::model::{Model, ReplayModel, UnconfiguredModel};
-use kin::runtime::Runtime;
+use kin::runtime::{Runtime, RuntimeOptions};
 use kin::tools::ToolRegistry;
 
 #[derive(Parser)]
@@ -66,7 +66,16 @@ async fn acp(replay: Option<PathBuf>) -> anyhow::Result<()> {
         )),
     };
     let home = kin::config::kin_home();
-    let runtime = Runtime::new(&home, model, ToolRegistry::new())
+    let mut options = RuntimeOptions::default();
+    if let Some(depth) = std::env::var("KIN_SUBAGENT_MAX_DEPTH")
+        .ok()
+        .filter(|v| !v.is_empty())
+    {
+        options.subagent_max_depth = depth.parse().with_context(|| {
+            format!("KIN_SUBAGENT_MAX_DEPTH must be a non-negative integer, got {depth:?}")
+        })?;
+    }
+    let runtime = Runtime::new(&home, model, ToolRegistry::new(), options)
         .with_context(|| format!("opening the session store in {}", home.display()))?;
     let shutdown = CancellationToken::new();
     tokio::spawn(stop_on_signal(shutdown.clone()));

@@ -1,14 +1,22 @@
-//! The one `Runtime` a process holds: session store, model, tools and the registry of live
-//! agents. Passed around as `Arc<Runtime>`; there are no globals.
+//! The one `Runtime` a process holds: session store, model, tools, the registry of live
+//! agents, background tasks and delegation. Passed around as `Arc<Runtime>`; no globals.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
-use crate::agent::{Agent, TurnDeps};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::agent::{system_prompt, Agent, AgentOptions, AgentSpec, TurnDeps, UserMessage};
 use crate::model::Model;
-use crate::session::{Header, SessionStore, StoreError};
-use crate::time::now_ms;
+use crate::session::{Header, SessionStore, StoreError, UserPart};
+use crate::subagent::{
+    ForkProvider, SpawnProvider, SubagentService, SubagentTool, DEFAULT_MAX_DEPTH,
+};
+use crate::tasks::{TaskKillTool, TaskListTool, TaskOutputTool, TaskService};
+use crate::time::unique_now_ms;
 use crate::tools::ToolRegistry;
 
 /// Steps (model calls) one turn may take before it is stopped.
@@ -22,27 +30,95 @@ pub enum RuntimeError {
     AlreadyLive { id: String },
 }
 
+/// Settings of a runtime.
+#[derive(Debug, Clone)]
+pub struct RuntimeOptions {
+    pub max_steps: u32,
+    /// The deepest a delegated child may be (1: children cannot delegate further).
+    pub subagent_max_depth: u32,
+}
+
+impl Default for RuntimeOptions {
+    fn default() -> Self {
+        Self {
+            max_steps: DEFAULT_MAX_STEPS,
+            subagent_max_depth: DEFAULT_MAX_DEPTH,
+        }
+    }
+}
+
 pub struct Runtime {
     pub store: SessionStore,
     pub model: Arc<dyn Model>,
+    /// Every tool a top-level session offers (children get a filtered copy).
     pub tools: Arc<ToolRegistry>,
     pub max_steps: u32,
+    pub subagents: Arc<SubagentService>,
+    pub tasks: Arc<TaskService>,
+    /// The turns of in-process children.
+    pub runs: TaskTracker,
+    shutdown: CancellationToken,
     agents: Mutex<HashMap<String, Arc<Agent>>>,
 }
 
 impl Runtime {
+    /// A runtime with `base_tools` plus the delegation and task tools.
     pub fn new(
         home: &Path,
         model: Arc<dyn Model>,
-        tools: ToolRegistry,
+        base_tools: ToolRegistry,
+        options: RuntimeOptions,
     ) -> Result<Arc<Self>, StoreError> {
-        Ok(Arc::new(Self {
-            store: SessionStore::open(home)?,
-            model,
-            tools: Arc::new(tools),
-            max_steps: DEFAULT_MAX_STEPS,
-            agents: Mutex::new(HashMap::new()),
-        }))
+        let store = SessionStore::open(home)?;
+        let shutdown = CancellationToken::new();
+        let runtime = Arc::new_cyclic(|weak: &Weak<Runtime>| {
+            let tasks = Arc::new(TaskService::new(shutdown.child_token()));
+            let subagents = Arc::new(SubagentService::new());
+            let providers: [Arc<dyn crate::subagent::Provider>; 2] = [
+                Arc::new(SpawnProvider::new(weak.clone())),
+                Arc::new(ForkProvider::new(weak.clone())),
+            ];
+            let mut tools = base_tools;
+            for (provider, tool) in providers.into_iter().zip(["subagent", "subagent_fork"]) {
+                tools.register(Arc::new(SubagentTool::new(
+                    tool,
+                    provider.name(),
+                    provider.inherits_parent_context(),
+                    Some(options.subagent_max_depth),
+                    weak.clone(),
+                )));
+                if let Err(error) = subagents.register(provider) {
+                    tracing::error!(%error, "registering a built-in subagent provider failed");
+                }
+            }
+            tools.register(Arc::new(TaskOutputTool(tasks.clone())));
+            tools.register(Arc::new(TaskListTool(tasks.clone())));
+            tools.register(Arc::new(TaskKillTool(tasks.clone())));
+            Self {
+                store,
+                model,
+                tools: Arc::new(tools),
+                max_steps: options.max_steps,
+                subagents,
+                tasks,
+                runs: TaskTracker::new(),
+                shutdown,
+                agents: Mutex::new(HashMap::new()),
+            }
+        });
+        let weak = Arc::downgrade(&runtime);
+        runtime.tasks.set_notice_sink(Box::new(move |owner, text| {
+            let Some(agent) = weak.upgrade().and_then(|runtime| runtime.live(owner)) else {
+                return;
+            };
+            agent.inject(UserMessage {
+                content: vec![UserPart::Text { text }],
+                source: json!({"kind": "plugin", "plugin": "tool-tasks"}),
+                role: "user".into(),
+                id: uuid::Uuid::new_v4().to_string(),
+            });
+        }));
+        Ok(runtime)
     }
 
     fn agents(&self) -> MutexGuard<'_, HashMap<String, Arc<Agent>>> {
@@ -52,10 +128,28 @@ impl Runtime {
     pub fn turn_deps(&self, agent: &Agent) -> TurnDeps {
         TurnDeps {
             model: self.model.clone(),
-            tools: self.tools.clone(),
-            system: crate::agent::system_prompt(&agent.cwd),
+            system: system_prompt(agent),
             max_steps: self.max_steps,
         }
+    }
+
+    fn top_level(
+        &self,
+        header: Header,
+        cwd: PathBuf,
+        log: crate::session::SessionLog,
+        events: Vec<crate::session::Event>,
+    ) -> Arc<Agent> {
+        Arc::new(Agent::new(AgentSpec {
+            header,
+            cwd,
+            log,
+            events,
+            options: AgentOptions::default(),
+            persona: None,
+            tools: self.tools.clone(),
+            structured: None,
+        }))
     }
 
     /// Creates, stores and publishes a new top-level session.
@@ -66,12 +160,12 @@ impl Runtime {
     ) -> Result<Arc<Agent>, RuntimeError> {
         let header = Header::new(
             uuid::Uuid::new_v4().to_string(),
-            now_ms(),
+            unique_now_ms(),
             cwd.to_string_lossy().into_owned(),
             additional_directories,
         );
         let log = self.store.create(&header)?;
-        let agent = Arc::new(Agent::new(header, cwd, log, Vec::new()));
+        let agent = self.top_level(header, cwd, log, Vec::new());
         self.publish(agent.clone())?;
         Ok(agent)
     }
@@ -83,7 +177,7 @@ impl Runtime {
             return Ok(agent);
         }
         let (loaded, log) = self.store.open_for_append(id)?;
-        let agent = Arc::new(Agent::new(loaded.header, cwd, log, loaded.events));
+        let agent = self.top_level(loaded.header, cwd, log, loaded.events);
         match self.publish(agent.clone()) {
             Ok(()) => Ok(agent),
             // Another request opened it meanwhile: use theirs, drop our handle.
@@ -119,10 +213,25 @@ impl Runtime {
         agent
     }
 
-    /// Cancels every running turn (shutdown).
-    pub fn cancel_all(&self) {
+    /// Removes exactly this agent, if it is the one published under its id.
+    pub fn unpublish_agent(&self, agent: &Arc<Agent>) {
+        let mut agents = self.agents();
+        if agents
+            .get(&agent.id)
+            .is_some_and(|live| Arc::ptr_eq(live, agent))
+        {
+            agents.remove(&agent.id);
+        }
+    }
+
+    /// Cancels every turn, background task and child, and waits until all have settled.
+    pub async fn shutdown(&self) {
         for agent in self.agents().values() {
             agent.cancel();
         }
+        self.shutdown.cancel();
+        self.tasks.shutdown().await;
+        self.runs.close();
+        self.runs.wait().await;
     }
 }

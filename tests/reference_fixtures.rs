@@ -34,6 +34,33 @@ fn turns(stdout: &[String]) -> Vec<(String, String)> {
     out
 }
 
+/// (tool name, result text, isError) of every tool call in a log, in order.
+fn tool_results(log: &str) -> Vec<(String, String, bool)> {
+    let events: Vec<Value> = log.lines().skip(1).map(|l| serde_json::from_str(l).unwrap()).collect();
+    let name_of = |call_id: &Value| {
+        events
+            .iter()
+            .find(|e| e["type"] == "tool/call" && &e["data"]["callId"] == call_id)
+            .and_then(|e| e["data"]["name"].as_str())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    events
+        .iter()
+        .filter(|e| e["type"] == "tool/result")
+        .map(|e| {
+            let part = &e["data"]["message"]["content"][0];
+            let text: String = part["content"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|t| t["text"].as_str())
+                .collect();
+            (name_of(&part["toolCallId"]), text, part["isError"].as_bool().unwrap())
+        })
+        .collect()
+}
+
 async fn check(name: &str, prompts: usize) {
     let dir = common::shared_reference().join("dsh-snapshots").join(name);
     let input = common::read_input(&dir);
@@ -82,4 +109,14 @@ async fn text_turn_matches_the_reference() {
 #[tokio::test]
 async fn multi_turn_matches_the_reference() {
     check("multi-turn", 2).await;
+}
+
+#[tokio::test]
+async fn subagent_spawn_matches_the_reference() {
+    check("subagent-spawn", 1).await;
+}
+
+#[tokio::test]
+async fn subagent_fork_matches_the_reference() {
+    check("subagent-fork", 2).await;
 }

@@ -231,9 +231,7 @@ async fn dispatch(
         ClientRequest::LoadSessionRequest(req) => {
             check_roots(&req.cwd, &req.additional_directories)?;
             let agent = open_idle(&runtime, &req.session_id.0, req.cwd)?;
-            let replayed = agent
-                .with_events(|events| updates::replay(events, &runtime.tools))
-                .await;
+            let replayed = agent.with_events(|events| updates::replay(events, &agent.tools));
             for update in replayed {
                 cx.peer.notify(
                     "session/update",
@@ -345,7 +343,7 @@ async fn prompt(
     let parts = prompt_parts(req.prompt)?;
     let deps = runtime.turn_deps(&agent);
     let peer: Peer = cx.peer.clone();
-    let tools = runtime.tools.clone();
+    let tools = agent.tools.clone();
     let session_id = agent.id.clone();
     let observe = move |event: &crate::session::Event| {
         if let Some(update) = updates::live(event, &tools) {

@@ -20,5 +20,5 @@ pub async fn serve_stdio(runtime: Arc<Runtime>, shutdown: CancellationToken) {
     let agent = Arc::new(AcpAgent::new(runtime.clone()));
     peer.serve(tokio::io::stdin(), agent, shutdown, writer)
         .await;
-    runtime.cancel_all();
+    runtime.shutdown().await;
 }

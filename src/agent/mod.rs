@@ -1,24 +1,26 @@
-//! The agent loop. An [`Agent`] is one live session: its header, its append-only log, and at
-//! most one running turn. A turn alternates model calls (steps) and tool calls until the model
-//! stops, the turn is cancelled, or something fails; every happening is a log event, handed to
-//! an observer as it is appended. Knows nothing of ACP.
+//! The agent loop. An [`Agent`] is one live session: its header, its append-only log, its
+//! options and tools, and at most one running turn. A turn alternates model calls (steps) and
+//! tool calls until the model stops, the turn is cancelled, or something fails; every
+//! happening is a log event, handed to an observer as it is appended. Knows nothing of ACP.
 
 mod assemble;
+pub mod structured;
 mod system;
 mod title;
 mod turn;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use tokio_util::sync::CancellationToken;
 
 use crate::model::{Model, ModelError};
-use crate::session::{Event, Header, SessionLog, StoreError, TurnEndReason, UserPart};
+use crate::session::{Event, EventBody, Header, SessionLog, StoreError, TurnEndReason, UserPart};
 use crate::tools::ToolRegistry;
 
 pub use assemble::MessageAssembler;
+pub use structured::{StructuredCapture, STRUCTURED_TOOL};
 pub use system::system_prompt;
 pub use title::fallback_title;
 
@@ -47,11 +49,20 @@ pub enum TurnError {
     Store(#[from] StoreError),
 }
 
+/// Per-agent model settings; a child inherits its parent's unless overridden.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AgentOptions {
+    pub provider: Option<String>,
+    pub model: Option<String>,
+    pub max_tokens: Option<u32>,
+    /// Runtime delegation depth; the header's `delegationDepth` is the floor.
+    pub subagent_depth: Option<u32>,
+}
+
 /// What a turn runs with.
 #[derive(Clone)]
 pub struct TurnDeps {
     pub model: Arc<dyn Model>,
-    pub tools: Arc<ToolRegistry>,
     pub system: String,
     pub max_steps: u32,
 }
@@ -59,48 +70,93 @@ pub struct TurnDeps {
 /// Receives each event right after it was appended to the log.
 pub type Observer<'a> = &'a (dyn Fn(&Event) + Send + Sync);
 
+/// Everything that makes up a live agent besides its log.
+pub struct AgentSpec {
+    pub header: Header,
+    pub cwd: PathBuf,
+    pub log: SessionLog,
+    pub events: Vec<Event>,
+    pub options: AgentOptions,
+    pub persona: Option<String>,
+    pub tools: Arc<ToolRegistry>,
+    pub structured: Option<Arc<StructuredCapture>>,
+}
+
 pub struct Agent {
     pub id: String,
     pub cwd: PathBuf,
+    pub options: AgentOptions,
+    /// Replaces the persona part of the system prompt (delegated children).
+    pub persona: Option<String>,
+    /// The tools this agent offers its model.
+    pub tools: Arc<ToolRegistry>,
+    /// Set for a child that must report a structured result.
+    pub structured: Option<Arc<StructuredCapture>>,
     header: Header,
+    /// Held for a whole turn: one turn at a time, one writer of the log.
     state: tokio::sync::Mutex<AgentState>,
+    /// The log's events so far; readable while a turn runs (a fork copies the completed part).
+    events: RwLock<Vec<Event>>,
     running: AtomicBool,
     turn_cancel: Mutex<Option<CancellationToken>>,
+    /// Messages delivered into the running turn (`steer`), taken before the next model call.
+    steering: Mutex<Vec<UserMessage>>,
+    /// Notices for the model (e.g. a finished background task), taken before the next call.
+    inbox: Mutex<Vec<UserMessage>>,
 }
+
+pub use crate::session::UserMessage;
 
 struct AgentState {
     log: SessionLog,
-    events: Vec<Event>,
     last_turn: u32,
     has_title: bool,
 }
 
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Why a message could not be steered into a turn.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("subagent child \"{id}\" is not running; the message was not delivered")]
+pub struct NotRunning {
+    pub id: String,
+}
+
 impl Agent {
-    /// A live agent over an opened log and the events it already holds.
-    pub fn new(header: Header, cwd: PathBuf, log: SessionLog, events: Vec<Event>) -> Self {
-        let last_turn = events
+    pub fn new(spec: AgentSpec) -> Self {
+        let last_turn = spec
+            .events
             .iter()
             .filter_map(|event| match &event.body {
-                crate::session::EventBody::TurnStart(start) => Some(start.turn),
+                EventBody::TurnStart(start) => Some(start.turn),
                 _ => None,
             })
             .max()
             .unwrap_or(0);
-        let has_title = events
+        let has_title = spec
+            .events
             .iter()
-            .any(|event| matches!(event.body, crate::session::EventBody::SessionTitle(_)));
+            .any(|event| matches!(event.body, EventBody::SessionTitle(_)));
         Self {
-            id: header.id.clone(),
-            cwd,
-            header,
+            id: spec.header.id.clone(),
+            cwd: spec.cwd,
+            options: spec.options,
+            persona: spec.persona,
+            tools: spec.tools,
+            structured: spec.structured,
+            header: spec.header,
             state: tokio::sync::Mutex::new(AgentState {
-                log,
-                events,
+                log: spec.log,
                 last_turn,
                 has_title,
             }),
+            events: RwLock::new(spec.events),
             running: AtomicBool::new(false),
             turn_cancel: Mutex::new(None),
+            steering: Mutex::new(Vec::new()),
+            inbox: Mutex::new(Vec::new()),
         }
     }
 
@@ -108,25 +164,73 @@ impl Agent {
         &self.header
     }
 
+    /// `max(header delegationDepth, runtime subagent depth)`.
+    pub fn delegation_depth(&self) -> u32 {
+        self.header
+            .delegation_depth
+            .max(self.options.subagent_depth.unwrap_or(0))
+    }
+
     pub fn is_running(&self) -> bool {
         self.running.load(Ordering::Acquire)
     }
 
-    /// Runs `read` over the events so far (waits while a turn holds the session).
-    pub async fn with_events<T>(&self, read: impl FnOnce(&[Event]) -> T) -> T {
-        read(&self.state.lock().await.events)
+    /// Runs `read` over the events so far (a running turn's events included).
+    pub fn with_events<T>(&self, read: impl FnOnce(&[Event]) -> T) -> T {
+        read(&self.events.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    fn push_event(&self, event: Event) {
+        self.events
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(event);
     }
 
     /// Cancels the running turn, if any; it settles as `Cancelled`.
     pub fn cancel(&self) {
-        if let Some(token) = self
-            .turn_cancel
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-        {
+        if let Some(token) = lock(&self.turn_cancel).as_ref() {
             token.cancel();
         }
+    }
+
+    /// Waits until no turn holds the session (returns at once when idle).
+    pub async fn settle(&self) {
+        drop(self.state.lock().await);
+    }
+
+    /// Delivers a message into the running turn; refuses when no turn runs (never queues one).
+    pub fn steer(&self, content: Vec<UserPart>) -> Result<(), NotRunning> {
+        let mut steering = lock(&self.steering);
+        if !self.is_running() {
+            return Err(NotRunning {
+                id: self.id.clone(),
+            });
+        }
+        steering.push(UserMessage {
+            content,
+            source: serde_json::json!({"kind": "user"}),
+            role: "user".into(),
+            id: uuid::Uuid::new_v4().to_string(),
+        });
+        Ok(())
+    }
+
+    /// Leaves a notice for the model; it is logged before the next model call.
+    pub fn inject(&self, message: UserMessage) {
+        lock(&self.inbox).push(message);
+    }
+
+    fn take_steering(&self) -> Vec<UserMessage> {
+        std::mem::take(&mut *lock(&self.steering))
+    }
+
+    fn has_steering(&self) -> bool {
+        !lock(&self.steering).is_empty()
+    }
+
+    fn take_inbox(&self) -> Vec<UserMessage> {
+        std::mem::take(&mut *lock(&self.inbox))
     }
 
     /// Runs one turn for `prompt`. Refuses (without touching the log) while another runs.
@@ -142,13 +246,17 @@ impl Agent {
                 id: self.id.clone(),
             });
         }
-        *self.turn_cancel.lock().unwrap_or_else(|p| p.into_inner()) = Some(cancel.clone());
+        *lock(&self.turn_cancel) = Some(cancel.clone());
         let result = {
             let mut state = self.state.lock().await;
             turn::run(self, &mut state, prompt, deps, observe, &cancel).await
         };
-        *self.turn_cancel.lock().unwrap_or_else(|p| p.into_inner()) = None;
-        self.running.store(false, Ordering::Release);
+        *lock(&self.turn_cancel) = None;
+        {
+            // Under the steering lock, so a steer either lands in this turn or sees it over.
+            let _steering = lock(&self.steering);
+            self.running.store(false, Ordering::Release);
+        }
         result
     }
 }
@@ -162,12 +270,5 @@ impl TurnOutcome {
             Self::Cancelled => TurnEndReason::Aborted,
             Self::MaxSteps => TurnEndReason::MaxSteps,
         }
-    }
-}
-
-impl Agent {
-    /// Waits until no turn holds the session (returns at once when idle).
-    pub async fn settle(&self) {
-        drop(self.state.lock().await);
     }
 }

@@ -74,7 +74,7 @@ pub(super) async fn run(
 impl Turn<'_> {
     fn push(&mut self, event: Event) {
         (self.observe)(&event);
-        self.state.events.push(event);
+        self.agent.push_event(event);
     }
 
     fn emit(&mut self, body: EventBody) -> Result<(), StoreError> {
@@ -132,6 +132,7 @@ impl Turn<'_> {
             if self.cancel.is_cancelled() {
                 return Ok(TurnOutcome::Cancelled);
             }
+            self.deliver_pending()?;
             self.emit(EventBody::StepStart(StepRef { turn, step }))?;
             let result = self.step(step).await;
             self.emit(EventBody::StepEnd(StepRef { turn, step }))?;
@@ -144,6 +145,21 @@ impl Turn<'_> {
         Ok(TurnOutcome::MaxSteps)
     }
 
+    /// Logs the notices and steering messages that arrived since the last model call.
+    fn deliver_pending(&mut self) -> Result<(), StoreError> {
+        for notice in self.agent.take_inbox() {
+            self.emit_surface(EventBody::UserMessage(notice), None)?;
+        }
+        for message in self.agent.take_steering() {
+            let turn = self.turn;
+            self.emit_surface(
+                EventBody::SteeringMessage(SteeringMessage { turn, message }),
+                None,
+            )?;
+        }
+        Ok(())
+    }
+
     async fn step(&mut self, step: u32) -> Result<StepEnd, TurnError> {
         let turn = self.turn;
         let model_error = |error| TurnError::Model { turn, step, error };
@@ -151,8 +167,9 @@ impl Turn<'_> {
             session_id: self.agent.id.clone(),
             cwd: Some(self.agent.cwd.clone()),
             system: self.deps.system.clone(),
-            history: model_history(&self.state.events),
-            tools: self.deps.tools.specs(),
+            history: self.agent.with_events(model_history),
+            tools: self.agent.tools.specs(),
+            max_tokens: self.agent.options.max_tokens,
         };
         let mut stream = self.deps.model.stream(request);
         let mut message = MessageAssembler::default();
@@ -234,8 +251,19 @@ impl Turn<'_> {
         if self.cancel.is_cancelled() {
             return Ok(StepEnd::Finished(TurnOutcome::Cancelled));
         }
+        if self
+            .agent
+            .structured
+            .as_ref()
+            .is_some_and(|s| s.is_captured())
+        {
+            // The structured result is in: the run is complete, no further model call.
+            return Ok(StepEnd::Finished(TurnOutcome::Completed));
+        }
         Ok(match finish.kind {
             _ if !calls.is_empty() => StepEnd::Continue,
+            // A message steered in after the last model call still gets an answer.
+            FinishKind::Stop if self.agent.has_steering() => StepEnd::Continue,
             FinishKind::MaxTokens => StepEnd::Finished(TurnOutcome::MaxTokens),
             FinishKind::Refusal => StepEnd::Finished(TurnOutcome::Refusal),
             _ => StepEnd::Finished(TurnOutcome::Completed),
@@ -263,15 +291,22 @@ impl Turn<'_> {
         )?;
         let call_seq = call.seq;
         self.push(call);
+        let captured = self
+            .agent
+            .structured
+            .as_ref()
+            .is_some_and(|s| s.is_captured());
         let output = if self.cancel.is_cancelled() {
             ToolOutput::cancelled()
+        } else if captured {
+            crate::agent::StructuredCapture::refusal(name)
         } else {
             let cx = ToolContext {
                 session_id: self.agent.id.clone(),
                 cwd: self.agent.cwd.clone(),
                 cancel: self.cancel.child_token(),
             };
-            self.deps.tools.call(name, arguments, cx).await
+            self.agent.tools.call(name, arguments, cx).await
         };
         self.emit_surface(
             EventBody::ToolResult(ToolResult {

@@ -33,6 +33,8 @@ pub struct ModelRequest {
     pub system: String,
     pub history: Vec<HistoryItem>,
     pub tools: Vec<ToolSpec>,
+    /// Output-token cap for this call, if any.
+    pub max_tokens: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

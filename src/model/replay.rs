@@ -364,6 +364,7 @@ mod tests {
             system: String::new(),
             history: Vec::new(),
             tools: Vec::new(),
+            max_tokens: None,
         }
     }
 

@@ -77,6 +77,7 @@ pub enum EventBody {
     ToolResult(ToolResult),
     TurnEnd(TurnEnd),
     SessionEndSeed(Empty),
+    SteeringMessage(SteeringMessage),
     Other(OtherEvent),
 }
 
@@ -126,6 +127,7 @@ event_kinds! {
     ToolResult => "tool/result",
     TurnEnd => "turn/end",
     SessionEndSeed => "session/end-seed",
+    SteeringMessage => "steering/message",
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -174,6 +176,13 @@ pub enum UserPart {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         size: Option<i64>,
     },
+}
+
+/// A message delivered into a running turn (`send_message` to a working child).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SteeringMessage {
+    pub turn: u32,
+    pub message: UserMessage,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

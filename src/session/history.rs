@@ -38,6 +38,10 @@ pub fn model_history(events: &[Event]) -> Vec<HistoryItem> {
                 close_open(&mut items, &mut open_calls);
                 items.push(HistoryItem::User(message.content.clone()));
             }
+            EventBody::SteeringMessage(steering) => {
+                close_open(&mut items, &mut open_calls);
+                items.push(HistoryItem::User(steering.message.content.clone()));
+            }
             EventBody::AssistantMessage(message) => {
                 close_open(&mut items, &mut open_calls);
                 for block in &message.message.content {

@@ -98,6 +98,11 @@ impl ToolRegistry {
         self.tools.get(name)
     }
 
+    /// Keeps only the tools whose name satisfies `keep`.
+    pub fn retain(&mut self, mut keep: impl FnMut(&str) -> bool) {
+        self.tools.retain(|name, _| keep(name));
+    }
+
     pub fn specs(&self) -> Vec<ToolSpec> {
         self.tools.values().map(|tool| tool.spec()).collect()
     }

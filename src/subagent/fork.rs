@@ -1,0 +1,47 @@
+//! The `fork` provider: a child seeded with the parent's completed turns (everything up to
+//! the parent's last `turn/end`; the turn in flight is never copied). A parent with no
+//! completed turn forks like a spawn.
+
+use std::sync::Weak;
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+
+use super::inprocess::{start, upgrade};
+use super::{Capabilities, Provider, Run, StartRequest, SubagentError};
+use crate::runtime::Runtime;
+use crate::session::history::completed_turn_prefix;
+
+pub struct ForkProvider {
+    runtime: Weak<Runtime>,
+}
+
+impl ForkProvider {
+    pub const NAME: &'static str = "fork";
+
+    pub fn new(runtime: Weak<Runtime>) -> Self {
+        Self { runtime }
+    }
+}
+
+impl Provider for ForkProvider {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::ALL
+    }
+
+    fn inherits_parent_context(&self) -> bool {
+        true
+    }
+
+    fn start(&self, request: StartRequest) -> BoxFuture<'static, Result<Run, SubagentError>> {
+        let seed = request
+            .parent
+            .with_events(|events| completed_turn_prefix(events).to_vec());
+        let started = upgrade(&self.runtime).and_then(|runtime| start(runtime, request, seed));
+        std::future::ready(started).boxed()
+    }
+}

@@ -1,0 +1,218 @@
+//! Delegation: the seam between the model's `subagent` tools and the providers that run
+//! children.
+//!
+//! [`SubagentService`] is a registry of named [`Provider`]s. It checks a request against the
+//! provider's capabilities before any child exists, dispatches `start` or `resume`, and reports
+//! each run's lifecycle (`subagent/start` once the child is published, `subagent/end` when its
+//! result settles). A [`Run`] is one activation of a child: its `result`, an idempotent
+//! `dispose` that waits until the child is quiet, and, where the provider supports it, a
+//! strict `steer` into the running turn. Providers: `spawn` (fresh child) and `fork` (seeded
+//! with the parent's completed turns), both in-process.
+
+mod error;
+mod fork;
+mod inprocess;
+mod service;
+mod spawn;
+mod tools;
+
+use std::sync::Arc;
+
+use futures::future::{BoxFuture, Shared};
+use futures::FutureExt;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::{Agent, AgentOptions, NotRunning};
+use crate::session::{AssistantBlock, UserPart};
+
+pub use error::SubagentError;
+pub use fork::ForkProvider;
+pub use service::{Lifecycle, RunIdentity, SubagentService};
+pub use spawn::SpawnProvider;
+pub use tools::{SubagentTool, DEFAULT_MAX_DEPTH};
+
+/// Which optional request fields a provider can honour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Capabilities {
+    pub output_schema: bool,
+    pub depth_limit: bool,
+    pub tool_filter: bool,
+    pub persona: bool,
+}
+
+impl Capabilities {
+    pub const ALL: Self = Self {
+        output_schema: true,
+        depth_limit: true,
+        tool_filter: true,
+        persona: true,
+    };
+}
+
+/// Restricts the tools a child may use.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolFilter {
+    pub allow: Option<Vec<String>>,
+    pub deny: Option<Vec<String>>,
+}
+
+/// Everything a provider needs to start a child.
+#[derive(Clone)]
+pub struct StartRequest {
+    /// Becomes the child's first user message.
+    pub prompt: Vec<UserPart>,
+    /// The delegating agent.
+    pub parent: Arc<Agent>,
+    /// Cancels the child: before publication the start fails and leaves nothing behind;
+    /// after it, the child's turn is cancelled.
+    pub cancel: CancellationToken,
+    /// Overrides of the model settings the child inherits.
+    pub agent_options: Option<AgentOptions>,
+    /// JSON Schema (object-rooted) the child's result must satisfy.
+    pub output_schema: Option<Value>,
+    /// Absolute cap: the child's depth must not exceed it.
+    pub max_depth: Option<u32>,
+    pub tool_filter: Option<ToolFilter>,
+    /// Replaces the child's persona.
+    pub persona: Option<String>,
+}
+
+impl StartRequest {
+    pub fn new(prompt: Vec<UserPart>, parent: Arc<Agent>, cancel: CancellationToken) -> Self {
+        Self {
+            prompt,
+            parent,
+            cancel,
+            agent_options: None,
+            output_schema: None,
+            max_depth: None,
+            tool_filter: None,
+            persona: None,
+        }
+    }
+}
+
+/// Continues a stored child with a new message.
+#[derive(Clone)]
+pub struct ResumeRequest {
+    pub session_id: String,
+    pub prompt: Vec<UserPart>,
+    pub parent: Arc<Agent>,
+    pub cancel: CancellationToken,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    Completed,
+    Aborted,
+    Error,
+    MaxTokens,
+    Refusal,
+}
+
+impl StopReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Completed => "completed",
+            Self::Aborted => "aborted",
+            Self::Error => "error",
+            Self::MaxTokens => "max-tokens",
+            Self::Refusal => "refusal",
+        }
+    }
+}
+
+/// How one activation of a child ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SubagentResult {
+    /// The content of the child's last assistant message of this activation.
+    pub output: Vec<AssistantBlock>,
+    /// The captured value, when a schema was requested and satisfied.
+    pub structured: Option<Value>,
+    pub stop_reason: StopReason,
+}
+
+impl SubagentResult {
+    /// The text blocks of the output, concatenated (reasoning is left out).
+    pub fn text(&self) -> String {
+        self.output
+            .iter()
+            .filter_map(|block| match block {
+                AssistantBlock::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// The provider-specific half of a [`Run`].
+pub trait RunControl: Send + Sync {
+    /// Cancels what is left and resolves once the child is quiet; safe to call twice.
+    fn dispose(&self) -> BoxFuture<'static, ()>;
+    /// Live delivery into the running turn, or `None` if the provider has none.
+    fn steer(&self, content: Vec<UserPart>) -> Option<Result<(), NotRunning>>;
+}
+
+/// One activation of a child. The holder must `dispose` it on every path.
+#[derive(Clone)]
+pub struct Run {
+    /// The child session id (in-process), or a fresh id for remote children.
+    pub id: String,
+    /// The live child agent, for in-process runs.
+    pub local_agent: Option<Arc<Agent>>,
+    result: Shared<BoxFuture<'static, SubagentResult>>,
+    control: Arc<dyn RunControl>,
+}
+
+impl Run {
+    pub fn new(
+        id: String,
+        local_agent: Option<Arc<Agent>>,
+        result: BoxFuture<'static, SubagentResult>,
+        control: Arc<dyn RunControl>,
+    ) -> Self {
+        Self {
+            id,
+            local_agent,
+            result: result.shared(),
+            control,
+        }
+    }
+
+    /// The outcome of this activation; never fails for child-level failures.
+    pub async fn result(&self) -> SubagentResult {
+        self.result.clone().await
+    }
+
+    pub async fn dispose(&self) {
+        self.control.dispose().await
+    }
+
+    /// Delivers a message into the child's running turn; refuses when it is not running.
+    pub fn steer(&self, content: Vec<UserPart>) -> Result<(), SubagentError> {
+        match self.control.steer(content) {
+            None => Err(SubagentError::NoSteer(self.id.clone())),
+            Some(result) => result.map_err(|e| SubagentError::NotRunning(e.to_string())),
+        }
+    }
+}
+
+/// A way of running children.
+pub trait Provider: Send + Sync {
+    fn name(&self) -> &str;
+    fn capabilities(&self) -> Capabilities;
+    /// Whether children see the parent's conversation (drives tool wording only).
+    fn inherits_parent_context(&self) -> bool;
+    /// Publishes a child and starts its first turn; resolves once the child is published.
+    fn start(&self, request: StartRequest) -> BoxFuture<'static, Result<Run, SubagentError>>;
+    /// Whether [`Provider::resume`] is supported.
+    fn can_resume(&self) -> bool {
+        false
+    }
+    /// Cold-resumes a stored child for one more turn.
+    fn resume(&self, _request: ResumeRequest) -> BoxFuture<'static, Result<Run, SubagentError>> {
+        let name = self.name().to_owned();
+        std::future::ready(Err(SubagentError::NoResume(name))).boxed()
+    }
+}

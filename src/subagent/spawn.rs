@@ -1,0 +1,42 @@
+//! The `spawn` provider: a fresh child that sees only its prompt.
+
+use std::sync::Weak;
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+
+use super::inprocess::{start, upgrade};
+use super::{Capabilities, Provider, Run, StartRequest, SubagentError};
+use crate::runtime::Runtime;
+
+pub struct SpawnProvider {
+    runtime: Weak<Runtime>,
+}
+
+impl SpawnProvider {
+    pub const NAME: &'static str = "spawn";
+
+    pub fn new(runtime: Weak<Runtime>) -> Self {
+        Self { runtime }
+    }
+}
+
+impl Provider for SpawnProvider {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::ALL
+    }
+
+    fn inherits_parent_context(&self) -> bool {
+        false
+    }
+
+    fn start(&self, request: StartRequest) -> BoxFuture<'static, Result<Run, SubagentError>> {
+        let started =
+            upgrade(&self.runtime).and_then(|runtime| start(runtime, request, Vec::new()));
+        std::future::ready(started).boxed()
+    }
+}

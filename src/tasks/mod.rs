@@ -1,0 +1,369 @@
+//! Background tasks: work that outlives the tool call that started it.
+//!
+//! Ids are `<kind>-N` (a counter per kind, from 1). A task is `running`, maybe `stopping`
+//! after a kill, then settles once as `completed`, `killed` or `failed`. Tasks may belong to a
+//! session: only that session can read, wait for or kill them. When a task settles and nobody
+//! has seen the result yet (no terminal read or wait, no kill), its owner gets one notice.
+//! Knows nothing of what the work is.
+
+mod tools;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+pub use tools::{TaskKillTool, TaskListTool, TaskOutputTool};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskStatus {
+    Running,
+    Stopping,
+    Completed,
+    Killed,
+    Failed,
+}
+
+impl TaskStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Stopping => "stopping",
+            Self::Completed => "completed",
+            Self::Killed => "killed",
+            Self::Failed => "failed",
+        }
+    }
+
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Self::Completed | Self::Killed | Self::Failed)
+    }
+}
+
+/// How a task's work ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskOutcome {
+    pub status: TaskStatus,
+    pub detail: Option<String>,
+    pub output: Option<String>,
+}
+
+impl TaskOutcome {
+    pub fn completed(output: String) -> Self {
+        Self {
+            status: TaskStatus::Completed,
+            detail: None,
+            output: Some(output),
+        }
+    }
+
+    pub fn killed() -> Self {
+        Self {
+            status: TaskStatus::Killed,
+            detail: None,
+            output: None,
+        }
+    }
+
+    pub fn failed(detail: impl Into<String>) -> Self {
+        Self {
+            status: TaskStatus::Failed,
+            detail: Some(detail.into()),
+            output: None,
+        }
+    }
+}
+
+/// A task as seen at one moment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskSnapshot {
+    pub id: String,
+    pub kind: String,
+    pub label: String,
+    pub owner: Option<String>,
+    pub status: TaskStatus,
+    pub detail: Option<String>,
+    pub output: Option<String>,
+}
+
+impl TaskSnapshot {
+    /// `[status: <s>]` or `[status: <s>, <detail>]`.
+    pub fn status_line(&self) -> String {
+        match &self.detail {
+            Some(detail) => format!("[status: {}, {detail}]", self.status.as_str()),
+            None => format!("[status: {}]", self.status.as_str()),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TaskError {
+    #[error("unknown task {0}")]
+    Unknown(String),
+    #[error("task {0} belongs to another session")]
+    Foreign(String),
+    #[error("invalid task_id: expected a non-empty string, got \"\"")]
+    EmptyId,
+    #[error("a background task needs a non-empty kind and label")]
+    BadStart,
+    #[error("background tasks are shutting down")]
+    ShuttingDown,
+}
+
+/// What `kill` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KillResult {
+    Requested,
+    AlreadyFinished(TaskSnapshot),
+}
+
+/// Called once per task that settles unseen: (owner session id, notice text).
+pub type NoticeSink = Box<dyn Fn(&str, String) + Send + Sync>;
+
+struct Task {
+    snapshot: TaskSnapshot,
+    /// Someone has seen (or asked not to hear about) the result.
+    reported: bool,
+    /// `wait` calls in progress; a task settling under a waiter has been seen.
+    waiters: usize,
+    cancel: CancellationToken,
+    settled: watch::Receiver<bool>,
+}
+
+#[derive(Default)]
+struct State {
+    counters: HashMap<String, u64>,
+    order: Vec<String>,
+    tasks: HashMap<String, Task>,
+}
+
+pub struct TaskService {
+    state: Mutex<State>,
+    tracker: TaskTracker,
+    shutdown: CancellationToken,
+    notice: Mutex<Option<NoticeSink>>,
+}
+
+impl Default for TaskService {
+    fn default() -> Self {
+        Self::new(CancellationToken::new())
+    }
+}
+
+impl TaskService {
+    /// Tasks are cancelled when `shutdown` trips.
+    pub fn new(shutdown: CancellationToken) -> Self {
+        Self {
+            state: Mutex::new(State::default()),
+            tracker: TaskTracker::new(),
+            shutdown,
+            notice: Mutex::new(None),
+        }
+    }
+
+    /// Where completion notices go.
+    pub fn set_notice_sink(&self, sink: NoticeSink) {
+        *self.notice.lock().unwrap_or_else(|p| p.into_inner()) = Some(sink);
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts `work` on its own tokio task; returns the new id at once.
+    pub fn start(
+        self: &Arc<Self>,
+        kind: &str,
+        label: &str,
+        owner: Option<String>,
+        work: impl FnOnce(CancellationToken) -> BoxFuture<'static, TaskOutcome>,
+    ) -> Result<String, TaskError> {
+        if kind.is_empty() || label.is_empty() {
+            return Err(TaskError::BadStart);
+        }
+        if self.shutdown.is_cancelled() {
+            return Err(TaskError::ShuttingDown);
+        }
+        let cancel = self.shutdown.child_token();
+        let (settled_tx, settled_rx) = watch::channel(false);
+        let id = {
+            let mut state = self.state();
+            let counter = state.counters.entry(kind.to_owned()).or_insert(0);
+            *counter += 1;
+            let id = format!("{kind}-{counter}");
+            state.order.push(id.clone());
+            state.tasks.insert(
+                id.clone(),
+                Task {
+                    snapshot: TaskSnapshot {
+                        id: id.clone(),
+                        kind: kind.to_owned(),
+                        label: label.to_owned(),
+                        owner,
+                        status: TaskStatus::Running,
+                        detail: None,
+                        output: None,
+                    },
+                    reported: false,
+                    waiters: 0,
+                    cancel: cancel.clone(),
+                    settled: settled_rx,
+                },
+            );
+            id
+        };
+        let future = work(cancel);
+        let service = Arc::clone(self);
+        let task_id = id.clone();
+        self.tracker.spawn(async move {
+            let outcome = future.await;
+            service.settle(&task_id, outcome);
+            let _ = settled_tx.send(true);
+        });
+        Ok(id)
+    }
+
+    /// Records the outcome (first settlement wins) and sends the notice if nobody saw it.
+    fn settle(&self, id: &str, outcome: TaskOutcome) {
+        let notice = {
+            let mut state = self.state();
+            let Some(task) = state.tasks.get_mut(id) else {
+                return;
+            };
+            if task.snapshot.status.is_terminal() {
+                return;
+            }
+            task.snapshot.status = outcome.status;
+            task.snapshot.detail = outcome.detail;
+            task.snapshot.output = outcome.output;
+            if task.waiters > 0 {
+                task.reported = true;
+            }
+            match (&task.snapshot.owner, task.reported) {
+                (Some(owner), false) => {
+                    task.reported = true;
+                    let s = &task.snapshot;
+                    Some((
+                        owner.clone(),
+                        format!(
+                            "background task {} ({}: {}) finished {}. Read its output with task_output.",
+                            s.id,
+                            s.kind,
+                            s.label,
+                            s.status_line()
+                        ),
+                    ))
+                }
+                _ => None,
+            }
+        };
+        if let Some((owner, text)) = notice {
+            if let Some(sink) = self
+                .notice
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .as_ref()
+            {
+                sink(&owner, text);
+            }
+        }
+    }
+
+    fn fenced<'a>(state: &'a mut State, id: &str, caller: &str) -> Result<&'a mut Task, TaskError> {
+        if id.is_empty() {
+            return Err(TaskError::EmptyId);
+        }
+        let task = state
+            .tasks
+            .get_mut(id)
+            .ok_or_else(|| TaskError::Unknown(id.to_owned()))?;
+        match &task.snapshot.owner {
+            Some(owner) if owner != caller => Err(TaskError::Foreign(id.to_owned())),
+            _ => Ok(task),
+        }
+    }
+
+    /// Reads a task; a read of a settled task counts as having seen its result.
+    pub fn read(&self, id: &str, caller: &str) -> Result<TaskSnapshot, TaskError> {
+        let mut state = self.state();
+        let task = Self::fenced(&mut state, id, caller)?;
+        if task.snapshot.status.is_terminal() {
+            task.reported = true;
+        }
+        Ok(task.snapshot.clone())
+    }
+
+    /// Waits until the task settles, `timeout` passes or `cancel` trips; then reads it.
+    pub async fn wait(
+        &self,
+        id: &str,
+        timeout: Duration,
+        caller: &str,
+        cancel: &CancellationToken,
+    ) -> Result<TaskSnapshot, TaskError> {
+        let mut settled = {
+            let mut state = self.state();
+            let task = Self::fenced(&mut state, id, caller)?;
+            task.waiters += 1;
+            task.settled.clone()
+        };
+        tokio::select! {
+            _ = settled.wait_for(|done| *done) => {}
+            _ = tokio::time::sleep(timeout) => {}
+            _ = cancel.cancelled() => {}
+        }
+        let mut state = self.state();
+        let task = Self::fenced(&mut state, id, caller)?;
+        task.waiters -= 1;
+        if task.snapshot.status.is_terminal() {
+            task.reported = true;
+        }
+        Ok(task.snapshot.clone())
+    }
+
+    /// Asks a running task to stop; it settles (as killed) once its work has stopped.
+    pub fn kill(
+        &self,
+        id: &str,
+        caller: &str,
+        reason: Option<&str>,
+    ) -> Result<KillResult, TaskError> {
+        let mut state = self.state();
+        let task = Self::fenced(&mut state, id, caller)?;
+        task.reported = true;
+        if task.snapshot.status.is_terminal() {
+            return Ok(KillResult::AlreadyFinished(task.snapshot.clone()));
+        }
+        tracing::debug!(
+            task = id,
+            reason = reason.unwrap_or("none"),
+            "killing a background task"
+        );
+        task.cancel.cancel();
+        task.snapshot.status = TaskStatus::Stopping;
+        Ok(KillResult::Requested)
+    }
+
+    /// The caller's tasks, oldest first.
+    pub fn list(&self, caller: &str) -> Vec<TaskSnapshot> {
+        let state = self.state();
+        state
+            .order
+            .iter()
+            .filter_map(|id| state.tasks.get(id))
+            .filter(|t| t.snapshot.owner.as_deref().is_none_or(|o| o == caller))
+            .map(|t| t.snapshot.clone())
+            .collect()
+    }
+
+    /// Cancels every task and waits until all have settled (shutdown).
+    pub async fn shutdown(&self) {
+        self.shutdown.cancel();
+        self.tracker.close();
+        self.tracker.wait().await;
+    }
+}
