@@ -36,7 +36,11 @@ fn turns(stdout: &[String]) -> Vec<(String, String)> {
 
 /// (tool name, result text, isError) of every tool call in a log, in order.
 fn tool_results(log: &str) -> Vec<(String, String, bool)> {
-    let events: Vec<Value> = log.lines().skip(1).map(|l| serde_json::from_str(l).unwrap()).collect();
+    let events: Vec<Value> = log
+        .lines()
+        .skip(1)
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     let name_of = |call_id: &Value| {
         events
             .iter()
@@ -56,7 +60,11 @@ fn tool_results(log: &str) -> Vec<(String, String, bool)> {
                 .iter()
                 .filter_map(|t| t["text"].as_str())
                 .collect();
-            (name_of(&part["toolCallId"]), text, part["isError"].as_bool().unwrap())
+            (
+                name_of(&part["toolCallId"]),
+                text,
+                part["isError"].as_bool().unwrap(),
+            )
         })
         .collect()
 }

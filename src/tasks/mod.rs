@@ -325,6 +325,15 @@ impl TaskService {
         Ok(task.snapshot.clone())
     }
 
+    /// Waits until the task settles without reading it: unlike `wait`, this does not count
+    /// as seeing the result, so a completion notice is still sent.
+    pub async fn until_settled(&self, id: &str) {
+        let settled = self.state().tasks.get(id).map(|task| task.settled.clone());
+        if let Some(mut settled) = settled {
+            let _ = settled.wait_for(|done| *done).await;
+        }
+    }
+
     /// Asks a running task to stop; it settles (as killed) once its work has stopped.
     pub fn kill(
         &self,

@@ -1,0 +1,10 @@
+//! The delegation test catalogue, ported: the subagent service, the in-process driver, spawn
+//! and fork, structured output, background tasks and the model-facing tools — against the real
+//! agent loop and session store, with a scripted model.
+
+mod inprocess;
+mod service;
+mod structured;
+mod support;
+mod tasks;
+mod tools;

@@ -1,0 +1,226 @@
+//! A scripted model and helpers for driving the real runtime in-process.
+#![allow(dead_code)]
+
+use std::sync::{Arc, Mutex};
+
+use futures::stream;
+use kin::agent::Agent;
+use kin::model::{ChunkStream, Model, ModelError, ModelRequest};
+use kin::runtime::{Runtime, RuntimeOptions};
+use kin::session::history::HistoryItem;
+use kin::session::{AssistantBlock, BlockType, Chunk, FinishKind, FinishReason, UserPart};
+use kin::tools::ToolRegistry;
+use serde_json::Value;
+
+/// What the scripted model does for one call.
+pub enum Reply {
+    Chunks(Vec<Chunk>),
+    /// Never answers (until the caller cancels).
+    Hang,
+    Fail(&'static str),
+}
+
+type Script = Box<dyn Fn(&ModelRequest) -> Reply + Send + Sync>;
+
+/// A model whose answer is computed from the request; records every request.
+pub struct ScriptedModel {
+    script: Script,
+    pub requests: Mutex<Vec<ModelRequest>>,
+}
+
+impl ScriptedModel {
+    pub fn new(script: impl Fn(&ModelRequest) -> Reply + Send + Sync + 'static) -> Arc<Self> {
+        Arc::new(Self {
+            script: Box::new(script),
+            requests: Mutex::new(Vec::new()),
+        })
+    }
+
+    pub fn requests(&self) -> Vec<ModelRequest> {
+        self.requests.lock().unwrap().clone()
+    }
+
+    pub fn calls_for(&self, session: &str) -> usize {
+        self.requests()
+            .iter()
+            .filter(|r| r.session_id == session)
+            .count()
+    }
+}
+
+impl Model for ScriptedModel {
+    fn provider(&self) -> &str {
+        "scripted"
+    }
+
+    fn name(&self) -> &str {
+        "scripted"
+    }
+
+    fn stream(&self, request: ModelRequest) -> ChunkStream {
+        let reply = (self.script)(&request);
+        self.requests.lock().unwrap().push(request);
+        match reply {
+            Reply::Chunks(chunks) => Box::pin(stream::iter(chunks.into_iter().map(Ok))),
+            Reply::Hang => Box::pin(stream::pending()),
+            Reply::Fail(message) => {
+                Box::pin(stream::iter([Err(ModelError::Failed(message.into()))]))
+            }
+        }
+    }
+}
+
+pub fn finish(kind: FinishKind) -> Chunk {
+    Chunk::Finish {
+        reason: FinishReason {
+            kind,
+            failure: None,
+        },
+    }
+}
+
+/// A plain text answer.
+pub fn text(answer: &str) -> Reply {
+    text_with(answer, FinishKind::Stop)
+}
+
+pub fn text_with(answer: &str, kind: FinishKind) -> Reply {
+    Reply::Chunks(vec![
+        Chunk::BlockStart {
+            index: 0,
+            block_type: BlockType::Text,
+        },
+        Chunk::TextDelta {
+            index: 0,
+            text: answer.into(),
+        },
+        Chunk::BlockEnd {
+            index: 0,
+            block: AssistantBlock::Text {
+                text: answer.into(),
+            },
+        },
+        finish(kind),
+    ])
+}
+
+/// One response calling the given tools, in order.
+pub fn calls(list: &[(&str, Value)]) -> Reply {
+    let mut chunks = Vec::new();
+    for (i, (name, args)) in list.iter().enumerate() {
+        let index = i as u32;
+        let id = format!("call_{i}");
+        chunks.push(Chunk::ToolCallDelta {
+            index,
+            id: id.clone(),
+            name: Some((*name).into()),
+            arguments_delta: args.to_string(),
+        });
+        chunks.push(Chunk::BlockEnd {
+            index,
+            block: AssistantBlock::ToolCall {
+                id,
+                name: (*name).into(),
+                arguments: args.to_string(),
+            },
+        });
+    }
+    chunks.push(finish(FinishKind::ToolCalls));
+    Reply::Chunks(chunks)
+}
+
+/// The text of the last user message, the last tool result, or "" — what the script keys on.
+pub fn last_user_text(request: &ModelRequest) -> String {
+    request
+        .history
+        .iter()
+        .rev()
+        .find_map(|item| match item {
+            HistoryItem::User(parts) => Some(
+                parts
+                    .iter()
+                    .filter_map(|p| match p {
+                        UserPart::Text { text } => Some(text.as_str()),
+                        _ => None,
+                    })
+                    .collect::<String>(),
+            ),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+/// The result text of the last tool call in the request's history, if the last item is one.
+pub fn last_tool_result(request: &ModelRequest) -> Option<(String, bool)> {
+    match request.history.last() {
+        Some(HistoryItem::ToolResult { text, is_error, .. }) => Some((text.clone(), *is_error)),
+        _ => None,
+    }
+}
+
+/// A runtime over `model` in a fresh home, with a workspace; keep the guards alive.
+pub struct World {
+    pub runtime: Arc<Runtime>,
+    pub home: tempfile::TempDir,
+    pub cwd: tempfile::TempDir,
+}
+
+impl World {
+    pub fn new(model: Arc<dyn Model>) -> Self {
+        Self::with_options(model, RuntimeOptions::default())
+    }
+
+    pub fn with_options(model: Arc<dyn Model>, options: RuntimeOptions) -> Self {
+        let home = tempfile::tempdir().unwrap();
+        let cwd = tempfile::tempdir().unwrap();
+        let runtime = Runtime::new(home.path(), model, ToolRegistry::new(), options).unwrap();
+        Self { runtime, home, cwd }
+    }
+
+    pub fn session(&self) -> Arc<Agent> {
+        self.runtime
+            .create_session(self.cwd.path().to_owned(), Vec::new())
+            .unwrap()
+    }
+
+    /// Ids of every stored session.
+    pub fn stored(&self) -> Vec<String> {
+        let mut ids: Vec<String> = std::fs::read_dir(self.home.path().join("sessions"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+            .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
+            .collect();
+        ids.sort();
+        ids
+    }
+
+    /// A session's log lines as JSON.
+    pub fn log(&self, id: &str) -> Vec<Value> {
+        std::fs::read_to_string(self.home.path().join(format!("sessions/{id}.jsonl")))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// Runs one turn of `agent` for `prompt`.
+    pub async fn prompt(&self, agent: &Arc<Agent>, prompt: &str) -> kin::agent::TurnOutcome {
+        let deps = self.runtime.turn_deps(agent);
+        agent
+            .run_turn(
+                vec![UserPart::Text {
+                    text: prompt.into(),
+                }],
+                &deps,
+                &|_| {},
+                tokio_util::sync::CancellationToken::new(),
+            )
+            .await
+            .unwrap()
+    }
+}
+
+pub fn prompt(text: &str) -> Vec<UserPart> {
+    vec![UserPart::Text { text: text.into() }]
+}
