@@ -97,6 +97,32 @@ async fn check(name: &str, prompts: usize) {
         sessions(&expected),
         "{name}: sessions created"
     );
+    let recorded_logs = (0..)
+        .map(|i| match i {
+            0 => dir.join("session.jsonl"),
+            n => dir.join(format!("session.{n}.jsonl")),
+        })
+        .take_while(|p| p.is_file())
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect::<Vec<_>>();
+    assert_eq!(
+        outcome.raw_logs.len(),
+        recorded_logs.len(),
+        "{name}: one log per recorded session"
+    );
+    if name.starts_with("subagent") {
+        assert!(
+            !tool_results(&recorded_logs[0]).is_empty(),
+            "{name}: the parent delegates"
+        );
+    }
+    for (ours, recorded) in outcome.raw_logs.iter().zip(&recorded_logs) {
+        assert_eq!(
+            tool_results(ours),
+            tool_results(recorded),
+            "{name}: tool results"
+        );
+    }
     assert!(
         outcome.stderr.is_empty() || !outcome.stderr.contains("ERROR"),
         "{}",
