@@ -13,7 +13,7 @@ use crate::agent::{system_prompt, Agent, AgentOptions, AgentSpec, TurnDeps, User
 use crate::model::Model;
 use crate::session::{Header, SessionStore, StoreError, UserPart};
 use crate::subagent::{
-    ForkProvider, SpawnProvider, SubagentService, SubagentTool, DEFAULT_MAX_DEPTH,
+    ChildNotice, ForkProvider, SpawnProvider, SubagentService, SubagentTool, DEFAULT_MAX_DEPTH,
 };
 use crate::tasks::{TaskKillTool, TaskListTool, TaskOutputTool, TaskService};
 use crate::time::unique_now_ms;
@@ -59,7 +59,11 @@ pub struct Runtime {
     pub runs: TaskTracker,
     shutdown: CancellationToken,
     agents: Mutex<HashMap<String, Arc<Agent>>>,
+    child_sink: Mutex<Option<ChildSink>>,
 }
+
+/// Receives [`ChildNotice`]s (see [`Runtime::set_child_sink`]).
+pub type ChildSink = Arc<dyn Fn(ChildNotice<'_>) + Send + Sync>;
 
 impl Runtime {
     /// A runtime with `base_tools` plus the delegation and task tools.
@@ -104,6 +108,7 @@ impl Runtime {
                 runs: TaskTracker::new(),
                 shutdown,
                 agents: Mutex::new(HashMap::new()),
+                child_sink: Mutex::new(None),
             }
         });
         let weak = Arc::downgrade(&runtime);
@@ -119,6 +124,22 @@ impl Runtime {
             });
         }));
         Ok(runtime)
+    }
+
+    /// Where reports about in-process children go (the ACP layer, when the client shows them).
+    pub fn set_child_sink(&self, sink: ChildSink) {
+        *self.child_sink.lock().unwrap_or_else(|p| p.into_inner()) = Some(sink);
+    }
+
+    pub fn notify_child(&self, notice: ChildNotice<'_>) {
+        let sink = self
+            .child_sink
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(sink) = sink {
+            sink(notice);
+        }
     }
 
     fn agents(&self) -> MutexGuard<'_, HashMap<String, Arc<Agent>>> {

@@ -155,6 +155,12 @@ impl Handler for AcpAgent {
         if let ClientRequest::InitializeRequest(init) = &request {
             // Set before the next line is read, so pipelined requests see it.
             self.initialized.store(true, Ordering::Release);
+            if init.client_capabilities.subagents.is_some() {
+                self.runtime.set_child_sink(super::subagents::sink(
+                    cx.peer.clone(),
+                    self.runtime.tools.clone(),
+                ));
+            }
             tracing::debug!(version = ?init.protocol_version, client = ?init.client_info, "initialize");
             return ready(answer(Ok(initialize_response())));
         }

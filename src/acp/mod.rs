@@ -2,6 +2,7 @@
 //! `session/update` notifications. The only module that knows ACP types.
 
 mod agent;
+mod subagents;
 pub mod updates;
 
 pub use agent::AcpAgent;

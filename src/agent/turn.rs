@@ -303,6 +303,7 @@ impl Turn<'_> {
         } else {
             let cx = ToolContext {
                 session_id: self.agent.id.clone(),
+                call_id: call_id.to_owned(),
                 cwd: self.agent.cwd.clone(),
                 cancel: self.cancel.child_token(),
             };

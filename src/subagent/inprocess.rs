@@ -10,7 +10,10 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 
-use super::{Run, RunControl, StartRequest, StopReason, SubagentError, SubagentResult, ToolFilter};
+use super::{
+    ChildNotice, Run, RunControl, StartRequest, StopReason, SubagentError, SubagentResult,
+    ToolFilter,
+};
 use crate::agent::structured::StructuredOutputTool;
 use crate::agent::{
     Agent, AgentOptions, AgentSpec, NotRunning, StructuredCapture, TurnError, TurnOutcome,
@@ -147,6 +150,11 @@ pub(super) fn start(
         let _ = runtime.store.delete(&id);
         return Err(SubagentError::Setup(error.to_string()));
     }
+    runtime.notify_child(ChildNotice::Started {
+        parent: &parent.id,
+        child: &child,
+        label: request.label.as_deref(),
+    });
     Ok(drive(
         runtime,
         child,
@@ -167,12 +175,34 @@ pub(super) fn drive(
     let deps = runtime.turn_deps(&child);
     let turn_child = child.clone();
     let turn_cancel = cancel.clone();
+    let reporter = Arc::downgrade(&runtime);
     let task = runtime.runs.spawn(async move {
-        let observe = |event: &Event| tracing::trace!(child = %event.seq, kind = event.body.kind(), "child event");
+        let child_id = turn_child.id.clone();
+        let parent_id = turn_child
+            .header()
+            .parent_session
+            .clone()
+            .unwrap_or_default();
+        let observe = |event: &Event| {
+            if let Some(runtime) = reporter.upgrade() {
+                runtime.notify_child(ChildNotice::Event {
+                    child: &child_id,
+                    event,
+                });
+            }
+        };
         let outcome = turn_child
             .run_turn(prompt, &deps, &observe, turn_cancel.clone())
             .await;
-        read_result(&turn_child, boundary, outcome, turn_cancel.is_cancelled())
+        let result = read_result(&turn_child, boundary, outcome, turn_cancel.is_cancelled());
+        if let Some(runtime) = reporter.upgrade() {
+            runtime.notify_child(ChildNotice::Settled {
+                parent: &parent_id,
+                child: &child_id,
+                stop_reason: result.stop_reason,
+            });
+        }
+        result
     });
     let result: BoxFuture<'static, SubagentResult> = async move {
         task.await.unwrap_or_else(|_| SubagentResult {

@@ -76,6 +76,8 @@ pub struct StartRequest {
     pub tool_filter: Option<ToolFilter>,
     /// Replaces the child's persona.
     pub persona: Option<String>,
+    /// A short label shown to the user (the tool's `description`).
+    pub label: Option<String>,
 }
 
 impl StartRequest {
@@ -89,6 +91,7 @@ impl StartRequest {
             max_depth: None,
             tool_filter: None,
             persona: None,
+            label: None,
         }
     }
 }
@@ -144,6 +147,28 @@ impl SubagentResult {
             })
             .collect()
     }
+}
+
+/// What the runtime reports about in-process children as they live, for a client that shows
+/// them (ACP subagent sessions).
+pub enum ChildNotice<'a> {
+    /// A child was published; nothing carrying its id has been reported before this.
+    Started {
+        parent: &'a str,
+        child: &'a Agent,
+        label: Option<&'a str>,
+    },
+    /// One event of the child's log, just appended.
+    Event {
+        child: &'a str,
+        event: &'a crate::session::Event,
+    },
+    /// The child's activation settled; the child stays (it may be messaged again).
+    Settled {
+        parent: &'a str,
+        child: &'a str,
+        stop_reason: StopReason,
+    },
 }
 
 /// The provider-specific half of a [`Run`].

@@ -163,6 +163,7 @@ impl Tool for SubagentTool {
             if background {
                 let service = runtime.subagents.clone();
                 let owner = parent.id.clone();
+                let child_label = label.clone();
                 let started = runtime.tasks.start(
                     "subagent",
                     &label,
@@ -170,6 +171,7 @@ impl Tool for SubagentTool {
                     move |cancel: CancellationToken| {
                         let mut request = StartRequest::new(prompt, parent, cancel.clone());
                         request.max_depth = max_depth;
+                        request.label = Some(child_label);
                         async move {
                             match service.start(&provider, request).await {
                                 Ok(run) => settle(run).await,
@@ -189,6 +191,7 @@ impl Tool for SubagentTool {
             }
             let mut request = StartRequest::new(prompt, parent, cx.cancel.clone());
             request.max_depth = max_depth;
+            request.label = Some(label);
             let run = match runtime.subagents.start(&provider, request).await {
                 Ok(run) => run,
                 Err(error) => return failure(&error),

@@ -31,6 +31,8 @@ pub enum ToolKind {
 #[derive(Clone)]
 pub struct ToolContext {
     pub session_id: String,
+    /// The model's id for this call.
+    pub call_id: String,
     pub cwd: PathBuf,
     pub cancel: CancellationToken,
 }
