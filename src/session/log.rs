@@ -23,7 +23,7 @@ impl SessionLog {
     pub(crate) fn new(path: PathBuf, file: File, next_seq: u64) -> Self {
         Self {
             path,
-            file: BufWriter::with_capacity(64 * 1024, file),
+            file: BufWriter::new(file),
             next_seq,
         }
     }
@@ -85,11 +85,16 @@ impl SessionLog {
     }
 
     /// Copies already-stamped events verbatim (a fork seed); seqs must continue this log.
+    /// Encoded into one buffer and written at once: a seed can be tens of thousands of lines.
     pub fn append_copied(&mut self, events: &[Event]) -> Result<(), StoreError> {
+        let mut lines = Vec::with_capacity(events.len() * 256);
         for event in events {
-            let line = serde_json::to_vec(event).map_err(|e| self.io()(e.into()))?;
-            self.write_line(&line)?;
-            self.next_seq = event.seq + 1;
+            serde_json::to_writer(&mut lines, event).map_err(|e| self.io()(e.into()))?;
+            lines.push(b'\n');
+        }
+        self.file.write_all(&lines).map_err(|e| self.io()(e))?;
+        if let Some(last) = events.last() {
+            self.next_seq = last.seq + 1;
         }
         Ok(())
     }

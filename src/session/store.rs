@@ -122,7 +122,8 @@ impl SessionStore {
             })?;
         let mut log = SessionLog::new(path, file, 0);
         log.write_header(header)?;
-        log.sync()?;
+        // Handed to the OS now; made durable with the first turn's end (fsync per turn).
+        log.flush()?;
         Ok(log)
     }
 

@@ -1,0 +1,214 @@
+//! Delegation benchmarks, in-process against the real runtime and store with an instant model:
+//! 1. a child's start -> result, against a plain top-level turn (the difference is the
+//!    delegation overhead: child session file, publication, task, disposal);
+//! 2. 1,000 background one-shot children started at once, all collected; peak RSS;
+//! 3. forking a parent whose log holds 10,000 events (start -> child published).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::stream;
+use kin::model::{ChunkStream, Model, ModelRequest};
+use kin::runtime::{Runtime, RuntimeOptions};
+use kin::session::{AssistantBlock, BlockType, Chunk, FinishKind, FinishReason, UserPart};
+use kin::subagent::{StartRequest, StopReason};
+use kin::tasks::{TaskOutcome, TaskStatus};
+use kin::tools::ToolRegistry;
+use tokio_util::sync::CancellationToken;
+
+/// Answers every call at once with a one-word text.
+struct InstantModel;
+
+impl Model for InstantModel {
+    fn provider(&self) -> &str {
+        "instant"
+    }
+    fn name(&self) -> &str {
+        "instant"
+    }
+    fn stream(&self, _request: ModelRequest) -> ChunkStream {
+        let text = "OK".to_owned();
+        Box::pin(stream::iter(
+            [
+                Chunk::BlockStart {
+                    index: 0,
+                    block_type: BlockType::Text,
+                },
+                Chunk::TextDelta {
+                    index: 0,
+                    text: text.clone(),
+                },
+                Chunk::BlockEnd {
+                    index: 0,
+                    block: AssistantBlock::Text { text },
+                },
+                Chunk::Finish {
+                    reason: FinishReason {
+                        kind: FinishKind::Stop,
+                        failure: None,
+                    },
+                },
+            ]
+            .into_iter()
+            .map(Ok),
+        ))
+    }
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn peak_rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(f64::NAN, |kb| kb / 1024.0)
+}
+
+fn prompt(text: &str) -> Vec<UserPart> {
+    vec![UserPart::Text { text: text.into() }]
+}
+
+async fn child_overhead(runtime: &Arc<Runtime>, cwd: &std::path::Path) {
+    let parent = runtime.create_session(cwd.to_owned(), vec![]).unwrap();
+    let (mut child_times, mut turn_times) = (Vec::new(), Vec::new());
+    for i in 0..520 {
+        let started = Instant::now();
+        let request = StartRequest::new(prompt("go"), parent.clone(), CancellationToken::new());
+        let run = runtime.subagents.start("spawn", request).await.unwrap();
+        let result = run.result().await;
+        let elapsed = started.elapsed();
+        run.dispose().await;
+        assert_eq!(result.stop_reason, StopReason::Completed);
+
+        let top = runtime.create_session(cwd.to_owned(), vec![]).unwrap();
+        let deps = runtime.turn_deps(&top);
+        let started = Instant::now();
+        top.run_turn(prompt("go"), &deps, &|_| {}, CancellationToken::new())
+            .await
+            .unwrap();
+        let turn = started.elapsed();
+        if i >= 20 {
+            child_times.push(elapsed);
+            turn_times.push(turn);
+        }
+    }
+    let (child, turn) = (median(child_times), median(turn_times));
+    println!(
+        "delegation: child start -> result median {:.3} ms; a plain turn on a new session {:.3} ms; overhead {:.3} ms per child (500 runs after 20 warm-ups; each includes one fsync at turn end)",
+        ms(child),
+        ms(turn),
+        ms(child.saturating_sub(turn))
+    );
+}
+
+async fn many_background(runtime: &Arc<Runtime>, cwd: &std::path::Path) {
+    let parent = runtime.create_session(cwd.to_owned(), vec![]).unwrap();
+    let started = Instant::now();
+    let mut ids = Vec::new();
+    for _ in 0..1000 {
+        let service = runtime.subagents.clone();
+        let parent = parent.clone();
+        let id = runtime
+            .tasks
+            .start(
+                "subagent",
+                "bench child",
+                Some(parent.id.clone()),
+                move |cancel| {
+                    Box::pin(async move {
+                        let request = StartRequest::new(prompt("go"), parent, cancel);
+                        match service.start("spawn", request).await {
+                            Ok(run) => {
+                                let result = run.result().await;
+                                run.dispose().await;
+                                match result.stop_reason {
+                                    StopReason::Completed => TaskOutcome::completed(result.text()),
+                                    other => TaskOutcome::failed(other.as_str()),
+                                }
+                            }
+                            Err(error) => TaskOutcome::failed(error.detail()),
+                        }
+                    })
+                },
+            )
+            .unwrap();
+        ids.push(id);
+    }
+    let never = CancellationToken::new();
+    let mut completed = 0;
+    for id in &ids {
+        let snapshot = runtime
+            .tasks
+            .wait(id, Duration::from_secs(120), &parent.id, &never)
+            .await
+            .unwrap();
+        completed += usize::from(snapshot.status == TaskStatus::Completed);
+    }
+    println!(
+        "delegation: 1000 background one-shot children started at once: {completed}/1000 completed in {:.0} ms; peak RSS of the whole bench process {:.1} MiB",
+        ms(started.elapsed()),
+        peak_rss_mib()
+    );
+}
+
+async fn fork_big_parent(runtime: &Arc<Runtime>, cwd: &std::path::Path) {
+    let parent = runtime.create_session(cwd.to_owned(), vec![]).unwrap();
+    let deps = runtime.turn_deps(&parent);
+    // Each turn of the instant model writes 10 events.
+    for _ in 0..1000 {
+        parent
+            .run_turn(prompt("grow"), &deps, &|_| {}, CancellationToken::new())
+            .await
+            .unwrap();
+    }
+    let events = parent.with_events(|e| e.len());
+    let mut samples = Vec::new();
+    for i in 0..35 {
+        let started = Instant::now();
+        let request = StartRequest::new(prompt("go"), parent.clone(), CancellationToken::new());
+        let run = runtime.subagents.start("fork", request).await.unwrap();
+        let published = started.elapsed();
+        run.result().await;
+        run.dispose().await;
+        if i >= 5 {
+            samples.push(published);
+        }
+    }
+    println!(
+        "delegation: fork of a parent with a {events}-event log: start -> child published median {:.3} ms (30 runs after 5 warm-ups)",
+        ms(median(samples))
+    );
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let home = tempfile::tempdir().unwrap();
+        let cwd = tempfile::tempdir().unwrap();
+        let runtime = Runtime::new(
+            home.path(),
+            Arc::new(InstantModel),
+            ToolRegistry::new(),
+            RuntimeOptions::default(),
+        )
+        .unwrap();
+        // First, so the peak RSS it reports is its own.
+        many_background(&runtime, cwd.path()).await;
+        child_overhead(&runtime, cwd.path()).await;
+        fork_big_parent(&runtime, cwd.path()).await;
+        runtime.shutdown().await;
+    });
+}
