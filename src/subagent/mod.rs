@@ -12,6 +12,7 @@
 mod error;
 mod fork;
 mod inprocess;
+pub mod out_of_process;
 mod service;
 mod spawn;
 mod tools;
