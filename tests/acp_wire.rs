@@ -211,3 +211,51 @@ async fn replay_running_out_of_script_is_a_clear_error_not_a_hang() {
     let message = second["error"]["message"].as_str().unwrap();
     assert!(message.contains("recorded only 1"), "{message}");
 }
+
+#[tokio::test]
+async fn shutdown_settles_a_running_background_child() {
+    let fixture = common::repo().join("tests/fixtures/background-shutdown");
+    let mut kin = Wire::start(Some(&fixture));
+    let (_, answer) = kin
+        .request(
+            0,
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {"subagents": {}}}),
+        )
+        .await;
+    assert_eq!(answer["result"]["protocolVersion"], 1);
+    let parent = kin.new_session().await;
+    kin.send(&json!({"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":parent,"prompt":[{"type":"text","text":"start a long job"}]}}))
+        .await;
+    // Read until the prompt is answered and the child has streamed (it then waits forever).
+    let (mut answered, mut child) = (false, None);
+    while !answered || child.is_none() {
+        let message = kin.read().await.unwrap();
+        answered |= message["id"] == 1;
+        let session = message.pointer("/params/sessionId").and_then(Value::as_str);
+        if message.pointer("/params/update/sessionUpdate") == Some(&json!("agent_message_chunk"))
+            && session != Some(parent.as_str())
+        {
+            child = session.map(str::to_owned);
+        }
+    }
+    kin.close_stdin();
+    let mut idle = None;
+    while let Some(message) = kin.read().await {
+        if message.pointer("/params/update/state/state") == Some(&json!("idle")) {
+            idle = message.pointer("/params/update/state/stopReason").cloned();
+        }
+    }
+    assert_eq!(
+        idle,
+        Some(json!("cancelled")),
+        "the child is reported idle, cancelled"
+    );
+    assert!(kin.child.wait().await.unwrap().success());
+    let child = child.unwrap();
+    let log =
+        std::fs::read_to_string(kin.home.path().join(format!("sessions/{child}.jsonl"))).unwrap();
+    let last: Value = serde_json::from_str(log.lines().last().unwrap()).unwrap();
+    assert_eq!(last["type"], "turn/end");
+    assert_eq!(last["data"]["reason"]["kind"], "aborted");
+}

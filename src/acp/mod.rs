@@ -19,7 +19,8 @@ use crate::runtime::Runtime;
 pub async fn serve_stdio(runtime: Arc<Runtime>, shutdown: CancellationToken) {
     let (peer, writer) = Peer::new(tokio::io::stdout());
     let agent = Arc::new(AcpAgent::new(runtime.clone()));
-    peer.serve(tokio::io::stdin(), agent, shutdown, writer)
-        .await;
+    peer.serve(tokio::io::stdin(), agent, shutdown).await;
+    // Background children settle while their last reports can still be written.
     runtime.shutdown().await;
+    peer.close(writer).await;
 }

@@ -119,15 +119,10 @@ impl Peer {
     }
 
     /// Reads and dispatches until end of input or `shutdown`, then settles: cancels every
-    /// incoming request, waits until each has been answered, fails our pending requests and
-    /// stops the writer after it flushed. Returns when all of that is done.
-    pub async fn serve<R, H>(
-        &self,
-        reader: R,
-        handler: Arc<H>,
-        shutdown: CancellationToken,
-        writer: JoinHandle<()>,
-    ) where
+    /// incoming request, fails our pending requests and waits until each incoming request has
+    /// been answered. The writer stays open (notifications can still go out) until [`Peer::close`].
+    pub async fn serve<R, H>(&self, reader: R, handler: Arc<H>, shutdown: CancellationToken)
+    where
         R: AsyncRead + Unpin,
         H: Handler,
     {
@@ -160,6 +155,10 @@ impl Peer {
         }
         tracker.close();
         tracker.wait().await;
+    }
+
+    /// Flushes everything sent so far and stops the writer; later output is dropped.
+    pub async fn close(&self, writer: JoinHandle<()>) {
         let _ = self.inner.out.send(None);
         let _ = writer.await;
     }
@@ -385,8 +384,9 @@ mod tests {
         let serving = peer.clone();
         let task = tokio::spawn(async move {
             serving
-                .serve(their_read, handler, CancellationToken::new(), writer)
-                .await
+                .serve(their_read, handler, CancellationToken::new())
+                .await;
+            serving.close(writer).await;
         });
         (peer, input, BufReader::new(output).lines(), task)
     }
