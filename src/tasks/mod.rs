@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use futures::FutureExt;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -220,7 +221,11 @@ impl TaskService {
         let service = Arc::clone(self);
         let task_id = id.clone();
         self.tracker.spawn(async move {
-            let outcome = future.await;
+            // A panicking task still settles, so nobody waits on it forever.
+            let outcome = std::panic::AssertUnwindSafe(future)
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|_| TaskOutcome::failed("Error: the task panicked"));
             service.settle(&task_id, outcome);
             let _ = settled_tx.send(true);
         });

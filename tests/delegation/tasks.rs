@@ -165,3 +165,16 @@ async fn shutdown_cancels_and_settles_every_task() {
         .boxed())
         .is_err());
 }
+
+#[tokio::test]
+async fn a_panicking_task_settles_as_failed() {
+    let (tasks, _) = service();
+    let id = tasks
+        .start("subagent", "doomed", Some("s1".into()), |_| {
+            async { panic!("boom") }.boxed()
+        })
+        .unwrap();
+    let snapshot = settled(&tasks, &id, "s1").await;
+    assert_eq!(snapshot.status, TaskStatus::Failed);
+    assert_eq!(snapshot.detail.as_deref(), Some("Error: the task panicked"));
+}
