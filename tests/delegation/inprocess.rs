@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use kin::agent::{Agent, AgentOptions, AgentSpec};
-use kin::session::{FinishKind, Header, UserPart};
+use kin::agent::{Agent, AgentOptions};
+use kin::session::{FinishKind, UserPart};
 use kin::subagent::{StartRequest, StopReason, SubagentError, ToolFilter};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
@@ -70,31 +70,12 @@ async fn depth_is_parent_depth_plus_one_and_capped_by_max_depth() {
     assert_eq!(world.stored(), before, "nothing left behind");
 
     // A child whose header says depth 1 (e.g. loaded from disk) delegates at depth 2.
-    let store = &world.runtime.store;
     let make = |depth: u32, runtime_depth: Option<u32>| {
-        let mut header = Header::new(
-            uuid::Uuid::new_v4().to_string(),
-            1,
-            world.cwd.path().display().to_string(),
-            vec![],
-        );
-        header.delegation_depth = depth;
-        let log = store.create(&header).unwrap();
-        let agent = Arc::new(Agent::new(AgentSpec {
-            header,
-            cwd: world.cwd.path().to_owned(),
-            log,
-            events: vec![],
-            options: AgentOptions {
-                subagent_depth: runtime_depth,
-                ..Default::default()
-            },
-            persona: None,
-            tools: world.runtime.tools.clone(),
-            structured: None,
-        }));
-        world.runtime.publish(agent.clone()).unwrap();
-        agent
+        let options = AgentOptions {
+            subagent_depth: runtime_depth,
+            ..Default::default()
+        };
+        world.published_agent(depth, options)
     };
     let resumed = make(1, None);
     let mut req = request(&resumed, "x");
@@ -196,28 +177,13 @@ async fn maps_token_limits_refusals_and_failures() {
 async fn inherits_the_token_cap_and_accepts_an_override() {
     let model = echo_model();
     let world = World::new(model.clone());
-    let store = &world.runtime.store;
-    let header = Header::new(
-        "parent-with-cap".into(),
-        1,
-        world.cwd.path().display().to_string(),
-        vec![],
-    );
-    let log = store.create(&header).unwrap();
-    let parent = Arc::new(Agent::new(AgentSpec {
-        header,
-        cwd: world.cwd.path().to_owned(),
-        log,
-        events: vec![],
-        options: AgentOptions {
+    let parent = world.published_agent(
+        0,
+        AgentOptions {
             max_tokens: Some(111),
             ..Default::default()
         },
-        persona: None,
-        tools: world.runtime.tools.clone(),
-        structured: None,
-    }));
-    world.runtime.publish(parent.clone()).unwrap();
+    );
     let inherited = world
         .runtime
         .subagents

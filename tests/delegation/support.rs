@@ -183,6 +183,34 @@ impl World {
             .unwrap()
     }
 
+    /// A stored, published top-level agent with the given header depth and options.
+    pub fn published_agent(
+        &self,
+        header_depth: u32,
+        options: kin::agent::AgentOptions,
+    ) -> Arc<Agent> {
+        let mut header = kin::session::Header::new(
+            uuid::Uuid::new_v4().to_string(),
+            1,
+            self.cwd.path().display().to_string(),
+            vec![],
+        );
+        header.delegation_depth = header_depth;
+        let log = self.runtime.store.create(&header).unwrap();
+        let agent = Arc::new(Agent::new(kin::agent::AgentSpec {
+            header,
+            cwd: self.cwd.path().to_owned(),
+            log,
+            events: vec![],
+            options,
+            persona: None,
+            tools: self.runtime.tools.clone(),
+            structured: None,
+        }));
+        self.runtime.publish(agent.clone()).unwrap();
+        agent
+    }
+
     /// Ids of every stored session.
     pub fn stored(&self) -> Vec<String> {
         let mut ids: Vec<String> = std::fs::read_dir(self.home.path().join("sessions"))
