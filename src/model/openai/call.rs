@@ -13,7 +13,7 @@ use reqwest::header::{HeaderMap, ACCEPT, CONTENT_TYPE, RETRY_AFTER};
 
 use super::retry::{backoff, parse_retry_after, retryable_status, MAX_RETRY_AFTER};
 use super::sse::{error_chain, SseDecoder, StreamFailure};
-use super::{ApiKey, OpenAiSettings};
+use super::{human_duration, ApiKey, OpenAiSettings};
 use crate::model::{ChunkStream, ModelError};
 use crate::session::Chunk;
 
@@ -292,17 +292,6 @@ pub(super) fn readable_error(body: &str) -> String {
     }
 }
 
-/// `200 ms`, `1.5 s`, `60 s`.
-pub fn human_duration(duration: Duration) -> String {
-    if duration < Duration::from_secs(1) {
-        format!("{} ms", duration.as_millis())
-    } else if duration.subsec_millis() == 0 {
-        format!("{} s", duration.as_secs())
-    } else {
-        format!("{:.1} s", duration.as_secs_f64())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -315,12 +304,5 @@ mod tests {
         );
         assert_eq!(readable_error("  Bad Gateway \n"), "Bad Gateway");
         assert_eq!(readable_error(""), "(empty body)");
-    }
-
-    #[test]
-    fn durations_read_naturally() {
-        assert_eq!(human_duration(Duration::from_millis(200)), "200 ms");
-        assert_eq!(human_duration(Duration::from_secs(60)), "60 s");
-        assert_eq!(human_duration(Duration::from_millis(1500)), "1.5 s");
     }
 }

@@ -69,6 +69,17 @@ impl OpenAiSettings {
     }
 }
 
+/// `200 ms`, `1.5 s`, `60 s`.
+pub fn human_duration(duration: Duration) -> String {
+    if duration < Duration::from_secs(1) {
+        format!("{} ms", duration.as_millis())
+    } else if duration.subsec_millis() == 0 {
+        format!("{} s", duration.as_secs())
+    } else {
+        format!("{:.1} s", duration.as_secs_f64())
+    }
+}
+
 /// A short provider name for the log, from the API root's host.
 pub fn provider_name(base_url: &str) -> &'static str {
     match host(base_url) {
@@ -268,6 +279,13 @@ mod tests {
             "openai-compatible"
         );
         assert_eq!(host("http://u:p@[::1]:80/x").as_deref(), Some("::1"));
+    }
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(human_duration(Duration::from_millis(200)), "200 ms");
+        assert_eq!(human_duration(Duration::from_secs(60)), "60 s");
+        assert_eq!(human_duration(Duration::from_millis(1500)), "1.5 s");
     }
 
     #[test]
