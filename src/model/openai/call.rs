@@ -42,7 +42,7 @@ pub(super) fn stream(call: Call) -> ChunkStream {
 
 /// What the first part of an attempt (up to the response headers) came to.
 enum Attempt {
-    Streaming(SseDecoder),
+    Streaming(Box<SseDecoder>),
     /// Worth another try after the wait (a `Retry-After`, or the backoff when `None`).
     Retry(ModelError, Option<Duration>),
     Fail(ModelError),
@@ -78,7 +78,7 @@ impl Call {
             }
             let Some(body) = self.body_stream.as_mut() else {
                 match self.attempt().await {
-                    Attempt::Streaming(body) => self.body_stream = Some(body),
+                    Attempt::Streaming(body) => self.body_stream = Some(*body),
                     Attempt::Retry(error, wait) => {
                         if let Err(error) = self.wait_for_retry(error, wait).await {
                             return self.fail(error);
@@ -242,10 +242,10 @@ impl Call {
                  `stream: true`?): {body}"
             )));
         }
-        Attempt::Streaming(SseDecoder::new(
+        Attempt::Streaming(Box::new(SseDecoder::new(
             response.bytes_stream(),
             self.settings.stall_timeout,
-        ))
+        )))
     }
 }
 
