@@ -7,15 +7,18 @@
 //! - [`runtime`]: the one process-wide [`runtime::Runtime`] (store, model, tools, live agents).
 //! - [`agent`]: the turn loop of one live session.
 //! - [`tools`]: the tool trait and registry.
-//! - [`model`]: the model trait; replay of recorded scenarios.
+//! - [`model`]: the model trait; the OpenAI-compatible HTTP client; replay of recorded scenarios.
 //! - [`session`]: the durable JSONL session log and its folds.
 //! - [`scenario`]: drives `kin acp` through a recorded scenario (tests, `kin demo`, benches).
+//! - [`config`]: where kin keeps its data; the model configuration (flags, env, config file).
+//! - [`headless`]: `kin run`, one turn without an editor.
 //!
 //! Dependencies point down: `acp -> agent -> {tools, model, session} -> rpc`.
 
 pub mod acp;
 pub mod agent;
 pub mod config;
+pub mod headless;
 pub mod model;
 pub mod rpc;
 pub mod runtime;

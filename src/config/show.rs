@@ -10,7 +10,8 @@ use crate::model::openai::KeyState;
 pub fn render(config: &ModelConfig, key: &KeyState) -> String {
     let mut out = String::new();
     let mut row = |name: &str, value: &str, origin: &str| {
-        let _ = writeln!(out, "{name:<16} {value:<40} {origin}");
+        let line = format!("{name:<16} {value:<40} {origin}");
+        let _ = writeln!(out, "{}", line.trim_end());
     };
     let file = match &config.file {
         Some(path) if config.file_found => path.display().to_string(),
