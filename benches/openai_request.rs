@@ -64,7 +64,7 @@ fn main() {
     let q = |f: f64| samples[((samples.len() - 1) as f64 * f).round() as usize];
     println!(
         "openai_request: median {:.0} µs per request (p10 {:.0}, p90 {:.0}, p99 {:.0}; {REQUESTS} \
-         sequential requests on one kept-alive connection after {WARMUP} warm-ups; release \
+         sequential requests over kept-alive connections after {WARMUP} warm-ups; release \
          build; target < 1000 µs)",
         q(0.5),
         q(0.1),
@@ -72,4 +72,9 @@ fn main() {
         q(0.99)
     );
     assert_eq!(server.requests().len(), WARMUP + REQUESTS);
+    println!(
+        "openai_request: {} connections for {} requests",
+        server.connections(),
+        WARMUP + REQUESTS
+    );
 }

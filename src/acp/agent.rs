@@ -200,8 +200,9 @@ fn auth_methods(runtime: &Runtime) -> Vec<AuthMethod> {
     match runtime.model.credentials() {
         Credentials::Missing { hint } => vec![AuthMethod::Agent(
             AuthMethodAgent::new(API_KEY_METHOD, "API key").description(format!(
-                "kin has no API key for its model: {hint}. Then authenticate again (or restart \
-                 kin) and kin looks for the key again."
+                "kin has no API key for its model: {hint}. A key added to the config file is \
+                 found when you authenticate again; one set in kin's environment needs a \
+                 restart of kin."
             )),
         )],
         Credentials::NotNeeded | Credentials::Present { .. } => Vec::new(),

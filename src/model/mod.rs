@@ -1,6 +1,7 @@
 //! Models: the [`Model`] trait and its implementations. A model turns a request (system text,
-//! history, tools) into a stream of [`Chunk`]s, the log's `assistant/chunk` vocabulary. Models
-//! know nothing of ACP, tools' behaviour or the agent loop.
+//! history, tools) into a stream of [`Chunk`]s, the log's `assistant/chunk` vocabulary:
+//! [`openai`] over HTTP, [`ReplayModel`] from recorded logs. Models know nothing of ACP, tools'
+//! behaviour or the agent loop.
 
 pub mod openai;
 mod replay;

@@ -66,6 +66,7 @@ struct State {
     replies: VecDeque<Reply>,
     default: Option<Reply>,
     requests: Vec<Request>,
+    connections: usize,
 }
 
 pub struct MockServer {
@@ -102,6 +103,7 @@ impl MockServer {
                             accepted = listener.accept() => accepted,
                         };
                         let Ok((socket, _)) = accepted else { continue };
+                        state.lock().unwrap().connections += 1;
                         let _ = socket.set_nodelay(true);
                         let (state, events, stop) =
                             (state.clone(), events_tx.clone(), stop.clone());
@@ -137,6 +139,11 @@ impl MockServer {
     /// The reply for requests when the queue is empty (else they get a 500 saying so).
     pub fn set_default(&self, reply: Reply) {
         self.state.lock().unwrap().default = Some(reply);
+    }
+
+    /// Connections accepted so far.
+    pub fn connections(&self) -> usize {
+        self.state.lock().unwrap().connections
     }
 
     pub fn requests(&self) -> Vec<Request> {
