@@ -12,14 +12,15 @@ use common::{
 use serde_json::{json, Value};
 
 fn live(server: &MockServer, key: Option<&str>) -> Wire {
-    let base_url = server.base_url();
-    let mut env = vec![
-        ("KIN_BASE_URL", base_url.as_str()),
-        ("KIN_MODEL", "mock-model"),
-    ];
+    live_with(&server.base_url(), key, &[])
+}
+
+fn live_with(base_url: &str, key: Option<&str>, extra: &[(&str, &str)]) -> Wire {
+    let mut env = vec![("KIN_BASE_URL", base_url), ("KIN_MODEL", "mock-model")];
     if let Some(key) = key {
         env.push(("KIN_API_KEY", key));
     }
+    env.extend_from_slice(extra);
     Wire::start_with(None, tempfile::tempdir().unwrap(), &env)
 }
 
@@ -125,6 +126,53 @@ async fn bad_endpoints_give_specific_errors_and_kin_keeps_serving() {
         "model endpoint rejected the API key from KIN_API_KEY (HTTP 401)"
     );
     assert_eq!(errors[0]["data"]["reason"]["step"], 1);
+}
+
+#[tokio::test]
+async fn stalled_and_unreachable_endpoints_are_reported_and_kin_keeps_serving() {
+    let server = MockServer::start();
+    let mut kin = live_with(
+        &server.base_url(),
+        Some("sk-e2e-key-000002"),
+        &[("KIN_STALL_TIMEOUT", "200ms")],
+    );
+    kin.initialize().await;
+    let session = kin.new_session().await;
+    let mut parts = text_events(&["wait"], "stop");
+    parts.truncate(2);
+    server.push(Reply::Hang(parts));
+    let (_, answer) = kin
+        .request(2, "session/prompt", prompt(&session, "a"))
+        .await;
+    assert_eq!(
+        answer["error"]["message"],
+        "model stream stalled: no data for 200 ms (turn 1, step 1)"
+    );
+    let (_, answer) = kin.request(3, "session/list", json!({})).await;
+    assert_eq!(answer["result"]["sessions"].as_array().unwrap().len(), 1);
+
+    // Nobody listens on this port.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}/v1");
+    let mut kin = live_with(&url, Some("sk-e2e-key-000003"), &[("KIN_RETRIES", "0")]);
+    kin.initialize().await;
+    let session = kin.new_session().await;
+    let (_, answer) = kin
+        .request(2, "session/prompt", prompt(&session, "a"))
+        .await;
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(&format!(
+            "could not reach the model endpoint {url}/chat/completions"
+        )),
+        "{message}"
+    );
+    let (_, answer) = kin.request(3, "session/list", json!({})).await;
+    assert!(answer["result"]["sessions"].is_array());
 }
 
 #[tokio::test]
