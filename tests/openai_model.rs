@@ -419,8 +419,9 @@ async fn a_stalled_stream_fails_after_the_stall_timeout_and_hangs_up() {
     server.push(Reply::Hang(parts));
     let mut settings = settings(&server);
     settings.stall_timeout = Duration::from_millis(200);
+    // (Whether the first delta arrived before the stall does not matter to the outcome.)
     let (chunks, error) = collect(&model_with(settings), request("hi")).await;
-    assert!(chunks.iter().any(|c| matches!(c, Chunk::TextDelta { .. })));
+    assert!(finishes(&chunks).is_empty());
     assert_eq!(
         error.expect("an error").to_string(),
         "model stream stalled: no data for 200 ms"
