@@ -1,6 +1,76 @@
-//! Where kin keeps its data.
+//! Where kin keeps its data, and how it finds its model: the effective configuration from
+//! command-line flags, environment variables and the config file (see `resolve`).
+
+mod file;
+mod key;
+mod resolve;
+mod show;
 
 use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::model::openai::{KeyLoader, KeyState, OpenAiModel};
+
+pub use key::load as load_key;
+pub use resolve::{
+    parse_duration, resolve, KeyPlan, ModelConfig, Origin, Overrides, Setting, ENV_API_KEY,
+    ENV_BASE_URL, ENV_CONNECT_TIMEOUT, ENV_DEEPSEEK_KEY, ENV_MODEL, ENV_OPENAI_KEY, ENV_RETRIES,
+    ENV_STALL_TIMEOUT,
+};
+pub use show::render;
+
+/// Reads an environment variable; empty values count as unset.
+pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// The process environment as an [`EnvLookup`].
+pub fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("reading the config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the config file {path} is not valid TOML: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("{origin}: {reason}")]
+    Invalid { origin: String, reason: String },
+    #[error(transparent)]
+    Client(#[from] crate::model::openai::ClientError),
+}
+
+/// The configured OpenAI-compatible model (with or without a key yet), ready to serve. Its
+/// credentials can be reloaded later: the key is looked for again with the same flags and the
+/// environment and config file as they are then.
+pub async fn build_model(overrides: &Overrides) -> Result<OpenAiModel, ConfigError> {
+    let config = resolve(overrides, &process_env)?;
+    for key in &config.unknown_keys {
+        tracing::warn!(key, "ignoring an unknown key in the config file");
+    }
+    let key = load_key(&config.key).await;
+    let settings = config.settings();
+    // The endpoint in use stays the same; only the key is looked for again.
+    let pinned = Overrides {
+        base_url: Some(settings.base_url.clone()),
+        ..overrides.clone()
+    };
+    let loader: KeyLoader = Arc::new(move || {
+        let overrides = pinned.clone();
+        Box::pin(async move {
+            match resolve(&overrides, &process_env) {
+                Ok(config) => load_key(&config.key).await,
+                Err(error) => KeyState::Missing {
+                    hint: error.to_string(),
+                },
+            }
+        })
+    });
+    Ok(OpenAiModel::new(settings, key)?.with_key_loader(loader))
+}
 
 /// `$KIN_HOME`, else `$XDG_DATA_HOME/kin`, else `~/.local/share/kin`, else `./.kin`.
 pub fn kin_home() -> PathBuf {

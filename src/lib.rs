@@ -9,15 +9,18 @@
 //! - [`tools`]: the tool trait and registry.
 //! - [`subagent`]: delegation to child agents (`spawn`, `fork`) and the `subagent` tools.
 //! - [`tasks`]: background tasks and the `task_*` tools.
-//! - [`model`]: the model trait; replay of recorded scenarios.
+//! - [`model`]: the model trait; the OpenAI-compatible HTTP client; replay of recorded scenarios.
 //! - [`session`]: the durable JSONL session log and its folds.
 //! - [`scenario`]: drives `kin acp` through a recorded scenario (tests, `kin demo`, benches).
+//! - [`config`]: where kin keeps its data; the model configuration (flags, env, config file).
+//! - [`headless`]: `kin run`, one turn without an editor.
 //!
 //! Dependencies point down: `acp -> agent -> {tools, model, session} -> rpc`.
 
 pub mod acp;
 pub mod agent;
 pub mod config;
+pub mod headless;
 pub mod model;
 pub mod rpc;
 pub mod runtime;

@@ -6,10 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
-use kin::model::{Model, ReplayModel, UnconfiguredModel};
+use kin::config::{self, Overrides};
+use kin::headless::{self, HeadlessOptions};
+use kin::model::{Model, ReplayModel};
 use kin::runtime::{Runtime, RuntimeOptions};
 use kin::tools::ToolRegistry;
 
@@ -27,9 +29,71 @@ enum Command {
         /// Serve the model from the recorded session logs in DIR (session.jsonl, session.N.jsonl).
         #[arg(long, value_name = "DIR")]
         replay: Option<PathBuf>,
+        #[command(flatten)]
+        model: ModelFlags,
+    },
+    /// Run one prompt without an editor: the answer goes to stdout, tool activity to stderr.
+    /// Exits 0 when the turn ends normally, 1 on errors, 3 on limits or refusals, 130 when
+    /// interrupted.
+    Run {
+        /// The prompt.
+        prompt: String,
+        /// Write the session's events as JSON lines (the session log's format) to stdout.
+        #[arg(long)]
+        json: bool,
+        /// Continue this stored session instead of starting a new one.
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
+        /// Serve the model from the recorded session logs in DIR (no key needed).
+        #[arg(long, value_name = "DIR")]
+        replay: Option<PathBuf>,
+        #[command(flatten)]
+        model: ModelFlags,
+    },
+    /// Print the effective model configuration (secrets masked) and where each value comes from.
+    Config {
+        #[command(flatten)]
+        model: ModelFlags,
     },
     /// Play the bundled scenario through `kin acp` and print the transcript (no key needed).
     Demo,
+}
+
+/// Model settings; each beats its environment variable and the config file.
+#[derive(Args, Clone, Default)]
+struct ModelFlags {
+    /// Model name [env: KIN_MODEL] [default: deepseek-chat]
+    #[arg(long, value_name = "NAME")]
+    model: Option<String>,
+    /// API root that /chat/completions is appended to [env: KIN_BASE_URL]
+    /// [default: https://api.deepseek.com]
+    #[arg(long, value_name = "URL")]
+    base_url: Option<String>,
+    /// Read the API key from this environment variable instead of KIN_API_KEY
+    #[arg(long, value_name = "VAR")]
+    api_key_env: Option<String>,
+    /// Give up connecting after this long, e.g. 10s [env: KIN_CONNECT_TIMEOUT]
+    #[arg(long, value_name = "DURATION", value_parser = config::parse_duration)]
+    connect_timeout: Option<Duration>,
+    /// Fail a response that sends nothing for this long, e.g. 60s [env: KIN_STALL_TIMEOUT]
+    #[arg(long, value_name = "DURATION", value_parser = config::parse_duration)]
+    stall_timeout: Option<Duration>,
+    /// Retries on connect errors, 429 and 5xx before any output [env: KIN_RETRIES] [default: 3]
+    #[arg(long, value_name = "N")]
+    retries: Option<u32>,
+}
+
+impl ModelFlags {
+    fn overrides(&self) -> Overrides {
+        Overrides {
+            model: self.model.clone(),
+            base_url: self.base_url.clone(),
+            api_key_env: self.api_key_env.clone(),
+            connect_timeout: self.connect_timeout,
+            stall_timeout: self.stall_timeout,
+            retries: self.retries,
+        }
+    }
 }
 
 fn main() -> anyhow::Result<()> {
@@ -47,25 +111,42 @@ fn main() -> anyhow::Result<()> {
         .build()
         .context("starting the async runtime")?;
     let result = match cli.command {
-        Command::Acp { replay } => runtime.block_on(acp(replay)),
-        Command::Demo => runtime.block_on(kin::scenario::demo::run()),
+        Command::Acp { replay, model } => runtime.block_on(acp(replay, model)),
+        Command::Run {
+            prompt,
+            json,
+            session,
+            replay,
+            model,
+        } => runtime.block_on(run(prompt, json, session, replay, model)),
+        Command::Config { model } => runtime.block_on(show_config(model)),
+        Command::Demo => runtime.block_on(kin::scenario::demo::run()).map(|()| 0),
     };
     // stdin's reader thread may still be parked in a read; do not wait for it.
     runtime.shutdown_timeout(Duration::from_millis(100));
-    result
+    match result? {
+        0 => Ok(()),
+        code => std::process::exit(code.into()),
+    }
 }
 
-async fn acp(replay: Option<PathBuf>) -> anyhow::Result<()> {
-    let model: Arc<dyn Model> = match &replay {
+/// The model to serve: the replay of `replay`, else the configured OpenAI-compatible one.
+async fn model(replay: Option<&PathBuf>, flags: &ModelFlags) -> anyhow::Result<Arc<dyn Model>> {
+    Ok(match replay {
         Some(dir) => Arc::new(
             ReplayModel::from_dir(dir)
                 .with_context(|| format!("loading the replay scenario in {}", dir.display()))?,
         ),
-        None => Arc::new(UnconfiguredModel::new(
-            "this build has no HTTP model client yet; run `kin acp --replay DIR` with a recorded scenario",
-        )),
-    };
-    let home = kin::config::kin_home();
+        None => Arc::new(
+            config::build_model(&flags.overrides())
+                .await
+                .context("configuring the model")?,
+        ),
+    })
+}
+
+fn open_runtime(model: Arc<dyn Model>) -> anyhow::Result<Arc<Runtime>> {
+    let home = config::kin_home();
     let mut options = RuntimeOptions::default();
     if let Some(depth) = std::env::var("KIN_SUBAGENT_MAX_DEPTH")
         .ok()
@@ -75,12 +156,47 @@ async fn acp(replay: Option<PathBuf>) -> anyhow::Result<()> {
             format!("KIN_SUBAGENT_MAX_DEPTH must be a non-negative integer, got {depth:?}")
         })?;
     }
-    let runtime = Runtime::new(&home, model, ToolRegistry::new(), options)
-        .with_context(|| format!("opening the session store in {}", home.display()))?;
+    Runtime::new(&home, model, ToolRegistry::new(), options)
+        .with_context(|| format!("opening the session store in {}", home.display()))
+}
+
+async fn acp(replay: Option<PathBuf>, flags: ModelFlags) -> anyhow::Result<u8> {
+    let runtime = open_runtime(model(replay.as_ref(), &flags).await?)?;
     let shutdown = CancellationToken::new();
     tokio::spawn(stop_on_signal(shutdown.clone()));
     kin::acp::serve_stdio(runtime, shutdown).await;
-    Ok(())
+    Ok(0)
+}
+
+async fn run(
+    prompt: String,
+    json: bool,
+    session: Option<String>,
+    replay: Option<PathBuf>,
+    flags: ModelFlags,
+) -> anyhow::Result<u8> {
+    let runtime = open_runtime(model(replay.as_ref(), &flags).await?)?;
+    let cancel = CancellationToken::new();
+    tokio::spawn(stop_on_signal(cancel.clone()));
+    let options = HeadlessOptions {
+        prompt,
+        session,
+        cwd: std::env::current_dir().context("reading the current directory")?,
+        json,
+    };
+    let result = headless::run(&runtime, &options, cancel).await;
+    let (code, message) = headless::exit_status(&result, runtime.max_steps);
+    if let Some(message) = message {
+        eprintln!("kin: {message}");
+    }
+    Ok(code)
+}
+
+async fn show_config(flags: ModelFlags) -> anyhow::Result<u8> {
+    let config = config::resolve(&flags.overrides(), &config::process_env)?;
+    let key = config::load_key(&config.key).await;
+    print!("{}", config::render(&config, &key));
+    Ok(0)
 }
 
 async fn stop_on_signal(shutdown: CancellationToken) {

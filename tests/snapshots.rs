@@ -1,12 +1,22 @@
 //! Replays every scenario in `snapshots/` through the real binary and compares the ACP output
-//! and the session logs with what was recorded. `KIN_SNAPSHOT=refresh cargo test --test
-//! snapshots` rewrites the expectations from the current behaviour.
+//! and the session logs with what was recorded.
+//!
+//! - `KIN_SNAPSHOT=refresh cargo test --test snapshots` rewrites the expectations from the
+//!   current behaviour (replaying the recorded model output).
+//! - `KIN_SNAPSHOT=record KIN_SNAPSHOT_ONLY=name[,name] cargo test --test snapshots` runs the
+//!   named scenarios against the real configured model (its key and settings from the
+//!   environment and config file), writes what happened as the new recording and
+//!   expectations, then replays the new recording and compares.
+//! - `KIN_SNAPSHOT_ONLY` limits any mode to the named scenarios.
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use common::{play, read_input, AcpSchema, EventSchemas};
+use common::{
+    compare_with_recording, play, play_with, read_input, write_expectations, AcpSchema,
+    EventSchemas, ModelSource,
+};
 
 fn scenarios() -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(common::repo().join("snapshots"))
@@ -18,47 +28,24 @@ fn scenarios() -> Vec<PathBuf> {
     dirs
 }
 
-fn read_lines(path: &Path) -> Vec<String> {
-    std::fs::read_to_string(path)
-        .map(|t| {
-            t.lines()
-                .filter(|l| !l.trim().is_empty())
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn log_file(dir: &Path, index: usize) -> PathBuf {
-    match index {
-        0 => dir.join("session.jsonl"),
-        n => dir.join(format!("session.{n}.jsonl")),
-    }
-}
-
-/// The first difference between two line lists, for a readable failure.
-fn diff(what: &str, expected: &[String], actual: &[String]) -> Option<String> {
-    for (i, (e, a)) in expected.iter().zip(actual).enumerate() {
-        if e != a {
-            return Some(format!(
-                "{what} line {}:\n  expected {e}\n  actual   {a}",
-                i + 1
-            ));
-        }
-    }
-    (expected.len() != actual.len()).then(|| {
-        format!(
-            "{what}: expected {} lines, got {} (first extra: {:?})",
-            expected.len(),
-            actual.len(),
-            actual.get(expected.len()).or(expected.get(actual.len()))
-        )
-    })
+/// Names from `KIN_SNAPSHOT_ONLY` (comma-separated); `None` when unset.
+fn only() -> Option<Vec<String>> {
+    std::env::var("KIN_SNAPSHOT_ONLY")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .map(|v| v.split(',').map(|n| n.trim().to_owned()).collect())
 }
 
 #[tokio::test]
 async fn every_snapshot_replays_as_recorded() {
-    let refresh = std::env::var("KIN_SNAPSHOT").is_ok_and(|v| v == "refresh");
+    let mode = std::env::var("KIN_SNAPSHOT").unwrap_or_default();
+    let (refresh, record) = (mode == "refresh", mode == "record");
+    let only = only();
+    assert!(
+        !record || only.is_some(),
+        "KIN_SNAPSHOT=record talks to the real model and overwrites recordings: name the \
+         scenarios to record with KIN_SNAPSHOT_ONLY=name[,name]"
+    );
     let mut acp = AcpSchema::load();
     let events = EventSchemas::load();
     let mut failures = Vec::new();
@@ -69,7 +56,16 @@ async fn every_snapshot_replays_as_recorded() {
     );
     for dir in &all {
         let name = dir.file_name().unwrap().to_string_lossy().into_owned();
-        let outcome = play(dir, &read_input(dir)).await;
+        if only.as_ref().is_some_and(|only| !only.contains(&name)) {
+            continue;
+        }
+        let input = read_input(dir);
+        let source = if record {
+            ModelSource::Live(Vec::new())
+        } else {
+            ModelSource::Replay(dir)
+        };
+        let outcome = play_with(source, &input).await;
         for line in &outcome.raw_stdout {
             let message: serde_json::Value = serde_json::from_str(line).unwrap();
             if let Err(e) = acp.check_agent_message(&message, &outcome.methods) {
@@ -81,40 +77,19 @@ async fn every_snapshot_replays_as_recorded() {
                 failures.push(format!("{name}: session log schema: {e}"));
             }
         }
+        if refresh || record {
+            write_expectations(dir, &outcome);
+        }
         if refresh {
-            let mut text = outcome.stdout.join("\n");
-            text.push('\n');
-            std::fs::write(dir.join("stdout.expected.jsonl"), text).unwrap();
-            for n in outcome.logs.len().max(1).. {
-                if std::fs::remove_file(log_file(dir, n)).is_err() {
-                    break;
-                }
-            }
-            for (i, log) in outcome.logs.iter().enumerate() {
-                std::fs::write(log_file(dir, i), log.join("\n") + "\n").unwrap();
-            }
             continue;
         }
-        let expected = read_lines(&dir.join("stdout.expected.jsonl"));
-        failures.extend(diff(&format!("{name}: stdout"), &expected, &outcome.stdout));
-        let expected_logs = (0..)
-            .map(|i| log_file(dir, i))
-            .take_while(|p| p.is_file())
-            .count();
-        if expected_logs != outcome.logs.len().max(1) {
-            failures.push(format!(
-                "{name}: expected {expected_logs} session logs, kin wrote {}",
-                outcome.logs.len()
-            ));
-        }
-        for (i, log) in outcome.logs.iter().enumerate() {
-            let expected = read_lines(&log_file(dir, i));
-            failures.extend(diff(
-                &format!("{name}: {}", log_file(dir, i).display()),
-                &expected,
-                log,
-            ));
-        }
+        // Replay mode compares this run; record mode replays what it just recorded.
+        let outcome = if record {
+            play(dir, &input).await
+        } else {
+            outcome
+        };
+        failures.extend(compare_with_recording(&name, dir, &outcome));
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }

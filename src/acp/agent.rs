@@ -6,12 +6,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use agent_client_protocol_schema::v1::{
-    AgentCapabilities, CancelNotification, ClientNotification, ClientRequest, CloseSessionResponse,
-    ContentBlock, DeleteSessionResponse, Implementation, InitializeResponse, ListSessionsResponse,
-    LoadSessionResponse, NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse,
-    ResumeSessionResponse, SessionCapabilities, SessionCloseCapabilities,
-    SessionDeleteCapabilities, SessionInfo, SessionListCapabilities, SessionNotification,
-    SessionResumeCapabilities, StopReason,
+    AgentCapabilities, AuthMethod, AuthMethodAgent, AuthenticateResponse, CancelNotification,
+    ClientNotification, ClientRequest, CloseSessionResponse, ContentBlock, DeleteSessionResponse,
+    Implementation, InitializeResponse, ListSessionsResponse, LoadSessionResponse,
+    NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse, ResumeSessionResponse,
+    SessionCapabilities, SessionCloseCapabilities, SessionDeleteCapabilities, SessionInfo,
+    SessionListCapabilities, SessionNotification, SessionResumeCapabilities, StopReason,
 };
 use agent_client_protocol_schema::{MethodDispatchError, ProtocolVersion};
 use futures::future::BoxFuture;
@@ -21,6 +21,7 @@ use serde_json::{json, Value};
 
 use super::updates;
 use crate::agent::{Agent, TurnError, TurnOutcome};
+use crate::model::Credentials;
 use crate::rpc::{Handler, Peer, RequestContext, RpcError};
 use crate::runtime::{Runtime, RuntimeError};
 use crate::session::{StoreError, UserPart};
@@ -28,6 +29,11 @@ use crate::time::iso8601;
 
 /// ACP's "resource not found" code, used for unknown sessions.
 const RESOURCE_NOT_FOUND: i32 = -32002;
+/// ACP's "authentication required" code: a prompt while the model has no key.
+const AUTH_REQUIRED: i32 = -32000;
+/// The auth method kin advertises when the model has no API key: the client calls
+/// `authenticate` with it after the user has provided a key, and kin looks for it again.
+const API_KEY_METHOD: &str = "api-key";
 /// Sessions per `session/list` page.
 const LIST_PAGE: usize = 50;
 
@@ -162,7 +168,7 @@ impl Handler for AcpAgent {
                 ));
             }
             tracing::debug!(version = ?init.protocol_version, client = ?init.client_info, "initialize");
-            return ready(answer(Ok(initialize_response())));
+            return ready(answer(Ok(initialize_response(&self.runtime))));
         }
         if !self.initialized.load(Ordering::Acquire) {
             return ready(Err(not_initialized(&method)));
@@ -195,7 +201,53 @@ fn not_initialized(method: &str) -> RpcError {
     ))
 }
 
-fn initialize_response() -> InitializeResponse {
+/// The auth method to advertise: only while the model lacks its key.
+fn auth_methods(runtime: &Runtime) -> Vec<AuthMethod> {
+    match runtime.model.credentials() {
+        Credentials::Missing { hint } => vec![AuthMethod::Agent(
+            AuthMethodAgent::new(API_KEY_METHOD, "API key").description(format!(
+                "kin has no API key for its model: {hint}. A key added to the config file is \
+                 found when you authenticate again; one set in kin's environment needs a \
+                 restart of kin."
+            )),
+        )],
+        Credentials::NotNeeded | Credentials::Present { .. } => Vec::new(),
+    }
+}
+
+fn auth_required(hint: &str) -> RpcError {
+    RpcError::new(
+        AUTH_REQUIRED,
+        format!("authentication required: kin has no API key for its model: {hint}"),
+    )
+}
+
+/// `authenticate` with kin's method: looks for the key again (config file, key command,
+/// environment) and succeeds once there is one.
+async fn authenticate(runtime: &Runtime, method: &str) -> Result<Value, RpcError> {
+    if method != API_KEY_METHOD || runtime.model.credentials() == Credentials::NotNeeded {
+        return Err(RpcError::invalid_params(format!(
+            "invalid params: unknown authentication method {method:?}; {}",
+            match runtime.model.credentials() {
+                Credentials::NotNeeded => "kin advertises none".to_owned(),
+                _ => format!("kin advertises only {API_KEY_METHOD:?}"),
+            }
+        )));
+    }
+    match runtime.model.reload_credentials().await {
+        Credentials::Missing { hint } => Err(RpcError::new(
+            AUTH_REQUIRED,
+            format!("still no API key for the model: {hint}"),
+        )),
+        Credentials::Present { source } => {
+            tracing::info!(%source, "found the API key");
+            answer(Ok(AuthenticateResponse::new()))
+        }
+        Credentials::NotNeeded => answer(Ok(AuthenticateResponse::new())),
+    }
+}
+
+fn initialize_response(runtime: &Runtime) -> InitializeResponse {
     let sessions = SessionCapabilities::new()
         .list(SessionListCapabilities::new())
         .resume(SessionResumeCapabilities::new())
@@ -207,6 +259,7 @@ fn initialize_response() -> InitializeResponse {
         .session_capabilities(sessions);
     InitializeResponse::new(ProtocolVersion::V1)
         .agent_capabilities(capabilities)
+        .auth_methods(auth_methods(runtime))
         .agent_info(Implementation::new("kin", env!("CARGO_PKG_VERSION")).title("kin".to_owned()))
 }
 
@@ -217,10 +270,7 @@ async fn dispatch(
     cx: RequestContext,
 ) -> Result<Value, RpcError> {
     match request {
-        ClientRequest::AuthenticateRequest(req) => Err(RpcError::invalid_params(format!(
-            "invalid params: unknown authentication method {:?}; kin advertises none",
-            req.method_id.0
-        ))),
+        ClientRequest::AuthenticateRequest(req) => authenticate(&runtime, &req.method_id.0).await,
         ClientRequest::NewSessionRequest(req) => answer((|| {
             let additional = check_roots(&req.cwd, &req.additional_directories)?;
             if !req.mcp_servers.is_empty() {
@@ -347,6 +397,9 @@ async fn prompt(
         return Err(session_not_found(&id, detail));
     };
     let parts = prompt_parts(req.prompt)?;
+    if let Credentials::Missing { hint } = runtime.model.credentials() {
+        return Err(auth_required(&hint));
+    }
     let deps = runtime.turn_deps(&agent);
     let peer: Peer = cx.peer.clone();
     let tools = agent.tools.clone();

@@ -1,17 +1,21 @@
 //! Models: the [`Model`] trait and its implementations. A model turns a request (system text,
-//! history, tools) into a stream of [`Chunk`]s, the log's `assistant/chunk` vocabulary. Models
-//! know nothing of ACP, tools' behaviour or the agent loop.
+//! history, tools) into a stream of [`Chunk`]s, the log's `assistant/chunk` vocabulary:
+//! [`openai`] over HTTP, [`ReplayModel`] from recorded logs. Models know nothing of ACP, tools'
+//! behaviour or the agent loop.
 
+pub mod openai;
 mod replay;
 mod unconfigured;
 
 use std::path::PathBuf;
 
+use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use serde_json::Value;
 
 use crate::session::history::HistoryItem;
 pub use crate::session::Chunk;
+pub use openai::OpenAiModel;
 pub use replay::{ReplayError, ReplayModel};
 pub use unconfigured::UnconfiguredModel;
 
@@ -49,6 +53,56 @@ pub enum ModelError {
     /// A failure replayed from a recording, with the message recorded then.
     #[error("{0}")]
     Recorded(String),
+    /// No API key was found; `hint` says where kin looked and what to set.
+    #[error("no API key for the model endpoint: {hint}")]
+    MissingKey { hint: String },
+    /// The endpoint refused the key (HTTP 401 or 403). `source_name` says where the key came
+    /// from (a variable or a file), never the key itself.
+    #[error("model endpoint rejected the API key from {source_name} (HTTP {status})")]
+    Auth { status: u16, source_name: String },
+    /// The endpoint answered with an HTTP error (after `attempts` tries, when retried).
+    #[error("model endpoint answered HTTP {status}{}: {body}", after_attempts(*.attempts))]
+    Http {
+        status: u16,
+        body: String,
+        attempts: u32,
+    },
+    /// The endpoint could not be reached (after `attempts` tries).
+    #[error("could not reach the model endpoint {url}{}: {detail}", after_attempts(*.attempts))]
+    Connect {
+        url: String,
+        detail: String,
+        attempts: u32,
+    },
+    /// No bytes arrived for the configured stall timeout.
+    #[error("model stream stalled: no data for {after}")]
+    Stalled { after: String },
+    /// The stream broke after some of the answer had been streamed; it is not retried, since
+    /// the answer so far was already delivered.
+    #[error("model stream was cut after output began: {0}")]
+    Cut(String),
+    /// The endpoint sent something that is not a valid event stream of chat completion chunks.
+    #[error("model stream is malformed: {0}")]
+    Malformed(String),
+}
+
+fn after_attempts(attempts: u32) -> String {
+    if attempts > 1 {
+        format!(" (gave up after {attempts} attempts)")
+    } else {
+        String::new()
+    }
+}
+
+/// Whether a model has what it needs to be called.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Credentials {
+    /// The model needs no credentials (replay, tests).
+    NotNeeded,
+    /// A key is at hand; `source` names where it came from (never the key).
+    Present { source: String },
+    /// No key was found; `hint` says what to set.
+    Missing { hint: String },
 }
 
 pub type ChunkStream = BoxStream<'static, Result<Chunk, ModelError>>;
@@ -60,4 +114,13 @@ pub trait Model: Send + Sync {
     fn name(&self) -> &str;
     /// Starts one call. Dropping the stream aborts it.
     fn stream(&self, request: ModelRequest) -> ChunkStream;
+    /// Whether calls can be made now.
+    fn credentials(&self) -> Credentials {
+        Credentials::NotNeeded
+    }
+    /// Looks for credentials again (the configuration may have changed since kin started) and
+    /// returns the new state.
+    fn reload_credentials(&self) -> BoxFuture<'static, Credentials> {
+        Box::pin(std::future::ready(self.credentials()))
+    }
 }

@@ -7,6 +7,10 @@
 //! while recording: if its turn ended in an error, replay fails the call with that error;
 //! otherwise it streams the recorded chunks and then waits until the caller cancels.
 //!
+//! The model is reported under the provider and model names of the first recorded
+//! `assistant/message` of the primary log (`replay` when there is none), so a scenario recorded
+//! against a real model replays to the same log.
+//!
 //! An optional `replay.override.json` replaces or patches the primary script (reference format:
 //! a bare list of entries, or `{"patches":[{"at":N,"entry":{...}}]}`; entries are
 //! `{"kind":"chunks","chunks":[...]}`, `{"kind":"throw","chunks":[...],"message":"..."}` and
@@ -68,6 +72,8 @@ struct Bindings {
 #[derive(Debug)]
 pub struct ReplayModel {
     state: Mutex<Bindings>,
+    provider: String,
+    name: String,
 }
 
 impl ReplayModel {
@@ -86,12 +92,14 @@ impl ReplayModel {
             files.push(path);
         }
         let mut scripts = Vec::new();
+        let mut source = None;
         for path in files {
             let bytes = std::fs::read(&path).map_err(|source| ReplayError::Io {
                 path: path.clone(),
                 source,
             })?;
             let log = parse_log(&path, &bytes)?;
+            source = source.or_else(|| recorded_source(&log));
             scripts.push(Script {
                 name: file_name(&path),
                 entries: entries_from_log(&log),
@@ -102,11 +110,12 @@ impl ReplayModel {
         if override_path.is_file() {
             apply_override(&override_path, &mut scripts[0].entries)?;
         }
-        Ok(Self::from_scripts(scripts))
+        Ok(Self::from_scripts(scripts, source))
     }
 
     /// One script per log, in binding order.
     pub fn from_logs(logs: &[(String, LoadedSession)]) -> Self {
+        let source = logs.first().and_then(|(_, log)| recorded_source(log));
         Self::from_scripts(
             logs.iter()
                 .map(|(name, log)| Script {
@@ -115,15 +124,19 @@ impl ReplayModel {
                     cursor: 0,
                 })
                 .collect(),
+            source,
         )
     }
 
-    fn from_scripts(scripts: Vec<Script>) -> Self {
+    fn from_scripts(scripts: Vec<Script>, source: Option<(String, String)>) -> Self {
+        let (provider, name) = source.unwrap_or_else(|| ("replay".into(), "replay".into()));
         Self {
             state: Mutex::new(Bindings {
                 scripts,
                 by_session: HashMap::new(),
             }),
+            provider,
+            name,
         }
     }
 
@@ -182,11 +195,11 @@ fn file_name(path: &Path) -> String {
 
 impl Model for ReplayModel {
     fn provider(&self) -> &str {
-        "replay"
+        &self.provider
     }
 
     fn name(&self) -> &str {
-        "replay"
+        &self.name
     }
 
     fn stream(&self, request: ModelRequest) -> ChunkStream {
@@ -212,6 +225,18 @@ impl Model for ReplayModel {
             }
         }
     }
+}
+
+/// (provider, model) of the first `assistant/message` a log recorded.
+fn recorded_source(log: &LoadedSession) -> Option<(String, String)> {
+    log.events.iter().find_map(|event| match &event.body {
+        EventBody::AssistantMessage(message) => {
+            let source = &message.message.source;
+            let field = |key: &str| source.get(key).and_then(|v| v.as_str()).map(str::to_owned);
+            field("provider").zip(field("model"))
+        }
+        _ => None,
+    })
 }
 
 /// Groups a log's own chunks (after any inherited seed) into one entry per model call.

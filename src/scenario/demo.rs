@@ -250,7 +250,8 @@ async fn play(input: &Input, root: &std::path::Path) -> anyhow::Result<()> {
     }
     let options = RunOptions {
         binary: std::env::current_exe().context("locating the kin binary")?,
-        replay_dir: scenario,
+        replay_dir: Some(scenario),
+        env: Vec::new(),
         home,
         cwd: PathBuf::from(&cwd),
     };

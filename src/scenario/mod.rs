@@ -1,4 +1,5 @@
-//! Scenarios: a scripted ACP client session against `kin acp --replay DIR`.
+//! Scenarios: a scripted ACP client session against `kin acp --replay DIR` (or, when
+//! recording, against `kin acp` on its configured model).
 //!
 //! A scenario directory holds `input.json` (the client's steps), the recorded session logs that
 //! serve as model scripts and as the expected logs, and `stdout.expected.jsonl` (what kin wrote).

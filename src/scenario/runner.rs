@@ -46,8 +46,11 @@ pub enum RunEvent<'a> {
 
 pub struct RunOptions {
     pub binary: PathBuf,
-    /// Scenario directory served with `--replay`.
-    pub replay_dir: PathBuf,
+    /// Scenario directory served with `--replay`; `None` runs kin on its configured model
+    /// (recording).
+    pub replay_dir: Option<PathBuf>,
+    /// Extra environment for the child (e.g. the model configuration when recording).
+    pub env: Vec<(String, String)>,
     /// `KIN_HOME` for the child.
     pub home: PathBuf,
     /// The workspace new sessions are created in.
@@ -74,10 +77,13 @@ impl<'a> Runner<'a> {
         options: &RunOptions,
         observe: impl FnMut(RunEvent<'_>) + Send + 'a,
     ) -> Result<Self, ScenarioError> {
-        let mut child = Command::new(&options.binary)
-            .arg("acp")
-            .arg("--replay")
-            .arg(&options.replay_dir)
+        let mut command = Command::new(&options.binary);
+        command.arg("acp");
+        if let Some(dir) = &options.replay_dir {
+            command.arg("--replay").arg(dir);
+        }
+        let mut child = command
+            .envs(options.env.iter().map(|(k, v)| (k, v)))
             .env("KIN_HOME", &options.home)
             .current_dir(&options.cwd)
             .stdin(Stdio::piped())

@@ -1,5 +1,8 @@
-//! Shared test support: schema validation of everything kin writes, and scenario playing.
+//! Shared test support: schema validation of everything kin writes, scenario playing and
+//! comparing, a raw-pipe ACP client, and a scripted OpenAI-compatible server.
 #![allow(dead_code)]
+
+pub mod mock_openai;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -181,15 +184,49 @@ pub struct Outcome {
     pub methods: HashMap<String, String>,
 }
 
+/// Environment variables that configure kin's model; tests that start kin clear them so a
+/// developer's own settings never leak in.
+pub const MODEL_ENV: &[&str] = &[
+    "KIN_MODEL",
+    "KIN_BASE_URL",
+    "KIN_API_KEY",
+    "KIN_CONNECT_TIMEOUT",
+    "KIN_STALL_TIMEOUT",
+    "KIN_RETRIES",
+    "DEEPSEEK_API_KEY",
+    "OPENAI_API_KEY",
+];
+
+/// Where the model of a scenario run comes from.
+pub enum ModelSource<'a> {
+    /// `kin acp --replay DIR`.
+    Replay(&'a Path),
+    /// `kin acp` on its configured model, with this extra environment (recording).
+    Live(Vec<(String, String)>),
+}
+
 /// Plays `input` against `kin acp --replay replay_dir` in fresh temporary directories.
 pub async fn play(replay_dir: &Path, input: &Input) -> Outcome {
+    play_with(ModelSource::Replay(replay_dir), input).await
+}
+
+/// Plays `input` against `kin acp` with the given model, in fresh temporary directories.
+pub async fn play_with(source: ModelSource<'_>, input: &Input) -> Outcome {
     let root = tempfile::tempdir().unwrap();
     let (home, cwd) = (root.path().join("home"), root.path().join("workspace"));
     std::fs::create_dir_all(&home).unwrap();
     std::fs::create_dir_all(&cwd).unwrap();
+    let (replay_dir, env) = match source {
+        ModelSource::Replay(dir) => (Some(dir.to_owned()), Vec::new()),
+        ModelSource::Live(env) => (None, env),
+    };
+    let label = replay_dir
+        .as_ref()
+        .map_or_else(|| "(live model)".to_owned(), |d| d.display().to_string());
     let options = RunOptions {
         binary: kin_binary(),
-        replay_dir: replay_dir.to_owned(),
+        replay_dir,
+        env,
         home: home.clone(),
         cwd: cwd.clone(),
     };
@@ -205,7 +242,7 @@ pub async fn play(replay_dir: &Path, input: &Input) -> Outcome {
     let (raw_stdout, stderr) = runner
         .run(input)
         .await
-        .unwrap_or_else(|e| panic!("scenario {} failed: {e}", replay_dir.display()));
+        .unwrap_or_else(|e| panic!("scenario {label} failed: {e}"));
     let mut normalizer = Normalizer::new(&cwd, &home);
     let stdout = raw_stdout
         .iter()
@@ -225,6 +262,87 @@ pub async fn play(replay_dir: &Path, input: &Input) -> Outcome {
         stderr,
         methods,
     }
+}
+
+pub fn read_lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .map(|t| {
+            t.lines()
+                .filter(|l| !l.trim().is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `session.jsonl` for the first session, `session.N.jsonl` for the others.
+pub fn log_file(dir: &Path, index: usize) -> PathBuf {
+    match index {
+        0 => dir.join("session.jsonl"),
+        n => dir.join(format!("session.{n}.jsonl")),
+    }
+}
+
+/// The first difference between two line lists, for a readable failure.
+pub fn diff(what: &str, expected: &[String], actual: &[String]) -> Option<String> {
+    for (i, (e, a)) in expected.iter().zip(actual).enumerate() {
+        if e != a {
+            return Some(format!(
+                "{what} line {}:\n  expected {e}\n  actual   {a}",
+                i + 1
+            ));
+        }
+    }
+    (expected.len() != actual.len()).then(|| {
+        format!(
+            "{what}: expected {} lines, got {} (first extra: {:?})",
+            expected.len(),
+            actual.len(),
+            actual.get(expected.len()).or(expected.get(actual.len()))
+        )
+    })
+}
+
+/// Writes a run's stdout and logs as the scenario's expectations (refresh and record), and
+/// removes stale `session.N.jsonl` files.
+pub fn write_expectations(dir: &Path, outcome: &Outcome) {
+    let mut text = outcome.stdout.join("\n");
+    text.push('\n');
+    std::fs::write(dir.join("stdout.expected.jsonl"), text).unwrap();
+    for n in outcome.logs.len().max(1).. {
+        if std::fs::remove_file(log_file(dir, n)).is_err() {
+            break;
+        }
+    }
+    for (i, log) in outcome.logs.iter().enumerate() {
+        std::fs::write(log_file(dir, i), log.join("\n") + "\n").unwrap();
+    }
+}
+
+/// Every difference between a run and the scenario's recorded expectations.
+pub fn compare_with_recording(name: &str, dir: &Path, outcome: &Outcome) -> Vec<String> {
+    let mut failures = Vec::new();
+    let expected = read_lines(&dir.join("stdout.expected.jsonl"));
+    failures.extend(diff(&format!("{name}: stdout"), &expected, &outcome.stdout));
+    let expected_logs = (0..)
+        .map(|i| log_file(dir, i))
+        .take_while(|p| p.is_file())
+        .count();
+    if expected_logs != outcome.logs.len().max(1) {
+        failures.push(format!(
+            "{name}: expected {expected_logs} session logs, kin wrote {}",
+            outcome.logs.len()
+        ));
+    }
+    for (i, log) in outcome.logs.iter().enumerate() {
+        let expected = read_lines(&log_file(dir, i));
+        failures.extend(diff(
+            &format!("{name}: {}", log_file(dir, i).display()),
+            &expected,
+            log,
+        ));
+    }
+    failures
 }
 
 pub fn read_input(dir: &Path) -> Input {
@@ -249,6 +367,16 @@ impl Wire {
     }
 
     pub fn start_in(replay: Option<&Path>, home: tempfile::TempDir) -> Self {
+        Self::start_with(replay, home, &[])
+    }
+
+    /// Starts kin with no model configuration from the environment or a config file but
+    /// `env` (and `$XDG_CONFIG_HOME` = `<home>/config`, empty unless the test writes there).
+    pub fn start_with(
+        replay: Option<&Path>,
+        home: tempfile::TempDir,
+        env: &[(&str, &str)],
+    ) -> Self {
         use tokio::io::AsyncBufReadExt;
         let cwd = tempfile::tempdir().unwrap();
         let mut command = tokio::process::Command::new(kin_binary());
@@ -256,6 +384,11 @@ impl Wire {
         if let Some(dir) = replay {
             command.arg("--replay").arg(dir);
         }
+        for name in MODEL_ENV {
+            command.env_remove(name);
+        }
+        command.env("XDG_CONFIG_HOME", home.path().join("config"));
+        command.envs(env.iter().copied());
         let mut child = command
             .env("KIN_HOME", home.path())
             .current_dir(cwd.path())

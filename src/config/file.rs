@@ -1,0 +1,96 @@
+//! The config file, `$XDG_CONFIG_HOME/kin/config.toml` (else `~/.config/kin/config.toml`).
+//! Only reads and parses it; precedence is `resolve`'s job.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::{ConfigError, EnvLookup};
+
+/// The keys kin reads; others are kept so `kin config` can point them out.
+#[derive(Debug, Default, Deserialize)]
+pub struct FileConfig {
+    pub model: Option<String>,
+    pub base_url: Option<String>,
+    /// The key itself (prefer `api_key_command` or `api_key_env`).
+    pub api_key: Option<String>,
+    /// The name of an environment variable holding the key.
+    pub api_key_env: Option<String>,
+    /// A shell command printing the key, e.g. `pass show deepseek`.
+    pub api_key_command: Option<String>,
+    pub connect_timeout: Option<DurationValue>,
+    pub stall_timeout: Option<DurationValue>,
+    pub retries: Option<u32>,
+    #[serde(flatten)]
+    pub unknown: BTreeMap<String, toml::Value>,
+}
+
+/// A duration written as seconds (`60`, `0.5`) or with a unit (`"200ms"`, `"60s"`, `"2m"`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum DurationValue {
+    Seconds(f64),
+    Text(String),
+}
+
+/// Where the config file is looked for (it need not exist).
+pub fn path(env: EnvLookup<'_>) -> Option<PathBuf> {
+    if let Some(dir) = env("XDG_CONFIG_HOME").map(PathBuf::from) {
+        if dir.is_absolute() {
+            return Some(dir.join("kin/config.toml"));
+        }
+    }
+    env("HOME").map(|home| PathBuf::from(home).join(".config/kin/config.toml"))
+}
+
+/// Reads the file; `Ok(None)` when there is none.
+pub fn load(path: &Path) -> Result<Option<FileConfig>, ConfigError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => {
+            return Err(ConfigError::Read {
+                path: path.to_owned(),
+                source,
+            })
+        }
+    };
+    toml::from_str(&text)
+        .map(Some)
+        .map_err(|error| ConfigError::Parse {
+            path: path.to_owned(),
+            message: error.message().to_owned(),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_known_keys_and_keeps_unknown_ones() {
+        let file: FileConfig = toml::from_str(
+            "model = \"m\"\nstall_timeout = \"200ms\"\nconnect_timeout = 5\nretries = 2\nfoo = 1\n",
+        )
+        .unwrap();
+        assert_eq!(file.model.as_deref(), Some("m"));
+        assert!(matches!(file.stall_timeout, Some(DurationValue::Text(ref t)) if t == "200ms"));
+        assert!(matches!(file.connect_timeout, Some(DurationValue::Seconds(s)) if s == 5.0));
+        assert_eq!(file.retries, Some(2));
+        assert!(file.unknown.contains_key("foo"));
+    }
+
+    #[test]
+    fn a_missing_file_is_none_and_a_bad_one_names_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(load(&dir.path().join("none.toml")).unwrap().is_none());
+        let bad = dir.path().join("config.toml");
+        std::fs::write(&bad, "model = ").unwrap();
+        let error = load(&bad).unwrap_err().to_string();
+        assert!(
+            error.contains("config.toml") && error.contains("not valid TOML"),
+            "{error}"
+        );
+    }
+}

@@ -1,0 +1,89 @@
+//! Turning a [`KeyPlan`] into a key: running `api_key_command` when that is where it lives.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use super::resolve::KeyPlan;
+use crate::model::openai::{ApiKey, KeyState};
+
+/// A key command that takes longer than this is given up on.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The key the plan leads to, or why there is none.
+pub async fn load(plan: &KeyPlan) -> KeyState {
+    match plan {
+        KeyPlan::Found(key) => KeyState::Present(key.clone()),
+        KeyPlan::Missing { hint } => KeyState::Missing { hint: hint.clone() },
+        KeyPlan::Command { command, source } => match run(command).await {
+            Ok(value) => KeyState::Present(ApiKey::new(value, source.clone())),
+            Err(why) => KeyState::Missing {
+                hint: format!("{source} {why}"),
+            },
+        },
+    }
+}
+
+async fn run(command: &str) -> Result<String, String> {
+    let child = tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .output();
+    let output = match tokio::time::timeout(COMMAND_TIMEOUT, child).await {
+        Err(_) => return Err(format!("did not finish within {COMMAND_TIMEOUT:?}")),
+        Ok(Err(error)) => return Err(format!("could not be started: {error}")),
+        Ok(Ok(output)) => output,
+    };
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let stderr = stderr.trim();
+        return Err(format!(
+            "failed ({}){}",
+            output.status,
+            if stderr.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", stderr.lines().next().unwrap_or_default())
+            }
+        ));
+    }
+    let value = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    if value.is_empty() {
+        return Err("printed nothing".into());
+    }
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn commands_give_keys_or_say_why_not() {
+        let plan = |command: &str| KeyPlan::Command {
+            command: command.into(),
+            source: "api_key_command in f".into(),
+        };
+        match load(&plan("echo '  sk-from-command  '")).await {
+            KeyState::Present(key) => {
+                assert_eq!(key.source(), "api_key_command in f");
+                assert_eq!(key.masked(), "****mand");
+            }
+            other => panic!("{other:?}"),
+        }
+        let KeyState::Missing { hint } = load(&plan("echo oops >&2; exit 3")).await else {
+            panic!("a failing command gives no key")
+        };
+        assert!(
+            hint.contains("oops") && hint.contains("api_key_command"),
+            "{hint}"
+        );
+        let KeyState::Missing { hint } = load(&plan("true")).await else {
+            panic!("an empty output is no key")
+        };
+        assert!(hint.contains("printed nothing"), "{hint}");
+    }
+}

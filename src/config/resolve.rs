@@ -1,0 +1,473 @@
+//! The effective model configuration: command-line flags over environment variables over the
+//! config file over defaults, each value with where it came from.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::file::{self, DurationValue, FileConfig};
+use super::{ConfigError, EnvLookup};
+use crate::model::openai::{self, ApiKey, OpenAiSettings};
+
+pub const ENV_MODEL: &str = "KIN_MODEL";
+pub const ENV_BASE_URL: &str = "KIN_BASE_URL";
+pub const ENV_API_KEY: &str = "KIN_API_KEY";
+pub const ENV_CONNECT_TIMEOUT: &str = "KIN_CONNECT_TIMEOUT";
+pub const ENV_STALL_TIMEOUT: &str = "KIN_STALL_TIMEOUT";
+pub const ENV_RETRIES: &str = "KIN_RETRIES";
+/// Used only for DeepSeek's API.
+pub const ENV_DEEPSEEK_KEY: &str = "DEEPSEEK_API_KEY";
+/// Used for every endpoint but DeepSeek's (the OpenAI SDKs' convention).
+pub const ENV_OPENAI_KEY: &str = "OPENAI_API_KEY";
+
+/// Values given on the command line.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Overrides {
+    pub model: Option<String>,
+    pub base_url: Option<String>,
+    /// The name of the environment variable holding the key.
+    pub api_key_env: Option<String>,
+    pub connect_timeout: Option<Duration>,
+    pub stall_timeout: Option<Duration>,
+    pub retries: Option<u32>,
+}
+
+/// Where a value came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    Default,
+    Flag(&'static str),
+    Env(String),
+    File(PathBuf),
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Default => f.write_str("default"),
+            Self::Flag(flag) => write!(f, "flag {flag}"),
+            Self::Env(name) => write!(f, "environment {name}"),
+            Self::File(path) => write!(f, "config file {}", path.display()),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Setting<T> {
+    pub value: T,
+    pub origin: Origin,
+}
+
+/// Where the API key is to come from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum KeyPlan {
+    Found(ApiKey),
+    /// Run this shell command; its output is the key.
+    Command {
+        command: String,
+        source: String,
+    },
+    Missing {
+        hint: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelConfig {
+    /// The config file looked at, and whether it exists.
+    pub file: Option<PathBuf>,
+    pub file_found: bool,
+    /// Keys in the config file kin does not know.
+    pub unknown_keys: Vec<String>,
+    pub model: Setting<String>,
+    pub base_url: Setting<String>,
+    pub connect_timeout: Setting<Duration>,
+    pub stall_timeout: Setting<Duration>,
+    pub retries: Setting<u32>,
+    pub key: KeyPlan,
+}
+
+impl ModelConfig {
+    pub fn settings(&self) -> OpenAiSettings {
+        let mut settings =
+            OpenAiSettings::new(self.base_url.value.clone(), self.model.value.clone());
+        settings.connect_timeout = self.connect_timeout.value;
+        settings.stall_timeout = self.stall_timeout.value;
+        settings.retries = self.retries.value;
+        settings
+    }
+}
+
+/// Picks the first value given: flag, environment, file, default.
+fn pick<T>(
+    flag: Option<(T, &'static str)>,
+    env: Option<(T, String)>,
+    file: Option<(T, PathBuf)>,
+    default: T,
+) -> Setting<T> {
+    if let Some((value, flag)) = flag {
+        return Setting {
+            value,
+            origin: Origin::Flag(flag),
+        };
+    }
+    if let Some((value, name)) = env {
+        return Setting {
+            value,
+            origin: Origin::Env(name),
+        };
+    }
+    if let Some((value, path)) = file {
+        return Setting {
+            value,
+            origin: Origin::File(path),
+        };
+    }
+    Setting {
+        value: default,
+        origin: Origin::Default,
+    }
+}
+
+/// Resolves the configuration from `overrides`, the environment `env` and the config file.
+pub fn resolve(overrides: &Overrides, env: EnvLookup<'_>) -> Result<ModelConfig, ConfigError> {
+    let path = file::path(env);
+    let loaded = match &path {
+        Some(path) => file::load(path)?,
+        None => None,
+    };
+    let file_found = loaded.is_some();
+    let file = loaded.unwrap_or_default();
+    let in_file = |value: Option<_>| value.zip(path.clone());
+    let from_env = |name: &str| env(name).map(|v| (v, name.to_owned()));
+
+    let model = pick(
+        overrides.model.clone().map(|v| (v, "--model")),
+        from_env(ENV_MODEL),
+        in_file(file.model.clone()),
+        openai::DEFAULT_MODEL.to_owned(),
+    );
+    let base_url = pick(
+        overrides.base_url.clone().map(|v| (v, "--base-url")),
+        from_env(ENV_BASE_URL),
+        in_file(file.base_url.clone()),
+        openai::DEFAULT_BASE_URL.to_owned(),
+    );
+    check_url(&base_url)?;
+    let connect_timeout = pick(
+        overrides.connect_timeout.map(|v| (v, "--connect-timeout")),
+        env_duration(env, ENV_CONNECT_TIMEOUT)?,
+        file_duration(&file.connect_timeout, "connect_timeout", &path)?,
+        openai::DEFAULT_CONNECT_TIMEOUT,
+    );
+    let stall_timeout = pick(
+        overrides.stall_timeout.map(|v| (v, "--stall-timeout")),
+        env_duration(env, ENV_STALL_TIMEOUT)?,
+        file_duration(&file.stall_timeout, "stall_timeout", &path)?,
+        openai::DEFAULT_STALL_TIMEOUT,
+    );
+    let retries = pick(
+        overrides.retries.map(|v| (v, "--retries")),
+        match env(ENV_RETRIES) {
+            Some(text) => Some((
+                text.trim()
+                    .parse::<u32>()
+                    .map_err(|_| ConfigError::Invalid {
+                        origin: Origin::Env(ENV_RETRIES.into()).to_string(),
+                        reason: format!("{text:?} is not a whole number"),
+                    })?,
+                ENV_RETRIES.to_owned(),
+            )),
+            None => None,
+        },
+        file.retries.zip(path.clone()),
+        openai::DEFAULT_RETRIES,
+    );
+    let key = key_plan(overrides, env, &file, path.as_ref(), &base_url.value);
+    Ok(ModelConfig {
+        unknown_keys: file.unknown.keys().cloned().collect(),
+        file: path,
+        file_found,
+        model,
+        base_url,
+        connect_timeout,
+        stall_timeout,
+        retries,
+        key,
+    })
+}
+
+fn check_url(base_url: &Setting<String>) -> Result<(), ConfigError> {
+    let url = &base_url.value;
+    if !(url.starts_with("http://") || url.starts_with("https://")) || openai::host(url).is_none() {
+        return Err(ConfigError::Invalid {
+            origin: base_url.origin.to_string(),
+            reason: format!(
+                "base URL {url:?} must be an http:// or https:// URL such as https://api.deepseek.com"
+            ),
+        });
+    }
+    Ok(())
+}
+
+fn env_duration(
+    env: EnvLookup<'_>,
+    name: &'static str,
+) -> Result<Option<(Duration, String)>, ConfigError> {
+    let Some(text) = env(name) else {
+        return Ok(None);
+    };
+    parse_duration(&text)
+        .map(|d| Some((d, name.to_owned())))
+        .map_err(|reason| ConfigError::Invalid {
+            origin: Origin::Env(name.into()).to_string(),
+            reason,
+        })
+}
+
+fn file_duration(
+    value: &Option<DurationValue>,
+    key: &str,
+    path: &Option<PathBuf>,
+) -> Result<Option<(Duration, PathBuf)>, ConfigError> {
+    let (Some(value), Some(path)) = (value, path) else {
+        return Ok(None);
+    };
+    let parsed = match value {
+        DurationValue::Seconds(seconds) => seconds_to_duration(*seconds),
+        DurationValue::Text(text) => parse_duration(text),
+    };
+    parsed
+        .map(|d| Some((d, path.clone())))
+        .map_err(|reason| ConfigError::Invalid {
+            origin: format!("{key} in config file {}", path.display()),
+            reason,
+        })
+}
+
+fn seconds_to_duration(seconds: f64) -> Result<Duration, String> {
+    if seconds.is_finite() && seconds > 0.0 && seconds < 1e9 {
+        Ok(Duration::from_secs_f64(seconds))
+    } else {
+        Err(format!("{seconds} is not a positive number of seconds"))
+    }
+}
+
+/// `60`, `1.5`, `60s`, `200ms`, `2m`: a positive duration (bare numbers are seconds).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (number, scale) = if let Some(n) = text.strip_suffix("ms") {
+        (n, 0.001)
+    } else if let Some(n) = text.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = text.strip_suffix('m') {
+        (n, 60.0)
+    } else {
+        (text, 1.0)
+    };
+    let value: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration (try 60, 60s, 500ms or 2m)"))?;
+    seconds_to_duration(value * scale)
+}
+
+/// Where the key comes from: `--api-key-env`, then `KIN_API_KEY`, then the config file
+/// (`api_key_command`, `api_key_env`, `api_key`), then the provider's usual variable.
+fn key_plan(
+    overrides: &Overrides,
+    env: EnvLookup<'_>,
+    file: &FileConfig,
+    path: Option<&PathBuf>,
+    base_url: &str,
+) -> KeyPlan {
+    if let Some(name) = &overrides.api_key_env {
+        return match env(name) {
+            Some(value) => KeyPlan::Found(ApiKey::new(value, name.clone())),
+            None => KeyPlan::Missing {
+                hint: format!("--api-key-env names {name}, which is not set"),
+            },
+        };
+    }
+    if let Some(value) = env(ENV_API_KEY) {
+        return KeyPlan::Found(ApiKey::new(value, ENV_API_KEY));
+    }
+    let file_name = path.map_or_else(|| "the config file".into(), |p| p.display().to_string());
+    if let Some(command) = &file.api_key_command {
+        return KeyPlan::Command {
+            command: command.clone(),
+            source: format!("api_key_command in {file_name}"),
+        };
+    }
+    if let Some(name) = &file.api_key_env {
+        return match env(name) {
+            Some(value) => KeyPlan::Found(ApiKey::new(value, name.clone())),
+            None => KeyPlan::Missing {
+                hint: format!("api_key_env in {file_name} names {name}, which is not set"),
+            },
+        };
+    }
+    if let Some(value) = file.api_key.as_ref().filter(|v| !v.is_empty()) {
+        return KeyPlan::Found(ApiKey::new(
+            value.clone(),
+            format!("api_key in {file_name}"),
+        ));
+    }
+    let provider_var = if openai::provider_name(base_url) == "deepseek" {
+        ENV_DEEPSEEK_KEY
+    } else {
+        ENV_OPENAI_KEY
+    };
+    if let Some(value) = env(provider_var) {
+        return KeyPlan::Found(ApiKey::new(value, provider_var));
+    }
+    KeyPlan::Missing {
+        hint: format!(
+            "set {ENV_API_KEY} (or {provider_var}) to your API key for {base_url}, or set \
+             api_key_command in {file_name}"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    struct Fixture {
+        vars: HashMap<String, String>,
+        _dir: tempfile::TempDir,
+        file: PathBuf,
+    }
+
+    impl Fixture {
+        fn new(file_text: Option<&str>) -> Self {
+            let dir = tempfile::tempdir().unwrap();
+            let file = dir.path().join("kin/config.toml");
+            if let Some(text) = file_text {
+                std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+                std::fs::write(&file, text).unwrap();
+            }
+            let mut vars = HashMap::new();
+            vars.insert(
+                "XDG_CONFIG_HOME".to_owned(),
+                dir.path().to_string_lossy().into_owned(),
+            );
+            Self {
+                vars,
+                _dir: dir,
+                file,
+            }
+        }
+
+        fn set(mut self, name: &str, value: &str) -> Self {
+            self.vars.insert(name.into(), value.into());
+            self
+        }
+
+        fn resolve(&self, overrides: &Overrides) -> Result<ModelConfig, ConfigError> {
+            let lookup = |name: &str| self.vars.get(name).cloned();
+            resolve(overrides, &lookup)
+        }
+    }
+
+    #[test]
+    fn defaults_are_deepseek() {
+        let config = Fixture::new(None).resolve(&Overrides::default()).unwrap();
+        assert_eq!(config.model.value, "deepseek-chat");
+        assert_eq!(config.model.origin, Origin::Default);
+        assert_eq!(config.base_url.value, "https://api.deepseek.com");
+        assert!(!config.file_found);
+        assert!(
+            matches!(&config.key, KeyPlan::Missing { hint } if hint.contains("KIN_API_KEY") && hint.contains("DEEPSEEK_API_KEY")),
+            "{:?}",
+            config.key
+        );
+    }
+
+    #[test]
+    fn flags_beat_environment_beats_file() {
+        let fixture = Fixture::new(Some(
+            "model = \"file-model\"\nbase_url = \"http://file.example/v1\"\nretries = 1\nstall_timeout = \"200ms\"\n",
+        ))
+        .set("KIN_MODEL", "env-model")
+        .set("KIN_RETRIES", "5");
+        let config = fixture.resolve(&Overrides::default()).unwrap();
+        assert_eq!(config.model.value, "env-model");
+        assert_eq!(config.model.origin, Origin::Env("KIN_MODEL".into()));
+        assert_eq!(config.base_url.value, "http://file.example/v1");
+        assert_eq!(config.base_url.origin, Origin::File(fixture.file.clone()));
+        assert_eq!(config.retries.value, 5);
+        assert_eq!(config.stall_timeout.value, Duration::from_millis(200));
+        let flags = Overrides {
+            model: Some("flag-model".into()),
+            retries: Some(0),
+            ..Overrides::default()
+        };
+        let config = fixture.resolve(&flags).unwrap();
+        assert_eq!(config.model.value, "flag-model");
+        assert_eq!(config.model.origin, Origin::Flag("--model"));
+        assert_eq!(config.retries.value, 0);
+    }
+
+    #[test]
+    fn keys_come_from_kin_then_file_then_the_providers_variable() {
+        let fixture = Fixture::new(Some("api_key = \"from-file\"\n"))
+            .set("DEEPSEEK_API_KEY", "ds")
+            .set("OPENAI_API_KEY", "oa");
+        let config = fixture.resolve(&Overrides::default()).unwrap();
+        assert!(matches!(&config.key, KeyPlan::Found(k) if k.source().starts_with("api_key in")));
+        let fixture = fixture.set("KIN_API_KEY", "kin");
+        let config = fixture.resolve(&Overrides::default()).unwrap();
+        assert!(matches!(&config.key, KeyPlan::Found(k) if k.source() == "KIN_API_KEY"));
+
+        // The DeepSeek key goes only to DeepSeek, the OpenAI key to everyone else.
+        let fixture = Fixture::new(None)
+            .set("DEEPSEEK_API_KEY", "ds")
+            .set("OPENAI_API_KEY", "oa");
+        let config = fixture.resolve(&Overrides::default()).unwrap();
+        assert!(matches!(&config.key, KeyPlan::Found(k) if k.source() == "DEEPSEEK_API_KEY"));
+        let local = Overrides {
+            base_url: Some("http://127.0.0.1:8080/v1".into()),
+            ..Overrides::default()
+        };
+        let config = fixture.resolve(&local).unwrap();
+        assert!(matches!(&config.key, KeyPlan::Found(k) if k.source() == "OPENAI_API_KEY"));
+
+        let named = Overrides {
+            api_key_env: Some("MY_KEY".into()),
+            ..Overrides::default()
+        };
+        let config = fixture.resolve(&named).unwrap();
+        assert!(matches!(&config.key, KeyPlan::Missing { hint } if hint.contains("MY_KEY")));
+    }
+
+    #[test]
+    fn bad_values_name_their_origin() {
+        let fixture = Fixture::new(None).set("KIN_STALL_TIMEOUT", "soon");
+        let error = fixture
+            .resolve(&Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("KIN_STALL_TIMEOUT"), "{error}");
+        let fixture = Fixture::new(None).set("KIN_BASE_URL", "api.deepseek.com");
+        let error = fixture
+            .resolve(&Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("KIN_BASE_URL") && error.contains("http"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn durations_parse_with_units() {
+        assert_eq!(parse_duration("60"), Ok(Duration::from_secs(60)));
+        assert_eq!(parse_duration("200ms"), Ok(Duration::from_millis(200)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert!(parse_duration("0").is_err());
+        assert!(parse_duration("fast").is_err());
+    }
+}

@@ -1,0 +1,178 @@
+//! `kin run`: one turn without an editor, for scripts and parent processes. Drives the
+//! [`Runtime`] in-process: the answer text streams to stdout, tool activity to stderr; or, with
+//! `json`, every session event is written to stdout as its log line. Knows nothing of ACP.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::{TurnError, TurnOutcome};
+use crate::model::Credentials;
+use crate::runtime::{Runtime, RuntimeError};
+use crate::session::{AssistantChunk, Chunk, Event, EventBody, UserPart};
+
+/// Exit status of a turn that ended without an answer being complete (limit, refusal).
+pub const EXIT_STOPPED: u8 = 3;
+/// Exit status of a cancelled turn (as after SIGINT).
+pub const EXIT_CANCELLED: u8 = 130;
+
+pub struct HeadlessOptions {
+    pub prompt: String,
+    /// Continue this stored session instead of creating one.
+    pub session: Option<String>,
+    /// The session's working directory.
+    pub cwd: PathBuf,
+    /// Write the session's events as JSON lines instead of the answer text.
+    pub json: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum HeadlessError {
+    #[error("no API key for the model: {0}")]
+    MissingKey(String),
+    #[error(transparent)]
+    Session(#[from] RuntimeError),
+    #[error(transparent)]
+    Turn(#[from] TurnError),
+}
+
+/// What the command line reports: the exit status and, unless the turn completed, a message.
+pub fn exit_status(
+    result: &Result<TurnOutcome, HeadlessError>,
+    max_steps: u32,
+) -> (u8, Option<String>) {
+    match result {
+        Ok(TurnOutcome::Completed) => (0, None),
+        Ok(TurnOutcome::Cancelled) => (EXIT_CANCELLED, Some("the turn was cancelled".into())),
+        Ok(TurnOutcome::MaxTokens) => (
+            EXIT_STOPPED,
+            Some("the model stopped at its output limit (stop reason max_tokens)".into()),
+        ),
+        Ok(TurnOutcome::Refusal) => (
+            EXIT_STOPPED,
+            Some("the model refused to answer (stop reason refusal)".into()),
+        ),
+        Ok(TurnOutcome::MaxSteps) => (
+            EXIT_STOPPED,
+            Some(format!(
+                "the turn reached kin's limit of {max_steps} model calls (stop reason max_turn_requests)"
+            )),
+        ),
+        Err(error) => (1, Some(error.to_string())),
+    }
+}
+
+/// Runs one turn for `options.prompt`; returns once the turn has ended and its events are
+/// written. `cancel` ends the turn early (it then counts as cancelled).
+pub async fn run(
+    runtime: &Arc<Runtime>,
+    options: &HeadlessOptions,
+    cancel: CancellationToken,
+) -> Result<TurnOutcome, HeadlessError> {
+    if let Credentials::Missing { hint } = runtime.model.credentials() {
+        return Err(HeadlessError::MissingKey(hint));
+    }
+    let agent = match &options.session {
+        Some(id) => runtime.open_session(id, options.cwd.clone())?,
+        None => runtime.create_session(options.cwd.clone(), Vec::new())?,
+    };
+    let deps = runtime.turn_deps(&agent);
+    let printer = Printer {
+        json: options.json,
+        wrote_text: AtomicBool::new(false),
+        ends_with_newline: AtomicBool::new(true),
+    };
+    let observe = |event: &Event| printer.event(event);
+    let prompt = vec![UserPart::Text {
+        text: options.prompt.clone(),
+    }];
+    let outcome = agent.run_turn(prompt, &deps, &observe, cancel).await;
+    printer.finish();
+    let _ = writeln!(
+        std::io::stderr(),
+        "kin: session {id} (continue it with --session {id})",
+        id = agent.id
+    );
+    Ok(outcome?)
+}
+
+/// Writes events as they happen. Write errors (a closed pipe) are ignored: the turn still
+/// ends normally and is logged.
+struct Printer {
+    json: bool,
+    wrote_text: AtomicBool,
+    ends_with_newline: AtomicBool,
+}
+
+impl Printer {
+    fn event(&self, event: &Event) {
+        if self.json {
+            if let Ok(line) = serde_json::to_string(event) {
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(out, "{line}");
+                let _ = out.flush();
+            }
+            return;
+        }
+        match &event.body {
+            EventBody::AssistantChunk(AssistantChunk {
+                chunk: Chunk::TextDelta { text, .. },
+                ..
+            }) if !text.is_empty() => {
+                let mut out = std::io::stdout().lock();
+                let _ = out.write_all(text.as_bytes());
+                let _ = out.flush();
+                self.wrote_text.store(true, Ordering::Relaxed);
+                self.ends_with_newline
+                    .store(text.ends_with('\n'), Ordering::Relaxed);
+            }
+            EventBody::ToolCall(call) => {
+                self.break_line();
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "kin: tool {} {}",
+                    call.name,
+                    shorten(&call.arguments, 200)
+                );
+            }
+            EventBody::ToolResult(result) => {
+                let status = if result.is_error() { "failed" } else { "done" };
+                let text = result.text();
+                let first = text.lines().next().unwrap_or_default();
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "kin:   -> {status}: {}",
+                    shorten(first, 200)
+                );
+            }
+            _ => {}
+        }
+    }
+
+    /// Ends a half-written answer line, so what follows starts on its own line.
+    fn break_line(&self) {
+        if self.wrote_text.load(Ordering::Relaxed)
+            && !self.ends_with_newline.swap(true, Ordering::Relaxed)
+        {
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(b"\n");
+            let _ = out.flush();
+        }
+    }
+
+    fn finish(&self) {
+        if !self.json {
+            self.break_line();
+        }
+    }
+}
+
+fn shorten(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
+}

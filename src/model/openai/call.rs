@@ -1,0 +1,308 @@
+//! One model call: posts the request, retries what may be retried, and streams the chunks.
+//!
+//! Retried, while nothing has been streamed yet: connect errors, HTTP 429 and 5xx, and bodies
+//! that break before their first chunk. Once a chunk was streamed, a broken body ends the call
+//! with [`ModelError::Cut`]: a second attempt would stream the answer again. Everything lives
+//! inside the returned stream, so dropping it aborts the request (the connection is closed).
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use reqwest::header::{HeaderMap, ACCEPT, CONTENT_TYPE, RETRY_AFTER};
+
+use super::retry::{backoff, parse_retry_after, retryable_status, MAX_RETRY_AFTER};
+use super::sse::{error_chain, SseDecoder, StreamFailure};
+use super::{human_duration, ApiKey, OpenAiSettings};
+use crate::model::{ChunkStream, ModelError};
+use crate::session::Chunk;
+
+/// The most of an error body kept for the message.
+const ERROR_BODY_LIMIT: usize = 64 * 1024;
+
+pub(super) struct Call {
+    client: reqwest::Client,
+    settings: Arc<OpenAiSettings>,
+    key: ApiKey,
+    body: Bytes,
+    /// Requests sent so far.
+    attempts: u32,
+    /// Whether a chunk was handed to the caller.
+    streamed: bool,
+    body_stream: Option<SseDecoder>,
+    done: bool,
+}
+
+pub(super) fn stream(call: Call) -> ChunkStream {
+    Box::pin(futures::stream::unfold(call, |mut call| async move {
+        let item = call.next().await?;
+        Some((item, call))
+    }))
+}
+
+/// What the first part of an attempt (up to the response headers) came to.
+enum Attempt {
+    Streaming(Box<SseDecoder>),
+    /// Worth another try after the wait (a `Retry-After`, or the backoff when `None`).
+    Retry(ModelError, Option<Duration>),
+    Fail(ModelError),
+}
+
+impl Call {
+    pub(super) fn new(
+        client: reqwest::Client,
+        settings: Arc<OpenAiSettings>,
+        key: ApiKey,
+        body: Bytes,
+    ) -> Self {
+        Self {
+            client,
+            settings,
+            key,
+            body,
+            attempts: 0,
+            streamed: false,
+            body_stream: None,
+            done: false,
+        }
+    }
+
+    fn stall_text(&self) -> String {
+        human_duration(self.settings.stall_timeout)
+    }
+
+    async fn next(&mut self) -> Option<Result<Chunk, ModelError>> {
+        loop {
+            if self.done {
+                return None;
+            }
+            let Some(body) = self.body_stream.as_mut() else {
+                match self.attempt().await {
+                    Attempt::Streaming(body) => self.body_stream = Some(*body),
+                    Attempt::Retry(error, wait) => {
+                        if let Err(error) = self.wait_for_retry(error, wait).await {
+                            return self.fail(error);
+                        }
+                    }
+                    Attempt::Fail(error) => return self.fail(error),
+                }
+                continue;
+            };
+            match body.next().await {
+                Some(Ok(chunk)) => {
+                    self.streamed = true;
+                    return Some(Ok(chunk));
+                }
+                None => {
+                    self.done = true;
+                    return None;
+                }
+                Some(Err(failure)) => {
+                    self.body_stream = None;
+                    let error = self.failure_error(&failure);
+                    if !failure.retryable() || self.streamed {
+                        return self.fail(error);
+                    }
+                    if let Err(error) = self.wait_for_retry(error, None).await {
+                        return self.fail(error);
+                    }
+                }
+            }
+        }
+    }
+
+    fn fail(&mut self, error: ModelError) -> Option<Result<Chunk, ModelError>> {
+        self.done = true;
+        Some(Err(error))
+    }
+
+    /// Waits before the next attempt, or returns the error when no attempt is left.
+    async fn wait_for_retry(
+        &mut self,
+        error: ModelError,
+        wait: Option<Duration>,
+    ) -> Result<(), ModelError> {
+        if self.attempts > self.settings.retries {
+            return Err(error);
+        }
+        let wait = wait.unwrap_or_else(|| backoff(self.settings.retry_base, self.attempts - 1));
+        tracing::info!(%error, attempt = self.attempts, ?wait, "retrying the model request");
+        tokio::time::sleep(wait).await;
+        Ok(())
+    }
+
+    fn failure_error(&self, failure: &StreamFailure) -> ModelError {
+        let cut_or_failed = |detail: String| {
+            if self.streamed {
+                ModelError::Cut(detail)
+            } else {
+                ModelError::Failed(detail)
+            }
+        };
+        match failure {
+            StreamFailure::Stalled => ModelError::Stalled {
+                after: self.stall_text(),
+            },
+            StreamFailure::Transport(detail) => {
+                cut_or_failed(format!("reading the response failed: {detail}"))
+            }
+            StreamFailure::EndedEarly => {
+                cut_or_failed("the endpoint closed the response before it was complete".into())
+            }
+            StreamFailure::Malformed(detail) => ModelError::Malformed(detail.clone()),
+            StreamFailure::Reported(message) => {
+                ModelError::Failed(format!("the endpoint reported an error: {message}"))
+            }
+        }
+    }
+
+    async fn attempt(&mut self) -> Attempt {
+        self.attempts += 1;
+        let url = self.settings.endpoint();
+        let request = self
+            .client
+            .post(&url)
+            .bearer_auth(self.key.secret())
+            .header(CONTENT_TYPE, "application/json")
+            .header(ACCEPT, "text/event-stream")
+            .body(self.body.clone())
+            .send();
+        let response = match tokio::time::timeout(self.settings.stall_timeout, request).await {
+            Err(_) => {
+                return Attempt::Fail(ModelError::Stalled {
+                    after: self.stall_text(),
+                })
+            }
+            Ok(Err(error)) => {
+                let detail = if error.is_timeout() {
+                    format!(
+                        "no connection within {}",
+                        human_duration(self.settings.connect_timeout)
+                    )
+                } else {
+                    error_chain(&error)
+                };
+                return Attempt::Retry(
+                    ModelError::Connect {
+                        url,
+                        detail,
+                        attempts: self.attempts,
+                    },
+                    None,
+                );
+            }
+            Ok(Ok(response)) => response,
+        };
+        let status = response.status().as_u16();
+        if response.status().is_success() {
+            return self.accept(response).await;
+        }
+        if status == 401 || status == 403 {
+            return Attempt::Fail(ModelError::Auth {
+                status,
+                source_name: self.key.source().to_owned(),
+            });
+        }
+        let retry_after = retry_after(response.headers());
+        let body = error_body(response, self.settings.stall_timeout).await;
+        let error = ModelError::Http {
+            status,
+            body,
+            attempts: self.attempts,
+        };
+        if !retryable_status(status) {
+            return Attempt::Fail(error);
+        }
+        match retry_after {
+            Some(wait) if wait > MAX_RETRY_AFTER => Attempt::Fail(ModelError::Http {
+                status,
+                body: format!(
+                    "{} (the endpoint asked to retry after {}, longer than kin waits)",
+                    error_body_of(&error),
+                    human_duration(wait)
+                ),
+                attempts: self.attempts,
+            }),
+            wait => Attempt::Retry(error, wait),
+        }
+    }
+
+    /// A 2xx response: an event stream, or (from endpoints that ignore `stream: true`) JSON.
+    async fn accept(&mut self, response: reqwest::Response) -> Attempt {
+        let content_type = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        if content_type.starts_with("application/json") {
+            let body = error_body(response, self.settings.stall_timeout).await;
+            return Attempt::Fail(ModelError::Malformed(format!(
+                "the endpoint answered JSON instead of an event stream (does it support \
+                 `stream: true`?): {body}"
+            )));
+        }
+        Attempt::Streaming(Box::new(SseDecoder::new(
+            response.bytes_stream(),
+            self.settings.stall_timeout,
+        )))
+    }
+}
+
+/// The readable part of an error response: the JSON `error.message` when there is one, else
+/// the start of the body. Reading gives up at a stall.
+async fn error_body(mut response: reqwest::Response, stall: Duration) -> String {
+    let mut bytes = Vec::new();
+    // A read error or a stall just ends what we show.
+    while let Ok(Ok(Some(chunk))) = tokio::time::timeout(stall, response.chunk()).await {
+        bytes.extend_from_slice(&chunk);
+        if bytes.len() >= ERROR_BODY_LIMIT {
+            break;
+        }
+    }
+    readable_error(&String::from_utf8_lossy(&bytes))
+}
+
+fn error_body_of(error: &ModelError) -> &str {
+    match error {
+        ModelError::Http { body, .. } => body,
+        _ => "",
+    }
+}
+
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let value = headers.get(RETRY_AFTER)?.to_str().ok()?;
+    parse_retry_after(value, SystemTime::now())
+}
+
+/// `error.message` (or `message`, or `error` as a string) of a JSON error body, else the
+/// trimmed start of the text.
+pub(super) fn readable_error(body: &str) -> String {
+    let parsed: Option<serde_json::Value> = serde_json::from_str(body).ok();
+    let message = parsed.as_ref().and_then(|v| {
+        v.pointer("/error/message")
+            .or_else(|| v.get("message"))
+            .or_else(|| v.get("error"))
+            .and_then(|m| m.as_str())
+    });
+    match message {
+        Some(message) => message.to_owned(),
+        None if body.trim().is_empty() => "(empty body)".into(),
+        None => super::decode::excerpt(body.trim()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_bodies_are_made_readable() {
+        assert_eq!(
+            readable_error(r#"{"error":{"message":"Model Not Exist","type":"x"}}"#),
+            "Model Not Exist"
+        );
+        assert_eq!(readable_error("  Bad Gateway \n"), "Bad Gateway");
+        assert_eq!(readable_error(""), "(empty body)");
+    }
+}

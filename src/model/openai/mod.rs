@@ -1,0 +1,299 @@
+//! The OpenAI-compatible model: Chat Completions with `stream: true`, spoken by DeepSeek,
+//! OpenAI, vLLM, llama.cpp, Ollama and most gateways.
+//!
+//! - [`request`]: the request body (messages, tools, reasoning sent back as DeepSeek requires);
+//! - [`decode`]: stream chunks -> the log's chunk vocabulary;
+//! - [`sse`]: response body -> events -> chunks, with the stall guard;
+//! - [`call`]: one call: HTTP, retries with backoff, failures -> [`ModelError`]s;
+//! - [`retry`]: the backoff policy and `Retry-After`.
+//!
+//! Knows nothing of where its settings and key come from (see `crate::config`).
+
+mod call;
+pub mod decode;
+pub mod request;
+pub mod retry;
+pub mod sse;
+
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+
+use super::{ChunkStream, Credentials, Model, ModelError, ModelRequest};
+
+pub use sse::{SseDecoder, StreamFailure};
+
+/// DeepSeek's API root; `/chat/completions` is appended to it.
+pub const DEFAULT_BASE_URL: &str = "https://api.deepseek.com";
+pub const DEFAULT_MODEL: &str = "deepseek-chat";
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+pub const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(60);
+pub const DEFAULT_RETRIES: u32 = 3;
+pub const DEFAULT_RETRY_BASE: Duration = Duration::from_millis(500);
+
+/// How to reach the endpoint and how patient to be with it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpenAiSettings {
+    /// The API root, e.g. `https://api.deepseek.com` or `http://127.0.0.1:8080/v1`.
+    pub base_url: String,
+    pub model: String,
+    /// Recorded in `assistant/message` sources.
+    pub provider: String,
+    pub connect_timeout: Duration,
+    /// A response that sends no bytes for this long fails.
+    pub stall_timeout: Duration,
+    /// Extra attempts after the first, for failures before any output was streamed.
+    pub retries: u32,
+    /// The first retry waits about this long; each further one twice as long.
+    pub retry_base: Duration,
+}
+
+impl OpenAiSettings {
+    pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
+        let base_url = base_url.into();
+        Self {
+            provider: provider_name(&base_url).to_owned(),
+            base_url,
+            model: model.into(),
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            stall_timeout: DEFAULT_STALL_TIMEOUT,
+            retries: DEFAULT_RETRIES,
+            retry_base: DEFAULT_RETRY_BASE,
+        }
+    }
+
+    /// The URL requests are posted to.
+    pub fn endpoint(&self) -> String {
+        format!("{}/chat/completions", self.base_url.trim_end_matches('/'))
+    }
+}
+
+/// `200 ms`, `1.5 s`, `60 s`.
+pub fn human_duration(duration: Duration) -> String {
+    if duration < Duration::from_secs(1) {
+        format!("{} ms", duration.as_millis())
+    } else if duration.subsec_millis() == 0 {
+        format!("{} s", duration.as_secs())
+    } else {
+        format!("{:.1} s", duration.as_secs_f64())
+    }
+}
+
+/// A short provider name for the log, from the API root's host.
+pub fn provider_name(base_url: &str) -> &'static str {
+    match host(base_url) {
+        Some(host) if host == "deepseek.com" || host.ends_with(".deepseek.com") => "deepseek",
+        Some(host) if host == "openai.com" || host.ends_with(".openai.com") => "openai",
+        _ => "openai-compatible",
+    }
+}
+
+/// The host of a URL, lower-cased (no port, no user info).
+pub fn host(url: &str) -> Option<String> {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = if let Some(v6) = authority.strip_prefix('[') {
+        v6.split(']').next()?
+    } else {
+        authority.split(':').next()?
+    };
+    (!host.is_empty()).then(|| host.to_ascii_lowercase())
+}
+
+/// An API key and where it came from. Its `Debug` never shows the key.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey {
+    value: String,
+    source: String,
+}
+
+impl ApiKey {
+    /// `source` names where the key came from, e.g. `KIN_API_KEY` or a file path.
+    pub fn new(value: impl Into<String>, source: impl Into<String>) -> Self {
+        Self {
+            value: value.into(),
+            source: source.into(),
+        }
+    }
+
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// The key with all but its last four characters hidden (all of it, if it is short).
+    pub fn masked(&self) -> String {
+        let chars: Vec<char> = self.value.chars().collect();
+        if chars.len() < 12 {
+            return "****".into();
+        }
+        let tail: String = chars[chars.len() - 4..].iter().collect();
+        format!("****{tail}")
+    }
+
+    fn secret(&self) -> &str {
+        &self.value
+    }
+}
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ApiKey({} from {})", self.masked(), self.source)
+    }
+}
+
+/// The key the model calls with, or why there is none.
+#[derive(Debug, Clone, PartialEq)]
+pub enum KeyState {
+    Present(ApiKey),
+    /// `hint` tells the user what to set.
+    Missing {
+        hint: String,
+    },
+}
+
+/// Looks for the key again (for ACP `authenticate`).
+pub type KeyLoader = Arc<dyn Fn() -> BoxFuture<'static, KeyState> + Send + Sync>;
+
+#[derive(Debug, thiserror::Error)]
+#[error("could not set up the HTTP client: {0}")]
+pub struct ClientError(String);
+
+pub struct OpenAiModel {
+    settings: Arc<OpenAiSettings>,
+    client: reqwest::Client,
+    key: Arc<RwLock<KeyState>>,
+    loader: Option<KeyLoader>,
+}
+
+impl OpenAiModel {
+    pub fn new(settings: OpenAiSettings, key: KeyState) -> Result<Self, ClientError> {
+        let client = reqwest::Client::builder()
+            .connect_timeout(settings.connect_timeout)
+            .tcp_nodelay(true)
+            .user_agent(concat!("kin/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| ClientError(sse::error_chain(&e)))?;
+        Ok(Self {
+            settings: Arc::new(settings),
+            client,
+            key: Arc::new(RwLock::new(key)),
+            loader: None,
+        })
+    }
+
+    /// Lets [`Model::reload_credentials`] look for the key again with `loader`.
+    pub fn with_key_loader(mut self, loader: KeyLoader) -> Self {
+        self.loader = Some(loader);
+        self
+    }
+
+    pub fn settings(&self) -> &OpenAiSettings {
+        &self.settings
+    }
+
+    fn key(&self) -> KeyState {
+        self.key.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+fn credentials(key: &KeyState) -> Credentials {
+    match key {
+        KeyState::Present(key) => Credentials::Present {
+            source: key.source().to_owned(),
+        },
+        KeyState::Missing { hint } => Credentials::Missing { hint: hint.clone() },
+    }
+}
+
+impl Model for OpenAiModel {
+    fn provider(&self) -> &str {
+        &self.settings.provider
+    }
+
+    fn name(&self) -> &str {
+        &self.settings.model
+    }
+
+    fn stream(&self, request: ModelRequest) -> ChunkStream {
+        let key = match self.key() {
+            KeyState::Present(key) => key,
+            KeyState::Missing { hint } => {
+                return Box::pin(futures::stream::once(std::future::ready(Err(
+                    ModelError::MissingKey { hint },
+                ))))
+            }
+        };
+        let body = request::body(&self.settings.model, &request);
+        call::stream(call::Call::new(
+            self.client.clone(),
+            self.settings.clone(),
+            key,
+            body.to_string().into(),
+        ))
+    }
+
+    fn credentials(&self) -> Credentials {
+        credentials(&self.key())
+    }
+
+    fn reload_credentials(&self) -> BoxFuture<'static, Credentials> {
+        let Some(loader) = self.loader.clone() else {
+            return Box::pin(std::future::ready(self.credentials()));
+        };
+        let slot = self.key.clone();
+        Box::pin(async move {
+            let fresh = loader().await;
+            let result = credentials(&fresh);
+            *slot.write().unwrap_or_else(|p| p.into_inner()) = fresh;
+            result
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoint_appends_chat_completions_to_the_api_root() {
+        let s = OpenAiSettings::new("http://127.0.0.1:8080/v1/", "m");
+        assert_eq!(s.endpoint(), "http://127.0.0.1:8080/v1/chat/completions");
+        assert_eq!(
+            OpenAiSettings::new(DEFAULT_BASE_URL, DEFAULT_MODEL).endpoint(),
+            "https://api.deepseek.com/chat/completions"
+        );
+    }
+
+    #[test]
+    fn provider_names_come_from_the_host() {
+        assert_eq!(provider_name("https://api.deepseek.com"), "deepseek");
+        assert_eq!(provider_name("https://api.openai.com/v1"), "openai");
+        assert_eq!(
+            provider_name("http://127.0.0.1:8080/v1"),
+            "openai-compatible"
+        );
+        assert_eq!(
+            provider_name("https://deepseek.com.evil.example/v1"),
+            "openai-compatible"
+        );
+        assert_eq!(host("http://u:p@[::1]:80/x").as_deref(), Some("::1"));
+    }
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(human_duration(Duration::from_millis(200)), "200 ms");
+        assert_eq!(human_duration(Duration::from_secs(60)), "60 s");
+        assert_eq!(human_duration(Duration::from_millis(1500)), "1.5 s");
+    }
+
+    #[test]
+    fn keys_are_masked_in_debug_output() {
+        let key = ApiKey::new("sk-0123456789abcdef", "KIN_API_KEY");
+        let debug = format!("{key:?}");
+        assert!(!debug.contains("0123456789"), "{debug}");
+        assert!(debug.contains("****cdef") && debug.contains("KIN_API_KEY"));
+        assert_eq!(ApiKey::new("short", "x").masked(), "****");
+    }
+}

@@ -1,0 +1,396 @@
+//! A scripted OpenAI-compatible HTTP/1.1 server on 127.0.0.1, for tests and benches.
+//!
+//! It runs on its own thread (with its own tokio runtime), so it keeps serving whatever the
+//! caller does meanwhile, blocking calls included. Each request gets the next scripted
+//! [`Reply`] (or the default one); every request is recorded, and the moments the client
+//! hangs up on a held-open response are reported as [`ServerEvent::ClientClosed`], so a test can
+//! wait for them instead of sleeping. Connections are kept alive between requests.
+#![allow(dead_code)]
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// What the server answers to one request.
+#[derive(Clone, Debug)]
+pub enum Reply {
+    /// `200 text/event-stream`; each part goes out as its own HTTP chunk, then the body ends.
+    Stream(Vec<Vec<u8>>),
+    /// Like `Stream`, but the connection is dropped after the parts, with the body unfinished.
+    Cut(Vec<Vec<u8>>),
+    /// Like `Stream`, but after the parts nothing more is sent until the client hangs up.
+    Hang(Vec<Vec<u8>>),
+    /// Any status, with extra headers and a body.
+    Status {
+        status: u16,
+        headers: Vec<(String, String)>,
+        body: String,
+    },
+}
+
+/// A request as the server received it.
+#[derive(Clone, Debug)]
+pub struct Request {
+    pub method: String,
+    pub path: String,
+    /// Header names lower-cased.
+    pub headers: Vec<(String, String)>,
+    /// The JSON body (`Null` if it was not JSON).
+    pub body: Value,
+}
+
+impl Request {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ServerEvent {
+    /// The client closed the connection of request number `request` (0-based) while its
+    /// response was held open.
+    ClientClosed { request: usize },
+}
+
+#[derive(Default)]
+struct State {
+    replies: VecDeque<Reply>,
+    default: Option<Reply>,
+    requests: Vec<Request>,
+    connections: usize,
+}
+
+pub struct MockServer {
+    pub addr: SocketAddr,
+    state: Arc<Mutex<State>>,
+    events: tokio::sync::Mutex<mpsc::UnboundedReceiver<ServerEvent>>,
+    stop: CancellationToken,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl MockServer {
+    /// Binds 127.0.0.1 on a free port and serves until dropped.
+    pub fn start() -> Self {
+        let std_listener = std::net::TcpListener::bind("127.0.0.1:0").expect("binding 127.0.0.1");
+        std_listener
+            .set_nonblocking(true)
+            .expect("non-blocking listener");
+        let addr = std_listener.local_addr().expect("local address");
+        let state = Arc::new(Mutex::new(State::default()));
+        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        let stop = CancellationToken::new();
+        let thread = {
+            let (state, stop) = (state.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("mock server runtime");
+                runtime.block_on(async move {
+                    let listener = TcpListener::from_std(std_listener).expect("tokio listener");
+                    loop {
+                        let accepted = tokio::select! {
+                            _ = stop.cancelled() => break,
+                            accepted = listener.accept() => accepted,
+                        };
+                        let Ok((socket, _)) = accepted else { continue };
+                        state.lock().unwrap().connections += 1;
+                        let _ = socket.set_nodelay(true);
+                        let (state, events, stop) =
+                            (state.clone(), events_tx.clone(), stop.clone());
+                        tokio::spawn(async move {
+                            tokio::select! {
+                                _ = stop.cancelled() => {}
+                                _ = serve(socket, state, events) => {}
+                            }
+                        });
+                    }
+                });
+            })
+        };
+        Self {
+            addr,
+            state,
+            events: tokio::sync::Mutex::new(events_rx),
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// The API root to configure kin with.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// Queues the reply to the next request not yet answered.
+    pub fn push(&self, reply: Reply) {
+        self.state.lock().unwrap().replies.push_back(reply);
+    }
+
+    /// The reply for requests when the queue is empty (else they get a 500 saying so).
+    pub fn set_default(&self, reply: Reply) {
+        self.state.lock().unwrap().default = Some(reply);
+    }
+
+    /// Connections accepted so far.
+    pub fn connections(&self) -> usize {
+        self.state.lock().unwrap().connections
+    }
+
+    pub fn requests(&self) -> Vec<Request> {
+        self.state.lock().unwrap().requests.clone()
+    }
+
+    /// Waits for the next event (a client hanging up on a held response).
+    pub async fn next_event(&self) -> ServerEvent {
+        self.events
+            .lock()
+            .await
+            .recv()
+            .await
+            .expect("the mock server is running")
+    }
+}
+
+impl Drop for MockServer {
+    fn drop(&mut self) {
+        self.stop.cancel();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+async fn serve(
+    mut socket: TcpStream,
+    state: Arc<Mutex<State>>,
+    events: mpsc::UnboundedSender<ServerEvent>,
+) {
+    let mut buffer = Vec::new();
+    loop {
+        let Some(request) = read_request(&mut socket, &mut buffer).await else {
+            return;
+        };
+        let (number, reply) = {
+            let mut state = state.lock().unwrap();
+            state.requests.push(request);
+            let reply = state.replies.pop_front().or_else(|| state.default.clone());
+            (state.requests.len() - 1, reply)
+        };
+        let reply = reply.unwrap_or_else(|| Reply::Status {
+            status: 500,
+            headers: Vec::new(),
+            body: r#"{"error":{"message":"the mock server has no scripted reply"}}"#.into(),
+        });
+        if write_reply(&mut socket, &reply).await.is_err() {
+            return;
+        }
+        match reply {
+            Reply::Stream(_) | Reply::Status { .. } => {}
+            Reply::Cut(_) => return,
+            Reply::Hang(_) => {
+                // Nothing more is sent; a read returning (EOF or error) means the client left.
+                let mut scratch = [0u8; 1024];
+                loop {
+                    match socket.read(&mut scratch).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(_) => {}
+                    }
+                }
+                let _ = events.send(ServerEvent::ClientClosed { request: number });
+                return;
+            }
+        }
+    }
+}
+
+async fn read_request(socket: &mut TcpStream, buffer: &mut Vec<u8>) -> Option<Request> {
+    let head_end = loop {
+        if let Some(at) = find(buffer, b"\r\n\r\n") {
+            break at;
+        }
+        let mut chunk = [0u8; 8192];
+        let n = socket.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buffer.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&buffer[..head_end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let mut first = lines.next()?.split(' ');
+    let (method, path) = (first.next()?.to_owned(), first.next()?.to_owned());
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    let length: usize = headers
+        .iter()
+        .find(|(n, _)| n == "content-length")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0);
+    let body_start = head_end + 4;
+    while buffer.len() < body_start + length {
+        let mut chunk = [0u8; 8192];
+        let n = socket.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buffer.extend_from_slice(&chunk[..n]);
+    }
+    let body =
+        serde_json::from_slice(&buffer[body_start..body_start + length]).unwrap_or(Value::Null);
+    buffer.drain(..body_start + length);
+    Some(Request {
+        method,
+        path,
+        headers,
+        body,
+    })
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+async fn write_reply(socket: &mut TcpStream, reply: &Reply) -> std::io::Result<()> {
+    let parts = match reply {
+        Reply::Status {
+            status,
+            headers,
+            body,
+        } => {
+            let mut head = format!(
+                "HTTP/1.1 {status} Scripted\r\ncontent-type: application/json\r\ncontent-length: {}\r\n",
+                body.len()
+            );
+            for (name, value) in headers {
+                head.push_str(&format!("{name}: {value}\r\n"));
+            }
+            head.push_str("\r\n");
+            socket.write_all(head.as_bytes()).await?;
+            socket.write_all(body.as_bytes()).await?;
+            return socket.flush().await;
+        }
+        Reply::Stream(parts) | Reply::Cut(parts) | Reply::Hang(parts) => parts,
+    };
+    socket
+        .write_all(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n",
+        )
+        .await?;
+    for part in parts {
+        if part.is_empty() {
+            continue;
+        }
+        let mut framed = format!("{:x}\r\n", part.len()).into_bytes();
+        framed.extend_from_slice(part);
+        framed.extend_from_slice(b"\r\n");
+        socket.write_all(&framed).await?;
+        socket.flush().await?;
+    }
+    if matches!(reply, Reply::Stream(_)) {
+        socket.write_all(b"0\r\n\r\n").await?;
+    }
+    socket.flush().await
+}
+
+// ---- building replies -------------------------------------------------------------------
+
+/// One SSE event carrying `value` as its data.
+pub fn event(value: &Value) -> Vec<u8> {
+    format!("data: {value}\n\n").into_bytes()
+}
+
+pub fn done() -> Vec<u8> {
+    b"data: [DONE]\n\n".to_vec()
+}
+
+/// A `chat.completion.chunk` with one choice.
+pub fn chunk(delta: Value, finish_reason: Option<&str>) -> Value {
+    json!({
+        "id": "chatcmpl-mock",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": "mock-model",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+    })
+}
+
+pub fn usage(prompt: u64, completion: u64) -> Value {
+    json!({
+        "id": "chatcmpl-mock",
+        "object": "chat.completion.chunk",
+        "choices": [],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+    })
+}
+
+/// The events of a streamed text answer (role delta, one delta per piece, finish, usage,
+/// `[DONE]`), without the reply wrapper.
+pub fn text_events(pieces: &[&str], finish_reason: &str) -> Vec<Vec<u8>> {
+    let mut parts = vec![event(&chunk(
+        json!({"role": "assistant", "content": ""}),
+        None,
+    ))];
+    for piece in pieces {
+        parts.push(event(&chunk(json!({"content": piece}), None)));
+    }
+    parts.push(event(&chunk(json!({}), Some(finish_reason))));
+    parts.push(event(&usage(10, pieces.len() as u64)));
+    parts.push(done());
+    parts
+}
+
+/// A streamed text answer that ends with `stop`.
+pub fn text_reply(pieces: &[&str]) -> Reply {
+    Reply::Stream(text_events(pieces, "stop"))
+}
+
+/// A streamed answer of tool calls `(id, name, arguments)`, each call's arguments sent one
+/// byte per delta, the calls' deltas interleaved.
+pub fn tool_calls_reply(calls: &[(&str, &str, &str)]) -> Reply {
+    let mut parts = vec![event(&chunk(
+        json!({"role": "assistant", "content": null}),
+        None,
+    ))];
+    for (index, (id, name, _)) in calls.iter().enumerate() {
+        parts.push(event(&chunk(
+            json!({"tool_calls": [{"index": index, "id": id, "type": "function", "function": {"name": name, "arguments": ""}}]}),
+            None,
+        )));
+    }
+    let longest = calls.iter().map(|(_, _, a)| a.len()).max().unwrap_or(0);
+    for at in 0..longest {
+        for (index, (_, _, arguments)) in calls.iter().enumerate() {
+            if let Some(byte) = arguments.get(at..at + 1) {
+                parts.push(event(&chunk(
+                    json!({"tool_calls": [{"index": index, "function": {"arguments": byte}}]}),
+                    None,
+                )));
+            }
+        }
+    }
+    parts.push(event(&chunk(json!({}), Some("tool_calls"))));
+    parts.push(event(&usage(20, 5)));
+    parts.push(done());
+    Reply::Stream(parts)
+}
+
+/// An error status with an OpenAI-style JSON error body.
+pub fn error_reply(status: u16, message: &str) -> Reply {
+    Reply::Status {
+        status,
+        headers: Vec::new(),
+        body: json!({"error": {"message": message, "type": "mock_error"}}).to_string(),
+    }
+}
