@@ -60,6 +60,8 @@ pub struct Runtime {
     shutdown: CancellationToken,
     agents: Mutex<HashMap<String, Arc<Agent>>>,
     child_sink: Mutex<Option<ChildSink>>,
+    /// Models for sessions whose options name another model than `model`, by name.
+    named_models: Mutex<HashMap<String, Arc<dyn Model>>>,
 }
 
 /// Receives [`ChildNotice`]s (see [`Runtime::set_child_sink`]).
@@ -109,6 +111,7 @@ impl Runtime {
                 shutdown,
                 agents: Mutex::new(HashMap::new()),
                 child_sink: Mutex::new(None),
+                named_models: Mutex::new(HashMap::new()),
             }
         });
         let weak = Arc::downgrade(&runtime);
@@ -146,9 +149,30 @@ impl Runtime {
         self.agents.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The model a session runs on: the runtime's, or the one its options name.
+    pub fn model_for(&self, options: &AgentOptions) -> Arc<dyn Model> {
+        let Some(name) = options.model.as_deref().filter(|n| *n != self.model.name()) else {
+            return self.model.clone();
+        };
+        let mut named = self.named_models.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(model) = named.get(name) {
+            return model.clone();
+        }
+        match self.model.with_model_name(name) {
+            Some(model) => {
+                named.insert(name.to_owned(), model.clone());
+                model
+            }
+            None => {
+                tracing::debug!(model = name, "this model cannot switch names; keeping it");
+                self.model.clone()
+            }
+        }
+    }
+
     pub fn turn_deps(&self, agent: &Agent) -> TurnDeps {
         TurnDeps {
-            model: self.model.clone(),
+            model: self.model_for(&agent.options),
             system: system_prompt(agent),
             max_steps: self.max_steps,
         }

@@ -115,6 +115,12 @@ pub trait Model: Send + Sync {
     /// Starts one call. Dropping the stream aborts it.
     fn stream(&self, request: ModelRequest) -> ChunkStream;
     /// Whether calls can be made now.
+    /// The same endpoint and credentials serving another model, for a session whose options
+    /// name one (a delegated child with a model override). `None`: this model cannot switch.
+    fn with_model_name(&self, _name: &str) -> Option<std::sync::Arc<dyn Model>> {
+        None
+    }
+
     fn credentials(&self) -> Credentials {
         Credentials::NotNeeded
     }

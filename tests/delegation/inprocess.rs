@@ -473,3 +473,50 @@ async fn a_fork_from_inside_a_turn_excludes_the_turn_in_flight() {
         .collect();
     assert_eq!(seeded_turns.len(), 1);
 }
+
+/// A model that answers with its own name, and can become another one.
+struct NamedModel(String);
+
+impl kin::model::Model for NamedModel {
+    fn provider(&self) -> &str {
+        "named"
+    }
+    fn name(&self) -> &str {
+        &self.0
+    }
+    fn stream(&self, _request: kin::model::ModelRequest) -> kin::model::ChunkStream {
+        match text(&self.0) {
+            Reply::Chunks(chunks) => Box::pin(futures::stream::iter(chunks.into_iter().map(Ok))),
+            _ => unreachable!(),
+        }
+    }
+    fn with_model_name(&self, name: &str) -> Option<Arc<dyn kin::model::Model>> {
+        Some(Arc::new(NamedModel(name.to_owned())))
+    }
+}
+
+#[tokio::test]
+async fn a_child_runs_on_the_parent_model_unless_it_names_another() {
+    let world = World::new(Arc::new(NamedModel("base-model".into())));
+    let parent = world.session();
+    let inherited = world
+        .runtime
+        .subagents
+        .start("spawn", request(&parent, "a"))
+        .await
+        .unwrap();
+    assert_eq!(inherited.result().await.text(), "base-model");
+    let mut req = request(&parent, "b");
+    req.agent_options = Some(AgentOptions {
+        model: Some("other-model".into()),
+        ..Default::default()
+    });
+    let overridden = world.runtime.subagents.start("spawn", req).await.unwrap();
+    assert_eq!(overridden.result().await.text(), "other-model");
+    let message = world
+        .log(&overridden.id)
+        .into_iter()
+        .find(|e| e["type"] == "assistant/message")
+        .unwrap();
+    assert_eq!(message["data"]["message"]["source"]["model"], "other-model");
+}

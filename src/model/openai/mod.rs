@@ -234,6 +234,17 @@ impl Model for OpenAiModel {
         ))
     }
 
+    fn with_model_name(&self, name: &str) -> Option<Arc<dyn Model>> {
+        let mut settings = (*self.settings).clone();
+        settings.model = name.to_owned();
+        Some(Arc::new(Self {
+            settings: Arc::new(settings),
+            client: self.client.clone(),
+            key: self.key.clone(),
+            loader: self.loader.clone(),
+        }))
+    }
+
     fn credentials(&self) -> Credentials {
         credentials(&self.key())
     }
