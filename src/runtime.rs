@@ -269,6 +269,31 @@ impl Runtime {
         }
     }
 
+    /// Deletes a session and, with it, the sessions it delegated to (they are listed nowhere
+    /// else). Live ones are closed first. A missing session is not an error.
+    pub async fn delete_session(&self, id: &str) -> Result<(), StoreError> {
+        let summaries = self.store.list()?;
+        let mut doomed = vec![id.to_owned()];
+        let mut next = 0;
+        while next < doomed.len() {
+            let parent = doomed[next].clone();
+            doomed.extend(
+                summaries
+                    .iter()
+                    .filter(|s| s.parent_session.as_deref() == Some(parent.as_str()))
+                    .map(|s| s.id.clone()),
+            );
+            next += 1;
+        }
+        for id in &doomed {
+            if let Some(agent) = self.unpublish(id) {
+                agent.settle().await;
+            }
+            self.store.delete(id)?;
+        }
+        Ok(())
+    }
+
     /// Cancels every turn, background task and child, and waits until all have settled.
     pub async fn shutdown(&self) {
         for agent in self.agents().values() {

@@ -316,11 +316,10 @@ async fn dispatch(
             answer(Ok(CloseSessionResponse::new()))
         }
         ClientRequest::DeleteSessionRequest(req) => {
-            let id = &req.session_id.0;
-            if let Some(agent) = runtime.unpublish(id) {
-                agent.settle().await;
-            }
-            runtime.store.delete(id).map_err(store_error)?;
+            runtime
+                .delete_session(&req.session_id.0)
+                .await
+                .map_err(store_error)?;
             answer(Ok(DeleteSessionResponse::new()))
         }
         ClientRequest::PromptRequest(req) => prompt(runtime, req, cx).await,

@@ -520,3 +520,23 @@ async fn a_child_runs_on_the_parent_model_unless_it_names_another() {
         .unwrap();
     assert_eq!(message["data"]["message"]["source"]["model"], "other-model");
 }
+
+#[tokio::test]
+async fn deleting_a_session_deletes_the_sessions_it_delegated_to() {
+    let world = World::new(ScriptedModel::new(|req| {
+        match (last_user_text(req).as_str(), req.history.last()) {
+            (_, Some(kin::session::history::HistoryItem::ToolResult { .. })) => text("done"),
+            ("parent: go", _) => {
+                calls(&[("subagent", json!({"description": "c", "prompt": "child"}))])
+            }
+            _ => text("child answer"),
+        }
+    }));
+    let parent = world.session();
+    let bystander = world.session();
+    world.prompt(&parent, "parent: go").await;
+    assert_eq!(world.stored().len(), 3);
+    world.runtime.delete_session(&parent.id).await.unwrap();
+    assert_eq!(world.stored(), std::slice::from_ref(&bystander.id));
+    world.runtime.delete_session("never-existed").await.unwrap();
+}
