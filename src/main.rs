@@ -11,7 +11,6 @@ use tokio_util::sync::CancellationToken;
 
 use kin::model::{Model, ReplayModel, UnconfiguredModel};
 use kin::runtime::Runtime;
-use kin::tools::ToolRegistry;
 
 #[derive(Parser)]
 #[command(name = "kin", version, about = "An ACP agent that delegates")]
@@ -66,7 +65,7 @@ async fn acp(replay: Option<PathBuf>) -> anyhow::Result<()> {
         )),
     };
     let home = kin::config::kin_home();
-    let runtime = Runtime::new(&home, model, ToolRegistry::new())
+    let runtime = Runtime::new(&home, model, kin::tools::builtin())
         .with_context(|| format!("opening the session store in {}", home.display()))?;
     let shutdown = CancellationToken::new();
     tokio::spawn(stop_on_signal(shutdown.clone()));

@@ -55,6 +55,7 @@ impl Runtime {
             tools: self.tools.clone(),
             system: crate::agent::system_prompt(&agent.cwd),
             max_steps: self.max_steps,
+            client: None,
         }
     }
 
@@ -79,11 +80,26 @@ impl Runtime {
     /// The live agent of a stored session, opening it from disk if it is not live yet.
     /// `cwd` is where the client runs it now (it may have moved since it was created).
     pub fn open_session(&self, id: &str, cwd: PathBuf) -> Result<Arc<Agent>, RuntimeError> {
+        self.open_session_in(id, cwd, None)
+    }
+
+    /// [`Runtime::open_session`] with the additional directories the client sent now (`None`:
+    /// those recorded at creation).
+    pub fn open_session_in(
+        &self,
+        id: &str,
+        cwd: PathBuf,
+        additional: Option<Vec<PathBuf>>,
+    ) -> Result<Arc<Agent>, RuntimeError> {
         if let Some(agent) = self.live(id) {
             return Ok(agent);
         }
         let (loaded, log) = self.store.open_for_append(id)?;
-        let agent = Arc::new(Agent::new(loaded.header, cwd, log, loaded.events));
+        let mut agent = Agent::new(loaded.header, cwd, log, loaded.events);
+        if let Some(additional) = additional {
+            agent = agent.with_additional_directories(additional);
+        }
+        let agent = Arc::new(agent);
         match self.publish(agent.clone()) {
             Ok(()) => Ok(agent),
             // Another request opened it meanwhile: use theirs, drop our handle.

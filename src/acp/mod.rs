@@ -2,6 +2,8 @@
 //! `session/update` notifications. The only module that knows ACP types.
 
 mod agent;
+pub mod bridge;
+pub mod modes;
 pub mod updates;
 
 pub use agent::AcpAgent;

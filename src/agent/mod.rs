@@ -4,6 +4,7 @@
 //! an observer as it is appended. Knows nothing of ACP.
 
 mod assemble;
+mod permissions;
 mod system;
 mod title;
 mod turn;
@@ -16,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::model::{Model, ModelError};
 use crate::session::{Event, Header, SessionLog, StoreError, TurnEndReason, UserPart};
-use crate::tools::ToolRegistry;
+use crate::tools::{ClientBridge, PermissionMode, Roots, SessionPermissions, ToolRegistry};
 
 pub use assemble::MessageAssembler;
 pub use system::system_prompt;
@@ -54,6 +55,8 @@ pub struct TurnDeps {
     pub tools: Arc<ToolRegistry>,
     pub system: String,
     pub max_steps: u32,
+    /// The editor, for tools that can work through it and for permission prompts.
+    pub client: Option<Arc<dyn ClientBridge>>,
 }
 
 /// Receives each event right after it was appended to the log.
@@ -63,6 +66,10 @@ pub struct Agent {
     pub id: String,
     pub cwd: PathBuf,
     header: Header,
+    /// Where tools may reach: cwd plus additional directories.
+    roots: Arc<Roots>,
+    /// Permission mode and remembered answers, restored from the log.
+    permissions: Arc<SessionPermissions>,
     state: tokio::sync::Mutex<AgentState>,
     running: AtomicBool,
     turn_cancel: Mutex<Option<CancellationToken>>,
@@ -89,8 +96,15 @@ impl Agent {
         let has_title = events
             .iter()
             .any(|event| matches!(event.body, crate::session::EventBody::SessionTitle(_)));
+        let additional = header
+            .additional_directories
+            .iter()
+            .map(PathBuf::from)
+            .collect();
         Self {
             id: header.id.clone(),
+            roots: Arc::new(Roots::new(cwd.clone(), additional)),
+            permissions: Arc::new(permissions::restore(&events)),
             cwd,
             header,
             state: tokio::sync::Mutex::new(AgentState {
@@ -106,6 +120,45 @@ impl Agent {
 
     pub fn header(&self) -> &Header {
         &self.header
+    }
+
+    /// Replaces the additional directories (a client re-sends them on load and resume).
+    pub fn with_additional_directories(mut self, additional: Vec<PathBuf>) -> Self {
+        self.roots = Arc::new(Roots::new(self.cwd.clone(), additional));
+        self
+    }
+
+    pub fn roots(&self) -> &Arc<Roots> {
+        &self.roots
+    }
+
+    pub fn permission_mode(&self) -> PermissionMode {
+        self.permissions.mode()
+    }
+
+    /// Switches the permission mode; the change is written to the log now if the session is
+    /// idle, else by the running turn. Returns whether the mode changed.
+    pub fn set_permission_mode(&self, mode: PermissionMode) -> Result<bool, StoreError> {
+        let changed = self.permissions.set_mode(mode);
+        self.write_permission_records()?;
+        Ok(changed)
+    }
+
+    /// Writes queued permission records if no turn holds the log (a running turn writes them
+    /// itself).
+    fn write_permission_records(&self) -> Result<(), StoreError> {
+        if let Ok(mut state) = self.state.try_lock() {
+            let records = self.permissions.take_unlogged();
+            if !records.is_empty() {
+                for record in records {
+                    let body = permissions::event(record, None);
+                    let event = state.log.append(body, crate::time::now_ms())?;
+                    state.events.push(event);
+                }
+                state.log.sync()?;
+            }
+        }
+        Ok(())
     }
 
     pub fn is_running(&self) -> bool {
@@ -149,6 +202,10 @@ impl Agent {
         };
         *self.turn_cancel.lock().unwrap_or_else(|p| p.into_inner()) = None;
         self.running.store(false, Ordering::Release);
+        // A mode switch that arrived as the turn was ending is written now.
+        if let Err(error) = self.write_permission_records() {
+            tracing::warn!(%error, session = %self.id, "could not log a permission change");
+        }
         result
     }
 }
