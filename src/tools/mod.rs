@@ -173,6 +173,16 @@ impl ToolOutput {
         self
     }
 
+    /// Shows `path` as `shown` in the text (errors name files the way the model wrote them,
+    /// relative to the cwd, rather than as resolved absolute paths).
+    pub fn relabel_path(mut self, path: &std::path::Path, shown: &str) -> Self {
+        let absolute = path.display().to_string();
+        if absolute != shown {
+            self.text = self.text.replace(&absolute, shown);
+        }
+        self
+    }
+
     /// Whether this is the result of a cancelled call.
     pub fn is_cancelled(&self) -> bool {
         self.error

@@ -90,6 +90,23 @@ fn fs_error(error: FsError) -> ToolOutput {
 }
 
 async fn run(arguments: Value, cx: ToolContext) -> Result<ToolOutput, ToolOutput> {
+    let path = arguments
+        .get("path")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let result = run_inner(arguments, &cx).await;
+    // Errors name the file as the model knows it, not as the resolved absolute path.
+    match path.map(|p| cx.resolve(&p)) {
+        Some(Ok(target)) => {
+            let shown = cx.roots.display(&target.path);
+            result.map_err(|e| e.relabel_path(&target.path, &shown))
+        }
+        _ => result,
+    }
+}
+
+async fn run_inner(arguments: Value, cx: &ToolContext) -> Result<ToolOutput, ToolOutput> {
+    let cx = cx.clone();
     let params: Params = parse_arguments(NAME, arguments)?;
     let target = cx.resolve(&params.path)?;
     let shown = cx.roots.display(&target.path);

@@ -92,9 +92,14 @@ impl AcpSchema {
             } else {
                 "notification"
             };
+            // Protocol-level messages (`$/cancel_request`) may go either way.
             let def = self
                 .by_method
                 .get(&(format!("client:{role}"), method.to_owned()))
+                .or_else(|| {
+                    self.by_method
+                        .get(&(format!("protocol:{role}"), method.to_owned()))
+                })
                 .cloned()
                 .ok_or_else(|| format!("kin sent unknown {role} {method}"))?;
             return self.check(&def, &message["params"]);

@@ -1,0 +1,100 @@
+//! Each model-facing tool has a JSON Schema in `protocol/schemas/tools/<name>.json`: its
+//! `parameters` plus `$schema`, `$id`, `title` (the tool name) and `description` (what the
+//! model is told). The files must match what the tools really offer, and must be valid schemas
+//! that accept and refuse the expected arguments. `KIN_SCHEMAS=refresh cargo test --test
+//! tool_schemas` rewrites them from the code.
+
+mod common;
+
+use serde_json::{json, Value};
+
+fn schema_dir() -> std::path::PathBuf {
+    common::repo().join("protocol/schemas/tools")
+}
+
+fn expected_file(spec: &kin::model::ToolSpec) -> Value {
+    let mut file = json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": format!("urn:kin:tool:{}", spec.name),
+        "title": spec.name,
+        "description": spec.description,
+    });
+    for (key, value) in spec.parameters.as_object().unwrap() {
+        file[key] = value.clone();
+    }
+    file
+}
+
+#[test]
+fn every_tool_has_a_schema_file_matching_its_parameters() {
+    let specs = kin::tools::builtin().specs();
+    let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["bash", "edit", "glob", "grep", "read", "write"]);
+    if std::env::var("KIN_SCHEMAS").is_ok_and(|v| v == "refresh") {
+        for spec in &specs {
+            let text = serde_json::to_string_pretty(&expected_file(spec)).unwrap() + "\n";
+            std::fs::write(schema_dir().join(format!("{}.json", spec.name)), text).unwrap();
+        }
+    }
+    for spec in &specs {
+        let path = schema_dir().join(format!("{}.json", spec.name));
+        let file: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap())
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert_eq!(
+            file,
+            expected_file(spec),
+            "{} is out of date",
+            path.display()
+        );
+        jsonschema::validator_for(&file).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    }
+    let mut files: Vec<String> = std::fs::read_dir(schema_dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    let wanted: Vec<String> = names.iter().map(|n| format!("{n}.json")).collect();
+    assert_eq!(files, wanted, "a schema file without a tool");
+}
+
+#[test]
+fn the_schemas_accept_and_refuse_the_expected_arguments() {
+    let cases = [
+        (
+            "read",
+            json!({"path": "a.rs", "offset": 3, "limit": 10}),
+            true,
+        ),
+        ("read", json!({"path": "a.rs", "offset": 0}), false),
+        ("read", json!({}), false),
+        ("write", json!({"path": "a.rs", "content": ""}), true),
+        ("write", json!({"path": "a.rs"}), false),
+        (
+            "edit",
+            json!({"path": "a.rs", "old_string": "a", "new_string": "b"}),
+            true,
+        ),
+        (
+            "edit",
+            json!({"path": "a.rs", "patch": "@@ -1 +1 @@\n-a\n+b\n"}),
+            true,
+        ),
+        ("edit", json!({"path": "a.rs", "replace_all": "yes"}), false),
+        ("glob", json!({"pattern": "**/*.rs", "path": "src"}), true),
+        ("glob", json!({"path": "src"}), false),
+        (
+            "grep",
+            json!({"pattern": "fn main", "glob": "*.rs", "ignore_case": true}),
+            true,
+        ),
+        ("grep", json!({"pattern": "x", "extra": 1}), false),
+        ("bash", json!({"command": "ls", "timeout": 5}), true),
+        ("bash", json!({"command": "ls", "timeout": 0}), false),
+    ];
+    for (tool, arguments, valid) in cases {
+        let path = schema_dir().join(format!("{tool}.json"));
+        let schema: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let validator = jsonschema::validator_for(&schema).unwrap();
+        assert_eq!(validator.is_valid(&arguments), valid, "{tool} {arguments}");
+    }
+}
