@@ -96,4 +96,6 @@ pub enum Step {
     },
     /// Waits until every previous prompt has been answered (for steps sent without waiting).
     WaitForTurnEnd {},
+    /// Reads (answering kin's requests) until kin sends a message with this method.
+    WaitFor { method: String },
 }

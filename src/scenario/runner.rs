@@ -284,6 +284,12 @@ impl<'a> Runner<'a> {
                     .await?;
             }
             Step::WaitForTurnEnd {} => self.wait_for_prompts().await?,
+            Step::WaitFor { method } => {
+                self.read_until(&format!("waiting for kin to send {method}"), |m| {
+                    m.get("method").and_then(Value::as_str) == Some(method.as_str())
+                })
+                .await?;
+            }
             Step::LoadSession { session } | Step::ResumeSession { session } => {
                 let id = self.session(index, *session)?;
                 let method = match step {
