@@ -3,10 +3,11 @@
 //!
 //! # Layout
 //! - [`rpc`]: JSON-RPC 2.0 peer over any byte streams (editor on stdio, children on pipes).
-//! - [`acp`]: the ACP boundary; requests in, `session/update`s out.
+//! - [`acp`]: the ACP boundary; requests in, `session/update`s out; the editor bridge over ACP.
 //! - [`runtime`]: the one process-wide [`runtime::Runtime`] (store, model, tools, live agents).
 //! - [`agent`]: the turn loop of one live session.
-//! - [`tools`]: the tool trait and registry.
+//! - [`tools`]: the tool trait and registry; the coding tools (`read`, `write`, `edit`, `glob`,
+//!   `grep`, `bash`) with confinement, permissions and the editor bridge trait.
 //! - [`model`]: the model trait; replay of recorded scenarios.
 //! - [`session`]: the durable JSONL session log and its folds.
 //! - [`scenario`]: drives `kin acp` through a recorded scenario (tests, `kin demo`, benches).
