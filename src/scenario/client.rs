@@ -40,7 +40,8 @@ pub enum Reply {
     Now(Result<Value, Value>),
     /// The answer comes later through the deferred channel.
     Later,
-    /// Send `session/cancel` for this session, then answer.
+    /// Send `session/cancel` for this session; answer once kin cancels the request (with
+    /// `$/cancel_request`, as it does for every request a cancelled turn still waits on).
     CancelTurnThen(String, Result<Value, Value>),
 }
 
@@ -55,6 +56,8 @@ pub struct ClientSide {
     next_terminal: usize,
     /// Requests answered later (`terminal/wait_for_exit`), by request id, for `$/cancel_request`.
     waiting: HashMap<String, CancellationToken>,
+    /// Answers sent when kin cancels the request (by request id): whole response messages.
+    on_cancel: HashMap<String, Value>,
     deferred: mpsc::UnboundedSender<Value>,
 }
 
@@ -79,6 +82,7 @@ impl ClientSide {
             terminals: HashMap::new(),
             next_terminal: 0,
             waiting: HashMap::new(),
+            on_cancel: HashMap::new(),
             deferred,
         }
     }
@@ -97,14 +101,28 @@ impl ClientSide {
 
     /// A notification from kin (only `$/cancel_request` matters to the client).
     pub fn notified(&mut self, method: &str, params: &Value) {
-        if method == "$/cancel_request" {
-            if let Some(token) = params
-                .get("requestId")
-                .and_then(|id| self.waiting.remove(&id.to_string()))
-            {
-                token.cancel();
-            }
+        if method != "$/cancel_request" {
+            return;
         }
+        let Some(id) = params.get("requestId").map(Value::to_string) else {
+            return;
+        };
+        if let Some(token) = self.waiting.remove(&id) {
+            token.cancel();
+        }
+        if let Some(response) = self.on_cancel.remove(&id) {
+            let _ = self.deferred.send(response);
+        }
+    }
+
+    /// Sends `answer` to request `id` once kin cancels it.
+    pub fn answer_on_cancel(&mut self, id: &Value, answer: Result<Value, Value>) {
+        let mut response = json!({"jsonrpc": "2.0", "id": id});
+        match answer {
+            Ok(result) => response["result"] = result,
+            Err(error) => response["error"] = error,
+        }
+        self.on_cancel.insert(id.to_string(), response);
     }
 
     pub fn answer(&mut self, id: &Value, method: &str, params: &Value) -> Result<Reply, String> {

@@ -467,9 +467,10 @@ impl<'a> Runner<'a> {
                     Reply::Later => None,
                     Reply::Now(answer) => Some(answer),
                     Reply::CancelTurnThen(session, answer) => {
+                        self.client.answer_on_cancel(id, answer);
                         self.notify("session/cancel", json!({"sessionId": session}))
                             .await?;
-                        Some(answer)
+                        None
                     }
                 };
                 if let Some(answer) = answer {

@@ -1,5 +1,5 @@
-//! A command run in its own process group, with its output (stdout and stderr, in arrival order)
-//! collected into a [`HeadTail`]. Stopping it signals the whole group, so the command's children
+//! A command run in its own process group, with its output (stdout and stderr through one pipe,
+//! so in the order written) collected into a [`HeadTail`]. Stopping it signals the whole group, so the command's children
 //! go too; so does dropping it. Used by the shell tool and by the scenario client's terminals.
 
 use std::path::Path;
@@ -43,29 +43,30 @@ impl GroupChild {
         head: usize,
         tail: usize,
     ) -> std::io::Result<Self> {
+        // One pipe for stdout and stderr, so the output keeps the order it was written in.
+        let (reader, writer) = std::io::pipe()?;
+        let writer_too = writer.try_clone()?;
         let mut command = Command::new(program);
         command
             .args(args)
             .current_dir(cwd)
             .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+            .stdout(Stdio::from(writer))
+            .stderr(Stdio::from(writer_too))
             .process_group(0)
             .kill_on_drop(true);
-        let mut child = command.spawn()?;
+        let child = command.spawn()?;
+        // Our copies of the write end must close, or the output never ends.
+        drop(command);
         let pgid = child
             .id()
             .and_then(|id| i32::try_from(id).ok())
             .map(Pid::from_raw);
         let output = Arc::new(Mutex::new(HeadTail::new(head, tail)));
-        let mut readers = Vec::new();
-        if let Some(stdout) = child.stdout.take() {
-            readers.push(tokio::spawn(collect(stdout, output.clone())));
-        }
-        if let Some(stderr) = child.stderr.take() {
-            readers.push(tokio::spawn(collect(stderr, output.clone())));
-        }
+        let pipe =
+            tokio::net::unix::pipe::Receiver::from_owned_fd(std::os::fd::OwnedFd::from(reader))?;
+        let readers = vec![tokio::spawn(collect(pipe, output.clone()))];
         Ok(Self {
             child,
             pgid,
