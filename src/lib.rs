@@ -3,10 +3,11 @@
 //!
 //! # Layout
 //! - [`rpc`]: JSON-RPC 2.0 peer over any byte streams (editor on stdio, children on pipes).
-//! - [`acp`]: the ACP boundary; requests in, `session/update`s out.
+//! - [`acp`]: the ACP boundary; requests in, `session/update`s out; the editor bridge over ACP.
 //! - [`runtime`]: the one process-wide [`runtime::Runtime`] (store, model, tools, live agents).
 //! - [`agent`]: the turn loop of one live session.
-//! - [`tools`]: the tool trait and registry.
+//! - [`tools`]: the tool trait and registry; the coding tools (`read`, `write`, `edit`, `glob`,
+//!   `grep`, `bash`) with confinement, permissions and the editor bridge trait.
 //! - [`subagent`]: delegation to child agents (`spawn`, `fork`) and the `subagent` tools.
 //! - [`tasks`]: background tasks and the `task_*` tools.
 //! - [`model`]: the model trait; the OpenAI-compatible HTTP client; replay of recorded scenarios.

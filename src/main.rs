@@ -13,7 +13,6 @@ use kin::config::{self, Overrides};
 use kin::headless::{self, HeadlessOptions};
 use kin::model::{Model, ReplayModel};
 use kin::runtime::{Runtime, RuntimeOptions};
-use kin::tools::ToolRegistry;
 
 #[derive(Parser)]
 #[command(name = "kin", version, about = "An ACP agent that delegates")]
@@ -156,7 +155,7 @@ fn open_runtime(model: Arc<dyn Model>) -> anyhow::Result<Arc<Runtime>> {
             format!("KIN_SUBAGENT_MAX_DEPTH must be a non-negative integer, got {depth:?}")
         })?;
     }
-    Runtime::new(&home, model, ToolRegistry::new(), options)
+    Runtime::new(&home, model, kin::tools::builtin(), options)
         .with_context(|| format!("opening the session store in {}", home.display()))
 }
 

@@ -175,6 +175,7 @@ impl Runtime {
             model: self.model_for(&agent.options),
             system: system_prompt(agent),
             max_steps: self.max_steps,
+            client: None,
         }
     }
 
@@ -218,10 +219,29 @@ impl Runtime {
     /// The live agent of a stored session, opening it from disk if it is not live yet.
     /// `cwd` is where the client runs it now (it may have moved since it was created).
     pub fn open_session(&self, id: &str, cwd: PathBuf) -> Result<Arc<Agent>, RuntimeError> {
+        self.open_session_in(id, cwd, None)
+    }
+
+    /// [`Runtime::open_session`] with the additional directories the client sent now (`None`:
+    /// those recorded at creation).
+    pub fn open_session_in(
+        &self,
+        id: &str,
+        cwd: PathBuf,
+        additional: Option<Vec<PathBuf>>,
+    ) -> Result<Arc<Agent>, RuntimeError> {
         if let Some(agent) = self.live(id) {
             return Ok(agent);
         }
         let (loaded, log) = self.store.open_for_append(id)?;
+        let mut loaded = loaded;
+        if let Some(additional) = additional {
+            // The client re-sends its additional directories; they replace the recorded ones.
+            loaded.header.additional_directories = additional
+                .iter()
+                .map(|dir| dir.to_string_lossy().into_owned())
+                .collect();
+        }
         let agent = self.top_level(loaded.header, cwd, log, loaded.events);
         match self.publish(agent.clone()) {
             Ok(()) => Ok(agent),

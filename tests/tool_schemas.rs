@@ -1,55 +1,129 @@
-//! `protocol/schemas/tools/<name>.json` documents each model-facing tool's parameters; this
-//! keeps the files and the tools kin actually offers identical. `KIN_SNAPSHOT=refresh` rewrites
-//! the files from the tools.
+//! Each model-facing tool has a JSON Schema in `protocol/schemas/tools/<name>.json`: its
+//! `parameters` plus `$schema`, `$id`, `title` (the tool name) and `description` (what the
+//! model is told). The files must match what the tools really offer, and must be valid schemas
+//! that accept and refuse the expected arguments. `KIN_SCHEMAS=refresh cargo test --test
+//! tool_schemas` rewrites them from the code.
 
-use std::sync::Arc;
+mod common;
 
-use kin::model::UnconfiguredModel;
-use kin::runtime::{Runtime, RuntimeOptions};
-use kin::tools::ToolRegistry;
-use serde_json::Value;
+use serde_json::{json, Value};
 
-#[test]
-fn every_tool_has_its_schema_file_and_they_agree() {
+fn schema_dir() -> std::path::PathBuf {
+    common::repo().join("protocol/schemas/tools")
+}
+
+fn expected_file(spec: &kin::model::ToolSpec) -> Value {
+    let mut file = json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": format!("urn:kin:tool:{}", spec.name),
+        "title": spec.name,
+        "description": spec.description,
+    });
+    for (key, value) in spec.parameters.as_object().unwrap() {
+        file[key] = value.clone();
+    }
+    file
+}
+
+/// Every tool a top-level session offers: the coding tools plus delegation and tasks.
+fn all_specs() -> Vec<kin::model::ToolSpec> {
     let home = tempfile::tempdir().unwrap();
-    let runtime = Runtime::new(
+    let model = std::sync::Arc::new(kin::model::UnconfiguredModel::new("none"));
+    let runtime = kin::runtime::Runtime::new(
         home.path(),
-        Arc::new(UnconfiguredModel::new("none")),
-        ToolRegistry::new(),
-        RuntimeOptions::default(),
+        model,
+        kin::tools::builtin(),
+        Default::default(),
     )
     .unwrap();
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("protocol/schemas/tools");
-    let refresh = std::env::var("KIN_SNAPSHOT").is_ok_and(|v| v == "refresh");
-    let specs = runtime.tools.specs();
-    assert!(specs.len() >= 5);
-    for spec in specs {
-        let path = dir.join(format!("{}.json", spec.name));
-        let documented = serde_json::json!({
-            "$schema": "https://json-schema.org/draft/2020-12/schema",
-            "title": spec.name,
-            "description": spec.description,
-            "type": "object",
-            "properties": spec.parameters["properties"],
-            "required": spec.parameters.get("required").cloned().unwrap_or(Value::Array(vec![])),
-        });
-        if refresh {
-            std::fs::write(
-                &path,
-                serde_json::to_string_pretty(&documented).unwrap() + "\n",
-            )
-            .unwrap();
-            continue;
+    runtime.tools.specs()
+}
+
+#[test]
+fn every_tool_has_a_schema_file_matching_its_parameters() {
+    let specs = all_specs();
+    let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "bash",
+            "edit",
+            "glob",
+            "grep",
+            "read",
+            "subagent",
+            "subagent_fork",
+            "task_kill",
+            "task_list",
+            "task_output",
+            "write"
+        ]
+    );
+    if std::env::var("KIN_SCHEMAS").is_ok_and(|v| v == "refresh") {
+        for spec in &specs {
+            let text = serde_json::to_string_pretty(&expected_file(spec)).unwrap() + "\n";
+            std::fs::write(schema_dir().join(format!("{}.json", spec.name)), text).unwrap();
         }
-        let text = std::fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("{}: {e} (run with KIN_SNAPSHOT=refresh)", path.display()));
-        let file: Value = serde_json::from_str(&text).unwrap();
+    }
+    for spec in &specs {
+        let path = schema_dir().join(format!("{}.json", spec.name));
+        let file: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap())
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         assert_eq!(
             file,
-            documented,
-            "{} differs from the tool kin offers",
+            expected_file(spec),
+            "{} is out of date",
             path.display()
         );
         jsonschema::validator_for(&file).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    }
+    let mut files: Vec<String> = std::fs::read_dir(schema_dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    let wanted: Vec<String> = names.iter().map(|n| format!("{n}.json")).collect();
+    assert_eq!(files, wanted, "a schema file without a tool");
+}
+
+#[test]
+fn the_schemas_accept_and_refuse_the_expected_arguments() {
+    let cases = [
+        (
+            "read",
+            json!({"path": "a.rs", "offset": 3, "limit": 10}),
+            true,
+        ),
+        ("read", json!({"path": "a.rs", "offset": 0}), false),
+        ("read", json!({}), false),
+        ("write", json!({"path": "a.rs", "content": ""}), true),
+        ("write", json!({"path": "a.rs"}), false),
+        (
+            "edit",
+            json!({"path": "a.rs", "old_string": "a", "new_string": "b"}),
+            true,
+        ),
+        (
+            "edit",
+            json!({"path": "a.rs", "patch": "@@ -1 +1 @@\n-a\n+b\n"}),
+            true,
+        ),
+        ("edit", json!({"path": "a.rs", "replace_all": "yes"}), false),
+        ("glob", json!({"pattern": "**/*.rs", "path": "src"}), true),
+        ("glob", json!({"path": "src"}), false),
+        (
+            "grep",
+            json!({"pattern": "fn main", "glob": "*.rs", "ignore_case": true}),
+            true,
+        ),
+        ("grep", json!({"pattern": "x", "extra": 1}), false),
+        ("bash", json!({"command": "ls", "timeout": 5}), true),
+        ("bash", json!({"command": "ls", "timeout": 0}), false),
+    ];
+    for (tool, arguments, valid) in cases {
+        let path = schema_dir().join(format!("{tool}.json"));
+        let schema: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let validator = jsonschema::validator_for(&schema).unwrap();
+        assert_eq!(validator.is_valid(&arguments), valid, "{tool} {arguments}");
     }
 }

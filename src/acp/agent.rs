@@ -3,15 +3,17 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use agent_client_protocol_schema::v1::{
     AgentCapabilities, AuthMethod, AuthMethodAgent, AuthenticateResponse, CancelNotification,
-    ClientNotification, ClientRequest, CloseSessionResponse, ContentBlock, DeleteSessionResponse,
-    Implementation, InitializeResponse, ListSessionsResponse, LoadSessionResponse,
-    NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse, ResumeSessionResponse,
-    SessionCapabilities, SessionCloseCapabilities, SessionDeleteCapabilities, SessionInfo,
-    SessionListCapabilities, SessionNotification, SessionResumeCapabilities, StopReason,
+    ClientCapabilities, ClientNotification, ClientRequest, CloseSessionResponse, ContentBlock,
+    DeleteSessionResponse, Implementation, InitializeResponse, ListSessionsResponse,
+    LoadSessionResponse, NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse,
+    ResumeSessionResponse, SessionAdditionalDirectoriesCapabilities, SessionCapabilities,
+    SessionCloseCapabilities, SessionDeleteCapabilities, SessionInfo, SessionListCapabilities,
+    SessionNotification, SessionResumeCapabilities, SetSessionConfigOptionRequest,
+    SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse, StopReason,
 };
 use agent_client_protocol_schema::{MethodDispatchError, ProtocolVersion};
 use futures::future::BoxFuture;
@@ -19,13 +21,15 @@ use futures::FutureExt;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::updates;
+use super::bridge::AcpBridge;
+use super::{modes, updates};
 use crate::agent::{Agent, TurnError, TurnOutcome};
 use crate::model::Credentials;
 use crate::rpc::{Handler, Peer, RequestContext, RpcError};
 use crate::runtime::{Runtime, RuntimeError};
 use crate::session::{StoreError, UserPart};
 use crate::time::iso8601;
+use crate::tools::PermissionMode;
 
 /// ACP's "resource not found" code, used for unknown sessions.
 const RESOURCE_NOT_FOUND: i32 = -32002;
@@ -40,6 +44,8 @@ const LIST_PAGE: usize = 50;
 pub struct AcpAgent {
     runtime: Arc<Runtime>,
     initialized: AtomicBool,
+    /// What the client said it offers in `initialize` (fs, terminal, ...).
+    client: Mutex<ClientCapabilities>,
 }
 
 impl AcpAgent {
@@ -47,7 +53,15 @@ impl AcpAgent {
         Self {
             runtime,
             initialized: AtomicBool::new(false),
+            client: Mutex::new(ClientCapabilities::new()),
         }
+    }
+
+    fn client_capabilities(&self) -> ClientCapabilities {
+        self.client
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 }
 
@@ -168,13 +182,16 @@ impl Handler for AcpAgent {
                 ));
             }
             tracing::debug!(version = ?init.protocol_version, client = ?init.client_info, "initialize");
+            *self.client.lock().unwrap_or_else(|p| p.into_inner()) =
+                init.client_capabilities.clone();
             return ready(answer(Ok(initialize_response(&self.runtime))));
         }
         if !self.initialized.load(Ordering::Acquire) {
             return ready(Err(not_initialized(&method)));
         }
         let runtime = self.runtime.clone();
-        async move { dispatch(runtime, request, method, cx).await }.boxed()
+        let client = self.client_capabilities();
+        async move { dispatch(runtime, client, request, method, cx).await }.boxed()
     }
 
     fn notification(&self, method: String, params: Value) {
@@ -252,7 +269,8 @@ fn initialize_response(runtime: &Runtime) -> InitializeResponse {
         .list(SessionListCapabilities::new())
         .resume(SessionResumeCapabilities::new())
         .close(SessionCloseCapabilities::new())
-        .delete(SessionDeleteCapabilities::new());
+        .delete(SessionDeleteCapabilities::new())
+        .additional_directories(SessionAdditionalDirectoriesCapabilities::new());
     let capabilities = AgentCapabilities::new()
         .load_session(true)
         .prompt_capabilities(PromptCapabilities::new())
@@ -265,6 +283,7 @@ fn initialize_response(runtime: &Runtime) -> InitializeResponse {
 
 async fn dispatch(
     runtime: Arc<Runtime>,
+    client: ClientCapabilities,
     request: ClientRequest,
     method: String,
     cx: RequestContext,
@@ -282,11 +301,19 @@ async fn dispatch(
             let agent = runtime
                 .create_session(req.cwd.clone(), additional)
                 .map_err(runtime_error)?;
-            Ok(NewSessionResponse::new(agent.id.clone()))
+            let mode = agent.permission_mode();
+            Ok(NewSessionResponse::new(agent.id.clone())
+                .modes(modes::mode_state(mode))
+                .config_options(modes::config_options(mode)))
         })()),
         ClientRequest::LoadSessionRequest(req) => {
             check_roots(&req.cwd, &req.additional_directories)?;
-            let agent = open_idle(&runtime, &req.session_id.0, req.cwd)?;
+            let agent = open_idle(
+                &runtime,
+                &req.session_id.0,
+                req.cwd,
+                req.additional_directories,
+            )?;
             let replayed = agent.with_events(|events| updates::replay(events, &agent.tools));
             for update in replayed {
                 cx.peer.notify(
@@ -294,12 +321,33 @@ async fn dispatch(
                     &SessionNotification::new(agent.id.clone(), update),
                 );
             }
-            answer(Ok(LoadSessionResponse::new()))
+            let mode = agent.permission_mode();
+            answer(Ok(LoadSessionResponse::new()
+                .modes(modes::mode_state(mode))
+                .config_options(modes::config_options(mode))))
         }
         ClientRequest::ResumeSessionRequest(req) => {
             check_roots(&req.cwd, &req.additional_directories)?;
-            open_idle(&runtime, &req.session_id.0, req.cwd)?;
-            answer(Ok(ResumeSessionResponse::new()))
+            let agent = open_idle(
+                &runtime,
+                &req.session_id.0,
+                req.cwd,
+                req.additional_directories,
+            )?;
+            let mode = agent.permission_mode();
+            answer(Ok(ResumeSessionResponse::new()
+                .modes(modes::mode_state(mode))
+                .config_options(modes::config_options(mode))))
+        }
+        ClientRequest::SetSessionModeRequest(req) => {
+            set_mode(&runtime, &req, &cx)?;
+            answer(Ok(SetSessionModeResponse::new()))
+        }
+        ClientRequest::SetSessionConfigOptionRequest(req) => {
+            let mode = set_config_option(&runtime, &req, &cx)?;
+            answer(Ok(SetSessionConfigOptionResponse::new(
+                modes::config_options(mode),
+            )))
         }
         ClientRequest::ListSessionsRequest(req) => answer(list_sessions(
             &runtime,
@@ -322,14 +370,21 @@ async fn dispatch(
                 .map_err(store_error)?;
             answer(Ok(DeleteSessionResponse::new()))
         }
-        ClientRequest::PromptRequest(req) => prompt(runtime, req, cx).await,
+        ClientRequest::PromptRequest(req) => prompt(runtime, client, req, cx).await,
         _ => Err(RpcError::method_not_found(&method)),
     }
 }
 
 /// Opens a session for load or resume; one with a prompt in flight is refused.
-fn open_idle(runtime: &Runtime, id: &str, cwd: PathBuf) -> Result<Arc<Agent>, RpcError> {
-    let agent = runtime.open_session(id, cwd).map_err(runtime_error)?;
+fn open_idle(
+    runtime: &Runtime,
+    id: &str,
+    cwd: PathBuf,
+    additional: Vec<PathBuf>,
+) -> Result<Arc<Agent>, RpcError> {
+    let agent = runtime
+        .open_session_in(id, cwd, Some(additional))
+        .map_err(runtime_error)?;
     if agent.is_running() {
         return Err(RpcError::invalid_request(format!(
             "invalid request: session {id} is running a prompt; cancel it or wait for it first"
@@ -382,24 +437,98 @@ fn list_sessions(
     Ok(response)
 }
 
+/// The live agent of a session a request names; a stored but closed one says how to open it.
+fn live_agent(runtime: &Runtime, id: &str) -> Result<Arc<Agent>, RpcError> {
+    runtime.live(id).ok_or_else(|| {
+        let detail = runtime
+            .store
+            .exists(id)
+            .then_some("it is stored but not open: call session/load or session/resume first");
+        session_not_found(id, detail)
+    })
+}
+
+/// Switches a session's permission mode, logs it, and tells the editor's other view of it.
+fn switch_mode(
+    agent: &Agent,
+    mode: PermissionMode,
+    cx: &RequestContext,
+    echo: fn(PermissionMode) -> agent_client_protocol_schema::v1::SessionUpdate,
+) -> Result<(), RpcError> {
+    let changed = agent
+        .set_permission_mode(mode)
+        .map_err(|e| RpcError::internal(format!("could not record the mode change: {e}")))?;
+    if changed {
+        cx.peer.notify(
+            "session/update",
+            &SessionNotification::new(agent.id.clone(), echo(mode)),
+        );
+    }
+    Ok(())
+}
+
+fn unknown_mode(id: &str) -> RpcError {
+    let known: Vec<&str> = PermissionMode::ALL.iter().map(|m| m.id()).collect();
+    RpcError::invalid_params(format!(
+        "invalid params: unknown mode {id:?}; kin's modes are {}",
+        known.join(", ")
+    ))
+}
+
+fn set_mode(
+    runtime: &Runtime,
+    req: &SetSessionModeRequest,
+    cx: &RequestContext,
+) -> Result<(), RpcError> {
+    let agent = live_agent(runtime, &req.session_id.0)?;
+    let mode =
+        PermissionMode::from_id(&req.mode_id.0).ok_or_else(|| unknown_mode(&req.mode_id.0))?;
+    // The mode was set through modes; keep the config option view in step.
+    switch_mode(&agent, mode, cx, modes::config_option_update)
+}
+
+fn set_config_option(
+    runtime: &Runtime,
+    req: &SetSessionConfigOptionRequest,
+    cx: &RequestContext,
+) -> Result<PermissionMode, RpcError> {
+    let agent = live_agent(runtime, &req.session_id.0)?;
+    if &*req.config_id.0 != modes::MODE_OPTION {
+        return Err(RpcError::invalid_params(format!(
+            "invalid params: unknown config option {:?}; kin has {:?}",
+            req.config_id.0,
+            modes::MODE_OPTION
+        )));
+    }
+    let value = req.value.as_value_id().ok_or_else(|| {
+        RpcError::invalid_params(
+            "invalid params: the `mode` option takes a value id, not a boolean",
+        )
+    })?;
+    let mode = PermissionMode::from_id(&value.0).ok_or_else(|| unknown_mode(&value.0))?;
+    // Set through config options; keep the modes view in step.
+    switch_mode(&agent, mode, cx, modes::current_mode_update)?;
+    Ok(mode)
+}
+
 async fn prompt(
     runtime: Arc<Runtime>,
+    client: ClientCapabilities,
     req: PromptRequest,
     cx: RequestContext,
 ) -> Result<Value, RpcError> {
     let id = req.session_id.0.to_string();
-    let Some(agent) = runtime.live(&id) else {
-        let detail = runtime
-            .store
-            .exists(&id)
-            .then_some("it is stored but not open: call session/load or session/resume first");
-        return Err(session_not_found(&id, detail));
-    };
+    let agent = live_agent(&runtime, &id)?;
     let parts = prompt_parts(req.prompt)?;
     if let Credentials::Missing { hint } = runtime.model.credentials() {
         return Err(auth_required(&hint));
     }
-    let deps = runtime.turn_deps(&agent);
+    let mut deps = runtime.turn_deps(&agent);
+    deps.client = Some(Arc::new(AcpBridge::new(
+        cx.peer.clone(),
+        agent.id.clone(),
+        &client,
+    )));
     let peer: Peer = cx.peer.clone();
     let tools = agent.tools.clone();
     let session_id = agent.id.clone();

@@ -1,7 +1,11 @@
-//! The ACP boundary: editor-facing requests become runtime calls, and session events become
-//! `session/update` notifications. The only module that knows ACP types.
+//! The ACP boundary: editor-facing requests become runtime calls, session events become
+//! `session/update` notifications ([`updates`]), tools reach the editor through [`bridge`], and
+//! the permission mode is shown as session modes and a config option ([`modes`]). The only
+//! module that knows ACP types.
 
 mod agent;
+pub mod bridge;
+pub mod modes;
 mod subagents;
 pub mod updates;
 

@@ -1,16 +1,17 @@
 //! Session events -> ACP `SessionUpdate`s, in one place: live (as a turn runs) and replayed
-//! (`session/load`), so an editor sees the same conversation both ways.
+//! (`session/load`), so an editor sees the same conversation both ways. The one difference: a
+//! command's editor terminal is shown live, its output text on replay (the terminal is gone).
 
 use agent_client_protocol_schema::v1::{
-    ContentBlock, ContentChunk, ResourceLink, SessionInfoUpdate, SessionUpdate,
-    ToolCall as AcpToolCall, ToolCallContent, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
-    ToolKind as AcpToolKind,
+    ContentBlock, ContentChunk, Diff, ResourceLink, SessionInfoUpdate, SessionUpdate, Terminal,
+    ToolCall as AcpToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate,
+    ToolCallUpdateFields, ToolKind as AcpToolKind,
 };
 use serde_json::Value;
 
 use crate::session::{AssistantBlock, Chunk, Event, EventBody, ToolCall, ToolResult, UserPart};
 use crate::time::iso8601;
-use crate::tools::{ToolKind, ToolRegistry};
+use crate::tools::{ToolDisplay, ToolKind, ToolRegistry};
 
 fn text_chunk(text: &str) -> ContentChunk {
     ContentChunk::new(ContentBlock::from(text.to_owned()))
@@ -29,7 +30,7 @@ pub fn live(event: &Event, tools: &ToolRegistry) -> Option<SessionUpdate> {
             _ => None,
         },
         EventBody::ToolCall(call) => Some(tool_call(call, tools)),
-        EventBody::ToolResult(result) => Some(tool_result(result)),
+        EventBody::ToolResult(result) => Some(tool_result(result, true)),
         EventBody::SessionTitle(title) => Some(SessionUpdate::SessionInfoUpdate(
             SessionInfoUpdate::new()
                 .title(title.title.clone())
@@ -54,20 +55,66 @@ fn tool_call(call: &ToolCall, tools: &ToolRegistry) -> SessionUpdate {
     )
 }
 
-fn tool_result(result: &ToolResult) -> SessionUpdate {
-    let status = if result.is_error() {
+fn tool_result(result: &ToolResult, live: bool) -> SessionUpdate {
+    let failed = result.is_error();
+    let status = if failed {
         ToolCallStatus::Failed
     } else {
         ToolCallStatus::Completed
     };
-    let content = vec![ToolCallContent::from(result.text())];
+    let display = ToolDisplay::from_meta(result.meta.as_ref());
+    let mut content = Vec::new();
+    if live {
+        content.extend(display.terminal_id.clone().map(terminal_content));
+    }
+    if !failed {
+        content.extend(diff_content(&display));
+    }
+    if content.is_empty() || failed {
+        content.push(ToolCallContent::from(result.text()));
+    }
+    let mut fields = ToolCallUpdateFields::new().status(status).content(content);
+    if !display.locations.is_empty() {
+        fields = fields.locations(locations(&display));
+    }
+    SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(result.call_id().to_owned(), fields))
+}
+
+fn terminal_content(terminal_id: String) -> ToolCallContent {
+    ToolCallContent::Terminal(Terminal::new(terminal_id))
+}
+
+/// The diffs of a display as ACP content.
+pub fn diff_content(display: &ToolDisplay) -> Vec<ToolCallContent> {
+    display
+        .diffs
+        .iter()
+        .map(|diff| {
+            ToolCallContent::from(
+                Diff::new(diff.path.clone(), diff.new_text.clone()).old_text(diff.old_text.clone()),
+            )
+        })
+        .collect()
+}
+
+/// The locations of a display as ACP locations.
+pub fn locations(display: &ToolDisplay) -> Vec<ToolCallLocation> {
+    display
+        .locations
+        .iter()
+        .map(|location| ToolCallLocation::new(location.path.clone()).line(location.line))
+        .collect()
+}
+
+/// Shows a command's editor terminal on its tool call while it runs.
+pub fn terminal_attached(call_id: &str, terminal_id: &str) -> SessionUpdate {
     SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
-        result.call_id().to_owned(),
-        ToolCallUpdateFields::new().status(status).content(content),
+        call_id.to_owned(),
+        ToolCallUpdateFields::new().content(vec![terminal_content(terminal_id.to_owned())]),
     ))
 }
 
-fn acp_kind(kind: ToolKind) -> AcpToolKind {
+pub fn acp_kind(kind: ToolKind) -> AcpToolKind {
     match kind {
         ToolKind::Read => AcpToolKind::Read,
         ToolKind::Edit => AcpToolKind::Edit,
@@ -155,7 +202,8 @@ pub fn replay(events: &[Event], tools: &ToolRegistry) -> Vec<SessionUpdate> {
                     });
                 }
             }
-            EventBody::ToolCall(_) | EventBody::ToolResult(_) | EventBody::SessionTitle(_) => {
+            EventBody::ToolResult(result) => out.push(tool_result(result, false)),
+            EventBody::ToolCall(_) | EventBody::SessionTitle(_) => {
                 out.extend(live(event, tools));
             }
             _ => {}

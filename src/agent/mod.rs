@@ -4,6 +4,7 @@
 //! happening is a log event, handed to an observer as it is appended. Knows nothing of ACP.
 
 mod assemble;
+mod permissions;
 pub mod structured;
 mod system;
 mod title;
@@ -17,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::model::{Model, ModelError};
 use crate::session::{Event, EventBody, Header, SessionLog, StoreError, TurnEndReason, UserPart};
-use crate::tools::ToolRegistry;
+use crate::tools::{ClientBridge, PermissionMode, Roots, SessionPermissions, ToolRegistry};
 
 pub use assemble::MessageAssembler;
 pub use structured::{StructuredCapture, STRUCTURED_TOOL};
@@ -65,6 +66,8 @@ pub struct TurnDeps {
     pub model: Arc<dyn Model>,
     pub system: String,
     pub max_steps: u32,
+    /// The editor, for tools that can work through it and for permission prompts.
+    pub client: Option<Arc<dyn ClientBridge>>,
 }
 
 /// Receives each event right after it was appended to the log.
@@ -93,6 +96,10 @@ pub struct Agent {
     /// Set for a child that must report a structured result.
     pub structured: Option<Arc<StructuredCapture>>,
     header: Header,
+    /// Where tools may reach: cwd plus additional directories.
+    roots: Arc<Roots>,
+    /// Permission mode and remembered answers, restored from the log.
+    permissions: Arc<SessionPermissions>,
     /// Held for a whole turn: one turn at a time, one writer of the log.
     state: tokio::sync::Mutex<AgentState>,
     /// The log's events so far; readable while a turn runs (a fork copies the completed part).
@@ -139,8 +146,16 @@ impl Agent {
             .events
             .iter()
             .any(|event| matches!(event.body, EventBody::SessionTitle(_)));
+        let additional = spec
+            .header
+            .additional_directories
+            .iter()
+            .map(PathBuf::from)
+            .collect();
         Self {
             id: spec.header.id.clone(),
+            roots: Arc::new(Roots::new(spec.cwd.clone(), additional)),
+            permissions: Arc::new(permissions::restore(&spec.events)),
             cwd: spec.cwd,
             options: spec.options,
             persona: spec.persona,
@@ -169,6 +184,39 @@ impl Agent {
         self.header
             .delegation_depth
             .max(self.options.subagent_depth.unwrap_or(0))
+    }
+
+    pub fn roots(&self) -> &Arc<Roots> {
+        &self.roots
+    }
+
+    pub fn permission_mode(&self) -> PermissionMode {
+        self.permissions.mode()
+    }
+
+    /// Switches the permission mode; the change is written to the log now if the session is
+    /// idle, else by the running turn. Returns whether the mode changed.
+    pub fn set_permission_mode(&self, mode: PermissionMode) -> Result<bool, StoreError> {
+        let changed = self.permissions.set_mode(mode);
+        self.write_permission_records()?;
+        Ok(changed)
+    }
+
+    /// Writes queued permission records if no turn holds the log (a running turn writes them
+    /// itself).
+    fn write_permission_records(&self) -> Result<(), StoreError> {
+        if let Ok(mut state) = self.state.try_lock() {
+            let records = self.permissions.take_unlogged();
+            if !records.is_empty() {
+                for record in records {
+                    let body = permissions::event(record, None);
+                    let event = state.log.append(body, crate::time::now_ms())?;
+                    self.push_event(event);
+                }
+                state.log.sync()?;
+            }
+        }
+        Ok(())
     }
 
     pub fn is_running(&self) -> bool {
@@ -256,6 +304,10 @@ impl Agent {
             // Under the steering lock, so a steer either lands in this turn or sees it over.
             let _steering = lock(&self.steering);
             self.running.store(false, Ordering::Release);
+        }
+        // A mode switch that arrived as the turn was ending is written now.
+        if let Err(error) = self.write_permission_records() {
+            tracing::warn!(%error, session = %self.id, "could not log a permission change");
         }
         result
     }

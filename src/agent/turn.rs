@@ -4,7 +4,9 @@ use futures::StreamExt;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::{Agent, AgentState, MessageAssembler, Observer, TurnDeps, TurnError, TurnOutcome};
+use super::{
+    permissions, Agent, AgentState, MessageAssembler, Observer, TurnDeps, TurnError, TurnOutcome,
+};
 use crate::model::{ModelError, ModelRequest};
 use crate::session::history::model_history;
 use crate::session::*;
@@ -25,6 +27,9 @@ struct Turn<'a> {
     observe: Observer<'a>,
     cancel: &'a CancellationToken,
     turn: u32,
+    /// A tool call ended as cancelled (e.g. its permission prompt was dismissed): the turn stops
+    /// after the current step, as if cancelled.
+    tool_cancelled: bool,
 }
 
 pub(super) async fn run(
@@ -44,8 +49,13 @@ pub(super) async fn run(
         observe,
         cancel,
         turn,
+        tool_cancelled: false,
     };
     let result = this.run(prompt).await;
+    let result = match this.log_permission_records(None) {
+        Ok(()) => result,
+        Err(error) => result.and(Err(error.into())),
+    };
     let reason = match &result {
         Ok(outcome) => outcome.end_reason(),
         Err(TurnError::Model { step, error, .. }) => TurnEndReason::Error {
@@ -83,6 +93,15 @@ impl Turn<'_> {
         Ok(())
     }
 
+    /// Writes the permission changes queued since the last call; `at` is the (turn, step) of
+    /// the tool call being run, if any.
+    fn log_permission_records(&mut self, at: Option<(u32, u32)>) -> Result<(), StoreError> {
+        for record in self.agent.permissions.take_unlogged() {
+            self.emit(permissions::event(record, at))?;
+        }
+        Ok(())
+    }
+
     fn emit_surface(
         &mut self,
         body: EventBody,
@@ -96,6 +115,7 @@ impl Turn<'_> {
 
     async fn run(&mut self, prompt: Vec<UserPart>) -> Result<TurnOutcome, TurnError> {
         let turn = self.turn;
+        self.log_permission_records(None)?;
         self.emit(EventBody::TurnStart(TurnStart {
             turn,
             trigger: json!({"kind": "message", "source": {"kind": "user"}}),
@@ -248,7 +268,7 @@ impl Turn<'_> {
         for (call_id, name, arguments) in &calls {
             self.call_tool(step, call_id, name, arguments).await?;
         }
-        if self.cancel.is_cancelled() {
+        if self.cancel.is_cancelled() || self.tool_cancelled {
             return Ok(StepEnd::Finished(TurnOutcome::Cancelled));
         }
         if self
@@ -296,19 +316,38 @@ impl Turn<'_> {
             .structured
             .as_ref()
             .is_some_and(|s| s.is_captured());
-        let output = if self.cancel.is_cancelled() {
+        let output = if self.cancel.is_cancelled() || self.tool_cancelled {
             ToolOutput::cancelled()
         } else if captured {
             crate::agent::StructuredCapture::refusal(name)
         } else {
+            let agent = self.agent;
             let cx = ToolContext {
-                session_id: self.agent.id.clone(),
-                call_id: call_id.to_owned(),
-                cwd: self.agent.cwd.clone(),
+                session_id: agent.id.clone(),
+                cwd: agent.cwd.clone(),
                 cancel: self.cancel.child_token(),
+                call_id: call_id.into(),
+                roots: agent.roots.clone(),
+                permissions: agent.permissions.clone(),
+                client: self.deps.client.clone(),
             };
-            self.agent.tools.call(name, arguments, cx).await
+            let tools = agent.tools.clone();
+            let running = tools.call(name, arguments, cx);
+            tokio::pin!(running);
+            // Answers given while the call runs are logged as they come, not after it.
+            loop {
+                tokio::select! {
+                    output = &mut running => break output,
+                    _ = agent.permissions.changed() => {
+                        self.log_permission_records(Some((turn, step)))?;
+                    }
+                }
+            }
         };
+        self.log_permission_records(Some((turn, step)))?;
+        if output.is_cancelled() && !self.cancel.is_cancelled() {
+            self.tool_cancelled = true;
+        }
         self.emit_surface(
             EventBody::ToolResult(ToolResult {
                 turn,
@@ -330,7 +369,7 @@ impl Turn<'_> {
                 error: output
                     .error
                     .map(|(name, code)| ToolResultError { name, code }),
-                meta: None,
+                meta: output.display.to_meta(),
             }),
             Some(vec![call_seq]),
         )?;

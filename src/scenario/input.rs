@@ -3,9 +3,16 @@
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::client::PermissionAnswerEntry;
+
 #[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Input {
     pub steps: Vec<Step>,
+    /// Answers to kin's permission prompts, in order; absent: every prompt is allowed once.
+    /// Used up: the run fails.
+    #[serde(default)]
+    pub permission_answers: Option<Vec<PermissionAnswerEntry>>,
 }
 
 /// One client action. `session` picks a session by creation index (0-based); default: the last.
@@ -26,11 +33,15 @@ pub enum Step {
         #[serde(default)]
         session: Option<usize>,
     },
-    /// Sends a prompt, waits for its first `session/update`, then sends `session/cancel`.
+    /// Sends a prompt, waits for its first `session/update` (or, with `cancelOn`, for the
+    /// first message kin sends with that method), then sends `session/cancel` and waits for
+    /// the answer.
     PromptAndCancel {
         text: String,
         #[serde(default)]
         session: Option<usize>,
+        #[serde(default)]
+        cancel_on: Option<String>,
     },
     /// Sends a prompt and waits only for its first `session/update` (the turn is running).
     StartPrompt {
@@ -85,4 +96,6 @@ pub enum Step {
     },
     /// Waits until every previous prompt has been answered (for steps sent without waiting).
     WaitForTurnEnd {},
+    /// Reads (answering kin's requests) until kin sends a message with this method.
+    WaitFor { method: String },
 }

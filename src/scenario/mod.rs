@@ -7,10 +7,12 @@
 //! comparable. Used by the snapshot tests, `kin demo` and the benchmarks. Format:
 //! `protocol/snapshot-format.md`.
 
+mod client;
 pub mod demo;
 mod input;
 pub mod normalize;
 mod runner;
 
+pub use client::{PermissionAnswerEntry, PermissionScript};
 pub use input::{Input, Step};
 pub use runner::{harvest_logs, RunEvent, RunOptions, Runner, ScenarioError};

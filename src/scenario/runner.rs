@@ -7,8 +7,10 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::sync::mpsc;
 
+use super::client::{ClientSide, Reply};
 use super::{Input, Step};
 use crate::rpc::{Frame, LineReader};
 use crate::session::parse_log;
@@ -34,6 +36,8 @@ pub enum ScenarioError {
     Timeout(String),
     #[error("step {step}: {reason}")]
     Step { step: usize, reason: String },
+    #[error("kin asked something the scenario cannot answer: {0}")]
+    Client(String),
 }
 
 /// What the runner saw, for printing a transcript.
@@ -53,14 +57,19 @@ pub struct RunOptions {
     pub env: Vec<(String, String)>,
     /// `KIN_HOME` for the child.
     pub home: PathBuf,
-    /// The workspace new sessions are created in.
+    /// The workspace new sessions are created in. A `workspace/` directory in the scenario is
+    /// copied into it before kin starts.
     pub cwd: PathBuf,
 }
 
 pub struct Runner<'a> {
     child: Child,
     stdin: Option<ChildStdin>,
-    lines: LineReader<ChildStdout>,
+    /// kin's stdout, one frame at a time, read by a task (so waiting on it can be interrupted).
+    frames: mpsc::UnboundedReceiver<std::io::Result<Frame>>,
+    /// Answers the client sends late (`terminal/wait_for_exit`).
+    deferred: mpsc::UnboundedReceiver<Value>,
+    client: ClientSide,
     stderr: tokio::task::JoinHandle<String>,
     cwd: PathBuf,
     next_id: i64,
@@ -80,6 +89,10 @@ impl<'a> Runner<'a> {
         let mut command = Command::new(&options.binary);
         command.arg("acp");
         if let Some(dir) = &options.replay_dir {
+            let workspace = dir.join("workspace");
+            if workspace.is_dir() {
+                copy_tree(&workspace, &options.cwd)?;
+            }
             command.arg("--replay").arg(dir);
         }
         let mut child = command
@@ -105,10 +118,27 @@ impl<'a> Runner<'a> {
             let _ = stderr.read_to_string(&mut text).await;
             text
         });
+        let (frames_tx, frames) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut lines = LineReader::new(stdout);
+            loop {
+                let frame = lines.next_frame().await.transpose();
+                let end = !matches!(frame, Some(Ok(_)));
+                if let Some(frame) = frame {
+                    let _ = frames_tx.send(frame);
+                }
+                if end {
+                    break;
+                }
+            }
+        });
+        let (deferred_tx, deferred) = mpsc::unbounded_channel();
         Ok(Self {
             child,
             stdin: Some(stdin),
-            lines: LineReader::new(stdout),
+            frames,
+            deferred,
+            client: ClientSide::new(deferred_tx),
             stderr,
             cwd: options.cwd.clone(),
             next_id: 1,
@@ -126,10 +156,21 @@ impl<'a> Runner<'a> {
 
     /// Plays every step, then shuts kin down (stdin EOF) and collects what it wrote last.
     pub async fn run(mut self, input: &Input) -> Result<(Vec<String>, String), ScenarioError> {
+        self.script_permissions(input.permission_answers.as_deref());
         for (index, step) in input.steps.iter().enumerate() {
             self.step(index, step).await?;
         }
         self.finish().await
+    }
+
+    /// Sets the answers to kin's permission prompts (None: allow each once).
+    pub fn script_permissions(&mut self, answers: Option<&[super::PermissionAnswerEntry]>) {
+        self.client.script_permissions(answers);
+    }
+
+    /// Plays one step (for tests that interleave their own checks between steps).
+    pub async fn play(&mut self, step: &Step) -> Result<(), ScenarioError> {
+        self.step(0, step).await
     }
 
     /// Closes stdin, reads kin's last words and waits for it to exit.
@@ -193,9 +234,11 @@ impl<'a> Runner<'a> {
             Step::Initialize {
                 client_capabilities,
             } => {
+                let capabilities = client_capabilities.clone().unwrap_or_else(|| json!({}));
+                self.client.advertise(&capabilities);
                 let params = json!({
                     "protocolVersion": 1,
-                    "clientCapabilities": client_capabilities.clone().unwrap_or_else(|| json!({})),
+                    "clientCapabilities": capabilities,
                     "clientInfo": {"name": "kin-scenario", "version": env!("CARGO_PKG_VERSION")},
                 });
                 self.call("initialize", params).await?;
@@ -218,9 +261,25 @@ impl<'a> Runner<'a> {
                 let id = self.session(index, *session)?;
                 self.start_prompt(&id, text).await?;
             }
-            Step::PromptAndCancel { text, session } => {
+            Step::PromptAndCancel {
+                text,
+                session,
+                cancel_on,
+            } => {
                 let id = self.session(index, *session)?;
-                self.start_prompt(&id, text).await?;
+                match cancel_on {
+                    None => self.start_prompt(&id, text).await?,
+                    Some(method) => {
+                        let prompt = self
+                            .send_request("session/prompt", prompt_params(&id, text))
+                            .await?;
+                        self.open_prompts.insert(prompt);
+                        self.read_until(&format!("waiting for kin to send {method}"), |m| {
+                            m.get("method").and_then(Value::as_str) == Some(method.as_str())
+                        })
+                        .await?;
+                    }
+                }
                 self.notify("session/cancel", json!({"sessionId": id}))
                     .await?;
                 self.wait_for_prompts().await?;
@@ -231,6 +290,12 @@ impl<'a> Runner<'a> {
                     .await?;
             }
             Step::WaitForTurnEnd {} => self.wait_for_prompts().await?,
+            Step::WaitFor { method } => {
+                self.read_until(&format!("waiting for kin to send {method}"), |m| {
+                    m.get("method").and_then(Value::as_str) == Some(method.as_str())
+                })
+                .await?;
+            }
             Step::LoadSession { session } | Step::ResumeSession { session } => {
                 let id = self.session(index, *session)?;
                 let method = match step {
@@ -369,12 +434,20 @@ impl<'a> Runner<'a> {
         }
     }
 
-    /// Reads one line, records it, answers it if it is a request to the client.
+    /// Reads one line, records it, answers it if it is a request to the client. Late client
+    /// answers are sent while waiting.
     async fn read_line(&mut self) -> Result<Option<Value>, ScenarioError> {
-        let line = match self.lines.next_frame().await? {
+        let frame = loop {
+            tokio::select! {
+                frame = self.frames.recv() => break frame,
+                Some(answer) = self.deferred.recv(), if self.stdin.is_some() => self.send(answer).await?,
+            }
+        };
+        let line = match frame {
             None => return Ok(None),
-            Some(Frame::Line(line)) => String::from_utf8_lossy(&line).into_owned(),
-            Some(Frame::TooLong { len }) => {
+            Some(Err(error)) => return Err(error.into()),
+            Some(Ok(Frame::Line(line))) => String::from_utf8_lossy(&line).into_owned(),
+            Some(Ok(Frame::TooLong { len })) => {
                 return Err(ScenarioError::NotJson(format!("<{len} bytes>")))
             }
         };
@@ -387,45 +460,61 @@ impl<'a> Runner<'a> {
                 self.open_prompts.remove(&id);
             }
         }
-        if let (Some(id), Some(method)) = (
+        match (
             message.get("id"),
             message.get("method").and_then(Value::as_str),
         ) {
-            let reply = client_answer(method, &message["params"]);
-            let mut answer = json!({"jsonrpc": "2.0", "id": id});
-            match reply {
-                Ok(result) => answer["result"] = result,
-                Err(error) => answer["error"] = error,
+            (Some(id), Some(method)) => {
+                let reply = self
+                    .client
+                    .answer(id, method, &message["params"])
+                    .map_err(ScenarioError::Client)?;
+                let answer = match reply {
+                    Reply::Later => None,
+                    Reply::Now(answer) => Some(answer),
+                    Reply::CancelTurnThen(session, answer) => {
+                        self.client.answer_on_cancel(id, answer);
+                        self.notify("session/cancel", json!({"sessionId": session}))
+                            .await?;
+                        None
+                    }
+                };
+                if let Some(answer) = answer {
+                    let mut response = json!({"jsonrpc": "2.0", "id": id});
+                    match answer {
+                        Ok(result) => response["result"] = result,
+                        Err(error) => response["error"] = error,
+                    }
+                    self.send(response).await?;
+                }
             }
-            self.send(answer).await?;
+            (None, Some(method)) => self.client.notified(method, &message["params"]),
+            _ => {}
         }
         Ok(Some(message))
     }
 }
 
-fn prompt_params(session: &str, text: &str) -> Value {
-    json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]})
+/// Copies a scenario's `workspace/` into the run's cwd (files, directories and symlinks).
+fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let (source, target) = (entry.path(), to.join(entry.file_name()));
+        let kind = entry.file_type()?;
+        if kind.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(&source)?, &target)?;
+        } else if kind.is_dir() {
+            copy_tree(&source, &target)?;
+        } else {
+            std::fs::copy(&source, &target)?;
+        }
+    }
+    Ok(())
 }
 
-/// The scripted client's answer to a request from kin: permissions are granted once; the
-/// scenario client offers no other client methods.
-fn client_answer(method: &str, params: &Value) -> Result<Value, Value> {
-    match method {
-        "session/request_permission" => {
-            let options = params.get("options").and_then(Value::as_array);
-            let allow = options.and_then(|options| {
-                options
-                    .iter()
-                    .find(|o| o.get("kind").and_then(Value::as_str) == Some("allow_once"))
-                    .or_else(|| options.first())
-            });
-            Ok(match allow.and_then(|o| o.get("optionId")) {
-                Some(id) => json!({"outcome": {"outcome": "selected", "optionId": id}}),
-                None => json!({"outcome": {"outcome": "cancelled"}}),
-            })
-        }
-        _ => Err(json!({"code": -32601, "message": format!("method not found: {method}")})),
-    }
+fn prompt_params(session: &str, text: &str) -> Value {
+    json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]})
 }
 
 /// The session logs a run left in `home`, ordered: sessions in the order their ids first

@@ -78,6 +78,8 @@ pub enum EventBody {
     TurnEnd(TurnEnd),
     SessionEndSeed(Empty),
     SteeringMessage(SteeringMessage),
+    PermissionMode(PermissionModeSet),
+    PermissionDecision(PermissionDecision),
     Other(OtherEvent),
 }
 
@@ -128,6 +130,8 @@ event_kinds! {
     TurnEnd => "turn/end",
     SessionEndSeed => "session/end-seed",
     SteeringMessage => "steering/message",
+    PermissionMode => "permission/mode",
+    PermissionDecision => "permission/decision",
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -415,6 +419,33 @@ pub enum TurnEndReason {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         failure: Option<Value>,
     },
+}
+
+/// The session's permission mode was switched (`ask`, `allow` or `read-only`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PermissionModeSet {
+    pub mode: String,
+    /// Who switched it, e.g. `{"kind":"client"}`.
+    pub source: Value,
+}
+
+/// The user answered a permission prompt for one tool call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PermissionDecision {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<u32>,
+    pub call_id: String,
+    /// The tool kind the answer is about (`edit`, `execute`, `read`, ...).
+    pub kind: String,
+    /// `workspace` (inside the session's roots) or `outside`.
+    pub scope: String,
+    /// `allow` or `reject`.
+    pub decision: String,
+    /// `once`, or `always` (remembered for the rest of the session).
+    pub remember: String,
 }
 
 #[derive(Serialize)]

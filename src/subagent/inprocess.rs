@@ -146,6 +146,11 @@ pub(super) fn start(
         tools: Arc::new(tools),
         structured,
     }));
+    // The child works under the parent's current permission mode (logged in the child).
+    if let Err(error) = child.set_permission_mode(parent.permission_mode()) {
+        let _ = runtime.store.delete(&id);
+        return Err(SubagentError::Setup(error.to_string()));
+    }
     if let Err(error) = runtime.publish(child.clone()) {
         let _ = runtime.store.delete(&id);
         return Err(SubagentError::Setup(error.to_string()));
@@ -161,6 +166,7 @@ pub(super) fn start(
         request.prompt,
         request.cancel.child_token(),
         boundary,
+        request.client,
     ))
 }
 
@@ -171,8 +177,10 @@ pub(super) fn drive(
     prompt: Vec<UserPart>,
     cancel: CancellationToken,
     boundary: usize,
+    client: Option<Arc<dyn crate::tools::ClientBridge>>,
 ) -> Run {
-    let deps = runtime.turn_deps(&child);
+    let mut deps = runtime.turn_deps(&child);
+    deps.client = client;
     let turn_child = child.clone();
     let turn_cancel = cancel.clone();
     let reporter = Arc::downgrade(&runtime);

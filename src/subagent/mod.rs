@@ -79,6 +79,9 @@ pub struct StartRequest {
     pub persona: Option<String>,
     /// A short label shown to the user (the tool's `description`).
     pub label: Option<String>,
+    /// The editor of the delegating session: the child asks it for permissions and uses its
+    /// files and terminals, as the parent would.
+    pub client: Option<Arc<dyn crate::tools::ClientBridge>>,
 }
 
 impl StartRequest {
@@ -93,6 +96,7 @@ impl StartRequest {
             tool_filter: None,
             persona: None,
             label: None,
+            client: None,
         }
     }
 }

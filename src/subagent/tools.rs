@@ -164,6 +164,7 @@ impl Tool for SubagentTool {
                 let service = runtime.subagents.clone();
                 let owner = parent.id.clone();
                 let child_label = label.clone();
+                let client = cx.client.clone();
                 let started = runtime.tasks.start(
                     "subagent",
                     &label,
@@ -172,6 +173,7 @@ impl Tool for SubagentTool {
                         let mut request = StartRequest::new(prompt, parent, cancel.clone());
                         request.max_depth = max_depth;
                         request.label = Some(child_label);
+                        request.client = client;
                         async move {
                             match service.start(&provider, request).await {
                                 Ok(run) => settle(run).await,
@@ -192,6 +194,7 @@ impl Tool for SubagentTool {
             let mut request = StartRequest::new(prompt, parent, cx.cancel.clone());
             request.max_depth = max_depth;
             request.label = Some(label);
+            request.client = cx.client.clone();
             let run = match runtime.subagents.start(&provider, request).await {
                 Ok(run) => run,
                 Err(error) => return failure(&error),

@@ -1,20 +1,50 @@
-//! Tools the model can call: the [`Tool`] trait and the [`ToolRegistry`] a session offers.
+//! Tools the model can call: the [`Tool`] trait and the [`ToolRegistry`] a session offers, and
+//! the built-in coding tools.
 //!
 //! A tool failure is told to the model (an error result) and the turn goes on; only the agent
-//! loop decides when a turn ends.
+//! loop decides when a turn ends. Tools reach the editor only through [`ClientBridge`] and know
+//! nothing of ACP wire types.
+//!
+//! - [`paths`]: workspace roots and confinement; [`permission`]: modes, asking, "always";
+//! - [`client`]: the editor bridge trait; [`fs`]: file text through the editor or the disk;
+//! - [`process`]: commands in their own process group; [`truncate`]: head-and-tail output caps;
+//! - [`display`]: locations, diffs and terminals shown by editors;
+//! - the tools: [`read`], [`write`], [`edit`], [`glob`], [`grep`], [`shell`] (`bash`).
+
+pub mod client;
+pub mod display;
+pub mod edit;
+pub mod fs;
+pub mod glob;
+pub mod grep;
+pub mod paths;
+pub mod permission;
+pub mod process;
+pub mod read;
+pub mod shell;
+#[cfg(test)]
+pub mod testing;
+pub mod truncate;
+pub mod write;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::model::ToolSpec;
+pub use client::ClientBridge;
+pub use display::ToolDisplay;
+pub use paths::Roots;
+pub use permission::{PermissionMode, SessionPermissions};
 
 /// What kind of action a tool performs; mirrors ACP's tool kinds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum ToolKind {
     Read,
     Edit,
@@ -31,10 +61,81 @@ pub enum ToolKind {
 #[derive(Clone)]
 pub struct ToolContext {
     pub session_id: String,
-    /// The model's id for this call.
-    pub call_id: String,
     pub cwd: PathBuf,
     pub cancel: CancellationToken,
+    /// The id of this call (the model's tool-call id).
+    pub call_id: String,
+    /// Where the session may reach: cwd plus additional directories.
+    pub roots: Arc<Roots>,
+    /// The session's permission mode and remembered answers.
+    pub permissions: Arc<SessionPermissions>,
+    /// The editor, when the session has one.
+    pub client: Option<Arc<dyn ClientBridge>>,
+}
+
+impl ToolContext {
+    /// A context rooted at `cwd` alone, in `ask` mode, without an editor.
+    pub fn new(session_id: impl Into<String>, cwd: PathBuf, cancel: CancellationToken) -> Self {
+        Self {
+            session_id: session_id.into(),
+            roots: Arc::new(Roots::new(cwd.clone(), Vec::new())),
+            cwd,
+            cancel,
+            call_id: String::new(),
+            permissions: Arc::new(SessionPermissions::default()),
+            client: None,
+        }
+    }
+
+    /// The editor, if it offers the service `wants` picks from its features.
+    pub fn client_with(
+        &self,
+        wants: impl Fn(&client::ClientFeatures) -> bool,
+    ) -> Option<&Arc<dyn ClientBridge>> {
+        self.client.as_ref().filter(|c| wants(&c.features()))
+    }
+
+    /// Asks the permission rules (and, if they say so, the user) whether this call may do what
+    /// `prompt` describes; see [`SessionPermissions::authorize`].
+    pub async fn authorize(
+        &self,
+        scope: permission::Scope,
+        prompt: client::PermissionPrompt,
+    ) -> Result<(), ToolOutput> {
+        self.permissions.authorize(scope, prompt, self).await
+    }
+
+    /// Resolves a model-given path against the roots; an error result names the problem.
+    pub fn resolve(&self, raw: &str) -> Result<paths::Resolved, ToolOutput> {
+        self.roots.resolve(raw).map_err(|error| {
+            ToolOutput::error("InvalidPath", "INVALID_PATH", format!("Error: {error}"))
+        })
+    }
+
+    /// A permission prompt for this call.
+    pub fn prompt(
+        &self,
+        kind: ToolKind,
+        title: String,
+        display: ToolDisplay,
+    ) -> client::PermissionPrompt {
+        client::PermissionPrompt {
+            call_id: self.call_id.clone(),
+            title,
+            kind,
+            display,
+            raw_input: None,
+        }
+    }
+
+    /// The scope of a resolved path, for permission decisions.
+    pub fn scope_of(resolved: &paths::Resolved) -> permission::Scope {
+        if resolved.inside {
+            permission::Scope::Workspace
+        } else {
+            permission::Scope::Outside
+        }
+    }
 }
 
 /// The result the model will see.
@@ -44,6 +145,8 @@ pub struct ToolOutput {
     pub is_error: bool,
     /// Machine-readable error name and code for the log (e.g. `UnknownTool`, `UNKNOWN_TOOL`).
     pub error: Option<(String, String)>,
+    /// What editors show besides the text (kept in the result's `meta`, not shown to the model).
+    pub display: Box<ToolDisplay>,
 }
 
 impl ToolOutput {
@@ -52,6 +155,7 @@ impl ToolOutput {
             text: text.into(),
             is_error: false,
             error: None,
+            display: Box::default(),
         }
     }
 
@@ -60,7 +164,30 @@ impl ToolOutput {
             text: text.into(),
             is_error: true,
             error: Some((name.into(), code.into())),
+            display: Box::default(),
         }
+    }
+
+    pub fn with_display(mut self, display: ToolDisplay) -> Self {
+        self.display = Box::new(display);
+        self
+    }
+
+    /// Shows `path` as `shown` in the text (errors name files the way the model wrote them,
+    /// relative to the cwd, rather than as resolved absolute paths).
+    pub fn relabel_path(mut self, path: &std::path::Path, shown: &str) -> Self {
+        let absolute = path.display().to_string();
+        if absolute != shown {
+            self.text = self.text.replace(&absolute, shown);
+        }
+        self
+    }
+
+    /// Whether this is the result of a cancelled call.
+    pub fn is_cancelled(&self) -> bool {
+        self.error
+            .as_ref()
+            .is_some_and(|(name, _)| name == "Cancelled")
     }
 
     pub fn cancelled() -> Self {
@@ -139,11 +266,47 @@ impl ToolRegistry {
                 )
             }
         };
+        // Tools settle by themselves once cancelled (killing processes, releasing terminals);
+        // the call is never dropped half-way. Whatever they return then counts as cancelled.
         let cancel = cx.cancel.clone();
-        tokio::select! {
-            biased;
-            _ = cancel.cancelled() => ToolOutput::cancelled(),
-            output = tool.call(arguments, cx) => output,
+        let output = tool.call(arguments, cx).await;
+        if cancel.is_cancelled() && !output.is_cancelled() {
+            return ToolOutput::cancelled().with_display(*output.display);
         }
+        output
+    }
+}
+
+/// The built-in coding tools: `read`, `write`, `edit`, `glob`, `grep` and `bash`.
+pub fn builtin() -> ToolRegistry {
+    let mut registry = ToolRegistry::new();
+    registry.register(Arc::new(read::ReadTool));
+    registry.register(Arc::new(write::WriteTool));
+    registry.register(Arc::new(edit::EditTool));
+    registry.register(Arc::new(glob::GlobTool));
+    registry.register(Arc::new(grep::GrepTool));
+    registry.register(Arc::new(shell::ShellTool));
+    registry
+}
+
+/// Reads a tool's arguments into its parameter type; an error result says what is wrong.
+pub fn parse_arguments<T: serde::de::DeserializeOwned>(
+    tool: &str,
+    arguments: Value,
+) -> Result<T, ToolOutput> {
+    serde_json::from_value(arguments).map_err(|error| {
+        ToolOutput::error(
+            "InvalidArguments",
+            "INVALID_ARGUMENTS",
+            format!("Error: invalid arguments for `{tool}`: {error}"),
+        )
+    })
+}
+
+/// A call title: `verb` followed by the string argument `key` (a path or a pattern) if present.
+pub fn title_with(arguments: &Value, key: &str, verb: &str) -> String {
+    match arguments.get(key).and_then(Value::as_str) {
+        Some(value) if !value.is_empty() => format!("{verb} {value}"),
+        _ => verb.to_owned(),
     }
 }

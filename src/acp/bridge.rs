@@ -1,0 +1,261 @@
+//! The editor bridge over ACP: [`ClientBridge`] calls become `fs/*`, `terminal/*` and
+//! `session/request_permission` requests to the client, for one session. Cancelling a call sends
+//! `$/cancel_request`; the client still answers, and a cancelled answer becomes
+//! [`ClientError::Cancelled`].
+
+use std::path::PathBuf;
+
+use agent_client_protocol_schema::v1::{
+    ClientCapabilities, CreateTerminalRequest, CreateTerminalResponse, KillTerminalRequest,
+    PermissionOption, PermissionOptionKind, ReadTextFileRequest, ReadTextFileResponse,
+    ReleaseTerminalRequest, RequestPermissionOutcome, RequestPermissionRequest,
+    RequestPermissionResponse, SessionNotification, TerminalExitStatus, TerminalOutputRequest,
+    TerminalOutputResponse, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
+    WaitForTerminalExitRequest, WaitForTerminalExitResponse, WriteTextFileRequest,
+};
+use futures::FutureExt;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+use super::updates;
+use crate::rpc::{Peer, RpcError};
+use crate::tools::client::{
+    ClientBridge, ClientError, ClientFeatures, ClientResult, PermissionAnswer, PermissionPrompt,
+    TerminalExit, TerminalOutput, TerminalSpec,
+};
+
+/// Option ids offered in permission prompts.
+const ALLOW_ONCE: &str = "allow-once";
+const ALLOW_ALWAYS: &str = "allow-always";
+const REJECT_ONCE: &str = "reject-once";
+const REJECT_ALWAYS: &str = "reject-always";
+
+/// The editor of one session.
+pub struct AcpBridge {
+    peer: Peer,
+    session_id: String,
+    features: ClientFeatures,
+}
+
+impl AcpBridge {
+    pub fn new(peer: Peer, session_id: String, capabilities: &ClientCapabilities) -> Self {
+        Self {
+            peer,
+            session_id,
+            features: ClientFeatures {
+                read_text_file: capabilities.fs.read_text_file,
+                write_text_file: capabilities.fs.write_text_file,
+                terminal: capabilities.terminal,
+            },
+        }
+    }
+
+    fn call<P, R>(
+        &self,
+        method: &'static str,
+        params: P,
+        cancel: CancellationToken,
+    ) -> ClientResult<R>
+    where
+        P: Serialize + Send + Sync + 'static,
+        R: DeserializeOwned + Send + 'static,
+    {
+        let peer = self.peer.clone();
+        async move {
+            let answer = peer.request_cancellable(method, &params, &cancel).await;
+            let failed = |message: String| ClientError::Failed {
+                method: method.into(),
+                message,
+            };
+            match answer {
+                Ok(value) => serde_json::from_value(value)
+                    .map_err(|e| failed(format!("unexpected answer: {e}"))),
+                Err(error)
+                    if error.code == RpcError::REQUEST_CANCELLED || cancel.is_cancelled() =>
+                {
+                    Err(ClientError::Cancelled)
+                }
+                Err(error) => Err(failed(error.message)),
+            }
+        }
+        .boxed()
+    }
+}
+
+fn option(id: &'static str, name: String, kind: PermissionOptionKind) -> PermissionOption {
+    PermissionOption::new(id, name, kind)
+}
+
+fn kind_word(prompt: &PermissionPrompt) -> &'static str {
+    use crate::tools::ToolKind::*;
+    match prompt.kind {
+        Read => "reads",
+        Edit => "edits",
+        Delete => "deletions",
+        Move => "moves",
+        Search => "searches",
+        Execute => "commands",
+        Think | Fetch | Other => "calls of this kind",
+    }
+}
+
+impl ClientBridge for AcpBridge {
+    fn features(&self) -> ClientFeatures {
+        self.features
+    }
+
+    fn read_text_file(&self, path: PathBuf, cancel: CancellationToken) -> ClientResult<String> {
+        let request = ReadTextFileRequest::new(self.session_id.clone(), path);
+        self.call::<_, ReadTextFileResponse>("fs/read_text_file", request, cancel)
+            .map(|answer| answer.map(|a| a.content))
+            .boxed()
+    }
+
+    fn write_text_file(
+        &self,
+        path: PathBuf,
+        content: String,
+        cancel: CancellationToken,
+    ) -> ClientResult<()> {
+        let request = WriteTextFileRequest::new(self.session_id.clone(), path, content);
+        self.call::<_, serde_json::Value>("fs/write_text_file", request, cancel)
+            .map(|answer| answer.map(drop))
+            .boxed()
+    }
+
+    fn request_permission(
+        &self,
+        prompt: PermissionPrompt,
+        cancel: CancellationToken,
+    ) -> ClientResult<PermissionAnswer> {
+        let words = kind_word(&prompt);
+        let mut fields = ToolCallUpdateFields::new()
+            .title(prompt.title.clone())
+            .kind(updates::acp_kind(prompt.kind))
+            .status(ToolCallStatus::Pending);
+        let content = updates::diff_content(&prompt.display);
+        if !content.is_empty() {
+            fields = fields.content(content);
+        }
+        if !prompt.display.locations.is_empty() {
+            fields = fields.locations(updates::locations(&prompt.display));
+        }
+        if let Some(raw) = prompt.raw_input.clone() {
+            fields = fields.raw_input(raw);
+        }
+        let options = vec![
+            option(ALLOW_ONCE, "Allow".into(), PermissionOptionKind::AllowOnce),
+            option(
+                ALLOW_ALWAYS,
+                format!("Always allow {words} this session"),
+                PermissionOptionKind::AllowAlways,
+            ),
+            option(
+                REJECT_ONCE,
+                "Reject".into(),
+                PermissionOptionKind::RejectOnce,
+            ),
+            option(
+                REJECT_ALWAYS,
+                format!("Always reject {words} this session"),
+                PermissionOptionKind::RejectAlways,
+            ),
+        ];
+        let request = RequestPermissionRequest::new(
+            self.session_id.clone(),
+            ToolCallUpdate::new(prompt.call_id.clone(), fields),
+            options,
+        );
+        self.call::<_, RequestPermissionResponse>("session/request_permission", request, cancel)
+            .map(|answer| {
+                let outcome = match answer {
+                    Ok(answer) => answer.outcome,
+                    Err(ClientError::Cancelled) => return Ok(PermissionAnswer::Cancelled),
+                    Err(error) => return Err(error),
+                };
+                Ok(match outcome {
+                    RequestPermissionOutcome::Selected(selected) => {
+                        match &*selected.option_id.0 {
+                            ALLOW_ONCE => PermissionAnswer::AllowOnce,
+                            ALLOW_ALWAYS => PermissionAnswer::AllowAlways,
+                            REJECT_ALWAYS => PermissionAnswer::RejectAlways,
+                            // An option we did not offer: the safe reading is "no".
+                            _ => PermissionAnswer::RejectOnce,
+                        }
+                    }
+                    _ => PermissionAnswer::Cancelled,
+                })
+            })
+            .boxed()
+    }
+
+    fn create_terminal(
+        &self,
+        call_id: String,
+        spec: TerminalSpec,
+        cancel: CancellationToken,
+    ) -> ClientResult<String> {
+        let request = CreateTerminalRequest::new(self.session_id.clone(), spec.command)
+            .args(spec.args)
+            .cwd(spec.cwd)
+            .output_byte_limit(spec.output_byte_limit);
+        let created = self.call::<_, CreateTerminalResponse>("terminal/create", request, cancel);
+        let (peer, session_id) = (self.peer.clone(), self.session_id.clone());
+        async move {
+            let id = created.await?.terminal_id.0.to_string();
+            // The tool call shows the terminal while the command runs.
+            peer.notify(
+                "session/update",
+                &SessionNotification::new(session_id, updates::terminal_attached(&call_id, &id)),
+            );
+            Ok(id)
+        }
+        .boxed()
+    }
+
+    fn terminal_output(&self, terminal_id: String) -> ClientResult<TerminalOutput> {
+        let request = TerminalOutputRequest::new(self.session_id.clone(), terminal_id);
+        self.call::<_, TerminalOutputResponse>("terminal/output", request, CancellationToken::new())
+            .map(|answer| {
+                answer.map(|a| TerminalOutput {
+                    output: a.output,
+                    truncated: a.truncated,
+                    exit: a.exit_status.map(exit),
+                })
+            })
+            .boxed()
+    }
+
+    fn wait_for_terminal_exit(
+        &self,
+        terminal_id: String,
+        cancel: CancellationToken,
+    ) -> ClientResult<TerminalExit> {
+        let request = WaitForTerminalExitRequest::new(self.session_id.clone(), terminal_id);
+        self.call::<_, WaitForTerminalExitResponse>("terminal/wait_for_exit", request, cancel)
+            .map(|answer| answer.map(|a| exit(a.exit_status)))
+            .boxed()
+    }
+
+    fn kill_terminal(&self, terminal_id: String) -> ClientResult<()> {
+        let request = KillTerminalRequest::new(self.session_id.clone(), terminal_id);
+        self.call::<_, serde_json::Value>("terminal/kill", request, CancellationToken::new())
+            .map(|answer| answer.map(drop))
+            .boxed()
+    }
+
+    fn release_terminal(&self, terminal_id: String) -> ClientResult<()> {
+        let request = ReleaseTerminalRequest::new(self.session_id.clone(), terminal_id);
+        self.call::<_, serde_json::Value>("terminal/release", request, CancellationToken::new())
+            .map(|answer| answer.map(drop))
+            .boxed()
+    }
+}
+
+fn exit(status: TerminalExitStatus) -> TerminalExit {
+    TerminalExit {
+        exit_code: status.exit_code,
+        signal: status.signal,
+    }
+}

@@ -1,0 +1,122 @@
+//! The editor as tools see it: a [`ClientBridge`] reads and writes files through the editor
+//! (so unsaved buffers count), runs commands in its terminals, and asks the user for permission.
+//! Speaks kin's own terms; the ACP implementation lives in `acp::bridge`. A session without an
+//! editor (tests, background work) has no bridge and tools act locally.
+
+use std::path::PathBuf;
+
+use futures::future::BoxFuture;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::{ToolDisplay, ToolKind};
+
+/// Which editor services the client advertised.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClientFeatures {
+    pub read_text_file: bool,
+    pub write_text_file: bool,
+    pub terminal: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClientError {
+    /// The request was cancelled (by us or by the client).
+    #[error("the editor request was cancelled")]
+    Cancelled,
+    #[error("the editor answered {method} with an error: {message}")]
+    Failed { method: String, message: String },
+}
+
+/// What the user is asked to allow.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PermissionPrompt {
+    pub call_id: String,
+    pub title: String,
+    pub kind: ToolKind,
+    /// What the call will do, e.g. the diff of an edit.
+    pub display: ToolDisplay,
+    pub raw_input: Option<Value>,
+}
+
+/// The user's answer to a [`PermissionPrompt`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PermissionAnswer {
+    AllowOnce,
+    AllowAlways,
+    RejectOnce,
+    RejectAlways,
+    /// The prompt was dismissed because the turn was cancelled.
+    Cancelled,
+}
+
+/// A command to run in an editor terminal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TerminalSpec {
+    pub command: String,
+    pub args: Vec<String>,
+    pub cwd: PathBuf,
+    /// The most output the editor should keep (it drops the oldest bytes beyond this).
+    pub output_byte_limit: u64,
+}
+
+/// How a terminal's command ended.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TerminalExit {
+    pub exit_code: Option<u32>,
+    pub signal: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TerminalOutput {
+    pub output: String,
+    /// The editor dropped the oldest output to stay within the limit.
+    pub truncated: bool,
+    pub exit: Option<TerminalExit>,
+}
+
+pub type ClientResult<T> = BoxFuture<'static, Result<T, ClientError>>;
+
+/// The editor's services for one session. Every request is cancellable; a cancelled request
+/// still settles (with [`ClientError::Cancelled`] or the editor's own answer).
+pub trait ClientBridge: Send + Sync {
+    fn features(&self) -> ClientFeatures;
+
+    /// The whole text of `path` as the editor sees it (its buffer, if open).
+    fn read_text_file(&self, path: PathBuf, cancel: CancellationToken) -> ClientResult<String>;
+
+    /// Replaces the text of `path` (the editor creates the file if missing).
+    fn write_text_file(
+        &self,
+        path: PathBuf,
+        content: String,
+        cancel: CancellationToken,
+    ) -> ClientResult<()>;
+
+    fn request_permission(
+        &self,
+        prompt: PermissionPrompt,
+        cancel: CancellationToken,
+    ) -> ClientResult<PermissionAnswer>;
+
+    /// Starts `spec` in a new terminal shown on tool call `call_id`; returns the terminal id.
+    /// The caller must release it with [`ClientBridge::release_terminal`].
+    fn create_terminal(
+        &self,
+        call_id: String,
+        spec: TerminalSpec,
+        cancel: CancellationToken,
+    ) -> ClientResult<String>;
+
+    fn terminal_output(&self, terminal_id: String) -> ClientResult<TerminalOutput>;
+
+    fn wait_for_terminal_exit(
+        &self,
+        terminal_id: String,
+        cancel: CancellationToken,
+    ) -> ClientResult<TerminalExit>;
+
+    fn kill_terminal(&self, terminal_id: String) -> ClientResult<()>;
+
+    fn release_terminal(&self, terminal_id: String) -> ClientResult<()>;
+}

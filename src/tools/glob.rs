@@ -1,0 +1,229 @@
+//! `glob`: lists files and directories under a directory whose relative paths match a glob,
+//! honouring `.gitignore` (and `.ignore`) files through the `ignore` crate. Also the directory
+//! walk `grep` uses.
+
+use std::path::{Path, PathBuf};
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+
+use super::{parse_arguments, title_with, Tool, ToolContext, ToolDisplay, ToolKind, ToolOutput};
+use crate::model::ToolSpec;
+
+pub const NAME: &str = "glob";
+const DEFAULT_LIMIT: usize = 500;
+
+#[derive(Deserialize)]
+struct Params {
+    pattern: String,
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GlobTool;
+
+impl Tool for GlobTool {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: NAME.into(),
+            description: "List files and directories whose paths (relative to `path`, default \
+                the working directory) match a glob: `*` stays within one directory, `**` crosses \
+                directories, e.g. `*` lists the top level, `src/**/*.rs` finds Rust files under \
+                src. Directories end with `/`. Files ignored by .gitignore are left out."
+                .into(),
+            parameters: parameters(),
+        }
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Search
+    }
+
+    fn title(&self, arguments: &Value) -> String {
+        title_with(arguments, "pattern", "Find")
+    }
+
+    fn call(&self, arguments: Value, cx: ToolContext) -> BoxFuture<'static, ToolOutput> {
+        async move { run(arguments, cx).await.unwrap_or_else(|output| output) }.boxed()
+    }
+}
+
+pub fn parameters() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "pattern": {"type": "string", "description": "Glob matched against paths relative to `path`, e.g. `*`, `**/*.rs`, `docs/*.md`."},
+            "path": {"type": "string", "description": "The directory to search. Default: the working directory."},
+            "limit": {"type": "integer", "minimum": 1, "description": "The most entries to return. Default 500."}
+        },
+        "required": ["pattern"],
+        "additionalProperties": false
+    })
+}
+
+/// A gitignore-aware walk of `base` in path order; `.git` itself is skipped, other hidden files
+/// are kept. `.gitignore` applies even outside a git repository.
+pub fn walk(base: &Path) -> ignore::Walk {
+    ignore::WalkBuilder::new(base)
+        .hidden(false)
+        .require_git(false)
+        .filter_entry(|entry| entry.file_name() != ".git")
+        .sort_by_file_path(|a, b| a.cmp(b))
+        .build()
+}
+
+/// Resolves the optional directory argument and checks it may be searched.
+pub async fn search_base(
+    cx: &ToolContext,
+    path: Option<&str>,
+) -> Result<(PathBuf, String), ToolOutput> {
+    let target = cx.resolve(path.unwrap_or("."))?;
+    let shown = cx.roots.display(&target.path);
+    if !target.path.exists() {
+        return Err(ToolOutput::error(
+            "NotFound",
+            "NOT_FOUND",
+            format!("Error: {shown} does not exist"),
+        ));
+    }
+    cx.authorize(
+        ToolContext::scope_of(&target),
+        cx.prompt(
+            ToolKind::Search,
+            format!("Search {shown}"),
+            ToolDisplay::at(&target.path, None),
+        ),
+    )
+    .await?;
+    Ok((target.path, shown))
+}
+
+async fn run(arguments: Value, cx: ToolContext) -> Result<ToolOutput, ToolOutput> {
+    let params: Params = parse_arguments(NAME, arguments)?;
+    let matcher = globset::GlobBuilder::new(&params.pattern)
+        .literal_separator(true)
+        .build()
+        .map_err(|e| {
+            ToolOutput::error(
+                "InvalidPattern",
+                "INVALID_PATTERN",
+                format!("Error: invalid glob {:?}: {e}", params.pattern),
+            )
+        })?
+        .compile_matcher();
+    let (base, _) = search_base(&cx, params.path.as_deref()).await?;
+    let limit = params.limit.unwrap_or(DEFAULT_LIMIT).max(1);
+    let roots = cx.roots.clone();
+    let cancel = cx.cancel.clone();
+    let display = ToolDisplay::at(&base, None);
+    let found = tokio::task::spawn_blocking(move || {
+        list(&base, &matcher, limit, &cancel, |p| roots.display(p))
+    })
+    .await
+    .map_err(|e| ToolOutput::error("SearchFailed", "SEARCH_FAILED", format!("Error: {e}")))?;
+    let mut text = found.entries.join("\n");
+    if found.entries.is_empty() {
+        text = format!("No paths match {:?}.", params.pattern);
+    } else if found.total > found.entries.len() {
+        text.push_str(&format!(
+            "\n(showing the first {} of {} matches; narrow the pattern)",
+            found.entries.len(),
+            found.total
+        ));
+    }
+    Ok(ToolOutput::ok(text).with_display(display))
+}
+
+struct Found {
+    entries: Vec<String>,
+    total: usize,
+}
+
+fn list(
+    base: &Path,
+    matcher: &globset::GlobMatcher,
+    limit: usize,
+    cancel: &CancellationToken,
+    show: impl Fn(&Path) -> String,
+) -> Found {
+    let mut found = Found {
+        entries: Vec::new(),
+        total: 0,
+    };
+    for entry in walk(base).flatten() {
+        if cancel.is_cancelled() {
+            break;
+        }
+        let Ok(relative) = entry.path().strip_prefix(base) else {
+            continue;
+        };
+        if relative.as_os_str().is_empty() || !matcher.is_match(relative) {
+            continue;
+        }
+        found.total += 1;
+        if found.entries.len() < limit {
+            let mut shown = show(entry.path());
+            if entry.file_type().is_some_and(|t| t.is_dir()) {
+                shown.push('/');
+            }
+            found.entries.push(shown);
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::testing::{call, Workspace};
+
+    #[tokio::test]
+    async fn lists_matches_in_order_and_honours_gitignore() {
+        let ws = Workspace::new();
+        ws.write(".gitignore", "target/\n*.log\n");
+        ws.write("src/main.rs", "");
+        ws.write("src/lib/util.rs", "");
+        ws.write("target/debug/x.rs", "");
+        ws.write("run.log", "");
+        ws.write("README.md", "");
+        let out = call(&GlobTool, json!({"pattern": "*"}), &ws.cx()).await;
+        assert_eq!(out.text, ".gitignore\nREADME.md\nsrc/");
+        let out = call(&GlobTool, json!({"pattern": "**/*.rs"}), &ws.cx()).await;
+        assert_eq!(out.text, "src/lib/util.rs\nsrc/main.rs");
+        let out = call(
+            &GlobTool,
+            json!({"pattern": "*.rs", "path": "src"}),
+            &ws.cx(),
+        )
+        .await;
+        assert_eq!(out.text, "src/main.rs");
+        let out = call(&GlobTool, json!({"pattern": "**", "limit": 2}), &ws.cx()).await;
+        assert!(
+            out.text
+                .ends_with("(showing the first 2 of 6 matches; narrow the pattern)"),
+            "{}",
+            out.text
+        );
+        let out = call(&GlobTool, json!({"pattern": "*.none"}), &ws.cx()).await;
+        assert_eq!(out.text, "No paths match \"*.none\".");
+        let out = call(&GlobTool, json!({"pattern": "[", "path": "src"}), &ws.cx()).await;
+        assert!(out.text.starts_with("Error: invalid glob"), "{}", out.text);
+    }
+
+    #[tokio::test]
+    async fn searching_outside_the_roots_needs_permission() {
+        let ws = Workspace::new();
+        let out = call(&GlobTool, json!({"pattern": "*", "path": ".."}), &ws.cx()).await;
+        assert!(
+            out.text.contains("needs the user's permission"),
+            "{}",
+            out.text
+        );
+    }
+}

@@ -1,0 +1,261 @@
+//! `grep`: searches file contents for a regular expression with the ripgrep library crates
+//! (`grep-regex`, `grep-searcher`), over a gitignore-aware walk. Binary files are skipped.
+
+use std::path::Path;
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use grep_regex::RegexMatcherBuilder;
+use grep_searcher::sinks::UTF8;
+use grep_searcher::{BinaryDetection, SearcherBuilder};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+
+use super::glob::{search_base, walk};
+use super::{parse_arguments, title_with, Tool, ToolContext, ToolDisplay, ToolKind, ToolOutput};
+use crate::model::ToolSpec;
+
+pub const NAME: &str = "grep";
+const DEFAULT_LIMIT: usize = 200;
+/// Characters of a matching line shown.
+const MAX_LINE_CHARS: usize = 300;
+
+#[derive(Deserialize)]
+struct Params {
+    pattern: String,
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default)]
+    glob: Option<String>,
+    #[serde(default)]
+    ignore_case: bool,
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GrepTool;
+
+impl Tool for GrepTool {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: NAME.into(),
+            description: "Search file contents for a regular expression (Rust regex syntax). \
+                Returns matching lines as `path:line:text`. Searches `path` (a file or a \
+                directory, default the working directory), skipping binary files and files \
+                ignored by .gitignore; `glob` filters the files searched (e.g. `*.rs`)."
+                .into(),
+            parameters: parameters(),
+        }
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Search
+    }
+
+    fn title(&self, arguments: &Value) -> String {
+        title_with(arguments, "pattern", "Search for")
+    }
+
+    fn call(&self, arguments: Value, cx: ToolContext) -> BoxFuture<'static, ToolOutput> {
+        async move { run(arguments, cx).await.unwrap_or_else(|output| output) }.boxed()
+    }
+}
+
+pub fn parameters() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "pattern": {"type": "string", "description": "The regular expression to look for."},
+            "path": {"type": "string", "description": "A file or directory to search. Default: the working directory."},
+            "glob": {"type": "string", "description": "Only search files matching this glob; without a `/` it matches file names, e.g. `*.rs`."},
+            "ignore_case": {"type": "boolean", "description": "Match case-insensitively. Default false."},
+            "limit": {"type": "integer", "minimum": 1, "description": "The most matching lines to return. Default 200."}
+        },
+        "required": ["pattern"],
+        "additionalProperties": false
+    })
+}
+
+async fn run(arguments: Value, cx: ToolContext) -> Result<ToolOutput, ToolOutput> {
+    let params: Params = parse_arguments(NAME, arguments)?;
+    let matcher = RegexMatcherBuilder::new()
+        .case_insensitive(params.ignore_case)
+        .build(&params.pattern)
+        .map_err(|e| {
+            ToolOutput::error(
+                "InvalidPattern",
+                "INVALID_PATTERN",
+                format!("Error: invalid regular expression: {e}"),
+            )
+        })?;
+    let filter = match &params.glob {
+        None => None,
+        Some(glob) => Some(
+            globset::Glob::new(glob)
+                .map_err(|e| {
+                    ToolOutput::error(
+                        "InvalidPattern",
+                        "INVALID_PATTERN",
+                        format!("Error: invalid glob {glob:?}: {e}"),
+                    )
+                })?
+                .compile_matcher(),
+        ),
+    };
+    let by_name = params.glob.as_deref().is_some_and(|g| !g.contains('/'));
+    let (base, _) = search_base(&cx, params.path.as_deref()).await?;
+    let limit = params.limit.unwrap_or(DEFAULT_LIMIT).max(1);
+    let roots = cx.roots.clone();
+    let cancel = cx.cancel.clone();
+    let display = ToolDisplay::at(&base, None);
+    let search = Search {
+        matcher,
+        filter,
+        by_name,
+        limit,
+    };
+    let found =
+        tokio::task::spawn_blocking(move || search.run(&base, &cancel, |p| roots.display(p)))
+            .await
+            .map_err(|e| {
+                ToolOutput::error("SearchFailed", "SEARCH_FAILED", format!("Error: {e}"))
+            })?;
+    let mut text = found.lines.join("\n");
+    if found.lines.is_empty() {
+        text = format!("No matches for {:?}.", params.pattern);
+    } else if found.more {
+        text.push_str(&format!(
+            "\n(stopped after {} matching lines; narrow the search)",
+            found.lines.len()
+        ));
+    }
+    Ok(ToolOutput::ok(text).with_display(display))
+}
+
+struct Search {
+    matcher: grep_regex::RegexMatcher,
+    filter: Option<globset::GlobMatcher>,
+    by_name: bool,
+    limit: usize,
+}
+
+struct Found {
+    lines: Vec<String>,
+    more: bool,
+}
+
+impl Search {
+    fn wanted(&self, base: &Path, path: &Path) -> bool {
+        let Some(filter) = &self.filter else {
+            return true;
+        };
+        if self.by_name {
+            path.file_name().is_some_and(|name| filter.is_match(name))
+        } else {
+            path.strip_prefix(base)
+                .is_ok_and(|rel| filter.is_match(rel))
+        }
+    }
+
+    fn run(
+        &self,
+        base: &Path,
+        cancel: &CancellationToken,
+        show: impl Fn(&Path) -> String,
+    ) -> Found {
+        let mut found = Found {
+            lines: Vec::new(),
+            more: false,
+        };
+        let mut searcher = SearcherBuilder::new()
+            .binary_detection(BinaryDetection::quit(0))
+            .line_number(true)
+            .build();
+        for entry in walk(base).flatten() {
+            if cancel.is_cancelled() || found.more {
+                break;
+            }
+            if !entry.file_type().is_some_and(|t| t.is_file()) || !self.wanted(base, entry.path()) {
+                continue;
+            }
+            let shown = show(entry.path());
+            let result = searcher.search_path(
+                &self.matcher,
+                entry.path(),
+                UTF8(|number, line| {
+                    if found.lines.len() >= self.limit {
+                        found.more = true;
+                        return Ok(false);
+                    }
+                    let mut line = line.trim_end_matches(['\n', '\r']).to_owned();
+                    if line.chars().count() > MAX_LINE_CHARS {
+                        line = line.chars().take(MAX_LINE_CHARS).collect();
+                        line.push_str(" [... line cut]");
+                    }
+                    found.lines.push(format!("{shown}:{number}:{line}"));
+                    Ok(true)
+                }),
+            );
+            if let Err(error) = result {
+                tracing::debug!(%error, path = %entry.path().display(), "grep skipped a file");
+            }
+        }
+        found
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::testing::{call, Workspace};
+
+    #[tokio::test]
+    async fn finds_lines_in_path_order_skipping_ignored_and_binary_files() {
+        let ws = Workspace::new();
+        ws.write(".gitignore", "out/\n");
+        ws.write("b.rs", "fn beta() {}\n// TODO later\n");
+        ws.write("a.rs", "// todo: lower\nfn alpha() {}\n");
+        ws.write("out/gen.rs", "// TODO generated\n");
+        std::fs::write(ws.path("blob.bin"), b"TODO\0\x01").unwrap();
+        let out = call(&GrepTool, json!({"pattern": "TODO"}), &ws.cx()).await;
+        assert_eq!(out.text, "b.rs:2:// TODO later");
+        let out = call(
+            &GrepTool,
+            json!({"pattern": "todo", "ignore_case": true}),
+            &ws.cx(),
+        )
+        .await;
+        assert_eq!(out.text, "a.rs:1:// todo: lower\nb.rs:2:// TODO later");
+        let out = call(
+            &GrepTool,
+            json!({"pattern": "fn \\w+", "glob": "a.*"}),
+            &ws.cx(),
+        )
+        .await;
+        assert_eq!(out.text, "a.rs:2:fn alpha() {}");
+        let out = call(
+            &GrepTool,
+            json!({"pattern": "fn", "path": "b.rs"}),
+            &ws.cx(),
+        )
+        .await;
+        assert_eq!(out.text, "b.rs:1:fn beta() {}");
+        let out = call(&GrepTool, json!({"pattern": ".", "limit": 1}), &ws.cx()).await;
+        assert!(
+            out.text
+                .ends_with("(stopped after 1 matching lines; narrow the search)"),
+            "{}",
+            out.text
+        );
+        let out = call(&GrepTool, json!({"pattern": "("}), &ws.cx()).await;
+        assert!(
+            out.text.starts_with("Error: invalid regular expression"),
+            "{}",
+            out.text
+        );
+        let out = call(&GrepTool, json!({"pattern": "zzz"}), &ws.cx()).await;
+        assert_eq!(out.text, "No matches for \"zzz\".");
+    }
+}

@@ -1,0 +1,385 @@
+//! Whether a tool call may go ahead: the session's [`PermissionMode`], the "always" answers the
+//! user gave (per tool kind, and per scope: inside the workspace roots or outside them), and the
+//! asking itself, through the editor.
+//!
+//! - `ask` (default): reads and searches inside the roots are free; edits, commands and anything
+//!   outside the roots ask, unless an "always" answer covers them.
+//! - `allow`: nothing asks.
+//! - `read-only`: edits and commands are refused; reads outside the roots still ask.
+//!
+//! Every mode change and every answer is queued as a [`PermissionRecord`] for the session log;
+//! the agent loop drains the queue (it owns the log). Knows nothing of ACP or of the log format.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::Notify;
+
+use super::client::{ClientError, PermissionAnswer, PermissionPrompt};
+use super::{ToolContext, ToolKind, ToolOutput};
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PermissionMode {
+    #[default]
+    Ask,
+    Allow,
+    ReadOnly,
+}
+
+impl PermissionMode {
+    pub const ALL: [Self; 3] = [Self::Ask, Self::Allow, Self::ReadOnly];
+
+    /// The stable id (ACP mode id, log value).
+    pub fn id(self) -> &'static str {
+        match self {
+            Self::Ask => "ask",
+            Self::Allow => "allow",
+            Self::ReadOnly => "read-only",
+        }
+    }
+
+    pub fn from_id(id: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|mode| mode.id() == id)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Ask => "Ask",
+            Self::Allow => "Allow",
+            Self::ReadOnly => "Read-only",
+        }
+    }
+
+    pub fn description(self) -> &'static str {
+        match self {
+            Self::Ask => "Reads inside the workspace are free; edits, commands and paths outside the workspace ask first",
+            Self::Allow => "Edits and commands run without asking",
+            Self::ReadOnly => "Edits and commands are refused",
+        }
+    }
+}
+
+/// Where a call reaches: inside the workspace roots, or outside them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scope {
+    Workspace,
+    Outside,
+}
+
+/// One answer the user gave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub call_id: String,
+    pub kind: ToolKind,
+    pub scope: Scope,
+    pub allow: bool,
+    /// "always": remembered for the rest of the session.
+    pub always: bool,
+}
+
+/// A change of the session's permission state, waiting to be written to its log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PermissionRecord {
+    Mode(PermissionMode),
+    Decision(Decision),
+}
+
+/// What the rules say before anybody is asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Verdict {
+    Allow,
+    Ask,
+    Refuse(String),
+}
+
+/// Kinds that change things; everything else only looks.
+fn changes_things(kind: ToolKind) -> bool {
+    matches!(
+        kind,
+        ToolKind::Edit | ToolKind::Delete | ToolKind::Move | ToolKind::Execute | ToolKind::Other
+    )
+}
+
+fn kind_name(kind: ToolKind) -> &'static str {
+    match kind {
+        ToolKind::Read => "read",
+        ToolKind::Edit => "edit",
+        ToolKind::Delete => "delete",
+        ToolKind::Move => "move",
+        ToolKind::Search => "search",
+        ToolKind::Execute => "execute",
+        ToolKind::Think => "think",
+        ToolKind::Fetch => "fetch",
+        ToolKind::Other => "other",
+    }
+}
+
+fn scope_words(scope: Scope) -> &'static str {
+    match scope {
+        Scope::Workspace => "",
+        Scope::Outside => " outside the workspace",
+    }
+}
+
+#[derive(Debug, Default)]
+struct State {
+    mode: PermissionMode,
+    remembered: HashMap<(ToolKind, Scope), bool>,
+    unlogged: Vec<PermissionRecord>,
+}
+
+impl State {
+    fn verdict(&self, kind: ToolKind, scope: Scope) -> Verdict {
+        let changes = changes_things(kind);
+        if self.mode == PermissionMode::ReadOnly && changes {
+            return Verdict::Refuse(
+                "Error: the session is in read-only mode, so edits and commands are refused. \
+                 Tell the user what you would change; they can switch the mode."
+                    .into(),
+            );
+        }
+        if self.mode == PermissionMode::Allow || (scope == Scope::Workspace && !changes) {
+            return Verdict::Allow;
+        }
+        match self.remembered.get(&(kind, scope)) {
+            Some(true) => Verdict::Allow,
+            Some(false) => Verdict::Refuse(format!(
+                "Error: the user chose to always reject {} calls{} in this session.",
+                kind_name(kind),
+                scope_words(scope)
+            )),
+            None => Verdict::Ask,
+        }
+    }
+}
+
+/// The permission state of one session; shared by its tool calls.
+#[derive(Debug, Default)]
+pub struct SessionPermissions {
+    state: Mutex<State>,
+    changed: Notify,
+}
+
+impl SessionPermissions {
+    pub fn new(mode: PermissionMode) -> Self {
+        let permissions = Self::default();
+        permissions.lock().mode = mode;
+        permissions
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn mode(&self) -> PermissionMode {
+        self.lock().mode
+    }
+
+    /// Switches the mode; returns whether it changed (a change is queued for the log).
+    pub fn set_mode(&self, mode: PermissionMode) -> bool {
+        let changed = {
+            let mut state = self.lock();
+            let changed = state.mode != mode;
+            if changed {
+                state.mode = mode;
+                state.unlogged.push(PermissionRecord::Mode(mode));
+            }
+            changed
+        };
+        if changed {
+            self.changed.notify_one();
+        }
+        changed
+    }
+
+    /// Restores state read back from the log (nothing is queued).
+    pub fn restore(&self, record: &PermissionRecord) {
+        let mut state = self.lock();
+        match record {
+            PermissionRecord::Mode(mode) => state.mode = *mode,
+            PermissionRecord::Decision(d) if d.always => {
+                state.remembered.insert((d.kind, d.scope), d.allow);
+            }
+            PermissionRecord::Decision(_) => {}
+        }
+    }
+
+    /// The remembered "always" answer for a kind and scope, if any.
+    pub fn remembered(&self, kind: ToolKind, scope: Scope) -> Option<bool> {
+        self.lock().remembered.get(&(kind, scope)).copied()
+    }
+
+    /// Takes the records not yet written to the log.
+    pub fn take_unlogged(&self) -> Vec<PermissionRecord> {
+        std::mem::take(&mut self.lock().unlogged)
+    }
+
+    /// Resolves when a record may have been queued since the last call.
+    pub async fn changed(&self) {
+        self.changed.notified().await
+    }
+
+    fn record_answer(&self, decision: Decision) {
+        {
+            let mut state = self.lock();
+            if decision.always {
+                state
+                    .remembered
+                    .insert((decision.kind, decision.scope), decision.allow);
+            }
+            state.unlogged.push(PermissionRecord::Decision(decision));
+        }
+        self.changed.notify_one();
+    }
+
+    /// Decides whether the call in `cx` may do `prompt`, asking the user when the rules say so.
+    /// An `Err` is the result to give the model (refused, rejected or cancelled).
+    pub async fn authorize(
+        &self,
+        scope: Scope,
+        prompt: PermissionPrompt,
+        cx: &ToolContext,
+    ) -> Result<(), ToolOutput> {
+        let kind = prompt.kind;
+        let verdict = self.lock().verdict(kind, scope);
+        let refuse =
+            |text: String| ToolOutput::error("PermissionDenied", "PERMISSION_DENIED", text);
+        match verdict {
+            Verdict::Allow => return Ok(()),
+            Verdict::Refuse(text) => return Err(refuse(text)),
+            Verdict::Ask => {}
+        }
+        let Some(client) = cx.client.clone() else {
+            return Err(refuse(format!(
+                "Error: this {} call{} needs the user's permission, and there is no editor to ask.",
+                kind_name(kind),
+                scope_words(scope)
+            )));
+        };
+        let title = prompt.title.clone();
+        let answer = client.request_permission(prompt, cx.cancel.clone()).await;
+        let answer = match answer {
+            Ok(answer) if !cx.cancel.is_cancelled() => answer,
+            Ok(_) | Err(ClientError::Cancelled) => PermissionAnswer::Cancelled,
+            Err(error) => {
+                return Err(ToolOutput::error(
+                    "PermissionUnavailable",
+                    "PERMISSION_UNAVAILABLE",
+                    format!("Error: could not ask the user for permission: {error}"),
+                ))
+            }
+        };
+        let (allow, always) = match answer {
+            PermissionAnswer::AllowOnce => (true, false),
+            PermissionAnswer::AllowAlways => (true, true),
+            PermissionAnswer::RejectOnce => (false, false),
+            PermissionAnswer::RejectAlways => (false, true),
+            PermissionAnswer::Cancelled => return Err(ToolOutput::cancelled()),
+        };
+        self.record_answer(Decision {
+            call_id: cx.call_id.clone(),
+            kind,
+            scope,
+            allow,
+            always,
+        });
+        if allow {
+            Ok(())
+        } else {
+            Err(refuse(format!(
+                "Error: the user rejected this call ({title}). Do not retry it unchanged; \
+                 ask the user how to proceed if it matters."
+            )))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verdict(mode: PermissionMode, kind: ToolKind, scope: Scope) -> Verdict {
+        let state = State {
+            mode,
+            ..State::default()
+        };
+        state.verdict(kind, scope)
+    }
+
+    #[test]
+    fn modes_decide_before_anybody_is_asked() {
+        use PermissionMode::*;
+        use Scope::*;
+        assert_eq!(verdict(Ask, ToolKind::Read, Workspace), Verdict::Allow);
+        assert_eq!(verdict(Ask, ToolKind::Search, Workspace), Verdict::Allow);
+        assert_eq!(verdict(Ask, ToolKind::Read, Outside), Verdict::Ask);
+        assert_eq!(verdict(Ask, ToolKind::Edit, Workspace), Verdict::Ask);
+        assert_eq!(verdict(Ask, ToolKind::Execute, Workspace), Verdict::Ask);
+        assert_eq!(verdict(Allow, ToolKind::Edit, Outside), Verdict::Allow);
+        assert_eq!(verdict(Allow, ToolKind::Execute, Workspace), Verdict::Allow);
+        assert!(matches!(
+            verdict(ReadOnly, ToolKind::Edit, Workspace),
+            Verdict::Refuse(text) if text.contains("read-only")
+        ));
+        assert!(matches!(
+            verdict(ReadOnly, ToolKind::Execute, Workspace),
+            Verdict::Refuse(_)
+        ));
+        assert_eq!(verdict(ReadOnly, ToolKind::Read, Workspace), Verdict::Allow);
+        assert_eq!(verdict(ReadOnly, ToolKind::Read, Outside), Verdict::Ask);
+    }
+
+    #[test]
+    fn always_answers_are_per_kind_and_scope() {
+        let permissions = SessionPermissions::new(PermissionMode::Ask);
+        permissions.record_answer(Decision {
+            call_id: "c1".into(),
+            kind: ToolKind::Edit,
+            scope: Scope::Workspace,
+            allow: true,
+            always: true,
+        });
+        permissions.record_answer(Decision {
+            call_id: "c2".into(),
+            kind: ToolKind::Execute,
+            scope: Scope::Workspace,
+            allow: false,
+            always: true,
+        });
+        let state = permissions.lock();
+        assert_eq!(
+            state.verdict(ToolKind::Edit, Scope::Workspace),
+            Verdict::Allow
+        );
+        assert_eq!(state.verdict(ToolKind::Edit, Scope::Outside), Verdict::Ask);
+        assert!(matches!(
+            state.verdict(ToolKind::Execute, Scope::Workspace),
+            Verdict::Refuse(text) if text.contains("always reject execute")
+        ));
+        drop(state);
+        assert_eq!(permissions.take_unlogged().len(), 2);
+        assert!(permissions.take_unlogged().is_empty());
+    }
+
+    #[test]
+    fn mode_changes_are_queued_once_and_restores_are_not() {
+        let permissions = SessionPermissions::new(PermissionMode::Ask);
+        assert!(permissions.set_mode(PermissionMode::ReadOnly));
+        assert!(!permissions.set_mode(PermissionMode::ReadOnly));
+        assert_eq!(
+            permissions.take_unlogged(),
+            vec![PermissionRecord::Mode(PermissionMode::ReadOnly)]
+        );
+        permissions.restore(&PermissionRecord::Mode(PermissionMode::Allow));
+        assert_eq!(permissions.mode(), PermissionMode::Allow);
+        assert!(permissions.take_unlogged().is_empty());
+        assert_eq!(
+            PermissionMode::from_id("read-only"),
+            Some(PermissionMode::ReadOnly)
+        );
+        assert_eq!(PermissionMode::from_id("yolo"), None);
+    }
+}

@@ -1,0 +1,446 @@
+//! `bash`: runs a command with `bash -c` in the session cwd, with a timeout and an output cap.
+//! In the editor's terminal when it offers one (the tool call shows the terminal), else locally
+//! in its own process group. On timeout or cancel the whole group is killed (locally) or the
+//! terminal is killed (editor); every editor terminal is released.
+
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+
+use super::client::{ClientBridge, ClientError, TerminalExit, TerminalSpec};
+use super::permission::Scope;
+use super::process::{describe_status, GroupChild};
+use super::truncate::head_tail;
+use super::{parse_arguments, Tool, ToolContext, ToolDisplay, ToolKind, ToolOutput};
+use crate::model::ToolSpec;
+
+pub const NAME: &str = "bash";
+const DEFAULT_TIMEOUT_SECS: u64 = 120;
+const MAX_TIMEOUT_SECS: u64 = 1800;
+/// Output bytes the model sees at most (head and tail).
+const MAX_OUTPUT: usize = 30 * 1024;
+/// What an editor terminal is asked to keep.
+const TERMINAL_OUTPUT_LIMIT: u64 = 64 * 1024;
+/// How long a killed terminal's pending `wait_for_exit` may take to settle.
+const TERMINAL_SETTLE: Duration = Duration::from_secs(5);
+const SHELL: &str = "bash";
+
+#[derive(Deserialize)]
+struct Params {
+    command: String,
+    #[serde(default)]
+    timeout: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ShellTool;
+
+impl Tool for ShellTool {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: NAME.into(),
+            description: "Run a shell command with bash in the working directory and return its \
+                output (stdout and stderr together) and exit code. Has no input; interactive \
+                programs will not work. Stopped, with everything it started, after `timeout` \
+                seconds (default 120). Long output is shortened to its beginning and end."
+                .into(),
+            parameters: parameters(),
+        }
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Execute
+    }
+
+    fn title(&self, arguments: &Value) -> String {
+        let command = arguments
+            .get("command")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let first = command.lines().next().unwrap_or_default();
+        let mut title: String = first.chars().take(120).collect();
+        if title.len() < command.len() {
+            title.push_str(" …");
+        }
+        if title.is_empty() {
+            "Run a command".into()
+        } else {
+            title
+        }
+    }
+
+    fn call(&self, arguments: Value, cx: ToolContext) -> BoxFuture<'static, ToolOutput> {
+        let title = self.title(&arguments);
+        async move {
+            run(arguments, title, cx)
+                .await
+                .unwrap_or_else(|output| output)
+        }
+        .boxed()
+    }
+}
+
+pub fn parameters() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "command": {"type": "string", "description": "The command line, run as `bash -c <command>` in the working directory."},
+            "timeout": {"type": "integer", "minimum": 1, "maximum": MAX_TIMEOUT_SECS, "description": "Seconds before the command is killed. Default 120."}
+        },
+        "required": ["command"],
+        "additionalProperties": false
+    })
+}
+
+/// How a run ended.
+enum Ended {
+    Exited(String, bool),
+    TimedOut,
+    Cancelled,
+}
+
+async fn run(arguments: Value, title: String, cx: ToolContext) -> Result<ToolOutput, ToolOutput> {
+    let params: Params = parse_arguments(NAME, arguments)?;
+    if params.command.trim().is_empty() {
+        return Err(ToolOutput::error(
+            "InvalidArguments",
+            "INVALID_ARGUMENTS",
+            "Error: `command` is empty",
+        ));
+    }
+    let timeout = Duration::from_secs(
+        params
+            .timeout
+            .unwrap_or(DEFAULT_TIMEOUT_SECS)
+            .clamp(1, MAX_TIMEOUT_SECS),
+    );
+    let mut prompt = cx.prompt(ToolKind::Execute, title, ToolDisplay::default());
+    prompt.raw_input = Some(json!({"command": params.command}));
+    cx.authorize(Scope::Workspace, prompt).await?;
+    let (ended, output, display) = match cx.client_with(|f| f.terminal) {
+        Some(client) => in_terminal(client.clone(), &cx, &params.command, timeout).await?,
+        None => locally(&cx, &params.command, timeout).await?,
+    };
+    let output = head_tail(&output, MAX_OUTPUT);
+    let result = match ended {
+        Ended::Exited(status, true) => ToolOutput::ok(format!("{output}\n[{status}]")),
+        Ended::Exited(status, false) => ToolOutput::error(
+            "CommandFailed",
+            "COMMAND_FAILED",
+            format!("{output}\n[{status}]"),
+        ),
+        Ended::TimedOut => ToolOutput::error(
+            "Timeout",
+            "TIMEOUT",
+            format!(
+                "{output}\n[timed out after {} s; the command and everything it started were killed]",
+                timeout.as_secs()
+            ),
+        ),
+        Ended::Cancelled => ToolOutput::cancelled(),
+    };
+    Ok(result.with_display(display))
+}
+
+fn start_failed(what: impl std::fmt::Display) -> ToolOutput {
+    ToolOutput::error(
+        "CommandNotStarted",
+        "COMMAND_NOT_STARTED",
+        format!("Error: could not start the command: {what}"),
+    )
+}
+
+async fn locally(
+    cx: &ToolContext,
+    command: &str,
+    timeout: Duration,
+) -> Result<(Ended, String, ToolDisplay), ToolOutput> {
+    let args = vec!["-c".to_owned(), command.to_owned()];
+    let mut child = GroupChild::spawn(
+        SHELL,
+        &args,
+        &cx.cwd,
+        &[],
+        MAX_OUTPUT / 2,
+        MAX_OUTPUT - MAX_OUTPUT / 2,
+    )
+    .map_err(start_failed)?;
+    let ended = tokio::select! {
+        biased;
+        status = child.wait() => match status {
+            Ok(status) => Ended::Exited(describe_status(status), status.success()),
+            Err(error) => Ended::Exited(format!("could not wait for it: {error}"), false),
+        },
+        _ = cx.cancel.cancelled() => Ended::Cancelled,
+        _ = tokio::time::sleep(timeout) => Ended::TimedOut,
+    };
+    if !matches!(ended, Ended::Exited(..)) {
+        child.stop().await;
+    }
+    let output = child.finish().await.finish();
+    Ok((ended, output, ToolDisplay::default()))
+}
+
+async fn in_terminal(
+    client: std::sync::Arc<dyn ClientBridge>,
+    cx: &ToolContext,
+    command: &str,
+    timeout: Duration,
+) -> Result<(Ended, String, ToolDisplay), ToolOutput> {
+    let spec = TerminalSpec {
+        command: SHELL.into(),
+        args: vec!["-c".into(), command.into()],
+        cwd: cx.cwd.clone(),
+        output_byte_limit: TERMINAL_OUTPUT_LIMIT,
+    };
+    let id = match client
+        .create_terminal(cx.call_id.clone(), spec, cx.cancel.clone())
+        .await
+    {
+        Ok(id) => id,
+        Err(ClientError::Cancelled) => return Err(ToolOutput::cancelled()),
+        Err(error) => return Err(start_failed(error)),
+    };
+    let display = ToolDisplay {
+        terminal_id: Some(id.clone()),
+        ..ToolDisplay::default()
+    };
+    let ran = run_terminal(&*client, &id, &cx.cancel, timeout).await;
+    // Released whatever happened above: the editor keeps showing its output.
+    if let Err(error) = client.release_terminal(id.clone()).await {
+        tracing::warn!(%error, terminal = %id, "could not release a terminal");
+    }
+    let (ended, output) = ran.map_err(|e| e.with_display(display.clone()))?;
+    Ok((ended, output, display))
+}
+
+async fn run_terminal(
+    client: &dyn ClientBridge,
+    id: &str,
+    cancel: &CancellationToken,
+    timeout: Duration,
+) -> Result<(Ended, String), ToolOutput> {
+    let stop_waiting = CancellationToken::new();
+    let mut wait = client.wait_for_terminal_exit(id.to_owned(), stop_waiting.clone());
+    let waited = tokio::select! {
+        biased;
+        exit = &mut wait => Some(exit),
+        _ = cancel.cancelled() => None,
+        _ = tokio::time::sleep(timeout) => None,
+    };
+    let (ended, exit) = match waited {
+        Some(Ok(exit)) => (exit_ended(&exit), Some(exit)),
+        Some(Err(error)) => (Ended::Exited(format!("unknown ({error})"), false), None),
+        None => {
+            let ended = if cancel.is_cancelled() {
+                Ended::Cancelled
+            } else {
+                Ended::TimedOut
+            };
+            // Tell the editor we stopped waiting (polling once sends `$/cancel_request`), then
+            // kill the command; the wait settles once it has died.
+            stop_waiting.cancel();
+            let settled = (&mut wait).now_or_never().is_some();
+            if let Err(error) = client.kill_terminal(id.to_owned()).await {
+                tracing::warn!(%error, terminal = %id, "could not kill a terminal");
+            }
+            if !settled {
+                let _ = tokio::time::timeout(TERMINAL_SETTLE, wait).await;
+            }
+            (ended, None)
+        }
+    };
+    let output = match client.terminal_output(id.to_owned()).await {
+        Ok(output) => {
+            let mut text = output.output;
+            if output.truncated {
+                text = format!("[... earlier output dropped by the terminal ...]\n{text}");
+            }
+            if let (Ended::Exited(..), None, Some(exit)) = (&ended, &exit, output.exit) {
+                return Ok((exit_ended(&exit), text));
+            }
+            text
+        }
+        Err(error) => format!("[the terminal's output could not be read: {error}]"),
+    };
+    Ok((ended, output))
+}
+
+fn exit_ended(exit: &TerminalExit) -> Ended {
+    match (exit.exit_code, &exit.signal) {
+        (Some(code), _) => Ended::Exited(format!("exit code {code}"), code == 0),
+        (None, Some(signal)) => Ended::Exited(format!("killed by signal {signal}"), false),
+        (None, None) => Ended::Exited("ended".into(), false),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::client::PermissionAnswer;
+    use crate::tools::testing::{call, wait_for_exit, Workspace};
+    use crate::tools::PermissionMode;
+
+    #[tokio::test]
+    async fn runs_in_the_cwd_and_reports_output_and_exit_code() {
+        let ws = Workspace::new();
+        ws.write("f.txt", "hello\n");
+        let cx = ws.cx_in_mode(PermissionMode::Allow);
+        let out = call(
+            &ShellTool,
+            json!({"command": "cat f.txt; echo err >&2"}),
+            &cx,
+        )
+        .await;
+        assert!(!out.is_error, "{}", out.text);
+        assert_eq!(out.text, "hello\nerr\n\n[exit code 0]");
+        let out = call(&ShellTool, json!({"command": "exit 3"}), &cx).await;
+        assert!(out.is_error);
+        assert_eq!(out.text, "\n[exit code 3]");
+        assert_eq!(out.error.unwrap().0, "CommandFailed");
+    }
+
+    #[tokio::test]
+    async fn large_output_keeps_head_and_tail() {
+        let ws = Workspace::new();
+        let cx = ws.cx_in_mode(PermissionMode::Allow);
+        let out = call(&ShellTool, json!({"command": "seq 1 100000"}), &cx).await;
+        assert!(out.text.starts_with("1\n2\n3\n"), "{}", &out.text[..20]);
+        assert!(out.text.ends_with("99999\n100000\n\n[exit code 0]"));
+        assert!(out.text.contains("bytes cut from the middle of the output"));
+        assert!(out.text.len() < MAX_OUTPUT + 200);
+    }
+
+    /// A command that starts a grandchild, reports its pid through a FIFO, and waits.
+    fn grandchild_command(ws: &Workspace) -> (String, std::path::PathBuf) {
+        let fifo = ws.path("pid.fifo");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        (
+            format!("sleep 1000 & echo $! > {}; wait", fifo.display()),
+            fifo,
+        )
+    }
+
+    fn read_pid(fifo: std::path::PathBuf) -> tokio::task::JoinHandle<i32> {
+        tokio::task::spawn_blocking(move || {
+            std::fs::read_to_string(fifo)
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap()
+        })
+    }
+
+    #[tokio::test]
+    async fn timeout_kills_the_whole_process_group() {
+        let ws = Workspace::new();
+        let (command, fifo) = grandchild_command(&ws);
+        let pid = read_pid(fifo);
+        let cx = ws.cx_in_mode(PermissionMode::Allow);
+        let out = call(&ShellTool, json!({"command": command, "timeout": 1}), &cx).await;
+        assert_eq!(out.error.as_ref().unwrap().0, "Timeout", "{}", out.text);
+        assert!(out.text.contains("timed out after 1 s"));
+        wait_for_exit(pid.await.unwrap()).await;
+    }
+
+    #[tokio::test]
+    async fn cancel_kills_the_whole_process_group() {
+        let ws = Workspace::new();
+        let (command, fifo) = grandchild_command(&ws);
+        let cx = ws.cx_in_mode(PermissionMode::Allow);
+        let cancel = cx.cancel.clone();
+        let running = tokio::spawn({
+            let cx = cx.clone();
+            async move { call(&ShellTool, json!({"command": command}), &cx).await }
+        });
+        let pid = read_pid(fifo).await.unwrap();
+        let alive = crate::tools::testing::pidfd(pid);
+        cancel.cancel();
+        let out = running.await.unwrap();
+        assert!(out.is_cancelled(), "{}", out.text);
+        alive.exited().await;
+    }
+
+    #[tokio::test]
+    async fn asks_before_running_and_a_rejection_runs_nothing() {
+        let ws = Workspace::new();
+        let editor = ws.editor();
+        editor.answer(PermissionAnswer::RejectOnce);
+        let out = call(
+            &ShellTool,
+            json!({"command": "touch made"}),
+            &ws.cx_with(&editor),
+        )
+        .await;
+        assert!(
+            out.text
+                .contains("the user rejected this call (touch made)"),
+            "{}",
+            out.text
+        );
+        assert!(!ws.path("made").exists());
+        let out = call(
+            &ShellTool,
+            json!({"command": "touch made"}),
+            &ws.cx_in_mode(PermissionMode::ReadOnly),
+        )
+        .await;
+        assert!(out.text.contains("read-only"));
+        assert!(!ws.path("made").exists());
+    }
+
+    #[tokio::test]
+    async fn runs_in_the_editor_terminal_and_releases_it() {
+        let ws = Workspace::new();
+        let editor = ws.editor().with_terminal();
+        editor.answer(PermissionAnswer::AllowOnce);
+        let out = call(
+            &ShellTool,
+            json!({"command": "echo hi; exit 2"}),
+            &ws.cx_with(&editor),
+        )
+        .await;
+        assert_eq!(out.text, "hi\n\n[exit code 2]");
+        assert_eq!(out.display.terminal_id.as_deref(), Some("term-1"));
+        assert_eq!(
+            editor.calls(),
+            vec![
+                "permission execute echo hi; exit 2",
+                "terminal/create bash -c echo hi; exit 2",
+                "terminal/wait_for_exit term-1",
+                "terminal/output term-1",
+                "terminal/release term-1"
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn an_editor_terminal_is_killed_on_timeout_and_still_released() {
+        let ws = Workspace::new();
+        let (command, fifo) = grandchild_command(&ws);
+        let pid = read_pid(fifo);
+        let editor = ws.editor().with_terminal();
+        let cx = ws.cx_with(&editor);
+        cx.permissions.set_mode(PermissionMode::Allow);
+        let out = call(&ShellTool, json!({"command": command, "timeout": 1}), &cx).await;
+        assert_eq!(out.error.as_ref().unwrap().0, "Timeout", "{}", out.text);
+        let calls = editor.calls();
+        assert_eq!(
+            &calls[calls.len() - 3..],
+            [
+                "terminal/kill term-1",
+                "terminal/output term-1",
+                "terminal/release term-1"
+            ]
+        );
+        wait_for_exit(pid.await.unwrap()).await;
+    }
+}

@@ -1,0 +1,253 @@
+//! `write`: creates or replaces a whole text file. The change is shown (and, in `ask` mode,
+//! approved) as a diff before it is made; through the editor when it offers `writeTextFile`.
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::display::{file_diffs, Location};
+use super::fs::{self, FsError};
+use super::{parse_arguments, title_with, Tool, ToolContext, ToolDisplay, ToolKind, ToolOutput};
+use crate::model::ToolSpec;
+
+pub const NAME: &str = "write";
+
+#[derive(Deserialize)]
+struct Params {
+    path: String,
+    content: String,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WriteTool;
+
+impl Tool for WriteTool {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: NAME.into(),
+            description: "Create a text file, or replace all of an existing one, with `content`. \
+                Missing parent directories are created. To change part of a file, use `edit`."
+                .into(),
+            parameters: parameters(),
+        }
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Edit
+    }
+
+    fn title(&self, arguments: &Value) -> String {
+        title_with(arguments, "path", "Write")
+    }
+
+    fn call(&self, arguments: Value, cx: ToolContext) -> BoxFuture<'static, ToolOutput> {
+        async move { run(arguments, cx).await.unwrap_or_else(|output| output) }.boxed()
+    }
+}
+
+pub fn parameters() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "The file to write, absolute or relative to the working directory."},
+            "content": {"type": "string", "description": "The complete new text of the file."}
+        },
+        "required": ["path", "content"],
+        "additionalProperties": false
+    })
+}
+
+/// An error result for a failed file operation (shared by `write` and `edit`).
+pub fn write_error(error: FsError) -> ToolOutput {
+    if error.is_cancelled() {
+        return ToolOutput::cancelled();
+    }
+    let (name, code) = match &error {
+        FsError::NotFound { .. } => ("NotFound", "NOT_FOUND"),
+        FsError::IsDirectory { .. } => ("IsDirectory", "IS_DIRECTORY"),
+        FsError::NotText { .. } => ("NotText", "NOT_TEXT"),
+        _ => ("WriteFailed", "WRITE_FAILED"),
+    };
+    ToolOutput::error(name, code, format!("Error: {error}"))
+}
+
+async fn run(arguments: Value, cx: ToolContext) -> Result<ToolOutput, ToolOutput> {
+    let path = arguments
+        .get("path")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let result = run_inner(arguments, &cx).await;
+    // Errors name the file as the model knows it, not as the resolved absolute path.
+    match path.map(|p| cx.resolve(&p)) {
+        Some(Ok(target)) => {
+            let shown = cx.roots.display(&target.path);
+            result.map_err(|e| e.relabel_path(&target.path, &shown))
+        }
+        _ => result,
+    }
+}
+
+async fn run_inner(arguments: Value, cx: &ToolContext) -> Result<ToolOutput, ToolOutput> {
+    let cx = cx.clone();
+    let params: Params = parse_arguments(NAME, arguments)?;
+    let target = cx.resolve(&params.path)?;
+    let shown = cx.roots.display(&target.path);
+    let old = match fs::read_text(&cx, &target.path).await {
+        Ok(old) => old,
+        // A binary file is replaced wholesale; there is no text diff to show.
+        Err(FsError::NotText { .. } | FsError::TooLarge { .. }) => None,
+        Err(error) => return Err(write_error(error)),
+    };
+    let display = ToolDisplay {
+        locations: vec![Location::new(&target.path, None)],
+        diffs: file_diffs(&target.path, old.as_deref(), &params.content),
+        terminal_id: None,
+    };
+    let verb = if old.is_some() { "Overwrite" } else { "Create" };
+    cx.authorize(
+        ToolContext::scope_of(&target),
+        cx.prompt(ToolKind::Edit, format!("{verb} {shown}"), display.clone()),
+    )
+    .await?;
+    let lines = params.content.lines().count();
+    let bytes = params.content.len();
+    fs::write_text(&cx, &target.path, params.content)
+        .await
+        .map_err(write_error)?;
+    let text = match old {
+        Some(_) => format!("Replaced {shown} ({lines} lines, {bytes} bytes)"),
+        None => format!("Created {shown} ({lines} lines, {bytes} bytes)"),
+    };
+    Ok(ToolOutput::ok(text).with_display(display))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::client::PermissionAnswer;
+    use crate::tools::testing::{call, Workspace};
+    use crate::tools::PermissionMode;
+
+    #[tokio::test]
+    async fn creates_files_and_directories_and_shows_a_diff() {
+        let ws = Workspace::new();
+        let cx = ws.cx_in_mode(PermissionMode::Allow);
+        let out = call(
+            &WriteTool,
+            json!({"path": "new/dir/a.txt", "content": "hi\n"}),
+            &cx,
+        )
+        .await;
+        assert_eq!(out.text, "Created new/dir/a.txt (1 lines, 3 bytes)");
+        assert_eq!(ws.read("new/dir/a.txt"), "hi\n");
+        assert_eq!(out.display.diffs[0].old_text, None);
+
+        let out = call(
+            &WriteTool,
+            json!({"path": "new/dir/a.txt", "content": "bye\n"}),
+            &cx,
+        )
+        .await;
+        assert!(out.text.starts_with("Replaced"));
+        assert_eq!(out.display.diffs[0].old_text.as_deref(), Some("hi\n"));
+        assert_eq!(ws.read("new/dir/a.txt"), "bye\n");
+    }
+
+    #[tokio::test]
+    async fn each_permission_outcome() {
+        let ws = Workspace::new();
+        let editor = ws.editor();
+        let cx = ws.cx_with(&editor);
+        let write = |content: &str| json!({"path": "a.txt", "content": content});
+
+        editor.answer(PermissionAnswer::RejectOnce);
+        let out = call(&WriteTool, write("1"), &cx).await;
+        assert!(
+            out.text
+                .contains("the user rejected this call (Create a.txt)"),
+            "{}",
+            out.text
+        );
+        assert!(!ws.path("a.txt").exists());
+
+        editor.answer(PermissionAnswer::AllowOnce);
+        assert!(!call(&WriteTool, write("2"), &cx).await.is_error);
+        assert_eq!(ws.read("a.txt"), "2");
+
+        editor.answer(PermissionAnswer::AllowAlways);
+        assert!(!call(&WriteTool, write("3"), &cx).await.is_error);
+        // Remembered: no question this time.
+        assert!(!call(&WriteTool, write("4"), &cx).await.is_error);
+        assert_eq!(editor.permission_prompts(), 3);
+        assert_eq!(ws.read("a.txt"), "4");
+        let records = cx.permissions.take_unlogged();
+        assert_eq!(records.len(), 3);
+
+        // Cancelled: the call ends as cancelled, nothing is written.
+        let ws = Workspace::new();
+        let editor = ws.editor();
+        editor.answer(PermissionAnswer::Cancelled);
+        let out = call(&WriteTool, write("5"), &ws.cx_with(&editor)).await;
+        assert!(out.is_cancelled());
+        assert!(!ws.path("a.txt").exists());
+
+        editor.answer(PermissionAnswer::RejectAlways);
+        let cx = ws.cx_with(&editor);
+        assert!(call(&WriteTool, write("6"), &cx).await.is_error);
+        let out = call(&WriteTool, write("7"), &cx).await;
+        assert!(out.text.contains("always reject edit"), "{}", out.text);
+        assert_eq!(editor.permission_prompts(), 2);
+    }
+
+    #[tokio::test]
+    async fn read_only_refuses_and_outside_paths_ask_even_when_always_allowed_inside() {
+        let ws = Workspace::new();
+        let out = call(
+            &WriteTool,
+            json!({"path": "a.txt", "content": "x"}),
+            &ws.cx_in_mode(PermissionMode::ReadOnly),
+        )
+        .await;
+        assert!(out.text.contains("read-only"), "{}", out.text);
+        assert!(!ws.path("a.txt").exists());
+
+        let editor = ws.editor();
+        let cx = ws.cx_with(&editor);
+        editor.answer(PermissionAnswer::AllowAlways);
+        assert!(
+            !call(&WriteTool, json!({"path": "a.txt", "content": "x"}), &cx)
+                .await
+                .is_error
+        );
+        editor.answer(PermissionAnswer::RejectOnce);
+        let out = call(
+            &WriteTool,
+            json!({"path": "../outside/x", "content": "x"}),
+            &cx,
+        )
+        .await;
+        assert!(out.is_error);
+        assert!(!ws.outside("x").exists());
+        assert_eq!(editor.permission_prompts(), 2);
+    }
+
+    #[tokio::test]
+    async fn writes_through_the_editor_when_it_offers_files() {
+        let ws = Workspace::new();
+        let editor = ws.editor();
+        editor.answer(PermissionAnswer::AllowOnce);
+        let out = call(
+            &WriteTool,
+            json!({"path": "a.txt", "content": "x"}),
+            &ws.cx_with(&editor),
+        )
+        .await;
+        assert!(!out.is_error, "{}", out.text);
+        assert_eq!(
+            editor.calls(),
+            vec!["permission edit Create a.txt", "write a.txt"]
+        );
+        assert_eq!(ws.read("a.txt"), "x");
+    }
+}
