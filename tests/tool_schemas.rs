@@ -119,6 +119,25 @@ fn the_schemas_accept_and_refuse_the_expected_arguments() {
         ("grep", json!({"pattern": "x", "extra": 1}), false),
         ("bash", json!({"command": "ls", "timeout": 5}), true),
         ("bash", json!({"command": "ls", "timeout": 0}), false),
+        ("subagent", json!({"description": "d", "prompt": "p"}), true),
+        ("subagent", json!({"prompt": "p"}), false),
+        (
+            "subagent_fork",
+            json!({"description": "d", "prompt": "p", "run_in_background": "yes"}),
+            false,
+        ),
+        (
+            "task_output",
+            json!({"task_id": "subagent-1", "wait": true, "timeout_ms": 5}),
+            true,
+        ),
+        ("task_output", json!({"wait": true}), false),
+        (
+            "task_kill",
+            json!({"task_id": "subagent-1", "reason": "r"}),
+            true,
+        ),
+        ("task_list", json!({}), true),
     ];
     for (tool, arguments, valid) in cases {
         let path = schema_dir().join(format!("{tool}.json"));
