@@ -156,31 +156,41 @@ pub enum KeyState {
 /// Looks for the key again (for ACP `authenticate`).
 pub type KeyLoader = Arc<dyn Fn() -> BoxFuture<'static, KeyState> + Send + Sync>;
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[error("could not set up the HTTP client: {0}")]
 pub struct ClientError(String);
 
 pub struct OpenAiModel {
     settings: Arc<OpenAiSettings>,
-    client: reqwest::Client,
+    /// Built on the first call: setting up TLS (root certificates) costs milliseconds and
+    /// megabytes that `kin acp` should not pay before it answers `initialize`.
+    client: Arc<std::sync::OnceLock<Result<reqwest::Client, ClientError>>>,
     key: Arc<RwLock<KeyState>>,
     loader: Option<KeyLoader>,
 }
 
 impl OpenAiModel {
     pub fn new(settings: OpenAiSettings, key: KeyState) -> Result<Self, ClientError> {
-        let client = reqwest::Client::builder()
-            .connect_timeout(settings.connect_timeout)
-            .tcp_nodelay(true)
-            .user_agent(concat!("kin/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| ClientError(sse::error_chain(&e)))?;
         Ok(Self {
             settings: Arc::new(settings),
-            client,
+            client: Arc::new(std::sync::OnceLock::new()),
             key: Arc::new(RwLock::new(key)),
             loader: None,
         })
+    }
+
+    /// The HTTP client, built on first use.
+    fn client(&self) -> Result<reqwest::Client, ClientError> {
+        self.client
+            .get_or_init(|| {
+                reqwest::Client::builder()
+                    .connect_timeout(self.settings.connect_timeout)
+                    .tcp_nodelay(true)
+                    .user_agent(concat!("kin/", env!("CARGO_PKG_VERSION")))
+                    .build()
+                    .map_err(|e| ClientError(sse::error_chain(&e)))
+            })
+            .clone()
     }
 
     /// Lets [`Model::reload_credentials`] look for the key again with `loader`.
@@ -225,9 +235,17 @@ impl Model for OpenAiModel {
                 ))))
             }
         };
+        let client = match self.client() {
+            Ok(client) => client,
+            Err(error) => {
+                return Box::pin(futures::stream::once(std::future::ready(Err(
+                    ModelError::Failed(error.to_string()),
+                ))))
+            }
+        };
         let body = request::body(&self.settings.model, &request);
         call::stream(call::Call::new(
-            self.client.clone(),
+            client,
             self.settings.clone(),
             key,
             body.to_string().into(),
