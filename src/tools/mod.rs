@@ -106,6 +106,22 @@ impl ToolContext {
     }
 
     /// Resolves a model-given path against the roots; an error result names the problem.
+    /// Makes a path tool's errors name its file as the model wrote it (`raw`), not as the
+    /// absolute path it resolved to.
+    pub fn name_path_as_given(
+        &self,
+        raw: Option<&str>,
+        result: Result<ToolOutput, ToolOutput>,
+    ) -> Result<ToolOutput, ToolOutput> {
+        match raw.map(|p| self.resolve(p)) {
+            Some(Ok(target)) => {
+                let shown = self.roots.display(&target.path);
+                result.map_err(|e| e.relabel_path(&target.path, &shown))
+            }
+            _ => result,
+        }
+    }
+
     pub fn resolve(&self, raw: &str) -> Result<paths::Resolved, ToolOutput> {
         self.roots.resolve(raw).map_err(|error| {
             ToolOutput::error("InvalidPath", "INVALID_PATH", format!("Error: {error}"))

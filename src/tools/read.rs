@@ -95,14 +95,7 @@ async fn run(arguments: Value, cx: ToolContext) -> Result<ToolOutput, ToolOutput
         .and_then(Value::as_str)
         .map(str::to_owned);
     let result = run_inner(arguments, &cx).await;
-    // Errors name the file as the model knows it, not as the resolved absolute path.
-    match path.map(|p| cx.resolve(&p)) {
-        Some(Ok(target)) => {
-            let shown = cx.roots.display(&target.path);
-            result.map_err(|e| e.relabel_path(&target.path, &shown))
-        }
-        _ => result,
-    }
+    cx.name_path_as_given(path.as_deref(), result)
 }
 
 async fn run_inner(arguments: Value, cx: &ToolContext) -> Result<ToolOutput, ToolOutput> {
