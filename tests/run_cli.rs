@@ -273,3 +273,27 @@ fn config_shows_effective_values_their_origins_and_a_masked_key() {
     assert!(line("api_key").contains("****9876") && line("api_key").contains("KIN_API_KEY"));
     assert!(!report.contains("very-secret"), "{report}");
 }
+
+#[test]
+fn a_background_child_still_running_at_exit_is_cancelled_and_its_log_ends_cleanly() {
+    let dirs = Dirs::new();
+    let fixture = common::repo().join("tests/fixtures/background-shutdown");
+    let out = dirs.run(
+        None,
+        None,
+        &["--replay", fixture.to_str().unwrap(), "start a long job"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("Started it."));
+    let sessions: Vec<_> = std::fs::read_dir(dirs.home.path().join("sessions"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .collect();
+    assert_eq!(sessions.len(), 2, "the parent and its background child");
+    for path in sessions {
+        let log = std::fs::read_to_string(&path).unwrap();
+        let last: Value = serde_json::from_str(log.lines().last().unwrap()).unwrap();
+        assert_eq!(last["type"], "turn/end", "{}", path.display());
+    }
+}
