@@ -84,6 +84,14 @@ impl SessionLog {
         Ok(event)
     }
 
+    /// Appends lines taken verbatim from another log (a fork seed read from the parent's
+    /// file); `next_seq` is the seq after the last of them.
+    pub fn append_raw_lines(&mut self, lines: &[u8], next_seq: u64) -> Result<(), StoreError> {
+        self.file.write_all(lines).map_err(|e| self.io()(e))?;
+        self.next_seq = next_seq;
+        Ok(())
+    }
+
     /// Copies already-stamped events verbatim (a fork seed); seqs must continue this log.
     /// Encoded into one buffer and written at once: a seed can be tens of thousands of lines.
     pub fn append_copied(&mut self, events: &[Event]) -> Result<(), StoreError> {

@@ -187,6 +187,33 @@ impl SessionStore {
         Ok(out)
     }
 
+    /// The lines of session `id`'s file that hold exactly `events` (its first events, one per
+    /// line, as kin writes them), to copy a seed without re-encoding it. `None` when the file
+    /// does not line up with them (e.g. a log written with packed rows): encode them instead.
+    pub fn event_lines(&self, id: &str, events: &[Event]) -> Option<Vec<u8>> {
+        let (first, last) = (events.first()?, events.last()?);
+        let bytes = fs::read(self.path(id).ok()?).ok()?;
+        let body_start = bytes.iter().position(|&b| b == b'\n')? + 1;
+        let mut end = body_start;
+        let mut last_line = (body_start, body_start);
+        for _ in 0..events.len() {
+            let line_end = end + bytes.get(end..)?.iter().position(|&b| b == b'\n')?;
+            last_line = (end, line_end);
+            end = line_end + 1;
+        }
+        let first_line_end = body_start + bytes[body_start..].iter().position(|&b| b == b'\n')?;
+        let seq_of = |line: &[u8]| {
+            let mut parsed = Vec::new();
+            let text = std::str::from_utf8(line).ok()?;
+            parse_event_line(text, &mut parsed).ok()?;
+            (parsed.len() == 1).then(|| parsed[0].seq)
+        };
+        let lines_up = seq_of(&bytes[body_start..first_line_end]) == Some(first.seq)
+            && seq_of(&bytes[last_line.0..last_line.1]) == Some(last.seq)
+            && last.seq - first.seq + 1 == events.len() as u64;
+        lines_up.then(|| bytes[body_start..end].to_vec())
+    }
+
     /// Removes a session's file; `Ok(false)` if there was none.
     pub fn delete(&self, id: &str) -> Result<bool, StoreError> {
         let path = self.path(id)?;
@@ -314,4 +341,43 @@ fn summarize(path: &Path) -> Result<Option<SessionSummary>, StoreError> {
         updated_ns: modified_ns,
         parent_session: header.parent_session,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::{EventBody, StepRef};
+
+    #[test]
+    fn event_lines_are_the_files_own_lines_or_none_when_they_do_not_line_up() {
+        let home = tempfile::tempdir().unwrap();
+        let store = SessionStore::open(home.path()).unwrap();
+        let header = Header::new("s1".into(), 1, "/w".into(), vec![]);
+        let mut log = store.create(&header).unwrap();
+        let events: Vec<Event> = (1..=3)
+            .map(|step| {
+                log.append(EventBody::StepStart(StepRef { turn: 1, step }), 7)
+                    .unwrap()
+            })
+            .collect();
+        log.flush().unwrap();
+        let text = fs::read_to_string(store.path("s1").unwrap()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let two = store.event_lines("s1", &events[..2]).unwrap();
+        assert_eq!(
+            String::from_utf8(two).unwrap(),
+            format!("{}\n{}\n", lines[1], lines[2])
+        );
+
+        // A log whose deltas are packed into one row has fewer lines than events.
+        let packed = r#"{"type":"session","version":0,"id":"s2","createdAt":0,"delegationDepth":0}
+{"type":"text-chunks","seq0":0,"time0":0,"data":{"turn":1,"step":1,"index":0,"dt":[0],"texts":["a","b"]}}
+{"type":"step/end","seq":2,"time":0,"data":{"turn":1,"step":1}}
+"#;
+        fs::write(store.path("s2").unwrap(), packed).unwrap();
+        let loaded = store.load("s2").unwrap();
+        assert_eq!(loaded.events.len(), 3);
+        assert!(store.event_lines("s2", &loaded.events).is_none());
+        assert!(store.event_lines("missing", &loaded.events).is_none());
+    }
 }

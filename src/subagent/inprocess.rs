@@ -122,8 +122,12 @@ pub(super) fn start(
         .map_err(|e| SubagentError::Setup(e.to_string()))?;
     let mut events = seed;
     if !events.is_empty() {
-        let end_seed = log
-            .append_copied(&events)
+        // The parent's file already holds these lines: copy them rather than re-encode.
+        let copied = match runtime.store.event_lines(&parent.id, &events) {
+            Some(lines) => log.append_raw_lines(&lines, events.last().map_or(0, |e| e.seq + 1)),
+            None => log.append_copied(&events),
+        };
+        let end_seed = copied
             .and_then(|()| log.append(EventBody::SessionEndSeed(Empty {}), crate::time::now_ms()))
             .and_then(|event| log.flush().map(|()| event));
         match end_seed {
