@@ -4,6 +4,7 @@
 //! [`ClientError::Cancelled`].
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use agent_client_protocol_schema::v1::{
     ClientCapabilities, CreateTerminalRequest, CreateTerminalResponse, KillTerminalRequest,
@@ -36,6 +37,8 @@ pub struct AcpBridge {
     peer: Peer,
     session_id: String,
     features: ClientFeatures,
+    /// The client shows children as sessions of their own (`clientCapabilities.subagents`).
+    child_sessions: bool,
 }
 
 impl AcpBridge {
@@ -48,6 +51,7 @@ impl AcpBridge {
                 write_text_file: capabilities.fs.write_text_file,
                 terminal: capabilities.terminal,
             },
+            child_sessions: capabilities.subagents.is_some(),
         }
     }
 
@@ -103,6 +107,18 @@ fn kind_word(prompt: &PermissionPrompt) -> &'static str {
 impl ClientBridge for AcpBridge {
     fn features(&self) -> ClientFeatures {
         self.features
+    }
+
+    fn for_child(self: Arc<Self>, child_session: &str) -> Arc<dyn ClientBridge> {
+        if !self.child_sessions {
+            return self;
+        }
+        Arc::new(Self {
+            peer: self.peer.clone(),
+            session_id: child_session.to_owned(),
+            features: self.features,
+            child_sessions: true,
+        })
     }
 
     fn read_text_file(&self, path: PathBuf, cancel: CancellationToken) -> ClientResult<String> {

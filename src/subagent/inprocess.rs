@@ -184,7 +184,7 @@ pub(super) fn drive(
     client: Option<Arc<dyn crate::tools::ClientBridge>>,
 ) -> Run {
     let mut deps = runtime.turn_deps(&child);
-    deps.client = client;
+    deps.client = client.map(|client| client.for_child(&child.id));
     let turn_child = child.clone();
     let turn_cancel = cancel.clone();
     let reporter = Arc::downgrade(&runtime);

@@ -4,6 +4,7 @@
 //! editor (tests, background work) has no bridge and tools act locally.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use serde_json::Value;
@@ -81,6 +82,11 @@ pub type ClientResult<T> = BoxFuture<'static, Result<T, ClientError>>;
 /// still settles (with [`ClientError::Cancelled`] or the editor's own answer).
 pub trait ClientBridge: Send + Sync {
     fn features(&self) -> ClientFeatures;
+
+    /// The bridge a delegated child of this session uses. By default the child speaks to the
+    /// editor as its parent; an editor that shows children as sessions of their own gets the
+    /// child's requests under the child's id.
+    fn for_child(self: Arc<Self>, _child_session: &str) -> Arc<dyn ClientBridge>;
 
     /// The whole text of `path` as the editor sees it (its buffer, if open).
     fn read_text_file(&self, path: PathBuf, cancel: CancellationToken) -> ClientResult<String>;

@@ -184,6 +184,10 @@ impl ClientBridge for FakeEditor {
         }
     }
 
+    fn for_child(self: Arc<Self>, _child_session: &str) -> Arc<dyn ClientBridge> {
+        self
+    }
+
     fn read_text_file(&self, path: PathBuf, _cancel: CancellationToken) -> ClientResult<String> {
         self.log(format!("read {}", self.shown(&path)));
         let buffered = self.state().buffers.get(&path).cloned();
