@@ -107,12 +107,19 @@ pub struct Agent {
     running: AtomicBool,
     turn_cancel: Mutex<Option<CancellationToken>>,
     /// Messages delivered into the running turn (`steer`), taken before the next model call.
-    steering: Mutex<Vec<UserMessage>>,
+    steering: Mutex<Steering>,
     /// Notices for the model (e.g. a finished background task), taken before the next call.
     inbox: Mutex<Vec<UserMessage>>,
 }
 
 pub use crate::session::UserMessage;
+
+/// Messages steered into the running turn, and whether it still takes them.
+#[derive(Default)]
+struct Steering {
+    queue: Vec<UserMessage>,
+    open: bool,
+}
 
 struct AgentState {
     log: SessionLog,
@@ -170,7 +177,7 @@ impl Agent {
             events: RwLock::new(spec.events),
             running: AtomicBool::new(false),
             turn_cancel: Mutex::new(None),
-            steering: Mutex::new(Vec::new()),
+            steering: Mutex::new(Steering::default()),
             inbox: Mutex::new(Vec::new()),
         }
     }
@@ -247,15 +254,17 @@ impl Agent {
         drop(self.state.lock().await);
     }
 
-    /// Delivers a message into the running turn; refuses when no turn runs (never queues one).
+    /// Delivers a message into the running turn; refuses when no turn runs or the running one
+    /// has already decided to end (never queues one for later): an accepted message is always
+    /// answered within this turn.
     pub fn steer(&self, content: Vec<UserPart>) -> Result<(), NotRunning> {
         let mut steering = lock(&self.steering);
-        if !self.is_running() {
+        if !steering.open {
             return Err(NotRunning {
                 id: self.id.clone(),
             });
         }
-        steering.push(UserMessage {
+        steering.queue.push(UserMessage {
             content,
             source: serde_json::json!({"kind": "user"}),
             role: "user".into(),
@@ -270,11 +279,15 @@ impl Agent {
     }
 
     fn take_steering(&self) -> Vec<UserMessage> {
-        std::mem::take(&mut *lock(&self.steering))
+        std::mem::take(&mut lock(&self.steering).queue)
     }
 
-    fn has_steering(&self) -> bool {
-        !lock(&self.steering).is_empty()
+    /// Closes the turn to steering unless a message is waiting (then the turn takes another
+    /// step to answer it). Returns whether the turn may end.
+    fn close_steering_unless_waiting(&self) -> bool {
+        let mut steering = lock(&self.steering);
+        steering.open = !steering.queue.is_empty();
+        !steering.open
     }
 
     fn take_inbox(&self) -> Vec<UserMessage> {
@@ -295,16 +308,14 @@ impl Agent {
             });
         }
         *lock(&self.turn_cancel) = Some(cancel.clone());
+        lock(&self.steering).open = true;
         let result = {
             let mut state = self.state.lock().await;
             turn::run(self, &mut state, prompt, deps, observe, &cancel).await
         };
         *lock(&self.turn_cancel) = None;
-        {
-            // Under the steering lock, so a steer either lands in this turn or sees it over.
-            let _steering = lock(&self.steering);
-            self.running.store(false, Ordering::Release);
-        }
+        lock(&self.steering).open = false;
+        self.running.store(false, Ordering::Release);
         // A mode switch that arrived as the turn was ending is written now.
         if let Err(error) = self.write_permission_records() {
             tracing::warn!(%error, session = %self.id, "could not log a permission change");

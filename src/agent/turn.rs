@@ -159,10 +159,22 @@ impl Turn<'_> {
             self.state.log.flush()?;
             match result? {
                 StepEnd::Continue => {}
+                // A message steered in before the turn closed still gets its answer.
+                // (Not after a structured result: that ends the run.)
+                StepEnd::Finished(TurnOutcome::Completed)
+                    if !self.structured_captured()
+                        && !self.agent.close_steering_unless_waiting() => {}
                 StepEnd::Finished(outcome) => return Ok(outcome),
             }
         }
         Ok(TurnOutcome::MaxSteps)
+    }
+
+    fn structured_captured(&self) -> bool {
+        self.agent
+            .structured
+            .as_ref()
+            .is_some_and(|s| s.is_captured())
     }
 
     /// Logs the notices and steering messages that arrived since the last model call.
@@ -271,19 +283,12 @@ impl Turn<'_> {
         if self.cancel.is_cancelled() || self.tool_cancelled {
             return Ok(StepEnd::Finished(TurnOutcome::Cancelled));
         }
-        if self
-            .agent
-            .structured
-            .as_ref()
-            .is_some_and(|s| s.is_captured())
-        {
+        if self.structured_captured() {
             // The structured result is in: the run is complete, no further model call.
             return Ok(StepEnd::Finished(TurnOutcome::Completed));
         }
         Ok(match finish.kind {
             _ if !calls.is_empty() => StepEnd::Continue,
-            // A message steered in after the last model call still gets an answer.
-            FinishKind::Stop if self.agent.has_steering() => StepEnd::Continue,
             FinishKind::MaxTokens => StepEnd::Finished(TurnOutcome::MaxTokens),
             FinishKind::Refusal => StepEnd::Finished(TurnOutcome::Refusal),
             _ => StepEnd::Finished(TurnOutcome::Completed),
@@ -311,11 +316,7 @@ impl Turn<'_> {
         )?;
         let call_seq = call.seq;
         self.push(call);
-        let captured = self
-            .agent
-            .structured
-            .as_ref()
-            .is_some_and(|s| s.is_captured());
+        let captured = self.structured_captured();
         let output = if self.cancel.is_cancelled() || self.tool_cancelled {
             ToolOutput::cancelled()
         } else if captured {
