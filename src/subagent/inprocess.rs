@@ -120,6 +120,11 @@ pub(super) fn start(
         .store
         .create(&header)
         .map_err(|e| SubagentError::Setup(e.to_string()))?;
+    // Until the child is published, a failure removes its file: nothing is left behind.
+    let abandon = |error: &dyn std::fmt::Display| {
+        let _ = runtime.store.delete(&id);
+        SubagentError::Setup(error.to_string())
+    };
     let mut events = seed;
     if !events.is_empty() {
         // The parent's file already holds these lines: copy them rather than re-encode.
@@ -130,14 +135,7 @@ pub(super) fn start(
         let end_seed = copied
             .and_then(|()| log.append(EventBody::SessionEndSeed(Empty {}), crate::time::now_ms()))
             .and_then(|event| log.flush().map(|()| event));
-        match end_seed {
-            Ok(event) => events.push(event),
-            Err(error) => {
-                drop(log);
-                let _ = runtime.store.delete(&id);
-                return Err(SubagentError::Setup(error.to_string()));
-            }
-        }
+        events.push(end_seed.map_err(|e| abandon(&e))?);
     }
     let boundary = events.len();
     let child = Arc::new(Agent::new(AgentSpec {
@@ -151,14 +149,10 @@ pub(super) fn start(
         structured,
     }));
     // The child works under the parent's current permission mode (logged in the child).
-    if let Err(error) = child.set_permission_mode(parent.permission_mode()) {
-        let _ = runtime.store.delete(&id);
-        return Err(SubagentError::Setup(error.to_string()));
-    }
-    if let Err(error) = runtime.publish(child.clone()) {
-        let _ = runtime.store.delete(&id);
-        return Err(SubagentError::Setup(error.to_string()));
-    }
+    child
+        .set_permission_mode(parent.permission_mode())
+        .map_err(|e| abandon(&e))?;
+    runtime.publish(child.clone()).map_err(|e| abandon(&e))?;
     runtime.notify_child(ChildNotice::Started {
         parent: &parent.id,
         child: &child,
