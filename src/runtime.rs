@@ -233,8 +233,7 @@ impl Runtime {
         if let Some(agent) = self.live(id) {
             return Ok(agent);
         }
-        let (loaded, log) = self.store.open_for_append(id)?;
-        let mut loaded = loaded;
+        let (mut loaded, log) = self.store.open_for_append(id)?;
         if let Some(additional) = additional {
             // The client re-sends its additional directories; they replace the recorded ones.
             loaded.header.additional_directories = additional
