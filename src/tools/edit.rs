@@ -380,7 +380,7 @@ mod tests {
     use crate::tools::testing::{call, Workspace};
     use crate::tools::PermissionMode;
 
-    const TEXT: &str = "fn main() {\n    println!(\"a\");\n    println!(\"b\");\n}\n";
+    const TEXT: &str = "fn main() {\n    log!(\"a\");\n    log!(\"b\");\n}\n";
 
     #[tokio::test]
     async fn replaces_an_exact_string_that_occurs_once() {
@@ -401,31 +401,22 @@ mod tests {
 
     #[test]
     fn mismatches_are_named() {
-        let err = replace(TEXT, "println!", "x", false, "m.rs").unwrap_err();
+        let err = replace(TEXT, "log!", "x", false, "m.rs").unwrap_err();
         assert_eq!(
             err.to_string(),
             "`old_string` occurs 2 times in m.rs (at lines 2, 3); include more surrounding text to pick one, or set `replace_all`"
         );
         assert_eq!(
-            replace(TEXT, "println!", "x", true, "m.rs")
-                .unwrap()
-                .summary,
+            replace(TEXT, "log!", "x", true, "m.rs").unwrap().summary,
             "replaced 2 occurrences"
         );
-        let err = replace(
-            TEXT,
-            "println!(\"a\");\nprintln!(\"b\");",
-            "x",
-            false,
-            "m.rs",
-        )
-        .unwrap_err();
+        let err = replace(TEXT, "log!(\"a\");\nlog!(\"b\");", "x", false, "m.rs").unwrap_err();
         assert!(
             err.to_string()
                 .contains("matches when whitespace is ignored"),
             "{err}"
         );
-        let err = replace(TEXT, "PRINTLN", "x", false, "m.rs").unwrap_err();
+        let err = replace(TEXT, "LOG!", "x", false, "m.rs").unwrap_err();
         assert!(err.to_string().contains("when case is ignored"), "{err}");
         let err = replace(TEXT, "nothing like it", "x", false, "m.rs").unwrap_err();
         assert!(
@@ -437,7 +428,7 @@ mod tests {
 
     #[test]
     fn patches_apply_where_they_match_even_with_wrong_line_numbers() {
-        let patch = "@@ -1,3 +1,3 @@\n fn main() {\n-    println!(\"a\");\n+    println!(\"z\");\n     println!(\"b\");\n";
+        let patch = "@@ -1,3 +1,3 @@\n fn main() {\n-    log!(\"a\");\n+    log!(\"z\");\n     log!(\"b\");\n";
         let edited = apply_patch(TEXT, patch, "m.rs").unwrap();
         assert_eq!(edited.text, TEXT.replace("\"a\"", "\"z\""));
         assert_eq!(edited.summary, "applied 1 hunk");
@@ -447,20 +438,20 @@ mod tests {
         assert!(edited.text.contains("\"z\""));
         assert_eq!(edited.first_line, 3);
 
-        let full = "--- a/m.rs\n+++ b/m.rs\n@@ -2,2 +2,3 @@\n     println!(\"a\");\n+    println!(\"a2\");\n     println!(\"b\");\n";
+        let full = "--- a/m.rs\n+++ b/m.rs\n@@ -2,2 +2,3 @@\n     log!(\"a\");\n+    log!(\"a2\");\n     log!(\"b\");\n";
         let edited = apply_patch(TEXT, full, "m.rs").unwrap();
         assert!(edited
             .text
-            .contains("\"a\");\n    println!(\"a2\");\n    println!(\"b\")"));
+            .contains("\"a\");\n    log!(\"a2\");\n    log!(\"b\")"));
     }
 
     #[test]
     fn a_hunk_that_does_not_match_says_which_line_differs() {
-        let patch = "@@ -2,2 +2,2 @@\n     println!(\"a\");\n-    println!(\"q\");\n+    println!(\"r\");\n";
+        let patch = "@@ -2,2 +2,2 @@\n     log!(\"a\");\n-    log!(\"q\");\n+    log!(\"r\");\n";
         let err = apply_patch(TEXT, patch, "m.rs").unwrap_err();
         assert_eq!(
             err.to_string(),
-            "hunk 1 (@@ -2,2 +2,2 @@) does not match m.rs: line 3 is \"    println!(\\\"b\\\");\" but the hunk expects \"    println!(\\\"q\\\");\", and its lines occur nowhere else after the previous hunk"
+            "hunk 1 (@@ -2,2 +2,2 @@) does not match m.rs: line 3 is \"    log!(\\\"b\\\");\" but the hunk expects \"    log!(\\\"q\\\");\", and its lines occur nowhere else after the previous hunk"
         );
         assert!(matches!(
             apply_patch(TEXT, "garbage", "m.rs"),
