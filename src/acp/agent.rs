@@ -307,7 +307,6 @@ async fn dispatch(
                 .config_options(modes::config_options(mode)))
         })()),
         ClientRequest::LoadSessionRequest(req) => {
-            check_roots(&req.cwd, &req.additional_directories)?;
             let agent = open_idle(
                 &runtime,
                 &req.session_id.0,
@@ -327,7 +326,6 @@ async fn dispatch(
                 .config_options(modes::config_options(mode))))
         }
         ClientRequest::ResumeSessionRequest(req) => {
-            check_roots(&req.cwd, &req.additional_directories)?;
             let agent = open_idle(
                 &runtime,
                 &req.session_id.0,
@@ -375,13 +373,15 @@ async fn dispatch(
     }
 }
 
-/// Opens a session for load or resume; one with a prompt in flight is refused.
+/// Opens a session for load or resume (after checking the roots the client sent); one with a
+/// prompt in flight is refused.
 fn open_idle(
     runtime: &Runtime,
     id: &str,
     cwd: PathBuf,
     additional: Vec<PathBuf>,
 ) -> Result<Arc<Agent>, RpcError> {
+    check_roots(&cwd, &additional)?;
     let agent = runtime
         .open_session_in(id, cwd, Some(additional))
         .map_err(runtime_error)?;

@@ -159,21 +159,25 @@ impl Tool for SubagentTool {
             };
             let background =
                 arguments.get("run_in_background").and_then(Value::as_bool) == Some(true);
-            let prompt = vec![UserPart::Text { text: prompt }];
+            // Foreground, the child is cancelled with this tool call; in the background, with
+            // its task.
+            let mut request = StartRequest::new(
+                vec![UserPart::Text { text: prompt }],
+                parent,
+                cx.cancel.clone(),
+            );
+            request.max_depth = max_depth;
+            request.label = Some(label.clone());
+            request.client = cx.client.clone();
             if background {
                 let service = runtime.subagents.clone();
-                let owner = parent.id.clone();
-                let child_label = label.clone();
-                let client = cx.client.clone();
+                let owner = request.parent.id.clone();
                 let started = runtime.tasks.start(
                     "subagent",
                     &label,
                     Some(owner),
                     move |cancel: CancellationToken| {
-                        let mut request = StartRequest::new(prompt, parent, cancel.clone());
-                        request.max_depth = max_depth;
-                        request.label = Some(child_label);
-                        request.client = client;
+                        request.cancel = cancel.clone();
                         async move {
                             match service.start(&provider, request).await {
                                 Ok(run) => settle(run).await,
@@ -191,10 +195,6 @@ impl Tool for SubagentTool {
                     }
                 };
             }
-            let mut request = StartRequest::new(prompt, parent, cx.cancel.clone());
-            request.max_depth = max_depth;
-            request.label = Some(label);
-            request.client = cx.client.clone();
             let run = match runtime.subagents.start(&provider, request).await {
                 Ok(run) => run,
                 Err(error) => return failure(&error),
