@@ -13,7 +13,7 @@ use serde_json::Value;
 // as a doc comment would become the schema's description).
 #[derive(schemars::JsonSchema)]
 #[schemars(untagged)]
-#[allow(dead_code)]
+#[allow(dead_code, clippy::large_enum_variant)] // never built: only its schema is used
 enum AnyMessage {
     AgentRequest(v1::Request<v1::AgentRequest>),
     AgentResponse(v1::Response<v1::AgentResponse>),

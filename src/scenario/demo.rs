@@ -1,14 +1,16 @@
 //! `kin demo`: plays the bundled scenario through `kin acp` (this very binary, as a child over
 //! pipes, acting as its ACP client) with the replay model, and prints a readable transcript.
-//! No key, no network.
+//! No key, no network. The session logs are kept in a temporary directory the demo names at
+//! the end, so the user can open them afterwards.
 
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use serde_json::Value;
 
 use super::{Input, RunEvent, RunOptions, Runner};
+use crate::session::SessionStore;
 
 const INPUT: &str = include_str!("../../snapshots/demo/input.json");
 /// The recorded sessions: the parent, then its two children.
@@ -55,8 +57,8 @@ struct Transcript {
     out: std::io::Stdout,
     /// The session the user talks to; updates of other sessions are its children's.
     top: Option<String>,
-    /// Child session id -> its label, for nesting.
-    children: std::collections::HashMap<String, String>,
+    /// (child session id, its label) in the order the children started.
+    children: Vec<(String, String)>,
 }
 
 impl Transcript {
@@ -73,6 +75,23 @@ impl Transcript {
         } else {
             "    │ "
         }
+    }
+
+    fn child_label(&self, session: &str) -> Option<&str> {
+        self.children
+            .iter()
+            .find(|(id, _)| id == session)
+            .map(|(_, label)| label.as_str())
+    }
+
+    /// (session id, who it is) for the top session and each child, in order.
+    fn sessions(&self) -> Vec<(String, String)> {
+        let top = self.top.iter().map(|id| (id.clone(), "kin".to_owned()));
+        let children = self
+            .children
+            .iter()
+            .map(|(id, label)| (id.clone(), format!("child \u{201c}{label}\u{201d}")));
+        top.chain(children).collect()
     }
 
     fn switch(&mut self, to: Last, label: &str, session: &str) {
@@ -138,7 +157,7 @@ impl Transcript {
             .and_then(Value::as_str)
             .unwrap_or_default();
         let margin = self.margin(session);
-        let who = match self.children.get(session) {
+        let who = match self.child_label(session) {
             Some(label) => format!("child \u{201c}{label}\u{201d}"),
             None => "kin".to_owned(),
         };
@@ -177,12 +196,23 @@ impl Transcript {
                 let output = update
                     .pointer("/content/0/content/text")
                     .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .lines()
-                    .next()
                     .unwrap_or_default();
-                let line = self.style.paint("35", &format!("  ↳ {status}: {output}"));
-                self.print(&format!("\n{margin}  {line}"));
+                // The whole result (a child's full answer), later lines aligned under the first.
+                let head = format!("  ↳ {status}: ");
+                let indent = " ".repeat(head.chars().count());
+                for (index, line) in output.lines().enumerate() {
+                    let text = if index == 0 {
+                        format!("{head}{line}")
+                    } else {
+                        format!("{indent}{line}")
+                    };
+                    let text = self.style.paint("35", text.trim_end());
+                    self.print(&format!("\n{margin}  {text}"));
+                }
+                if output.is_empty() {
+                    let text = self.style.paint("35", head.trim_end());
+                    self.print(&format!("\n{margin}  {text}"));
+                }
                 self.last = Last::Nothing;
             }
             Some("subagent_update") => {
@@ -195,9 +225,12 @@ impl Transcript {
                     .and_then(Value::as_str)
                     .unwrap_or_default();
                 if let Some(title) = update.get("title").and_then(Value::as_str) {
-                    self.children.insert(child.to_owned(), title.to_owned());
+                    match self.children.iter_mut().find(|(id, _)| id == child) {
+                        Some(known) => known.1 = title.to_owned(),
+                        None => self.children.push((child.to_owned(), title.to_owned())),
+                    }
                 }
-                let label = self.children.get(child).cloned().unwrap_or_default();
+                let label = self.child_label(child).unwrap_or_default().to_owned();
                 let line = match state {
                     "running" => {
                         format!("┌ child \u{201c}{label}\u{201d} started (session {child})")
@@ -230,13 +263,14 @@ impl Transcript {
 
 pub async fn run() -> anyhow::Result<()> {
     let input: Input = serde_json::from_str(INPUT).context("the bundled demo input is invalid")?;
+    // Kept afterwards (also on failure): the user is told where the session logs are.
     let root = std::env::temp_dir().join(format!("kin-demo-{}", uuid::Uuid::new_v4()));
-    let result = play(&input, &root).await;
-    let _ = std::fs::remove_dir_all(&root);
-    result
+    play(&input, &root)
+        .await
+        .with_context(|| format!("the demo's files are kept in {}", root.display()))
 }
 
-async fn play(input: &Input, root: &std::path::Path) -> anyhow::Result<()> {
+async fn play(input: &Input, root: &Path) -> anyhow::Result<()> {
     let (scenario, home, cwd) = (
         root.join("scenario"),
         root.join("home"),
@@ -252,7 +286,7 @@ async fn play(input: &Input, root: &std::path::Path) -> anyhow::Result<()> {
         binary: std::env::current_exe().context("locating the kin binary")?,
         replay_dir: Some(scenario),
         env: Vec::new(),
-        home,
+        home: home.clone(),
         cwd: PathBuf::from(&cwd),
     };
     let out = std::io::stdout();
@@ -262,7 +296,7 @@ async fn play(input: &Input, root: &std::path::Path) -> anyhow::Result<()> {
         last: Last::Nothing,
         out,
         top: None,
-        children: Default::default(),
+        children: Vec::new(),
     };
     let header = transcript.style.paint("1", "kin demo");
     transcript.print(&format!(
@@ -279,5 +313,25 @@ async fn play(input: &Input, root: &std::path::Path) -> anyhow::Result<()> {
     if !stderr.trim().is_empty() {
         tracing::debug!(%stderr, "kin acp wrote to stderr during the demo");
     }
+    print_logs(&mut transcript, &home, root)
+}
+
+/// Lists the session log of each session the demo showed.
+fn print_logs(transcript: &mut Transcript, home: &Path, root: &Path) -> anyhow::Result<()> {
+    let store = SessionStore::open(home)?;
+    let logs: Vec<(String, PathBuf)> = transcript
+        .sessions()
+        .into_iter()
+        .filter_map(|(id, who)| Some((who, store.path(&id).ok()?)))
+        .filter(|(_, path)| path.is_file())
+        .collect();
+    let width = logs.iter().map(|(who, _)| who.chars().count()).max();
+    let heading = transcript.style.paint("1", "Session logs");
+    let mut text = format!("\n{heading} (kept; delete {} when done):\n", root.display());
+    for (who, path) in &logs {
+        let width = width.unwrap_or_default();
+        text.push_str(&format!("  {who:<width$}  {}\n", path.display()));
+    }
+    transcript.print(&text);
     Ok(())
 }
