@@ -200,17 +200,13 @@ impl Transcript {
                 // The whole result (a child's full answer), later lines aligned under the first.
                 let head = format!("  ↳ {status}: ");
                 let indent = " ".repeat(head.chars().count());
-                for (index, line) in output.lines().enumerate() {
+                for (index, line) in output.trim_end().split('\n').enumerate() {
                     let text = if index == 0 {
                         format!("{head}{line}")
                     } else {
                         format!("{indent}{line}")
                     };
                     let text = self.style.paint("35", text.trim_end());
-                    self.print(&format!("\n{margin}  {text}"));
-                }
-                if output.is_empty() {
-                    let text = self.style.paint("35", head.trim_end());
                     self.print(&format!("\n{margin}  {text}"));
                 }
                 self.last = Last::Nothing;
@@ -325,11 +321,14 @@ fn print_logs(transcript: &mut Transcript, home: &Path, root: &Path) -> anyhow::
         .filter_map(|(id, who)| Some((who, store.path(&id).ok()?)))
         .filter(|(_, path)| path.is_file())
         .collect();
-    let width = logs.iter().map(|(who, _)| who.chars().count()).max();
+    let width = logs
+        .iter()
+        .map(|(who, _)| who.chars().count())
+        .max()
+        .unwrap_or_default();
     let heading = transcript.style.paint("1", "Session logs");
     let mut text = format!("\n{heading} (kept; delete {} when done):\n", root.display());
     for (who, path) in &logs {
-        let width = width.unwrap_or_default();
         text.push_str(&format!("  {who:<width$}  {}\n", path.display()));
     }
     transcript.print(&text);
