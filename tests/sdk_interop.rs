@@ -48,10 +48,12 @@ async fn official_python_sdk_drives_a_session_through_its_life() {
                  install it with: python3 -m pip install -r tests/interop/requirements.txt"
             );
         }
-        eprintln!(
+        let line = format!(
             "SKIPPED sdk_interop: the ACP Python SDK is not installed ({why}).\n\
-             To run this test: python3 -m pip install -r tests/interop/requirements.txt"
+             To run this test: python3 -m pip install -r tests/interop/requirements.txt\n"
         );
+        // Straight to the stderr handle: libtest captures eprintln!, hiding the notice.
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
         return;
     }
 
