@@ -36,16 +36,17 @@ pub struct Rejected {
 }
 
 impl Rejected {
-    fn anonymous(error: RpcError) -> Self {
-        Self {
+    fn anonymous(error: RpcError) -> Box<Self> {
+        Box::new(Self {
             id: Value::Null,
             error,
-        }
+        })
     }
 }
 
 /// Classifies a line. `Ok(None)` is a blank line (ignored).
-pub fn classify(line: &[u8]) -> Result<Option<Incoming>, Rejected> {
+/// A rejection is boxed: it is the rare path, and keeps the common result small.
+pub fn classify(line: &[u8]) -> Result<Option<Incoming>, Box<Rejected>> {
     let text = std::str::from_utf8(line).map_err(|e| {
         Rejected::anonymous(RpcError::parse_error(format!(
             "parse error: line is not valid UTF-8 ({e})"
@@ -70,7 +71,7 @@ pub fn classify(line: &[u8]) -> Result<Option<Incoming>, Rejected> {
     }
 }
 
-fn classify_object(mut object: Map<String, Value>, text: &str) -> Result<Incoming, Rejected> {
+fn classify_object(mut object: Map<String, Value>, text: &str) -> Result<Incoming, Box<Rejected>> {
     let id = object.remove("id");
     let id_valid = id.as_ref().is_none_or(|id| is_valid_id(id, text));
     // From here on, a request's errors carry its id when that id is one we can echo.
@@ -78,9 +79,11 @@ fn classify_object(mut object: Map<String, Value>, text: &str) -> Result<Incomin
         (Some(id), true) => id.clone(),
         _ => Value::Null,
     };
-    let reject = |message: &str| Rejected {
-        id: reply_id.clone(),
-        error: RpcError::invalid_request(message),
+    let reject = |message: &str| {
+        Box::new(Rejected {
+            id: reply_id.clone(),
+            error: RpcError::invalid_request(message),
+        })
     };
     if !id_valid {
         return Err(reject(
