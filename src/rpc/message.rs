@@ -44,8 +44,8 @@ impl Rejected {
     }
 }
 
-/// Classifies a line. `Ok(None)` is a blank line (ignored).
-/// A rejection is boxed: it is the rare path, and keeps the common result small.
+/// Classifies a line. `Ok(None)` is a blank line (ignored). A rejection is boxed: it is the
+/// rare path, and boxing keeps the common result small.
 pub fn classify(line: &[u8]) -> Result<Option<Incoming>, Box<Rejected>> {
     let text = std::str::from_utf8(line).map_err(|e| {
         Rejected::anonymous(RpcError::parse_error(format!(
@@ -144,10 +144,8 @@ fn is_valid_id(id: &Value, text: &str) -> bool {
 /// serde_json (without arbitrary precision) holds it as the float -0.0, which it would write
 /// back as `-0.0`; the peer writes such an id as `-0`, so it is echoed as sent.
 pub fn is_negative_zero(id: &Value) -> bool {
-    !id.is_i64()
-        && id
-            .as_f64()
-            .is_some_and(|f| f == 0.0 && f.is_sign_negative())
+    id.as_f64()
+        .is_some_and(|f| f == 0.0 && f.is_sign_negative())
 }
 
 /// Whether the line's `id` is written `-0` (not `-0.0` or `-0e0`, which are fractional

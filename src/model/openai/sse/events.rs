@@ -21,7 +21,6 @@ pub struct Event {
 #[error("the event stream is not valid UTF-8")]
 pub struct NotUtf8;
 
-#[derive(Default)]
 pub struct EventParser {
     /// Bytes received and not yet compacted away; `buf[start..]` is unused.
     buf: Vec<u8>,
@@ -46,8 +45,12 @@ struct Fields {
 impl EventParser {
     pub fn new() -> Self {
         Self {
+            buf: Vec::new(),
+            start: 0,
+            scan: 0,
+            skip_lf: false,
             first_line: true,
-            ..Self::default()
+            fields: Fields::default(),
         }
     }
 
