@@ -22,7 +22,7 @@ pub struct Event {
 pub struct NotUtf8;
 
 pub struct EventParser {
-    /// Bytes received and not yet compacted away; `buf[start..]` is unused.
+    /// Bytes received and not yet compacted away; `buf[..start]` is read already.
     buf: Vec<u8>,
     /// Where the next line starts.
     start: usize,
