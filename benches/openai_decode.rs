@@ -1,12 +1,15 @@
 //! `openai_decode`: decoding a local Chat Completions event stream of 10,000 chunks into
-//! session-log events, in-process (no network): SSE parsing (`eventsource-stream`), JSON
-//! decoding of each chunk, mapping to the log's chunk vocabulary, and serializing every result
-//! as an `assistant/chunk` log line, as the agent loop does.
+//! session-log events, in-process (no network): SSE parsing, JSON decoding of each chunk,
+//! mapping to the log's chunk vocabulary, and serializing every result as an
+//! `assistant/chunk` log line, as the agent loop does.
 //!
 //! The stream is a realistic mix: 2,000 reasoning deltas, 7,000 text deltas, one tool call in
 //! 996 argument fragments, the finish reason and usage. It is fed two ways: one event per
 //! buffer (a remote server flushing every token) and 64 KiB buffers (a fast local server).
 //! Target: at least 100,000 chunks/s.
+//!
+//! Then one huge event (a single text delta of 0.5 to 10 MB) arriving as one buffer: the time
+//! must grow linearly with the size (the same MB/s at every size).
 
 use std::time::{Duration, Instant};
 
@@ -120,6 +123,46 @@ fn measure(name: &str, buffers: &[Bytes], runtime: &tokio::runtime::Runtime) {
     );
 }
 
+/// One stream whose first event carries `size` bytes of text (ASCII with a two-byte
+/// character every 64 bytes), then the finish reason and `[DONE]`, all in one buffer.
+fn huge_event(size: usize) -> Bytes {
+    let piece = format!("{}\u{e9}", "x".repeat(62));
+    let text = piece.repeat(size / piece.len());
+    let delta = json!({"choices": [{"index": 0, "delta": {"content": text}}]});
+    let finish = json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]});
+    Bytes::from(format!(
+        "data: {delta}\r\n\r\ndata: {finish}\r\n\r\ndata: [DONE]\r\n\r\n"
+    ))
+}
+
+fn measure_huge(runtime: &tokio::runtime::Runtime) {
+    const HUGE_RUNS: usize = 7;
+    for megabytes in [0.5, 1.0, 2.0, 4.0, 10.0] {
+        let buffer = huge_event((megabytes * 1_000_000.0) as usize);
+        let mut times = Vec::with_capacity(HUGE_RUNS);
+        for run in 0..1 + HUGE_RUNS {
+            let input = vec![buffer.clone()];
+            let start = Instant::now();
+            let (chunks, _bytes) = runtime.block_on(decode(input));
+            let elapsed = start.elapsed();
+            assert_eq!(chunks, 4, "block start, text delta, block end, finish");
+            if run > 0 {
+                times.push(elapsed.as_secs_f64());
+            }
+        }
+        times.sort_by(f64::total_cmp);
+        let median = times[times.len() / 2];
+        println!(
+            "openai_decode (one {megabytes} MB event in one buffer): median {:.1} ms = {:.0} MB/s \
+             (min {:.1}, max {:.1} ms; {HUGE_RUNS} runs after 1 warm-up)",
+            median * 1e3,
+            buffer.len() as f64 / 1e6 / median,
+            times[0] * 1e3,
+            times[times.len() - 1] * 1e3,
+        );
+    }
+}
+
 fn main() {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -139,4 +182,5 @@ fn main() {
     );
     measure("one event per buffer", &per_event, &runtime);
     measure("64 KiB buffers", &big, &runtime);
+    measure_huge(&runtime);
 }

@@ -3,15 +3,14 @@
 
 mod file;
 mod key;
+mod reloadable;
 mod resolve;
 mod show;
 
 use std::path::PathBuf;
-use std::sync::Arc;
-
-use crate::model::openai::{KeyLoader, KeyState, OpenAiModel};
 
 pub use key::load as load_key;
+pub use reloadable::ReloadableModel;
 pub use resolve::{
     parse_duration, resolve, KeyPlan, ModelConfig, Origin, Overrides, Setting, ENV_API_KEY,
     ENV_BASE_URL, ENV_CONNECT_TIMEOUT, ENV_DEEPSEEK_KEY, ENV_MODEL, ENV_OPENAI_KEY, ENV_RETRIES,
@@ -43,33 +42,11 @@ pub enum ConfigError {
     Client(#[from] crate::model::openai::ClientError),
 }
 
-/// The configured OpenAI-compatible model (with or without a key yet), ready to serve. Its
-/// credentials can be reloaded later: the key is looked for again with the same flags and the
-/// environment and config file as they are then.
-pub async fn build_model(overrides: &Overrides) -> Result<OpenAiModel, ConfigError> {
-    let config = resolve(overrides, &process_env)?;
-    for key in &config.unknown_keys {
-        tracing::warn!(key, "ignoring an unknown key in the config file");
-    }
-    let key = load_key(&config.key).await;
-    let settings = config.settings();
-    // The endpoint in use stays the same; only the key is looked for again.
-    let pinned = Overrides {
-        base_url: Some(settings.base_url.clone()),
-        ..overrides.clone()
-    };
-    let loader: KeyLoader = Arc::new(move || {
-        let overrides = pinned.clone();
-        Box::pin(async move {
-            match resolve(&overrides, &process_env) {
-                Ok(config) => load_key(&config.key).await,
-                Err(error) => KeyState::Missing {
-                    hint: error.to_string(),
-                },
-            }
-        })
-    });
-    Ok(OpenAiModel::new(settings, key)?.with_key_loader(loader))
+/// The configured OpenAI-compatible model (with or without a key yet), ready to serve. ACP
+/// `authenticate` rebuilds it from the flags and the environment and config file as they are
+/// then (see [`ReloadableModel`]).
+pub async fn build_model(overrides: &Overrides) -> Result<ReloadableModel, ConfigError> {
+    ReloadableModel::new(overrides).await
 }
 
 /// `$KIN_HOME`, else `$XDG_DATA_HOME/kin`, else `~/.local/share/kin`, else `./.kin`.

@@ -1,7 +1,10 @@
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 //! The `kin` command line: parses arguments, builds the runtime, hands over.
 
+use std::backtrace::BacktraceStatus;
+use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -95,15 +98,57 @@ impl ModelFlags {
     }
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> ExitCode {
+    // Colours only for a person watching a terminal, never in a file or an editor's log pane.
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .init();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // Usage mistakes in kin's error style; help and version as clap prints them.
+        Err(error) => match error.render().to_string().strip_prefix("error: ") {
+            Some(message) => {
+                eprint!("kin: {message}");
+                return ExitCode::from(2);
+            }
+            None => error.exit(),
+        },
+    };
+    match run_command(cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(error) => {
+            report(&error);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Prints an error the one way kin prints errors: `kin: <message>: <cause>: ...` on one line
+/// (a cause whose text the message already holds is not repeated). A backtrace follows only
+/// when `RUST_LIB_BACKTRACE` asks for one: `RUST_BACKTRACE` alone is for panics, and an error
+/// here is a condition to explain, not a bug to trace.
+fn report(error: &anyhow::Error) {
+    let mut message = format!("kin: {error}");
+    for cause in error.chain().skip(1) {
+        let text = cause.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+    }
+    eprintln!("{message}");
+    let asked = std::env::var_os("RUST_LIB_BACKTRACE").is_some_and(|v| v != "0");
+    if asked && error.backtrace().status() == BacktraceStatus::Captured {
+        eprintln!("backtrace:\n{}", error.backtrace());
+    }
+}
+
+fn run_command(cli: Cli) -> anyhow::Result<u8> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -123,10 +168,7 @@ fn main() -> anyhow::Result<()> {
     };
     // stdin's reader thread may still be parked in a read; do not wait for it.
     runtime.shutdown_timeout(Duration::from_millis(100));
-    match result? {
-        0 => Ok(()),
-        code => std::process::exit(code.into()),
-    }
+    result
 }
 
 /// The model to serve: the replay of `replay`, else the configured OpenAI-compatible one.

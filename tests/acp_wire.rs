@@ -34,6 +34,66 @@ async fn bad_bytes_and_over_long_lines_get_parse_errors_and_kin_keeps_serving() 
     assert!(!session.is_empty());
 }
 
+#[tokio::test]
+async fn malformed_requests_are_answered_under_their_own_ids_and_kin_keeps_serving() {
+    let mut kin = Wire::start(None);
+    kin.initialize().await;
+    // (line sent, the id its error reply must carry, spelled as on the wire)
+    let cases = [
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"session/list","params":"text"}"#,
+            "1",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":"two","method":"session/list","params":true}"#,
+            r#""two""#,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":3,"method":"session/list","params":false}"#,
+            "3",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":4,"method":"session/list","params":4.5}"#,
+            "4",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":-0,"method":"session/list","params":0}"#,
+            "-0",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":9007199254740993,"method":"session/list","params":"x"}"#,
+            "9007199254740993",
+        ),
+        (r#"{"jsonrpc":"2.0","id":6,"method":["session/list"]}"#, "6"),
+        (r#"{"jsonrpc":"1.0","id":7,"method":"session/list"}"#, "7"),
+        // Not readable as an ACP id: answered with null, as the reference SDKs do.
+        (
+            r#"{"jsonrpc":"2.0","id":1.5,"method":"session/list","params":"x"}"#,
+            "null",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":-0.0,"method":"session/list","params":"x"}"#,
+            "null",
+        ),
+    ];
+    for (line, id) in cases {
+        kin.send_bytes(format!("{line}\n").as_bytes()).await;
+        let reply = kin.read_line().await.unwrap();
+        let prefix = format!(r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32600,"#);
+        assert!(reply.starts_with(&prefix), "{line}\n got {reply}");
+    }
+    // `-0` is an integer id: a well-formed request under it is served and answered as `-0`.
+    kin.send_bytes(b"{\"jsonrpc\":\"2.0\",\"id\":-0,\"method\":\"session/list\"}\n")
+        .await;
+    let reply = kin.read_line().await.unwrap();
+    assert!(
+        reply.starts_with(r#"{"jsonrpc":"2.0","id":-0,"result":{"#),
+        "{reply}"
+    );
+    let session = kin.new_session().await;
+    assert!(!session.is_empty());
+}
+
 /// A session log with one complete turn whose assistant says `text`.
 fn log_with_one_turn(id: &str, cwd: &str, text: &str) -> String {
     let header =

@@ -238,6 +238,59 @@ async fn without_a_key_kin_asks_for_authentication_and_finds_a_key_added_later()
 }
 
 #[tokio::test]
+async fn authenticate_reads_the_whole_config_file_again() {
+    // kin starts on a config file naming an endpoint that is never reached, and no key.
+    let unused = MockServer::start();
+    let home = tempfile::tempdir().unwrap();
+    let config = home.path().join("config/kin/config.toml");
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    let old = format!(
+        "base_url = \"{}\"\nmodel = \"old-model\"\n",
+        unused.base_url()
+    );
+    std::fs::write(&config, old).unwrap();
+    let mut kin = Wire::start_with(None, home, &[]);
+    kin.initialize().await;
+    let session = kin.new_session().await;
+
+    // The user points it at another endpoint and model, without retries, and adds the key.
+    let server = MockServer::start();
+    let new = format!(
+        "base_url = \"{}\"\nmodel = \"new-model\"\nretries = 0\napi_key = \"sk-new-config-01\"\n",
+        server.base_url()
+    );
+    std::fs::write(&config, new).unwrap();
+    let (_, answer) = kin
+        .request(2, "authenticate", json!({"methodId": "api-key"}))
+        .await;
+    assert_eq!(answer["result"], json!({}), "{answer}");
+
+    server.push(error_reply(500, "overloaded"));
+    let (_, answer) = kin
+        .request(3, "session/prompt", prompt(&session, "a"))
+        .await;
+    assert!(answer.get("error").is_some(), "{answer}");
+    assert_eq!(server.requests().len(), 1, "`retries = 0` is in force");
+
+    server.push(text_reply(&["from the new endpoint"]));
+    let (updates, answer) = kin
+        .request(4, "session/prompt", prompt(&session, "b"))
+        .await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert_eq!(message_text(&updates), "from the new endpoint");
+    let sent = &server.requests()[1];
+    assert_eq!(sent.body["model"], "new-model");
+    assert_eq!(
+        sent.header("authorization"),
+        Some("Bearer sk-new-config-01")
+    );
+    assert!(unused.requests().is_empty());
+    let log =
+        std::fs::read_to_string(kin.home.path().join(format!("sessions/{session}.jsonl"))).unwrap();
+    assert!(log.contains(r#""model":"new-model""#), "{log}");
+}
+
+#[tokio::test]
 async fn replay_mode_advertises_no_auth_and_needs_no_key() {
     let mut kin = Wire::start(Some(&snapshot_dir("text-turn")));
     let (_, init) = kin

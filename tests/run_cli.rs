@@ -297,3 +297,121 @@ fn a_background_child_still_running_at_exit_is_cancelled_and_its_log_ends_cleanl
         assert_eq!(last["type"], "turn/end", "{}", path.display());
     }
 }
+
+impl Dirs {
+    /// Runs `kin ARGS` with `env` and no model configuration from outside the test.
+    fn kin(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let mut command = Command::new(kin_binary());
+        command.args(args);
+        for name in MODEL_ENV
+            .iter()
+            .chain(&["RUST_LOG", "RUST_BACKTRACE", "RUST_LIB_BACKTRACE"])
+        {
+            command.env_remove(name);
+        }
+        command
+            .env("KIN_HOME", self.home.path())
+            .env("XDG_CONFIG_HOME", self.home.path().join("config"))
+            .envs(env.iter().copied())
+            .current_dir(self.cwd.path())
+            .output()
+            .unwrap()
+    }
+}
+
+/// Checks stderr is kin's one error line (no anyhow `Error:`/`Caused by:`, no backtrace) and
+/// returns it.
+fn one_error_line(out: &Output) -> String {
+    let stderr = text(&out.stderr);
+    assert!(stderr.starts_with("kin: "), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    for not_ours in ["Error:", "Caused by", "backtrace"] {
+        assert!(!stderr.contains(not_ours), "{stderr}");
+    }
+    stderr.trim_end().to_owned()
+}
+
+#[test]
+fn errors_print_as_one_kin_line_with_their_causes_and_no_backtrace() {
+    let dirs = Dirs::new();
+    // A message with a cause, and RUST_BACKTRACE set: still one line, no backtrace.
+    let out = dirs.kin(
+        &["acp", "--replay", path(&snapshot_dir("text-turn"))],
+        &[("KIN_SUBAGENT_MAX_DEPTH", "deep"), ("RUST_BACKTRACE", "1")],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let line = one_error_line(&out);
+    assert!(
+        line.starts_with("kin: KIN_SUBAGENT_MAX_DEPTH must be a non-negative integer")
+            && line.ends_with(": invalid digit found in string"),
+        "{line}"
+    );
+
+    // A backtrace only when asked for with RUST_LIB_BACKTRACE.
+    let out = dirs.kin(
+        &["acp", "--replay", path(&snapshot_dir("text-turn"))],
+        &[
+            ("KIN_SUBAGENT_MAX_DEPTH", "deep"),
+            ("RUST_LIB_BACKTRACE", "1"),
+        ],
+    );
+    let stderr = text(&out.stderr);
+    assert!(stderr.starts_with("kin: KIN_SUBAGENT_MAX_DEPTH") && stderr.contains("\nbacktrace:\n"));
+
+    // Usage mistakes too.
+    let out = dirs.kin(&["acp", "--no-such-flag"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.starts_with("kin: unexpected argument '--no-such-flag'"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn replay_of_a_missing_directory_says_it_does_not_exist() {
+    let dirs = Dirs::new();
+    let missing = dirs.home.path().join("no-such-scenario");
+    for command in ["acp", "run"] {
+        let mut args = vec![command, "--replay", path(&missing)];
+        if command == "run" {
+            args.push("hi");
+        }
+        let out = dirs.kin(&args, &[]);
+        assert_eq!(out.status.code(), Some(1));
+        let line = one_error_line(&out);
+        assert!(
+            line.ends_with(&format!(
+                "replay directory {} does not exist",
+                missing.display()
+            )),
+            "{line}"
+        );
+    }
+}
+
+#[test]
+fn logs_on_a_pipe_have_no_colour_codes() {
+    let server = MockServer::start();
+    server.push(text_reply(&["fine"]));
+    let dirs = Dirs::new();
+    let config = dirs.home.path().join("config/kin/config.toml");
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    std::fs::write(&config, "no_such_setting = 1\n").unwrap();
+    let out = dirs.kin(
+        &["run", "hi"],
+        &[
+            ("RUST_LOG", "debug"),
+            ("KIN_BASE_URL", &server.base_url()),
+            ("KIN_API_KEY", "sk-run-000000009"),
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("ignoring an unknown key in the config file"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("DEBUG"), "debug logs are on: {stderr}");
+    assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
+}

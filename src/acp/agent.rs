@@ -239,8 +239,8 @@ fn auth_required(hint: &str) -> RpcError {
     )
 }
 
-/// `authenticate` with kin's method: looks for the key again (config file, key command,
-/// environment) and succeeds once there is one.
+/// `authenticate` with kin's method: reads the whole model configuration again (config file,
+/// key command, environment) and succeeds once there is a key.
 async fn authenticate(runtime: &Runtime, method: &str) -> Result<Value, RpcError> {
     if method != API_KEY_METHOD || runtime.model.credentials() == Credentials::NotNeeded {
         return Err(RpcError::invalid_params(format!(

@@ -28,6 +28,10 @@ use crate::session::{parse_log, EventBody, LoadedSession, StoreError, TurnEndRea
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
+    #[error("replay directory {0} does not exist")]
+    MissingDir(PathBuf),
+    #[error("replay path {0} is not a directory")]
+    NotADir(PathBuf),
     #[error("replay directory {0} has no session.jsonl")]
     MissingPrimary(PathBuf),
     #[error("{path}: {source}")]
@@ -79,6 +83,19 @@ pub struct ReplayModel {
 impl ReplayModel {
     /// Loads the scripts of a scenario directory.
     pub fn from_dir(dir: &Path) -> Result<Self, ReplayError> {
+        match std::fs::metadata(dir) {
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => return Err(ReplayError::NotADir(dir.to_owned())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(ReplayError::MissingDir(dir.to_owned()))
+            }
+            Err(source) => {
+                return Err(ReplayError::Io {
+                    path: dir.to_owned(),
+                    source,
+                })
+            }
+        }
         let primary = dir.join("session.jsonl");
         if !primary.is_file() {
             return Err(ReplayError::MissingPrimary(dir.to_owned()));
@@ -409,6 +426,24 @@ mod tests {
         assert!(matches!(&extra[0], Err(ModelError::Replay(m)) if m.contains("recorded only 1")));
         let third: Vec<_> = model.stream(request("z")).collect().await;
         assert!(matches!(&third[0], Err(ModelError::Replay(m)) if m.contains("session #3")));
+    }
+
+    #[test]
+    fn a_missing_replay_directory_is_named_as_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("nope");
+        let error = ReplayModel::from_dir(&missing).unwrap_err();
+        assert!(matches!(&error, ReplayError::MissingDir(p) if *p == missing));
+        assert!(
+            error.to_string().ends_with("nope does not exist"),
+            "{error}"
+        );
+        let file = dir.path().join("file");
+        std::fs::write(&file, "").unwrap();
+        let error = ReplayModel::from_dir(&file).unwrap_err();
+        assert!(matches!(error, ReplayError::NotADir(_)));
+        let error = ReplayModel::from_dir(dir.path()).unwrap_err();
+        assert!(matches!(error, ReplayError::MissingPrimary(_)));
     }
 
     #[test]

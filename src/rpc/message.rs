@@ -1,5 +1,7 @@
 //! Classifying one incoming line into request, notification or response.
 
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::RpcError;
@@ -22,70 +24,102 @@ pub enum Incoming {
     },
 }
 
-/// Classifies a line. `Ok(None)` is a blank line (ignored); an `Err` carries the id to answer
-/// with (always `null` here, since a line we cannot classify has no trustworthy id).
-pub fn classify(line: &[u8]) -> Result<Option<Incoming>, RpcError> {
+/// A line kin will not serve, and the id its error reply carries.
+#[derive(Debug, PartialEq)]
+pub struct Rejected {
+    /// The request's own id when the line is a request (it has a `method`) whose id is valid;
+    /// `null` otherwise. A message without `method` is never answered with its id: that id
+    /// names one of the other side's requests (or ours), and an error under it would be taken
+    /// as an answer to that request.
+    pub id: Value,
+    pub error: RpcError,
+}
+
+impl Rejected {
+    fn anonymous(error: RpcError) -> Box<Self> {
+        Box::new(Self {
+            id: Value::Null,
+            error,
+        })
+    }
+}
+
+/// Classifies a line. `Ok(None)` is a blank line (ignored). A rejection is boxed: it is the
+/// rare path, and boxing keeps the common result small.
+pub fn classify(line: &[u8]) -> Result<Option<Incoming>, Box<Rejected>> {
     let text = std::str::from_utf8(line).map_err(|e| {
-        RpcError::parse_error(format!("parse error: line is not valid UTF-8 ({e})"))
+        Rejected::anonymous(RpcError::parse_error(format!(
+            "parse error: line is not valid UTF-8 ({e})"
+        )))
     })?;
     if text.trim().is_empty() {
         return Ok(None);
     }
-    let value: Value = serde_json::from_str(text)
-        .map_err(|e| RpcError::parse_error(format!("parse error: invalid JSON ({e})")))?;
+    let value: Value = serde_json::from_str(text).map_err(|e| {
+        Rejected::anonymous(RpcError::parse_error(format!(
+            "parse error: invalid JSON ({e})"
+        )))
+    })?;
     match value {
-        Value::Object(object) => classify_object(object).map(Some),
-        Value::Array(_) => Err(RpcError::invalid_request(
+        Value::Object(object) => classify_object(object, text).map(Some),
+        Value::Array(_) => Err(Rejected::anonymous(RpcError::invalid_request(
             "invalid request: JSON-RPC batches are not supported",
-        )),
-        _ => Err(RpcError::invalid_request(
+        ))),
+        _ => Err(Rejected::anonymous(RpcError::invalid_request(
             "invalid request: a message must be a JSON object",
-        )),
+        ))),
     }
 }
 
-fn classify_object(mut object: Map<String, Value>) -> Result<Incoming, RpcError> {
+fn classify_object(mut object: Map<String, Value>, text: &str) -> Result<Incoming, Box<Rejected>> {
+    let id = object.remove("id");
+    let id_valid = id.as_ref().is_none_or(|id| is_valid_id(id, text));
+    // From here on, a request's errors carry its id when that id is one we can echo.
+    let reply_id = match (&id, object.contains_key("method") && id_valid) {
+        (Some(id), true) => id.clone(),
+        _ => Value::Null,
+    };
+    let reject = |message: &str| {
+        Box::new(Rejected {
+            id: reply_id.clone(),
+            error: RpcError::invalid_request(message),
+        })
+    };
+    if !id_valid {
+        return Err(reject(
+            "invalid request: `id` must be a string or an integer",
+        ));
+    }
     if let Some(version) = object.get("jsonrpc") {
         if version != "2.0" {
-            return Err(RpcError::invalid_request(
-                "invalid request: `jsonrpc` must be \"2.0\"",
-            ));
+            return Err(reject("invalid request: `jsonrpc` must be \"2.0\""));
         }
     }
     let params = match object.remove("params") {
         None | Some(Value::Null) => Value::Object(Map::new()),
         Some(params @ (Value::Object(_) | Value::Array(_))) => params,
         Some(_) => {
-            return Err(RpcError::invalid_request(
+            return Err(reject(
                 "invalid request: `params` must be an object or an array",
             ))
         }
     };
-    let id = object.remove("id");
-    if let Some(id) = &id {
-        check_id(id)?;
-    }
     match object.remove("method") {
         Some(Value::String(method)) => Ok(match id {
             Some(id) => Incoming::Request { id, method, params },
             None => Incoming::Notification { method, params },
         }),
-        Some(_) => Err(RpcError::invalid_request(
-            "invalid request: `method` must be a string",
-        )),
+        Some(_) => Err(reject("invalid request: `method` must be a string")),
         None => {
             let id = id.ok_or_else(|| {
-                RpcError::invalid_request(
-                    "invalid request: not a request, notification or response",
-                )
+                reject("invalid request: not a request, notification or response")
             })?;
             let result = match (object.remove("result"), object.remove("error")) {
                 (Some(result), None) => Ok(result),
-                (None, Some(error)) => Err(serde_json::from_value(error).map_err(|_| {
-                    RpcError::invalid_request("invalid response: malformed `error` object")
-                })?),
+                (None, Some(error)) => Err(serde_json::from_value(error)
+                    .map_err(|_| reject("invalid response: malformed `error` object"))?),
                 _ => {
-                    return Err(RpcError::invalid_request(
+                    return Err(reject(
                         "invalid response: needs exactly one of `result` and `error`",
                     ))
                 }
@@ -95,15 +129,34 @@ fn classify_object(mut object: Map<String, Value>) -> Result<Incoming, RpcError>
     }
 }
 
-/// Ids are strings, integers or null; fractional numbers are refused.
-fn check_id(id: &Value) -> Result<(), RpcError> {
+/// Ids are strings, integers or null (the ACP `RequestId`); fractional numbers are refused.
+fn is_valid_id(id: &Value, text: &str) -> bool {
     match id {
-        Value::Null | Value::String(_) => Ok(()),
-        Value::Number(n) if n.is_i64() || n.is_u64() => Ok(()),
-        _ => Err(RpcError::invalid_request(
-            "invalid request: `id` must be a string or an integer",
-        )),
+        Value::Null | Value::String(_) => true,
+        Value::Number(n) => {
+            n.is_i64() || n.is_u64() || (is_negative_zero(id) && id_is_minus_zero(text))
+        }
+        _ => false,
     }
+}
+
+/// Whether `id` is what serde_json makes of `-0`. That is an integer in JSON's grammar, but
+/// serde_json (without arbitrary precision) holds it as the float -0.0, which it would write
+/// back as `-0.0`; the peer writes such an id as `-0`, so it is echoed as sent.
+pub fn is_negative_zero(id: &Value) -> bool {
+    id.as_f64()
+        .is_some_and(|f| f == 0.0 && f.is_sign_negative())
+}
+
+/// Whether the line's `id` is written `-0` (not `-0.0` or `-0e0`, which are fractional
+/// spellings and refused like `1.0`). Reads the line a second time, so only asked for -0.0.
+fn id_is_minus_zero(text: &str) -> bool {
+    #[derive(Deserialize)]
+    struct IdOnly<'a> {
+        #[serde(borrow)]
+        id: &'a RawValue,
+    }
+    serde_json::from_str::<IdOnly>(text).is_ok_and(|line| line.id.get() == "-0")
 }
 
 #[cfg(test)]
@@ -112,7 +165,12 @@ mod tests {
     use serde_json::json;
 
     fn code(line: &str) -> i32 {
-        classify(line.as_bytes()).unwrap_err().code
+        classify(line.as_bytes()).unwrap_err().error.code
+    }
+
+    /// The id the error reply to `line` carries.
+    fn reply_id(line: &str) -> Value {
+        classify(line.as_bytes()).unwrap_err().id
     }
 
     #[test]
@@ -141,6 +199,7 @@ mod tests {
         assert_eq!(
             classify(b"{\"id\":1,\"method\":\"\xff\"}")
                 .unwrap_err()
+                .error
                 .code,
             RpcError::PARSE_ERROR
         );
@@ -159,5 +218,62 @@ mod tests {
             RpcError::INVALID_REQUEST
         );
         assert_eq!(classify(b"   ").unwrap(), None);
+    }
+
+    #[test]
+    fn a_malformed_request_is_answered_under_its_own_id() {
+        for (id, text) in [
+            (json!(7), "7"),
+            (json!("s"), "\"s\""),
+            (json!(-3), "-3"),
+            (json!(u64::MAX), "18446744073709551615"),
+        ] {
+            for params in ["\"text\"", "true", "false", "12", "-1.5"] {
+                let line =
+                    format!(r#"{{"jsonrpc":"2.0","id":{text},"method":"m","params":{params}}}"#);
+                let rejected = classify(line.as_bytes()).unwrap_err();
+                assert_eq!(rejected.id, id, "{line}");
+                assert_eq!(rejected.error.code, RpcError::INVALID_REQUEST, "{line}");
+            }
+            let bad_method = format!(r#"{{"jsonrpc":"2.0","id":{text},"method":5}}"#);
+            assert_eq!(reply_id(&bad_method), id);
+            let bad_version = format!(r#"{{"jsonrpc":"1.0","id":{text},"method":"m"}}"#);
+            assert_eq!(reply_id(&bad_version), id);
+        }
+    }
+
+    #[test]
+    fn minus_zero_is_an_integer_id_and_other_zero_spellings_are_not() {
+        let Ok(Some(Incoming::Request { id, .. })) =
+            classify(br#"{"jsonrpc":"2.0","id":-0,"method":"m"}"#)
+        else {
+            panic!("`-0` is a request id");
+        };
+        assert!(is_negative_zero(&id));
+        let rejected =
+            classify(br#"{"jsonrpc":"2.0","id":-0,"method":"m","params":"x"}"#).unwrap_err();
+        assert!(is_negative_zero(&rejected.id));
+        for spelling in ["-0.0", "-0e0", "0.0", "-0E+0"] {
+            let line = format!(r#"{{"jsonrpc":"2.0","id":{spelling},"method":"m"}}"#);
+            assert_eq!(reply_id(&line), Value::Null, "{line}");
+        }
+    }
+
+    #[test]
+    fn unreadable_ids_and_non_requests_are_answered_with_null() {
+        for line in [
+            r#"{"jsonrpc":"2.0","id":1.5,"method":"m","params":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":[1],"method":"m"}"#,
+            r#"{"jsonrpc":"2.0","id":{"a":1},"method":"m"}"#,
+            r#"{"jsonrpc":"2.0","id":true,"method":"m"}"#,
+            // A notification has no id to echo.
+            r#"{"jsonrpc":"2.0","method":"m","params":7}"#,
+            // A malformed response's id names a request of the other side, not this line.
+            r#"{"jsonrpc":"2.0","id":4,"result":1,"error":{}}"#,
+            r#"{"jsonrpc":"2.0","id":4,"error":"no"}"#,
+            r#"{"jsonrpc":"2.0","id":4}"#,
+        ] {
+            assert_eq!(reply_id(line), Value::Null, "{line}");
+        }
     }
 }

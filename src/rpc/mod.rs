@@ -11,5 +11,5 @@ mod peer;
 
 pub use error::RpcError;
 pub use framing::{Frame, LineReader, MAX_LINE_BYTES};
-pub use message::{classify, Incoming};
+pub use message::{classify, Incoming, Rejected};
 pub use peer::{Handler, Peer, RequestContext};

@@ -8,7 +8,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use serde::Serialize;
+use serde::ser::Error as _;
+use serde::{Serialize, Serializer};
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::{mpsc, oneshot};
@@ -16,6 +18,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::message::is_negative_zero;
 use super::{classify, Frame, Incoming, LineReader, RpcError};
 
 const CANCEL_REQUEST: &str = "$/cancel_request";
@@ -73,7 +76,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 #[derive(Serialize)]
 struct Envelope<'a, P: Serialize> {
     jsonrpc: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "write_id")]
     id: Option<&'a Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     method: Option<&'a str>,
@@ -83,6 +86,17 @@ struct Envelope<'a, P: Serialize> {
     result: Option<&'a Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<&'a RpcError>,
+}
+
+/// Writes an id as it came in: serde_json holds `-0` as -0.0, which it would print `-0.0`.
+fn write_id<S: Serializer>(id: &Option<&Value>, out: S) -> Result<S::Ok, S::Error> {
+    match id {
+        Some(id) if is_negative_zero(id) => {
+            let minus_zero = RawValue::from_string("-0".to_owned()).map_err(S::Error::custom)?;
+            minus_zero.serialize(out)
+        }
+        _ => id.serialize(out),
+    }
 }
 
 impl<'a, P: Serialize> Envelope<'a, P> {
@@ -167,7 +181,7 @@ impl Peer {
         let incoming = match classify(line) {
             Ok(Some(incoming)) => incoming,
             Ok(None) => return,
-            Err(error) => return self.respond(&Value::Null, Err(error)),
+            Err(rejected) => return self.respond(&rejected.id, Err(rejected.error)),
         };
         match incoming {
             Incoming::Request { id, method, params } => {
@@ -406,6 +420,26 @@ mod tests {
             .unwrap();
         let answer = next(&mut output).await;
         assert_eq!(answer, json!({"jsonrpc":"2.0","id":"abc","result":{"x":1}}));
+    }
+
+    #[tokio::test]
+    async fn minus_zero_ids_are_written_back_as_minus_zero() {
+        let (_peer, mut input, mut output, _task) = serve();
+        input
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":-0,\"method\":\"echo\"}\n{\"jsonrpc\":\"2.0\",\"id\":-0,\"method\":\"echo\",\"params\":true}\n")
+            .await
+            .unwrap();
+        // The error is written at once, the answer by the request's task: either may be first.
+        let mut replies = vec![
+            output.next_line().await.unwrap().unwrap(),
+            output.next_line().await.unwrap().unwrap(),
+        ];
+        replies.sort();
+        assert!(
+            replies[0].starts_with(r#"{"jsonrpc":"2.0","id":-0,"error":{"code":-32600"#),
+            "{replies:?}"
+        );
+        assert_eq!(replies[1], r#"{"jsonrpc":"2.0","id":-0,"result":{}}"#);
     }
 
     #[tokio::test]

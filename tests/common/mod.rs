@@ -461,11 +461,16 @@ impl Wire {
 
     /// The next line kin writes (None at EOF). Guarded by a generous timeout against hangs.
     pub async fn read(&mut self) -> Option<Value> {
-        let line = tokio::time::timeout(std::time::Duration::from_secs(60), self.lines.next_line())
+        let line = self.read_line().await?;
+        Some(serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}")))
+    }
+
+    /// The next line kin writes as text, for checks on exact spelling.
+    pub async fn read_line(&mut self) -> Option<String> {
+        tokio::time::timeout(std::time::Duration::from_secs(60), self.lines.next_line())
             .await
             .expect("kin answered within 60 s")
-            .unwrap()?;
-        Some(serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}")))
+            .unwrap()
     }
 
     /// Reads until the answer to `id`; returns (notifications before it, the answer).

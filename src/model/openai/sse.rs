@@ -1,22 +1,19 @@
 //! A response body (a stream of byte buffers) -> chunks: guards against stalls, parses
-//! Server-Sent Events with `eventsource-stream`, and feeds each event's data to the
-//! [`ChunkDecoder`]. Knows nothing of HTTP status codes or retries; failures are reported as
-//! [`StreamFailure`]s and the caller decides what they mean.
+//! Server-Sent Events ([`events`]) and feeds each event's data to the [`ChunkDecoder`]. Knows
+//! nothing of HTTP status codes or retries; failures are reported as [`StreamFailure`]s and
+//! the caller decides what they mean.
+
+mod events;
 
 use std::collections::VecDeque;
 use std::time::Duration;
 
 use bytes::Bytes;
-use eventsource_stream::{EventStream, EventStreamError};
 use futures::stream::{BoxStream, Stream, StreamExt};
 
+use self::events::EventParser;
 use super::decode::{excerpt, ChunkDecoder, DecodeError};
 use crate::session::Chunk;
-
-/// The largest buffer handed to the SSE parser at once. The parser copies its unparsed rest
-/// after every line, so a huge buffer (a fast local server can deliver hundreds of kilobytes
-/// in one read) would cost time quadratic in its size; small slices keep it linear.
-const MAX_SLICE: usize = 4096;
 
 /// Why a body stopped yielding chunks.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,64 +37,6 @@ impl StreamFailure {
     }
 }
 
-#[derive(Debug)]
-enum Transport {
-    Read(String),
-    Stalled,
-}
-
-impl std::fmt::Display for Transport {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Read(detail) => f.write_str(detail),
-            Self::Stalled => f.write_str("stalled"),
-        }
-    }
-}
-
-type Guarded = BoxStream<'static, Result<Bytes, Transport>>;
-
-/// Wraps a body: each read must produce bytes within `stall`, else the stream yields
-/// `Transport::Stalled` and ends; large buffers are cut into slices of at most [`MAX_SLICE`].
-fn guard<S, E>(body: S, stall: Duration) -> Guarded
-where
-    S: Stream<Item = Result<Bytes, E>> + Send + 'static,
-    E: std::error::Error + Send + 'static,
-{
-    struct State<S> {
-        body: std::pin::Pin<Box<S>>,
-        rest: Bytes,
-        ended: bool,
-    }
-    let state = State {
-        body: Box::pin(body),
-        rest: Bytes::new(),
-        ended: false,
-    };
-    futures::stream::unfold(state, move |mut state| async move {
-        if state.ended {
-            return None;
-        }
-        while state.rest.is_empty() {
-            match tokio::time::timeout(stall, state.body.next()).await {
-                Err(_) => {
-                    state.ended = true;
-                    return Some((Err(Transport::Stalled), state));
-                }
-                Ok(None) => return None,
-                Ok(Some(Err(error))) => {
-                    state.ended = true;
-                    return Some((Err(Transport::Read(error_chain(&error))), state));
-                }
-                Ok(Some(Ok(bytes))) => state.rest = bytes,
-            }
-        }
-        let slice = state.rest.split_to(state.rest.len().min(MAX_SLICE));
-        Some((Ok(slice), state))
-    })
-    .boxed()
-}
-
 /// An error and its causes, `: `-separated (reqwest puts the useful part in the sources).
 pub(super) fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
@@ -115,7 +54,11 @@ pub(super) fn error_chain(error: &dyn std::error::Error) -> String {
 
 /// Decodes one response body into chunks.
 pub struct SseDecoder {
-    events: EventStream<Guarded>,
+    /// The body, its read errors already turned into text.
+    body: BoxStream<'static, Result<Bytes, String>>,
+    /// How long one read may take before the stream counts as stalled.
+    stall: Duration,
+    events: EventParser,
     decoder: ChunkDecoder,
     pending: VecDeque<Chunk>,
     scratch: Vec<Chunk>,
@@ -129,7 +72,9 @@ impl SseDecoder {
         E: std::error::Error + Send + 'static,
     {
         Self {
-            events: EventStream::new(guard(body, stall)),
+            body: body.map(|read| read.map_err(|e| error_chain(&e))).boxed(),
+            stall,
+            events: EventParser::new(),
             decoder: ChunkDecoder::new(),
             pending: VecDeque::new(),
             scratch: Vec::new(),
@@ -147,35 +92,37 @@ impl SseDecoder {
             if self.done {
                 return None;
             }
-            let result = match self.events.next().await {
-                Some(Ok(event)) => self.event(&event.event, &event.data),
-                Some(Err(error)) => Err(match error {
-                    EventStreamError::Transport(Transport::Stalled) => StreamFailure::Stalled,
-                    EventStreamError::Transport(Transport::Read(detail)) => {
-                        StreamFailure::Transport(detail)
-                    }
-                    EventStreamError::Utf8(_) => {
-                        StreamFailure::Malformed("the event stream is not valid UTF-8".into())
-                    }
-                    EventStreamError::Parser(error) => StreamFailure::Malformed(format!(
-                        "not a valid event stream near {:?}",
-                        excerpt(&error.input)
-                    )),
-                }),
-                // Some endpoints end the body without `[DONE]` after the finish reason.
-                None if self.decoder.saw_finish_reason() => {
-                    self.decoder.finish(&mut self.scratch);
-                    self.done = true;
-                    Ok(())
-                }
-                None => Err(StreamFailure::EndedEarly),
-            };
-            if let Err(failure) = result {
+            if let Err(failure) = self.advance().await {
                 self.done = true;
                 self.pending.clear();
                 return Some(Err(failure));
             }
             self.pending.extend(self.scratch.drain(..));
+        }
+    }
+
+    /// Decodes the next complete event, reading the body until there is one.
+    async fn advance(&mut self) -> Result<(), StreamFailure> {
+        loop {
+            let event = self
+                .events
+                .next_event()
+                .map_err(|error| StreamFailure::Malformed(error.to_string()))?;
+            if let Some(event) = event {
+                return self.event(&event.kind, &event.data);
+            }
+            match tokio::time::timeout(self.stall, self.body.next()).await {
+                Err(_) => return Err(StreamFailure::Stalled),
+                Ok(Some(Err(detail))) => return Err(StreamFailure::Transport(detail)),
+                Ok(Some(Ok(bytes))) => self.events.push(&bytes),
+                // Some endpoints end the body without `[DONE]` after the finish reason.
+                Ok(None) if self.decoder.saw_finish_reason() => {
+                    self.decoder.finish(&mut self.scratch);
+                    self.done = true;
+                    return Ok(());
+                }
+                Ok(None) => return Err(StreamFailure::EndedEarly),
+            }
         }
     }
 
@@ -244,6 +191,37 @@ mod tests {
                 }
             );
         }
+    }
+
+    #[tokio::test]
+    async fn a_multi_megabyte_delta_cut_mid_character_and_mid_crlf_decodes_whole() {
+        let text = "\u{e9}\u{1f600}".repeat(1 << 19); // 3 MiB
+        let delta = serde_json::json!({"choices":[{"index":0,"delta":{"content":text}}]});
+        let stream = format!(
+            "data: {delta}\r\n\r\ndata: {{\"choices\":[{{\"index\":0,\"delta\":{{}},\"finish_reason\":\"stop\"}}]}}\r\n\r\n"
+        );
+        let bytes = Bytes::from(stream);
+        let end_of_delta = "data: ".len() + delta.to_string().len();
+        // Inside the first `é`, inside a later emoji, between `\r` and `\n`, and after them.
+        let cuts = [
+            0,
+            50,
+            1_000_001,
+            end_of_delta + 1,
+            end_of_delta + 3,
+            bytes.len(),
+        ];
+        let parts: Vec<_> = cuts
+            .windows(2)
+            .map(|w| Ok::<_, std::io::Error>(bytes.slice(w[0]..w[1])))
+            .collect();
+        let mut decoder = SseDecoder::new(futures::stream::iter(parts), Duration::from_secs(5));
+        let mut chunks = Vec::new();
+        while let Some(item) = decoder.next().await {
+            chunks.push(item.unwrap());
+        }
+        assert_eq!(chunks.len(), 4, "block start, text, block end, finish");
+        assert_eq!(chunks[1], Chunk::TextDelta { index: 0, text });
     }
 
     #[tokio::test]

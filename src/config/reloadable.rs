@@ -1,0 +1,126 @@
+//! The configured model as kin serves it: an [`OpenAiModel`] that is rebuilt from the whole
+//! configuration (flags, environment, config file, key source) when ACP `authenticate` asks
+//! for the credentials again, so a user who fixes the config file after starting kin gets the
+//! model, endpoint, timeouts and retries written there, not only the key.
+
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+
+use futures::future::BoxFuture;
+
+use super::{load_key, process_env, resolve, ConfigError, Overrides};
+use crate::model::{ChunkStream, Credentials, Model, ModelRequest, OpenAiModel};
+
+pub struct ReloadableModel {
+    overrides: Overrides,
+    current: Arc<RwLock<Current>>,
+}
+
+/// The model in use and its names, kept `'static` (see [`keep_name`]).
+struct Current {
+    model: Arc<OpenAiModel>,
+    provider: &'static str,
+    name: &'static str,
+}
+
+impl Current {
+    fn new(model: OpenAiModel) -> Self {
+        Self {
+            provider: keep_name(model.provider()),
+            name: keep_name(model.name()),
+            model: Arc::new(model),
+        }
+    }
+}
+
+/// `Model` lends out its names as `&str` borrowed from the model, and a reload replaces the
+/// model while such a borrow may live; so each distinct name is kept for the life of the
+/// process. Only edits of the configuration add names, so this stays a handful of strings.
+fn keep_name(name: &str) -> &'static str {
+    static NAMES: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
+    let mut names = NAMES.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(kept) = names.iter().find(|kept| **kept == name) {
+        return kept;
+    }
+    let kept: &'static str = Box::leak(name.into());
+    names.push(kept);
+    kept
+}
+
+/// The model the configuration describes now (the key looked up too, not yet used).
+async fn build(overrides: &Overrides) -> Result<OpenAiModel, ConfigError> {
+    let config = resolve(overrides, &process_env)?;
+    for key in &config.unknown_keys {
+        tracing::warn!(key, "ignoring an unknown key in the config file");
+    }
+    let key = load_key(&config.key).await;
+    Ok(OpenAiModel::new(config.settings(), key)?)
+}
+
+impl ReloadableModel {
+    /// The model configured by `overrides` (command-line flags) over the environment and the
+    /// config file; a missing key is not an error here (the model asks for one when called).
+    pub async fn new(overrides: &Overrides) -> Result<Self, ConfigError> {
+        let model = build(overrides).await?;
+        Ok(Self {
+            overrides: overrides.clone(),
+            current: Arc::new(RwLock::new(Current::new(model))),
+        })
+    }
+
+    fn read<T>(&self, f: impl FnOnce(&Current) -> T) -> T {
+        f(&self.current.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    fn model(&self) -> Arc<OpenAiModel> {
+        self.read(|current| current.model.clone())
+    }
+}
+
+impl Model for ReloadableModel {
+    fn provider(&self) -> &str {
+        self.read(|current| current.provider)
+    }
+
+    fn name(&self) -> &str {
+        self.read(|current| current.name)
+    }
+
+    /// Calls already started keep the model they started with.
+    fn stream(&self, request: ModelRequest) -> ChunkStream {
+        self.model().stream(request)
+    }
+
+    /// A snapshot of the current configuration under another model name.
+    fn with_model_name(&self, name: &str) -> Option<Arc<dyn Model>> {
+        self.model().with_model_name(name)
+    }
+
+    fn credentials(&self) -> Credentials {
+        self.model().credentials()
+    }
+
+    /// Reads the whole configuration again and serves the model it describes from now on. A
+    /// configuration that no longer resolves (say, the file is not valid TOML) leaves the
+    /// model as it was and is reported as the reason there is no key.
+    fn reload_credentials(&self) -> BoxFuture<'static, Credentials> {
+        let overrides = self.overrides.clone();
+        let current = self.current.clone();
+        Box::pin(async move {
+            match build(&overrides).await {
+                Ok(model) => {
+                    let credentials = model.credentials();
+                    tracing::info!(
+                        model = model.name(),
+                        base_url = model.settings().base_url,
+                        "read the model configuration again"
+                    );
+                    *current.write().unwrap_or_else(PoisonError::into_inner) = Current::new(model);
+                    credentials
+                }
+                Err(error) => Credentials::Missing {
+                    hint: error.to_string(),
+                },
+            }
+        })
+    }
+}
