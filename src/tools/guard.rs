@@ -111,26 +111,38 @@ fn guard(args: &[OsString]) -> i32 {
         eprintln!("kin: {ARG} needs a program to run");
         return NOT_STARTED;
     };
-    match run(program, args) {
+    let lifeline = match take_lifeline() {
+        Ok(lifeline) => lifeline,
+        Err(error) => {
+            eprintln!("kin: {ARG} is started by kin, with a lifeline as fd {LIFELINE_FD}: {error}");
+            return NOT_STARTED;
+        }
+    };
+    match run(&lifeline, program, args) {
         Ok(status) => exit_like(status),
         Err(error) => {
-            eprintln!(
-                "kin: could not start {}: {error}",
-                program.to_string_lossy()
-            );
+            eprintln!("kin: could not run {}: {error}", program.to_string_lossy());
             NOT_STARTED
         }
     }
 }
 
-fn run(program: &OsString, args: &[OsString]) -> std::io::Result<Option<WaitStatus>> {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: fcntl only reads and sets flags; it fails (EBADF) if kin passed no fd 3.
+/// fd 3, kept from the command.
+fn take_lifeline() -> std::io::Result<OwnedFd> {
+    // SAFETY: fcntl only sets a flag; it fails (EBADF) when kin passed no fd 3.
     if unsafe { nix::libc::fcntl(LIFELINE_FD, nix::libc::F_SETFD, nix::libc::FD_CLOEXEC) } < 0 {
         return Err(std::io::Error::last_os_error());
     }
     // SAFETY: fd 3 is open (checked above) and is the lifeline; nothing else here owns it.
-    let lifeline = unsafe { OwnedFd::from_raw_fd(LIFELINE_FD) };
+    Ok(unsafe { OwnedFd::from_raw_fd(LIFELINE_FD) })
+}
+
+fn run(
+    lifeline: &OwnedFd,
+    program: &OsString,
+    args: &[OsString],
+) -> std::io::Result<Option<WaitStatus>> {
+    use std::os::unix::process::CommandExt;
     if getpgrp() != getpid() {
         setpgid(Pid::from_raw(0), Pid::from_raw(0))?;
     }
@@ -159,7 +171,7 @@ fn run(program: &OsString, args: &[OsString]) -> std::io::Result<Option<WaitStat
     let leader = Pid::from_raw(i32::try_from(child.id()).map_err(std::io::Error::other)?);
     // The status is collected below with waitpid, not through `child`.
     drop(child);
-    let waited = pidfd(leader).and_then(|ended| wait_for_end(&lifeline, &ended));
+    let waited = pidfd(leader).and_then(|ended| wait_for_end(lifeline, &ended));
     let status = kill_the_rest(guard, leader);
     waited.map(|()| status)
 }

@@ -88,7 +88,7 @@ impl GroupChild {
         })
     }
 
-    /// The process group id (the leader's pid).
+    /// The process group id (the pid of the guard, or of the command when it has none).
     pub fn pgid(&self) -> Option<i32> {
         self.pgid.map(Pid::as_raw)
     }
