@@ -14,8 +14,8 @@ use crate::model::openai::{KeyLoader, KeyState, OpenAiModel};
 pub use key::load as load_key;
 pub use resolve::{
     parse_duration, resolve, KeyPlan, ModelConfig, Origin, Overrides, Setting, ENV_API_KEY,
-    ENV_BASE_URL, ENV_CONNECT_TIMEOUT, ENV_DEEPSEEK_KEY, ENV_MODEL, ENV_OPENAI_KEY, ENV_PASS_ENV,
-    ENV_RETRIES, ENV_STALL_TIMEOUT,
+    ENV_BASE_URL, ENV_CONNECT_TIMEOUT, ENV_DEEPSEEK_KEY, ENV_MODEL, ENV_OPENAI_KEY, ENV_RETRIES,
+    ENV_STALL_TIMEOUT,
 };
 pub use show::render;
 
@@ -41,26 +41,6 @@ pub enum ConfigError {
     Invalid { origin: String, reason: String },
     #[error(transparent)]
     Client(#[from] crate::model::openai::ClientError),
-}
-
-/// Tells the environment scrub of tool processes (`tools::child_env`) what the configuration
-/// says: `pass_env`, the model key's variables, and the key itself when it is at hand. Used in
-/// every mode, replay too; a configuration that does not resolve leaves the default scrub.
-pub fn configure_tool_env(overrides: &Overrides) {
-    use crate::tools::child_env;
-    match resolve(overrides, &process_env) {
-        Ok(config) => {
-            child_env::configure(config.pass_env.value.clone(), config.key_vars.clone());
-            if let KeyPlan::Found(key) = &config.key {
-                child_env::hide_value(key.secret());
-            }
-        }
-        Err(error) => {
-            tracing::debug!(%error, "the tool environment keeps its default scrub");
-            let key_vars = [Some(ENV_API_KEY.to_owned()), overrides.api_key_env.clone()];
-            child_env::configure(Vec::new(), key_vars.into_iter().flatten().collect());
-        }
-    }
 }
 
 /// The configured OpenAI-compatible model (with or without a key yet), ready to serve. Its
@@ -108,5 +88,24 @@ pub fn kin_home() -> PathBuf {
     match from_env("HOME") {
         Some(home) => home.join(".local/share/kin"),
         None => PathBuf::from(".kin"),
+    }
+}
+
+/// Tells the environment scrub of tool processes (`tools::child_env`) what the configuration
+/// says: `pass_env`, the model key's variables, and the key itself when it is at hand. Used in
+/// every mode, replay too; a configuration that does not resolve leaves the default scrub.
+pub fn configure_tool_env(overrides: &Overrides) {
+    use crate::tools::child_env;
+    match resolve(overrides, &process_env) {
+        Ok(config) => {
+            child_env::configure(config.pass_env.value.clone(), config.key_vars.clone());
+            if let KeyPlan::Found(key) = &config.key {
+                child_env::hide_value(key.secret());
+            }
+        }
+        Err(error) => {
+            tracing::debug!(%error, "the tool environment keeps its default scrub");
+            child_env::configure(Vec::new(), overrides.api_key_env.iter().cloned().collect());
+        }
     }
 }

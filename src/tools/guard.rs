@@ -5,8 +5,9 @@
 //! whose read end is the guard's fd 3 (the lifeline). The guard
 //! - is a child subreaper, so whatever the command leaves behind (`setsid cmd &`, double forks)
 //!   is re-parented to it rather than to init;
-//! - runs the command in its own group, with a parent-death signal (SIGKILL) on it; the guard
-//!   is single-threaded, so that signal is tied to the guard's whole life;
+//! - runs the command in that group, with a parent-death signal (SIGKILL) on it; the guard is
+//!   single-threaded, so that signal is tied to the guard's whole life. The guard survives the
+//!   SIGTERM, SIGINT and SIGHUP sent to its group, to clean up;
 //! - waits for the command to end or for the lifeline to close. kin closes it to stop the
 //!   command, and the kernel closes it when kin dies, however it dies (kill -9 too). On a
 //!   stop, the group gets SIGTERM and [`TERM_GRACE`] to end;
@@ -64,7 +65,7 @@ pub fn enable(program: PathBuf) {
 /// (The kernel drops it too when kin dies.)
 pub struct Lifeline {
     _kept: OwnedFd,
-    /// The guard's end, open here only until the guard has been started from it.
+    /// The guard's end, kept open here until the guard has been started with it as fd 3.
     _given: OwnedFd,
 }
 

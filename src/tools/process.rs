@@ -21,7 +21,8 @@ use super::guard::{self, Lifeline, TERM_GRACE};
 use super::truncate::HeadTail;
 
 /// How long output readers may take to see end of file once the group is gone. Only a process
-/// that left the group (setsid) and kept the pipe open can make them wait this long.
+/// that left the group (setsid) and kept the pipe open, with no guard to kill it, can make them
+/// wait this long.
 const DRAIN_GRACE: Duration = Duration::from_secs(5);
 
 /// A running command and its process group.
