@@ -238,6 +238,66 @@ async fn nothing_a_command_starts_outlives_its_call() {
     );
 }
 
+#[tokio::test]
+async fn the_guard_reports_the_commands_own_exit() {
+    let script = Script::new()
+        .calls(&[
+            ("code", "bash", json!({"command": "echo out; exit 3"})),
+            ("signal", "bash", json!({"command": "kill -KILL $$"})),
+            (
+                "missing",
+                "bash",
+                json!({"command": "no-such-command-kin-test"}),
+            ),
+        ])
+        .text("done");
+    let replay = script.dir();
+    let root = tempfile::tempdir().unwrap();
+    let options = RunOptions {
+        binary: common::kin_binary(),
+        replay_dir: Some(replay.path().to_owned()),
+        env: Vec::new(),
+        home: root.path().to_owned(),
+        cwd: root.path().to_owned(),
+    };
+    let input = Input {
+        steps: vec![
+            Step::Initialize {
+                client_capabilities: None,
+            },
+            Step::NewSession { cwd: None },
+            allow_all(),
+            Step::Prompt {
+                text: "Run them.".into(),
+                session: None,
+            },
+        ],
+        permission_answers: None,
+    };
+    let (stdout, _) = Runner::start(&options, |_| {})
+        .unwrap()
+        .run(&input)
+        .await
+        .unwrap();
+    let result = |id: &str| -> String {
+        stdout
+            .iter()
+            .map(|line| serde_json::from_str::<Value>(line).unwrap())
+            .filter_map(|m| m.pointer("/params/update").cloned())
+            .filter(|u| u["toolCallId"] == id && u.get("status").is_some())
+            .flat_map(|u| u["content"].as_array().cloned().unwrap_or_default())
+            .filter_map(|c| c.pointer("/content/text")?.as_str().map(str::to_owned))
+            .collect()
+    };
+    assert_eq!(result("code"), "out\n\n[exit code 3]");
+    assert_eq!(result("signal"), "\n[killed by signal SIGKILL]");
+    assert!(
+        result("missing").ends_with("[exit code 127]"),
+        "{}",
+        result("missing")
+    );
+}
+
 /// Starts `kin acp` on `replay`, prompts, waits until two `sleep`s carrying `marker` run (one
 /// escaped into its own session), kills kin with SIGKILL and waits until none of the command's
 /// processes is left.
