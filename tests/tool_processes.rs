@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::{Script, Wire};
-use kin::scenario::{Input, RunOptions, Runner, Step};
+use kin::scenario::{RunOptions, Runner, Step};
 use serde_json::{json, Value};
 
 /// A guard against a broken kin, not a timing assertion.
@@ -73,10 +73,35 @@ fn scenario(parent: Script, child: Option<Script>) -> tempfile::TempDir {
     dir
 }
 
-fn allow_all() -> Step {
-    Step::Request {
-        method: "session/set_mode".into(),
-        params: json!({"sessionId": "{{session}}", "modeId": "allow"}),
+/// Starts `kin acp --replay replay` with `env` added, KIN_HOME `home`, in `cwd`.
+fn start(replay: &Path, env: Vec<(String, String)>, home: &Path, cwd: &Path) -> Runner<'static> {
+    let options = RunOptions {
+        binary: common::kin_binary(),
+        replay_dir: Some(replay.to_owned()),
+        env,
+        home: home.to_owned(),
+        cwd: cwd.to_owned(),
+    };
+    Runner::start(&options, |_| {}).unwrap()
+}
+
+/// A session in `allow` mode (commands run without asking; children inherit it) and a prompt.
+async fn prompt_allowed(runner: &mut Runner<'_>) {
+    for step in [
+        Step::Initialize {
+            client_capabilities: None,
+        },
+        Step::NewSession { cwd: None },
+        Step::Request {
+            method: "session/set_mode".into(),
+            params: json!({"sessionId": "{{session}}", "modeId": "allow"}),
+        },
+        Step::Prompt {
+            text: "Go.".into(),
+            session: None,
+        },
+    ] {
+        runner.play(&step).await.unwrap();
     }
 }
 
@@ -139,32 +164,9 @@ async fn tool_commands_see_no_keys_or_credentials_in_a_session_or_a_child() {
         .text("done");
     let child = Script::new().calls(&[env_call("child-env")]).text("ran");
     let replay = scenario(parent, Some(child));
-    let options = RunOptions {
-        binary: common::kin_binary(),
-        replay_dir: Some(replay.path().to_owned()),
-        env,
-        home: home.clone(),
-        cwd,
-    };
-    let input = Input {
-        steps: vec![
-            Step::Initialize {
-                client_capabilities: None,
-            },
-            Step::NewSession { cwd: None },
-            allow_all(),
-            Step::Prompt {
-                text: "Show the environment, then delegate.".into(),
-                session: None,
-            },
-        ],
-        permission_answers: None,
-    };
-    let (stdout, _) = Runner::start(&options, |_| {})
-        .unwrap()
-        .run(&input)
-        .await
-        .unwrap();
+    let mut runner = start(replay.path(), env, &home, &cwd);
+    prompt_allowed(&mut runner).await;
+    let (stdout, _) = runner.finish().await.unwrap();
 
     // What the commands printed went into the session logs, the child's too.
     let logs = texts_under(&home);
@@ -207,27 +209,8 @@ async fn nothing_a_command_starts_outlives_its_call() {
         .text("done");
     let replay = script.dir();
     let root = tempfile::tempdir().unwrap();
-    let options = RunOptions {
-        binary: common::kin_binary(),
-        replay_dir: Some(replay.path().to_owned()),
-        env: Vec::new(),
-        home: root.path().to_owned(),
-        cwd: root.path().to_owned(),
-    };
-    let mut runner = Runner::start(&options, |_| {}).unwrap();
-    for step in [
-        Step::Initialize {
-            client_capabilities: None,
-        },
-        Step::NewSession { cwd: None },
-        allow_all(),
-        Step::Prompt {
-            text: "Run it.".into(),
-            session: None,
-        },
-    ] {
-        runner.play(&step).await.unwrap();
-    }
+    let mut runner = start(replay.path(), Vec::new(), root.path(), root.path());
+    prompt_allowed(&mut runner).await;
     // The call has returned: its guard killed and reaped everything before it did.
     let left = marked(&marker);
     let (stdout, _) = runner.finish().await.unwrap();
@@ -253,32 +236,9 @@ async fn the_guard_reports_the_commands_own_exit() {
         .text("done");
     let replay = script.dir();
     let root = tempfile::tempdir().unwrap();
-    let options = RunOptions {
-        binary: common::kin_binary(),
-        replay_dir: Some(replay.path().to_owned()),
-        env: Vec::new(),
-        home: root.path().to_owned(),
-        cwd: root.path().to_owned(),
-    };
-    let input = Input {
-        steps: vec![
-            Step::Initialize {
-                client_capabilities: None,
-            },
-            Step::NewSession { cwd: None },
-            allow_all(),
-            Step::Prompt {
-                text: "Run them.".into(),
-                session: None,
-            },
-        ],
-        permission_answers: None,
-    };
-    let (stdout, _) = Runner::start(&options, |_| {})
-        .unwrap()
-        .run(&input)
-        .await
-        .unwrap();
+    let mut runner = start(replay.path(), Vec::new(), root.path(), root.path());
+    prompt_allowed(&mut runner).await;
+    let (stdout, _) = runner.finish().await.unwrap();
     let result = |id: &str| -> String {
         stdout
             .iter()
