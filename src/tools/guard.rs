@@ -18,6 +18,10 @@
 //! traps: it fires when the *thread* that forked the child exits (tokio's blocking threads
 //! come and go), and it is not inherited by grandchildren.
 //!
+//! kin itself is not a subreaper: one per command keeps each call's leftovers apart from other
+//! calls' processes and from what kin starts otherwise (a key command's `gpg-agent`, later
+//! child agents), with no bookkeeping of which orphan belongs to which call.
+//!
 //! Only the `kin` executable can be a guard: `main` calls [`init`] first. Code run in another
 //! executable (unit tests) starts commands directly, in their own group only.
 
