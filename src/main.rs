@@ -99,6 +99,8 @@ impl ModelFlags {
 }
 
 fn main() -> ExitCode {
+    // `kin __guard ...` (how kin runs commands) guards one command and exits here.
+    kin::tools::guard::init();
     // Colours only for a person watching a terminal, never in a file or an editor's log pane.
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
@@ -173,6 +175,7 @@ fn run_command(cli: Cli) -> anyhow::Result<u8> {
 
 /// The model to serve: the replay of `replay`, else the configured OpenAI-compatible one.
 async fn model(replay: Option<&PathBuf>, flags: &ModelFlags) -> anyhow::Result<Arc<dyn Model>> {
+    config::configure_tool_env(&flags.overrides());
     Ok(match replay {
         Some(dir) => Arc::new(
             ReplayModel::from_dir(dir)
