@@ -6,7 +6,7 @@
 
 use std::sync::{Arc, Weak};
 
-use futures::future::BoxFuture;
+use futures::future::{BoxFuture, Shared};
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 
@@ -218,16 +218,15 @@ pub(super) fn drive(
         })
     }
     .boxed();
-    let run_id = child.id.clone();
+    let result = result.shared();
     let control = Arc::new(InProcessControl {
         runtime: Arc::downgrade(&runtime),
-        child: child.clone(),
+        id: child.id.clone(),
+        child: std::sync::Mutex::new(Some(child.clone())),
         cancel,
-        result: std::sync::Mutex::new(None),
+        result: result.clone(),
     });
-    let run = Run::new(run_id, Some(child), result, control.clone());
-    *control.result.lock().unwrap_or_else(|p| p.into_inner()) = Some(run.clone());
-    run
+    Run::from_shared(child.id.clone(), Some(child), result, control)
 }
 
 /// The outcome of the activation whose events start at `boundary`.
@@ -284,29 +283,27 @@ fn read_result(
     }
 }
 
+/// Holds no [`Run`] (that would be a cycle: the run holds its control) and gives up the child
+/// on the first dispose, so a disposed child is freed once its holders drop their runs.
 struct InProcessControl {
     runtime: Weak<Runtime>,
-    child: Arc<Agent>,
+    id: String,
+    /// The child, until the first dispose takes it.
+    child: std::sync::Mutex<Option<Arc<Agent>>>,
     cancel: CancellationToken,
-    /// The run itself, to await its result on dispose.
-    result: std::sync::Mutex<Option<Run>>,
+    /// The activation's result (it holds nothing of the child once settled).
+    result: Shared<BoxFuture<'static, SubagentResult>>,
 }
 
 impl RunControl for InProcessControl {
     fn dispose(&self) -> BoxFuture<'static, ()> {
         self.cancel.cancel();
-        let run = self
-            .result
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let child = self.child.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let result = self.result.clone();
         let runtime = self.runtime.clone();
-        let child = self.child.clone();
         async move {
-            if let Some(run) = run {
-                run.result().await;
-            }
-            if let Some(runtime) = runtime.upgrade() {
+            result.await;
+            if let (Some(child), Some(runtime)) = (child, runtime.upgrade()) {
                 runtime.unpublish_agent(&child);
             }
         }
@@ -314,6 +311,12 @@ impl RunControl for InProcessControl {
     }
 
     fn steer(&self, content: Vec<UserPart>) -> Option<Result<(), NotRunning>> {
-        Some(self.child.steer(content))
+        let child = self.child.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        Some(match child {
+            Some(child) => child.steer(content),
+            None => Err(NotRunning {
+                id: self.id.clone(),
+            }),
+        })
     }
 }

@@ -12,7 +12,6 @@
 mod error;
 mod fork;
 mod inprocess;
-pub mod out_of_process;
 mod service;
 mod spawn;
 mod tools;
@@ -202,12 +201,28 @@ impl Run {
         result: BoxFuture<'static, SubagentResult>,
         control: Arc<dyn RunControl>,
     ) -> Self {
+        Self::from_shared(id, local_agent, result.shared(), control)
+    }
+
+    /// [`Run::new`] for a provider that keeps a handle on the result itself.
+    pub(crate) fn from_shared(
+        id: String,
+        local_agent: Option<Arc<Agent>>,
+        result: Shared<BoxFuture<'static, SubagentResult>>,
+        control: Arc<dyn RunControl>,
+    ) -> Self {
         Self {
             id,
             local_agent,
-            result: result.shared(),
+            result,
             control,
         }
+    }
+
+    /// The outcome as a future that holds nothing of the child (for observers that outlive
+    /// the run's holder).
+    pub(crate) fn settled(&self) -> Shared<BoxFuture<'static, SubagentResult>> {
+        self.result.clone()
     }
 
     /// The outcome of this activation; never fails for child-level failures.

@@ -46,7 +46,7 @@ async fn spawn_publishes_a_fresh_child_runs_it_and_disposes_it() {
     let log = world.log(&run.id);
     assert_eq!(log[0]["parentSession"], Value::from(parent.id.clone()));
     assert_eq!(log[0]["delegationDepth"], 1);
-    assert_eq!(log[0]["cwd"], log[0]["cwd"].clone());
+    assert_eq!(log[0]["cwd"], log_of_parent_cwd(&world, &parent));
     assert_eq!(log[1]["type"], "turn/start", "a fresh child starts empty");
     assert_eq!(log.last().unwrap()["type"], "turn/end");
     assert_eq!(
@@ -55,6 +55,33 @@ async fn spawn_publishes_a_fresh_child_runs_it_and_disposes_it() {
         "the parent log is untouched"
     );
     assert_eq!(child.cwd, parent.cwd, "the child inherits the cwd");
+}
+
+/// The `cwd` recorded in the parent's header.
+fn log_of_parent_cwd(world: &World, parent: &Agent) -> Value {
+    world.log(&parent.id)[0]["cwd"].clone()
+}
+
+#[tokio::test]
+async fn a_disposed_child_is_freed() {
+    let world = World::new(echo_model());
+    let parent = world.session();
+    for provider in ["spawn", "fork"] {
+        let run = world
+            .runtime
+            .subagents
+            .start(provider, request(&parent, "child ok"))
+            .await
+            .unwrap();
+        let child = Arc::downgrade(run.local_agent.as_ref().unwrap());
+        assert_eq!(run.result().await.stop_reason, StopReason::Completed);
+        run.dispose().await;
+        drop(run);
+        assert!(
+            child.upgrade().is_none(),
+            "{provider}: nothing holds a disposed child once its run is dropped"
+        );
+    }
 }
 
 #[tokio::test]
