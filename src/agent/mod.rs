@@ -48,6 +48,9 @@ pub enum TurnError {
     },
     #[error("could not write the session log: {0}")]
     Store(#[from] StoreError),
+    /// A tool reported a failure the turn cannot go on from.
+    #[error("tool `{name}` failed: {message}")]
+    Tool { name: String, message: String },
 }
 
 /// Per-agent model settings; a child inherits its parent's unless overridden.
