@@ -74,7 +74,7 @@ fn rss_kb() -> u64 {
 async fn one_child(runtime: &Arc<Runtime>, parent: &Arc<kin::agent::Agent>) {
     let prompt = vec![UserPart::Text { text: "go".into() }];
     let request = StartRequest::new(prompt, parent.clone(), CancellationToken::new());
-    let run = runtime.subagents.start("spawn", request).await.unwrap();
+    let run = runtime.subagents().start("spawn", request).await.unwrap();
     assert_eq!(run.result().await.stop_reason, StopReason::Completed);
     run.dispose().await;
 }
@@ -97,6 +97,7 @@ fn measure() {
         )
         .unwrap();
         let parent = runtime
+            .host()
             .create_session(cwd.path().to_owned(), vec![])
             .unwrap();
         one_child(&runtime, &parent).await;

@@ -23,8 +23,11 @@ use crate::runtime::Runtime;
 pub async fn serve_stdio(runtime: Arc<Runtime>, shutdown: CancellationToken) {
     let (peer, writer) = Peer::new(tokio::io::stdout());
     let agent = Arc::new(AcpAgent::new(runtime.clone()));
-    peer.serve(tokio::io::stdin(), agent, shutdown).await;
-    // Background children settle while their last reports can still be written.
+    peer.serve(tokio::io::stdin(), agent.clone(), shutdown)
+        .await;
+    // Background children settle while their last reports can still be written (the agent,
+    // kept until then, holds the subscription that forwards them).
     runtime.shutdown().await;
+    drop(agent);
     peer.close(writer).await;
 }

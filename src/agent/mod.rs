@@ -4,6 +4,7 @@
 //! happening is a log event, handed to an observer as it is appended. Knows nothing of ACP.
 
 mod assemble;
+pub mod host;
 mod permissions;
 pub mod structured;
 mod system;
@@ -48,6 +49,9 @@ pub enum TurnError {
     },
     #[error("could not write the session log: {0}")]
     Store(#[from] StoreError),
+    /// The task running the turn ended without an answer (it panicked).
+    #[error("the turn stopped unexpectedly")]
+    Stopped,
     /// A tool reported a failure the turn cannot go on from.
     #[error("tool `{name}` failed: {message}")]
     Tool { name: String, message: String },
@@ -299,7 +303,7 @@ impl Agent {
 
     /// Runs one turn for `prompt`. Refuses (without touching the log) while another runs.
     pub async fn run_turn(
-        &self,
+        self: &Arc<Self>,
         prompt: Vec<UserPart>,
         deps: &TurnDeps,
         observe: Observer<'_>,

@@ -1,5 +1,7 @@
 //! One turn: user message, then steps (model call, tool calls) until the model stops.
 
+use std::sync::Arc;
+
 use futures::StreamExt;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -21,7 +23,7 @@ enum StepEnd {
 }
 
 struct Turn<'a> {
-    agent: &'a Agent,
+    agent: &'a Arc<Agent>,
     state: &'a mut AgentState,
     deps: &'a TurnDeps,
     observe: Observer<'a>,
@@ -33,7 +35,7 @@ struct Turn<'a> {
 }
 
 pub(super) async fn run(
-    agent: &Agent,
+    agent: &Arc<Agent>,
     state: &mut AgentState,
     prompt: Vec<UserPart>,
     deps: &TurnDeps,
@@ -331,6 +333,7 @@ impl Turn<'_> {
                 roots: agent.roots.clone(),
                 permissions: agent.permissions.clone(),
                 client: self.deps.client.clone(),
+                caller: Some(agent.clone() as Arc<dyn std::any::Any + Send + Sync>),
             };
             let tools = agent.tools.clone();
             let running = tools.call(name, arguments, cx);
@@ -470,7 +473,7 @@ mod tests {
         let log = store.create(&header).unwrap();
         let mut tools = ToolRegistry::new();
         tools.register(Arc::new(Broken));
-        let agent = Agent::new(AgentSpec {
+        let agent = Arc::new(Agent::new(AgentSpec {
             header,
             cwd: "/".into(),
             log,
@@ -479,7 +482,7 @@ mod tests {
             persona: None,
             tools: Arc::new(tools),
             structured: None,
-        });
+        }));
         let deps = TurnDeps {
             model: Arc::new(CallsBroken),
             system: String::new(),

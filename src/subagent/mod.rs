@@ -11,6 +11,7 @@
 
 mod error;
 mod fork;
+mod host;
 mod inprocess;
 mod service;
 mod spawn;
@@ -28,6 +29,7 @@ use crate::session::{AssistantBlock, UserPart};
 
 pub use error::SubagentError;
 pub use fork::ForkProvider;
+pub use host::ChildHost;
 pub use service::{Lifecycle, RunIdentity, SubagentService};
 pub use spawn::SpawnProvider;
 pub use tools::{SubagentTool, DEFAULT_MAX_DEPTH};
@@ -130,6 +132,20 @@ impl StopReason {
     }
 }
 
+impl From<crate::agent::host::StopReason> for StopReason {
+    fn from(stop: crate::agent::host::StopReason) -> Self {
+        use crate::agent::host::StopReason as Host;
+        match stop {
+            Host::EndTurn => Self::Completed,
+            Host::MaxTokens => Self::MaxTokens,
+            Host::Refusal => Self::Refusal,
+            Host::Cancelled => Self::Aborted,
+            // A child that runs out of steps has not answered: its run failed.
+            Host::MaxTurnRequests | Host::Error => Self::Error,
+        }
+    }
+}
+
 /// How one activation of a child ended.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SubagentResult {
@@ -151,28 +167,6 @@ impl SubagentResult {
             })
             .collect()
     }
-}
-
-/// What the runtime reports about in-process children as they live, for a client that shows
-/// them (ACP subagent sessions).
-pub enum ChildNotice<'a> {
-    /// A child was published; nothing carrying its id has been reported before this.
-    Started {
-        parent: &'a str,
-        child: &'a Agent,
-        label: Option<&'a str>,
-    },
-    /// One event of the child's log, just appended.
-    Event {
-        child: &'a str,
-        event: &'a crate::session::Event,
-    },
-    /// The child's activation settled; the child stays (it may be messaged again).
-    Settled {
-        parent: &'a str,
-        child: &'a str,
-        stop_reason: StopReason,
-    },
 }
 
 /// The provider-specific half of a [`Run`].
