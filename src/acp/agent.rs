@@ -1,5 +1,5 @@
-//! Editor-facing ACP agent: decodes requests, calls the runtime, answers, and streams
-//! session events as `session/update` notifications.
+//! Editor-facing ACP agent: decodes requests, calls the session host, answers, and streams
+//! host events as `session/update` notifications.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,4 +1,4 @@
-//! The ACP boundary: editor-facing requests become runtime calls, session events become
+//! The ACP boundary: editor-facing requests become session-host calls, host events become
 //! `session/update` notifications ([`updates`]), tools reach the editor through [`bridge`], and
 //! the permission mode is shown as session modes and a config option ([`modes`]). The only
 //! module that knows ACP types.

@@ -1,7 +1,8 @@
 //! The agent loop. An [`Agent`] is one live session: its header, its append-only log, its
 //! options and tools, and at most one running turn. A turn alternates model calls (steps) and
 //! tool calls until the model stops, the turn is cancelled, or something fails; every
-//! happening is a log event, handed to an observer as it is appended. Knows nothing of ACP.
+//! happening is a log event, handed to an observer as it is appended. [`host`] runs turns for
+//! every front end. Knows nothing of ACP or delegation.
 
 mod assemble;
 pub mod host;
