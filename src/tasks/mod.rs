@@ -45,6 +45,36 @@ impl TaskStatus {
     }
 }
 
+/// A task's id, `<kind>-N`: what `start` hands out and the `task_*` tools name. Reads as the
+/// `str` it is (the model gives ids back as plain strings).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TaskId(String);
+
+impl TaskId {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for TaskId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for TaskId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl PartialEq<&str> for TaskId {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
 /// How a task's work ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TaskOutcome {
@@ -82,7 +112,7 @@ impl TaskOutcome {
 /// A task as seen at one moment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TaskSnapshot {
-    pub id: String,
+    pub id: TaskId,
     pub kind: String,
     pub label: String,
     pub owner: Option<String>,
@@ -182,7 +212,7 @@ impl TaskService {
         label: &str,
         owner: Option<String>,
         work: impl FnOnce(CancellationToken) -> BoxFuture<'static, TaskOutcome>,
-    ) -> Result<String, TaskError> {
+    ) -> Result<TaskId, TaskError> {
         if kind.is_empty() || label.is_empty() {
             return Err(TaskError::BadStart);
         }
@@ -195,10 +225,10 @@ impl TaskService {
             let mut state = self.state();
             let counter = state.counters.entry(kind.to_owned()).or_insert(0);
             *counter += 1;
-            let id = format!("{kind}-{counter}");
-            state.order.push(id.clone());
+            let id = TaskId(format!("{kind}-{counter}"));
+            state.order.push(id.0.clone());
             state.tasks.insert(
-                id.clone(),
+                id.0.clone(),
                 Task {
                     snapshot: TaskSnapshot {
                         id: id.clone(),
