@@ -233,18 +233,15 @@ impl World {
             .collect()
     }
 
-    /// Runs one turn of `agent` for `prompt`.
+    /// Runs one turn of `agent` for `prompt` through the host.
     pub async fn prompt(&self, agent: &Arc<Agent>, prompt: &str) -> kin::agent::TurnOutcome {
-        let deps = self.runtime.host().turn_deps(agent);
-        agent
-            .run_turn(
-                vec![UserPart::Text {
-                    text: prompt.into(),
-                }],
-                &deps,
-                &|_| {},
-                tokio_util::sync::CancellationToken::new(),
-            )
+        let prompt = vec![UserPart::Text {
+            text: prompt.into(),
+        }];
+        let cancel = tokio_util::sync::CancellationToken::new();
+        self.runtime
+            .host()
+            .start_turn(agent.clone(), prompt, None, cancel)
             .await
             .unwrap()
     }
