@@ -326,7 +326,7 @@ impl Turn<'_> {
         } else {
             let agent = self.agent;
             let cx = ToolContext {
-                session_id: agent.id.clone(),
+                session_id: agent.id.clone().into(),
                 cwd: agent.cwd.clone(),
                 cancel: self.cancel.child_token(),
                 call_id: call_id.into(),

@@ -176,7 +176,7 @@ impl Tool for SubagentTool {
             request.label = Some(label.clone());
             request.client = cx.client.clone();
             if background {
-                let owner = request.parent.id.clone();
+                let owner = request.parent.id.as_str().into();
                 let started = tasks.start(
                     "subagent",
                     &label,

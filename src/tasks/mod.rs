@@ -18,6 +18,8 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::session::SessionId;
+
 pub use tools::{TaskKillTool, TaskListTool, TaskOutputTool};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,7 +117,7 @@ pub struct TaskSnapshot {
     pub id: TaskId,
     pub kind: String,
     pub label: String,
-    pub owner: Option<String>,
+    pub owner: Option<SessionId>,
     pub status: TaskStatus,
     pub detail: Option<String>,
     pub output: Option<String>,
@@ -210,7 +212,7 @@ impl TaskService {
         self: &Arc<Self>,
         kind: &str,
         label: &str,
-        owner: Option<String>,
+        owner: Option<SessionId>,
         work: impl FnOnce(CancellationToken) -> BoxFuture<'static, TaskOutcome>,
     ) -> Result<TaskId, TaskError> {
         if kind.is_empty() || label.is_empty() {
@@ -317,7 +319,7 @@ impl TaskService {
             .get_mut(id)
             .ok_or_else(|| TaskError::Unknown(id.to_owned()))?;
         match &task.snapshot.owner {
-            Some(owner) if owner != caller => Err(TaskError::Foreign(id.to_owned())),
+            Some(owner) if owner.as_str() != caller => Err(TaskError::Foreign(id.to_owned())),
             _ => Ok(task),
         }
     }
