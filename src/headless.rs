@@ -1,6 +1,7 @@
 //! `kin run`: one turn without an editor, for scripts and parent processes. Runs the turn
-//! through the session host in-process: the answer text streams to stdout, tool activity to stderr; or, with
-//! `json`, every session event is written to stdout as its log line. Knows nothing of ACP.
+//! through the session host in-process: the answer text streams to stdout, tool activity to
+//! stderr; or, with `json`, every session event is written to stdout as its log line. Knows
+//! nothing of ACP.
 
 use std::io::Write;
 use std::path::PathBuf;

@@ -214,8 +214,8 @@ impl Run {
         }
     }
 
-    /// The outcome as a future that holds nothing of the child (for observers that outlive
-    /// the run's holder).
+    /// The outcome, without the run around it: an observer holding it keeps no control (nor,
+    /// once settled, anything of the child) alive.
     pub(crate) fn settled(&self) -> Shared<BoxFuture<'static, SubagentResult>> {
         self.result.clone()
     }
