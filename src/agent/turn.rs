@@ -352,12 +352,8 @@ impl Turn<'_> {
         if output.is_cancelled() && !self.cancel.is_cancelled() {
             self.tool_cancelled = true;
         }
-        let fatal = output.is_fatal();
-        let fatal_text = if fatal {
-            output.text.clone()
-        } else {
-            String::new()
-        };
+        // Logged like any result first; then the turn ends.
+        let fatal = output.is_fatal().then(|| output.text.clone());
         self.emit_surface(
             EventBody::ToolResult(ToolResult {
                 turn,
@@ -384,10 +380,10 @@ impl Turn<'_> {
             }),
             Some(vec![call_seq]),
         )?;
-        if fatal {
+        if let Some(message) = fatal {
             return Err(TurnError::Tool {
                 name: name.into(),
-                message: fatal_text,
+                message,
             });
         }
         Ok(())
