@@ -5,19 +5,19 @@ use std::sync::Weak;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 
+use super::host::ChildHost;
 use super::inprocess::{start, upgrade};
 use super::{Capabilities, Provider, Run, StartRequest, SubagentError};
-use crate::runtime::Runtime;
 
 pub struct SpawnProvider {
-    runtime: Weak<Runtime>,
+    host: Weak<dyn ChildHost>,
 }
 
 impl SpawnProvider {
     pub const NAME: &'static str = "spawn";
 
-    pub fn new(runtime: Weak<Runtime>) -> Self {
-        Self { runtime }
+    pub fn new(host: Weak<dyn ChildHost>) -> Self {
+        Self { host }
     }
 }
 
@@ -35,8 +35,7 @@ impl Provider for SpawnProvider {
     }
 
     fn start(&self, request: StartRequest) -> BoxFuture<'static, Result<Run, SubagentError>> {
-        let started =
-            upgrade(&self.runtime).and_then(|runtime| start(runtime, request, Vec::new()));
+        let started = upgrade(&self.host).and_then(|host| start(host, request, Vec::new()));
         std::future::ready(started).boxed()
     }
 }

@@ -2,18 +2,18 @@
 //! that inherits this conversation). Names, parameters and result texts are a wire contract;
 //! the descriptions are kin's own.
 
-use std::sync::Weak;
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-use super::{Run, StartRequest, StopReason, SubagentError, SubagentResult};
+use super::{Run, StartRequest, StopReason, SubagentError, SubagentResult, SubagentService};
+use crate::agent::Agent;
 use crate::model::ToolSpec;
-use crate::runtime::Runtime;
 use crate::session::UserPart;
-use crate::tasks::TaskOutcome;
+use crate::tasks::{TaskOutcome, TaskService};
 use crate::tools::{Tool, ToolContext, ToolKind, ToolOutput};
 
 /// Children may be this deep unless configured otherwise (a child cannot delegate further).
@@ -25,7 +25,9 @@ pub struct SubagentTool {
     provider: String,
     inherits_context: bool,
     max_depth: Option<u32>,
-    runtime: Weak<Runtime>,
+    subagents: Arc<SubagentService>,
+    /// Where background children run.
+    tasks: Arc<TaskService>,
 }
 
 impl SubagentTool {
@@ -34,14 +36,16 @@ impl SubagentTool {
         provider: &str,
         inherits_context: bool,
         max_depth: Option<u32>,
-        runtime: Weak<Runtime>,
+        subagents: Arc<SubagentService>,
+        tasks: Arc<TaskService>,
     ) -> Self {
         Self {
             name: name.to_owned(),
             provider: provider.to_owned(),
             inherits_context,
             max_depth,
-            runtime,
+            subagents,
+            tasks,
         }
     }
 
@@ -133,13 +137,11 @@ impl Tool for SubagentTool {
     }
 
     fn call(&self, arguments: Value, cx: ToolContext) -> BoxFuture<'static, ToolOutput> {
-        let runtime = self.runtime.upgrade();
+        let service = self.subagents.clone();
+        let tasks = self.tasks.clone();
         let provider = self.provider.clone();
         let max_depth = self.max_depth;
         async move {
-            let Some(runtime) = runtime else {
-                return failure(&SubagentError::Setup("kin is shutting down".into()));
-            };
             let (Some(label), Some(prompt)) = (
                 text_of(&arguments, "description"),
                 text_of(&arguments, "prompt"),
@@ -150,7 +152,11 @@ impl Tool for SubagentTool {
                     "Error: `description` and `prompt` must be non-empty strings",
                 );
             };
-            let Some(parent) = runtime.live(&cx.session_id) else {
+            let caller = cx
+                .caller
+                .clone()
+                .and_then(|caller| caller.downcast::<Agent>().ok());
+            let Some(parent) = caller else {
                 return ToolOutput::error(
                     "SubagentError",
                     "NO_CALLER",
@@ -170,9 +176,8 @@ impl Tool for SubagentTool {
             request.label = Some(label.clone());
             request.client = cx.client.clone();
             if background {
-                let service = runtime.subagents.clone();
-                let owner = request.parent.id.clone();
-                let started = runtime.tasks.start(
+                let owner = request.parent.id.as_str().into();
+                let started = tasks.start(
                     "subagent",
                     &label,
                     Some(owner),
@@ -195,7 +200,7 @@ impl Tool for SubagentTool {
                     }
                 };
             }
-            let run = match runtime.subagents.start(&provider, request).await {
+            let run = match service.start(&provider, request).await {
                 Ok(run) => run,
                 Err(error) => return failure(&error),
             };

@@ -18,6 +18,8 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::session::SessionId;
+
 pub use tools::{TaskKillTool, TaskListTool, TaskOutputTool};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,6 +44,36 @@ impl TaskStatus {
 
     pub fn is_terminal(self) -> bool {
         matches!(self, Self::Completed | Self::Killed | Self::Failed)
+    }
+}
+
+/// A task's id, `<kind>-N`: what `start` hands out and the `task_*` tools name. Reads as the
+/// `str` it is (the model gives ids back as plain strings).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TaskId(String);
+
+impl TaskId {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for TaskId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for TaskId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl PartialEq<&str> for TaskId {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
     }
 }
 
@@ -82,10 +114,10 @@ impl TaskOutcome {
 /// A task as seen at one moment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TaskSnapshot {
-    pub id: String,
+    pub id: TaskId,
     pub kind: String,
     pub label: String,
-    pub owner: Option<String>,
+    pub owner: Option<SessionId>,
     pub status: TaskStatus,
     pub detail: Option<String>,
     pub output: Option<String>,
@@ -180,9 +212,9 @@ impl TaskService {
         self: &Arc<Self>,
         kind: &str,
         label: &str,
-        owner: Option<String>,
+        owner: Option<SessionId>,
         work: impl FnOnce(CancellationToken) -> BoxFuture<'static, TaskOutcome>,
-    ) -> Result<String, TaskError> {
+    ) -> Result<TaskId, TaskError> {
         if kind.is_empty() || label.is_empty() {
             return Err(TaskError::BadStart);
         }
@@ -195,10 +227,10 @@ impl TaskService {
             let mut state = self.state();
             let counter = state.counters.entry(kind.to_owned()).or_insert(0);
             *counter += 1;
-            let id = format!("{kind}-{counter}");
-            state.order.push(id.clone());
+            let id = TaskId(format!("{kind}-{counter}"));
+            state.order.push(id.0.clone());
             state.tasks.insert(
-                id.clone(),
+                id.0.clone(),
                 Task {
                     snapshot: TaskSnapshot {
                         id: id.clone(),
@@ -287,7 +319,7 @@ impl TaskService {
             .get_mut(id)
             .ok_or_else(|| TaskError::Unknown(id.to_owned()))?;
         match &task.snapshot.owner {
-            Some(owner) if owner != caller => Err(TaskError::Foreign(id.to_owned())),
+            Some(owner) if owner.as_str() != caller => Err(TaskError::Foreign(id.to_owned())),
             _ => Ok(task),
         }
     }
