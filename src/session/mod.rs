@@ -3,9 +3,10 @@
 
 pub mod event;
 pub mod history;
+mod index;
 mod log;
 mod store;
 
 pub use event::*;
 pub use log::SessionLog;
-pub use store::{parse_log, LoadedSession, SessionStore, SessionSummary, StoreError};
+pub use store::{parse_log, LoadedSession, SessionStore, SessionSummary, SetAsideLine, StoreError};
