@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::event::{Event, EventBody, Header};
 use super::index::IndexEntry;
-use super::store::StoreError;
+use super::store::{last_title, StoreError};
 
 pub struct SessionLog {
     path: PathBuf,
@@ -157,6 +157,9 @@ impl SessionLog {
         self.line.extend_from_slice(lines);
         self.write_buffered()?;
         self.next_seq = next_seq;
+        if let Some(title) = last_title(lines) {
+            self.index.set_title(&title);
+        }
         Ok(())
     }
 
@@ -171,6 +174,13 @@ impl SessionLog {
         self.write_buffered()?;
         if let Some(last) = events.last() {
             self.next_seq = last.seq + 1;
+        }
+        let title = events.iter().rev().find_map(|event| match &event.body {
+            EventBody::SessionTitle(title) => Some(&title.title),
+            _ => None,
+        });
+        if let Some(title) = title {
+            self.index.set_title(title);
         }
         Ok(())
     }

@@ -352,19 +352,11 @@ fn parse_line(
     parse_event_line(text, events).map_err(|e| e.to_string())
 }
 
-fn summarize(path: &Path) -> Result<Option<SessionSummary>, StoreError> {
-    let bytes = fs::read(path).map_err(io_error(path))?;
-    let first = bytes.split(|&b| b == b'\n').next().unwrap_or_default();
-    let Ok(header) = serde_json::from_slice::<Header>(first) else {
-        return Ok(None);
-    };
-    let modified_ns = fs::metadata(path)
-        .map(|m| u128::from(index::modified_ns(&m)))
-        .unwrap_or(u128::from(header.created_at) * 1_000_000);
-    // The title is the last `session/title` event; only those lines are parsed.
+/// The title of the last `session/title` event in `lines` (log lines); only those are parsed.
+pub(crate) fn last_title(lines: &[u8]) -> Option<String> {
     const NEEDLE: &[u8] = b"\"type\":\"session/title\"";
     let mut title = None;
-    for line in bytes.split(|&b| b == b'\n') {
+    for line in lines.split(|&b| b == b'\n') {
         if line.windows(NEEDLE.len()).any(|w| w == NEEDLE) {
             let mut parsed = Vec::new();
             if let Ok(text) = std::str::from_utf8(line) {
@@ -376,6 +368,19 @@ fn summarize(path: &Path) -> Result<Option<SessionSummary>, StoreError> {
             }
         }
     }
+    title
+}
+
+fn summarize(path: &Path) -> Result<Option<SessionSummary>, StoreError> {
+    let bytes = fs::read(path).map_err(io_error(path))?;
+    let first = bytes.split(|&b| b == b'\n').next().unwrap_or_default();
+    let Ok(header) = serde_json::from_slice::<Header>(first) else {
+        return Ok(None);
+    };
+    let modified_ns = fs::metadata(path)
+        .map(|m| u128::from(index::modified_ns(&m)))
+        .unwrap_or(u128::from(header.created_at) * 1_000_000);
+    let title = last_title(&bytes);
     Ok(Some(SessionSummary {
         id: header.id,
         cwd: header.cwd,
@@ -539,6 +544,31 @@ mod tests {
             listed.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(),
             ["b"]
         );
+    }
+
+    #[test]
+    fn a_fork_seed_brings_its_title_into_the_index() {
+        let home = tempfile::tempdir().unwrap();
+        let store = SessionStore::open(home.path()).unwrap();
+        let mut parent = store
+            .create(&Header::new("p".into(), 1, "/w".into(), vec![]))
+            .unwrap();
+        let seed = vec![parent.append(title("seeded"), 0).unwrap()];
+        let lines = store.event_lines("p", &seed).unwrap();
+        for (id, raw) in [("c1", true), ("c2", false)] {
+            let mut header = Header::new(id.into(), 2, "/w".into(), vec![]);
+            header.parent_session = Some("p".into());
+            let mut child = store.create(&header).unwrap();
+            if raw {
+                child.append_raw_lines(&lines, 1).unwrap();
+            } else {
+                child.append_copied(&seed).unwrap();
+            }
+            child.sync().unwrap();
+        }
+        let listed = store.list().unwrap();
+        assert!(listed.iter().all(|s| s.title.as_deref() == Some("seeded")));
+        assert_eq!(listed, rebuilt(&store));
     }
 
     #[test]
