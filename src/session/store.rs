@@ -136,9 +136,13 @@ impl SessionStore {
                 },
             })?;
         let entry = IndexEntry::new(&self.dir, header, None);
-        let mut log = SessionLog::new(path, file, 0, 0, entry);
+        let mut log = SessionLog::new(path.clone(), file, 0, 0, entry);
         // Handed to the OS now; made durable with the first turn's end (fsync per turn).
-        log.write_header(header)?;
+        if let Err(error) = log.write_header(header) {
+            // A file without a header is no session: leave nothing behind.
+            let _ = fs::remove_file(&path);
+            return Err(error);
+        }
         log.refresh_index();
         Ok(log)
     }
