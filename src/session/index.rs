@@ -7,11 +7,14 @@
 //! directory: a `<id>.jsonl` with no entry (made by another program, or by a kin that died
 //! before indexing it) is summarized from its file and added; an entry with no file is dropped.
 //! A missing index is thus rebuilt from every file. When the records outnumber the sessions
-//! well, the listing rewrites the index compactly (temporary file, then rename).
+//! well, the listing rewrites the index compactly (temporary file, then rename). A process
+//! keeps what it has read and, while the file is the same one, reads only the records
+//! appended since its last listing.
 
 use std::collections::{HashMap, HashSet};
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::UNIX_EPOCH;
@@ -24,13 +27,89 @@ use super::store::SessionSummary;
 /// The index's file name inside the sessions directory: not `*.jsonl`, which are the logs.
 pub(crate) const INDEX_FILE: &str = ".index";
 
-/// Serializes this process's index writes with its compaction (which replaces the file).
-/// Other processes only append, a line per write; a record one of them appends while another
-/// compacts can be lost, which the next listing's check repairs for creates and deletes.
-static WRITING: Mutex<()> = Mutex::new(());
+/// This process's reading of the index, behind the lock that also serializes its index writes
+/// with compaction (which replaces the file). Other processes only append, a line per write; a
+/// record one of them appends while another compacts can be lost, which the next listing's
+/// check repairs for creates and deletes.
+static FOLDED: Mutex<Option<Folded>> = Mutex::new(None);
 
-fn writing() -> MutexGuard<'static, ()> {
-    WRITING.lock().unwrap_or_else(|p| p.into_inner())
+fn folded() -> MutexGuard<'static, Option<Folded>> {
+    FOLDED.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// What the index's records fold to, as far as they were read: a listing reads only the records
+/// appended since the last one, unless the file was replaced.
+#[derive(Default)]
+struct Folded {
+    dir: PathBuf,
+    /// (device, inode) and first line of the file read, to notice a replaced one.
+    file: Option<(u64, u64)>,
+    first_line: Vec<u8>,
+    /// Bytes read so far: complete lines only.
+    len: u64,
+    lines: usize,
+    unreadable: usize,
+    entries: HashMap<String, Record>,
+}
+
+impl Folded {
+    fn new(dir: &Path) -> Self {
+        Self {
+            dir: dir.to_owned(),
+            ..Self::default()
+        }
+    }
+
+    /// Reads the records appended to `index` since the last call (all, if it was replaced).
+    fn catch_up(&mut self, index: &Path) -> io::Result<()> {
+        let mut file = match File::open(index) {
+            Ok(file) => file,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => {
+                *self = Self::new(&self.dir);
+                return Ok(());
+            }
+            Err(error) => return Err(error),
+        };
+        let metadata = file.metadata()?;
+        let identity = Some((metadata.dev(), metadata.ino()));
+        let mut head = vec![0; self.first_line.len()];
+        let same = self.file == identity
+            && metadata.len() >= self.len
+            && file.read_exact(&mut head).is_ok()
+            && head == self.first_line;
+        if !same {
+            *self = Self::new(&self.dir);
+            self.file = identity;
+        }
+        file.seek(SeekFrom::Start(self.len))?;
+        let mut tail = Vec::new();
+        file.read_to_end(&mut tail)?;
+        // A line another process is still writing is left for the next listing.
+        let complete = tail
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |at| at + 1);
+        for line in tail[..complete]
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+        {
+            if self.first_line.is_empty() {
+                self.first_line = line.to_vec();
+            }
+            self.lines += 1;
+            match serde_json::from_slice::<Record>(line) {
+                Ok(record) if record.deleted => {
+                    self.entries.remove(&record.id);
+                }
+                Ok(record) => {
+                    self.entries.insert(record.id.clone(), record);
+                }
+                Err(_) => self.unreadable += 1,
+            }
+        }
+        self.len += complete as u64;
+        Ok(())
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -123,12 +202,16 @@ pub(crate) fn remove(dir: &Path, id: &str) -> io::Result<()> {
 }
 
 fn append(index: &Path, records: &[Record]) -> io::Result<()> {
+    let _writing = folded();
+    append_locked(index, records)
+}
+
+fn append_locked(index: &Path, records: &[Record]) -> io::Result<()> {
     let mut lines = Vec::with_capacity(256 * records.len());
     for record in records {
         serde_json::to_writer(&mut lines, record)?;
         lines.push(b'\n');
     }
-    let _writing = writing();
     let mut file = OpenOptions::new().append(true).create(true).open(index)?;
     file.write_all(&lines)
 }
@@ -148,27 +231,14 @@ pub(crate) fn list(
     summarize: impl Fn(&Path) -> Option<SessionSummary>,
 ) -> io::Result<Vec<SessionSummary>> {
     let index = dir.join(INDEX_FILE);
+    let mut state = folded();
     let on_disk = session_ids(dir)?;
-    let _writing = writing();
-    let bytes = match fs::read(&index) {
-        Ok(bytes) => bytes,
-        Err(error) if error.kind() == io::ErrorKind::NotFound => Vec::new(),
-        Err(error) => return Err(error),
+    let mut folded = match state.take() {
+        Some(folded) if folded.dir == dir => folded,
+        _ => Folded::new(dir),
     };
-    let mut entries: HashMap<String, Record> = HashMap::with_capacity(on_disk.len());
-    let (mut lines, mut unreadable) = (0usize, 0usize);
-    for line in bytes.split(|&b| b == b'\n').filter(|line| !line.is_empty()) {
-        lines += 1;
-        match serde_json::from_slice::<Record>(line) {
-            Ok(record) if record.deleted => {
-                entries.remove(&record.id);
-            }
-            Ok(record) => {
-                entries.insert(record.id.clone(), record);
-            }
-            Err(_) => unreadable += 1,
-        }
-    }
+    folded.catch_up(&index)?;
+    let entries = &mut folded.entries;
     let mut changes = Vec::new();
     entries.retain(|id, _| {
         let kept = on_disk.contains(id);
@@ -190,14 +260,20 @@ pub(crate) fn list(
             }
         }
     }
-    if unreadable > 0 || lines + changes.len() > 2 * entries.len() + 64 {
-        rewrite(&index, entries.values())?;
-    } else if !changes.is_empty() {
-        drop(_writing);
-        append(&index, &changes)?;
-    }
-    let mut out: Vec<SessionSummary> = entries.into_values().map(Record::into_summary).collect();
+    let mut out: Vec<SessionSummary> = entries
+        .values()
+        .cloned()
+        .map(Record::into_summary)
+        .collect();
     out.sort_by(|a, b| b.updated_ns.cmp(&a.updated_ns).then(a.id.cmp(&b.id)));
+    if folded.unreadable > 0 || folded.lines + changes.len() > 2 * entries.len() + 64 {
+        rewrite(&index, entries.values())?;
+        // The next listing reads the new file from scratch.
+        folded = Folded::new(dir);
+    } else if !changes.is_empty() {
+        append_locked(&index, &changes)?;
+    }
+    *state = Some(folded);
     Ok(out)
 }
 
