@@ -73,11 +73,11 @@ impl SessionLog {
         self.line.clear();
         serde_json::to_writer(&mut self.line, header).map_err(|e| self.io()(e.into()))?;
         self.line.push(b'\n');
-        self.write_buffered()
+        self.write_pending()
     }
 
     /// Writes `self.line` (whole lines) to the file, or nothing: a failed write is cut back.
-    fn write_buffered(&mut self) -> Result<(), StoreError> {
+    fn write_pending(&mut self) -> Result<(), StoreError> {
         if self.torn {
             self.file.set_len(self.len).map_err(|e| self.io()(e))?;
             self.torn = false;
@@ -141,7 +141,7 @@ impl SessionLog {
         self.line.clear();
         serde_json::to_writer(&mut self.line, &event).map_err(|e| self.io()(e.into()))?;
         self.line.push(b'\n');
-        self.write_buffered()?;
+        self.write_pending()?;
         self.next_seq += 1;
         if let EventBody::SessionTitle(title) = &event.body {
             self.index.set_title(&title.title);
@@ -155,7 +155,7 @@ impl SessionLog {
     pub fn append_raw_lines(&mut self, lines: &[u8], next_seq: u64) -> Result<(), StoreError> {
         self.line.clear();
         self.line.extend_from_slice(lines);
-        self.write_buffered()?;
+        self.write_pending()?;
         self.next_seq = next_seq;
         if let Some(title) = last_title(lines) {
             self.index.set_title(&title);
@@ -171,7 +171,7 @@ impl SessionLog {
             serde_json::to_writer(&mut self.line, event).map_err(|e| self.io()(e.into()))?;
             self.line.push(b'\n');
         }
-        self.write_buffered()?;
+        self.write_pending()?;
         if let Some(last) = events.last() {
             self.next_seq = last.seq + 1;
         }

@@ -287,7 +287,9 @@ pub fn parse_log(path: &Path, bytes: &[u8]) -> Result<LoadedSession, StoreError>
         reason,
     };
     let mut header = None;
-    let mut events = Vec::new();
+    // One event per line (more only for packed rows): sized once, as events are large and a
+    // long log has many.
+    let mut events = Vec::with_capacity(bytes.iter().filter(|&&b| b == b'\n').count());
     let mut offset = 0usize;
     let mut valid_len = 0u64;
     let mut torn_tail = None;
