@@ -1,6 +1,7 @@
-//! `load_session`: `session/load` of a 100,000-event log, and the library parse alone.
+//! `load_session`: `session/load` of a 100,000-event and of a 10,000-event log, and the
+//! library parse alone.
 //!
-//! The log is 2,000 complete turns of 50 events each (turn/start, user/message, step/start,
+//! The logs are 2,000 (200) complete turns of 50 events each (turn/start, user/message, step/start,
 //! block-start, 41 text-deltas, block-end, finish, assistant/message, step/end, turn/end),
 //! seqs contiguous from 0. `session/load` is timed from writing the request to reading its
 //! response, the `session/update` replay in between read and discarded, once per fresh
@@ -16,14 +17,16 @@ use common::{summary, temp_dir, Kin};
 use serde_json::{json, Value};
 
 const TURNS: u64 = 2_000;
+const SMALL_TURNS: u64 = 200;
 const DELTAS: u64 = 41;
 const EVENTS_PER_TURN: u64 = DELTAS + 9;
 const EVENTS: u64 = TURNS * EVENTS_PER_TURN;
 const LOADS: usize = 5;
+const SMALL_LOADS: usize = 11;
 const PARSES: usize = 10;
 
-/// Writes the session log; returns its bytes.
-fn write_log(path: &Path, id: &str, cwd: &Path) -> Vec<u8> {
+/// Writes a session log of `turns` turns; returns its bytes.
+fn write_log(path: &Path, id: &str, cwd: &Path, turns: u64) -> Vec<u8> {
     let header = json!({
         "type": "session", "version": 0, "id": id, "createdAt": 1_767_225_600_000u64,
         "cwd": cwd.to_str().expect("UTF-8 temp path"), "delegationDepth": 0,
@@ -41,7 +44,7 @@ fn write_log(path: &Path, id: &str, cwd: &Path) -> Vec<u8> {
         time += 1;
         seq - 1
     };
-    for turn in 1..=TURNS {
+    for turn in 1..=turns {
         push(
             &mut text,
             "turn/start",
@@ -121,7 +124,7 @@ fn write_log(path: &Path, id: &str, cwd: &Path) -> Vec<u8> {
             None,
         );
     }
-    assert_eq!(seq, EVENTS);
+    assert_eq!(seq, turns * EVENTS_PER_TURN);
     std::fs::write(path, &text).expect("writing the session log");
     text.into_bytes()
 }
@@ -134,7 +137,7 @@ fn main() {
     let sessions = home.path().join("sessions");
     std::fs::create_dir_all(&sessions).expect("creating the sessions dir");
     let path = sessions.join(format!("{id}.jsonl"));
-    let bytes = write_log(&path, &id, cwd.path());
+    let bytes = write_log(&path, &id, cwd.path(), TURNS);
 
     // The library parse alone, on bytes already in memory.
     let mut parse_rates = Vec::with_capacity(PARSES);
@@ -177,6 +180,22 @@ fn main() {
     let unchanged = std::fs::read(&path).expect("re-reading the log") == bytes;
     assert!(unchanged, "session/load changed the log file");
 
+    // The same for a 10,000-event log.
+    let small_id = uuid::Uuid::new_v4().to_string();
+    let small_path = sessions.join(format!("{small_id}.jsonl"));
+    write_log(&small_path, &small_id, cwd.path(), SMALL_TURNS);
+    let params = json!({"sessionId": small_id, "cwd": cwd.path().to_str(), "mcpServers": []});
+    let mut small_ms = Vec::with_capacity(SMALL_LOADS);
+    for _ in 0..SMALL_LOADS {
+        let mut kin = Kin::spawn(home.path(), cwd.path(), &[]);
+        kin.initialize();
+        let start = Instant::now();
+        let (_, updates) = kin.call(3, "session/load", params.clone());
+        small_ms.push(common::ms(start.elapsed()));
+        kin.finish();
+        assert_eq!(updates as u64, 2 * SMALL_TURNS);
+    }
+
     let mb = bytes.len() as f64 / (1024.0 * 1024.0);
     let (load_rate, _, _) = summary(&mut load_rates);
     let (load_time, _, _) = summary(&mut load_ms);
@@ -190,6 +209,13 @@ fn main() {
         load_rates[0],
         load_rates[LOADS - 1],
         peak / 1024.0,
+    );
+    let (small, small_p10, small_p90) = summary(&mut small_ms);
+    println!(
+        "load_session: session/load of {} events answered in median {small:.1} ms (p10 \
+         {small_p10:.1}, p90 {small_p90:.1}; {SMALL_LOADS} fresh processes; release build; target <= \
+         10 ms)",
+        SMALL_TURNS * EVENTS_PER_TURN,
     );
     let (parse_rate, _, _) = summary(&mut parse_rates);
     println!(

@@ -209,7 +209,8 @@ pub struct AssistantChunk {
 #[serde(
     tag = "type",
     rename_all = "kebab-case",
-    rename_all_fields = "camelCase"
+    rename_all_fields = "camelCase",
+    try_from = "ChunkFields"
 )]
 pub enum Chunk {
     BlockStart {
@@ -241,6 +242,78 @@ pub enum Chunk {
     Finish {
         reason: FinishReason,
     },
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum ChunkKind {
+    BlockStart,
+    TextDelta,
+    ReasoningDelta,
+    ToolCallDelta,
+    BlockEnd,
+    Usage,
+    Finish,
+}
+
+/// Every chunk type's fields in one flat struct, read in one pass. (Serde reads an internally
+/// tagged enum by buffering each value first: several times slower, and a long log is mostly
+/// chunks.)
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ChunkFields {
+    #[serde(rename = "type")]
+    kind: ChunkKind,
+    index: Option<u32>,
+    block_type: Option<BlockType>,
+    text: Option<String>,
+    id: Option<String>,
+    name: Option<String>,
+    arguments_delta: Option<String>,
+    block: Option<AssistantBlock>,
+    usage: Option<Usage>,
+    reason: Option<FinishReason>,
+}
+
+impl TryFrom<ChunkFields> for Chunk {
+    type Error = String;
+
+    fn try_from(f: ChunkFields) -> Result<Self, String> {
+        fn need<T>(value: Option<T>, field: &str) -> Result<T, String> {
+            value.ok_or_else(|| format!("missing field `{field}`"))
+        }
+        let index = || need(f.index, "index");
+        Ok(match f.kind {
+            ChunkKind::BlockStart => Chunk::BlockStart {
+                index: index()?,
+                block_type: need(f.block_type, "blockType")?,
+            },
+            ChunkKind::TextDelta => Chunk::TextDelta {
+                index: index()?,
+                text: need(f.text, "text")?,
+            },
+            ChunkKind::ReasoningDelta => Chunk::ReasoningDelta {
+                index: index()?,
+                text: need(f.text, "text")?,
+            },
+            ChunkKind::ToolCallDelta => Chunk::ToolCallDelta {
+                index: index()?,
+                id: need(f.id, "id")?,
+                name: f.name,
+                arguments_delta: need(f.arguments_delta, "argumentsDelta")?,
+            },
+            ChunkKind::BlockEnd => Chunk::BlockEnd {
+                index: index()?,
+                block: need(f.block, "block")?,
+            },
+            ChunkKind::Usage => Chunk::Usage {
+                usage: need(f.usage, "usage")?,
+            },
+            ChunkKind::Finish => Chunk::Finish {
+                reason: need(f.reason, "reason")?,
+            },
+        })
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -513,8 +586,34 @@ pub enum LineError {
     Missing(&'static str),
 }
 
+/// An `assistant/chunk` line, read in one pass (the general path reads `data` twice).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ChunkLine {
+    seq: u64,
+    #[serde(default)]
+    time: u64,
+    data: AssistantChunk,
+    source_event_seqs: Option<Vec<u64>>,
+    surface_op: Option<Value>,
+}
+
+/// How kin (and the reference) start a chunk line: most lines of a long log.
+const CHUNK_LINE_START: &str = r#"{"type":"assistant/chunk","#;
+
 /// Parses one event line; packed rows expand into several events.
 pub fn parse_event_line(line: &str, out: &mut Vec<Event>) -> Result<(), LineError> {
+    if line.starts_with(CHUNK_LINE_START) {
+        let chunk: ChunkLine = serde_json::from_str(line)?;
+        out.push(Event {
+            seq: chunk.seq,
+            time: chunk.time,
+            body: EventBody::AssistantChunk(chunk.data),
+            source_event_seqs: chunk.source_event_seqs,
+            surface_op: chunk.surface_op,
+        });
+        return Ok(());
+    }
     let raw: RawLine<'_> = serde_json::from_str(line)?;
     let data = raw.data.map(RawValue::get).unwrap_or("{}");
     let packed_kind = match raw.kind.as_ref() {
@@ -599,6 +698,42 @@ mod tests {
             parse_event_line(line, &mut events).unwrap();
             assert_eq!(events.len(), 1);
             assert_eq!(serde_json::to_string(&events[0]).unwrap(), line);
+        }
+    }
+
+    #[test]
+    fn chunk_lines_read_the_same_whatever_the_key_order() {
+        let chunks = [
+            r#"{"type":"block-start","index":0,"blockType":"reasoning"}"#,
+            r#"{"type":"text-delta","index":1,"text":"hi"}"#,
+            r#"{"type":"reasoning-delta","index":0,"text":"hm"}"#,
+            r#"{"type":"tool-call-delta","index":2,"id":"c","argumentsDelta":"{"}"#,
+            r#"{"type":"block-end","index":1,"block":{"type":"text","text":"hi"}}"#,
+            r#"{"type":"usage","usage":{"inputTokens":3,"outputTokens":4,"reasoningTokens":1}}"#,
+            r#"{"type":"finish","reason":{"kind":"error","failure":{"x":1}}}"#,
+        ];
+        for chunk in chunks {
+            let line = format!(
+                r#"{{"type":"assistant/chunk","seq":7,"time":5,"data":{{"turn":1,"step":2,"chunk":{chunk}}}}}"#
+            );
+            let reordered = format!(
+                r#"{{"seq":7,"time":5,"data":{{"chunk":{chunk},"turn":1,"step":2}},"type":"assistant/chunk"}}"#
+            );
+            let (mut fast, mut general) = (Vec::new(), Vec::new());
+            parse_event_line(&line, &mut fast).unwrap();
+            parse_event_line(&reordered, &mut general).unwrap();
+            assert_eq!(fast, general);
+            assert_eq!(serde_json::to_string(&fast[0]).unwrap(), line);
+        }
+        for bad in [
+            r#"{"type":"text-delta","index":1}"#,
+            r#"{"type":"no-such-chunk","index":1}"#,
+            r#"{"index":1,"text":"x"}"#,
+        ] {
+            let line = format!(
+                r#"{{"type":"assistant/chunk","seq":7,"time":5,"data":{{"turn":1,"step":2,"chunk":{bad}}}}}"#
+            );
+            assert!(parse_event_line(&line, &mut Vec::new()).is_err(), "{bad}");
         }
     }
 

@@ -1,13 +1,17 @@
-//! The on-disk store: one JSONL file per session under `<home>/sessions/`.
+//! The on-disk store: one JSONL file per session under `<home>/sessions/`, and the index
+//! `session/list` reads (`index.rs`).
 //!
-//! Loading is tolerant of exactly one kind of damage, the torn last line a crash mid-write
-//! leaves; anything else that does not parse is reported with file and line, never skipped.
+//! Loading never refuses a session over a damaged line after the header: a torn last line (a
+//! crash mid-write) is dropped, and any other line that does not parse is set aside (reported,
+//! and copied beside the log when it is next opened for appending) while every good line is
+//! kept.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use super::event::{parse_event_line, Event, EventBody, Header};
+use super::index::{self, IndexEntry};
 use super::log::SessionLog;
 
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +52,17 @@ pub struct LoadedSession {
     pub(crate) valid_len: u64,
     /// The unterminated last line that did not parse, if the file ended with one.
     pub torn_tail: Option<Vec<u8>>,
+    /// Complete lines after the header that did not parse: left out of `events`.
+    pub set_aside: Vec<SetAsideLine>,
+}
+
+/// A line of a log that loading left out because it does not parse.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SetAsideLine {
+    /// 1-based line number in the file.
+    pub line: usize,
+    pub reason: String,
+    pub bytes: Vec<u8>,
 }
 
 impl LoadedSession {
@@ -120,10 +135,15 @@ impl SessionStore {
                     source,
                 },
             })?;
-        let mut log = SessionLog::new(path, file, 0);
-        log.write_header(header)?;
+        let entry = IndexEntry::new(&self.dir, header, None);
+        let mut log = SessionLog::new(path.clone(), file, 0, 0, entry);
         // Handed to the OS now; made durable with the first turn's end (fsync per turn).
-        log.flush()?;
+        if let Err(error) = log.write_header(header) {
+            // A file without a header is no session: leave nothing behind.
+            let _ = fs::remove_file(&path);
+            return Err(error);
+        }
+        log.refresh_index();
         Ok(log)
     }
 
@@ -141,10 +161,21 @@ impl SessionStore {
     }
 
     /// Reads a session and reopens it for appending. A torn tail is cut off first (and kept
-    /// beside the log as `<id>.jsonl.torn`), so new events never glue onto half a line.
+    /// beside the log as `<id>.jsonl.torn`), so new events never glue onto half a line; lines
+    /// set aside stay in the log and are copied to `<id>.jsonl.set-aside`.
     pub fn open_for_append(&self, id: &str) -> Result<(LoadedSession, SessionLog), StoreError> {
         let loaded = self.load(id)?;
         let path = self.path(id)?;
+        if !loaded.set_aside.is_empty() {
+            let side = path.with_extension("jsonl.set-aside");
+            let mut copy = Vec::new();
+            for line in &loaded.set_aside {
+                copy.extend_from_slice(&line.bytes);
+                copy.push(b'\n');
+            }
+            fs::write(&side, copy).map_err(io_error(&side))?;
+            tracing::warn!(path = %path.display(), kept = %side.display(), lines = loaded.set_aside.len(), "opened a session log with lines set aside");
+        }
         if let Some(tail) = &loaded.torn_tail {
             let side = path.with_extension("jsonl.torn");
             fs::write(&side, tail).map_err(io_error(&side))?;
@@ -159,32 +190,34 @@ impl SessionStore {
             .append(true)
             .open(&path)
             .map_err(io_error(&path))?;
-        if needs_newline(&path, loaded.valid_len)? {
+        let mut len = loaded.valid_len;
+        if needs_newline(&path, len)? {
             file.write_all(b"\n").map_err(io_error(&path))?;
+            len += 1;
         }
-        let log = SessionLog::new(path, file, loaded.next_seq());
+        let title = loaded
+            .events
+            .iter()
+            .rev()
+            .find_map(|event| match &event.body {
+                EventBody::SessionTitle(title) => Some(title.title.clone()),
+                _ => None,
+            });
+        let entry = IndexEntry::new(&self.dir, &loaded.header, title);
+        let log = SessionLog::new(path, file, len, loaded.next_seq(), entry);
         Ok((loaded, log))
     }
 
-    /// Every stored session, newest first.
+    /// Every stored session, newest first, read from the index (see `index.rs`).
     pub fn list(&self) -> Result<Vec<SessionSummary>, StoreError> {
-        let entries = fs::read_dir(&self.dir).map_err(io_error(&self.dir))?;
-        let mut out = Vec::new();
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.extension().is_none_or(|ext| ext != "jsonl") {
-                continue;
+        index::list(&self.dir, |path| match summarize(path) {
+            Ok(summary) => summary,
+            Err(error) => {
+                tracing::warn!(%error, "skipping an unreadable session in the listing");
+                None
             }
-            match summarize(&path) {
-                Ok(Some(summary)) => out.push(summary),
-                Ok(None) => {}
-                Err(error) => {
-                    tracing::warn!(%error, "skipping an unreadable session in the listing")
-                }
-            }
-        }
-        out.sort_by(|a, b| b.updated_ns.cmp(&a.updated_ns).then(a.id.cmp(&b.id)));
-        Ok(out)
+        })
+        .map_err(io_error(&self.dir))
     }
 
     /// The lines of session `id`'s file that hold exactly `events` (its first events, one per
@@ -218,8 +251,14 @@ impl SessionStore {
     pub fn delete(&self, id: &str) -> Result<bool, StoreError> {
         let path = self.path(id)?;
         let _ = fs::remove_file(path.with_extension("jsonl.torn"));
+        let _ = fs::remove_file(path.with_extension("jsonl.set-aside"));
         match fs::remove_file(&path) {
-            Ok(()) => Ok(true),
+            Ok(()) => {
+                if let Err(error) = index::remove(&self.dir, id) {
+                    tracing::warn!(%error, "could not update the session index");
+                }
+                Ok(true)
+            }
             Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(false),
             Err(source) => Err(StoreError::Io { path, source }),
         }
@@ -240,7 +279,7 @@ fn needs_newline(path: &Path, valid_len: u64) -> Result<bool, StoreError> {
     Ok(last[0] != b'\n')
 }
 
-/// Parses a log's bytes: header, events, and the torn-tail rule.
+/// Parses a log's bytes: header, events, the torn-tail rule, and lines set aside.
 pub fn parse_log(path: &Path, bytes: &[u8]) -> Result<LoadedSession, StoreError> {
     let corrupt = |line: usize, reason: String| StoreError::Corrupt {
         path: path.to_owned(),
@@ -248,10 +287,13 @@ pub fn parse_log(path: &Path, bytes: &[u8]) -> Result<LoadedSession, StoreError>
         reason,
     };
     let mut header = None;
-    let mut events = Vec::new();
+    // One event per line (more only for packed rows): sized once, as events are large and a
+    // long log has many.
+    let mut events = Vec::with_capacity(bytes.iter().filter(|&&b| b == b'\n').count());
     let mut offset = 0usize;
     let mut valid_len = 0u64;
     let mut torn_tail = None;
+    let mut set_aside = Vec::new();
     let mut number = 0usize;
     while offset < bytes.len() {
         number += 1;
@@ -270,6 +312,15 @@ pub fn parse_log(path: &Path, bytes: &[u8]) -> Result<LoadedSession, StoreError>
                 tracing::warn!(path = %path.display(), line = number, "dropping a torn last line");
                 torn_tail = Some(line.to_vec());
             }
+            Err(reason) if header.is_some() => {
+                tracing::warn!(path = %path.display(), line = number, %reason, "setting aside a corrupt session log line");
+                valid_len = offset as u64;
+                set_aside.push(SetAsideLine {
+                    line: number,
+                    reason,
+                    bytes: line.to_vec(),
+                });
+            }
             Err(reason) => return Err(corrupt(number, reason)),
         }
     }
@@ -279,6 +330,7 @@ pub fn parse_log(path: &Path, bytes: &[u8]) -> Result<LoadedSession, StoreError>
         events,
         valid_len,
         torn_tail,
+        set_aside,
     })
 }
 
@@ -306,21 +358,11 @@ fn parse_line(
     parse_event_line(text, events).map_err(|e| e.to_string())
 }
 
-fn summarize(path: &Path) -> Result<Option<SessionSummary>, StoreError> {
-    let bytes = fs::read(path).map_err(io_error(path))?;
-    let first = bytes.split(|&b| b == b'\n').next().unwrap_or_default();
-    let Ok(header) = serde_json::from_slice::<Header>(first) else {
-        return Ok(None);
-    };
-    let modified_ns = fs::metadata(path)
-        .and_then(|m| m.modified())
-        .ok()
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map_or(u128::from(header.created_at) * 1_000_000, |d| d.as_nanos());
-    // The title is the last `session/title` event; only those lines are parsed.
+/// The title of the last `session/title` event in `lines` (log lines); only those are parsed.
+pub(crate) fn last_title(lines: &[u8]) -> Option<String> {
     const NEEDLE: &[u8] = b"\"type\":\"session/title\"";
     let mut title = None;
-    for line in bytes.split(|&b| b == b'\n') {
+    for line in lines.split(|&b| b == b'\n') {
         if line.windows(NEEDLE.len()).any(|w| w == NEEDLE) {
             let mut parsed = Vec::new();
             if let Ok(text) = std::str::from_utf8(line) {
@@ -332,6 +374,19 @@ fn summarize(path: &Path) -> Result<Option<SessionSummary>, StoreError> {
             }
         }
     }
+    title
+}
+
+fn summarize(path: &Path) -> Result<Option<SessionSummary>, StoreError> {
+    let bytes = fs::read(path).map_err(io_error(path))?;
+    let first = bytes.split(|&b| b == b'\n').next().unwrap_or_default();
+    let Ok(header) = serde_json::from_slice::<Header>(first) else {
+        return Ok(None);
+    };
+    let modified_ns = fs::metadata(path)
+        .map(|m| u128::from(index::modified_ns(&m)))
+        .unwrap_or(u128::from(header.created_at) * 1_000_000);
+    let title = last_title(&bytes);
     Ok(Some(SessionSummary {
         id: header.id,
         cwd: header.cwd,
@@ -379,5 +434,197 @@ mod tests {
         assert_eq!(loaded.events.len(), 3);
         assert!(store.event_lines("s2", &loaded.events).is_none());
         assert!(store.event_lines("missing", &loaded.events).is_none());
+    }
+
+    const HEADER: &str =
+        r#"{"type":"session","version":0,"id":"s1","createdAt":0,"delegationDepth":0}"#;
+
+    fn step_line(seq: u64) -> String {
+        format!(r#"{{"type":"step/start","seq":{seq},"time":0,"data":{{"turn":1,"step":{seq}}}}}"#)
+    }
+
+    #[test]
+    fn a_corrupt_interior_line_is_set_aside_and_every_good_line_kept() {
+        let home = tempfile::tempdir().unwrap();
+        let store = SessionStore::open(home.path()).unwrap();
+        // A line glued onto a write cut short, as an old full disk left it.
+        let glued = format!(
+            r#"{{"type":"user/message","seq":1,"time":0,"data":{{"con{}"#,
+            step_line(1)
+        );
+        let text = format!("{HEADER}\n{}\n{glued}\n{}\n", step_line(0), step_line(2));
+        fs::write(store.path("s1").unwrap(), &text).unwrap();
+
+        let loaded = store.load("s1").unwrap();
+        let seqs: Vec<u64> = loaded.events.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, [0, 2]);
+        assert_eq!(loaded.set_aside.len(), 1);
+        assert_eq!(loaded.set_aside[0].line, 3);
+        assert_eq!(loaded.set_aside[0].bytes, glued.as_bytes());
+
+        // Opening for append keeps the log as it is, copies the line beside it, and continues.
+        let (_, mut log) = store.open_for_append("s1").unwrap();
+        let side = store.path("s1").unwrap().with_extension("jsonl.set-aside");
+        assert_eq!(fs::read_to_string(&side).unwrap(), format!("{glued}\n"));
+        let event = log
+            .append(EventBody::StepStart(StepRef { turn: 1, step: 3 }), 0)
+            .unwrap();
+        assert_eq!(event.seq, 3);
+        assert_eq!(store.load("s1").unwrap().events.len(), 3);
+        assert!(fs::read_to_string(store.path("s1").unwrap())
+            .unwrap()
+            .starts_with(&text));
+        store.delete("s1").unwrap();
+        assert!(!side.exists());
+    }
+
+    #[test]
+    fn a_bad_header_still_refuses_the_session() {
+        let home = tempfile::tempdir().unwrap();
+        let store = SessionStore::open(home.path()).unwrap();
+        fs::write(
+            store.path("s1").unwrap(),
+            format!("garbage\n{}\n", step_line(0)),
+        )
+        .unwrap();
+        let error = store.load("s1").unwrap_err();
+        assert!(
+            matches!(error, StoreError::Corrupt { line: 1, .. }),
+            "{error}"
+        );
+    }
+
+    fn title(text: &str) -> EventBody {
+        EventBody::SessionTitle(crate::session::SessionTitle {
+            title: text.into(),
+            message_seqs: vec![],
+            source: serde_json::json!({"kind": "fallback"}),
+        })
+    }
+
+    /// What a listing rebuilt from the session files alone shows.
+    fn rebuilt(store: &SessionStore) -> Vec<SessionSummary> {
+        let _ = fs::remove_file(store.dir().join(index::INDEX_FILE));
+        store.list().unwrap()
+    }
+
+    #[test]
+    fn the_index_follows_create_title_sync_and_delete() {
+        let home = tempfile::tempdir().unwrap();
+        let store = SessionStore::open(home.path()).unwrap();
+        let mut a = store
+            .create(&Header::new("a".into(), 1, "/w".into(), vec![]))
+            .unwrap();
+        let mut b = store
+            .create(&Header::new("b".into(), 2, "/v".into(), vec!["/x".into()]))
+            .unwrap();
+        a.append(title("first"), 0).unwrap();
+        a.sync().unwrap();
+        b.append(EventBody::StepStart(StepRef { turn: 1, step: 1 }), 0)
+            .unwrap();
+        b.sync().unwrap();
+        let listed = store.list().unwrap();
+        let find = |listed: &[SessionSummary], id: &str| {
+            listed.iter().find(|s| s.id == id).cloned().unwrap()
+        };
+        assert_eq!(listed.len(), 2);
+        assert_eq!(find(&listed, "a").title.as_deref(), Some("first"));
+        assert_eq!(find(&listed, "b").additional_directories, ["/x"]);
+        // Same order, titles and modification times as the files themselves give.
+        assert_eq!(listed, rebuilt(&store), "the index matches the files");
+
+        // Reopened, the session keeps its title in the index.
+        drop(a);
+        let (_, mut a) = store.open_for_append("a").unwrap();
+        a.append(EventBody::StepStart(StepRef { turn: 2, step: 1 }), 0)
+            .unwrap();
+        a.sync().unwrap();
+        let listed = store.list().unwrap();
+        assert_eq!(find(&listed, "a").title.as_deref(), Some("first"));
+        assert_eq!(listed, rebuilt(&store));
+
+        drop((a, b));
+        store.delete("a").unwrap();
+        let listed = store.list().unwrap();
+        assert_eq!(
+            listed.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(),
+            ["b"]
+        );
+    }
+
+    #[test]
+    fn a_fork_seed_brings_its_title_into_the_index() {
+        let home = tempfile::tempdir().unwrap();
+        let store = SessionStore::open(home.path()).unwrap();
+        let mut parent = store
+            .create(&Header::new("p".into(), 1, "/w".into(), vec![]))
+            .unwrap();
+        let seed = vec![parent.append(title("seeded"), 0).unwrap()];
+        let lines = store.event_lines("p", &seed).unwrap();
+        for (id, raw) in [("c1", true), ("c2", false)] {
+            let mut header = Header::new(id.into(), 2, "/w".into(), vec![]);
+            header.parent_session = Some("p".into());
+            let mut child = store.create(&header).unwrap();
+            if raw {
+                child.append_raw_lines(&lines, 1).unwrap();
+            } else {
+                child.append_copied(&seed).unwrap();
+            }
+            child.sync().unwrap();
+        }
+        let listed = store.list().unwrap();
+        assert!(listed.iter().all(|s| s.title.as_deref() == Some("seeded")));
+        assert_eq!(listed, rebuilt(&store));
+    }
+
+    #[test]
+    fn a_listing_repairs_the_index_from_changes_made_behind_its_back() {
+        let home = tempfile::tempdir().unwrap();
+        let store = SessionStore::open(home.path()).unwrap();
+        for id in ["a", "b"] {
+            drop(
+                store
+                    .create(&Header::new(id.into(), 1, "/w".into(), vec![]))
+                    .unwrap(),
+            );
+        }
+        assert_eq!(store.list().unwrap().len(), 2);
+        // Another program removes one file and copies a session in.
+        fs::remove_file(store.path("a").unwrap()).unwrap();
+        fs::write(
+            store.path("s1").unwrap(),
+            format!("{HEADER}\n{}\n", r#"{"type":"session/title","seq":0,"time":0,"data":{"title":"copied","messageSeqs":[],"source":{"kind":"user"}}}"#),
+        )
+        .unwrap();
+        let listed = store.list().unwrap();
+        let ids: Vec<&str> = listed.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, ["s1", "b"]);
+        assert_eq!(listed[0].title.as_deref(), Some("copied"));
+        // The repair was recorded: the index alone now answers the same.
+        let index = fs::read_to_string(store.dir().join(index::INDEX_FILE)).unwrap();
+        assert!(
+            index.contains(r#""id":"s1""#) && index.contains(r#""deleted":true"#),
+            "{index}"
+        );
+        assert_eq!(store.list().unwrap(), listed);
+    }
+
+    #[test]
+    fn a_listing_compacts_an_index_of_many_records() {
+        let home = tempfile::tempdir().unwrap();
+        let store = SessionStore::open(home.path()).unwrap();
+        let mut log = store
+            .create(&Header::new("a".into(), 1, "/w".into(), vec![]))
+            .unwrap();
+        for turn in 0..100 {
+            log.append(EventBody::StepStart(StepRef { turn, step: 1 }), 0)
+                .unwrap();
+            log.sync().unwrap();
+        }
+        let index = store.dir().join(index::INDEX_FILE);
+        assert!(fs::read_to_string(&index).unwrap().lines().count() > 100);
+        let listed = store.list().unwrap();
+        assert_eq!(fs::read_to_string(&index).unwrap().lines().count(), 1);
+        assert_eq!(store.list().unwrap(), listed);
     }
 }

@@ -1,0 +1,310 @@
+//! The session index: one small JSONL file in the sessions directory (`.index`) holding
+//! what `session/list` shows of every session, so listing reads no session log.
+//!
+//! Each line is a record: a session's whole summary (the last one per id wins) or its removal.
+//! Writers append a record on create, title, delete and at every `sync` (turn end), so the
+//! index follows the logs without being rewritten. A listing checks the index against the
+//! directory: a `<id>.jsonl` with no entry (made by another program, or by a kin that died
+//! before indexing it) is summarized from its file and added; an entry with no file is dropped.
+//! A missing index is thus rebuilt from every file. When the records outnumber the sessions
+//! well, the listing rewrites the index compactly (temporary file, then rename). A process
+//! keeps what it has read and, while the file is the same one, reads only the records
+//! appended since its last listing.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::time::UNIX_EPOCH;
+
+use serde::{Deserialize, Serialize};
+
+use super::event::Header;
+use super::store::SessionSummary;
+
+/// The index's file name inside the sessions directory: not `*.jsonl`, which are the logs.
+pub(crate) const INDEX_FILE: &str = ".index";
+
+/// This process's reading of the index, behind the lock that also serializes its index writes
+/// with compaction (which replaces the file). Other processes only append, a line per write; a
+/// record one of them appends while another compacts can be lost, which the next listing's
+/// check repairs for creates and deletes.
+static FOLDED: Mutex<Option<Folded>> = Mutex::new(None);
+
+fn folded() -> MutexGuard<'static, Option<Folded>> {
+    FOLDED.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// What the index's records fold to, as far as they were read: a listing reads only the records
+/// appended since the last one, unless the file was replaced.
+#[derive(Default)]
+struct Folded {
+    dir: PathBuf,
+    /// (device, inode) and first line of the file read, to notice a replaced one.
+    file: Option<(u64, u64)>,
+    first_line: Vec<u8>,
+    /// Bytes read so far: complete lines only.
+    len: u64,
+    lines: usize,
+    unreadable: usize,
+    entries: HashMap<String, Record>,
+}
+
+impl Folded {
+    fn new(dir: &Path) -> Self {
+        Self {
+            dir: dir.to_owned(),
+            ..Self::default()
+        }
+    }
+
+    /// Reads the records appended to `index` since the last call (all, if it was replaced).
+    fn catch_up(&mut self, index: &Path) -> io::Result<()> {
+        let mut file = match File::open(index) {
+            Ok(file) => file,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => {
+                *self = Self::new(&self.dir);
+                return Ok(());
+            }
+            Err(error) => return Err(error),
+        };
+        let metadata = file.metadata()?;
+        let identity = Some((metadata.dev(), metadata.ino()));
+        let mut head = vec![0; self.first_line.len()];
+        let same = self.file == identity
+            && metadata.len() >= self.len
+            && file.read_exact(&mut head).is_ok()
+            && head == self.first_line;
+        if !same {
+            *self = Self::new(&self.dir);
+            self.file = identity;
+        }
+        file.seek(SeekFrom::Start(self.len))?;
+        let mut tail = Vec::new();
+        file.read_to_end(&mut tail)?;
+        // A line another process is still writing is left for the next listing.
+        let complete = tail
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |at| at + 1);
+        for line in tail[..complete]
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+        {
+            if self.first_line.is_empty() {
+                self.first_line = line.to_vec();
+            }
+            self.lines += 1;
+            match serde_json::from_slice::<Record>(line) {
+                Ok(record) if record.deleted => {
+                    self.entries.remove(&record.id);
+                }
+                Ok(record) => {
+                    self.entries.insert(record.id.clone(), record);
+                }
+                Err(_) => self.unreadable += 1,
+            }
+        }
+        self.len += complete as u64;
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Record {
+    id: String,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    deleted: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cwd: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    additional_directories: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    parent_session: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    title: Option<String>,
+    /// The session file's modification time, ns since the epoch.
+    #[serde(default)]
+    updated_ns: u64,
+}
+
+impl Record {
+    fn from_summary(summary: SessionSummary) -> Self {
+        Self {
+            id: summary.id,
+            deleted: false,
+            cwd: summary.cwd,
+            additional_directories: summary.additional_directories,
+            parent_session: summary.parent_session,
+            title: summary.title,
+            updated_ns: u64::try_from(summary.updated_ns).unwrap_or(u64::MAX),
+        }
+    }
+
+    fn into_summary(self) -> SessionSummary {
+        SessionSummary {
+            id: self.id,
+            cwd: self.cwd,
+            additional_directories: self.additional_directories,
+            title: self.title,
+            updated_ms: self.updated_ns / 1_000_000,
+            updated_ns: u128::from(self.updated_ns),
+            parent_session: self.parent_session,
+        }
+    }
+}
+
+/// One session's entry, kept by its writer and re-recorded when it changes.
+#[derive(Debug)]
+pub(crate) struct IndexEntry {
+    index: PathBuf,
+    record: Record,
+}
+
+impl IndexEntry {
+    pub(crate) fn new(dir: &Path, header: &Header, title: Option<String>) -> Self {
+        Self {
+            index: dir.join(INDEX_FILE),
+            record: Record {
+                id: header.id.clone(),
+                deleted: false,
+                cwd: header.cwd.clone(),
+                additional_directories: header.additional_directories.clone(),
+                parent_session: header.parent_session.clone(),
+                title,
+                updated_ns: 0,
+            },
+        }
+    }
+
+    pub(crate) fn set_title(&mut self, title: &str) {
+        self.record.title = Some(title.to_owned());
+    }
+
+    /// Records the entry with `log`'s current modification time.
+    pub(crate) fn refresh(&mut self, log: &File) -> io::Result<()> {
+        self.record.updated_ns = modified_ns(&log.metadata()?);
+        append(&self.index, std::slice::from_ref(&self.record))
+    }
+}
+
+/// Records that session `id` is gone.
+pub(crate) fn remove(dir: &Path, id: &str) -> io::Result<()> {
+    let record = Record {
+        id: id.to_owned(),
+        deleted: true,
+        ..Record::default()
+    };
+    append(&dir.join(INDEX_FILE), &[record])
+}
+
+fn append(index: &Path, records: &[Record]) -> io::Result<()> {
+    let _writing = folded();
+    append_locked(index, records)
+}
+
+fn append_locked(index: &Path, records: &[Record]) -> io::Result<()> {
+    let mut lines = Vec::with_capacity(256 * records.len());
+    for record in records {
+        serde_json::to_writer(&mut lines, record)?;
+        lines.push(b'\n');
+    }
+    let mut file = OpenOptions::new().append(true).create(true).open(index)?;
+    file.write_all(&lines)
+}
+
+pub(crate) fn modified_ns(metadata: &fs::Metadata) -> u64 {
+    metadata
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// Every session in `dir`, from the index, after checking it against the directory (see the
+/// module doc). `summarize` reads one session file, for sessions the index lacks.
+pub(crate) fn list(
+    dir: &Path,
+    summarize: impl Fn(&Path) -> Option<SessionSummary>,
+) -> io::Result<Vec<SessionSummary>> {
+    let index = dir.join(INDEX_FILE);
+    let mut state = folded();
+    let on_disk = session_ids(dir)?;
+    let mut folded = match state.take() {
+        Some(folded) if folded.dir == dir => folded,
+        _ => Folded::new(dir),
+    };
+    folded.catch_up(&index)?;
+    let entries = &mut folded.entries;
+    let mut changes = Vec::new();
+    entries.retain(|id, _| {
+        let kept = on_disk.contains(id);
+        if !kept {
+            changes.push(Record {
+                id: id.clone(),
+                deleted: true,
+                ..Record::default()
+            });
+        }
+        kept
+    });
+    for id in &on_disk {
+        if !entries.contains_key(id) {
+            if let Some(summary) = summarize(&dir.join(format!("{id}.jsonl"))) {
+                let record = Record::from_summary(summary);
+                changes.push(record.clone());
+                entries.insert(id.clone(), record);
+            }
+        }
+    }
+    let mut out: Vec<SessionSummary> = entries
+        .values()
+        .cloned()
+        .map(Record::into_summary)
+        .collect();
+    out.sort_by(|a, b| b.updated_ns.cmp(&a.updated_ns).then(a.id.cmp(&b.id)));
+    if folded.unreadable > 0 || folded.lines + changes.len() > 2 * entries.len() + 64 {
+        rewrite(&index, entries.values())?;
+        // The next listing reads the new file from scratch.
+        folded = Folded::new(dir);
+    } else if !changes.is_empty() {
+        append_locked(&index, &changes)?;
+    }
+    *state = Some(folded);
+    Ok(out)
+}
+
+/// The ids of the `<id>.jsonl` files in `dir` (none if it does not exist yet).
+fn session_ids(dir: &Path) -> io::Result<HashSet<String>> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(HashSet::new()),
+        Err(error) => return Err(error),
+    };
+    let mut ids = HashSet::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if let Some(id) = name.strip_suffix(".jsonl") {
+            if !id.is_empty() && !id.starts_with('.') {
+                ids.insert(id.to_owned());
+            }
+        }
+    }
+    Ok(ids)
+}
+
+/// Replaces the index with one record per session.
+fn rewrite<'a>(index: &Path, records: impl Iterator<Item = &'a Record>) -> io::Result<()> {
+    let mut lines = Vec::new();
+    for record in records {
+        serde_json::to_writer(&mut lines, record)?;
+        lines.push(b'\n');
+    }
+    let temporary = index.with_extension("tmp");
+    fs::write(&temporary, &lines)?;
+    fs::rename(&temporary, index)
+}
