@@ -184,7 +184,9 @@ impl Handler for AcpAgent {
             tracing::debug!(version = ?init.protocol_version, client = ?init.client_info, "initialize");
             *self.client.lock().unwrap_or_else(|p| p.into_inner()) =
                 init.client_capabilities.clone();
-            return ready(answer(Ok(initialize_response(&self.runtime))));
+            let response = answer(Ok(initialize_response(&self.runtime)));
+            self.runtime.model.prepare();
+            return ready(response);
         }
         if !self.initialized.load(Ordering::Acquire) {
             return ready(Err(not_initialized(&method)));

@@ -75,11 +75,12 @@ pub struct SessionStore {
 }
 
 impl SessionStore {
-    /// Opens (creating if needed) the store under `home`.
+    /// The store under `home`. Its directory is made by the first [`SessionStore::create`],
+    /// not here: starting kin writes nothing.
     pub fn open(home: &Path) -> Result<Self, StoreError> {
-        let dir = home.join("sessions");
-        fs::create_dir_all(&dir).map_err(io_error(&dir))?;
-        Ok(Self { dir })
+        Ok(Self {
+            dir: home.join("sessions"),
+        })
     }
 
     pub fn dir(&self) -> &Path {
@@ -107,6 +108,7 @@ impl SessionStore {
     /// Creates the file of a new session and writes its header.
     pub fn create(&self, header: &Header) -> Result<SessionLog, StoreError> {
         let path = self.path(&header.id)?;
+        fs::create_dir_all(&self.dir).map_err(io_error(&self.dir))?;
         let file = OpenOptions::new()
             .append(true)
             .create_new(true)
@@ -168,7 +170,12 @@ impl SessionStore {
 
     /// Every stored session, newest first.
     pub fn list(&self) -> Result<Vec<SessionSummary>, StoreError> {
-        let entries = fs::read_dir(&self.dir).map_err(io_error(&self.dir))?;
+        let entries = match fs::read_dir(&self.dir) {
+            Ok(entries) => entries,
+            // No session was ever created.
+            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(source) => return Err(io_error(&self.dir)(source)),
+        };
         let mut out = Vec::new();
         for entry in entries.flatten() {
             let path = entry.path();
@@ -347,6 +354,18 @@ fn summarize(path: &Path) -> Result<Option<SessionSummary>, StoreError> {
 mod tests {
     use super::*;
     use crate::session::{EventBody, StepRef};
+
+    #[test]
+    fn the_directory_is_made_by_the_first_session_not_by_open() {
+        let home = tempfile::tempdir().unwrap();
+        let store = SessionStore::open(home.path()).unwrap();
+        assert!(!store.dir().exists());
+        assert!(store.list().unwrap().is_empty());
+        store
+            .create(&Header::new("s1".into(), 1, "/w".into(), vec![]))
+            .unwrap();
+        assert_eq!(store.list().unwrap().len(), 1);
+    }
 
     #[test]
     fn event_lines_are_the_files_own_lines_or_none_when_they_do_not_line_up() {
