@@ -92,8 +92,12 @@ fn write_log(path: &Path, id: &str, cwd: &Path) -> u64 {
     let mut text = format!("{header}\n");
     let mut seq = 0u64;
     let mut line = |text: &mut String, kind: &str, data: Value| {
-        writeln!(text, "{}", json!({"type": kind, "seq": seq, "time": seq, "data": data}))
-            .expect("writing to a String");
+        writeln!(
+            text,
+            "{}",
+            json!({"type": kind, "seq": seq, "time": seq, "data": data})
+        )
+        .expect("writing to a String");
         seq += 1;
     };
     for turn in 1..=TURNS {
@@ -101,25 +105,58 @@ fn write_log(path: &Path, id: &str, cwd: &Path) -> u64 {
             |chunk: Value| json!({"turn": turn, "step": 1, "chunk": chunk}),
             json!({"kind": "user"}),
         );
-        line(&mut text, "turn/start", json!({"turn": turn, "trigger": {"kind": "message", "source": source}}));
-        let content = json!([{"type": "text", "text": format!("Please continue with part {turn}.")}]);
-        line(&mut text, "user/message", json!({"content": content, "source": source, "role": "user", "id": format!("u{turn}")}));
+        line(
+            &mut text,
+            "turn/start",
+            json!({"turn": turn, "trigger": {"kind": "message", "source": source}}),
+        );
+        let content =
+            json!([{"type": "text", "text": format!("Please continue with part {turn}.")}]);
+        line(
+            &mut text,
+            "user/message",
+            json!({"content": content, "source": source, "role": "user", "id": format!("u{turn}")}),
+        );
         line(&mut text, "step/start", json!({"turn": turn, "step": 1}));
-        line(&mut text, "assistant/chunk", chunk(json!({"type": "block-start", "index": 0, "blockType": "text"})));
+        line(
+            &mut text,
+            "assistant/chunk",
+            chunk(json!({"type": "block-start", "index": 0, "blockType": "text"})),
+        );
         let mut full = String::new();
         for i in 0..DELTAS {
             let delta = format!("token{i} of turn {turn}; ");
             full.push_str(&delta);
-            line(&mut text, "assistant/chunk", chunk(json!({"type": "text-delta", "index": 0, "text": delta})));
+            line(
+                &mut text,
+                "assistant/chunk",
+                chunk(json!({"type": "text-delta", "index": 0, "text": delta})),
+            );
         }
         let block = json!({"type": "text", "text": full});
-        line(&mut text, "assistant/chunk", chunk(json!({"type": "block-end", "index": 0, "block": block})));
-        line(&mut text, "assistant/chunk", chunk(json!({"type": "finish", "reason": {"kind": "stop"}})));
+        line(
+            &mut text,
+            "assistant/chunk",
+            chunk(json!({"type": "block-end", "index": 0, "block": block})),
+        );
+        line(
+            &mut text,
+            "assistant/chunk",
+            chunk(json!({"type": "finish", "reason": {"kind": "stop"}})),
+        );
         let message = json!({"role": "assistant", "content": [block], "id": format!("a{turn}"),
             "source": {"kind": "model", "provider": "replay", "model": "replay"}});
-        line(&mut text, "assistant/message", json!({"turn": turn, "step": 1, "message": message}));
+        line(
+            &mut text,
+            "assistant/message",
+            json!({"turn": turn, "step": 1, "message": message}),
+        );
         line(&mut text, "step/end", json!({"turn": turn, "step": 1}));
-        line(&mut text, "turn/end", json!({"turn": turn, "reason": {"kind": "completed"}}));
+        line(
+            &mut text,
+            "turn/end",
+            json!({"turn": turn, "reason": {"kind": "completed"}}),
+        );
     }
     std::fs::write(path, text).expect("writing the session log");
     seq
@@ -136,7 +173,11 @@ fn model_request(server: &MockServer) {
         events = write_log(&sessions.join(format!("{id}.jsonl")), id, cwd.path());
         let mut kin = start(server, home.path(), cwd.path());
         let cwd_text = cwd.path().to_str().expect("UTF-8 temp path");
-        kin.call(2, "session/resume", json!({"sessionId": id, "cwd": cwd_text, "mcpServers": []}));
+        kin.call(
+            2,
+            "session/resume",
+            json!({"sessionId": id, "cwd": cwd_text, "mcpServers": []}),
+        );
         for n in 0..PROMPTS {
             let before = server.requests().len();
             let (sent, _) = prompt(&mut kin, 10 + n as u64, id);

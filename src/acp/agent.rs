@@ -16,7 +16,6 @@ use agent_client_protocol_schema::v1::{
     SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse, StopReason,
 };
 use agent_client_protocol_schema::{MethodDispatchError, ProtocolVersion};
-use futures::future::BoxFuture;
 use futures::FutureExt;
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -25,7 +24,7 @@ use super::bridge::AcpBridge;
 use super::{modes, updates};
 use crate::agent::{Agent, TurnError, TurnOutcome};
 use crate::model::Credentials;
-use crate::rpc::{Handler, Peer, RequestContext, RpcError};
+use crate::rpc::{Handler, Peer, Reply, RequestContext, RpcError};
 use crate::runtime::{Runtime, RuntimeError};
 use crate::session::{StoreError, UserPart};
 use crate::time::iso8601;
@@ -148,13 +147,8 @@ fn prompt_parts(blocks: Vec<ContentBlock>) -> Result<Vec<UserPart>, RpcError> {
 }
 
 impl Handler for AcpAgent {
-    fn request(
-        &self,
-        method: String,
-        params: Value,
-        cx: RequestContext,
-    ) -> BoxFuture<'static, Result<Value, RpcError>> {
-        let ready = |result| std::future::ready(result).boxed();
+    fn request(&self, method: String, params: Value, cx: RequestContext) -> Reply {
+        let ready = Reply::Now;
         let request = match ClientRequest::from_method_and_params(&method, &params) {
             Ok(request) => request,
             Err(MethodDispatchError::UnknownMethod { .. })
@@ -193,7 +187,7 @@ impl Handler for AcpAgent {
         }
         let runtime = self.runtime.clone();
         let client = self.client_capabilities();
-        async move { dispatch(runtime, client, request, method, cx).await }.boxed()
+        Reply::Later(async move { dispatch(runtime, client, request, method, cx).await }.boxed())
     }
 
     fn notification(&self, method: String, params: Value) {

@@ -15,7 +15,7 @@ pub mod request;
 pub mod retry;
 pub mod sse;
 
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -168,6 +168,8 @@ pub struct OpenAiModel {
     client: Arc<OnceLock<Result<reqwest::Client, ClientError>>>,
     key: Arc<RwLock<KeyState>>,
     loader: Option<KeyLoader>,
+    /// What the last request of each recent session encoded, reused by its next one.
+    encoded: Arc<Mutex<request::RecentHistories>>,
 }
 
 impl OpenAiModel {
@@ -177,6 +179,7 @@ impl OpenAiModel {
             client: Arc::new(OnceLock::new()),
             key: Arc::new(RwLock::new(key)),
             loader: None,
+            encoded: Arc::default(),
         })
     }
 
@@ -217,7 +220,9 @@ fn build_client(settings: &OpenAiSettings) -> Result<reqwest::Client, ClientErro
     } else {
         builder.tls_certs_only(std::iter::empty())
     };
-    builder.build().map_err(|e| ClientError(sse::error_chain(&e)))
+    builder
+        .build()
+        .map_err(|e| ClientError(sse::error_chain(&e)))
 }
 
 /// Whether calls to `base_url` can need TLS: anything but a plain `http://` URL.
@@ -261,12 +266,15 @@ impl Model for OpenAiModel {
                 ))))
             }
         };
-        let body = request::body(&self.settings.model, &request);
+        let recent = || self.encoded.lock().unwrap_or_else(|p| p.into_inner());
+        let mut encoded = recent().take(&request.session_id);
+        let body = encoded.body(&self.settings.model, &request);
+        recent().put(request.session_id, encoded);
         call::stream(call::Call::new(
             client,
             self.settings.clone(),
             key,
-            body.to_string().into(),
+            body.into(),
         ))
     }
 
@@ -278,6 +286,7 @@ impl Model for OpenAiModel {
             client: self.client.clone(),
             key: self.key.clone(),
             loader: self.loader.clone(),
+            encoded: self.encoded.clone(),
         }))
     }
 
