@@ -24,7 +24,8 @@ enum Program {
     KinHttps,
 }
 
-fn one_run(program: Program) -> Duration {
+/// Wall time to the answer, and the CPU time the program had used by then.
+fn one_run(program: Program) -> (Duration, f64) {
     let home = temp_dir("kin-bench-home-");
     let cwd = temp_dir("kin-bench-cwd-");
     let https = [
@@ -40,12 +41,13 @@ fn one_run(program: Program) -> Duration {
     kin.send(INITIALIZE);
     let (answer, _) = kin.wait_response(1);
     let elapsed = start.elapsed();
+    let cpu = common::cpu_ms(kin.pid());
     assert!(
         answer["result"]["protocolVersion"] == 1,
         "unexpected initialize answer: {answer}"
     );
     kin.finish();
-    elapsed
+    (elapsed, cpu)
 }
 
 fn main() {
@@ -58,30 +60,37 @@ fn main() {
         }
     }
     let wall = Instant::now();
-    let mut samples = [(); 3].map(|()| Vec::with_capacity(RUNS));
+    let mut samples = [(); 3].map(|()| (Vec::with_capacity(RUNS), Vec::with_capacity(RUNS)));
     for _ in 0..RUNS {
         for (at, &program) in programs.iter().enumerate() {
-            samples[at].push(ms(one_run(program)));
+            let (elapsed, cpu) = one_run(program);
+            samples[at].0.push(ms(elapsed));
+            samples[at].1.push(cpu);
         }
     }
     let wall = wall.elapsed();
     let [floor, kin, https] = &mut samples;
-    let (floor_median, _, _) = summary(floor);
-    for (name, samples) in [
+    let (floor_wall, _, _) = summary(&mut floor.0);
+    let (floor_cpu, _, _) = summary(&mut floor.1);
+    for (name, (walls, cpus)) in [
         ("floor", floor),
         ("kin", kin),
         ("kin, https endpoint + key", https),
     ] {
-        let (median, p10, p90) = summary(samples);
+        let (median, p10, p90) = summary(walls);
+        let (cpu, cpu_p10, cpu_p90) = summary(cpus);
         println!(
             "startup: {name}: initialize answered in median {median:.2} ms (p10 {p10:.2}, p90 \
-             {p90:.2}) = {:.2}x the floor",
-            median / floor_median
+             {p90:.2}) = {:.2}x the floor; CPU used by then median {cpu:.2} ms (p10 \
+             {cpu_p10:.2}, p90 {cpu_p90:.2}) = {:.2}x the floor",
+            median / floor_wall,
+            cpu / floor_cpu
         );
     }
     println!(
         "startup: method: spawn (fresh KIN_HOME, stderr null) -> write initialize -> read its \
-         response line; then close stdin and wait for exit (untimed); {RUNS} interleaved runs \
+         response line (CPU: all threads' schedstat run time, read then); then close stdin and \
+         wait for exit (untimed); {RUNS} interleaved runs \
          of each after {WARMUP} warm-ups, release build, {:.1} s wall; target kin <= 1.2x the \
          floor",
         wall.as_secs_f64()

@@ -261,6 +261,19 @@ pub fn proc_status_kb(pid: u32, key: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {key} in /proc/{pid}/status"))
 }
 
+/// CPU time (ms) all threads of `pid` have run so far, from `/proc/<pid>/task/*/schedstat`:
+/// unlike wall time, it hardly changes with the load of a busy machine.
+pub fn cpu_ms(pid: u32) -> f64 {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap_or_else(|e| panic!("listing /proc/{pid}/task: {e}"));
+    let ns: u64 = tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
+        .filter_map(|text| text.split_whitespace().next()?.parse::<u64>().ok())
+        .sum();
+    ns as f64 / 1e6
+}
+
 /// A fresh temporary directory (removed on drop).
 pub fn temp_dir(prefix: &str) -> tempfile::TempDir {
     tempfile::Builder::new()
