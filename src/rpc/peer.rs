@@ -1,5 +1,6 @@
 //! The bidirectional peer: one reader loop, one ordered writer task, a table of our pending
-//! outgoing requests, and one task per incoming request.
+//! outgoing requests, and one task per incoming request that has to wait for its answer (the
+//! reader answers the others itself).
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
