@@ -1,9 +1,10 @@
 //! Shared helpers for the `kin` benchmarks: drive the real release binary over pipes with
 //! blocking std I/O (no async runtime on the client side, so the client adds as little as
-//! possible to what is measured), and summarize samples.
+//! possible to what is measured), summarize samples, and the floor program figures are
+//! compared with.
 #![allow(dead_code)]
 
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -13,6 +14,54 @@ use serde_json::{json, Value};
 
 /// The `kin` binary of this package, built with the bench (release) profile.
 pub const KIN: &str = env!("CARGO_BIN_EXE_kin");
+
+/// Set to another `kin` binary to measure it instead (e.g. a build of the base commit, to
+/// compare before and after in one run).
+pub const KIN_OVERRIDE: &str = "KIN_BENCH_BIN";
+
+/// Set (by [`Kin::spawn_floor`]) to make a bench binary run [`serve_floor_if_asked`] instead.
+const FLOOR: &str = "KIN_BENCH_FLOOR";
+
+/// The binary the benches measure.
+pub fn kin_binary() -> OsString {
+    std::env::var_os(KIN_OVERRIDE).unwrap_or_else(|| KIN.into())
+}
+
+/// The floor: the least a Rust agent on tokio can do, serving `initialize` over stdio with the
+/// same runtime shape as kin (2 workers, tokio stdin/stdout, serde_json) and nothing else. A
+/// bench calls this first in `main`; when spawned by [`Kin::spawn_floor`] the bench binary
+/// becomes this program and exits at stdin EOF, so the floor is built by the same `cargo
+/// bench` with the same profile and never ships.
+pub fn serve_floor_if_asked() {
+    if std::env::var_os(FLOOR).is_none() {
+        return;
+    }
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    runtime.block_on(async {
+        let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+        let mut stdout = tokio::io::stdout();
+        while let Ok(Some(line)) = lines.next_line().await {
+            let Ok(request) = serde_json::from_str::<Value>(&line) else {
+                continue;
+            };
+            if request["method"] == "initialize" {
+                let answer = json!({"jsonrpc": "2.0", "id": request["id"], "result": {
+                    "protocolVersion": 1, "agentCapabilities": {}, "authMethods": []}});
+                let mut line = answer.to_string();
+                line.push('\n');
+                stdout.write_all(line.as_bytes()).await.expect("writing");
+                stdout.flush().await.expect("flushing");
+            }
+        }
+    });
+    // stdin's reader thread may still be parked in a read; do not wait for it.
+    std::process::exit(0);
+}
 
 /// The `initialize` request every bench starts with (id 1).
 pub const INITIALIZE: &str =
@@ -45,17 +94,32 @@ pub struct Kin {
 impl Kin {
     /// Spawns `kin acp <extra args>` with `KIN_HOME=home`, stderr discarded.
     pub fn spawn(home: &Path, cwd: &Path, extra: &[&OsStr]) -> Self {
-        let mut child = Command::new(KIN)
-            .arg("acp")
-            .args(extra)
-            .env("KIN_HOME", home)
+        Self::spawn_with(home, cwd, extra, &[])
+    }
+
+    /// [`Kin::spawn`] with extra environment variables.
+    pub fn spawn_with(home: &Path, cwd: &Path, extra: &[&OsStr], env: &[(&str, &str)]) -> Self {
+        let mut command = Command::new(kin_binary());
+        command.arg("acp").args(extra).env("KIN_HOME", home);
+        command.envs(env.iter().copied()).current_dir(cwd);
+        Self::start(command)
+    }
+
+    /// Spawns the floor program (see [`serve_floor_if_asked`]).
+    pub fn spawn_floor(cwd: &Path) -> Self {
+        let mut command = Command::new(std::env::current_exe().expect("the bench's own path"));
+        command.env(FLOOR, "1").current_dir(cwd);
+        Self::start(command)
+    }
+
+    fn start(mut command: Command) -> Self {
+        let mut child = command
             .env_remove("RUST_LOG")
-            .current_dir(cwd)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
-            .unwrap_or_else(|e| panic!("spawning {KIN}: {e}"));
+            .unwrap_or_else(|e| panic!("spawning {command:?}: {e}"));
         let stdin = child.stdin.take().expect("piped stdin");
         let stdout = child.stdout.take().expect("piped stdout");
         Self {
@@ -195,6 +259,19 @@ pub fn proc_status_kb(pid: u32, key: &str) -> u64 {
         .find_map(|line| line.strip_prefix(key)?.strip_prefix(':'))
         .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or_else(|| panic!("no {key} in /proc/{pid}/status"))
+}
+
+/// CPU time (ms) all threads of `pid` have run so far, from `/proc/<pid>/task/*/schedstat`:
+/// unlike wall time, it hardly changes with the load of a busy machine.
+pub fn cpu_ms(pid: u32) -> f64 {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap_or_else(|e| panic!("listing /proc/{pid}/task: {e}"));
+    let ns: u64 = tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
+        .filter_map(|text| text.split_whitespace().next()?.parse::<u64>().ok())
+        .sum();
+    ns as f64 / 1e6
 }
 
 /// A fresh temporary directory (removed on drop).

@@ -16,7 +16,6 @@ use agent_client_protocol_schema::v1::{
     SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse, StopReason,
 };
 use agent_client_protocol_schema::{MethodDispatchError, ProtocolVersion};
-use futures::future::BoxFuture;
 use futures::FutureExt;
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -26,7 +25,7 @@ use super::{modes, updates};
 use crate::agent::host::{StopReason as TurnStop, Subscription};
 use crate::agent::{Agent, TurnError};
 use crate::model::Credentials;
-use crate::rpc::{Handler, RequestContext, RpcError};
+use crate::rpc::{Handler, Reply, RequestContext, RpcError};
 use crate::runtime::{Runtime, RuntimeError};
 use crate::session::{StoreError, UserPart};
 use crate::time::iso8601;
@@ -156,13 +155,8 @@ fn prompt_parts(blocks: Vec<ContentBlock>) -> Result<Vec<UserPart>, RpcError> {
 }
 
 impl Handler for AcpAgent {
-    fn request(
-        &self,
-        method: String,
-        params: Value,
-        cx: RequestContext,
-    ) -> BoxFuture<'static, Result<Value, RpcError>> {
-        let ready = |result| std::future::ready(result).boxed();
+    fn request(&self, method: String, params: Value, cx: RequestContext) -> Reply {
+        let ready = Reply::Now;
         let request = match ClientRequest::from_method_and_params(&method, &params) {
             Ok(request) => request,
             Err(MethodDispatchError::UnknownMethod { .. })
@@ -191,14 +185,16 @@ impl Handler for AcpAgent {
             tracing::debug!(version = ?init.protocol_version, client = ?init.client_info, "initialize");
             *self.client.lock().unwrap_or_else(|p| p.into_inner()) =
                 init.client_capabilities.clone();
-            return ready(answer(Ok(initialize_response(&self.runtime))));
+            let response = answer(Ok(initialize_response(&self.runtime)));
+            self.runtime.host().model().prepare();
+            return ready(response);
         }
         if !self.initialized.load(Ordering::Acquire) {
             return ready(Err(not_initialized(&method)));
         }
         let runtime = self.runtime.clone();
         let client = self.client_capabilities();
-        async move { dispatch(runtime, client, request, method, cx).await }.boxed()
+        Reply::Later(async move { dispatch(runtime, client, request, method, cx).await }.boxed())
     }
 
     fn notification(&self, method: String, params: Value) {

@@ -99,6 +99,10 @@ impl Model for ReloadableModel {
         self.model().credentials()
     }
 
+    fn prepare(&self) {
+        self.model().prepare()
+    }
+
     /// Reads the whole configuration again and serves the model it describes from now on. A
     /// configuration that no longer resolves (say, the file is not valid TOML) leaves the
     /// model as it was and is reported as the reason there is no key.

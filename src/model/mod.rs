@@ -129,4 +129,7 @@ pub trait Model: Send + Sync {
     fn reload_credentials(&self) -> BoxFuture<'static, Credentials> {
         Box::pin(std::future::ready(self.credentials()))
     }
+    /// Starts, in the background, any costly set-up the first call would otherwise pay (TLS
+    /// roots); returns at once. Called once the client has been answered `initialize`.
+    fn prepare(&self) {}
 }

@@ -12,4 +12,4 @@ mod peer;
 pub use error::RpcError;
 pub use framing::{Frame, LineReader, MAX_LINE_BYTES};
 pub use message::{classify, Incoming, Rejected};
-pub use peer::{Handler, Peer, RequestContext};
+pub use peer::{Handler, Peer, Reply, RequestContext};

@@ -1,5 +1,6 @@
 //! The bidirectional peer: one reader loop, one ordered writer task, a table of our pending
-//! outgoing requests, and one task per incoming request.
+//! outgoing requests, and one task per incoming request that has to wait for its answer (the
+//! reader answers the others itself).
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
@@ -26,17 +27,20 @@ const CANCEL_REQUEST: &str = "$/cancel_request";
 /// What a peer does with the messages the other side sends it.
 pub trait Handler: Send + Sync + 'static {
     /// Called in arrival order, before the next line is read, so state changes made here (such
-    /// as "initialized") are seen by the next message. The returned future runs on its own task
-    /// and its output is the one answer to the request.
-    fn request(
-        &self,
-        method: String,
-        params: Value,
-        cx: RequestContext,
-    ) -> BoxFuture<'static, Result<Value, RpcError>>;
+    /// as "initialized") are seen by the next message. The reply is the one answer to the
+    /// request.
+    fn request(&self, method: String, params: Value, cx: RequestContext) -> Reply;
 
     /// Called in arrival order; must not block. Unknown notifications are to be ignored.
     fn notification(&self, method: String, params: Value);
+}
+
+/// How a [`Handler`] answers a request.
+pub enum Reply {
+    /// Known already (no waiting needed): sent by the reader itself, with no task in between.
+    Now(Result<Value, RpcError>),
+    /// Runs on its own task; its output is the answer.
+    Later(BoxFuture<'static, Result<Value, RpcError>>),
 }
 
 /// Given to each incoming request: its cancellation (tripped by `$/cancel_request` or by
@@ -195,18 +199,23 @@ impl Peer {
                 let started = std::panic::catch_unwind(AssertUnwindSafe(|| {
                     handler.request(method, params, cx)
                 }));
+                let future = match started {
+                    Ok(Reply::Later(future)) => future,
+                    Ok(Reply::Now(answer)) => {
+                        lock(&self.inner.in_flight).remove(&key);
+                        return self.respond(&id, answer);
+                    }
+                    Err(_) => {
+                        lock(&self.inner.in_flight).remove(&key);
+                        return self.respond(&id, handler_panicked());
+                    }
+                };
                 let peer = self.clone();
                 tracker.spawn(async move {
-                    let answer = match started {
-                        Ok(future) => AssertUnwindSafe(future).catch_unwind().await,
-                        Err(panic) => Err(panic),
-                    };
-                    let answer = answer.unwrap_or_else(|_| {
-                        tracing::error!("a request handler panicked");
-                        Err(RpcError::internal(
-                            "internal error while handling the request",
-                        ))
-                    });
+                    let answer = AssertUnwindSafe(future)
+                        .catch_unwind()
+                        .await
+                        .unwrap_or_else(|_| handler_panicked());
                     lock(&peer.inner.in_flight).remove(&key);
                     peer.respond(&id, answer);
                 });
@@ -314,6 +323,13 @@ impl Peer {
     }
 }
 
+fn handler_panicked() -> Result<Value, RpcError> {
+    tracing::error!("a request handler panicked");
+    Err(RpcError::internal(
+        "internal error while handling the request",
+    ))
+}
+
 async fn write_loop<W: AsyncWrite + Unpin>(
     mut rx: mpsc::UnboundedReceiver<Option<String>>,
     writer: W,
@@ -360,23 +376,19 @@ mod tests {
     }
 
     impl Handler for TestHandler {
-        fn request(
-            &self,
-            method: String,
-            params: Value,
-            cx: RequestContext,
-        ) -> BoxFuture<'static, Result<Value, RpcError>> {
-            async move {
-                match method.as_str() {
-                    "echo" => Ok(params),
-                    "wait" => {
+        fn request(&self, method: String, params: Value, cx: RequestContext) -> Reply {
+            match method.as_str() {
+                "now" => Reply::Now(Ok(params)),
+                "echo" => Reply::Later(async move { Ok(params) }.boxed()),
+                "wait" => Reply::Later(
+                    async move {
                         cx.cancel.cancelled().await;
                         Err(RpcError::cancelled())
                     }
-                    _ => Err(RpcError::method_not_found(&method)),
-                }
+                    .boxed(),
+                ),
+                _ => Reply::Now(Err(RpcError::method_not_found(&method))),
             }
-            .boxed()
         }
 
         fn notification(&self, method: String, _params: Value) {
@@ -440,6 +452,25 @@ mod tests {
             "{replies:?}"
         );
         assert_eq!(replies[1], r#"{"jsonrpc":"2.0","id":-0,"result":{}}"#);
+    }
+
+    #[tokio::test]
+    async fn replies_known_at_once_are_answered_in_arrival_order() {
+        let (_peer, mut input, mut output, _task) = serve();
+        let lines = (1..=3)
+            .map(|id| {
+                format!(
+                    "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"now\",\"params\":[{id}]}}\n"
+                )
+            })
+            .collect::<String>();
+        input.write_all(lines.as_bytes()).await.unwrap();
+        for id in 1..=3 {
+            assert_eq!(
+                next(&mut output).await,
+                json!({"jsonrpc":"2.0","id":id,"result":[id]})
+            );
+        }
     }
 
     #[tokio::test]

@@ -90,11 +90,12 @@ pub struct SessionStore {
 }
 
 impl SessionStore {
-    /// Opens (creating if needed) the store under `home`.
+    /// The store under `home`. Its directory is made by the first [`SessionStore::create`],
+    /// not here: starting kin writes nothing.
     pub fn open(home: &Path) -> Result<Self, StoreError> {
-        let dir = home.join("sessions");
-        fs::create_dir_all(&dir).map_err(io_error(&dir))?;
-        Ok(Self { dir })
+        Ok(Self {
+            dir: home.join("sessions"),
+        })
     }
 
     pub fn dir(&self) -> &Path {
@@ -122,6 +123,7 @@ impl SessionStore {
     /// Creates the file of a new session and writes its header.
     pub fn create(&self, header: &Header) -> Result<SessionLog, StoreError> {
         let path = self.path(&header.id)?;
+        fs::create_dir_all(&self.dir).map_err(io_error(&self.dir))?;
         let file = OpenOptions::new()
             .append(true)
             .create_new(true)
@@ -404,6 +406,18 @@ mod tests {
     use crate::session::{EventBody, StepRef};
 
     #[test]
+    fn the_directory_is_made_by_the_first_session_not_by_open() {
+        let home = tempfile::tempdir().unwrap();
+        let store = SessionStore::open(home.path()).unwrap();
+        assert!(!store.dir().exists());
+        assert!(store.list().unwrap().is_empty());
+        store
+            .create(&Header::new("s1".into(), 1, "/w".into(), vec![]))
+            .unwrap();
+        assert_eq!(store.list().unwrap().len(), 1);
+    }
+
+    #[test]
     fn event_lines_are_the_files_own_lines_or_none_when_they_do_not_line_up() {
         let home = tempfile::tempdir().unwrap();
         let store = SessionStore::open(home.path()).unwrap();
@@ -447,6 +461,7 @@ mod tests {
     fn a_corrupt_interior_line_is_set_aside_and_every_good_line_kept() {
         let home = tempfile::tempdir().unwrap();
         let store = SessionStore::open(home.path()).unwrap();
+        fs::create_dir_all(store.dir()).unwrap();
         // A line glued onto a write cut short, as an old full disk left it.
         let glued = format!(
             r#"{{"type":"user/message","seq":1,"time":0,"data":{{"con{}"#,
@@ -482,6 +497,7 @@ mod tests {
     fn a_bad_header_still_refuses_the_session() {
         let home = tempfile::tempdir().unwrap();
         let store = SessionStore::open(home.path()).unwrap();
+        fs::create_dir_all(store.dir()).unwrap();
         fs::write(
             store.path("s1").unwrap(),
             format!("garbage\n{}\n", step_line(0)),

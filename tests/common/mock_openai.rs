@@ -10,6 +10,7 @@
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -43,6 +44,8 @@ pub struct Request {
     pub headers: Vec<(String, String)>,
     /// The JSON body (`Null` if it was not JSON).
     pub body: Value,
+    /// When its last byte had arrived.
+    pub received: Instant,
 }
 
 impl Request {
@@ -247,6 +250,7 @@ async fn read_request(socket: &mut TcpStream, buffer: &mut Vec<u8>) -> Option<Re
         }
         buffer.extend_from_slice(&chunk[..n]);
     }
+    let received = Instant::now();
     let body =
         serde_json::from_slice(&buffer[body_start..body_start + length]).unwrap_or(Value::Null);
     buffer.drain(..body_start + length);
@@ -255,6 +259,7 @@ async fn read_request(socket: &mut TcpStream, buffer: &mut Vec<u8>) -> Option<Re
         path,
         headers,
         body,
+        received,
     })
 }
 

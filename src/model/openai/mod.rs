@@ -15,7 +15,7 @@ pub mod request;
 pub mod retry;
 pub mod sse;
 
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -162,34 +162,31 @@ pub struct ClientError(String);
 
 pub struct OpenAiModel {
     settings: Arc<OpenAiSettings>,
-    /// Built on the first call: setting up TLS (root certificates) costs milliseconds and
-    /// megabytes that `kin acp` should not pay before it answers `initialize`.
-    client: Arc<std::sync::OnceLock<Result<reqwest::Client, ClientError>>>,
+    /// Built by [`Model::prepare`] in the background or else by the first call: loading the
+    /// system's root certificates costs milliseconds that neither `initialize` nor the first
+    /// prompt should wait for.
+    client: Arc<OnceLock<Result<reqwest::Client, ClientError>>>,
     key: Arc<RwLock<KeyState>>,
     loader: Option<KeyLoader>,
+    /// What the last request of each recent session encoded, reused by its next one.
+    encoded: Arc<Mutex<request::RecentHistories>>,
 }
 
 impl OpenAiModel {
     pub fn new(settings: OpenAiSettings, key: KeyState) -> Result<Self, ClientError> {
         Ok(Self {
             settings: Arc::new(settings),
-            client: Arc::new(std::sync::OnceLock::new()),
+            client: Arc::new(OnceLock::new()),
             key: Arc::new(RwLock::new(key)),
             loader: None,
+            encoded: Arc::default(),
         })
     }
 
-    /// The HTTP client, built on first use.
+    /// The HTTP client, built on first use (or waited for, while [`Model::prepare`] builds it).
     fn client(&self) -> Result<reqwest::Client, ClientError> {
         self.client
-            .get_or_init(|| {
-                reqwest::Client::builder()
-                    .connect_timeout(self.settings.connect_timeout)
-                    .tcp_nodelay(true)
-                    .user_agent(concat!("kin/", env!("CARGO_PKG_VERSION")))
-                    .build()
-                    .map_err(|e| ClientError(sse::error_chain(&e)))
-            })
+            .get_or_init(|| build_client(&self.settings))
             .clone()
     }
 
@@ -206,6 +203,42 @@ impl OpenAiModel {
     fn key(&self) -> KeyState {
         self.key.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
+}
+
+/// The HTTP client for `settings`. An `http://` endpoint gets one that trusts no certificate,
+/// so no root store is loaded for it; an `https://` one trusts the system's roots (read from
+/// disk, ~6 ms for a few hundred CA files, which is why [`Model::prepare`] builds it early).
+fn build_client(settings: &OpenAiSettings) -> Result<reqwest::Client, ClientError> {
+    // `Err` only means a provider is installed already (this one, by an earlier client).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let builder = reqwest::Client::builder()
+        .connect_timeout(settings.connect_timeout)
+        .tcp_nodelay(true)
+        .user_agent(concat!("kin/", env!("CARGO_PKG_VERSION")));
+    let builder = if needs_roots(&settings.base_url) {
+        builder
+    } else {
+        builder.tls_certs_only(std::iter::empty())
+    };
+    builder
+        .build()
+        .map_err(|e| ClientError(sse::error_chain(&e)))
+}
+
+/// Gives the calling thread the lowest priority (nice 19; on Linux nice is per thread), so
+/// that what it does in the background never competes with answering the client.
+fn lower_priority() {
+    // SAFETY: `setpriority` only takes integers; `who = 0` is the calling thread.
+    let status = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 19) };
+    if status != 0 {
+        tracing::debug!("could not lower the priority of a background thread");
+    }
+}
+
+/// Whether calls to `base_url` can need TLS: anything but a plain `http://` URL.
+fn needs_roots(base_url: &str) -> bool {
+    let scheme = base_url.split_once("://").map_or("", |(scheme, _)| scheme);
+    !scheme.eq_ignore_ascii_case("http")
 }
 
 fn credentials(key: &KeyState) -> Credentials {
@@ -243,12 +276,15 @@ impl Model for OpenAiModel {
                 ))))
             }
         };
-        let body = request::body(&self.settings.model, &request);
+        let recent = || self.encoded.lock().unwrap_or_else(|p| p.into_inner());
+        let mut encoded = recent().take(&request.session_id);
+        let body = encoded.body(&self.settings.model, &request);
+        recent().put(request.session_id, encoded);
         call::stream(call::Call::new(
             client,
             self.settings.clone(),
             key,
-            body.to_string().into(),
+            body.into(),
         ))
     }
 
@@ -260,11 +296,32 @@ impl Model for OpenAiModel {
             client: self.client.clone(),
             key: self.key.clone(),
             loader: self.loader.clone(),
+            encoded: self.encoded.clone(),
         }))
     }
 
     fn credentials(&self) -> Credentials {
         credentials(&self.key())
+    }
+
+    fn prepare(&self) {
+        // Only worth a thread when building loads roots and a call can follow.
+        if self.client.get().is_some()
+            || !needs_roots(&self.settings.base_url)
+            || matches!(self.key(), KeyState::Missing { .. })
+        {
+            return;
+        }
+        let (slot, settings) = (self.client.clone(), self.settings.clone());
+        let spawned = std::thread::Builder::new()
+            .name("kin-http-client".into())
+            .spawn(move || {
+                lower_priority();
+                slot.get_or_init(|| build_client(&settings));
+            });
+        if let Err(error) = spawned {
+            tracing::debug!(%error, "could not prepare the HTTP client early; the first call will");
+        }
     }
 
     fn reload_credentials(&self) -> BoxFuture<'static, Credentials> {
@@ -308,6 +365,19 @@ mod tests {
             "openai-compatible"
         );
         assert_eq!(host("http://u:p@[::1]:80/x").as_deref(), Some("::1"));
+    }
+
+    #[test]
+    fn only_plain_http_endpoints_go_without_roots() {
+        assert!(!needs_roots("http://127.0.0.1:8080/v1"));
+        assert!(!needs_roots("HTTP://localhost"));
+        assert!(needs_roots("https://api.deepseek.com"));
+        assert!(needs_roots("api.deepseek.com"));
+    }
+
+    #[test]
+    fn a_plain_http_client_builds_without_a_root_store() {
+        build_client(&OpenAiSettings::new("http://127.0.0.1:1/v1", DEFAULT_MODEL)).unwrap();
     }
 
     #[test]

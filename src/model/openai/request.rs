@@ -8,6 +8,10 @@
 //! `reasoning_content` (the API rejects the request otherwise); in stretches without tool calls
 //! reasoning is left out (the API ignores it there, and older DeepSeek models reject it).
 //! Endpoints that never produced reasoning never see the field.
+//!
+//! A long session's history is encoded once, not at every step: [`EncodedHistory`] keeps each
+//! message's JSON text from the last request and the next body is put together from those
+//! texts, encoding only the messages that are new or changed.
 
 use serde_json::{json, Map, Value};
 
@@ -15,23 +19,9 @@ use crate::model::{ModelRequest, ToolSpec};
 use crate::session::history::HistoryItem;
 use crate::session::{AssistantBlock, UserPart};
 
-/// The request body for `model`.
-pub fn body(model: &str, request: &ModelRequest) -> Value {
-    let mut out = Map::new();
-    out.insert("model".into(), json!(model));
-    out.insert("messages".into(), Value::Array(messages(request)));
-    if !request.tools.is_empty() {
-        out.insert(
-            "tools".into(),
-            Value::Array(request.tools.iter().map(tool).collect()),
-        );
-    }
-    if let Some(max_tokens) = request.max_tokens {
-        out.insert("max_tokens".into(), json!(max_tokens));
-    }
-    out.insert("stream".into(), json!(true));
-    out.insert("stream_options".into(), json!({"include_usage": true}));
-    Value::Object(out)
+/// The request body for `model`, encoding every message (no earlier request to reuse).
+pub fn body(model: &str, request: &ModelRequest) -> String {
+    EncodedHistory::default().body(model, request)
 }
 
 fn tool(spec: &ToolSpec) -> Value {
@@ -45,29 +35,145 @@ fn tool(spec: &ToolSpec) -> Value {
     })
 }
 
-pub fn messages(request: &ModelRequest) -> Vec<Value> {
-    let mut out = Vec::with_capacity(request.history.len() + 1);
-    if !request.system.is_empty() {
-        out.push(json!({"role": "system", "content": request.system}));
+/// The history messages of one session's last request, as encoded JSON text.
+#[derive(Debug, Default)]
+pub struct EncodedHistory {
+    /// One per history item, in order.
+    items: Vec<EncodedItem>,
+}
+
+#[derive(Debug)]
+struct EncodedItem {
+    item: HistoryItem,
+    send_reasoning: bool,
+    /// `None`: the item sends no message (see [`assistant`]).
+    json: Option<String>,
+}
+
+impl EncodedHistory {
+    /// The request body for `model`, byte for byte what encoding it whole would give. An item
+    /// keeps its text while it is equal to the one at its place last time and its stretch
+    /// still makes the same reasoning decision; anything else is encoded afresh.
+    pub fn body(&mut self, model: &str, request: &ModelRequest) -> String {
+        self.update(&request.history);
+        let mut out = String::with_capacity(self.len_hint() + 256);
+        out.push_str(r#"{"model":"#);
+        out.push_str(&Value::from(model).to_string());
+        out.push_str(r#","messages":["#);
+        let mut first = true;
+        if !request.system.is_empty() {
+            out.push_str(&json!({"role": "system", "content": request.system}).to_string());
+            first = false;
+        }
+        for text in self
+            .items
+            .iter()
+            .filter_map(|encoded| encoded.json.as_deref())
+        {
+            if !first {
+                out.push(',');
+            }
+            out.push_str(text);
+            first = false;
+        }
+        out.push(']');
+        let mut rest = Map::new();
+        if !request.tools.is_empty() {
+            rest.insert(
+                "tools".into(),
+                Value::Array(request.tools.iter().map(tool).collect()),
+            );
+        }
+        if let Some(max_tokens) = request.max_tokens {
+            rest.insert("max_tokens".into(), json!(max_tokens));
+        }
+        rest.insert("stream".into(), json!(true));
+        rest.insert("stream_options".into(), json!({"include_usage": true}));
+        // `{"tools":…,…}` without its braces continues the object.
+        let rest = Value::Object(rest).to_string();
+        out.push(',');
+        out.push_str(&rest[1..rest.len() - 1]);
+        out.push('}');
+        out
     }
-    let history = &request.history;
+
+    fn len_hint(&self) -> usize {
+        self.items
+            .iter()
+            .map(|encoded| encoded.json.as_ref().map_or(0, |json| json.len() + 1))
+            .sum()
+    }
+
+    /// Brings the encoded items in line with `history`.
+    fn update(&mut self, history: &[HistoryItem]) {
+        self.items.truncate(history.len());
+        for (at, (item, send_reasoning)) in with_reasoning_decisions(history).enumerate() {
+            match self.items.get_mut(at) {
+                Some(kept) if kept.send_reasoning == send_reasoning && kept.item == *item => {}
+                slot => {
+                    let fresh = EncodedItem {
+                        item: item.clone(),
+                        send_reasoning,
+                        json: message(item, send_reasoning).map(|m| m.to_string()),
+                    };
+                    match slot {
+                        Some(kept) => *kept = fresh,
+                        None => self.items.push(fresh),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The [`EncodedHistory`] of each session that called most recently, so that a session's next
+/// step starts from its last one. Bounded: a session pushed out just encodes afresh.
+#[derive(Debug, Default)]
+pub struct RecentHistories {
+    /// Least recently used first.
+    sessions: Vec<(String, EncodedHistory)>,
+}
+
+impl RecentHistories {
+    const KEPT: usize = 16;
+
+    /// Takes out `session`'s history (an empty one if none is kept), to build a body with it
+    /// while no lock is held; [`RecentHistories::put`] returns it.
+    pub fn take(&mut self, session: &str) -> EncodedHistory {
+        match self.sessions.iter().position(|(id, _)| id == session) {
+            Some(at) => self.sessions.remove(at).1,
+            None => EncodedHistory::default(),
+        }
+    }
+
+    pub fn put(&mut self, session: String, encoded: EncodedHistory) {
+        if self.sessions.len() >= Self::KEPT {
+            self.sessions.remove(0);
+        }
+        self.sessions.push((session, encoded));
+    }
+}
+
+/// Each history item with whether its assistant message is to carry `reasoning_content`.
+fn with_reasoning_decisions(
+    history: &[HistoryItem],
+) -> impl Iterator<Item = (&HistoryItem, bool)> + '_ {
     let mut stretch_start = 0;
-    while stretch_start < history.len() {
+    std::iter::from_fn(move || {
+        if stretch_start >= history.len() {
+            return None;
+        }
         // A stretch: one user message (or the start) up to the next user message.
         let stretch_end = history[stretch_start + 1..]
             .iter()
             .position(|item| matches!(item, HistoryItem::User(_)))
             .map_or(history.len(), |at| stretch_start + 1 + at);
         let stretch = &history[stretch_start..stretch_end];
-        let send_reasoning = stretch.iter().any(has_tool_call) && stretch.iter().any(has_reasoning);
-        for item in stretch {
-            if let Some(message) = message(item, send_reasoning) {
-                out.push(message);
-            }
-        }
         stretch_start = stretch_end;
-    }
-    out
+        let send_reasoning = stretch.iter().any(has_tool_call) && stretch.iter().any(has_reasoning);
+        Some(stretch.iter().map(move |item| (item, send_reasoning)))
+    })
+    .flatten()
 }
 
 fn has_tool_call(item: &HistoryItem) -> bool {
@@ -166,9 +272,20 @@ mod tests {
         }
     }
 
+    fn parsed_body(request: &ModelRequest) -> Value {
+        serde_json::from_str(&body("m", request)).unwrap()
+    }
+
+    fn messages(request: &ModelRequest) -> Vec<Value> {
+        match parsed_body(request)["messages"].take() {
+            Value::Array(messages) => messages,
+            other => panic!("messages is not an array: {other}"),
+        }
+    }
+
     #[test]
     fn body_has_system_first_tools_and_usage_option() {
-        let body = body("m", &request(vec![user("hi")]));
+        let body = parsed_body(&request(vec![user("hi")]));
         assert_eq!(body["model"], "m");
         assert_eq!(body["stream"], true);
         assert_eq!(body["stream_options"]["include_usage"], true);
@@ -267,5 +384,52 @@ mod tests {
         assert_eq!(messages.len(), 5);
         assert!(messages[2].get("reasoning_content").is_none());
         assert_eq!(messages[4]["content"], "see\n\n[a.rs](file:///a.rs)");
+    }
+
+    #[test]
+    fn a_kept_encoding_gives_the_same_bytes_as_encoding_afresh() {
+        let reasoning_then_text = HistoryItem::Assistant(vec![
+            AssistantBlock::Reasoning { text: "r".into() },
+            AssistantBlock::Text {
+                text: "a \"quoted\" é".into(),
+            },
+        ]);
+        let call = HistoryItem::Assistant(vec![AssistantBlock::ToolCall {
+            id: "c".into(),
+            name: "ls".into(),
+            arguments: "{}".into(),
+        }]);
+        let mut history = vec![user("one"), reasoning_then_text.clone()];
+        let mut cache = EncodedHistory::default();
+        let mut request = request(history.clone());
+        let check = |request: &ModelRequest, cache: &mut EncodedHistory| {
+            let kept = cache.body("m", request);
+            assert_eq!(kept, body("m", request));
+            let reparsed: Value = serde_json::from_str(&kept).unwrap();
+            assert_eq!(
+                kept,
+                reparsed.to_string(),
+                "compact, in the order of a Value"
+            );
+        };
+        check(&request, &mut cache);
+        // A tool call later in the stretch makes the earlier message carry its reasoning.
+        history.push(call);
+        request.history = history.clone();
+        check(&request, &mut cache);
+        assert!(cache.items[1]
+            .json
+            .as_ref()
+            .unwrap()
+            .contains("reasoning_content"));
+        // A new stretch, a cap, then a shorter history (e.g. another model call's view).
+        history.push(user("two"));
+        request.history = history.clone();
+        request.max_tokens = Some(5);
+        check(&request, &mut cache);
+        request.history.truncate(1);
+        request.tools.clear();
+        check(&request, &mut cache);
+        assert_eq!(cache.items.len(), 1);
     }
 }
