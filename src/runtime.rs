@@ -13,7 +13,8 @@ use crate::agent::{system_prompt, Agent, AgentOptions, AgentSpec, TurnDeps, User
 use crate::model::Model;
 use crate::session::{Header, SessionStore, StoreError, UserPart};
 use crate::subagent::{
-    ChildNotice, ForkProvider, SpawnProvider, SubagentService, SubagentTool, DEFAULT_MAX_DEPTH,
+    ChildNotice, ForkProvider, ListAgentsTool, LiveAgents, SendMessageTool, SpawnProvider,
+    SubagentControl, SubagentService, SubagentTool, DEFAULT_MAX_DEPTH,
 };
 use crate::tasks::{TaskKillTool, TaskListTool, TaskOutputTool, TaskService};
 use crate::time::unique_now_ms;
@@ -55,6 +56,8 @@ pub struct Runtime {
     pub max_steps: u32,
     pub subagents: Arc<SubagentService>,
     pub tasks: Arc<TaskService>,
+    /// Continuable background children (`send_message`).
+    pub control: Arc<SubagentControl>,
     /// The turns of in-process children.
     pub runs: TaskTracker,
     shutdown: CancellationToken,
@@ -62,6 +65,15 @@ pub struct Runtime {
     child_sink: Mutex<Option<ChildSink>>,
     /// Models for sessions whose options name another model than `model`, by name.
     named_models: Mutex<HashMap<String, Arc<dyn Model>>>,
+}
+
+/// The live registry as the control service sees it.
+struct LiveRegistry(Weak<Runtime>);
+
+impl LiveAgents for LiveRegistry {
+    fn live(&self, id: &str) -> Option<Arc<Agent>> {
+        self.0.upgrade()?.live(id)
+    }
 }
 
 /// Receives [`ChildNotice`]s (see [`Runtime::set_child_sink`]).
@@ -97,6 +109,14 @@ impl Runtime {
                     tracing::error!(%error, "registering a built-in subagent provider failed");
                 }
             }
+            tools.register(Arc::new(SendMessageTool::new(weak.clone())));
+            tools.register(Arc::new(ListAgentsTool::new(weak.clone())));
+            let control = Arc::new(SubagentControl::new(
+                tasks.clone(),
+                subagents.clone(),
+                store.clone(),
+                Arc::new(LiveRegistry(weak.clone())),
+            ));
             tools.register(Arc::new(TaskOutputTool(tasks.clone())));
             tools.register(Arc::new(TaskListTool(tasks.clone())));
             tools.register(Arc::new(TaskKillTool(tasks.clone())));
@@ -107,6 +127,7 @@ impl Runtime {
                 max_steps: options.max_steps,
                 subagents,
                 tasks,
+                control,
                 runs: TaskTracker::new(),
                 shutdown,
                 agents: Mutex::new(HashMap::new()),

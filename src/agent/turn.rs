@@ -148,6 +148,9 @@ impl Turn<'_> {
                 }))?;
             }
         }
+        for body in self.agent.take_records() {
+            self.emit(body)?;
+        }
         for step in 1..=self.deps.max_steps {
             if self.cancel.is_cancelled() {
                 return Ok(TurnOutcome::Cancelled);

@@ -5,8 +5,8 @@ use std::sync::Weak;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 
-use super::inprocess::{start, upgrade};
-use super::{Capabilities, Provider, Run, StartRequest, SubagentError};
+use super::inprocess::{resume, start, upgrade};
+use super::{Capabilities, Provider, ResumeRequest, Run, StartRequest, SubagentError};
 use crate::runtime::Runtime;
 
 pub struct SpawnProvider {
@@ -38,5 +38,15 @@ impl Provider for SpawnProvider {
         let started =
             upgrade(&self.runtime).and_then(|runtime| start(runtime, request, Vec::new()));
         std::future::ready(started).boxed()
+    }
+
+    fn can_resume(&self) -> bool {
+        true
+    }
+
+    /// Continues the child from its own transcript (a fork child never re-reads its parent).
+    fn resume(&self, request: ResumeRequest) -> BoxFuture<'static, Result<Run, SubagentError>> {
+        let resumed = upgrade(&self.runtime).and_then(|runtime| resume(runtime, request));
+        std::future::ready(resumed).boxed()
     }
 }

@@ -292,6 +292,12 @@ impl TaskService {
         }
     }
 
+    /// Looks at a task without counting as having seen its result.
+    pub fn peek(&self, id: &str, caller: &str) -> Result<TaskSnapshot, TaskError> {
+        let mut state = self.state();
+        Ok(Self::fenced(&mut state, id, caller)?.snapshot.clone())
+    }
+
     /// Reads a task; a read of a settled task counts as having seen its result.
     pub fn read(&self, id: &str, caller: &str) -> Result<TaskSnapshot, TaskError> {
         let mut state = self.state();

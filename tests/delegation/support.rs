@@ -223,6 +223,13 @@ impl World {
         ids
     }
 
+    /// The one stored session other than `parent`.
+    pub fn only_child(&self, parent: &str) -> String {
+        let others: Vec<String> = self.stored().into_iter().filter(|id| id != parent).collect();
+        assert_eq!(others.len(), 1, "expected exactly one child: {others:?}");
+        others[0].clone()
+    }
+
     /// A session's log lines as JSON.
     pub fn log(&self, id: &str) -> Vec<Value> {
         std::fs::read_to_string(self.home.path().join(format!("sessions/{id}.jsonl")))

@@ -54,6 +54,8 @@ async fn tools_are_offered_sorted_with_the_contracted_parameters() {
     assert_eq!(
         names,
         [
+            "list_agents",
+            "send_message",
             "subagent",
             "subagent_fork",
             "task_kill",
@@ -61,7 +63,11 @@ async fn tools_are_offered_sorted_with_the_contracted_parameters() {
             "task_output"
         ]
     );
-    for spec in &specs[..2] {
+    assert_eq!(
+        specs[1].parameters["required"],
+        json!(["subagent_id", "message"])
+    );
+    for spec in &specs[2..4] {
         let properties: Vec<&String> = spec.parameters["properties"]
             .as_object()
             .unwrap()
@@ -73,7 +79,7 @@ async fn tools_are_offered_sorted_with_the_contracted_parameters() {
             json!(["description", "prompt"])
         );
     }
-    assert_eq!(specs[4].parameters["required"], json!(["task_id"]));
+    assert_eq!(specs[6].parameters["required"], json!(["task_id"]));
 }
 
 #[tokio::test]
@@ -174,12 +180,13 @@ async fn a_background_child_is_collected_with_task_output() {
     ));
     let parent = world.session();
     world.prompt(&parent, "parent: go").await;
+    let child = world.only_child(&parent.id);
     assert_eq!(
         results(&world, &parent.id),
         [
             (
                 "subagent".into(),
-                "started background subagent task subagent-1".into(),
+                format!("started subagent {child} as task subagent-1"),
                 false
             ),
             (
@@ -285,14 +292,21 @@ async fn task_kill_stops_a_background_child() {
     ));
     let parent = world.session();
     world.prompt(&parent, "parent: go").await;
-    let texts: Vec<String> = results(&world, &parent.id)
+    let mut texts: Vec<String> = results(&world, &parent.id)
         .into_iter()
         .map(|(_, t, _)| t)
         .collect();
+    // Killed before it was published: the child id never reached the store.
+    let started = texts.remove(0);
+    let child = started
+        .strip_prefix("started subagent ")
+        .and_then(|rest| rest.strip_suffix(" as task subagent-1"))
+        .unwrap();
+    assert!(uuid::Uuid::parse_str(child).is_ok(), "{started}");
+    assert_eq!(world.stored(), [parent.id.clone()]);
     assert_eq!(
         texts,
         [
-            "started background subagent task subagent-1",
             "requested cancellation of task subagent-1",
             "(no new output)\n[status: killed]",
             "task subagent-1 had already finished [status: killed]",
