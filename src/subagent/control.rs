@@ -378,7 +378,10 @@ fn summarize_child(path: &std::path::Path, needle: &str) -> Option<(u64, ChildSu
     let read = file.read(&mut head).ok()?;
     let head = head.get(..read)?;
     let first_line = head.split(|&b| b == b'\n').next()?;
-    if !first_line.windows(needle.len()).any(|w| w == needle.as_bytes()) {
+    if !first_line
+        .windows(needle.len())
+        .any(|w| w == needle.as_bytes())
+    {
         return None;
     }
     let bytes = std::fs::read(path).ok()?;
@@ -485,7 +488,10 @@ mod tests {
 
     #[test]
     fn resume_labels_are_one_trimmed_line_of_at_most_80_chars() {
-        assert_eq!(resume_label(&text("  Please\n\tcontinue.  ")), "Please continue.");
+        assert_eq!(
+            resume_label(&text("  Please\n\tcontinue.  ")),
+            "Please continue."
+        );
         assert_eq!(resume_label(&text(" \n ")), "subagent follow-up");
         let long = "x".repeat(81);
         let label = resume_label(&text(&long));

@@ -183,8 +183,16 @@ impl Tool for SubagentTool {
             request.max_depth = max_depth;
             request.label = Some(label.clone());
             request.client = cx.client.clone();
-            if background && runtime.subagents.get(&provider).is_some_and(|p| p.can_resume()) {
-                return match runtime.control.start_continuable(&provider, &label, request) {
+            if background
+                && runtime
+                    .subagents
+                    .get(&provider)
+                    .is_some_and(|p| p.can_resume())
+            {
+                return match runtime
+                    .control
+                    .start_continuable(&provider, &label, request)
+                {
                     Ok(started) => ToolOutput::ok(format!(
                         "started subagent {} as task {}",
                         started.child_id, started.task_id
