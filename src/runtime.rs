@@ -264,7 +264,10 @@ impl Runtime {
         }
         let agent = self.top_level(loaded.header, cwd, log, loaded.events);
         match self.publish(agent.clone()) {
-            Ok(()) => Ok(agent),
+            Ok(()) => {
+                self.control.restore_interrupted(&agent);
+                Ok(agent)
+            }
             // Another request opened it meanwhile: use theirs, drop our handle.
             Err(RuntimeError::AlreadyLive { .. }) => self
                 .live(id)
@@ -326,6 +329,7 @@ impl Runtime {
             next += 1;
         }
         for id in &doomed {
+            self.tasks.cancel_owned(id);
             if let Some(agent) = self.unpublish(id) {
                 agent.settle().await;
             }

@@ -146,7 +146,11 @@ fn the_schemas_accept_and_refuse_the_expected_arguments() {
             true,
         ),
         ("send_message", json!({"subagent_id": "x"}), false),
-        ("send_message", json!({"subagent_id": 1, "message": "m"}), false),
+        (
+            "send_message",
+            json!({"subagent_id": 1, "message": "m"}),
+            false,
+        ),
         ("list_agents", json!({}), true),
     ];
     for (tool, arguments, valid) in cases {

@@ -354,6 +354,8 @@ async fn dispatch(
         )),
         ClientRequest::CloseSessionRequest(req) => {
             let id = &req.session_id.0;
+            // Closing a session stops the background work it owns.
+            runtime.tasks.cancel_owned(id);
             match runtime.unpublish(id) {
                 Some(agent) => agent.settle().await,
                 None if runtime.store.exists(id) => {}

@@ -345,6 +345,23 @@ impl SubagentControl {
         activation.task_id.get().cloned()
     }
 
+    /// Restores, as `interrupted`, the background tasks `parent`'s log shows started (by the
+    /// delegation tools or `send_message`) and never finished: an earlier kin process ended
+    /// while they ran. Their children stay continuable with `send_message`.
+    pub fn restore_interrupted(&self, parent: &Agent) {
+        let unfinished = parent.with_events(unfinished_tasks);
+        for (task, label, child) in unfinished {
+            let detail = match child {
+                Some(child) => format!(
+                    "kin restarted before the task finished; send_message to subagent {child} continues it"
+                ),
+                None => "kin restarted before the task finished".to_owned(),
+            };
+            self.tasks
+                .restore_interrupted(&task, "subagent", &label, &parent.id, detail);
+        }
+    }
+
     /// The continuable children of `parent` in the store, oldest first, with the task of any
     /// activation running now. Ids that never reached the store are not listed.
     pub fn list_children(&self, parent: &str) -> Vec<ChildSummary> {
@@ -366,6 +383,85 @@ impl SubagentControl {
             })
             .collect()
     }
+}
+
+/// The subagent tasks a log shows started and never finished (no notice, no terminal
+/// `task_output` or `task_kill` result): (task id, label, child id if continuable).
+fn unfinished_tasks(events: &[crate::session::Event]) -> Vec<(String, String, Option<String>)> {
+    use crate::session::EventBody;
+    let mut calls: HashMap<&str, (&str, serde_json::Value)> = HashMap::new();
+    let mut started: Vec<(String, String, Option<String>)> = Vec::new();
+    let mut finished: Vec<String> = Vec::new();
+    let argument = |args: &serde_json::Value, key: &str| {
+        args.get(key)
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    for event in events {
+        match &event.body {
+            EventBody::ToolCall(call) => {
+                let args = serde_json::from_str(&call.arguments).unwrap_or_default();
+                calls.insert(call.call_id.as_str(), (call.name.as_str(), args));
+            }
+            EventBody::ToolResult(result) => {
+                let Some(part) = result.message.content.first() else {
+                    continue;
+                };
+                let Some((name, args)) = calls.get(part.tool_call_id.as_str()) else {
+                    continue;
+                };
+                if part.is_error {
+                    continue;
+                }
+                let text = result.text();
+                let words: Vec<&str> = text.split(' ').collect();
+                match (*name, words.as_slice()) {
+                    (_, ["started", "subagent", child, "as", "task", task]) => started.push((
+                        (*task).to_owned(),
+                        argument(args, "description"),
+                        Some((*child).to_owned()),
+                    )),
+                    (_, ["started", "background", "subagent", "task", task]) => {
+                        started.push(((*task).to_owned(), argument(args, "description"), None))
+                    }
+                    (
+                        "send_message",
+                        ["message", "started", "task", task, "continuing", "subagent", child],
+                    ) => {
+                        let message = vec![UserPart::Text {
+                            text: argument(args, "message"),
+                        }];
+                        started.push((
+                            (*task).to_owned(),
+                            resume_label(&message),
+                            Some((*child).to_owned()),
+                        ))
+                    }
+                    ("task_kill", _) => finished.push(argument(args, "task_id")),
+                    ("task_output", _) => {
+                        let status = text.rsplit("[status: ").next().unwrap_or_default();
+                        if !status.starts_with("running") && !status.starts_with("stopping") {
+                            finished.push(argument(args, "task_id"));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            EventBody::UserMessage(message) if message.source["kind"] == "plugin" => {
+                for part in &message.content {
+                    if let UserPart::Text { text } = part {
+                        if let Some(rest) = text.strip_prefix("background task ") {
+                            finished.extend(rest.split(' ').next().map(str::to_owned));
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    started.retain(|(task, _, _)| !finished.contains(task));
+    started
 }
 
 /// Reads one child's file if its header names the parent (`needle`); `None` for other

@@ -4,7 +4,8 @@
 //! after a kill, then settles once as `completed`, `killed` or `failed`. Tasks may belong to a
 //! session: only that session can read, wait for or kill them. When a task settles and nobody
 //! has seen the result yet (no terminal read or wait, no kill), its owner gets one notice.
-//! Knows nothing of what the work is.
+//! A task that was running when an earlier kin process ended is restored as `interrupted`
+//! when its owner's session is opened again. Knows nothing of what the work is.
 
 mod tools;
 
@@ -27,6 +28,8 @@ pub enum TaskStatus {
     Completed,
     Killed,
     Failed,
+    /// Started by an earlier kin process that ended before the result was read.
+    Interrupted,
 }
 
 impl TaskStatus {
@@ -37,11 +40,15 @@ impl TaskStatus {
             Self::Completed => "completed",
             Self::Killed => "killed",
             Self::Failed => "failed",
+            Self::Interrupted => "interrupted",
         }
     }
 
     pub fn is_terminal(self) -> bool {
-        matches!(self, Self::Completed | Self::Killed | Self::Failed)
+        matches!(
+            self,
+            Self::Completed | Self::Killed | Self::Failed | Self::Interrupted
+        )
     }
 }
 
@@ -230,6 +237,65 @@ impl TaskService {
             let _ = settled_tx.send(true);
         });
         Ok(id)
+    }
+
+    /// Records a task an earlier process started for `owner` and never finished, as
+    /// `interrupted` (already reported: no notice). Ids already in use are left alone; later
+    /// ids of the kind are numbered after it.
+    pub fn restore_interrupted(
+        &self,
+        id: &str,
+        kind: &str,
+        label: &str,
+        owner: &str,
+        detail: String,
+    ) {
+        let Some(number) = id
+            .strip_prefix(kind)
+            .and_then(|rest| rest.strip_prefix('-'))
+            .and_then(|n| n.parse::<u64>().ok())
+        else {
+            return;
+        };
+        let mut state = self.state();
+        if state.tasks.contains_key(id) {
+            return;
+        }
+        let counter = state.counters.entry(kind.to_owned()).or_insert(0);
+        *counter = (*counter).max(number);
+        let (_, settled) = watch::channel(true);
+        state.order.push(id.to_owned());
+        state.tasks.insert(
+            id.to_owned(),
+            Task {
+                snapshot: TaskSnapshot {
+                    id: id.to_owned(),
+                    kind: kind.to_owned(),
+                    label: label.to_owned(),
+                    owner: Some(owner.to_owned()),
+                    status: TaskStatus::Interrupted,
+                    detail: Some(detail),
+                    output: None,
+                },
+                reported: true,
+                waiters: 0,
+                cancel: CancellationToken::new(),
+                settled,
+            },
+        );
+    }
+
+    /// Asks every running task of `owner` to stop (its session closed); they settle as killed.
+    pub fn cancel_owned(&self, owner: &str) {
+        let mut state = self.state();
+        for task in state.tasks.values_mut() {
+            if task.snapshot.owner.as_deref() == Some(owner)
+                && task.snapshot.status == TaskStatus::Running
+            {
+                task.cancel.cancel();
+                task.snapshot.status = TaskStatus::Stopping;
+            }
+        }
     }
 
     /// Records the outcome (first settlement wins) and sends the notice if nobody saw it.

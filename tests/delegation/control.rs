@@ -513,3 +513,81 @@ async fn list_children_reports_this_parents_continuable_children() {
     assert_eq!(summary.task, None);
     assert_eq!(summary.description.as_deref(), Some("child task"));
 }
+
+#[tokio::test]
+async fn after_a_restart_a_running_child_shows_interrupted_and_can_be_continued() {
+    let gate = Gate::new();
+    let held = gate.clone();
+    let first = ScriptedModel::new(move |req| {
+        if last_tool_result(req).is_some() {
+            return text("started it");
+        }
+        match last_user_text(req).as_str() {
+            "parent: go" => calls(&[(
+                "subagent",
+                json!({"description": "bg", "prompt": "child task", "run_in_background": true}),
+            )]),
+            _ => Reply::Gated(held.clone(), text_chunks("never")),
+        }
+    });
+    let world = World::new(first);
+    let parent = world.session();
+    world.prompt(&parent, "parent: go").await;
+    gate.wait_entered().await;
+    let child = world.only_child(&parent.id);
+    world.runtime.shutdown().await;
+
+    // A new process on the same home: the editor loads the parent again.
+    let second = kin::runtime::Runtime::new(
+        world.home.path(),
+        answers(),
+        kin::tools::ToolRegistry::new(),
+        Default::default(),
+    )
+    .unwrap();
+    let parent = second
+        .open_session(&parent.id, world.cwd.path().to_owned())
+        .unwrap();
+    let task = second.tasks.read("subagent-1", &parent.id).unwrap();
+    assert_eq!(task.status, TaskStatus::Interrupted);
+    assert_eq!(
+        task.status_line(),
+        format!(
+            "[status: interrupted, kin restarted before the task finished; send_message to \
+             subagent {child} continues it]"
+        )
+    );
+    let next = second
+        .control
+        .send_message(&parent, &child, prompt("and then?"), None)
+        .unwrap();
+    assert_eq!(next, Delivery::Started("subagent-2".into()));
+    let done = second
+        .tasks
+        .wait(
+            "subagent-2",
+            Duration::from_secs(60),
+            &parent.id,
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(done.output.as_deref(), Some("second answer"));
+}
+
+#[tokio::test]
+async fn closing_a_session_cancels_the_tasks_it_owns() {
+    let gate = Gate::new();
+    let held = gate.clone();
+    let world = World::new(ScriptedModel::new(move |_| {
+        Reply::Gated(held.clone(), text_chunks("never"))
+    }));
+    let parent = world.session();
+    let (child, task) = start(&world, request(&parent, "child task"));
+    gate.wait_entered().await;
+    world.runtime.tasks.cancel_owned(&parent.id);
+    world.runtime.tasks.until_settled(&task).await;
+    let done = world.runtime.tasks.peek(&task, &parent.id).unwrap();
+    assert_eq!(done.status, TaskStatus::Killed);
+    assert!(world.runtime.live(&child).is_none());
+}
