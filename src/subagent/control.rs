@@ -191,6 +191,16 @@ impl SubagentControl {
             return self.steer(&activation, parent, child_id, message);
         }
         let label = resume_label(&message);
+        if !self.store.exists(child_id) {
+            // Never stored (unknown, or a start that failed before it wrote anything): the
+            // new task fails at once, before this returns, so its notice has a fixed place.
+            let failed =
+                TaskOutcome::failed(SubagentError::Unavailable(child_id.to_owned()).detail());
+            let task_id =
+                self.tasks
+                    .start_settled("subagent", &label, Some(parent.id.clone()), failed)?;
+            return Ok(Delivery::Started(task_id));
+        }
         let begin = self.resume_producer(parent.clone(), child_id.to_owned(), message, client);
         let task_id = self.start_activation(child_id, &label, parent.id.clone(), begin)?;
         Ok(Delivery::Started(task_id))

@@ -190,40 +190,7 @@ impl TaskService {
         owner: Option<String>,
         work: impl FnOnce(CancellationToken) -> BoxFuture<'static, TaskOutcome>,
     ) -> Result<String, TaskError> {
-        if kind.is_empty() || label.is_empty() {
-            return Err(TaskError::BadStart);
-        }
-        if self.shutdown.is_cancelled() {
-            return Err(TaskError::ShuttingDown);
-        }
-        let cancel = self.shutdown.child_token();
-        let (settled_tx, settled_rx) = watch::channel(false);
-        let id = {
-            let mut state = self.state();
-            let counter = state.counters.entry(kind.to_owned()).or_insert(0);
-            *counter += 1;
-            let id = format!("{kind}-{counter}");
-            state.order.push(id.clone());
-            state.tasks.insert(
-                id.clone(),
-                Task {
-                    snapshot: TaskSnapshot {
-                        id: id.clone(),
-                        kind: kind.to_owned(),
-                        label: label.to_owned(),
-                        owner,
-                        status: TaskStatus::Running,
-                        detail: None,
-                        output: None,
-                    },
-                    reported: false,
-                    waiters: 0,
-                    cancel: cancel.clone(),
-                    settled: settled_rx,
-                },
-            );
-            id
-        };
+        let (id, cancel, settled_tx) = self.register(kind, label, owner)?;
         let future = work(cancel);
         let service = Arc::clone(self);
         let task_id = id.clone();
@@ -237,6 +204,62 @@ impl TaskService {
             let _ = settled_tx.send(true);
         });
         Ok(id)
+    }
+
+    /// Records a task whose outcome is known before it would start (it settles, with its
+    /// notice, before this returns).
+    pub fn start_settled(
+        &self,
+        kind: &str,
+        label: &str,
+        owner: Option<String>,
+        outcome: TaskOutcome,
+    ) -> Result<String, TaskError> {
+        let (id, _, settled_tx) = self.register(kind, label, owner)?;
+        self.settle(&id, outcome);
+        let _ = settled_tx.send(true);
+        Ok(id)
+    }
+
+    /// Allocates the id and records the task as running.
+    fn register(
+        &self,
+        kind: &str,
+        label: &str,
+        owner: Option<String>,
+    ) -> Result<(String, CancellationToken, watch::Sender<bool>), TaskError> {
+        if kind.is_empty() || label.is_empty() {
+            return Err(TaskError::BadStart);
+        }
+        if self.shutdown.is_cancelled() {
+            return Err(TaskError::ShuttingDown);
+        }
+        let cancel = self.shutdown.child_token();
+        let (settled_tx, settled_rx) = watch::channel(false);
+        let mut state = self.state();
+        let counter = state.counters.entry(kind.to_owned()).or_insert(0);
+        *counter += 1;
+        let id = format!("{kind}-{counter}");
+        state.order.push(id.clone());
+        state.tasks.insert(
+            id.clone(),
+            Task {
+                snapshot: TaskSnapshot {
+                    id: id.clone(),
+                    kind: kind.to_owned(),
+                    label: label.to_owned(),
+                    owner,
+                    status: TaskStatus::Running,
+                    detail: None,
+                    output: None,
+                },
+                reported: false,
+                waiters: 0,
+                cancel: cancel.clone(),
+                settled: settled_rx,
+            },
+        );
+        Ok((id, cancel, settled_tx))
     }
 
     /// Records a task an earlier process started for `owner` and never finished, as
