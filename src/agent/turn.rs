@@ -148,8 +148,13 @@ impl Turn<'_> {
                 }))?;
             }
         }
-        for body in self.agent.take_records() {
-            self.emit(body)?;
+        let records = self.agent.take_records();
+        if !records.is_empty() {
+            for body in records {
+                self.emit(body)?;
+            }
+            // On disk at once: a child that crashes in its first step stays continuable.
+            self.state.log.flush()?;
         }
         for step in 1..=self.deps.max_steps {
             if self.cancel.is_cancelled() {

@@ -247,6 +247,8 @@ impl SubagentControl {
         let control = Arc::clone(self);
         Box::new(move |cancel| {
             async move {
+                // Under the lock, nobody else writes the child while it is read and run.
+                let held = lock_child(&control.store, &child_id)?;
                 let (header, descriptor) = control.lookup(&child_id).await?;
                 // The store takes no cancellation: a kill during lookup stops here.
                 if cancel.is_cancelled() {
@@ -257,7 +259,6 @@ impl SubagentControl {
                 }
                 let descriptor =
                     descriptor.ok_or_else(|| SubagentError::NoDescriptor(child_id.clone()))?;
-                let held = lock_child(&control.store, &child_id)?;
                 let provider = descriptor.provider.clone();
                 let request = ResumeRequest {
                     session_id: child_id,
@@ -363,9 +364,9 @@ impl SubagentControl {
         for (task, label, child) in unfinished {
             let detail = match child {
                 Some(child) => format!(
-                    "kin restarted before the task finished; send_message to subagent {child} continues it"
+                    "started by an earlier kin process; send_message to subagent {child} continues it"
                 ),
-                None => "kin restarted before the task finished".to_owned(),
+                None => "started by an earlier kin process".to_owned(),
             };
             self.tasks
                 .restore_interrupted(&task, "subagent", &label, &parent.id, detail);

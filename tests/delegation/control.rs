@@ -553,8 +553,8 @@ async fn after_a_restart_a_running_child_shows_interrupted_and_can_be_continued(
     assert_eq!(
         task.status_line(),
         format!(
-            "[status: interrupted, kin restarted before the task finished; send_message to \
-             subagent {child} continues it]"
+            "[status: interrupted, started by an earlier kin process; send_message to subagent \
+             {child} continues it]"
         )
     );
     let next = second
