@@ -10,7 +10,7 @@
 //! the same child at once.
 
 use std::collections::HashMap;
-use std::fs::{File, TryLockError};
+use std::fs::File;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use futures::future::BoxFuture;
@@ -87,8 +87,13 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// A child's advisory lock, held for one activation (released on drop).
+type ChildLock = nix::fcntl::Flock<File>;
+
 type Begin = Box<
-    dyn FnOnce(CancellationToken) -> BoxFuture<'static, Result<(Run, Option<File>), SubagentError>>
+    dyn FnOnce(
+            CancellationToken,
+        ) -> BoxFuture<'static, Result<(Run, Option<ChildLock>), SubagentError>>
         + Send,
 >;
 
@@ -538,15 +543,18 @@ fn summarize_child(path: &std::path::Path, needle: &str) -> Option<(u64, ChildSu
     ))
 }
 
-/// Takes the child's advisory lock for one activation (released when the file is dropped).
-fn lock_child(store: &SessionStore, child_id: &str) -> Result<File, SubagentError> {
+/// Takes the advisory lock (`flock`) on the child's session file for one activation. Another
+/// kin process holding it runs the child now.
+fn lock_child(store: &SessionStore, child_id: &str) -> Result<ChildLock, SubagentError> {
+    use nix::errno::Errno;
+    use nix::fcntl::{Flock, FlockArg};
     let unavailable = || SubagentError::Unavailable(child_id.to_owned());
     let path = store.path(child_id).map_err(|_| unavailable())?;
     let file = File::open(&path).map_err(|_| unavailable())?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(TryLockError::WouldBlock) => Err(SubagentError::ActiveElsewhere(child_id.to_owned())),
-        Err(TryLockError::Error(error)) => {
+    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(lock) => Ok(lock),
+        Err((_, Errno::EWOULDBLOCK)) => Err(SubagentError::ActiveElsewhere(child_id.to_owned())),
+        Err((_, error)) => {
             tracing::warn!(%error, child = child_id, "could not lock a child's session file");
             Err(unavailable())
         }

@@ -303,7 +303,7 @@ async fn task_kill_stops_a_background_child() {
         .and_then(|rest| rest.strip_suffix(" as task subagent-1"))
         .unwrap();
     assert!(uuid::Uuid::parse_str(child).is_ok(), "{started}");
-    assert_eq!(world.stored(), [parent.id.clone()]);
+    assert_eq!(world.stored(), std::slice::from_ref(&parent.id));
     assert_eq!(
         texts,
         [
