@@ -337,3 +337,84 @@ async fn another_session_cannot_read_a_task() {
         "task subagent-1 belongs to another session"
     );
 }
+
+#[tokio::test]
+async fn send_message_and_list_agents_render_their_routes() {
+    let world = World::new(ScriptedModel::new(|req| {
+        let asked = last_user_text(req);
+        match asked.as_str() {
+            "work" => return text("CHILD_OK"),
+            "more" => return text("CHILD_MORE"),
+            _ => {}
+        }
+        if let Some(HistoryItem::ToolResult { .. }) = req.history.last() {
+            return text("done");
+        }
+        if asked == "parent: start" {
+            return calls(&[
+                (
+                    "subagent",
+                    json!({"description": "bg", "prompt": "work", "run_in_background": true}),
+                ),
+                (
+                    "task_output",
+                    json!({"task_id": "subagent-1", "wait": true}),
+                ),
+            ]);
+        }
+        // The child id, from the first turn's tool result.
+        let child = req
+            .history
+            .iter()
+            .find_map(|item| match item {
+                HistoryItem::ToolResult { text, .. } => text
+                    .strip_prefix("started subagent ")
+                    .and_then(|rest| rest.split(' ').next())
+                    .map(str::to_owned),
+                _ => None,
+            })
+            .unwrap();
+        calls(&[
+            (
+                "send_message",
+                json!({"subagent_id": child, "message": "more"}),
+            ),
+            (
+                "task_output",
+                json!({"task_id": "subagent-2", "wait": true}),
+            ),
+            ("list_agents", json!({})),
+            ("send_message", json!({"subagent_id": child})),
+        ])
+    }));
+    let parent = world.session();
+    world.prompt(&parent, "parent: start").await;
+    world.prompt(&parent, "parent: again").await;
+    let child = world.only_child(&parent.id);
+    // (The scripted call ids repeat across turns, so compare texts only.)
+    let results: Vec<(String, bool)> = results(&world, &parent.id)
+        .into_iter()
+        .map(|(_, text, error)| (text, error))
+        .collect();
+    assert_eq!(
+        results[2..],
+        [
+            (
+                format!("message started task subagent-2 continuing subagent {child}"),
+                false
+            ),
+            ("CHILD_MORE\n[status: completed]".into(), false),
+            (
+                format!(
+                    "{child} [spawn] idle, turns: 2, last stop: completed, model: default — work"
+                ),
+                false
+            ),
+            (
+                "Error: `subagent_id` and `message` must be strings; the message was not delivered"
+                    .into(),
+                true
+            ),
+        ]
+    );
+}
