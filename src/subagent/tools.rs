@@ -150,6 +150,7 @@ impl Tool for SubagentTool {
         let runtime = self.runtime.upgrade();
         let provider = self.provider.clone();
         let max_depth = self.max_depth;
+        let continuable = self.continuable();
         async move {
             let Some(runtime) = runtime else {
                 return failure(&SubagentError::Setup("kin is shutting down".into()));
@@ -183,12 +184,7 @@ impl Tool for SubagentTool {
             request.max_depth = max_depth;
             request.label = Some(label.clone());
             request.client = cx.client.clone();
-            if background
-                && runtime
-                    .subagents
-                    .get(&provider)
-                    .is_some_and(|p| p.can_resume())
-            {
+            if background && continuable {
                 return match runtime
                     .control
                     .start_continuable(&provider, &label, request)
