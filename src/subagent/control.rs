@@ -281,21 +281,22 @@ impl SubagentControl {
     }
 
     /// The child's header and the descriptor folded from its own events (after its seed).
+    /// Reads the lines without decoding the transcript: the provider loads it next.
     async fn lookup(&self, child_id: &str) -> Result<(Header, Option<Descriptor>), SubagentError> {
-        let store = self.store.clone();
-        let id = child_id.to_owned();
-        let loaded = tokio::task::spawn_blocking(move || store.load(&id))
+        let unavailable = || SubagentError::Unavailable(child_id.to_owned());
+        let path = self.store.path(child_id).map_err(|_| unavailable())?;
+        let bytes = tokio::task::spawn_blocking(move || std::fs::read(path))
             .await
             .ok()
             .and_then(Result::ok)
-            .ok_or_else(|| SubagentError::Unavailable(child_id.to_owned()))?;
-        let seed = loaded.header.seed_length.unwrap_or(0);
-        let own = usize::try_from(seed)
-            .ok()
-            .and_then(|seed| loaded.events.get(seed..))
-            .unwrap_or_default();
-        let descriptor = Descriptor::fold(own);
-        Ok((loaded.header, descriptor))
+            .ok_or_else(unavailable)?;
+        let (header, own) = own_lines(&bytes).ok_or_else(unavailable)?;
+        let descriptor = own
+            .into_iter()
+            .find(|line| line.starts_with(DESCRIPTOR_PREFIX))
+            .and_then(event_data)
+            .and_then(|data| Descriptor::parse(&data));
+        Ok((header, descriptor))
     }
 
     /// Installs the association, then starts the activation's task. The task disposes the
@@ -480,53 +481,52 @@ fn unfinished_tasks(events: &[crate::session::Event]) -> Vec<(String, String, Op
     started
 }
 
+/// How a descriptor line starts, as kin writes it.
+const DESCRIPTOR_PREFIX: &[u8] = br#"{"type":"subagent/descriptor""#;
+
+/// A log's header and the lines of its own events: those after the `seedLength` inherited
+/// ones (kin writes a seed one event per line).
+fn own_lines(bytes: &[u8]) -> Option<(Header, Vec<&[u8]>)> {
+    let mut lines = bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty());
+    let header: Header = serde_json::from_slice(lines.next()?).ok()?;
+    let seed = usize::try_from(header.seed_length.unwrap_or(0)).ok()?;
+    Some((header, lines.skip(seed).collect()))
+}
+
+/// The `data` of one event line.
+fn event_data(line: &[u8]) -> Option<serde_json::Value> {
+    let mut value: serde_json::Value = serde_json::from_slice(line).ok()?;
+    Some(value.get_mut("data")?.take())
+}
+
 /// Reads one child's file if its header names the parent (`needle`); `None` for other
 /// sessions and for children without a descriptor. Returns its creation time for ordering.
 fn summarize_child(path: &std::path::Path, needle: &str) -> Option<(u64, ChildSummary)> {
-    use std::io::Read;
-    // Cheap pre-check on the first bytes: most files are not this parent's children.
-    let mut file = File::open(path).ok()?;
-    let mut head = [0u8; 512];
-    let read = file.read(&mut head).ok()?;
-    let head = head.get(..read)?;
-    let first_line = head.split(|&b| b == b'\n').next()?;
+    let bytes = std::fs::read(path).ok()?;
+    // Cheap pre-check: most sessions are not this parent's children.
+    let first_line = bytes.split(|&b| b == b'\n').next()?;
     if !first_line
         .windows(needle.len())
         .any(|w| w == needle.as_bytes())
     {
         return None;
     }
-    let bytes = std::fs::read(path).ok()?;
-    let mut lines = bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty());
-    let header: Header = serde_json::from_slice(lines.next()?).ok()?;
-    let mut lines = lines.peekable();
-    if header.seed_length.is_some() {
-        // A fork's inherited events end at its `session/end-seed`.
-        for line in lines.by_ref() {
-            if line.starts_with(br#"{"type":"session/end-seed""#) {
-                break;
-            }
-        }
-    }
-    let data = |line: &[u8]| -> Option<serde_json::Value> {
-        let mut value: serde_json::Value = serde_json::from_slice(line).ok()?;
-        Some(value.get_mut("data")?.take())
-    };
+    let (header, own) = own_lines(&bytes)?;
     let (mut descriptor, mut title, mut last_end, mut turns) = (None, None, None, 0u32);
-    for line in lines {
+    for line in own {
         if line.starts_with(br#"{"type":"turn/start""#) {
             turns += 1;
         } else if line.starts_with(br#"{"type":"turn/end""#) {
             last_end = Some(line);
-        } else if descriptor.is_none() && line.starts_with(br#"{"type":"subagent/descriptor""#) {
-            descriptor = data(line).and_then(|d| Descriptor::parse(&d));
+        } else if descriptor.is_none() && line.starts_with(DESCRIPTOR_PREFIX) {
+            descriptor = event_data(line).and_then(|d| Descriptor::parse(&d));
         } else if title.is_none() && line.starts_with(br#"{"type":"session/title""#) {
-            title = data(line).and_then(|d| d.get("title")?.as_str().map(str::to_owned));
+            title = event_data(line).and_then(|d| d.get("title")?.as_str().map(str::to_owned));
         }
     }
     let descriptor = descriptor?;
     let last_stop = last_end
-        .and_then(data)
+        .and_then(event_data)
         .and_then(|d| d.get("reason")?.get("kind")?.as_str().map(str::to_owned));
     Some((
         header.created_at,
