@@ -294,8 +294,7 @@ impl SubagentControl {
         let descriptor = own
             .into_iter()
             .find(|line| line.starts_with(DESCRIPTOR_PREFIX))
-            .and_then(event_data)
-            .and_then(|data| Descriptor::parse(&data));
+            .and_then(descriptor_of);
         Ok((header, descriptor))
     }
 
@@ -386,11 +385,32 @@ impl SubagentControl {
         let Ok(entries) = std::fs::read_dir(self.store.dir()) else {
             return Vec::new();
         };
-        let mut found: Vec<(u64, ChildSummary)> = entries
+        let paths: Vec<std::path::PathBuf> = entries
             .flatten()
-            .filter(|entry| entry.path().extension().is_some_and(|ext| ext == "jsonl"))
-            .filter_map(|entry| summarize_child(&entry.path(), &needle))
+            .map(|entry| entry.path())
+            .filter(|path| path.extension().is_some_and(|ext| ext == "jsonl"))
             .collect();
+        // Reading thousands of small files is I/O-bound: spread it over the cores.
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
+        let share = paths.len().div_ceil(threads).max(1);
+        let mut found: Vec<(u64, ChildSummary)> = std::thread::scope(|scope| {
+            let workers: Vec<_> = paths
+                .chunks(share)
+                .map(|chunk| {
+                    let needle = &needle;
+                    scope.spawn(move || {
+                        chunk
+                            .iter()
+                            .filter_map(|path| summarize_child(path, needle))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .flat_map(|worker| worker.join().unwrap_or_default())
+                .collect()
+        });
         found.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.id.cmp(&b.1.id)));
         found
             .into_iter()
@@ -493,10 +513,18 @@ fn own_lines(bytes: &[u8]) -> Option<(Header, Vec<&[u8]>)> {
     Some((header, lines.skip(seed).collect()))
 }
 
-/// The `data` of one event line.
-fn event_data(line: &[u8]) -> Option<serde_json::Value> {
-    let mut value: serde_json::Value = serde_json::from_slice(line).ok()?;
-    Some(value.get_mut("data")?.take())
+/// The `data` of one event line, as `T`.
+fn event_data<T: serde::de::DeserializeOwned>(line: &[u8]) -> Option<T> {
+    #[derive(serde::Deserialize)]
+    struct Line<T> {
+        data: T,
+    }
+    serde_json::from_slice::<Line<T>>(line).ok().map(|l| l.data)
+}
+
+/// A descriptor line's data, if it is a resumable (version 1) descriptor.
+fn descriptor_of(line: &[u8]) -> Option<Descriptor> {
+    event_data::<Descriptor>(line).filter(|d| d.version == DESCRIPTOR_VERSION)
 }
 
 /// Reads one child's file if its header names the parent (`needle`); `None` for other
@@ -519,15 +547,27 @@ fn summarize_child(path: &std::path::Path, needle: &str) -> Option<(u64, ChildSu
         } else if line.starts_with(br#"{"type":"turn/end""#) {
             last_end = Some(line);
         } else if descriptor.is_none() && line.starts_with(DESCRIPTOR_PREFIX) {
-            descriptor = event_data(line).and_then(|d| Descriptor::parse(&d));
+            descriptor = descriptor_of(line);
         } else if title.is_none() && line.starts_with(br#"{"type":"session/title""#) {
-            title = event_data(line).and_then(|d| d.get("title")?.as_str().map(str::to_owned));
+            #[derive(serde::Deserialize)]
+            struct Title {
+                title: String,
+            }
+            title = event_data::<Title>(line).map(|t| t.title);
         }
     }
     let descriptor = descriptor?;
+    #[derive(serde::Deserialize)]
+    struct Kind {
+        kind: String,
+    }
+    #[derive(serde::Deserialize)]
+    struct End {
+        reason: Kind,
+    }
     let last_stop = last_end
-        .and_then(event_data)
-        .and_then(|d| d.get("reason")?.get("kind")?.as_str().map(str::to_owned));
+        .and_then(event_data::<End>)
+        .map(|end| end.reason.kind);
     Some((
         header.created_at,
         ChildSummary {
