@@ -78,19 +78,25 @@ fn prompt(text: &str) -> Vec<UserPart> {
 }
 
 async fn child_overhead(runtime: &Arc<Runtime>, cwd: &std::path::Path) {
-    let parent = runtime.create_session(cwd.to_owned(), vec![]).unwrap();
+    let parent = runtime
+        .host()
+        .create_session(cwd.to_owned(), vec![])
+        .unwrap();
     let (mut child_times, mut turn_times) = (Vec::new(), Vec::new());
     for i in 0..520 {
         let started = Instant::now();
         let request = StartRequest::new(prompt("go"), parent.clone(), CancellationToken::new());
-        let run = runtime.subagents.start("spawn", request).await.unwrap();
+        let run = runtime.subagents().start("spawn", request).await.unwrap();
         let result = run.result().await;
         let elapsed = started.elapsed();
         run.dispose().await;
         assert_eq!(result.stop_reason, StopReason::Completed);
 
-        let top = runtime.create_session(cwd.to_owned(), vec![]).unwrap();
-        let deps = runtime.turn_deps(&top);
+        let top = runtime
+            .host()
+            .create_session(cwd.to_owned(), vec![])
+            .unwrap();
+        let deps = runtime.host().turn_deps(&top);
         let started = Instant::now();
         top.run_turn(prompt("go"), &deps, &|_| {}, CancellationToken::new())
             .await
@@ -111,18 +117,21 @@ async fn child_overhead(runtime: &Arc<Runtime>, cwd: &std::path::Path) {
 }
 
 async fn many_background(runtime: &Arc<Runtime>, cwd: &std::path::Path) {
-    let parent = runtime.create_session(cwd.to_owned(), vec![]).unwrap();
+    let parent = runtime
+        .host()
+        .create_session(cwd.to_owned(), vec![])
+        .unwrap();
     let started = Instant::now();
     let mut ids = Vec::new();
     for _ in 0..1000 {
-        let service = runtime.subagents.clone();
+        let service = runtime.subagents().clone();
         let parent = parent.clone();
         let id = runtime
-            .tasks
+            .tasks()
             .start(
                 "subagent",
                 "bench child",
-                Some(parent.id.clone()),
+                Some(parent.id.as_str().into()),
                 move |cancel| {
                     Box::pin(async move {
                         let request = StartRequest::new(prompt("go"), parent, cancel);
@@ -147,7 +156,7 @@ async fn many_background(runtime: &Arc<Runtime>, cwd: &std::path::Path) {
     let mut completed = 0;
     for id in &ids {
         let snapshot = runtime
-            .tasks
+            .tasks()
             .wait(id, Duration::from_secs(120), &parent.id, &never)
             .await
             .unwrap();
@@ -161,8 +170,11 @@ async fn many_background(runtime: &Arc<Runtime>, cwd: &std::path::Path) {
 }
 
 async fn fork_big_parent(runtime: &Arc<Runtime>, cwd: &std::path::Path) {
-    let parent = runtime.create_session(cwd.to_owned(), vec![]).unwrap();
-    let deps = runtime.turn_deps(&parent);
+    let parent = runtime
+        .host()
+        .create_session(cwd.to_owned(), vec![])
+        .unwrap();
+    let deps = runtime.host().turn_deps(&parent);
     // Each turn of the instant model writes 10 events.
     for _ in 0..1000 {
         parent
@@ -175,7 +187,7 @@ async fn fork_big_parent(runtime: &Arc<Runtime>, cwd: &std::path::Path) {
     for i in 0..35 {
         let started = Instant::now();
         let request = StartRequest::new(prompt("go"), parent.clone(), CancellationToken::new());
-        let run = runtime.subagents.start("fork", request).await.unwrap();
+        let run = runtime.subagents().start("fork", request).await.unwrap();
         let published = started.elapsed();
         run.result().await;
         run.dispose().await;

@@ -1,6 +1,7 @@
-//! `kin run`: one turn without an editor, for scripts and parent processes. Drives the
-//! [`Runtime`] in-process: the answer text streams to stdout, tool activity to stderr; or, with
-//! `json`, every session event is written to stdout as its log line. Knows nothing of ACP.
+//! `kin run`: one turn without an editor, for scripts and parent processes. Runs the turn
+//! through the session host in-process: the answer text streams to stdout, tool activity to
+//! stderr; or, with `json`, every session event is written to stdout as its log line. Knows
+//! nothing of ACP.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -9,7 +10,8 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::{TurnError, TurnOutcome};
+use crate::agent::host::{HostEvent, StopReason};
+use crate::agent::TurnError;
 use crate::model::Credentials;
 use crate::runtime::{Runtime, RuntimeError};
 use crate::session::{AssistantChunk, Chunk, Event, EventBody, UserPart};
@@ -41,26 +43,27 @@ pub enum HeadlessError {
 
 /// What the command line reports: the exit status and, unless the turn completed, a message.
 pub fn exit_status(
-    result: &Result<TurnOutcome, HeadlessError>,
+    result: &Result<StopReason, HeadlessError>,
     max_steps: u32,
 ) -> (u8, Option<String>) {
     match result {
-        Ok(TurnOutcome::Completed) => (0, None),
-        Ok(TurnOutcome::Cancelled) => (EXIT_CANCELLED, Some("the turn was cancelled".into())),
-        Ok(TurnOutcome::MaxTokens) => (
+        Ok(StopReason::EndTurn) => (0, None),
+        Ok(StopReason::Cancelled) => (EXIT_CANCELLED, Some("the turn was cancelled".into())),
+        Ok(StopReason::MaxTokens) => (
             EXIT_STOPPED,
             Some("the model stopped at its output limit (stop reason max_tokens)".into()),
         ),
-        Ok(TurnOutcome::Refusal) => (
+        Ok(StopReason::Refusal) => (
             EXIT_STOPPED,
             Some("the model refused to answer (stop reason refusal)".into()),
         ),
-        Ok(TurnOutcome::MaxSteps) => (
+        Ok(StopReason::MaxTurnRequests) => (
             EXIT_STOPPED,
             Some(format!(
                 "the turn reached kin's limit of {max_steps} model calls (stop reason max_turn_requests)"
             )),
         ),
+        Ok(StopReason::Error) => (1, Some("the turn failed".into())),
         Err(error) => (1, Some(error.to_string())),
     }
 }
@@ -71,32 +74,51 @@ pub async fn run(
     runtime: &Arc<Runtime>,
     options: &HeadlessOptions,
     cancel: CancellationToken,
-) -> Result<TurnOutcome, HeadlessError> {
-    if let Credentials::Missing { hint } = runtime.model.credentials() {
+) -> Result<StopReason, HeadlessError> {
+    let host = runtime.host();
+    if let Credentials::Missing { hint } = host.model().credentials() {
         return Err(HeadlessError::MissingKey(hint));
     }
     let agent = match &options.session {
-        Some(id) => runtime.open_session(id, options.cwd.clone())?,
-        None => runtime.create_session(options.cwd.clone(), Vec::new())?,
+        Some(id) => {
+            let agent = host.open_session(id, options.cwd.clone())?;
+            runtime.control().restore_interrupted(&agent);
+            agent
+        }
+        None => host.create_session(options.cwd.clone(), Vec::new())?,
     };
-    let deps = runtime.turn_deps(&agent);
-    let printer = Printer {
+    let printer = Arc::new(Printer {
         json: options.json,
         wrote_text: AtomicBool::new(false),
         ends_with_newline: AtomicBool::new(true),
-    };
-    let observe = |event: &Event| printer.event(event);
+    });
+    let session = agent.id.clone();
+    let shown = printer.clone();
+    let _printing = host.events().subscribe(move |event| {
+        if let HostEvent::Appended { agent, event } = event {
+            if agent.id == session {
+                shown.event(event);
+            }
+        }
+    });
     let prompt = vec![UserPart::Text {
         text: options.prompt.clone(),
     }];
-    let outcome = agent.run_turn(prompt, &deps, &observe, cancel).await;
+    let outcome = host
+        .start_turn(agent.clone(), prompt, None, cancel.clone())
+        .await;
     printer.finish();
     let _ = writeln!(
         std::io::stderr(),
         "kin: session {id} (continue it with --session {id})",
         id = agent.id
     );
-    Ok(outcome?)
+    match StopReason::of(&outcome, cancel.is_cancelled()) {
+        StopReason::Error => Err(outcome
+            .err()
+            .map_or(HeadlessError::Turn(TurnError::Stopped), HeadlessError::Turn)),
+        stop => Ok(stop),
+    }
 }
 
 /// Writes events as they happen. Write errors (a closed pipe) are ignored: the turn still

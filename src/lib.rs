@@ -4,19 +4,26 @@
 //! # Layout
 //! - [`rpc`]: JSON-RPC 2.0 peer over any byte streams (editor on stdio, children on pipes).
 //! - [`acp`]: the ACP boundary; requests in, `session/update`s out; the editor bridge over ACP.
-//! - [`runtime`]: the one process-wide [`runtime::Runtime`] (store, model, tools, live agents).
-//! - [`agent`]: the turn loop of one live session.
+//! - [`headless`]: `kin run`, one turn without an editor.
+//! - [`runtime`]: wiring only: puts the session host, background tasks and delegation together
+//!   into the one process-wide [`runtime::Runtime`].
+//! - [`agent`]: the turn loop of one live session, and [`agent::host`], the session host: live
+//!   sessions, store, models, the one turn driver and the host event stream.
+//! - [`subagent`]: delegation to child agents (`spawn`, `fork`), the `subagent` tools, and
+//!   [`subagent::ChildHost`], the host as children see it.
+//! - [`tasks`]: background tasks and the `task_*` tools.
 //! - [`tools`]: the tool trait and registry; the coding tools (`read`, `write`, `edit`, `glob`,
 //!   `grep`, `bash`) with confinement, permissions and the editor bridge trait.
-//! - [`subagent`]: delegation to child agents (`spawn`, `fork`) and the `subagent` tools.
-//! - [`tasks`]: background tasks and the `task_*` tools.
 //! - [`model`]: the model trait; the OpenAI-compatible HTTP client; replay of recorded scenarios.
-//! - [`session`]: the durable JSONL session log and its folds.
-//! - [`scenario`]: drives `kin acp` through a recorded scenario (tests, `kin demo`, benches).
 //! - [`config`]: where kin keeps its data; the model configuration (flags, env, config file).
-//! - [`headless`]: `kin run`, one turn without an editor.
+//! - [`session`]: the durable JSONL session log and its folds.
+//! - [`scenario`]: drives `kin acp` through a recorded scenario (`kin demo`, tests, benches).
 //!
-//! Dependencies point down: `acp -> agent -> {tools, model, session} -> rpc`.
+//! Dependencies point down:
+//! `{acp, headless} -> runtime -> subagent -> agent -> tools -> model -> session`, where
+//! `subagent` also uses `tasks` (which uses `tools`), `acp` and `headless` also use `agent`
+//! directly, and `model` and `config` use each other (a model is built from its configuration).
+//! `session`, `rpc` and `time` use nothing else of kin; `scenario` uses `rpc` and `tools`.
 
 pub mod acp;
 pub mod agent;

@@ -186,7 +186,7 @@ async fn run(
     let result = headless::run(&runtime, &options, cancel).await;
     // Background children the turn started are cancelled and settle (their logs end cleanly).
     runtime.shutdown().await;
-    let (code, message) = headless::exit_status(&result, runtime.max_steps);
+    let (code, message) = headless::exit_status(&result, runtime.host().max_steps());
     if let Some(message) = message {
         eprintln!("kin: {message}");
     }

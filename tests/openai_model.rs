@@ -445,9 +445,10 @@ async fn cancelling_a_turn_closes_the_connection() {
     let runtime =
         Runtime::new(home.path(), model, ToolRegistry::new(), Default::default()).unwrap();
     let agent = runtime
+        .host()
         .create_session(cwd.path().to_owned(), Vec::new())
         .unwrap();
-    let deps = runtime.turn_deps(&agent);
+    let deps = runtime.host().turn_deps(&agent);
     let cancel = CancellationToken::new();
     let on_text = cancel.clone();
     let observe = move |event: &Event| {

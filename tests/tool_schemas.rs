@@ -36,7 +36,7 @@ fn all_specs() -> Vec<kin::model::ToolSpec> {
         Default::default(),
     )
     .unwrap();
-    runtime.tools.specs()
+    runtime.host().tools().specs()
 }
 
 #[test]

@@ -1,5 +1,5 @@
-//! Editor-facing ACP agent: decodes requests, calls the runtime, answers, and streams
-//! session events as `session/update` notifications.
+//! Editor-facing ACP agent: decodes requests, calls the session host, answers, and streams
+//! host events as `session/update` notifications.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,9 +23,10 @@ use serde_json::{json, Value};
 
 use super::bridge::AcpBridge;
 use super::{modes, updates};
-use crate::agent::{Agent, TurnError, TurnOutcome};
+use crate::agent::host::{StopReason as TurnStop, Subscription};
+use crate::agent::{Agent, TurnError};
 use crate::model::Credentials;
-use crate::rpc::{Handler, Peer, RequestContext, RpcError};
+use crate::rpc::{Handler, RequestContext, RpcError};
 use crate::runtime::{Runtime, RuntimeError};
 use crate::session::{StoreError, UserPart};
 use crate::time::iso8601;
@@ -46,6 +47,12 @@ pub struct AcpAgent {
     initialized: AtomicBool,
     /// What the client said it offers in `initialize` (fs, terminal, ...).
     client: Mutex<ClientCapabilities>,
+    /// Session events to the client as `session/update`s, from `initialize` on.
+    updates: Mutex<Option<Subscription>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl AcpAgent {
@@ -54,6 +61,7 @@ impl AcpAgent {
             runtime,
             initialized: AtomicBool::new(false),
             client: Mutex::new(ClientCapabilities::new()),
+            updates: Mutex::new(None),
         }
     }
 
@@ -175,12 +183,11 @@ impl Handler for AcpAgent {
         if let ClientRequest::InitializeRequest(init) = &request {
             // Set before the next line is read, so pipelined requests see it.
             self.initialized.store(true, Ordering::Release);
-            if init.client_capabilities.subagents.is_some() {
-                self.runtime.set_child_sink(super::subagents::sink(
-                    cx.peer.clone(),
-                    self.runtime.tools.clone(),
-                ));
-            }
+            let forward = super::subagents::forward(
+                cx.peer.clone(),
+                init.client_capabilities.subagents.is_some(),
+            );
+            *lock(&self.updates) = Some(self.runtime.host().events().subscribe(forward));
             tracing::debug!(version = ?init.protocol_version, client = ?init.client_info, "initialize");
             *self.client.lock().unwrap_or_else(|p| p.into_inner()) =
                 init.client_capabilities.clone();
@@ -202,7 +209,7 @@ impl Handler for AcpAgent {
             Ok(ClientNotification::CancelNotification(CancelNotification {
                 session_id, ..
             })) => {
-                if let Some(agent) = self.runtime.live(&session_id.0) {
+                if let Some(agent) = self.runtime.host().live(&session_id.0) {
                     agent.cancel();
                 }
             }
@@ -220,7 +227,7 @@ fn not_initialized(method: &str) -> RpcError {
 
 /// The auth method to advertise: only while the model lacks its key.
 fn auth_methods(runtime: &Runtime) -> Vec<AuthMethod> {
-    match runtime.model.credentials() {
+    match runtime.host().model().credentials() {
         Credentials::Missing { hint } => vec![AuthMethod::Agent(
             AuthMethodAgent::new(API_KEY_METHOD, "API key").description(format!(
                 "kin has no API key for its model: {hint}. A key added to the config file is \
@@ -242,16 +249,16 @@ fn auth_required(hint: &str) -> RpcError {
 /// `authenticate` with kin's method: looks for the key again (config file, key command,
 /// environment) and succeeds once there is one.
 async fn authenticate(runtime: &Runtime, method: &str) -> Result<Value, RpcError> {
-    if method != API_KEY_METHOD || runtime.model.credentials() == Credentials::NotNeeded {
+    if method != API_KEY_METHOD || runtime.host().model().credentials() == Credentials::NotNeeded {
         return Err(RpcError::invalid_params(format!(
             "invalid params: unknown authentication method {method:?}; {}",
-            match runtime.model.credentials() {
+            match runtime.host().model().credentials() {
                 Credentials::NotNeeded => "kin advertises none".to_owned(),
                 _ => format!("kin advertises only {API_KEY_METHOD:?}"),
             }
         )));
     }
-    match runtime.model.reload_credentials().await {
+    match runtime.host().model().reload_credentials().await {
         Credentials::Missing { hint } => Err(RpcError::new(
             AUTH_REQUIRED,
             format!("still no API key for the model: {hint}"),
@@ -299,6 +306,7 @@ async fn dispatch(
                 );
             }
             let agent = runtime
+                .host()
                 .create_session(req.cwd.clone(), additional)
                 .map_err(runtime_error)?;
             let mode = agent.permission_mode();
@@ -355,16 +363,18 @@ async fn dispatch(
         ClientRequest::CloseSessionRequest(req) => {
             let id = &req.session_id.0;
             // Closing a session stops the background work it owns.
-            runtime.tasks.cancel_owned(id);
-            match runtime.unpublish(id) {
+            runtime.tasks().cancel_owned(id);
+            match runtime.host().unpublish(id) {
                 Some(agent) => agent.settle().await,
-                None if runtime.store.exists(id) => {}
+                None if runtime.host().store().exists(id) => {}
                 None => return Err(session_not_found(id, None)),
             }
             answer(Ok(CloseSessionResponse::new()))
         }
         ClientRequest::DeleteSessionRequest(req) => {
+            runtime.tasks().cancel_owned(&req.session_id.0);
             runtime
+                .host()
                 .delete_session(&req.session_id.0)
                 .await
                 .map_err(store_error)?;
@@ -385,8 +395,11 @@ fn open_idle(
 ) -> Result<Arc<Agent>, RpcError> {
     check_roots(&cwd, &additional)?;
     let agent = runtime
+        .host()
         .open_session_in(id, cwd, Some(additional))
         .map_err(runtime_error)?;
+    // Background tasks an earlier process left unfinished show as interrupted.
+    runtime.control().restore_interrupted(&agent);
     if agent.is_running() {
         return Err(RpcError::invalid_request(format!(
             "invalid request: session {id} is running a prompt; cancel it or wait for it first"
@@ -411,7 +424,8 @@ fn list_sessions(
     };
     let cwd = cwd.map(|c| c.to_string_lossy().into_owned());
     let sessions: Vec<_> = runtime
-        .store
+        .host()
+        .store()
         .list()
         .map_err(store_error)?
         .into_iter()
@@ -441,9 +455,10 @@ fn list_sessions(
 
 /// The live agent of a session a request names; a stored but closed one says how to open it.
 fn live_agent(runtime: &Runtime, id: &str) -> Result<Arc<Agent>, RpcError> {
-    runtime.live(id).ok_or_else(|| {
+    runtime.host().live(id).ok_or_else(|| {
         let detail = runtime
-            .store
+            .host()
+            .store()
             .exists(id)
             .then_some("it is stored but not open: call session/load or session/resume first");
         session_not_found(id, detail)
@@ -522,41 +537,33 @@ async fn prompt(
     let id = req.session_id.0.to_string();
     let agent = live_agent(&runtime, &id)?;
     let parts = prompt_parts(req.prompt)?;
-    if let Credentials::Missing { hint } = runtime.model.credentials() {
+    if let Credentials::Missing { hint } = runtime.host().model().credentials() {
         return Err(auth_required(&hint));
     }
-    let mut deps = runtime.turn_deps(&agent);
-    deps.client = Some(Arc::new(AcpBridge::new(
-        cx.peer.clone(),
-        agent.id.clone(),
-        &client,
-    )));
-    let peer: Peer = cx.peer.clone();
-    let tools = agent.tools.clone();
-    let session_id = agent.id.clone();
-    let observe = move |event: &crate::session::Event| {
-        if let Some(update) = updates::live(event, &tools) {
-            peer.notify(
-                "session/update",
-                &SessionNotification::new(session_id.clone(), update),
-            );
-        }
-    };
-    let outcome = agent
-        .run_turn(parts, &deps, &observe, cx.cancel.child_token())
+    let bridge = Arc::new(AcpBridge::new(cx.peer.clone(), agent.id.clone(), &client));
+    // The turn's events reach the client through the host's event stream (see `initialize`).
+    let cancel = cx.cancel.child_token();
+    let outcome = runtime
+        .host()
+        .start_turn(agent, parts, Some(bridge), cancel.clone())
         .await;
-    let stop = match outcome {
-        Ok(TurnOutcome::Completed) => StopReason::EndTurn,
-        Ok(TurnOutcome::MaxTokens) => StopReason::MaxTokens,
-        Ok(TurnOutcome::Refusal) => StopReason::Refusal,
-        Ok(TurnOutcome::Cancelled) => StopReason::Cancelled,
-        Ok(TurnOutcome::MaxSteps) => StopReason::MaxTurnRequests,
-        Err(error @ TurnError::Busy { .. }) => {
-            return Err(RpcError::invalid_request(format!(
-                "invalid request: {error}"
-            )))
+    if let Err(error @ TurnError::Busy { .. }) = &outcome {
+        return Err(RpcError::invalid_request(format!(
+            "invalid request: {error}"
+        )));
+    }
+    let stop = match TurnStop::of(&outcome, cancel.is_cancelled()) {
+        TurnStop::EndTurn => StopReason::EndTurn,
+        TurnStop::MaxTokens => StopReason::MaxTokens,
+        TurnStop::Refusal => StopReason::Refusal,
+        TurnStop::Cancelled => StopReason::Cancelled,
+        TurnStop::MaxTurnRequests => StopReason::MaxTurnRequests,
+        TurnStop::Error => {
+            let detail = outcome
+                .err()
+                .map_or_else(|| "the turn failed".into(), |e| e.to_string());
+            return Err(RpcError::internal(detail));
         }
-        Err(error) => return Err(RpcError::internal(error.to_string())),
     };
     answer(Ok(PromptResponse::new(stop)))
 }

@@ -1,4 +1,4 @@
-//! The ACP boundary: editor-facing requests become runtime calls, session events become
+//! The ACP boundary: editor-facing requests become session-host calls, host events become
 //! `session/update` notifications ([`updates`]), tools reach the editor through [`bridge`], and
 //! the permission mode is shown as session modes and a config option ([`modes`]). The only
 //! module that knows ACP types.
@@ -23,8 +23,11 @@ use crate::runtime::Runtime;
 pub async fn serve_stdio(runtime: Arc<Runtime>, shutdown: CancellationToken) {
     let (peer, writer) = Peer::new(tokio::io::stdout());
     let agent = Arc::new(AcpAgent::new(runtime.clone()));
-    peer.serve(tokio::io::stdin(), agent, shutdown).await;
-    // Background children settle while their last reports can still be written.
+    peer.serve(tokio::io::stdin(), agent.clone(), shutdown)
+        .await;
+    // Background children settle while their last reports can still be written (the agent,
+    // kept until then, holds the subscription that forwards them).
     runtime.shutdown().await;
+    drop(agent);
     peer.close(writer).await;
 }

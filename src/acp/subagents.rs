@@ -4,34 +4,49 @@
 //! goes `running` -> `idle` with the stop reason. Clients that did not opt in see children only
 //! as the parent's tool calls.
 
-use std::sync::Arc;
-
 use agent_client_protocol_schema::v1::{
     ErrorStopReason, IdleStateUpdate, IdleStopReason, RunningStateUpdate, SessionNotification,
     SessionUpdate, StateUpdate, SubagentUpdate,
 };
 
 use super::updates;
+use crate::agent::host::{HostEvent, StopReason};
+use crate::agent::Agent;
 use crate::rpc::Peer;
-use crate::runtime::ChildSink;
-use crate::subagent::{ChildNotice, StopReason};
-use crate::tools::ToolRegistry;
 
-fn idle(stop_reason: StopReason) -> IdleStopReason {
-    match stop_reason {
-        StopReason::Completed => IdleStopReason::EndTurn,
+fn idle(stop: StopReason) -> IdleStopReason {
+    match stop {
+        StopReason::EndTurn => IdleStopReason::EndTurn,
         StopReason::MaxTokens => IdleStopReason::MaxTokens,
         StopReason::Refusal => IdleStopReason::Refusal,
-        StopReason::Aborted => IdleStopReason::Cancelled,
-        StopReason::Error => IdleStopReason::Error(ErrorStopReason::new()),
+        StopReason::Cancelled => IdleStopReason::Cancelled,
+        StopReason::MaxTurnRequests | StopReason::Error => {
+            IdleStopReason::Error(ErrorStopReason::new())
+        }
     }
 }
 
-/// Reports children to the client over `peer`.
-pub fn sink(peer: Peer, tools: Arc<ToolRegistry>) -> ChildSink {
-    Arc::new(move |notice| {
-        let (session, update) = match notice {
-            ChildNotice::Started {
+/// Whether `agent` is a child delegated in this process (not a session the client opened).
+fn is_child(agent: &Agent) -> bool {
+    agent.options.subagent_depth.is_some()
+}
+
+/// Turns host events into `session/update`s for the client on `peer`: the events of the
+/// sessions it prompts always, those of children only if it opted in (`subagents`).
+pub fn forward(peer: Peer, subagents: bool) -> impl Fn(&HostEvent<'_>) + Send + Sync + 'static {
+    move |event| {
+        let (session, update) = match *event {
+            HostEvent::Appended { agent, event } => {
+                if is_child(agent) && !subagents {
+                    return;
+                }
+                match updates::live(event, &agent.tools) {
+                    Some(update) => (agent.id.clone(), update),
+                    None => return,
+                }
+            }
+            HostEvent::ChildStarted { .. } | HostEvent::TurnEnded { .. } if !subagents => return,
+            HostEvent::ChildStarted {
                 parent,
                 child,
                 label,
@@ -44,20 +59,20 @@ pub fn sink(peer: Peer, tools: Arc<ToolRegistry>) -> ChildSink {
                 }
                 (parent.to_owned(), SessionUpdate::SubagentUpdate(update))
             }
-            ChildNotice::Event { child, event } => match updates::live(event, &tools) {
-                Some(update) => (child.to_owned(), update),
-                None => return,
-            },
-            ChildNotice::Settled {
-                parent,
-                child,
-                stop_reason,
-            } => {
-                let state = IdleStateUpdate::new().stop_reason(idle(stop_reason));
-                let update = SubagentUpdate::new(child.to_owned()).state(StateUpdate::Idle(state));
-                (parent.to_owned(), SessionUpdate::SubagentUpdate(update))
+            HostEvent::TurnEnded { agent, stop } => {
+                let Some(parent) = agent
+                    .header()
+                    .parent_session
+                    .clone()
+                    .filter(|_| is_child(agent))
+                else {
+                    return;
+                };
+                let state = IdleStateUpdate::new().stop_reason(idle(stop));
+                let update = SubagentUpdate::new(agent.id.clone()).state(StateUpdate::Idle(state));
+                (parent, SessionUpdate::SubagentUpdate(update))
             }
         };
         peer.notify("session/update", &SessionNotification::new(session, update));
-    })
+    }
 }

@@ -1,9 +1,11 @@
 //! The agent loop. An [`Agent`] is one live session: its header, its append-only log, its
 //! options and tools, and at most one running turn. A turn alternates model calls (steps) and
 //! tool calls until the model stops, the turn is cancelled, or something fails; every
-//! happening is a log event, handed to an observer as it is appended. Knows nothing of ACP.
+//! happening is a log event, handed to an observer as it is appended. [`host`] runs turns for
+//! every front end. Knows nothing of ACP or delegation.
 
 mod assemble;
+pub mod host;
 mod permissions;
 pub mod structured;
 mod system;
@@ -48,6 +50,12 @@ pub enum TurnError {
     },
     #[error("could not write the session log: {0}")]
     Store(#[from] StoreError),
+    /// The task running the turn ended without an answer (it panicked).
+    #[error("the turn stopped unexpectedly")]
+    Stopped,
+    /// A tool reported a failure the turn cannot go on from.
+    #[error("tool `{name}` failed: {message}")]
+    Tool { name: String, message: String },
 }
 
 /// Per-agent model settings; a child inherits its parent's unless overridden.
@@ -310,7 +318,7 @@ impl Agent {
 
     /// Runs one turn for `prompt`. Refuses (without touching the log) while another runs.
     pub async fn run_turn(
-        &self,
+        self: &Arc<Self>,
         prompt: Vec<UserPart>,
         deps: &TurnDeps,
         observe: Observer<'_>,

@@ -149,7 +149,7 @@ mod tests {
         .unwrap();
         let bad = capture.record(json!({"n": "x"}));
         assert!(bad.is_error);
-        assert_eq!(bad.error.unwrap().1, "INVALID_ARGS");
+        assert_eq!(bad.error.unwrap().code, "INVALID_ARGS");
         assert!(!capture.is_captured());
         assert!(!capture.record(json!({"n": 3})).is_error);
         assert_eq!(capture.captured(), Some(json!({"n": 3})));

@@ -1,5 +1,7 @@
 //! One turn: user message, then steps (model call, tool calls) until the model stops.
 
+use std::sync::Arc;
+
 use futures::StreamExt;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -21,7 +23,7 @@ enum StepEnd {
 }
 
 struct Turn<'a> {
-    agent: &'a Agent,
+    agent: &'a Arc<Agent>,
     state: &'a mut AgentState,
     deps: &'a TurnDeps,
     observe: Observer<'a>,
@@ -33,7 +35,7 @@ struct Turn<'a> {
 }
 
 pub(super) async fn run(
-    agent: &Agent,
+    agent: &Arc<Agent>,
     state: &mut AgentState,
     prompt: Vec<UserPart>,
     deps: &TurnDeps,
@@ -310,7 +312,7 @@ impl Turn<'_> {
         call_id: &str,
         name: &str,
         arguments: &str,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), TurnError> {
         let turn = self.turn;
         let call = self.state.log.append(
             EventBody::ToolCall(ToolCall {
@@ -332,13 +334,14 @@ impl Turn<'_> {
         } else {
             let agent = self.agent;
             let cx = ToolContext {
-                session_id: agent.id.clone(),
+                session_id: agent.id.clone().into(),
                 cwd: agent.cwd.clone(),
                 cancel: self.cancel.child_token(),
                 call_id: call_id.into(),
                 roots: agent.roots.clone(),
                 permissions: agent.permissions.clone(),
                 client: self.deps.client.clone(),
+                caller: Some(agent.clone() as Arc<dyn std::any::Any + Send + Sync>),
             };
             let tools = agent.tools.clone();
             let running = tools.call(name, arguments, cx);
@@ -357,6 +360,8 @@ impl Turn<'_> {
         if output.is_cancelled() && !self.cancel.is_cancelled() {
             self.tool_cancelled = true;
         }
+        // Logged like any result first; then the turn ends.
+        let fatal = output.is_fatal().then(|| output.text.clone());
         self.emit_surface(
             EventBody::ToolResult(ToolResult {
                 turn,
@@ -375,13 +380,145 @@ impl Turn<'_> {
                     role: "user".into(),
                     id: uuid::Uuid::new_v4().to_string(),
                 },
-                error: output
-                    .error
-                    .map(|(name, code)| ToolResultError { name, code }),
+                error: output.error.map(|error| ToolResultError {
+                    name: error.name,
+                    code: error.code,
+                }),
                 meta: output.display.to_meta(),
             }),
             Some(vec![call_seq]),
         )?;
+        if let Some(message) = fatal {
+            return Err(TurnError::Tool {
+                name: name.into(),
+                message,
+            });
+        }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use futures::future::BoxFuture;
+    use futures::FutureExt;
+    use serde_json::Value;
+    use tokio_util::sync::CancellationToken;
+
+    use crate::agent::{Agent, AgentOptions, AgentSpec, TurnDeps, TurnError};
+    use crate::model::{ChunkStream, Model, ModelRequest, ToolSpec};
+    use crate::session::*;
+    use crate::tools::{Tool, ToolContext, ToolKind, ToolOutput, ToolRegistry};
+
+    /// Asks for the `broken` tool once, then would answer with text.
+    struct CallsBroken;
+
+    impl Model for CallsBroken {
+        fn provider(&self) -> &str {
+            "test"
+        }
+        fn name(&self) -> &str {
+            "test"
+        }
+        fn stream(&self, _request: ModelRequest) -> ChunkStream {
+            let call = AssistantBlock::ToolCall {
+                id: "c1".into(),
+                name: "broken".into(),
+                arguments: "{}".into(),
+            };
+            let chunks = [
+                Chunk::BlockStart {
+                    index: 0,
+                    block_type: BlockType::ToolCall,
+                },
+                Chunk::BlockEnd {
+                    index: 0,
+                    block: call,
+                },
+                Chunk::Finish {
+                    reason: FinishReason {
+                        kind: FinishKind::ToolCalls,
+                        failure: None,
+                    },
+                },
+            ];
+            Box::pin(futures::stream::iter(chunks.into_iter().map(Ok)))
+        }
+    }
+
+    struct Broken;
+
+    impl Tool for Broken {
+        fn spec(&self) -> ToolSpec {
+            ToolSpec {
+                name: "broken".into(),
+                description: "fails fatally".into(),
+                parameters: serde_json::json!({"type": "object"}),
+            }
+        }
+        fn kind(&self) -> ToolKind {
+            ToolKind::Other
+        }
+        fn title(&self, _arguments: &Value) -> String {
+            "broken".into()
+        }
+        fn call(&self, _arguments: Value, _cx: ToolContext) -> BoxFuture<'static, ToolOutput> {
+            std::future::ready(ToolOutput::fatal("Broken", "BROKEN", "Error: gone")).boxed()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_fatal_tool_error_is_logged_then_ends_the_turn_as_failed() {
+        let home = tempfile::tempdir().unwrap();
+        let store = SessionStore::open(home.path()).unwrap();
+        let header = Header::new("s1".into(), 1, "/".into(), Vec::new());
+        let log = store.create(&header).unwrap();
+        let mut tools = ToolRegistry::new();
+        tools.register(Arc::new(Broken));
+        let agent = Arc::new(Agent::new(AgentSpec {
+            header,
+            cwd: "/".into(),
+            log,
+            events: Vec::new(),
+            options: AgentOptions::default(),
+            persona: None,
+            tools: Arc::new(tools),
+            structured: None,
+        }));
+        let deps = TurnDeps {
+            model: Arc::new(CallsBroken),
+            system: String::new(),
+            max_steps: 5,
+            client: None,
+        };
+        let prompt = vec![UserPart::Text { text: "go".into() }];
+        let outcome = agent
+            .run_turn(prompt, &deps, &|_| {}, CancellationToken::new())
+            .await;
+        assert!(
+            matches!(outcome, Err(TurnError::Tool { ref name, .. }) if name == "broken"),
+            "{outcome:?}"
+        );
+        agent.with_events(|events| {
+            let result = events.iter().find_map(|e| match &e.body {
+                EventBody::ToolResult(result) => Some(result),
+                _ => None,
+            });
+            assert_eq!(result.unwrap().error.as_ref().unwrap().code, "BROKEN");
+            let steps = events
+                .iter()
+                .filter(|e| matches!(e.body, EventBody::StepStart(_)))
+                .count();
+            assert_eq!(steps, 1, "no model call after a fatal tool error");
+            assert!(matches!(
+                events.last().unwrap().body,
+                EventBody::TurnEnd(TurnEnd {
+                    reason: TurnEndReason::Error { .. },
+                    ..
+                })
+            ));
+        });
     }
 }

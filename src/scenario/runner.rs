@@ -13,7 +13,6 @@ use tokio::sync::mpsc;
 use super::client::{ClientSide, Reply};
 use super::{Input, Step};
 use crate::rpc::{Frame, LineReader};
-use crate::session::parse_log;
 
 /// A guard against a broken agent, not a timing assertion: no scenario step comes near it.
 const STEP_TIMEOUT: Duration = Duration::from_secs(60);
@@ -515,35 +514,4 @@ fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
 
 fn prompt_params(session: &str, text: &str) -> Value {
     json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]})
-}
-
-/// The session logs a run left in `home`, ordered: sessions in the order their ids first
-/// appear in `stdout`, then the rest by creation time. Returns (id, file text).
-pub fn harvest_logs(
-    home: &Path,
-    stdout: &[String],
-) -> Result<Vec<(String, String)>, ScenarioError> {
-    let dir = home.join("sessions");
-    let mut logs = Vec::new();
-    if dir.is_dir() {
-        for entry in std::fs::read_dir(&dir)? {
-            let path = entry?.path();
-            if path.extension().is_some_and(|e| e == "jsonl") {
-                let text = std::fs::read_to_string(&path)?;
-                let header = parse_log(&path, text.as_bytes())
-                    .map(|log| (log.header.id.clone(), log.header.created_at))
-                    .map_err(|e| ScenarioError::NotJson(e.to_string()))?;
-                logs.push((header, text));
-            }
-        }
-    }
-    let joined = stdout.join("\n");
-    let first_seen = |id: &str| joined.find(id).unwrap_or(usize::MAX);
-    logs.sort_by(|((a, at), _), ((b, bt), _)| {
-        first_seen(a)
-            .cmp(&first_seen(b))
-            .then(at.cmp(bt))
-            .then(a.cmp(b))
-    });
-    Ok(logs.into_iter().map(|((id, _), text)| (id, text)).collect())
 }

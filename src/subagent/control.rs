@@ -11,42 +11,38 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 
+use super::host::ChildHost;
 use super::{
     Continuation, Descriptor, ResumeRequest, Run, StartRequest, StopReason, SubagentError,
     SubagentResult, SubagentService, DESCRIPTOR_VERSION,
 };
 use crate::agent::Agent;
 use crate::session::{Header, SessionStore, UserPart};
-use crate::tasks::{TaskOutcome, TaskService, TaskStatus};
+use crate::tasks::{TaskId, TaskOutcome, TaskService, TaskStatus};
 
 /// Task labels made from a follow-up message are cut to this many characters.
 pub const RESUME_LABEL_MAX: usize = 80;
-
-/// The live-agent registry, as the control service sees it.
-pub trait LiveAgents: Send + Sync {
-    fn live(&self, id: &str) -> Option<Arc<Agent>>;
-}
 
 /// The identities of a continuable child just started.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContinuableStart {
     pub child_id: String,
-    pub task_id: String,
+    pub task_id: TaskId,
 }
 
 /// Where a message went.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Delivery {
     /// Into the running activation's turn; its answer is that task's result.
-    Steered(String),
+    Steered(TaskId),
     /// A new activation (task) continues the child.
-    Started(String),
+    Started(TaskId),
 }
 
 /// One durable child of a parent, for `list_agents`.
@@ -61,7 +57,7 @@ pub struct ChildSummary {
     pub provider: Option<String>,
     pub model: Option<String>,
     /// The task of the running activation, if one runs in this process.
-    pub task: Option<String>,
+    pub task: Option<TaskId>,
     /// How its last turn ended (`turn/end` reason), if one did.
     pub last_stop: Option<String>,
     /// Turns the child ran itself (a fork's inherited turns are not counted).
@@ -72,7 +68,7 @@ pub struct ChildSummary {
 #[derive(Default)]
 struct Activation {
     /// Set in the frame that started the task.
-    task_id: OnceLock<String>,
+    task_id: OnceLock<TaskId>,
     /// Set once the provider published the child.
     run: Mutex<Option<Run>>,
 }
@@ -101,7 +97,8 @@ pub struct SubagentControl {
     tasks: Arc<TaskService>,
     subagents: Arc<SubagentService>,
     store: SessionStore,
-    agents: Arc<dyn LiveAgents>,
+    /// The live sessions (weakly: the host's tools hold this service).
+    host: Weak<dyn ChildHost>,
     activations: Mutex<HashMap<String, Arc<Activation>>>,
 }
 
@@ -110,15 +107,20 @@ impl SubagentControl {
         tasks: Arc<TaskService>,
         subagents: Arc<SubagentService>,
         store: SessionStore,
-        agents: Arc<dyn LiveAgents>,
+        host: Weak<dyn ChildHost>,
     ) -> Self {
         Self {
             tasks,
             subagents,
             store,
-            agents,
+            host,
             activations: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The task service activations run on.
+    pub fn tasks(&self) -> &Arc<TaskService> {
+        &self.tasks
     }
 
     fn activations(&self) -> MutexGuard<'_, HashMap<String, Arc<Activation>>> {
@@ -180,7 +182,7 @@ impl SubagentControl {
         client: Option<Arc<dyn crate::tools::ClientBridge>>,
     ) -> Result<Delivery, SubagentError> {
         let activation = self.activations().get(child_id).cloned();
-        let live = self.agents.live(child_id);
+        let live = self.host.upgrade().and_then(|host| host.live(child_id));
         match (&activation, &live) {
             // Never adopt an agent the service did not start.
             (None, Some(_)) => return Err(SubagentError::OutsideControl(child_id.to_owned())),
@@ -201,9 +203,12 @@ impl SubagentControl {
             // new task fails at once, before this returns, so its notice has a fixed place.
             let failed =
                 TaskOutcome::failed(SubagentError::Unavailable(child_id.to_owned()).detail());
-            let task_id =
-                self.tasks
-                    .start_settled("subagent", &label, Some(parent.id.clone()), failed)?;
+            let task_id = self.tasks.start_settled(
+                "subagent",
+                &label,
+                Some(parent.id.as_str().into()),
+                failed,
+            )?;
             return Ok(Delivery::Started(task_id));
         }
         let begin = self.resume_producer(parent.clone(), child_id.to_owned(), message, client);
@@ -228,7 +233,7 @@ impl SubagentControl {
         if task.status != TaskStatus::Running {
             return Err(SubagentError::TaskNotRunning {
                 id: child_id.to_owned(),
-                task: task_id.clone(),
+                task: task_id.to_string(),
                 status: task.status.as_str(),
             });
         }
@@ -306,7 +311,7 @@ impl SubagentControl {
         label: &str,
         owner: String,
         begin: Begin,
-    ) -> Result<String, SubagentError> {
+    ) -> Result<TaskId, SubagentError> {
         let activation = Arc::new(Activation::default());
         self.activations()
             .insert(child_id.to_owned(), activation.clone());
@@ -315,7 +320,7 @@ impl SubagentControl {
         let id = child_id.to_owned();
         let started = self
             .tasks
-            .start("subagent", label, Some(owner), move |cancel| {
+            .start("subagent", label, Some(owner.into()), move |cancel| {
                 async move {
                     let outcome = match begin(cancel.clone()).await {
                         Ok((run, held)) => {
@@ -356,7 +361,7 @@ impl SubagentControl {
     }
 
     /// The task of the child's running activation in this process, if any.
-    pub fn running_task(&self, child_id: &str) -> Option<String> {
+    pub fn running_task(&self, child_id: &str) -> Option<TaskId> {
         let activation = self.activations().get(child_id).cloned()?;
         activation.task_id.get().cloned()
     }

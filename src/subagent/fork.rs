@@ -7,20 +7,20 @@ use std::sync::Weak;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 
+use super::host::ChildHost;
 use super::inprocess::{resume, start, upgrade};
 use super::{Capabilities, Provider, ResumeRequest, Run, StartRequest, SubagentError};
-use crate::runtime::Runtime;
 use crate::session::history::completed_turn_prefix;
 
 pub struct ForkProvider {
-    runtime: Weak<Runtime>,
+    host: Weak<dyn ChildHost>,
 }
 
 impl ForkProvider {
     pub const NAME: &'static str = "fork";
 
-    pub fn new(runtime: Weak<Runtime>) -> Self {
-        Self { runtime }
+    pub fn new(host: Weak<dyn ChildHost>) -> Self {
+        Self { host }
     }
 }
 
@@ -41,7 +41,7 @@ impl Provider for ForkProvider {
         let seed = request
             .parent
             .with_events(|events| completed_turn_prefix(events).to_vec());
-        let started = upgrade(&self.runtime).and_then(|runtime| start(runtime, request, seed));
+        let started = upgrade(&self.host).and_then(|host| start(host, request, seed));
         std::future::ready(started).boxed()
     }
 
@@ -51,7 +51,7 @@ impl Provider for ForkProvider {
 
     /// Continues the child from its own transcript (a fork child never re-reads its parent).
     fn resume(&self, request: ResumeRequest) -> BoxFuture<'static, Result<Run, SubagentError>> {
-        let resumed = upgrade(&self.runtime).and_then(|runtime| resume(runtime, request));
+        let resumed = upgrade(&self.host).and_then(|host| resume(host, request));
         std::future::ready(resumed).boxed()
     }
 }

@@ -6,31 +6,31 @@
 
 use std::sync::{Arc, Weak};
 
-use futures::future::BoxFuture;
+use futures::future::{BoxFuture, Shared};
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 
+use super::host::ChildHost;
 use super::{
-    ChildNotice, ResumeRequest, Run, RunControl, StartRequest, StopReason, SubagentError,
-    SubagentResult, ToolFilter,
+    ResumeRequest, Run, RunControl, StartRequest, StopReason, SubagentError, SubagentResult,
+    ToolFilter,
 };
+use crate::agent::host::StopReason as HostStop;
 use crate::agent::structured::StructuredOutputTool;
 use crate::agent::{
     Agent, AgentOptions, AgentSpec, NotRunning, StructuredCapture, TurnError, TurnOutcome,
 };
-use crate::runtime::Runtime;
 use crate::session::{AssistantBlock, Empty, Event, EventBody, Header, UserPart};
 use crate::time::unique_now_ms;
 use crate::tools::ToolRegistry;
 
-/// The runtime, if it is still alive.
-pub(super) fn upgrade(runtime: &Weak<Runtime>) -> Result<Arc<Runtime>, SubagentError> {
-    runtime
-        .upgrade()
+/// The host, if it is still alive.
+pub(super) fn upgrade(host: &Weak<dyn ChildHost>) -> Result<Arc<dyn ChildHost>, SubagentError> {
+    host.upgrade()
         .ok_or_else(|| SubagentError::Setup("kin is shutting down".into()))
 }
 
-/// The child's tools: the runtime's, narrowed by the filter, plus a structured-output tool.
+/// The child's tools: the host's, narrowed by the filter, plus a structured-output tool.
 fn child_tools(
     base: &ToolRegistry,
     filter: Option<&ToolFilter>,
@@ -61,7 +61,7 @@ fn child_tools(
 
 /// Creates, publishes and starts a child seeded with `seed` (empty for a fresh child).
 pub(super) fn start(
-    runtime: Arc<Runtime>,
+    host: Arc<dyn ChildHost>,
     request: StartRequest,
     seed: Vec<Event>,
 ) -> Result<Run, SubagentError> {
@@ -98,7 +98,7 @@ pub(super) fn start(
         None => None,
     };
     let tools = child_tools(
-        &runtime.tools,
+        host.tools(),
         request.tool_filter.as_ref(),
         structured.as_ref(),
     )?;
@@ -119,19 +119,19 @@ pub(super) fn start(
         delegation_depth: depth,
     };
     let id = header.id.clone();
-    let mut log = runtime
-        .store
+    let mut log = host
+        .store()
         .create(&header)
         .map_err(|e| SubagentError::Setup(e.to_string()))?;
     // Until the child is published, a failure removes its file: nothing is left behind.
     let abandon = |error: &dyn std::fmt::Display| {
-        let _ = runtime.store.delete(&id);
+        let _ = host.store().delete(&id);
         SubagentError::Setup(error.to_string())
     };
     let mut events = seed;
     if !events.is_empty() {
         // The parent's file already holds these lines: copy them rather than re-encode.
-        let copied = match runtime.store.event_lines(&parent.id, &events) {
+        let copied = match host.store().event_lines(&parent.id, &events) {
             Some(lines) => log.append_raw_lines(&lines, events.last().map_or(0, |e| e.seq + 1)),
             None => log.append_copied(&events),
         };
@@ -158,14 +158,10 @@ pub(super) fn start(
     child
         .set_permission_mode(parent.permission_mode())
         .map_err(|e| abandon(&e))?;
-    runtime.publish(child.clone()).map_err(|e| abandon(&e))?;
-    runtime.notify_child(ChildNotice::Started {
-        parent: &parent.id,
-        child: &child,
-        label: request.label.as_deref(),
-    });
+    host.publish(child.clone()).map_err(|e| abandon(&e))?;
+    host.announce(&parent.id, &child, request.label.as_deref());
     Ok(drive(
-        runtime,
+        host,
         child,
         request.prompt,
         request.cancel.child_token(),
@@ -176,13 +172,16 @@ pub(super) fn start(
 
 /// Reopens a stored child from its own transcript, rebuilt as its descriptor says, publishes
 /// it and starts one more turn. Its depth stays the one its header records.
-pub(super) fn resume(runtime: Arc<Runtime>, request: ResumeRequest) -> Result<Run, SubagentError> {
+pub(super) fn resume(
+    host: Arc<dyn ChildHost>,
+    request: ResumeRequest,
+) -> Result<Run, SubagentError> {
     if request.cancel.is_cancelled() {
         return Err(SubagentError::AbortedBeforePublication);
     }
     let id = request.session_id.clone();
-    let (loaded, log) = runtime
-        .store
+    let (loaded, log) = host
+        .store()
         .open_for_append(&id)
         .map_err(|_| SubagentError::Unavailable(id.clone()))?;
     let descriptor = &request.descriptor;
@@ -195,7 +194,7 @@ pub(super) fn resume(runtime: Arc<Runtime>, request: ResumeRequest) -> Result<Ru
         subagent_depth: Some(depth),
     };
     let filter = descriptor.tool_filter.as_ref().map(ToolFilter::from);
-    let tools = child_tools(&runtime.tools, filter.as_ref(), None)?;
+    let tools = child_tools(host.tools(), filter.as_ref(), None)?;
     let boundary = loaded.events.len();
     let child = Arc::new(Agent::new(AgentSpec {
         header: loaded.header,
@@ -210,16 +209,11 @@ pub(super) fn resume(runtime: Arc<Runtime>, request: ResumeRequest) -> Result<Ru
     child
         .set_permission_mode(parent.permission_mode())
         .map_err(|e| SubagentError::Setup(e.to_string()))?;
-    runtime
-        .publish(child.clone())
+    host.publish(child.clone())
         .map_err(|e| SubagentError::Setup(e.to_string()))?;
-    runtime.notify_child(ChildNotice::Started {
-        parent: &parent.id,
-        child: &child,
-        label: None,
-    });
+    host.announce(&parent.id, &child, None);
     Ok(drive(
-        runtime,
+        host,
         child,
         request.prompt,
         request.cancel.child_token(),
@@ -228,66 +222,34 @@ pub(super) fn resume(runtime: Arc<Runtime>, request: ResumeRequest) -> Result<Ru
     ))
 }
 
-/// Runs the child's turn on a tracked task and wraps it as a [`Run`].
+/// Runs the child's turn through the host and wraps it as a [`Run`].
 pub(super) fn drive(
-    runtime: Arc<Runtime>,
+    host: Arc<dyn ChildHost>,
     child: Arc<Agent>,
     prompt: Vec<UserPart>,
     cancel: CancellationToken,
     boundary: usize,
     client: Option<Arc<dyn crate::tools::ClientBridge>>,
 ) -> Run {
-    let mut deps = runtime.turn_deps(&child);
-    deps.client = client.map(|client| client.for_child(&child.id));
-    let turn_child = child.clone();
+    let client = client.map(|client| client.for_child(&child.id));
+    let turn = host.start_turn(child.clone(), prompt, client, cancel.clone());
+    let reader = child.clone();
     let turn_cancel = cancel.clone();
-    let reporter = Arc::downgrade(&runtime);
-    let task = runtime.runs.spawn(async move {
-        let child_id = turn_child.id.clone();
-        let parent_id = turn_child
-            .header()
-            .parent_session
-            .clone()
-            .unwrap_or_default();
-        let observe = |event: &Event| {
-            if let Some(runtime) = reporter.upgrade() {
-                runtime.notify_child(ChildNotice::Event {
-                    child: &child_id,
-                    event,
-                });
-            }
-        };
-        let outcome = turn_child
-            .run_turn(prompt, &deps, &observe, turn_cancel.clone())
-            .await;
-        let result = read_result(&turn_child, boundary, outcome, turn_cancel.is_cancelled());
-        if let Some(runtime) = reporter.upgrade() {
-            runtime.notify_child(ChildNotice::Settled {
-                parent: &parent_id,
-                child: &child_id,
-                stop_reason: result.stop_reason,
-            });
-        }
-        result
-    });
+    // Once settled, the shared result no longer holds this future (nor the child).
     let result: BoxFuture<'static, SubagentResult> = async move {
-        task.await.unwrap_or_else(|_| SubagentResult {
-            output: Vec::new(),
-            structured: None,
-            stop_reason: StopReason::Error,
-        })
+        let outcome = turn.await;
+        read_result(&reader, boundary, outcome, turn_cancel.is_cancelled())
     }
     .boxed();
-    let run_id = child.id.clone();
+    let result = result.shared();
     let control = Arc::new(InProcessControl {
-        runtime: Arc::downgrade(&runtime),
-        child: child.clone(),
+        host: Arc::downgrade(&host),
+        id: child.id.clone(),
+        child: std::sync::Mutex::new(Some(child.clone())),
         cancel,
-        result: std::sync::Mutex::new(None),
+        result: result.clone(),
     });
-    let run = Run::new(run_id, Some(child), result, control.clone());
-    *control.result.lock().unwrap_or_else(|p| p.into_inner()) = Some(run.clone());
-    run
+    Run::from_shared(child.id.clone(), Some(child), result, control)
 }
 
 /// The outcome of the activation whose events start at `boundary`.
@@ -309,19 +271,7 @@ fn read_result(
             })
             .unwrap_or_default()
     });
-    let recorded = match outcome {
-        Ok(TurnOutcome::Completed) => StopReason::Completed,
-        Ok(TurnOutcome::MaxTokens) => StopReason::MaxTokens,
-        Ok(TurnOutcome::Refusal) => StopReason::Refusal,
-        Ok(TurnOutcome::Cancelled) => StopReason::Aborted,
-        Ok(TurnOutcome::MaxSteps) | Err(_) => StopReason::Error,
-    };
-    // Cancellation owns every outcome that did not complete.
-    let mut stop_reason = match recorded {
-        StopReason::Completed => StopReason::Completed,
-        _ if cancelled => StopReason::Aborted,
-        other => other,
-    };
+    let mut stop_reason = StopReason::from(HostStop::of(&outcome, cancelled));
     let mut structured = None;
     if let Some(capture) = &child.structured {
         match capture.captured() {
@@ -344,36 +294,40 @@ fn read_result(
     }
 }
 
+/// Holds no [`Run`] (that would be a cycle: the run holds its control) and gives up the child
+/// on the first dispose, so a disposed child is freed once its holders drop their runs.
 struct InProcessControl {
-    runtime: Weak<Runtime>,
-    child: Arc<Agent>,
+    host: Weak<dyn ChildHost>,
+    id: String,
+    /// The child, until the first dispose takes it.
+    child: std::sync::Mutex<Option<Arc<Agent>>>,
     cancel: CancellationToken,
-    /// The run itself, to await its result on dispose.
-    result: std::sync::Mutex<Option<Run>>,
+    /// The activation's result (it holds nothing of the child once settled).
+    result: Shared<BoxFuture<'static, SubagentResult>>,
 }
 
 impl RunControl for InProcessControl {
     fn dispose(&self) -> BoxFuture<'static, ()> {
         self.cancel.cancel();
-        let run = self
-            .result
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        let runtime = self.runtime.clone();
-        let child = self.child.clone();
+        let child = self.child.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let result = self.result.clone();
+        let host = self.host.clone();
         async move {
-            if let Some(run) = run {
-                run.result().await;
-            }
-            if let Some(runtime) = runtime.upgrade() {
-                runtime.unpublish_agent(&child);
+            result.await;
+            if let (Some(child), Some(host)) = (child, host.upgrade()) {
+                host.unpublish(&child);
             }
         }
         .boxed()
     }
 
     fn steer(&self, content: Vec<UserPart>) -> Option<Result<(), NotRunning>> {
-        Some(self.child.steer(content))
+        let child = self.child.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        Some(match child {
+            Some(child) => child.steer(content),
+            None => Err(NotRunning {
+                id: self.id.clone(),
+            }),
+        })
     }
 }

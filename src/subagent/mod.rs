@@ -7,14 +7,15 @@
 //! result settles). A [`Run`] is one activation of a child: its `result`, an idempotent
 //! `dispose` that waits until the child is quiet, and, where the provider supports it, a
 //! strict `steer` into the running turn. Providers: `spawn` (fresh child) and `fork` (seeded
-//! with the parent's completed turns), both in-process.
+//! with the parent's completed turns), both in-process; they reach sessions and turns only
+//! through [`ChildHost`].
 
 mod control;
 mod descriptor;
 mod error;
 mod fork;
+mod host;
 mod inprocess;
-pub mod out_of_process;
 mod service;
 mod spawn;
 mod tools;
@@ -29,12 +30,11 @@ use tokio_util::sync::CancellationToken;
 use crate::agent::{Agent, AgentOptions, NotRunning};
 use crate::session::{AssistantBlock, UserPart};
 
-pub use control::{
-    ChildSummary, ContinuableStart, Delivery, LiveAgents, SubagentControl, RESUME_LABEL_MAX,
-};
+pub use control::{ChildSummary, ContinuableStart, Delivery, SubagentControl, RESUME_LABEL_MAX};
 pub use descriptor::{Descriptor, StoredToolFilter, DESCRIPTOR_EVENT, DESCRIPTOR_VERSION};
 pub use error::SubagentError;
 pub use fork::ForkProvider;
+pub use host::ChildHost;
 pub use service::{Lifecycle, RunIdentity, SubagentService};
 pub use spawn::SpawnProvider;
 pub use tools::{ListAgentsTool, SendMessageTool, SubagentTool, DEFAULT_MAX_DEPTH};
@@ -154,6 +154,20 @@ impl StopReason {
     }
 }
 
+impl From<crate::agent::host::StopReason> for StopReason {
+    fn from(stop: crate::agent::host::StopReason) -> Self {
+        use crate::agent::host::StopReason as Host;
+        match stop {
+            Host::EndTurn => Self::Completed,
+            Host::MaxTokens => Self::MaxTokens,
+            Host::Refusal => Self::Refusal,
+            Host::Cancelled => Self::Aborted,
+            // A child that runs out of steps has not answered: its run failed.
+            Host::MaxTurnRequests | Host::Error => Self::Error,
+        }
+    }
+}
+
 /// How one activation of a child ended.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SubagentResult {
@@ -175,28 +189,6 @@ impl SubagentResult {
             })
             .collect()
     }
-}
-
-/// What the runtime reports about in-process children as they live, for a client that shows
-/// them (ACP subagent sessions).
-pub enum ChildNotice<'a> {
-    /// A child was published; nothing carrying its id has been reported before this.
-    Started {
-        parent: &'a str,
-        child: &'a Agent,
-        label: Option<&'a str>,
-    },
-    /// One event of the child's log, just appended.
-    Event {
-        child: &'a str,
-        event: &'a crate::session::Event,
-    },
-    /// The child's activation settled; the child stays (it may be messaged again).
-    Settled {
-        parent: &'a str,
-        child: &'a str,
-        stop_reason: StopReason,
-    },
 }
 
 /// The provider-specific half of a [`Run`].
@@ -225,12 +217,28 @@ impl Run {
         result: BoxFuture<'static, SubagentResult>,
         control: Arc<dyn RunControl>,
     ) -> Self {
+        Self::from_shared(id, local_agent, result.shared(), control)
+    }
+
+    /// [`Run::new`] for a provider that keeps a handle on the result itself.
+    pub(crate) fn from_shared(
+        id: String,
+        local_agent: Option<Arc<Agent>>,
+        result: Shared<BoxFuture<'static, SubagentResult>>,
+        control: Arc<dyn RunControl>,
+    ) -> Self {
         Self {
             id,
             local_agent,
-            result: result.shared(),
+            result,
             control,
         }
+    }
+
+    /// The outcome, without the run around it: an observer holding it keeps no control (nor,
+    /// once settled, anything of the child) alive.
+    pub(crate) fn settled(&self) -> Shared<BoxFuture<'static, SubagentResult>> {
+        self.result.clone()
     }
 
     /// The outcome of this activation; never fails for child-level failures.

@@ -165,10 +165,11 @@ impl SubagentService {
         };
         self.emit(&Lifecycle::Start(identity.clone()));
         let service = Arc::clone(self);
-        let run = run.clone();
+        // The result only: holding the run would keep the child alive past its disposal.
+        let settled = run.settled();
         tokio::spawn(
             async move {
-                let result = run.result().await;
+                let result = settled.await;
                 service.emit(&Lifecycle::End {
                     identity,
                     stop_reason: result.stop_reason,

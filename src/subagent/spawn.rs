@@ -5,19 +5,19 @@ use std::sync::Weak;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 
+use super::host::ChildHost;
 use super::inprocess::{resume, start, upgrade};
 use super::{Capabilities, Provider, ResumeRequest, Run, StartRequest, SubagentError};
-use crate::runtime::Runtime;
 
 pub struct SpawnProvider {
-    runtime: Weak<Runtime>,
+    host: Weak<dyn ChildHost>,
 }
 
 impl SpawnProvider {
     pub const NAME: &'static str = "spawn";
 
-    pub fn new(runtime: Weak<Runtime>) -> Self {
-        Self { runtime }
+    pub fn new(host: Weak<dyn ChildHost>) -> Self {
+        Self { host }
     }
 }
 
@@ -35,8 +35,7 @@ impl Provider for SpawnProvider {
     }
 
     fn start(&self, request: StartRequest) -> BoxFuture<'static, Result<Run, SubagentError>> {
-        let started =
-            upgrade(&self.runtime).and_then(|runtime| start(runtime, request, Vec::new()));
+        let started = upgrade(&self.host).and_then(|host| start(host, request, Vec::new()));
         std::future::ready(started).boxed()
     }
 
@@ -46,7 +45,7 @@ impl Provider for SpawnProvider {
 
     /// Continues the child from its own transcript (a fork child never re-reads its parent).
     fn resume(&self, request: ResumeRequest) -> BoxFuture<'static, Result<Run, SubagentError>> {
-        let resumed = upgrade(&self.runtime).and_then(|runtime| resume(runtime, request));
+        let resumed = upgrade(&self.host).and_then(|host| resume(host, request));
         std::future::ready(resumed).boxed()
     }
 }

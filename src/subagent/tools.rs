@@ -3,7 +3,7 @@
 //! `list_agents` (this session's background children). Names, parameters and result texts are
 //! a wire contract; the descriptions are kin's own.
 
-use std::sync::Weak;
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
@@ -11,11 +11,11 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::control::settle_run;
-use super::{Delivery, StartRequest, StopReason, SubagentError};
+use super::{Delivery, StartRequest, StopReason, SubagentControl, SubagentError, SubagentService};
+use crate::agent::Agent;
 use crate::model::ToolSpec;
-use crate::runtime::Runtime;
 use crate::session::UserPart;
-use crate::tasks::TaskOutcome;
+use crate::tasks::{TaskOutcome, TaskService};
 use crate::tools::{Tool, ToolContext, ToolKind, ToolOutput};
 
 /// Children may be this deep unless configured otherwise (a child cannot delegate further).
@@ -27,7 +27,11 @@ pub struct SubagentTool {
     provider: String,
     inherits_context: bool,
     max_depth: Option<u32>,
-    runtime: Weak<Runtime>,
+    subagents: Arc<SubagentService>,
+    /// Where background children run.
+    tasks: Arc<TaskService>,
+    /// Runs background children of providers that can resume (continuable children).
+    control: Arc<SubagentControl>,
 }
 
 impl SubagentTool {
@@ -36,22 +40,24 @@ impl SubagentTool {
         provider: &str,
         inherits_context: bool,
         max_depth: Option<u32>,
-        runtime: Weak<Runtime>,
+        subagents: Arc<SubagentService>,
+        control: Arc<SubagentControl>,
     ) -> Self {
         Self {
             name: name.to_owned(),
             provider: provider.to_owned(),
             inherits_context,
             max_depth,
-            runtime,
+            tasks: control.tasks().clone(),
+            subagents,
+            control,
         }
     }
 
     /// Whether background children of this tool can be messaged again (the provider resumes).
     fn continuable(&self) -> bool {
-        self.runtime
-            .upgrade()
-            .and_then(|runtime| runtime.subagents.get(&self.provider))
+        self.subagents
+            .get(&self.provider)
             .is_some_and(|provider| provider.can_resume())
     }
 
@@ -147,14 +153,13 @@ impl Tool for SubagentTool {
     }
 
     fn call(&self, arguments: Value, cx: ToolContext) -> BoxFuture<'static, ToolOutput> {
-        let runtime = self.runtime.upgrade();
+        let service = self.subagents.clone();
+        let tasks = self.tasks.clone();
         let provider = self.provider.clone();
         let max_depth = self.max_depth;
         let continuable = self.continuable();
+        let control = self.control.clone();
         async move {
-            let Some(runtime) = runtime else {
-                return failure(&SubagentError::Setup("kin is shutting down".into()));
-            };
             let (Some(label), Some(prompt)) = (
                 text_of(&arguments, "description"),
                 text_of(&arguments, "prompt"),
@@ -165,7 +170,11 @@ impl Tool for SubagentTool {
                     "Error: `description` and `prompt` must be non-empty strings",
                 );
             };
-            let Some(parent) = runtime.live(&cx.session_id) else {
+            let caller = cx
+                .caller
+                .clone()
+                .and_then(|caller| caller.downcast::<Agent>().ok());
+            let Some(parent) = caller else {
                 return ToolOutput::error(
                     "SubagentError",
                     "NO_CALLER",
@@ -185,10 +194,7 @@ impl Tool for SubagentTool {
             request.label = Some(label.clone());
             request.client = cx.client.clone();
             if background && continuable {
-                return match runtime
-                    .control
-                    .start_continuable(&provider, &label, request)
-                {
+                return match control.start_continuable(&provider, &label, request) {
                     Ok(started) => ToolOutput::ok(format!(
                         "started subagent {} as task {}",
                         started.child_id, started.task_id
@@ -197,9 +203,8 @@ impl Tool for SubagentTool {
                 };
             }
             if background {
-                let service = runtime.subagents.clone();
-                let owner = request.parent.id.clone();
-                let started = runtime.tasks.start(
+                let owner = request.parent.id.as_str().into();
+                let started = tasks.start(
                     "subagent",
                     &label,
                     Some(owner),
@@ -222,7 +227,7 @@ impl Tool for SubagentTool {
                     }
                 };
             }
-            let run = match runtime.subagents.start(&provider, request).await {
+            let run = match service.start(&provider, request).await {
                 Ok(run) => run,
                 Err(error) => return failure(&error),
             };
@@ -242,16 +247,10 @@ impl Tool for SubagentTool {
 }
 
 /// `send_message`: a follow-up to a background child of this session, by its subagent id.
-pub struct SendMessageTool {
-    runtime: Weak<Runtime>,
-}
+pub struct SendMessageTool(pub Arc<SubagentControl>);
 
 impl SendMessageTool {
     pub const NAME: &'static str = "send_message";
-
-    pub fn new(runtime: Weak<Runtime>) -> Self {
-        Self { runtime }
-    }
 }
 
 impl Tool for SendMessageTool {
@@ -287,11 +286,8 @@ impl Tool for SendMessageTool {
     }
 
     fn call(&self, arguments: Value, cx: ToolContext) -> BoxFuture<'static, ToolOutput> {
-        let runtime = self.runtime.upgrade();
+        let control = self.0.clone();
         async move {
-            let Some(runtime) = runtime else {
-                return failure(&SubagentError::Setup("kin is shutting down".into()));
-            };
             let (Some(child), Some(message)) = (
                 arguments.get("subagent_id").and_then(Value::as_str),
                 arguments.get("message").and_then(Value::as_str),
@@ -303,7 +299,11 @@ impl Tool for SendMessageTool {
                      delivered",
                 );
             };
-            let Some(parent) = runtime.live(&cx.session_id) else {
+            let caller = cx
+                .caller
+                .clone()
+                .and_then(|caller| caller.downcast::<Agent>().ok());
+            let Some(parent) = caller else {
                 return ToolOutput::error(
                     "SubagentError",
                     "NO_CALLER",
@@ -313,10 +313,7 @@ impl Tool for SendMessageTool {
             let content = vec![UserPart::Text {
                 text: message.to_owned(),
             }];
-            match runtime
-                .control
-                .send_message(&parent, child, content, cx.client.clone())
-            {
+            match control.send_message(&parent, child, content, cx.client.clone()) {
                 Ok(Delivery::Steered(task)) => {
                     ToolOutput::ok(format!("message delivered to running task {task}"))
                 }
@@ -331,16 +328,10 @@ impl Tool for SendMessageTool {
 }
 
 /// `list_agents`: this session's continuable background children and what each is doing.
-pub struct ListAgentsTool {
-    runtime: Weak<Runtime>,
-}
+pub struct ListAgentsTool(pub Arc<SubagentControl>);
 
 impl ListAgentsTool {
     pub const NAME: &'static str = "list_agents";
-
-    pub fn new(runtime: Weak<Runtime>) -> Self {
-        Self { runtime }
-    }
 }
 
 impl Tool for ListAgentsTool {
@@ -365,12 +356,8 @@ impl Tool for ListAgentsTool {
     }
 
     fn call(&self, _arguments: Value, cx: ToolContext) -> BoxFuture<'static, ToolOutput> {
-        let runtime = self.runtime.upgrade();
+        let control = self.0.clone();
         async move {
-            let Some(runtime) = runtime else {
-                return failure(&SubagentError::Setup("kin is shutting down".into()));
-            };
-            let control = runtime.control.clone();
             let parent = cx.session_id.clone();
             let children = tokio::task::spawn_blocking(move || control.list_children(&parent))
                 .await

@@ -19,6 +19,8 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::session::SessionId;
+
 pub use tools::{TaskKillTool, TaskListTool, TaskOutputTool};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +51,36 @@ impl TaskStatus {
             self,
             Self::Completed | Self::Killed | Self::Failed | Self::Interrupted
         )
+    }
+}
+
+/// A task's id, `<kind>-N`: what `start` hands out and the `task_*` tools name. Reads as the
+/// `str` it is (the model gives ids back as plain strings).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TaskId(String);
+
+impl TaskId {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for TaskId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for TaskId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl PartialEq<&str> for TaskId {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
     }
 }
 
@@ -89,10 +121,10 @@ impl TaskOutcome {
 /// A task as seen at one moment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TaskSnapshot {
-    pub id: String,
+    pub id: TaskId,
     pub kind: String,
     pub label: String,
-    pub owner: Option<String>,
+    pub owner: Option<SessionId>,
     pub status: TaskStatus,
     pub detail: Option<String>,
     pub output: Option<String>,
@@ -187,9 +219,9 @@ impl TaskService {
         self: &Arc<Self>,
         kind: &str,
         label: &str,
-        owner: Option<String>,
+        owner: Option<SessionId>,
         work: impl FnOnce(CancellationToken) -> BoxFuture<'static, TaskOutcome>,
-    ) -> Result<String, TaskError> {
+    ) -> Result<TaskId, TaskError> {
         let (id, cancel, settled_tx) = self.register(kind, label, owner)?;
         let future = work(cancel);
         let service = Arc::clone(self);
@@ -212,9 +244,9 @@ impl TaskService {
         &self,
         kind: &str,
         label: &str,
-        owner: Option<String>,
+        owner: Option<SessionId>,
         outcome: TaskOutcome,
-    ) -> Result<String, TaskError> {
+    ) -> Result<TaskId, TaskError> {
         let (id, _, settled_tx) = self.register(kind, label, owner)?;
         self.settle(&id, outcome);
         let _ = settled_tx.send(true);
@@ -226,8 +258,8 @@ impl TaskService {
         &self,
         kind: &str,
         label: &str,
-        owner: Option<String>,
-    ) -> Result<(String, CancellationToken, watch::Sender<bool>), TaskError> {
+        owner: Option<SessionId>,
+    ) -> Result<(TaskId, CancellationToken, watch::Sender<bool>), TaskError> {
         if kind.is_empty() || label.is_empty() {
             return Err(TaskError::BadStart);
         }
@@ -239,10 +271,10 @@ impl TaskService {
         let mut state = self.state();
         let counter = state.counters.entry(kind.to_owned()).or_insert(0);
         *counter += 1;
-        let id = format!("{kind}-{counter}");
-        state.order.push(id.clone());
+        let id = TaskId(format!("{kind}-{counter}"));
+        state.order.push(id.0.clone());
         state.tasks.insert(
-            id.clone(),
+            id.0.clone(),
             Task {
                 snapshot: TaskSnapshot {
                     id: id.clone(),
@@ -292,10 +324,10 @@ impl TaskService {
             id.to_owned(),
             Task {
                 snapshot: TaskSnapshot {
-                    id: id.to_owned(),
+                    id: TaskId(id.to_owned()),
                     kind: kind.to_owned(),
                     label: label.to_owned(),
-                    owner: Some(owner.to_owned()),
+                    owner: Some(owner.into()),
                     status: TaskStatus::Interrupted,
                     detail: Some(detail),
                     output: None,
@@ -376,7 +408,7 @@ impl TaskService {
             .get_mut(id)
             .ok_or_else(|| TaskError::Unknown(id.to_owned()))?;
         match &task.snapshot.owner {
-            Some(owner) if owner != caller => Err(TaskError::Foreign(id.to_owned())),
+            Some(owner) if owner.as_str() != caller => Err(TaskError::Foreign(id.to_owned())),
             _ => Ok(task),
         }
     }

@@ -37,6 +37,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::model::ToolSpec;
+use crate::session::SessionId;
 pub use client::ClientBridge;
 pub use display::ToolDisplay;
 pub use paths::Roots;
@@ -60,7 +61,7 @@ pub enum ToolKind {
 /// Everything a tool call may use.
 #[derive(Clone)]
 pub struct ToolContext {
-    pub session_id: String,
+    pub session_id: SessionId,
     pub cwd: PathBuf,
     pub cancel: CancellationToken,
     /// The id of this call (the model's tool-call id).
@@ -71,11 +72,14 @@ pub struct ToolContext {
     pub permissions: Arc<SessionPermissions>,
     /// The editor, when the session has one.
     pub client: Option<Arc<dyn ClientBridge>>,
+    /// The calling agent, for tools that act on it (delegation downcasts it); tools in this
+    /// module know nothing of agents.
+    pub caller: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 impl ToolContext {
     /// A context rooted at `cwd` alone, in `ask` mode, without an editor.
-    pub fn new(session_id: impl Into<String>, cwd: PathBuf, cancel: CancellationToken) -> Self {
+    pub fn new(session_id: impl Into<SessionId>, cwd: PathBuf, cancel: CancellationToken) -> Self {
         Self {
             session_id: session_id.into(),
             roots: Arc::new(Roots::new(cwd.clone(), Vec::new())),
@@ -84,6 +88,7 @@ impl ToolContext {
             call_id: String::new(),
             permissions: Arc::new(SessionPermissions::default()),
             client: None,
+            caller: None,
         }
     }
 
@@ -154,13 +159,34 @@ impl ToolContext {
     }
 }
 
+/// What a failed call means for the turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolErrorKind {
+    /// Told to the model, which may try something else; the turn goes on.
+    Model,
+    /// The call was cancelled (e.g. its permission prompt was dismissed): the turn stops after
+    /// this step, as if cancelled.
+    Cancelled,
+    /// The turn cannot go on: the result is logged, then the turn ends as failed.
+    Fatal,
+}
+
+/// Why a call failed: machine-readable name and code for the log, and what it means.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolError {
+    /// e.g. `UnknownTool`.
+    pub name: String,
+    /// e.g. `UNKNOWN_TOOL`.
+    pub code: String,
+    pub kind: ToolErrorKind,
+}
+
 /// The result the model will see.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolOutput {
     pub text: String,
     pub is_error: bool,
-    /// Machine-readable error name and code for the log (e.g. `UnknownTool`, `UNKNOWN_TOOL`).
-    pub error: Option<(String, String)>,
+    pub error: Option<ToolError>,
     /// What editors show besides the text (kept in the result's `meta`, not shown to the model).
     pub display: Box<ToolDisplay>,
 }
@@ -175,13 +201,31 @@ impl ToolOutput {
         }
     }
 
+    /// A failure told to the model; the turn goes on.
     pub fn error(name: &str, code: &str, text: impl Into<String>) -> Self {
+        Self::failure(name, code, ToolErrorKind::Model, text)
+    }
+
+    /// A failure after which the turn cannot go on.
+    pub fn fatal(name: &str, code: &str, text: impl Into<String>) -> Self {
+        Self::failure(name, code, ToolErrorKind::Fatal, text)
+    }
+
+    fn failure(name: &str, code: &str, kind: ToolErrorKind, text: impl Into<String>) -> Self {
         Self {
             text: text.into(),
             is_error: true,
-            error: Some((name.into(), code.into())),
+            error: Some(ToolError {
+                name: name.into(),
+                code: code.into(),
+                kind,
+            }),
             display: Box::default(),
         }
+    }
+
+    fn error_kind(&self) -> Option<ToolErrorKind> {
+        self.error.as_ref().map(|error| error.kind)
     }
 
     pub fn with_display(mut self, display: ToolDisplay) -> Self {
@@ -201,15 +245,19 @@ impl ToolOutput {
 
     /// Whether this is the result of a cancelled call.
     pub fn is_cancelled(&self) -> bool {
-        self.error
-            .as_ref()
-            .is_some_and(|(name, _)| name == "Cancelled")
+        self.error_kind() == Some(ToolErrorKind::Cancelled)
+    }
+
+    /// Whether the turn must end (as failed) after this result.
+    pub fn is_fatal(&self) -> bool {
+        self.error_kind() == Some(ToolErrorKind::Fatal)
     }
 
     pub fn cancelled() -> Self {
-        Self::error(
+        Self::failure(
             "Cancelled",
             "CANCELLED",
+            ToolErrorKind::Cancelled,
             "Error: the tool call was cancelled",
         )
     }

@@ -278,7 +278,7 @@ mod tests {
 
         std::fs::write(ws.path("bin"), b"a\0b").unwrap();
         let out = call(&ReadTool, json!({"path": "bin"}), &ws.cx()).await;
-        assert_eq!(out.error.unwrap().0, "NotText");
+        assert_eq!(out.error.unwrap().name, "NotText");
         let out = call(&ReadTool, json!({"path": "nope"}), &ws.cx()).await;
         assert!(out.text.contains("does not exist"), "{}", out.text);
         let out = call(&ReadTool, json!({"path": "."}), &ws.cx()).await;

@@ -301,7 +301,7 @@ mod tests {
         let out = call(&ShellTool, json!({"command": "exit 3"}), &cx).await;
         assert!(out.is_error);
         assert_eq!(out.text, "\n[exit code 3]");
-        assert_eq!(out.error.unwrap().0, "CommandFailed");
+        assert_eq!(out.error.unwrap().name, "CommandFailed");
     }
 
     #[tokio::test]
@@ -346,7 +346,7 @@ mod tests {
         let pid = read_pid(fifo);
         let cx = ws.cx_in_mode(PermissionMode::Allow);
         let out = call(&ShellTool, json!({"command": command, "timeout": 1}), &cx).await;
-        assert_eq!(out.error.as_ref().unwrap().0, "Timeout", "{}", out.text);
+        assert_eq!(out.error.as_ref().unwrap().name, "Timeout", "{}", out.text);
         assert!(out.text.contains("timed out after 1 s"));
         wait_for_exit(pid.await.unwrap()).await;
     }
@@ -431,7 +431,7 @@ mod tests {
         let cx = ws.cx_with(&editor);
         cx.permissions.set_mode(PermissionMode::Allow);
         let out = call(&ShellTool, json!({"command": command, "timeout": 1}), &cx).await;
-        assert_eq!(out.error.as_ref().unwrap().0, "Timeout", "{}", out.text);
+        assert_eq!(out.error.as_ref().unwrap().name, "Timeout", "{}", out.text);
         let calls = editor.calls();
         assert_eq!(
             &calls[calls.len() - 3..],

@@ -2,14 +2,17 @@
 //! comparing, a raw-pipe ACP client, and a scripted OpenAI-compatible server.
 #![allow(dead_code)]
 
+mod harvest;
 pub mod mock_openai;
+pub mod normalize;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use harvest::harvest_logs;
 use jsonschema::Validator;
-use kin::scenario::normalize::Normalizer;
-use kin::scenario::{harvest_logs, Input, RunEvent, RunOptions, Runner};
+use kin::scenario::{Input, RunEvent, RunOptions, Runner};
+use normalize::Normalizer;
 use serde_json::{json, Value};
 
 pub fn repo() -> PathBuf {

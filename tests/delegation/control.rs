@@ -26,10 +26,10 @@ fn answers() -> Arc<ScriptedModel> {
 fn start(world: &World, request: StartRequest) -> (String, String) {
     let started = world
         .runtime
-        .control
+        .control()
         .start_continuable("spawn", "a child", request)
         .unwrap();
-    (started.child_id, started.task_id)
+    (started.child_id, started.task_id.to_string())
 }
 
 fn request(parent: &Arc<Agent>, text: &str) -> StartRequest {
@@ -39,7 +39,7 @@ fn request(parent: &Arc<Agent>, text: &str) -> StartRequest {
 async fn wait(world: &World, task: &str, owner: &str) -> TaskSnapshot {
     world
         .runtime
-        .tasks
+        .tasks()
         .wait(
             task,
             Duration::from_secs(60),
@@ -58,13 +58,13 @@ fn send(
 ) -> Result<Delivery, SubagentError> {
     world
         .runtime
-        .control
+        .control()
         .send_message(parent, child, prompt(message), None)
 }
 
 fn started(delivery: Result<Delivery, SubagentError>) -> String {
     match delivery {
-        Ok(Delivery::Started(task)) => task,
+        Ok(Delivery::Started(task)) => task.to_string(),
         other => panic!("expected a started task, got {other:?}"),
     }
 }
@@ -99,10 +99,10 @@ async fn start_returns_both_ids_at_once_and_the_task_settles_after_disposal() {
     assert_eq!(done.status, TaskStatus::Completed);
     assert_eq!(done.output.as_deref(), Some("first answer"));
     assert!(
-        world.runtime.live(&child).is_none(),
+        world.runtime.host().live(&child).is_none(),
         "disposed before settling"
     );
-    assert_eq!(world.runtime.control.running_task(&child), None);
+    assert_eq!(world.runtime.control().running_task(&child), None);
 }
 
 #[tokio::test]
@@ -171,12 +171,12 @@ async fn task_kill_during_the_run_settles_killed_after_the_child_is_quiet() {
     let parent = world.session();
     let (child, task) = start(&world, request(&parent, "child task"));
     gate.wait_entered().await;
-    assert!(world.runtime.live(&child).is_some());
-    let killed = world.runtime.tasks.kill(&task, &parent.id, None).unwrap();
+    assert!(world.runtime.host().live(&child).is_some());
+    let killed = world.runtime.tasks().kill(&task, &parent.id, None).unwrap();
     assert_eq!(killed, kin::tasks::KillResult::Requested);
     let done = wait(&world, &task, &parent.id).await;
     assert_eq!(done.status, TaskStatus::Killed);
-    assert!(world.runtime.live(&child).is_none());
+    assert!(world.runtime.host().live(&child).is_none());
 }
 
 #[tokio::test]
@@ -194,12 +194,12 @@ async fn a_message_to_a_running_child_joins_its_task() {
     let (child, task) = start(&world, request(&parent, "child task"));
     gate.wait_entered().await;
     let delivery = send(&world, &parent, &child, "also this").unwrap();
-    assert_eq!(delivery, Delivery::Steered(task.clone()));
+    assert!(matches!(&delivery, Delivery::Steered(t) if *t == task.as_str()));
     gate.release();
     let done = wait(&world, &task, &parent.id).await;
     assert_eq!(done.output.as_deref(), Some("steered answer"));
     assert_eq!(
-        world.runtime.tasks.list(&parent.id).len(),
+        world.runtime.tasks().list(&parent.id).len(),
         1,
         "no second task"
     );
@@ -217,7 +217,7 @@ async fn a_message_to_a_settled_child_cold_resumes_it_in_a_new_task() {
     assert_eq!(next, "subagent-2");
     let done = wait(&world, &next, &parent.id).await;
     assert_eq!(done.output.as_deref(), Some("second answer"));
-    assert!(world.runtime.live(&child).is_none());
+    assert!(world.runtime.host().live(&child).is_none());
     assert_eq!(user_texts(&world, &child), ["child task", "and then?"]);
     // The resumed request carries the first activation's history.
     let last = model
@@ -279,7 +279,7 @@ async fn a_fork_child_resumes_its_own_transcript_without_re_forking() {
     world.prompt(&parent, "parent: remember MARMALADE").await;
     let started_fork = world
         .runtime
-        .control
+        .control()
         .start_continuable("fork", "fork", request(&parent, "recall"))
         .unwrap();
     let child = started_fork.child_id;
@@ -348,7 +348,7 @@ async fn another_parent_cannot_continue_a_child() {
         .contains("belongs to another parent session"));
     assert_eq!(world.log(&child).len(), before, "nothing delivered");
     // The follow-up task is fenced to the session that sent it.
-    let error = world.runtime.tasks.read(&next, &parent.id).unwrap_err();
+    let error = world.runtime.tasks().read(&next, &parent.id).unwrap_err();
     assert!(error.to_string().contains("belongs to another session"));
 }
 
@@ -385,7 +385,7 @@ async fn a_live_agent_outside_the_service_is_an_ownership_conflict() {
     let text = error.to_string();
     assert!(text.contains("outside control-service ownership"));
     assert!(text.ends_with("the message was not delivered"));
-    assert!(world.runtime.tasks.list(&parent.id).is_empty());
+    assert!(world.runtime.tasks().list(&parent.id).is_empty());
 }
 
 #[tokio::test]
@@ -401,7 +401,7 @@ async fn a_steer_into_a_stopping_task_fails_without_falling_through() {
     let parent = world.session();
     let (child, task) = start(&world, request(&parent, "child task"));
     gate.wait_entered().await;
-    world.runtime.tasks.kill(&task, &parent.id, None).unwrap();
+    world.runtime.tasks().kill(&task, &parent.id, None).unwrap();
     let error = send(&world, &parent, &child, "and then?").unwrap_err();
     assert_eq!(
         error.to_string(),
@@ -411,7 +411,7 @@ async fn a_steer_into_a_stopping_task_fails_without_falling_through() {
         )
     );
     assert_eq!(
-        world.runtime.tasks.list(&parent.id).len(),
+        world.runtime.tasks().list(&parent.id).len(),
         1,
         "no second task"
     );
@@ -454,10 +454,10 @@ async fn a_kill_during_lookup_settles_killed_without_child_work() {
     let calls_before = model.calls_for(&child);
     // In one frame: the task exists, its lookup has not run yet.
     let next = started(send(&world, &parent, &child, "and then?"));
-    world.runtime.tasks.kill(&next, &parent.id, None).unwrap();
+    world.runtime.tasks().kill(&next, &parent.id, None).unwrap();
     let done = wait(&world, &next, &parent.id).await;
     assert_eq!(done.status, TaskStatus::Killed);
-    assert!(world.runtime.live(&child).is_none());
+    assert!(world.runtime.host().live(&child).is_none());
     assert_eq!(world.log(&child).len(), before);
     assert_eq!(model.calls_for(&child), calls_before);
 }
@@ -474,7 +474,7 @@ async fn two_sends_during_one_resume_load_admit_one_activation() {
         error.to_string(),
         format!("subagent \"{child}\" activation is starting; the message was not delivered")
     );
-    assert_eq!(world.runtime.tasks.list(&parent.id).len(), 2);
+    assert_eq!(world.runtime.tasks().list(&parent.id).len(), 2);
     wait(&world, &first, &parent.id).await;
     assert_eq!(user_texts(&world, &child), ["child task", "and then?"]);
 }
@@ -503,7 +503,7 @@ async fn list_children_reports_this_parents_continuable_children() {
     wait(&world, &next, &parent.id).await;
     let (_, elsewhere) = start(&world, request(&other, "child task"));
     wait(&world, &elsewhere, &other.id).await;
-    let listed = world.runtime.control.list_children(&parent.id);
+    let listed = world.runtime.control().list_children(&parent.id);
     assert_eq!(listed.len(), 1);
     let summary = &listed[0];
     assert_eq!(summary.id, child);
@@ -546,9 +546,12 @@ async fn after_a_restart_a_running_child_shows_interrupted_and_can_be_continued(
     )
     .unwrap();
     let parent = second
+        .host()
         .open_session(&parent.id, world.cwd.path().to_owned())
         .unwrap();
-    let task = second.tasks.read("subagent-1", &parent.id).unwrap();
+    // What `session/load` and `kin run --session` do after opening a session.
+    second.control().restore_interrupted(&parent);
+    let task = second.tasks().read("subagent-1", &parent.id).unwrap();
     assert_eq!(task.status, TaskStatus::Interrupted);
     assert_eq!(
         task.status_line(),
@@ -558,12 +561,12 @@ async fn after_a_restart_a_running_child_shows_interrupted_and_can_be_continued(
         )
     );
     let next = second
-        .control
+        .control()
         .send_message(&parent, &child, prompt("and then?"), None)
         .unwrap();
-    assert_eq!(next, Delivery::Started("subagent-2".into()));
+    assert!(matches!(&next, Delivery::Started(t) if *t == "subagent-2"));
     let done = second
-        .tasks
+        .tasks()
         .wait(
             "subagent-2",
             Duration::from_secs(60),
@@ -585,9 +588,9 @@ async fn closing_a_session_cancels_the_tasks_it_owns() {
     let parent = world.session();
     let (child, task) = start(&world, request(&parent, "child task"));
     gate.wait_entered().await;
-    world.runtime.tasks.cancel_owned(&parent.id);
-    world.runtime.tasks.until_settled(&task).await;
-    let done = world.runtime.tasks.peek(&task, &parent.id).unwrap();
+    world.runtime.tasks().cancel_owned(&parent.id);
+    world.runtime.tasks().until_settled(&task).await;
+    let done = world.runtime.tasks().peek(&task, &parent.id).unwrap();
     assert_eq!(done.status, TaskStatus::Killed);
-    assert!(world.runtime.live(&child).is_none());
+    assert!(world.runtime.host().live(&child).is_none());
 }

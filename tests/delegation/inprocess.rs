@@ -23,14 +23,14 @@ fn echo_model() -> Arc<ScriptedModel> {
 async fn spawn_publishes_a_fresh_child_runs_it_and_disposes_it() {
     let world = World::new(echo_model());
     let parent = world.session();
-    let service = world.runtime.subagents.clone();
+    let service = world.runtime.subagents().clone();
     let run = service
         .start("spawn", request(&parent, "child ok"))
         .await
         .unwrap();
     let child = run.local_agent.clone().unwrap();
     assert!(
-        world.runtime.live(&run.id).is_some(),
+        world.runtime.host().live(&run.id).is_some(),
         "published when start returns"
     );
     assert_eq!(child.options.subagent_depth, Some(1));
@@ -40,13 +40,13 @@ async fn spawn_publishes_a_fresh_child_runs_it_and_disposes_it() {
     run.dispose().await;
     run.dispose().await;
     assert!(
-        world.runtime.live(&run.id).is_none(),
+        world.runtime.host().live(&run.id).is_none(),
         "disposed: no longer live"
     );
     let log = world.log(&run.id);
     assert_eq!(log[0]["parentSession"], Value::from(parent.id.clone()));
     assert_eq!(log[0]["delegationDepth"], 1);
-    assert_eq!(log[0]["cwd"], log[0]["cwd"].clone());
+    assert_eq!(log[0]["cwd"], log_of_parent_cwd(&world, &parent));
     assert_eq!(log[1]["type"], "turn/start", "a fresh child starts empty");
     assert_eq!(log.last().unwrap()["type"], "turn/end");
     assert_eq!(
@@ -57,11 +57,38 @@ async fn spawn_publishes_a_fresh_child_runs_it_and_disposes_it() {
     assert_eq!(child.cwd, parent.cwd, "the child inherits the cwd");
 }
 
+/// The `cwd` recorded in the parent's header.
+fn log_of_parent_cwd(world: &World, parent: &Agent) -> Value {
+    world.log(&parent.id)[0]["cwd"].clone()
+}
+
+#[tokio::test]
+async fn a_disposed_child_is_freed() {
+    let world = World::new(echo_model());
+    let parent = world.session();
+    for provider in ["spawn", "fork"] {
+        let run = world
+            .runtime
+            .subagents()
+            .start(provider, request(&parent, "child ok"))
+            .await
+            .unwrap();
+        let child = Arc::downgrade(run.local_agent.as_ref().unwrap());
+        assert_eq!(run.result().await.stop_reason, StopReason::Completed);
+        run.dispose().await;
+        drop(run);
+        assert!(
+            child.upgrade().is_none(),
+            "{provider}: nothing holds a disposed child once its run is dropped"
+        );
+    }
+}
+
 #[tokio::test]
 async fn depth_is_parent_depth_plus_one_and_capped_by_max_depth() {
     let world = World::new(echo_model());
     let parent = world.session();
-    let service = world.runtime.subagents.clone();
+    let service = world.runtime.subagents().clone();
     let mut capped = request(&parent, "x");
     capped.max_depth = Some(0);
     let before = world.stored();
@@ -109,7 +136,7 @@ async fn an_already_cancelled_request_publishes_nothing() {
     req.cancel.cancel();
     let error = world
         .runtime
-        .subagents
+        .subagents()
         .start("spawn", req)
         .await
         .err()
@@ -129,7 +156,7 @@ async fn cancelling_or_disposing_a_running_child_settles_it_as_aborted() {
     for use_dispose in [false, true] {
         let req = request(&parent, "work forever");
         let cancel = req.cancel.clone();
-        let run = world.runtime.subagents.start("spawn", req).await.unwrap();
+        let run = world.runtime.subagents().start("spawn", req).await.unwrap();
         if use_dispose {
             run.dispose().await;
         } else {
@@ -160,7 +187,7 @@ async fn maps_token_limits_refusals_and_failures() {
     ] {
         let run = world
             .runtime
-            .subagents
+            .subagents()
             .start("spawn", request(&parent, ask))
             .await
             .unwrap();
@@ -186,7 +213,7 @@ async fn inherits_the_token_cap_and_accepts_an_override() {
     );
     let inherited = world
         .runtime
-        .subagents
+        .subagents()
         .start("spawn", request(&parent, "a"))
         .await
         .unwrap();
@@ -196,7 +223,7 @@ async fn inherits_the_token_cap_and_accepts_an_override() {
         max_tokens: Some(222),
         ..Default::default()
     });
-    let overridden = world.runtime.subagents.start("spawn", req).await.unwrap();
+    let overridden = world.runtime.subagents().start("spawn", req).await.unwrap();
     overridden.result().await;
     let caps: Vec<_> = model
         .requests()
@@ -224,7 +251,7 @@ async fn persona_and_tool_filter_shape_only_the_child() {
         allow: None,
         deny: Some(vec!["task_list".into()]),
     });
-    let run = world.runtime.subagents.start("spawn", req).await.unwrap();
+    let run = world.runtime.subagents().start("spawn", req).await.unwrap();
     run.result().await;
     run.dispose().await;
     let child_requests: Vec<_> = model
@@ -275,7 +302,7 @@ async fn an_unknown_tool_filter_name_fails_the_start_with_nothing_left() {
     });
     let error = world
         .runtime
-        .subagents
+        .subagents()
         .start("spawn", req)
         .await
         .err()
@@ -292,7 +319,7 @@ async fn steer_is_strict_a_settled_child_refuses() {
     let parent = world.session();
     let run = world
         .runtime
-        .subagents
+        .subagents()
         .start("spawn", request(&parent, "x"))
         .await
         .unwrap();
@@ -332,7 +359,7 @@ async fn steering_lands_in_the_running_turn() {
     let parent = world.session();
     let run = world
         .runtime
-        .subagents
+        .subagents()
         .start("spawn", request(&parent, "start"))
         .await
         .unwrap();
@@ -375,7 +402,7 @@ async fn fork_seeds_the_completed_turns_and_reads_only_its_own_output() {
     // No completed turn yet: the fork is a fresh child.
     let fresh = world
         .runtime
-        .subagents
+        .subagents()
         .start("fork", request(&parent, "what was it?"))
         .await
         .unwrap();
@@ -387,7 +414,7 @@ async fn fork_seeds_the_completed_turns_and_reads_only_its_own_output() {
     let parent_events = world.log(&parent.id).len() - 1;
     let run = world
         .runtime
-        .subagents
+        .subagents()
         .start("fork", request(&parent, "what was it?"))
         .await
         .unwrap();
@@ -422,7 +449,7 @@ async fn fork_seeds_the_completed_turns_and_reads_only_its_own_output() {
     // A child that says nothing does not hand back the parent's seeded words.
     let silent = world
         .runtime
-        .subagents
+        .subagents()
         .start("fork", request(&parent, "say nothing"))
         .await
         .unwrap();
@@ -501,7 +528,7 @@ async fn a_child_runs_on_the_parent_model_unless_it_names_another() {
     let parent = world.session();
     let inherited = world
         .runtime
-        .subagents
+        .subagents()
         .start("spawn", request(&parent, "a"))
         .await
         .unwrap();
@@ -511,7 +538,7 @@ async fn a_child_runs_on_the_parent_model_unless_it_names_another() {
         model: Some("other-model".into()),
         ..Default::default()
     });
-    let overridden = world.runtime.subagents.start("spawn", req).await.unwrap();
+    let overridden = world.runtime.subagents().start("spawn", req).await.unwrap();
     assert_eq!(overridden.result().await.text(), "other-model");
     let message = world
         .log(&overridden.id)
@@ -536,7 +563,17 @@ async fn deleting_a_session_deletes_the_sessions_it_delegated_to() {
     let bystander = world.session();
     world.prompt(&parent, "parent: go").await;
     assert_eq!(world.stored().len(), 3);
-    world.runtime.delete_session(&parent.id).await.unwrap();
+    world
+        .runtime
+        .host()
+        .delete_session(&parent.id)
+        .await
+        .unwrap();
     assert_eq!(world.stored(), std::slice::from_ref(&bystander.id));
-    world.runtime.delete_session("never-existed").await.unwrap();
+    world
+        .runtime
+        .host()
+        .delete_session("never-existed")
+        .await
+        .unwrap();
 }

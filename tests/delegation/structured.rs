@@ -20,7 +20,7 @@ async fn run_structured(
     request.output_schema = Some(schema());
     let run = world
         .runtime
-        .subagents
+        .subagents()
         .start("spawn", request)
         .await
         .unwrap();
@@ -124,7 +124,7 @@ async fn only_structured_children_see_the_tool_and_the_instruction_each_with_its
     let start = |schema: Value| {
         let mut request = StartRequest::new(prompt("go"), parent.clone(), CancellationToken::new());
         request.output_schema = Some(schema);
-        world.runtime.subagents.start("spawn", request)
+        world.runtime.subagents().start("spawn", request)
     };
     let a = start(json!({"type": "object", "required": ["a"]}))
         .await
@@ -166,7 +166,7 @@ async fn a_schema_outside_the_subset_fails_before_any_child_exists() {
         request.output_schema = Some(schema);
         let error = world
             .runtime
-            .subagents
+            .subagents()
             .start("spawn", request)
             .await
             .err()

@@ -222,6 +222,7 @@ impl World {
 
     pub fn session(&self) -> Arc<Agent> {
         self.runtime
+            .host()
             .create_session(self.cwd.path().to_owned(), Vec::new())
             .unwrap()
     }
@@ -239,7 +240,7 @@ impl World {
             vec![],
         );
         header.delegation_depth = header_depth;
-        let log = self.runtime.store.create(&header).unwrap();
+        let log = self.runtime.host().store().create(&header).unwrap();
         let agent = Arc::new(Agent::new(kin::agent::AgentSpec {
             header,
             cwd: self.cwd.path().to_owned(),
@@ -247,10 +248,10 @@ impl World {
             events: vec![],
             options,
             persona: None,
-            tools: self.runtime.tools.clone(),
+            tools: self.runtime.host().tools().clone(),
             structured: None,
         }));
-        self.runtime.publish(agent.clone()).unwrap();
+        self.runtime.host().publish(agent.clone()).unwrap();
         agent
     }
 
@@ -286,18 +287,15 @@ impl World {
             .collect()
     }
 
-    /// Runs one turn of `agent` for `prompt`.
+    /// Runs one turn of `agent` for `prompt` through the host.
     pub async fn prompt(&self, agent: &Arc<Agent>, prompt: &str) -> kin::agent::TurnOutcome {
-        let deps = self.runtime.turn_deps(agent);
-        agent
-            .run_turn(
-                vec![UserPart::Text {
-                    text: prompt.into(),
-                }],
-                &deps,
-                &|_| {},
-                tokio_util::sync::CancellationToken::new(),
-            )
+        let prompt = vec![UserPart::Text {
+            text: prompt.into(),
+        }];
+        let cancel = tokio_util::sync::CancellationToken::new();
+        self.runtime
+            .host()
+            .start_turn(agent.clone(), prompt, None, cancel)
             .await
             .unwrap()
     }

@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::FutureExt;
-use kin::tasks::{KillResult, TaskOutcome, TaskService, TaskStatus};
+use kin::tasks::{KillResult, TaskId, TaskOutcome, TaskService, TaskStatus};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
@@ -25,7 +25,7 @@ fn controlled(
     tasks: &Arc<TaskService>,
     kind: &str,
     owner: &str,
-) -> (String, oneshot::Sender<TaskOutcome>) {
+) -> (TaskId, oneshot::Sender<TaskOutcome>) {
     let (tx, rx) = oneshot::channel::<TaskOutcome>();
     let id = tasks
         .start(kind, "a label", Some(owner.into()), move |cancel| {

@@ -49,7 +49,7 @@ fn model(
 #[tokio::test]
 async fn tools_are_offered_sorted_with_the_contracted_parameters() {
     let world = World::new(ScriptedModel::new(|_| text("x")));
-    let specs = world.runtime.tools.specs();
+    let specs = world.runtime.host().tools().specs();
     let names: Vec<&str> = specs.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(
         names,
@@ -224,7 +224,7 @@ async fn an_uncollected_background_child_leaves_one_notice_for_the_next_turn() {
     let parent = world.session();
     world.prompt(&parent, "parent: start").await;
     // Wait for the task to settle without looking at it (a look would count as seen).
-    world.runtime.tasks.until_settled("subagent-1").await;
+    world.runtime.tasks().until_settled("subagent-1").await;
     world.prompt(&parent, "parent: next").await;
     let notices: Vec<Value> = world
         .log(&parent.id)
@@ -329,7 +329,7 @@ async fn another_session_cannot_read_a_task() {
     let stranger = world.session();
     let error = world
         .runtime
-        .tasks
+        .tasks()
         .read("subagent-1", &stranger.id)
         .unwrap_err();
     assert_eq!(

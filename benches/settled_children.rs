@@ -1,0 +1,150 @@
+//! `settled_children`: resident memory after 1,000 in-process children have run and been
+//! disposed, against the idle baseline of the same process. A disposed child must be freed, so
+//! the two should stay within 10% of each other.
+//!
+//! Each run is a fresh process (this binary re-executed), so runs do not inherit each other's
+//! heap: runtime with an instant model and one parent session, one warm-up child, baseline
+//! `VmRSS`; then 1,000 `spawn` children one after another (start, result, dispose, drop), then
+//! `VmRSS` again. Reported: medians over the runs.
+
+use std::process::Command;
+use std::sync::Arc;
+
+use futures::stream;
+use kin::model::{ChunkStream, Model, ModelRequest};
+use kin::runtime::{Runtime, RuntimeOptions};
+use kin::session::{AssistantBlock, BlockType, Chunk, FinishKind, FinishReason, UserPart};
+use kin::subagent::{StartRequest, StopReason};
+use kin::tools::ToolRegistry;
+use tokio_util::sync::CancellationToken;
+
+const RUNS: usize = 5;
+const CHILDREN: usize = 1000;
+/// Set in the re-executed process: run one measurement and print `baseline_kb after_kb`.
+const CHILD_ENV: &str = "KIN_BENCH_SETTLED_CHILD";
+
+/// Answers every call at once with a one-word text.
+struct InstantModel;
+
+impl Model for InstantModel {
+    fn provider(&self) -> &str {
+        "instant"
+    }
+    fn name(&self) -> &str {
+        "instant"
+    }
+    fn stream(&self, _request: ModelRequest) -> ChunkStream {
+        let text = "OK".to_owned();
+        Box::pin(stream::iter(
+            [
+                Chunk::BlockStart {
+                    index: 0,
+                    block_type: BlockType::Text,
+                },
+                Chunk::TextDelta {
+                    index: 0,
+                    text: text.clone(),
+                },
+                Chunk::BlockEnd {
+                    index: 0,
+                    block: AssistantBlock::Text { text },
+                },
+                Chunk::Finish {
+                    reason: FinishReason {
+                        kind: FinishKind::Stop,
+                        failure: None,
+                    },
+                },
+            ]
+            .into_iter()
+            .map(Ok),
+        ))
+    }
+}
+
+fn rss_kb() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("reading /proc/self/status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS in /proc/self/status")
+}
+
+async fn one_child(runtime: &Arc<Runtime>, parent: &Arc<kin::agent::Agent>) {
+    let prompt = vec![UserPart::Text { text: "go".into() }];
+    let request = StartRequest::new(prompt, parent.clone(), CancellationToken::new());
+    let run = runtime.subagents().start("spawn", request).await.unwrap();
+    assert_eq!(run.result().await.stop_reason, StopReason::Completed);
+    run.dispose().await;
+}
+
+/// One measurement, in this process.
+fn measure() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let home = tempfile::tempdir().unwrap();
+        let cwd = tempfile::tempdir().unwrap();
+        let runtime = Runtime::new(
+            home.path(),
+            Arc::new(InstantModel),
+            ToolRegistry::new(),
+            RuntimeOptions::default(),
+        )
+        .unwrap();
+        let parent = runtime
+            .host()
+            .create_session(cwd.path().to_owned(), vec![])
+            .unwrap();
+        one_child(&runtime, &parent).await;
+        let baseline = rss_kb();
+        for _ in 0..CHILDREN {
+            one_child(&runtime, &parent).await;
+        }
+        let after = rss_kb();
+        println!("{baseline} {after}");
+        runtime.shutdown().await;
+    });
+}
+
+fn median(samples: &mut [f64]) -> f64 {
+    samples.sort_by(f64::total_cmp);
+    samples[samples.len() / 2]
+}
+
+fn main() {
+    if std::env::var_os(CHILD_ENV).is_some() {
+        measure();
+        return;
+    }
+    let exe = std::env::current_exe().expect("the bench's own path");
+    let (mut baselines, mut afters, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..RUNS {
+        let child = Command::new(&exe)
+            .env(CHILD_ENV, "1")
+            .output()
+            .expect("re-running the bench");
+        assert!(child.status.success(), "a measurement run failed");
+        let line = String::from_utf8_lossy(&child.stdout);
+        let mut numbers = line.split_whitespace().map(|n| n.parse::<f64>().unwrap());
+        let (baseline, after) = (numbers.next().unwrap(), numbers.next().unwrap());
+        baselines.push(baseline / 1024.0);
+        afters.push(after / 1024.0);
+        ratios.push(after / baseline);
+    }
+    let (min, max) = ratios
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(lo, hi), r| (lo.min(*r), hi.max(*r)));
+    println!(
+        "settled_children: VmRSS idle baseline median {:.2} MiB; after {CHILDREN} settled children \
+         median {:.2} MiB; after/baseline median {:.3} (min {min:.3}, max {max:.3}; {RUNS} runs, \
+         each a fresh process; target <= 1.10)",
+        median(&mut baselines),
+        median(&mut afters),
+        median(&mut ratios),
+    );
+}

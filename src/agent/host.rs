@@ -1,0 +1,397 @@
+//! The session host: the live-session registry, the session store, the model (and the models
+//! sessions name), and the one way a turn is run. `kin acp`, `kin run` and in-process children
+//! all run turns through [`AgentHost::start_turn`]; what happens is reported on one
+//! [`HostEvents`] stream, and [`StopReason::of`] is the one reading of how a turn ended.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::{system_prompt, Agent, AgentOptions, AgentSpec, TurnDeps, TurnError, TurnOutcome};
+use crate::model::Model;
+use crate::session::{Event, Header, SessionLog, SessionStore, StoreError, UserPart};
+use crate::time::unique_now_ms;
+use crate::tools::{ClientBridge, ToolRegistry};
+
+/// Steps (model calls) one turn may take before it is stopped.
+pub const DEFAULT_MAX_STEPS: u32 = 100;
+
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("session {id} is already open in this process")]
+    AlreadyLive { id: String },
+}
+
+/// How a turn ended, as every front end reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    EndTurn,
+    MaxTokens,
+    Refusal,
+    Cancelled,
+    /// The step limit was reached while the model still wanted to call tools.
+    MaxTurnRequests,
+    /// The turn failed (the error says why).
+    Error,
+}
+
+impl StopReason {
+    /// The one reading of a turn's end. Cancellation owns every outcome that did not
+    /// complete: a turn that failed while being cancelled counts as cancelled.
+    pub fn of(result: &Result<TurnOutcome, TurnError>, cancelled: bool) -> Self {
+        let reason = match result {
+            Ok(TurnOutcome::Completed) => Self::EndTurn,
+            Ok(TurnOutcome::MaxTokens) => Self::MaxTokens,
+            Ok(TurnOutcome::Refusal) => Self::Refusal,
+            Ok(TurnOutcome::Cancelled) => Self::Cancelled,
+            Ok(TurnOutcome::MaxSteps) => Self::MaxTurnRequests,
+            Err(_) => Self::Error,
+        };
+        match reason {
+            Self::EndTurn => Self::EndTurn,
+            _ if cancelled => Self::Cancelled,
+            other => other,
+        }
+    }
+}
+
+/// What the host reports, in order, to its listeners.
+pub enum HostEvent<'a> {
+    /// A delegated child was published; nothing carrying its id has been reported before.
+    ChildStarted {
+        parent: &'a str,
+        child: &'a Agent,
+        label: Option<&'a str>,
+    },
+    /// One event of a running turn, just appended to its session's log.
+    Appended { agent: &'a Agent, event: &'a Event },
+    /// A turn ended (its `turn/end` is in the log).
+    TurnEnded { agent: &'a Agent, stop: StopReason },
+}
+
+type Listener = Arc<dyn Fn(&HostEvent<'_>) + Send + Sync>;
+
+/// The host's event stream. Listeners are called synchronously, in order, on the thread that
+/// emits: a session's updates reach a client before the answer to the prompt that caused them.
+#[derive(Default)]
+pub struct HostEvents {
+    listeners: Mutex<Vec<(u64, Listener)>>,
+    next: std::sync::atomic::AtomicU64,
+}
+
+/// Removes its listener when dropped.
+pub struct Subscription {
+    events: std::sync::Weak<HostEvents>,
+    id: u64,
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        if let Some(events) = self.events.upgrade() {
+            lock(&events.listeners).retain(|(id, _)| *id != self.id);
+        }
+    }
+}
+
+impl HostEvents {
+    pub fn subscribe(
+        self: &Arc<Self>,
+        listener: impl Fn(&HostEvent<'_>) + Send + Sync + 'static,
+    ) -> Subscription {
+        let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        lock(&self.listeners).push((id, Arc::new(listener)));
+        Subscription {
+            events: Arc::downgrade(self),
+            id,
+        }
+    }
+
+    pub fn emit(&self, event: &HostEvent<'_>) {
+        let listeners: Vec<Listener> = lock(&self.listeners)
+            .iter()
+            .map(|(_, listener)| listener.clone())
+            .collect();
+        for listener in listeners {
+            listener(event);
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+pub struct AgentHost {
+    store: SessionStore,
+    model: Arc<dyn Model>,
+    /// Every tool a top-level session offers (children get a filtered copy).
+    tools: Arc<ToolRegistry>,
+    max_steps: u32,
+    /// Every running turn.
+    turns: TaskTracker,
+    events: Arc<HostEvents>,
+    agents: Mutex<HashMap<String, Arc<Agent>>>,
+    /// Models for sessions whose options name another model than `model`, by name.
+    named_models: Mutex<HashMap<String, Arc<dyn Model>>>,
+}
+
+impl AgentHost {
+    pub fn new(
+        store: SessionStore,
+        model: Arc<dyn Model>,
+        tools: Arc<ToolRegistry>,
+        max_steps: u32,
+    ) -> Self {
+        Self {
+            store,
+            model,
+            tools,
+            max_steps,
+            turns: TaskTracker::new(),
+            events: Arc::new(HostEvents::default()),
+            agents: Mutex::new(HashMap::new()),
+            named_models: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn store(&self) -> &SessionStore {
+        &self.store
+    }
+
+    /// The model sessions run on unless their options name another.
+    pub fn model(&self) -> &Arc<dyn Model> {
+        &self.model
+    }
+
+    pub fn tools(&self) -> &Arc<ToolRegistry> {
+        &self.tools
+    }
+
+    pub fn max_steps(&self) -> u32 {
+        self.max_steps
+    }
+
+    pub fn events(&self) -> &Arc<HostEvents> {
+        &self.events
+    }
+
+    fn agents(&self) -> MutexGuard<'_, HashMap<String, Arc<Agent>>> {
+        lock(&self.agents)
+    }
+
+    /// The model a session runs on: the host's, or the one its options name.
+    pub fn model_for(&self, options: &AgentOptions) -> Arc<dyn Model> {
+        let Some(name) = options.model.as_deref().filter(|n| *n != self.model.name()) else {
+            return self.model.clone();
+        };
+        let mut named = lock(&self.named_models);
+        if let Some(model) = named.get(name) {
+            return model.clone();
+        }
+        match self.model.with_model_name(name) {
+            Some(model) => {
+                named.insert(name.to_owned(), model.clone());
+                model
+            }
+            None => {
+                tracing::debug!(model = name, "this model cannot switch names; keeping it");
+                self.model.clone()
+            }
+        }
+    }
+
+    /// What a turn of `agent` runs with (no editor).
+    pub fn turn_deps(&self, agent: &Agent) -> TurnDeps {
+        TurnDeps {
+            model: self.model_for(&agent.options),
+            system: system_prompt(agent),
+            max_steps: self.max_steps,
+            client: None,
+        }
+    }
+
+    /// Runs one turn of `agent` on a tracked task; every appended event and the turn's end
+    /// are reported on [`AgentHost::events`]. The returned future resolves when the turn has
+    /// ended and its events are written; dropping it does not stop the turn (`cancel` does).
+    pub fn start_turn(
+        &self,
+        agent: Arc<Agent>,
+        prompt: Vec<UserPart>,
+        client: Option<Arc<dyn ClientBridge>>,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'static, Result<TurnOutcome, TurnError>> {
+        let mut deps = self.turn_deps(&agent);
+        deps.client = client;
+        let events = self.events.clone();
+        let task = self.turns.spawn(async move {
+            let observe = |event: &Event| {
+                events.emit(&HostEvent::Appended {
+                    agent: &agent,
+                    event,
+                })
+            };
+            let result = agent
+                .run_turn(prompt, &deps, &observe, cancel.clone())
+                .await;
+            // A turn refused as busy never started: it has no end to report.
+            if !matches!(result, Err(TurnError::Busy { .. })) {
+                events.emit(&HostEvent::TurnEnded {
+                    agent: &agent,
+                    stop: StopReason::of(&result, cancel.is_cancelled()),
+                });
+            }
+            result
+        });
+        async move { task.await.unwrap_or(Err(TurnError::Stopped)) }.boxed()
+    }
+
+    fn top_level(
+        &self,
+        header: Header,
+        cwd: PathBuf,
+        log: SessionLog,
+        events: Vec<Event>,
+    ) -> Arc<Agent> {
+        Arc::new(Agent::new(AgentSpec {
+            header,
+            cwd,
+            log,
+            events,
+            options: AgentOptions::default(),
+            persona: None,
+            tools: self.tools.clone(),
+            structured: None,
+        }))
+    }
+
+    /// Creates, stores and publishes a new top-level session.
+    pub fn create_session(
+        &self,
+        cwd: PathBuf,
+        additional_directories: Vec<String>,
+    ) -> Result<Arc<Agent>, HostError> {
+        let header = Header::new(
+            uuid::Uuid::new_v4().to_string(),
+            unique_now_ms(),
+            cwd.to_string_lossy().into_owned(),
+            additional_directories,
+        );
+        let log = self.store.create(&header)?;
+        let agent = self.top_level(header, cwd, log, Vec::new());
+        self.publish(agent.clone())?;
+        Ok(agent)
+    }
+
+    /// The live agent of a stored session, opening it from disk if it is not live yet.
+    /// `cwd` is where the client runs it now (it may have moved since it was created).
+    pub fn open_session(&self, id: &str, cwd: PathBuf) -> Result<Arc<Agent>, HostError> {
+        self.open_session_in(id, cwd, None)
+    }
+
+    /// [`AgentHost::open_session`] with the additional directories the client sent now
+    /// (`None`: those recorded at creation).
+    pub fn open_session_in(
+        &self,
+        id: &str,
+        cwd: PathBuf,
+        additional: Option<Vec<PathBuf>>,
+    ) -> Result<Arc<Agent>, HostError> {
+        if let Some(agent) = self.live(id) {
+            return Ok(agent);
+        }
+        let (mut loaded, log) = self.store.open_for_append(id)?;
+        if let Some(additional) = additional {
+            // The client re-sends its additional directories; they replace the recorded ones.
+            loaded.header.additional_directories = additional
+                .iter()
+                .map(|dir| dir.to_string_lossy().into_owned())
+                .collect();
+        }
+        let agent = self.top_level(loaded.header, cwd, log, loaded.events);
+        match self.publish(agent.clone()) {
+            Ok(()) => Ok(agent),
+            // Another request opened it meanwhile: use theirs, drop our handle.
+            Err(HostError::AlreadyLive { .. }) => self
+                .live(id)
+                .ok_or_else(|| HostError::Store(StoreError::NotFound { id: id.to_owned() })),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Publishes an agent; the registry is the collision boundary for session ids.
+    pub fn publish(&self, agent: Arc<Agent>) -> Result<(), HostError> {
+        let mut agents = self.agents();
+        if agents.contains_key(&agent.id) {
+            return Err(HostError::AlreadyLive {
+                id: agent.id.clone(),
+            });
+        }
+        agents.insert(agent.id.clone(), agent);
+        Ok(())
+    }
+
+    pub fn live(&self, id: &str) -> Option<Arc<Agent>> {
+        self.agents().get(id).cloned()
+    }
+
+    /// Removes a live agent from the registry (after cancelling its turn).
+    pub fn unpublish(&self, id: &str) -> Option<Arc<Agent>> {
+        let agent = self.agents().remove(id);
+        if let Some(agent) = &agent {
+            agent.cancel();
+        }
+        agent
+    }
+
+    /// Removes exactly this agent, if it is the one published under its id.
+    pub fn unpublish_agent(&self, agent: &Arc<Agent>) {
+        let mut agents = self.agents();
+        if agents
+            .get(&agent.id)
+            .is_some_and(|live| Arc::ptr_eq(live, agent))
+        {
+            agents.remove(&agent.id);
+        }
+    }
+
+    /// Deletes a session and, with it, the sessions it delegated to (they are listed nowhere
+    /// else). Live ones are closed first. A missing session is not an error.
+    pub async fn delete_session(&self, id: &str) -> Result<(), StoreError> {
+        let summaries = self.store.list()?;
+        let mut doomed = vec![id.to_owned()];
+        let mut next = 0;
+        while next < doomed.len() {
+            let parent = doomed[next].clone();
+            doomed.extend(
+                summaries
+                    .iter()
+                    .filter(|s| s.parent_session.as_deref() == Some(parent.as_str()))
+                    .map(|s| s.id.clone()),
+            );
+            next += 1;
+        }
+        for id in &doomed {
+            if let Some(agent) = self.unpublish(id) {
+                agent.settle().await;
+            }
+            self.store.delete(id)?;
+        }
+        Ok(())
+    }
+
+    /// Cancels every turn and waits until all have settled.
+    pub async fn shutdown(&self) {
+        for agent in self.agents().values() {
+            agent.cancel();
+        }
+        self.turns.close();
+        self.turns.wait().await;
+    }
+}

@@ -1,0 +1,35 @@
+//! Collecting the session logs a scenario run left behind, in a stable order.
+
+use std::path::Path;
+
+use kin::session::parse_log;
+
+/// The session logs a run left in `home`, ordered: sessions in the order their ids first
+/// appear in `stdout`, then the rest by creation time. Returns (id, file text).
+pub fn harvest_logs(home: &Path, stdout: &[String]) -> Result<Vec<(String, String)>, String> {
+    let dir = home.join("sessions");
+    let mut logs = Vec::new();
+    if dir.is_dir() {
+        let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        for entry in entries {
+            let path = entry.map_err(|e| e.to_string())?.path();
+            if path.extension().is_some_and(|e| e == "jsonl") {
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| format!("{}: {e}", path.display()))?;
+                let header = parse_log(&path, text.as_bytes())
+                    .map(|log| (log.header.id.clone(), log.header.created_at))
+                    .map_err(|e| e.to_string())?;
+                logs.push((header, text));
+            }
+        }
+    }
+    let joined = stdout.join("\n");
+    let first_seen = |id: &str| joined.find(id).unwrap_or(usize::MAX);
+    logs.sort_by(|((a, at), _), ((b, bt), _)| {
+        first_seen(a)
+            .cmp(&first_seen(b))
+            .then(at.cmp(bt))
+            .then(a.cmp(b))
+    });
+    Ok(logs.into_iter().map(|((id, _), text)| (id, text)).collect())
+}
