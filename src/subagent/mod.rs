@@ -8,7 +8,9 @@
 //! `dispose` that waits until the child is quiet, and, where the provider supports it, a
 //! strict `steer` into the running turn. Providers: `spawn` (fresh child) and `fork` (seeded
 //! with the parent's completed turns), both in-process; they reach sessions and turns only
-//! through [`ChildHost`].
+//! through [`ChildHost`]. Both can resume a stored child: [`SubagentControl`] runs continuable
+//! background children (stable ids, one task per activation, `send_message`), rebuilt from the
+//! [`Descriptor`] their first turn logs.
 
 mod control;
 mod descriptor;
