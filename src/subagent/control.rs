@@ -535,8 +535,20 @@ fn descriptor_of(line: &[u8]) -> Option<Descriptor> {
 /// Reads one child's file if its header names the parent (`needle`); `None` for other
 /// sessions and for children without a descriptor. Returns its creation time for ordering.
 fn summarize_child(path: &std::path::Path, needle: &str) -> Option<(u64, ChildSummary)> {
-    let bytes = std::fs::read(path).ok()?;
-    // Cheap pre-check: most sessions are not this parent's children.
+    use std::io::Read;
+    // Cheap pre-check on the header: most sessions are not this parent's children, and only
+    // their first bytes are read.
+    let mut file = File::open(path).ok()?;
+    let mut bytes = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 1024];
+    // Until the header line is complete (a long cwd can push `parentSession` far out).
+    while !bytes.contains(&b'\n') {
+        let read = file.read(&mut chunk).ok()?;
+        if read == 0 {
+            break;
+        }
+        bytes.extend_from_slice(chunk.get(..read)?);
+    }
     let first_line = bytes.split(|&b| b == b'\n').next()?;
     if !first_line
         .windows(needle.len())
@@ -544,6 +556,7 @@ fn summarize_child(path: &std::path::Path, needle: &str) -> Option<(u64, ChildSu
     {
         return None;
     }
+    file.read_to_end(&mut bytes).ok()?;
     let (header, own) = own_lines(&bytes)?;
     let (mut descriptor, mut title, mut last_end, mut turns) = (None, None, None, 0u32);
     for line in own {
