@@ -660,6 +660,29 @@ mod tests {
     }
 
     #[test]
+    fn a_child_with_a_long_header_is_still_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.jsonl");
+        let cwd = format!("/{}", "d".repeat(3000));
+        let lines = [
+            format!(
+                r#"{{"type":"session","version":0,"id":"c","createdAt":5,"cwd":"{cwd}","parentSession":"p","delegationDepth":1}}"#
+            ),
+            r#"{"type":"turn/start","seq":0,"time":0,"data":{"turn":1,"trigger":{}}}"#.into(),
+            r#"{"type":"subagent/descriptor","seq":1,"time":0,"data":{"version":1,"provider":"spawn"}}"#.into(),
+            r#"{"type":"turn/end","seq":2,"time":0,"data":{"turn":1,"reason":{"kind":"completed"}}}"#.into(),
+        ];
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+        let (created, child) = summarize_child(&path, r#""parentSession":"p""#).unwrap();
+        assert_eq!(created, 5);
+        assert_eq!(
+            (child.turns, child.last_stop.as_deref()),
+            (1, Some("completed"))
+        );
+        assert!(summarize_child(&path, r#""parentSession":"q""#).is_none());
+    }
+
+    #[test]
     fn resume_labels_are_one_trimmed_line_of_at_most_80_chars() {
         assert_eq!(
             resume_label(&text("  Please\n\tcontinue.  ")),
