@@ -80,7 +80,11 @@ pub async fn run(
         return Err(HeadlessError::MissingKey(hint));
     }
     let agent = match &options.session {
-        Some(id) => host.open_session(id, options.cwd.clone())?,
+        Some(id) => {
+            let agent = host.open_session(id, options.cwd.clone())?;
+            runtime.control().restore_interrupted(&agent);
+            agent
+        }
         None => host.create_session(options.cwd.clone(), Vec::new())?,
     };
     let printer = Arc::new(Printer {

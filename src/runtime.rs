@@ -13,8 +13,8 @@ use crate::agent::UserMessage;
 use crate::model::Model;
 use crate::session::{SessionStore, StoreError, UserPart};
 use crate::subagent::{
-    ChildHost, ForkProvider, Provider, SpawnProvider, SubagentService, SubagentTool,
-    DEFAULT_MAX_DEPTH,
+    ChildHost, ForkProvider, ListAgentsTool, Provider, SendMessageTool, SpawnProvider,
+    SubagentControl, SubagentService, SubagentTool, DEFAULT_MAX_DEPTH,
 };
 use crate::tasks::{TaskKillTool, TaskListTool, TaskOutputTool, TaskService};
 use crate::tools::ToolRegistry;
@@ -42,6 +42,8 @@ pub struct Runtime {
     host: Arc<AgentHost>,
     subagents: Arc<SubagentService>,
     tasks: Arc<TaskService>,
+    /// Continuable background children (`send_message`, `list_agents`).
+    control: Arc<SubagentControl>,
     /// Cancels background tasks at shutdown.
     shutdown: CancellationToken,
 }
@@ -59,8 +61,15 @@ impl Runtime {
         let tasks = Arc::new(TaskService::new(shutdown.child_token()));
         let subagents = Arc::new(SubagentService::new());
         // The host's tools reach the providers, which reach the host: weakly.
+        let mut control = None;
         let host = Arc::new_cyclic(|weak: &Weak<AgentHost>| {
             let host: Weak<dyn ChildHost> = weak.clone();
+            let continuable = Arc::new(SubagentControl::new(
+                tasks.clone(),
+                subagents.clone(),
+                store.clone(),
+                host.clone(),
+            ));
             let providers: [Arc<dyn Provider>; 2] = [
                 Arc::new(SpawnProvider::new(host.clone())),
                 Arc::new(ForkProvider::new(host)),
@@ -73,12 +82,15 @@ impl Runtime {
                     provider.inherits_parent_context(),
                     Some(options.subagent_max_depth),
                     subagents.clone(),
-                    tasks.clone(),
+                    continuable.clone(),
                 )));
                 if let Err(error) = subagents.register(provider) {
                     tracing::error!(%error, "registering a built-in subagent provider failed");
                 }
             }
+            tools.register(Arc::new(SendMessageTool(continuable.clone())));
+            tools.register(Arc::new(ListAgentsTool(continuable.clone())));
+            control = Some(continuable);
             tools.register(Arc::new(TaskOutputTool(tasks.clone())));
             tools.register(Arc::new(TaskListTool(tasks.clone())));
             tools.register(Arc::new(TaskKillTool(tasks.clone())));
@@ -97,10 +109,14 @@ impl Runtime {
                 id: uuid::Uuid::new_v4().to_string(),
             });
         }));
+        let control = control.ok_or_else(|| StoreError::NotFound {
+            id: "the subagent control service".into(),
+        })?;
         Ok(Arc::new(Self {
             host,
             subagents,
             tasks,
+            control,
             shutdown,
         }))
     }
@@ -117,6 +133,11 @@ impl Runtime {
 
     pub fn tasks(&self) -> &Arc<TaskService> {
         &self.tasks
+    }
+
+    /// Continuable background children.
+    pub fn control(&self) -> &Arc<SubagentControl> {
+        &self.control
     }
 
     /// Cancels every background task, turn and child, and waits until all have settled.

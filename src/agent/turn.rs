@@ -150,6 +150,14 @@ impl Turn<'_> {
                 }))?;
             }
         }
+        let records = self.agent.take_records();
+        if !records.is_empty() {
+            for body in records {
+                self.emit(body)?;
+            }
+            // On disk at once: a child that crashes in its first step stays continuable.
+            self.state.log.flush()?;
+        }
         for step in 1..=self.deps.max_steps {
             if self.cancel.is_cancelled() {
                 return Ok(TurnOutcome::Cancelled);

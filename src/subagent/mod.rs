@@ -8,8 +8,12 @@
 //! `dispose` that waits until the child is quiet, and, where the provider supports it, a
 //! strict `steer` into the running turn. Providers: `spawn` (fresh child) and `fork` (seeded
 //! with the parent's completed turns), both in-process; they reach sessions and turns only
-//! through [`ChildHost`].
+//! through [`ChildHost`]. Both can resume a stored child: [`SubagentControl`] runs continuable
+//! background children (stable ids, one task per activation, `send_message`), rebuilt from the
+//! [`Descriptor`] their first turn logs.
 
+mod control;
+mod descriptor;
 mod error;
 mod fork;
 mod host;
@@ -28,12 +32,14 @@ use tokio_util::sync::CancellationToken;
 use crate::agent::{Agent, AgentOptions, NotRunning};
 use crate::session::{AssistantBlock, UserPart};
 
+pub use control::{ChildSummary, ContinuableStart, Delivery, SubagentControl, RESUME_LABEL_MAX};
+pub use descriptor::{Descriptor, StoredToolFilter, DESCRIPTOR_EVENT, DESCRIPTOR_VERSION};
 pub use error::SubagentError;
 pub use fork::ForkProvider;
 pub use host::ChildHost;
 pub use service::{Lifecycle, RunIdentity, SubagentService};
 pub use spawn::SpawnProvider;
-pub use tools::{SubagentTool, DEFAULT_MAX_DEPTH};
+pub use tools::{ListAgentsTool, SendMessageTool, SubagentTool, DEFAULT_MAX_DEPTH};
 
 /// Which optional request fields a provider can honour.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -84,6 +90,16 @@ pub struct StartRequest {
     /// The editor of the delegating session: the child asks it for permissions and uses its
     /// files and terminals, as the parent would.
     pub client: Option<Arc<dyn crate::tools::ClientBridge>>,
+    /// Set by the control service for a continuable child: the id to publish it under and
+    /// the descriptor its first turn records.
+    pub continuation: Option<Continuation>,
+}
+
+/// The identity and recipe of a continuable child, fixed before it exists.
+#[derive(Debug, Clone)]
+pub struct Continuation {
+    pub session_id: String,
+    pub descriptor: Descriptor,
 }
 
 impl StartRequest {
@@ -99,6 +115,7 @@ impl StartRequest {
             persona: None,
             label: None,
             client: None,
+            continuation: None,
         }
     }
 }
@@ -108,8 +125,14 @@ impl StartRequest {
 pub struct ResumeRequest {
     pub session_id: String,
     pub prompt: Vec<UserPart>,
+    /// The live direct parent recorded in the child's header.
     pub parent: Arc<Agent>,
+    /// Owned by the activation; exists before the child is looked up.
     pub cancel: CancellationToken,
+    /// How to rebuild the child (read from its own events).
+    pub descriptor: Descriptor,
+    /// The editor of the parent session, as for a start.
+    pub client: Option<Arc<dyn crate::tools::ClientBridge>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
