@@ -90,3 +90,22 @@ pub fn kin_home() -> PathBuf {
         None => PathBuf::from(".kin"),
     }
 }
+
+/// Tells the environment scrub of tool processes (`tools::child_env`) what the configuration
+/// says: `pass_env`, the model key's variables, and the key itself when it is at hand. Used in
+/// every mode, replay too; a configuration that does not resolve leaves the default scrub.
+pub fn configure_tool_env(overrides: &Overrides) {
+    use crate::tools::child_env;
+    match resolve(overrides, &process_env) {
+        Ok(config) => {
+            child_env::configure(config.pass_env.value.clone(), config.key_vars.clone());
+            if let KeyPlan::Found(key) = &config.key {
+                child_env::hide_value(key.secret());
+            }
+        }
+        Err(error) => {
+            tracing::debug!(%error, "the tool environment keeps its default scrub");
+            child_env::configure(Vec::new(), overrides.api_key_env.iter().cloned().collect());
+        }
+    }
+}

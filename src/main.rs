@@ -96,6 +96,8 @@ impl ModelFlags {
 }
 
 fn main() -> anyhow::Result<()> {
+    // `kin __guard ...` (how kin runs commands) guards one command and exits here.
+    kin::tools::guard::init();
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
@@ -131,6 +133,7 @@ fn main() -> anyhow::Result<()> {
 
 /// The model to serve: the replay of `replay`, else the configured OpenAI-compatible one.
 async fn model(replay: Option<&PathBuf>, flags: &ModelFlags) -> anyhow::Result<Arc<dyn Model>> {
+    config::configure_tool_env(&flags.overrides());
     Ok(match replay {
         Some(dir) => Arc::new(
             ReplayModel::from_dir(dir)

@@ -238,7 +238,7 @@ fn config_shows_effective_values_their_origins_and_a_masked_key() {
     std::fs::create_dir_all(file.parent().unwrap()).unwrap();
     std::fs::write(
         &file,
-        "model = \"file-model\"\nbase_url = \"http://127.0.0.1:9/v1\"\nstall_timeout = \"200ms\"\nretries = 1\n",
+        "model = \"file-model\"\nbase_url = \"http://127.0.0.1:9/v1\"\nstall_timeout = \"200ms\"\nretries = 1\npass_env = [\"GH_TOKEN\", \"NPM_TOKEN\"]\n",
     )
     .unwrap();
     let mut command = Command::new(kin_binary());
@@ -271,6 +271,10 @@ fn config_shows_effective_values_their_origins_and_a_masked_key() {
     assert!(line("retries").contains('7') && line("retries").contains("flag --retries"));
     assert!(line("connect_timeout").contains("default"));
     assert!(line("api_key").contains("****9876") && line("api_key").contains("KIN_API_KEY"));
+    assert!(
+        line("pass_env").contains("GH_TOKEN, NPM_TOKEN")
+            && line("pass_env").contains("config file")
+    );
     assert!(!report.contains("very-secret"), "{report}");
 }
 

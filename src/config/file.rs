@@ -22,6 +22,8 @@ pub struct FileConfig {
     pub connect_timeout: Option<DurationValue>,
     pub stall_timeout: Option<DurationValue>,
     pub retries: Option<u32>,
+    /// Credential-like variables tool processes may see (see `tools::child_env`).
+    pub pass_env: Option<Vec<String>>,
     #[serde(flatten)]
     pub unknown: BTreeMap<String, toml::Value>,
 }
@@ -71,13 +73,14 @@ mod tests {
     #[test]
     fn reads_known_keys_and_keeps_unknown_ones() {
         let file: FileConfig = toml::from_str(
-            "model = \"m\"\nstall_timeout = \"200ms\"\nconnect_timeout = 5\nretries = 2\nfoo = 1\n",
+            "model = \"m\"\nstall_timeout = \"200ms\"\nconnect_timeout = 5\nretries = 2\nfoo = 1\npass_env = [\"GH_TOKEN\"]\n",
         )
         .unwrap();
         assert_eq!(file.model.as_deref(), Some("m"));
         assert!(matches!(file.stall_timeout, Some(DurationValue::Text(ref t)) if t == "200ms"));
         assert!(matches!(file.connect_timeout, Some(DurationValue::Seconds(s)) if s == 5.0));
         assert_eq!(file.retries, Some(2));
+        assert_eq!(file.pass_env, Some(vec!["GH_TOKEN".to_owned()]));
         assert!(file.unknown.contains_key("foo"));
     }
 

@@ -9,8 +9,17 @@ use crate::model::openai::{ApiKey, KeyState};
 /// A key command that takes longer than this is given up on.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The key the plan leads to, or why there is none.
+/// The key the plan leads to, or why there is none. A key found is hidden from tool processes
+/// from then on (see `tools::child_env`).
 pub async fn load(plan: &KeyPlan) -> KeyState {
+    let state = find(plan).await;
+    if let KeyState::Present(key) = &state {
+        crate::tools::child_env::hide_value(key.secret());
+    }
+    state
+}
+
+async fn find(plan: &KeyPlan) -> KeyState {
     match plan {
         KeyPlan::Found(key) => KeyState::Present(key.clone()),
         KeyPlan::Missing { hint } => KeyState::Missing { hint: hint.clone() },

@@ -15,6 +15,8 @@ pub const ENV_API_KEY: &str = "KIN_API_KEY";
 pub const ENV_CONNECT_TIMEOUT: &str = "KIN_CONNECT_TIMEOUT";
 pub const ENV_STALL_TIMEOUT: &str = "KIN_STALL_TIMEOUT";
 pub const ENV_RETRIES: &str = "KIN_RETRIES";
+/// Names separated by commas or spaces.
+pub const ENV_PASS_ENV: &str = "KIN_PASS_ENV";
 /// Used only for DeepSeek's API.
 pub const ENV_DEEPSEEK_KEY: &str = "DEEPSEEK_API_KEY";
 /// Used for every endpoint but DeepSeek's (the OpenAI SDKs' convention).
@@ -85,6 +87,10 @@ pub struct ModelConfig {
     pub stall_timeout: Setting<Duration>,
     pub retries: Setting<u32>,
     pub key: KeyPlan,
+    /// Credential-like variables tool processes may see anyway.
+    pub pass_env: Setting<Vec<String>>,
+    /// The variables the model key is, or could have been, read from.
+    pub key_vars: Vec<String>,
 }
 
 impl ModelConfig {
@@ -184,6 +190,13 @@ pub fn resolve(overrides: &Overrides, env: EnvLookup<'_>) -> Result<ModelConfig,
         openai::DEFAULT_RETRIES,
     );
     let key = key_plan(overrides, env, &file, path.as_ref(), &base_url.value);
+    let pass_env = pick(
+        None,
+        from_env(ENV_PASS_ENV).map(|(text, name)| (split_names(&text), name)),
+        file.pass_env.clone().zip(path.clone()),
+        Vec::new(),
+    );
+    let key_vars = key_vars(overrides, &file, &key);
     Ok(ModelConfig {
         unknown_keys: file.unknown.keys().cloned().collect(),
         file: path,
@@ -194,7 +207,30 @@ pub fn resolve(overrides: &Overrides, env: EnvLookup<'_>) -> Result<ModelConfig,
         stall_timeout,
         retries,
         key,
+        pass_env,
+        key_vars,
     })
+}
+
+fn split_names(text: &str) -> Vec<String> {
+    text.split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|name| !name.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// `KIN_API_KEY`, the variables `--api-key-env` and `api_key_env` name, and the provider's
+/// variable when the key came from it.
+fn key_vars(overrides: &Overrides, file: &FileConfig, key: &KeyPlan) -> Vec<String> {
+    let mut vars = vec![ENV_API_KEY.to_owned()];
+    vars.extend(overrides.api_key_env.iter().cloned());
+    vars.extend(file.api_key_env.iter().cloned());
+    if let KeyPlan::Found(key) = key {
+        if [ENV_DEEPSEEK_KEY, ENV_OPENAI_KEY].contains(&key.source()) {
+            vars.push(key.source().to_owned());
+        }
+    }
+    vars
 }
 
 fn check_url(base_url: &Setting<String>) -> Result<(), ConfigError> {
@@ -440,6 +476,32 @@ mod tests {
         };
         let config = fixture.resolve(&named).unwrap();
         assert!(matches!(&config.key, KeyPlan::Missing { hint } if hint.contains("MY_KEY")));
+    }
+
+    #[test]
+    fn pass_env_comes_from_the_environment_or_the_file_and_key_vars_name_the_keys_sources() {
+        let fixture = Fixture::new(Some(
+            "pass_env = [\"GH_TOKEN\"]\napi_key_env = \"FILE_KEY\"\n",
+        ))
+        .set("DEEPSEEK_API_KEY", "ds");
+        let named = Overrides {
+            api_key_env: Some("FLAG_KEY".into()),
+            ..Overrides::default()
+        };
+        let config = fixture.resolve(&named).unwrap();
+        assert_eq!(config.pass_env.value, ["GH_TOKEN"]);
+        assert_eq!(config.pass_env.origin, Origin::File(fixture.file.clone()));
+        assert_eq!(config.key_vars, ["KIN_API_KEY", "FLAG_KEY", "FILE_KEY"]);
+        let fixture = fixture.set("KIN_PASS_ENV", " A_TOKEN, B_SECRET  C ");
+        let config = fixture.resolve(&Overrides::default()).unwrap();
+        assert_eq!(config.pass_env.value, ["A_TOKEN", "B_SECRET", "C"]);
+        assert_eq!(config.pass_env.origin, Origin::Env("KIN_PASS_ENV".into()));
+        let config = Fixture::new(None)
+            .set("DEEPSEEK_API_KEY", "ds")
+            .resolve(&Overrides::default())
+            .unwrap();
+        assert_eq!(config.key_vars, ["KIN_API_KEY", "DEEPSEEK_API_KEY"]);
+        assert!(config.pass_env.value.is_empty());
     }
 
     #[test]

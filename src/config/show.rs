@@ -44,6 +44,11 @@ pub fn render(config: &ModelConfig, key: &KeyState) -> String {
         &config.retries.value.to_string(),
         &config.retries.origin.to_string(),
     );
+    let pass_env = match config.pass_env.value.as_slice() {
+        [] => "(none)".to_owned(),
+        names => names.join(", "),
+    };
+    row("pass_env", &pass_env, &config.pass_env.origin.to_string());
     if !config.unknown_keys.is_empty() {
         row(
             "ignored keys",

@@ -1,6 +1,8 @@
-//! A command run in its own process group, with its output (stdout and stderr through one pipe,
-//! so in the order written) collected into a [`HeadTail`]. Stopping it signals the whole group, so the command's children
-//! go too; so does dropping it. Used by the shell tool and by the scenario client's terminals.
+//! A command run in its own process group, under a guard (see [`guard`]) when kin runs it, with
+//! the scrubbed environment of [`child_env`] and its output (stdout and stderr through one
+//! pipe, so in the order written) collected into a [`HeadTail`]. Stopping it or dropping it
+//! takes down the whole group and whatever the command left running. Used by the shell tool and
+//! by the scenario client's terminals.
 
 use std::path::Path;
 use std::process::{ExitStatus, Stdio};
@@ -10,22 +12,27 @@ use std::time::Duration;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
+use super::child_env;
+use super::guard::{self, Lifeline, TERM_GRACE};
 use super::truncate::HeadTail;
 
-/// How long a group gets between SIGTERM and SIGKILL.
-const TERM_GRACE: Duration = Duration::from_secs(2);
 /// How long output readers may take to see end of file once the group is gone. Only a process
-/// that left the group (setsid) and kept the pipe open can make them wait this long.
+/// that left the group (setsid) and kept the pipe open, with no guard to kill it, can make them
+/// wait this long.
 const DRAIN_GRACE: Duration = Duration::from_secs(5);
 
 /// A running command and its process group.
 pub struct GroupChild {
+    /// The guard, or the command itself when there is no guard.
     child: Child,
     pgid: Option<Pid>,
+    /// Held while a guard runs the command; dropped to stop it.
+    lifeline: Option<Lifeline>,
+    guarded: bool,
     output: Arc<Mutex<HeadTail>>,
     readers: Vec<JoinHandle<()>>,
     /// The group was killed after the leader ended, nothing is left to signal.
@@ -33,8 +40,9 @@ pub struct GroupChild {
 }
 
 impl GroupChild {
-    /// Starts `program args` in `cwd` as the leader of a new process group; output beyond
-    /// `head + tail` bytes keeps only its first `head` and last `tail` bytes.
+    /// Starts `program args` in `cwd` in a new process group, with the scrubbed environment
+    /// plus `env`; output beyond `head + tail` bytes keeps only its first `head` and last
+    /// `tail` bytes.
     pub fn spawn(
         program: &str,
         args: &[String],
@@ -46,16 +54,19 @@ impl GroupChild {
         // One pipe for stdout and stderr, so the output keeps the order it was written in.
         let (reader, writer) = std::io::pipe()?;
         let writer_too = writer.try_clone()?;
-        let mut command = Command::new(program);
+        let (mut command, lifeline) = guard::command(program, args)?;
+        let guarded = lifeline.is_some();
         command
-            .args(args)
             .current_dir(cwd)
+            .env_clear()
+            .envs(child_env::scrubbed())
             .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::null())
             .stdout(Stdio::from(writer))
             .stderr(Stdio::from(writer_too))
             .process_group(0)
-            .kill_on_drop(true);
+            // A guard is stopped through its lifeline: killed, it could not clean up.
+            .kill_on_drop(!guarded);
         let child = command.spawn()?;
         // Our copies of the write end must close, or the output never ends.
         drop(command);
@@ -70,13 +81,15 @@ impl GroupChild {
         Ok(Self {
             child,
             pgid,
+            lifeline,
+            guarded,
             output,
             readers,
             done: false,
         })
     }
 
-    /// The process group id (the leader's pid).
+    /// The process group id (the pid of the guard, or of the command when it has none).
     pub fn pgid(&self) -> Option<i32> {
         self.pgid.map(Pid::as_raw)
     }
@@ -103,8 +116,12 @@ impl GroupChild {
     }
 
     /// Stops the group: SIGTERM, a short grace for the leader, then SIGKILL to whatever is
-    /// left; returns the leader's status.
+    /// left (the guard does this once its lifeline is dropped); returns the command's status.
     pub async fn stop(&mut self) -> Option<ExitStatus> {
+        if self.guarded {
+            self.lifeline = None;
+            return self.child.wait().await.ok();
+        }
         self.signal(Signal::SIGTERM);
         let status = match tokio::time::timeout(TERM_GRACE, self.child.wait()).await {
             Ok(status) => status.ok(),
@@ -147,8 +164,12 @@ impl GroupChild {
 
 impl Drop for GroupChild {
     fn drop(&mut self) {
-        // Dropped without `finish` (e.g. the tool was abandoned): take the whole group down.
-        self.signal(Signal::SIGKILL);
+        // Dropped without `finish` (e.g. the tool was abandoned): take the whole group down. A
+        // running guard does that itself once its lifeline (dropped with `self`) closes, and
+        // must not be killed on the way.
+        if !self.guarded || self.try_wait().is_some() {
+            self.signal(Signal::SIGKILL);
+        }
     }
 }
 

@@ -201,6 +201,7 @@ pub const MODEL_ENV: &[&str] = &[
     "KIN_CONNECT_TIMEOUT",
     "KIN_STALL_TIMEOUT",
     "KIN_RETRIES",
+    "KIN_PASS_ENV",
     "DEEPSEEK_API_KEY",
     "OPENAI_API_KEY",
 ];

@@ -132,7 +132,7 @@ impl ApiKey {
         format!("****{tail}")
     }
 
-    fn secret(&self) -> &str {
+    pub(crate) fn secret(&self) -> &str {
         &self.value
     }
 }

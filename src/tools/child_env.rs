@@ -1,0 +1,159 @@
+//! The environment of the processes kin starts for tools (and child agents): kin's own,
+//! without the model key and without anything named like a credential.
+//!
+//! Dropped: every variable whose value is the model key; the variables the key is read from
+//! (`KIN_API_KEY`, the one named by `--api-key-env` or `api_key_env`, the provider's); and
+//! every name containing `KEY`, `TOKEN`, `SECRET` or `PASSWORD` (any case) unless it is listed
+//! in `pass_env`. The model key and its variables are never passed, whatever `pass_env` says.
+//!
+//! The policy is process-wide, like the environment it filters: `config` sets it at startup
+//! and adds every key it loads.
+
+use std::ffi::{OsStr, OsString};
+use std::sync::RwLock;
+
+/// Name parts that mark a variable as a credential (compared upper-case).
+const CREDENTIAL_MARKS: [&str; 4] = ["KEY", "TOKEN", "SECRET", "PASSWORD"];
+
+/// What to drop and what to let through.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct EnvPolicy {
+    /// Credential-like names let through anyway (`pass_env`).
+    pub pass: Vec<String>,
+    /// Variables the model key is read from: always dropped.
+    pub key_vars: Vec<String>,
+    /// Model keys (the current one and any loaded before): variables holding them are dropped.
+    pub key_values: Vec<String>,
+}
+
+static POLICY: RwLock<EnvPolicy> = RwLock::new(EnvPolicy {
+    pass: Vec::new(),
+    key_vars: Vec::new(),
+    key_values: Vec::new(),
+});
+
+/// Sets the names to pass and the model key's variables; keys already hidden stay hidden.
+pub fn configure(pass: Vec<String>, key_vars: Vec<String>) {
+    let mut policy = POLICY.write().unwrap_or_else(|p| p.into_inner());
+    policy.pass = pass;
+    policy.key_vars = key_vars;
+}
+
+/// Drops, from now on, every variable whose value is `key` (a model key kin loaded).
+pub fn hide_value(key: &str) {
+    let key = key.trim();
+    if key.is_empty() {
+        return;
+    }
+    let mut policy = POLICY.write().unwrap_or_else(|p| p.into_inner());
+    if !policy.key_values.iter().any(|known| known == key) {
+        policy.key_values.push(key.to_owned());
+    }
+}
+
+/// kin's environment as tool processes get it.
+pub fn scrubbed() -> Vec<(OsString, OsString)> {
+    let policy = POLICY.read().unwrap_or_else(|p| p.into_inner());
+    scrub(std::env::vars_os(), &policy)
+}
+
+/// `vars` without what `policy` drops.
+pub fn scrub(
+    vars: impl IntoIterator<Item = (OsString, OsString)>,
+    policy: &EnvPolicy,
+) -> Vec<(OsString, OsString)> {
+    vars.into_iter()
+        .filter(|(name, value)| keeps(policy, name, value))
+        .collect()
+}
+
+/// Whether a name looks like it holds a credential.
+pub fn is_credential_name(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    CREDENTIAL_MARKS.iter().any(|mark| upper.contains(mark))
+}
+
+fn keeps(policy: &EnvPolicy, name: &OsStr, value: &OsStr) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let value = value.as_bytes().trim_ascii();
+    if policy.key_values.iter().any(|key| key.as_bytes() == value) {
+        return false;
+    }
+    let name = name.to_string_lossy();
+    if policy.key_vars.iter().any(|var| *var == name) {
+        return false;
+    }
+    !is_credential_name(&name) || policy.pass.iter().any(|pass| *pass == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(policy: &EnvPolicy, vars: &[(&str, &str)]) -> Vec<String> {
+        let vars = vars.iter().map(|(n, v)| (n.into(), v.into()));
+        scrub(vars, policy)
+            .into_iter()
+            .map(|(n, _)| n.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn credential_names_go_unless_passed() {
+        let policy = EnvPolicy {
+            pass: vec!["GITHUB_TOKEN".into()],
+            ..EnvPolicy::default()
+        };
+        let kept = names(
+            &policy,
+            &[
+                ("PATH", "/bin"),
+                ("OPENAI_API_KEY", "a"),
+                ("foo_token", "b"),
+                ("DB_PASSWORD", "c"),
+                ("AWS_SECRET_ACCESS_KEY", "d"),
+                ("GITHUB_TOKEN", "e"),
+                ("HOME", "/h"),
+            ],
+        );
+        assert_eq!(kept, ["PATH", "GITHUB_TOKEN", "HOME"]);
+    }
+
+    #[test]
+    fn the_model_key_goes_by_name_and_by_value_even_when_passed() {
+        let policy = EnvPolicy {
+            pass: vec!["MY_LLM".into(), "KIN_API_KEY".into()],
+            key_vars: vec!["MY_LLM".into(), "KIN_API_KEY".into()],
+            key_values: vec!["sk-secret".into()],
+        };
+        let kept = names(
+            &policy,
+            &[
+                ("MY_LLM", "something else"),
+                ("KIN_API_KEY", "x"),
+                ("COPY", "sk-secret"),
+                ("COPY_WITH_NEWLINE", "sk-secret\n"),
+                ("PREFIXED", "sk-secret-not"),
+                ("TERM", "xterm"),
+            ],
+        );
+        assert_eq!(kept, ["PREFIXED", "TERM"]);
+    }
+
+    #[test]
+    fn hidden_values_accumulate_and_ignore_blanks() {
+        hide_value("  ");
+        hide_value("sk-child-env-test");
+        hide_value("sk-child-env-test");
+        let policy = POLICY.read().unwrap().clone();
+        assert_eq!(
+            policy
+                .key_values
+                .iter()
+                .filter(|v| v.as_str() == "sk-child-env-test")
+                .count(),
+            1
+        );
+        assert!(policy.key_values.iter().all(|v| !v.trim().is_empty()));
+    }
+}

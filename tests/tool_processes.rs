@@ -1,0 +1,312 @@
+//! Tool processes through the real binary: their environment holds no model key and no
+//! credential-like variable unless passed (in a session and in a delegated child), and nothing
+//! they start outlives the call or a kill -9 of kin.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use common::{Script, Wire};
+use kin::scenario::{RunOptions, Runner, Step};
+use serde_json::{json, Value};
+
+/// A guard against a broken kin, not a timing assertion.
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// A number for `sleep` unique to this test process and `n`, e.g. `1000.123457`: its command
+/// line marks the processes of one test.
+fn marker(n: u32) -> String {
+    format!("1000.{}{n}", std::process::id())
+}
+
+/// Pids and command lines of the processes whose command line contains `marker`.
+fn marked(marker: &str) -> Vec<(i32, String)> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| {
+            let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let line = String::from_utf8_lossy(&raw).replace('\0', " ");
+            line.contains(marker).then_some((pid, line))
+        })
+        .collect()
+}
+
+/// Polls until `done` holds: for process exits and execs, which have no event to wait on.
+async fn poll_until(what: &str, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < DEADLINE, "gave up waiting: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn sleeping(marker: &str) -> usize {
+    marked(marker)
+        .iter()
+        .filter(|(_, line)| line.starts_with(&format!("sleep {marker}")))
+        .count()
+}
+
+fn subagent_call(id: &str) -> (&str, &str, Value) {
+    (
+        id,
+        "subagent",
+        json!({"description": "Run a command", "prompt": "Run the command."}),
+    )
+}
+
+/// A replay directory: `parent` for the session, `child` for the child it delegates to.
+fn scenario(parent: Script, child: Option<Script>) -> tempfile::TempDir {
+    let dir = parent.dir();
+    if let Some(child) = child {
+        let child_dir = child.dir();
+        std::fs::copy(
+            child_dir.path().join("session.jsonl"),
+            dir.path().join("session.1.jsonl"),
+        )
+        .unwrap();
+    }
+    dir
+}
+
+/// Starts `kin acp --replay replay` with `env` added, KIN_HOME `home`, in `cwd`.
+fn start(replay: &Path, env: Vec<(String, String)>, home: &Path, cwd: &Path) -> Runner<'static> {
+    let options = RunOptions {
+        binary: common::kin_binary(),
+        replay_dir: Some(replay.to_owned()),
+        env,
+        home: home.to_owned(),
+        cwd: cwd.to_owned(),
+    };
+    Runner::start(&options, |_| {}).unwrap()
+}
+
+/// A session in `allow` mode (commands run without asking; children inherit it) and a prompt.
+async fn prompt_allowed(runner: &mut Runner<'_>) {
+    for step in [
+        Step::Initialize {
+            client_capabilities: None,
+        },
+        Step::NewSession { cwd: None },
+        Step::Request {
+            method: "session/set_mode".into(),
+            params: json!({"sessionId": "{{session}}", "modeId": "allow"}),
+        },
+        Step::Prompt {
+            text: "Go.".into(),
+            session: None,
+        },
+    ] {
+        runner.play(&step).await.unwrap();
+    }
+}
+
+/// Every file under `dir`, as text.
+fn texts_under(dir: &Path) -> Vec<(PathBuf, String)> {
+    let mut found = Vec::new();
+    let mut pending = vec![dir.to_owned()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                let text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned();
+                found.push((path, text));
+            }
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn tool_commands_see_no_keys_or_credentials_in_a_session_or_a_child() {
+    let root = tempfile::tempdir().unwrap();
+    let (home, cwd, config) = (
+        root.path().join("home"),
+        root.path().join("cwd"),
+        root.path().join("config"),
+    );
+    for dir in [&home, &cwd, &config.join("kin")] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    std::fs::write(
+        config.join("kin/config.toml"),
+        "api_key_env = \"KIN_TEST_LLM_CREDENTIAL\"\npass_env = [\"KIN_TEST_GH_TOKEN\"]\n",
+    )
+    .unwrap();
+    let secrets = [
+        ("KIN_API_KEY", "sk-kin-model-key-0001"),
+        ("DEEPSEEK_API_KEY", "sk-deepseek-0002"),
+        ("OPENAI_API_KEY", "sk-openai-0003"),
+        ("KIN_TEST_LLM_CREDENTIAL", "custom-credential-0004"),
+        ("FOO_TOKEN", "foo-token-0005"),
+        ("db_password", "db-password-0006"),
+        // Named innocently, but holding the model key.
+        ("KIN_TEST_COPY", "sk-kin-model-key-0001"),
+    ];
+    let mut env: Vec<(String, String)> = secrets
+        .iter()
+        .map(|(n, v)| (n.to_string(), v.to_string()))
+        .collect();
+    env.push(("KIN_TEST_GH_TOKEN".into(), "passed-through-0007".into()));
+    env.push(("XDG_CONFIG_HOME".into(), config.display().to_string()));
+    env.push(("KIN_PASS_ENV".into(), String::new()));
+
+    let env_call = |id| (id, "bash", json!({"command": "env"}));
+    let parent = Script::new()
+        .calls(&[env_call("parent-env")])
+        .calls(&[subagent_call("delegate")])
+        .text("done");
+    let child = Script::new().calls(&[env_call("child-env")]).text("ran");
+    let replay = scenario(parent, Some(child));
+    let mut runner = start(replay.path(), env, &home, &cwd);
+    prompt_allowed(&mut runner).await;
+    let (stdout, _) = runner.finish().await.unwrap();
+
+    // What the commands printed went into the session logs, the child's too.
+    let logs = texts_under(&home);
+    let with_env_output: Vec<&(PathBuf, String)> = logs
+        .iter()
+        .filter(|(_, text)| text.contains("passed-through-0007"))
+        .collect();
+    assert_eq!(
+        with_env_output.len(),
+        2,
+        "the parent's and the child's `env` both ran and show the passed variable"
+    );
+    for (path, text) in &logs {
+        for (name, value) in &secrets {
+            assert!(
+                !text.contains(value) && !text.contains(&format!("{name}=")),
+                "{name} reached a tool: {}",
+                path.display()
+            );
+        }
+    }
+    assert!(
+        stdout.iter().all(|line| !line.contains("sk-kin-model-key")),
+        "the key reached the editor"
+    );
+}
+
+#[tokio::test]
+async fn nothing_a_command_starts_outlives_its_call() {
+    let marker = marker(1);
+    // Two escapes into sessions of their own (each reports through a FIFO once it is in its
+    // session, so the command cannot end before they got away) and one in the group.
+    let command = format!(
+        "mkfifo a b; setsid sh -c 'echo > a; exec sleep {marker}' & \
+         (setsid sh -c 'sleep {marker} & echo > b' &); read < a; read < b; \
+         sleep {marker} & echo started"
+    );
+    let script = Script::new()
+        .calls(&[("run", "bash", json!({"command": command}))])
+        .text("done");
+    let replay = script.dir();
+    let root = tempfile::tempdir().unwrap();
+    let mut runner = start(replay.path(), Vec::new(), root.path(), root.path());
+    prompt_allowed(&mut runner).await;
+    // The call has returned: its guard killed and reaped everything before it did.
+    let left = marked(&marker);
+    let (stdout, _) = runner.finish().await.unwrap();
+    assert!(left.is_empty(), "still running after the call: {left:?}");
+    assert!(
+        stdout.iter().any(|line| line.contains("started")),
+        "the command ran"
+    );
+}
+
+#[tokio::test]
+async fn the_guard_reports_the_commands_own_exit() {
+    let script = Script::new()
+        .calls(&[
+            ("code", "bash", json!({"command": "echo out; exit 3"})),
+            ("signal", "bash", json!({"command": "kill -KILL $$"})),
+            (
+                "missing",
+                "bash",
+                json!({"command": "no-such-command-kin-test"}),
+            ),
+        ])
+        .text("done");
+    let replay = script.dir();
+    let root = tempfile::tempdir().unwrap();
+    let mut runner = start(replay.path(), Vec::new(), root.path(), root.path());
+    prompt_allowed(&mut runner).await;
+    let (stdout, _) = runner.finish().await.unwrap();
+    let result = |id: &str| -> String {
+        stdout
+            .iter()
+            .map(|line| serde_json::from_str::<Value>(line).unwrap())
+            .filter_map(|m| m.pointer("/params/update").cloned())
+            .filter(|u| u["toolCallId"] == id && u.get("status").is_some())
+            .flat_map(|u| u["content"].as_array().cloned().unwrap_or_default())
+            .filter_map(|c| c.pointer("/content/text")?.as_str().map(str::to_owned))
+            .collect()
+    };
+    assert_eq!(result("code"), "out\n\n[exit code 3]");
+    assert_eq!(result("signal"), "\n[killed by signal SIGKILL]");
+    assert!(
+        result("missing").ends_with("[exit code 127]"),
+        "{}",
+        result("missing")
+    );
+}
+
+/// Starts `kin acp` on `replay`, prompts, waits until two `sleep`s carrying `marker` run (one
+/// escaped into its own session), kills kin with SIGKILL and waits until none of the command's
+/// processes is left.
+async fn kill_9_during_a_call(replay: &Path, marker: &str) {
+    let mut wire = Wire::start(Some(replay));
+    wire.initialize().await;
+    let session = wire.new_session().await;
+    wire.request(
+        2,
+        "session/set_mode",
+        json!({"sessionId": session, "modeId": "allow"}),
+    )
+    .await;
+    wire.send(
+        &json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": {
+        "sessionId": session, "prompt": [{"type": "text", "text": "Run it."}]}}),
+    )
+    .await;
+    poll_until("the command's sleeps to start", || sleeping(marker) == 2).await;
+    wire.child.start_kill().unwrap();
+    wire.child.wait().await.unwrap();
+    poll_until("the command's processes to end", || {
+        marked(marker).is_empty()
+    })
+    .await;
+}
+
+fn long_command(marker: &str) -> Value {
+    json!({"command": format!("setsid sleep {marker} & sleep {marker}; echo never")})
+}
+
+#[tokio::test]
+async fn a_kill_9_of_kin_takes_a_running_command_down() {
+    let marker = marker(2);
+    let script = Script::new()
+        .calls(&[("run", "bash", long_command(&marker))])
+        .text("done");
+    kill_9_during_a_call(script.dir().path(), &marker).await;
+}
+
+#[tokio::test]
+async fn a_kill_9_of_kin_takes_a_delegated_childs_command_down() {
+    let marker = marker(3);
+    let parent = Script::new()
+        .calls(&[subagent_call("delegate")])
+        .text("done");
+    let child = Script::new()
+        .calls(&[("run", "bash", long_command(&marker))])
+        .text("ran");
+    let replay = scenario(parent, Some(child));
+    kill_9_during_a_call(replay.path(), &marker).await;
+}
