@@ -1,6 +1,7 @@
 //! Where kin keeps its data, and how it finds its model: the effective configuration from
 //! command-line flags, environment variables and the config file (see `resolve`).
 
+mod acp_agents;
 mod file;
 mod key;
 mod resolve;
@@ -11,6 +12,7 @@ use std::sync::Arc;
 
 use crate::model::openai::{KeyLoader, KeyState, OpenAiModel};
 
+pub use acp_agents::{AcpAgentConfig, AcpPermission};
 pub use key::load as load_key;
 pub use resolve::{
     parse_duration, resolve, KeyPlan, ModelConfig, Origin, Overrides, Setting, ENV_API_KEY,
@@ -107,5 +109,16 @@ pub fn configure_tool_env(overrides: &Overrides) {
             tracing::debug!(%error, "the tool environment keeps its default scrub");
             child_env::configure(Vec::new(), overrides.api_key_env.iter().cloned().collect());
         }
+    }
+}
+
+/// The child agents of the config file's `[acp_agents.<name>]` tables (none without a file).
+pub fn acp_agents(env: EnvLookup<'_>) -> Result<Vec<AcpAgentConfig>, ConfigError> {
+    let Some(path) = file::path(env) else {
+        return Ok(Vec::new());
+    };
+    match file::load(&path)? {
+        Some(config) => acp_agents::resolve(&config.acp_agents, &path),
+        None => Ok(Vec::new()),
     }
 }

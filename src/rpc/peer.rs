@@ -34,6 +34,10 @@ pub trait Handler: Send + Sync + 'static {
 
     /// Called in arrival order; must not block. Unknown notifications are to be ignored.
     fn notification(&self, method: String, params: Value);
+
+    /// Called for each line that is not a JSON-RPC message (after it has been answered with
+    /// the error); a peer that must not tolerate such output (a child agent) stops here.
+    fn invalid(&self, _error: &RpcError) {}
 }
 
 /// Given to each incoming request: its cancellation (tripped by `$/cancel_request` or by
@@ -139,13 +143,14 @@ impl Peer {
                     tracing::warn!(%error, "reading the connection failed; shutting it down");
                     break;
                 }
-                Ok(Some(Frame::TooLong { len })) => self.respond(
-                    &Value::Null,
-                    Err(RpcError::parse_error(format!(
+                Ok(Some(Frame::TooLong { len })) => {
+                    let error = RpcError::parse_error(format!(
                         "parse error: line of {len} bytes exceeds the {} byte limit",
                         super::MAX_LINE_BYTES
-                    ))),
-                ),
+                    ));
+                    handler.invalid(&error);
+                    self.respond(&Value::Null, Err(error));
+                }
                 Ok(Some(Frame::Line(line))) => self.dispatch(&line, &handler, &tracker),
             }
         }
@@ -167,7 +172,10 @@ impl Peer {
         let incoming = match classify(line) {
             Ok(Some(incoming)) => incoming,
             Ok(None) => return,
-            Err(error) => return self.respond(&Value::Null, Err(error)),
+            Err(error) => {
+                handler.invalid(&error);
+                return self.respond(&Value::Null, Err(error));
+            }
         };
         match incoming {
             Incoming::Request { id, method, params } => {

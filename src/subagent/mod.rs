@@ -10,6 +10,7 @@
 //! with the parent's completed turns), both in-process; they reach sessions and turns only
 //! through [`ChildHost`].
 
+mod acp;
 mod error;
 mod fork;
 mod host;
@@ -28,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 use crate::agent::{Agent, AgentOptions, NotRunning};
 use crate::session::{AssistantBlock, UserPart};
 
+pub use acp::AcpProvider;
 pub use error::SubagentError;
 pub use fork::ForkProvider;
 pub use host::ChildHost;
@@ -155,6 +157,8 @@ pub struct SubagentResult {
     /// The captured value, when a schema was requested and satisfied.
     pub structured: Option<Value>,
     pub stop_reason: StopReason,
+    /// Why the run failed, when the provider knows (e.g. how an ACP child process ended).
+    pub error: Option<String>,
 }
 
 impl SubagentResult {
@@ -167,6 +171,21 @@ impl SubagentResult {
                 _ => None,
             })
             .collect()
+    }
+}
+
+/// The depth of a child of `parent`, checked against the request's `max_depth`.
+pub(crate) fn child_depth(parent: &Agent, max_depth: Option<u32>) -> Result<u32, SubagentError> {
+    let depth = parent
+        .delegation_depth()
+        .checked_add(1)
+        .ok_or(SubagentError::DepthOverflow)?;
+    match max_depth {
+        Some(max) if depth > max => Err(SubagentError::Depth {
+            attempted: depth,
+            max,
+        }),
+        _ => Ok(depth),
     }
 }
 

@@ -99,7 +99,10 @@ async fn settle(run: Run) -> TaskOutcome {
     match result.stop_reason {
         StopReason::Completed => TaskOutcome::completed(result.text()),
         StopReason::Aborted => TaskOutcome::killed(),
-        other => TaskOutcome::failed(other.as_str()),
+        other => match result.error {
+            Some(error) => TaskOutcome::failed(format!("{}: {error}", other.as_str())),
+            None => TaskOutcome::failed(other.as_str()),
+        },
     }
 }
 
@@ -206,12 +209,15 @@ impl Tool for SubagentTool {
             };
             let result = run.result().await;
             run.dispose().await;
-            match stop_error(result.stop_reason) {
-                None => ToolOutput::ok(result.text()),
-                Some(message) => ToolOutput::error(
+            match (stop_error(result.stop_reason), &result.error) {
+                (None, _) => ToolOutput::ok(result.text()),
+                (Some(message), error) => ToolOutput::error(
                     "SubagentError",
                     "SUBAGENT_FAILED",
-                    format!("Error: {message}"),
+                    match error {
+                        Some(error) => format!("Error: {message}: {error}"),
+                        None => format!("Error: {message}"),
+                    },
                 ),
             }
         }

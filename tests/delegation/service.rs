@@ -45,6 +45,7 @@ fn fake_run(id: &str) -> Run {
         }],
         structured: None,
         stop_reason: StopReason::Completed,
+        error: None,
     };
     Run::new(
         id.into(),
