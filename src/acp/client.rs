@@ -262,7 +262,7 @@ impl Process {
         let mut exit = self.exit.clone();
         let waited = tokio::time::timeout(limit, exit.wait_for(Option::is_some)).await;
         // A closed channel means the waiter is gone: nothing left to wait for.
-        !matches!(waited, Err(_))
+        waited.is_ok()
     }
 
     fn signal(&self, signal: Signal) {
