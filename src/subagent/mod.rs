@@ -7,8 +7,8 @@
 //! result settles). A [`Run`] is one activation of a child: its `result`, an idempotent
 //! `dispose` that waits until the child is quiet, and, where the provider supports it, a
 //! strict `steer` into the running turn. Providers: `spawn` (fresh child) and `fork` (seeded
-//! with the parent's completed turns), both in-process; they reach sessions and turns only
-//! through [`ChildHost`].
+//! with the parent's completed turns), both in-process, reaching sessions and turns only
+//! through [`ChildHost`]; and `acp:<name>`, a configured ACP agent run as a one-shot subprocess.
 
 mod acp;
 mod error;
