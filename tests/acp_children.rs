@@ -246,8 +246,9 @@ fn session_logs(home: &Path) -> Vec<(Value, String)> {
     found
 }
 
-#[tokio::test]
-async fn kin_delegates_to_kin_over_acp_and_the_depth_crosses_the_process_boundary() {
+/// Runs `kin acp --replay parent` with one prompt; its config names `kin acp --replay child`
+/// as the ACP agent `kin`. Returns the session logs and checks that no child kin is left.
+async fn kin_parent_of_kin(parent: Script, child: Script) -> Vec<(Value, String)> {
     let root = tempfile::tempdir().unwrap();
     let (home, cwd, config) = (
         root.path().join("home"),
@@ -256,23 +257,7 @@ async fn kin_delegates_to_kin_over_acp_and_the_depth_crosses_the_process_boundar
     );
     std::fs::create_dir_all(&home).unwrap();
     std::fs::create_dir_all(&cwd).unwrap();
-    // The child tries to delegate further (refused: depth 2 > 1), then answers.
-    let child = Script::new()
-        .calls(&[(
-            "deeper",
-            "subagent",
-            json!({"description": "Go deeper", "prompt": "Go deeper."}),
-        )])
-        .text("CHILD_OK");
-    let child_dir = child.dir();
-    let parent = Script::new()
-        .calls(&[(
-            "ask-kin",
-            "subagent_kin",
-            json!({"description": "Ask kin", "prompt": "Say CHILD_OK."}),
-        )])
-        .text("PARENT_DONE");
-    let parent_dir = parent.dir();
+    let (parent_dir, child_dir) = (parent.dir(), child.dir());
     write_config(
         &config,
         &format!(
@@ -306,25 +291,74 @@ async fn kin_delegates_to_kin_over_acp_and_the_depth_crosses_the_process_boundar
         stdout.iter().any(|line| line.contains("PARENT_DONE")),
         "the parent finished its turn"
     );
-    let logs = session_logs(&home);
-    let (_, parent_log) = logs
+    assert_none_left(&child_dir.path().display().to_string()).await;
+    session_logs(&home)
+}
+
+/// The log of the session at `depth` (there is one).
+fn log_at_depth(logs: &[(Value, String)], depth: u32) -> &str {
+    let found: Vec<&str> = logs
         .iter()
-        .find(|(header, _)| header["delegationDepth"] == 0)
-        .expect("the parent's log");
+        .filter(|(header, _)| header["delegationDepth"] == depth)
+        .map(|(_, text)| text.as_str())
+        .collect();
+    assert_eq!(found.len(), 1, "one session at depth {depth}");
+    found[0]
+}
+
+#[tokio::test]
+async fn kin_delegates_to_kin_over_acp_and_the_depth_crosses_the_process_boundary() {
+    // The child tries to delegate further (refused: depth 2 > 1), then answers.
+    let child = Script::new()
+        .calls(&[(
+            "deeper",
+            "subagent",
+            json!({"description": "Go deeper", "prompt": "Go deeper."}),
+        )])
+        .text("ANSWER_FROM_THE_CHILD");
+    let parent = Script::new()
+        .calls(&[(
+            "ask-kin",
+            "subagent_kin",
+            json!({"description": "Ask kin", "prompt": "Say CHILD_OK."}),
+        )])
+        .text("PARENT_DONE");
+    let logs = kin_parent_of_kin(parent, child).await;
+    let parent_log = log_at_depth(&logs, 0);
     assert!(
-        parent_log.contains(r#""text":"CHILD_OK""#),
+        parent_log.contains(r#""text":"ANSWER_FROM_THE_CHILD""#),
         "the child's answer is the tool result: {parent_log}"
     );
-    let (_, child_log) = logs
-        .iter()
-        .find(|(header, _)| header["delegationDepth"] == 1)
-        .expect("the child's log, recorded at depth 1");
+    let child_log = log_at_depth(&logs, 1);
     assert!(
         child_log.contains("subagent depth 2 exceeds maxDepth 1"),
         "the child's own delegation is refused: {child_log}"
     );
+}
+
+#[tokio::test]
+async fn a_background_acp_child_is_a_one_shot_task() {
+    let child = Script::new().text("ANSWER_FROM_THE_CHILD");
+    let parent = Script::new()
+        .calls(&[(
+            "ask-kin",
+            "subagent_kin",
+            json!({"description": "Ask kin", "prompt": "Say CHILD_OK.", "run_in_background": true}),
+        )])
+        .calls(&[(
+            "collect",
+            "task_output",
+            json!({"task_id": "subagent-1", "wait": true}),
+        )])
+        .text("PARENT_DONE");
+    let logs = kin_parent_of_kin(parent, child).await;
+    let parent_log = log_at_depth(&logs, 0);
     assert!(
-        marked(&child_dir.path().display().to_string()).is_empty(),
-        "the child kin outlived the parent"
+        parent_log.contains("started background subagent task subagent-1"),
+        "{parent_log}"
+    );
+    assert!(
+        parent_log.contains("ANSWER_FROM_THE_CHILD"),
+        "task_output gives the child's answer: {parent_log}"
     );
 }
