@@ -131,7 +131,7 @@ async fn many_background(runtime: &Arc<Runtime>, cwd: &std::path::Path) {
             .start(
                 "subagent",
                 "bench child",
-                Some(parent.id.clone()),
+                Some(parent.id.as_str().into()),
                 move |cancel| {
                     Box::pin(async move {
                         let request = StartRequest::new(prompt("go"), parent, cancel);

@@ -1,6 +1,7 @@
 //! `kin run`: one turn without an editor, for scripts and parent processes. Runs the turn
-//! through the session host in-process: the answer text streams to stdout, tool activity to stderr; or, with
-//! `json`, every session event is written to stdout as its log line. Knows nothing of ACP.
+//! through the session host in-process: the answer text streams to stdout, tool activity to
+//! stderr; or, with `json`, every session event is written to stdout as its log line. Knows
+//! nothing of ACP.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -79,7 +80,11 @@ pub async fn run(
         return Err(HeadlessError::MissingKey(hint));
     }
     let agent = match &options.session {
-        Some(id) => host.open_session(id, options.cwd.clone())?,
+        Some(id) => {
+            let agent = host.open_session(id, options.cwd.clone())?;
+            runtime.control().restore_interrupted(&agent);
+            agent
+        }
         None => host.create_session(options.cwd.clone(), Vec::new())?,
     };
     let printer = Arc::new(Printer {

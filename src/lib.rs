@@ -10,8 +10,9 @@
 //!   into the one process-wide [`runtime::Runtime`].
 //! - [`agent`]: the turn loop of one live session, and [`agent::host`], the session host: live
 //!   sessions, store, models, the one turn driver and the host event stream.
-//! - [`subagent`]: delegation to child agents (`spawn`, `fork`), the `subagent` tools, and
-//!   [`subagent::ChildHost`], the host as children see it.
+//! - [`subagent`]: delegation to child agents (`spawn`, `fork`), the `subagent` tools,
+//!   continuable background children ([`subagent::SubagentControl`]: `send_message`,
+//!   `list_agents`), and [`subagent::ChildHost`], the host as children see it.
 //! - [`tasks`]: background tasks and the `task_*` tools.
 //! - [`tools`]: the tool trait and registry; the coding tools (`read`, `write`, `edit`, `glob`,
 //!   `grep`, `bash`) with confinement, permissions and the editor bridge trait.

@@ -14,8 +14,8 @@ use crate::config::AcpAgentConfig;
 use crate::model::Model;
 use crate::session::{SessionStore, StoreError, UserPart};
 use crate::subagent::{
-    AcpProvider, ChildHost, ForkProvider, Provider, SpawnProvider, SubagentService, SubagentTool,
-    DEFAULT_MAX_DEPTH,
+    AcpProvider, ChildHost, ForkProvider, ListAgentsTool, Provider, SendMessageTool, SpawnProvider,
+    SubagentControl, SubagentService, SubagentTool, DEFAULT_MAX_DEPTH,
 };
 use crate::tasks::{TaskKillTool, TaskListTool, TaskOutputTool, TaskService};
 use crate::tools::ToolRegistry;
@@ -46,6 +46,8 @@ pub struct Runtime {
     host: Arc<AgentHost>,
     subagents: Arc<SubagentService>,
     tasks: Arc<TaskService>,
+    /// Continuable background children (`send_message`, `list_agents`).
+    control: Arc<SubagentControl>,
     /// Cancels background tasks at shutdown.
     shutdown: CancellationToken,
 }
@@ -63,8 +65,15 @@ impl Runtime {
         let tasks = Arc::new(TaskService::new(shutdown.child_token()));
         let subagents = Arc::new(SubagentService::new());
         // The host's tools reach the providers, which reach the host: weakly.
+        let mut control = None;
         let host = Arc::new_cyclic(|weak: &Weak<AgentHost>| {
             let host: Weak<dyn ChildHost> = weak.clone();
+            let continuable = Arc::new(SubagentControl::new(
+                tasks.clone(),
+                subagents.clone(),
+                store.clone(),
+                host.clone(),
+            ));
             let mut providers: Vec<(Arc<dyn Provider>, String)> = vec![
                 (
                     Arc::new(SpawnProvider::new(host.clone())),
@@ -84,12 +93,15 @@ impl Runtime {
                     provider.inherits_parent_context(),
                     Some(options.subagent_max_depth),
                     subagents.clone(),
-                    tasks.clone(),
+                    continuable.clone(),
                 )));
                 if let Err(error) = subagents.register(provider) {
                     tracing::error!(%error, "registering a subagent provider failed");
                 }
             }
+            tools.register(Arc::new(SendMessageTool(continuable.clone())));
+            tools.register(Arc::new(ListAgentsTool(continuable.clone())));
+            control = Some(continuable);
             tools.register(Arc::new(TaskOutputTool(tasks.clone())));
             tools.register(Arc::new(TaskListTool(tasks.clone())));
             tools.register(Arc::new(TaskKillTool(tasks.clone())));
@@ -108,10 +120,14 @@ impl Runtime {
                 id: uuid::Uuid::new_v4().to_string(),
             });
         }));
+        let control = control.ok_or_else(|| StoreError::NotFound {
+            id: "the subagent control service".into(),
+        })?;
         Ok(Arc::new(Self {
             host,
             subagents,
             tasks,
+            control,
             shutdown,
         }))
     }
@@ -128,6 +144,11 @@ impl Runtime {
 
     pub fn tasks(&self) -> &Arc<TaskService> {
         &self.tasks
+    }
+
+    /// Continuable background children.
+    pub fn control(&self) -> &Arc<SubagentControl> {
+        &self.control
     }
 
     /// Cancels every background task, turn and child, and waits until all have settled.

@@ -34,6 +34,41 @@ fn turns(stdout: &[String]) -> Vec<(String, String)> {
     out
 }
 
+/// `text` with each UUID replaced by `{{id:N}}`, numbered by first appearance in `seen`, so
+/// ids minted at run time (a background child's) compare equal across runs.
+fn normalize_ids(text: &str, seen: &mut Vec<String>) -> String {
+    let is_uuid = |s: &str| {
+        s.len() == 36
+            && s.char_indices().all(|(i, c)| match i {
+                8 | 13 | 18 | 23 => c == '-',
+                _ => c.is_ascii_hexdigit(),
+            })
+    };
+    let mut out = String::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        match rest.get(..36).filter(|head| is_uuid(head)) {
+            Some(id) => {
+                let n = match seen.iter().position(|s| s == id) {
+                    Some(n) => n,
+                    None => {
+                        seen.push(id.to_owned());
+                        seen.len() - 1
+                    }
+                };
+                out.push_str(&format!("{{{{id:{}}}}}", n + 1));
+                rest = &rest[36..];
+            }
+            None => {
+                let c = rest.chars().next().unwrap_or_default();
+                out.push(c);
+                rest = &rest[c.len_utf8()..];
+            }
+        }
+    }
+    out
+}
+
 /// (tool name, result text, isError) of every tool call in a log, in order.
 fn tool_results(log: &str) -> Vec<(String, String, bool)> {
     let events: Vec<Value> = log
@@ -49,6 +84,7 @@ fn tool_results(log: &str) -> Vec<(String, String, bool)> {
             .unwrap_or_default()
             .to_owned()
     };
+    let mut seen = Vec::new();
     events
         .iter()
         .filter(|e| e["type"] == "tool/result")
@@ -62,7 +98,7 @@ fn tool_results(log: &str) -> Vec<(String, String, bool)> {
                 .collect();
             (
                 name_of(&part["toolCallId"]),
-                text,
+                normalize_ids(&text, &mut seen),
                 part["isError"].as_bool().unwrap(),
             )
         })
@@ -153,4 +189,9 @@ async fn subagent_spawn_matches_the_reference() {
 #[tokio::test]
 async fn subagent_fork_matches_the_reference() {
     check("subagent-fork", 2).await;
+}
+
+#[tokio::test]
+async fn subagent_continuable_matches_the_reference() {
+    check("subagent-continuable", 1).await;
 }

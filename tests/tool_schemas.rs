@@ -50,7 +50,9 @@ fn every_tool_has_a_schema_file_matching_its_parameters() {
             "edit",
             "glob",
             "grep",
+            "list_agents",
             "read",
+            "send_message",
             "subagent",
             "subagent_fork",
             "task_kill",
@@ -138,6 +140,18 @@ fn the_schemas_accept_and_refuse_the_expected_arguments() {
             true,
         ),
         ("task_list", json!({}), true),
+        (
+            "send_message",
+            json!({"subagent_id": "22222222-2222-4222-8222-222222222222", "message": "more"}),
+            true,
+        ),
+        ("send_message", json!({"subagent_id": "x"}), false),
+        (
+            "send_message",
+            json!({"subagent_id": 1, "message": "m"}),
+            false,
+        ),
+        ("list_agents", json!({}), true),
     ];
     for (tool, arguments, valid) in cases {
         let path = schema_dir().join(format!("{tool}.json"));

@@ -363,6 +363,8 @@ async fn dispatch(
         )),
         ClientRequest::CloseSessionRequest(req) => {
             let id = &req.session_id.0;
+            // Closing a session stops the background work it owns.
+            runtime.tasks().cancel_owned(id);
             match runtime.host().unpublish(id) {
                 Some(agent) => agent.settle().await,
                 None if runtime.host().store().exists(id) => {}
@@ -371,6 +373,7 @@ async fn dispatch(
             answer(Ok(CloseSessionResponse::new()))
         }
         ClientRequest::DeleteSessionRequest(req) => {
+            runtime.tasks().cancel_owned(&req.session_id.0);
             runtime
                 .host()
                 .delete_session(&req.session_id.0)
@@ -420,6 +423,8 @@ fn open_idle(
         .host()
         .open_session_in(id, cwd, Some(additional))
         .map_err(runtime_error)?;
+    // Background tasks an earlier process left unfinished show as interrupted.
+    runtime.control().restore_interrupted(&agent);
     if agent.is_running() {
         return Err(RpcError::invalid_request(format!(
             "invalid request: session {id} is running a prompt; cancel it or wait for it first"

@@ -118,6 +118,9 @@ pub struct Agent {
     steering: Mutex<Steering>,
     /// Notices for the model (e.g. a finished background task), taken before the next call.
     inbox: Mutex<Vec<UserMessage>>,
+    /// Log-only records for the next turn to write after its opening message (e.g. a child's
+    /// `subagent/descriptor`).
+    records: Mutex<Vec<EventBody>>,
 }
 
 pub use crate::session::UserMessage;
@@ -187,6 +190,7 @@ impl Agent {
             turn_cancel: Mutex::new(None),
             steering: Mutex::new(Steering::default()),
             inbox: Mutex::new(Vec::new()),
+            records: Mutex::new(Vec::new()),
         }
     }
 
@@ -284,6 +288,16 @@ impl Agent {
     /// Leaves a notice for the model; it is logged before the next model call.
     pub fn inject(&self, message: UserMessage) {
         lock(&self.inbox).push(message);
+    }
+
+    /// Has the next turn write `body` to the log after its opening message; never shown to
+    /// the model.
+    pub fn record_in_next_turn(&self, body: EventBody) {
+        lock(&self.records).push(body);
+    }
+
+    fn take_records(&self) -> Vec<EventBody> {
+        std::mem::take(&mut *lock(&self.records))
     }
 
     fn take_steering(&self) -> Vec<UserMessage> {

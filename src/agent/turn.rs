@@ -150,6 +150,14 @@ impl Turn<'_> {
                 }))?;
             }
         }
+        let records = self.agent.take_records();
+        if !records.is_empty() {
+            for body in records {
+                self.emit(body)?;
+            }
+            // On disk at once: a child that crashes in its first step stays continuable.
+            self.state.log.flush()?;
+        }
         for step in 1..=self.deps.max_steps {
             if self.cancel.is_cancelled() {
                 return Ok(TurnOutcome::Cancelled);
@@ -326,7 +334,7 @@ impl Turn<'_> {
         } else {
             let agent = self.agent;
             let cx = ToolContext {
-                session_id: agent.id.clone(),
+                session_id: agent.id.clone().into(),
                 cwd: agent.cwd.clone(),
                 cancel: self.cancel.child_token(),
                 call_id: call_id.into(),
@@ -352,12 +360,8 @@ impl Turn<'_> {
         if output.is_cancelled() && !self.cancel.is_cancelled() {
             self.tool_cancelled = true;
         }
-        let fatal = output.is_fatal();
-        let fatal_text = if fatal {
-            output.text.clone()
-        } else {
-            String::new()
-        };
+        // Logged like any result first; then the turn ends.
+        let fatal = output.is_fatal().then(|| output.text.clone());
         self.emit_surface(
             EventBody::ToolResult(ToolResult {
                 turn,
@@ -384,10 +388,10 @@ impl Turn<'_> {
             }),
             Some(vec![call_seq]),
         )?;
-        if fatal {
+        if let Some(message) = fatal {
             return Err(TurnError::Tool {
                 name: name.into(),
-                message: fatal_text,
+                message,
             });
         }
         Ok(())

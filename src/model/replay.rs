@@ -11,6 +11,11 @@
 //! `assistant/message` of the primary log (`replay` when there is none), so a scenario recorded
 //! against a real model replays to the same log.
 //!
+//! Recorded logs are normalized: a UUID the model echoed (a subagent id it got from a tool)
+//! reads `{{id:N}}` in the recorded tool-call arguments. Replay learns what each placeholder
+//! stands for in this run by matching the recorded tool results against the live ones in the
+//! request, and writes the live value into the arguments it streams.
+//!
 //! An optional `replay.override.json` replaces or patches the primary script (reference format:
 //! a bare list of entries, or `{"patches":[{"at":N,"entry":{...}}]}`; entries are
 //! `{"kind":"chunks","chunks":[...]}`, `{"kind":"throw","chunks":[...],"message":"..."}` and
@@ -61,6 +66,8 @@ struct Script {
     name: String,
     entries: Vec<Entry>,
     cursor: usize,
+    /// The recorded tool-result texts that hold `{{id:N}}` placeholders.
+    templates: Vec<String>,
 }
 
 #[derive(Debug, Default)]
@@ -104,6 +111,7 @@ impl ReplayModel {
                 name: file_name(&path),
                 entries: entries_from_log(&log),
                 cursor: 0,
+                templates: templates_from_log(&log),
             });
         }
         let override_path = dir.join("replay.override.json");
@@ -122,6 +130,7 @@ impl ReplayModel {
                     name: name.clone(),
                     entries: entries_from_log(log),
                     cursor: 0,
+                    templates: templates_from_log(log),
                 })
                 .collect(),
             source,
@@ -151,7 +160,8 @@ impl ReplayModel {
             .collect()
     }
 
-    fn next_entry(&self, session_id: &str) -> Result<Entry, ModelError> {
+    fn next_entry(&self, request: &ModelRequest) -> Result<Entry, ModelError> {
+        let session_id = request.session_id.as_str();
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let index = match state.by_session.get(session_id) {
             Some(&index) => index,
@@ -183,7 +193,7 @@ impl ReplayModel {
             )));
         };
         script.cursor += 1;
-        Ok(entry)
+        Ok(fill_placeholders(entry, &script.templates, request))
     }
 }
 
@@ -203,7 +213,7 @@ impl Model for ReplayModel {
     }
 
     fn stream(&self, request: ModelRequest) -> ChunkStream {
-        let entry = match self.next_entry(&request.session_id) {
+        let entry = match self.next_entry(&request) {
             Ok(entry) => entry,
             Err(error) => return Box::pin(stream::once(std::future::ready(Err(error)))),
         };
@@ -237,6 +247,105 @@ fn recorded_source(log: &LoadedSession) -> Option<(String, String)> {
         }
         _ => None,
     })
+}
+
+/// The texts of a log's tool results that carry `{{id:N}}` placeholders.
+fn templates_from_log(log: &LoadedSession) -> Vec<String> {
+    log.events
+        .iter()
+        .filter_map(|event| match &event.body {
+            EventBody::ToolResult(result) => Some(result.text()),
+            _ => None,
+        })
+        .filter(|text| text.contains("{{id:"))
+        .collect()
+}
+
+/// Splits a template into its literal pieces and the placeholders between them.
+fn split_template(template: &str) -> (Vec<&str>, Vec<&str>) {
+    let (mut literals, mut holes) = (Vec::new(), Vec::new());
+    let mut rest = template;
+    while let Some(start) = rest.find("{{id:") {
+        let Some(len) = rest[start..].find("}}") else {
+            break;
+        };
+        literals.push(&rest[..start]);
+        holes.push(&rest[start..start + len + 2]);
+        rest = &rest[start + len + 2..];
+    }
+    literals.push(rest);
+    (literals, holes)
+}
+
+/// What each placeholder of `template` stands for in `text`, if `text` has its shape.
+fn match_template<'t>(template: &'t str, text: &str) -> Option<Vec<(&'t str, String)>> {
+    let (literals, holes) = split_template(template);
+    let mut rest = text.strip_prefix(literals[0])?;
+    let mut found = Vec::new();
+    for (hole, literal) in holes.iter().zip(&literals[1..]) {
+        let end = if literal.is_empty() {
+            rest.len()
+        } else {
+            rest.find(literal)?
+        };
+        let value = &rest[..end];
+        if value.is_empty() || value.contains(char::is_whitespace) {
+            return None;
+        }
+        found.push((*hole, value.to_owned()));
+        rest = &rest[end + literal.len()..];
+    }
+    rest.is_empty().then_some(found)
+}
+
+/// Writes this run's values for the placeholders into the tool-call arguments of `entry`.
+fn fill_placeholders(entry: Entry, templates: &[String], request: &ModelRequest) -> Entry {
+    if templates.is_empty() {
+        return entry;
+    }
+    let mut known: HashMap<&str, String> = HashMap::new();
+    for item in &request.history {
+        if let crate::session::history::HistoryItem::ToolResult { text, .. } = item {
+            for template in templates {
+                for (hole, value) in match_template(template, text).unwrap_or_default() {
+                    known.entry(hole).or_insert(value);
+                }
+            }
+        }
+    }
+    let fill = |text: &mut String| {
+        for (hole, value) in &known {
+            if text.contains(hole) {
+                *text = text.replace(hole, value);
+            }
+        }
+    };
+    let fill_all = |mut chunks: Vec<Chunk>| {
+        for chunk in &mut chunks {
+            match chunk {
+                Chunk::ToolCallDelta {
+                    arguments_delta, ..
+                } => fill(arguments_delta),
+                Chunk::BlockEnd {
+                    block: crate::session::AssistantBlock::ToolCall { arguments, .. },
+                    ..
+                } => fill(arguments),
+                _ => {}
+            }
+        }
+        chunks
+    };
+    match entry {
+        Entry::Chunks(chunks) => Entry::Chunks(fill_all(chunks)),
+        Entry::Hang { chunks, ready_file } => Entry::Hang {
+            chunks: fill_all(chunks),
+            ready_file,
+        },
+        Entry::Throw { chunks, message } => Entry::Throw {
+            chunks: fill_all(chunks),
+            message,
+        },
+    }
 }
 
 /// Groups a log's own chunks (after any inherited seed) into one entry per model call.
@@ -423,5 +532,23 @@ mod tests {
         let entries = entries_from_log(&cut);
         assert!(matches!(&entries[0], Entry::Hang { .. }));
         assert!(matches!(&entries[1], Entry::Throw { message, .. } if message == "boom"));
+    }
+
+    #[test]
+    fn placeholders_are_learned_from_the_live_tool_results() {
+        let template = "started subagent {{id:2}} as task subagent-1";
+        assert_eq!(
+            match_template(template, "started subagent abc-1 as task subagent-1"),
+            Some(vec![("{{id:2}}", "abc-1".to_owned())])
+        );
+        assert_eq!(
+            match_template(template, "started subagent abc-1 as task subagent-2"),
+            None
+        );
+        assert_eq!(
+            match_template("id {{id:3}}", "id xyz"),
+            Some(vec![("{{id:3}}", "xyz".to_owned())])
+        );
+        assert_eq!(match_template("id {{id:3}}", "id two words"), None);
     }
 }

@@ -11,8 +11,8 @@ use serde_json::Value;
 use super::{Input, RunEvent, RunOptions, Runner};
 
 const INPUT: &str = include_str!("../../snapshots/demo/input.json");
-/// The recorded sessions: the parent, then its two children.
-const SCRIPTS: [(&str, &str); 3] = [
+/// The recorded sessions: the parent, then its children.
+const SCRIPTS: [(&str, &str); 4] = [
     (
         "session.jsonl",
         include_str!("../../snapshots/demo/session.jsonl"),
@@ -24,6 +24,10 @@ const SCRIPTS: [(&str, &str); 3] = [
     (
         "session.2.jsonl",
         include_str!("../../snapshots/demo/session.2.jsonl"),
+    ),
+    (
+        "session.3.jsonl",
+        include_str!("../../snapshots/demo/session.3.jsonl"),
     ),
 ];
 

@@ -3,9 +3,11 @@
 
 pub mod event;
 pub mod history;
+mod id;
 mod log;
 mod store;
 
 pub use event::*;
+pub use id::SessionId;
 pub use log::SessionLog;
 pub use store::{parse_log, LoadedSession, SessionStore, SessionSummary, StoreError};

@@ -32,6 +32,35 @@ pub enum SubagentError {
     NotRunning(String),
     #[error("could not set up the subagent: {0}")]
     Setup(String),
+    #[error("subagent \"{0}\" has a live agent outside control-service ownership; the message was not delivered")]
+    OutsideControl(String),
+    #[error("subagent \"{0}\" registry agent is not the associated activation's agent; the message was not delivered")]
+    NotAssociatedAgent(String),
+    #[error("subagent \"{0}\" activation is starting; the message was not delivered")]
+    Starting(String),
+    #[error("subagent \"{id}\" task {task} is {status}; the message was not delivered — retry after it settles to start the next activation")]
+    TaskNotRunning {
+        id: String,
+        task: String,
+        status: &'static str,
+    },
+    #[error("subagent \"{0}\" stopped before delivery; the message was not delivered")]
+    StoppedBeforeDelivery(String),
+    #[error("subagent \"{0}\" is unavailable")]
+    Unavailable(String),
+    #[error("subagent \"{0}\" has no supported continuation descriptor")]
+    NoDescriptor(String),
+    #[error("subagent \"{0}\" belongs to another parent session")]
+    Unauthorized(String),
+    #[error("subagent resume was cancelled during lookup")]
+    CancelledDuringLookup,
+    #[error("subagent \"{0}\" is active in another kin process; the message was not delivered")]
+    ActiveElsewhere(String),
+    #[error("{0}")]
+    Task(#[from] crate::tasks::TaskError),
+    /// The task a message would join is not the caller's to reach.
+    #[error("{0}; the message was not delivered")]
+    TaskFence(crate::tasks::TaskError),
 }
 
 impl SubagentError {
@@ -45,7 +74,19 @@ impl SubagentError {
             | Self::NoProvider(_)
             | Self::Unsupported { .. }
             | Self::NoResume(_) => "SubagentError",
-            Self::NoSteer(_) | Self::NotRunning(_) => "SubagentControlError",
+            Self::NoSteer(_)
+            | Self::NotRunning(_)
+            | Self::OutsideControl(_)
+            | Self::NotAssociatedAgent(_)
+            | Self::Starting(_)
+            | Self::TaskNotRunning { .. }
+            | Self::StoppedBeforeDelivery(_)
+            | Self::Unavailable(_)
+            | Self::NoDescriptor(_)
+            | Self::Unauthorized(_)
+            | Self::CancelledDuringLookup
+            | Self::ActiveElsewhere(_) => "SubagentControlError",
+            Self::Task(_) | Self::TaskFence(_) => "TaskError",
             Self::AbortedBeforePublication | Self::UnknownTool(_) | Self::Setup(_) => "Error",
         }
     }
@@ -60,8 +101,19 @@ impl SubagentError {
             Self::AbortedBeforePublication => "ABORTED",
             Self::UnknownTool(_) => "UNKNOWN_TOOL",
             Self::Schema(_) => "INVALID_SCHEMA",
-            Self::NoSteer(_) | Self::NotRunning(_) => "NOT_DELIVERED",
+            Self::NoSteer(_)
+            | Self::NotRunning(_)
+            | Self::Starting(_)
+            | Self::TaskNotRunning { .. }
+            | Self::StoppedBeforeDelivery(_)
+            | Self::ActiveElsewhere(_) => "NOT_DELIVERED",
             Self::Setup(_) => "SETUP_FAILED",
+            Self::OutsideControl(_) | Self::NotAssociatedAgent(_) => "OWNERSHIP_CONFLICT",
+            Self::Unavailable(_) | Self::NoDescriptor(_) => "NOT_RESUMABLE",
+            Self::Unauthorized(_) => "UNAUTHORIZED",
+            Self::CancelledDuringLookup => "CANCELLED",
+            Self::Task(_) => "TASK_ERROR",
+            Self::TaskFence(_) => "NOT_DELIVERED",
         }
     }
 

@@ -8,8 +8,8 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 
 use super::host::ChildHost;
-use super::inprocess::{start, upgrade};
-use super::{Capabilities, Provider, Run, StartRequest, SubagentError};
+use super::inprocess::{resume, start, upgrade};
+use super::{Capabilities, Provider, ResumeRequest, Run, StartRequest, SubagentError};
 use crate::session::history::completed_turn_prefix;
 
 pub struct ForkProvider {
@@ -43,5 +43,15 @@ impl Provider for ForkProvider {
             .with_events(|events| completed_turn_prefix(events).to_vec());
         let started = upgrade(&self.host).and_then(|host| start(host, request, seed));
         std::future::ready(started).boxed()
+    }
+
+    fn can_resume(&self) -> bool {
+        true
+    }
+
+    /// Continues the child from its own transcript (a fork child never re-reads its parent).
+    fn resume(&self, request: ResumeRequest) -> BoxFuture<'static, Result<Run, SubagentError>> {
+        let resumed = upgrade(&self.host).and_then(|host| resume(host, request));
+        std::future::ready(resumed).boxed()
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::host::{AgentHost, HostError, HostEvent};
+use crate::agent::host::{AgentHost, HostError, HostEvent, HostEvents};
 use crate::agent::{Agent, TurnError, TurnOutcome};
 use crate::session::{SessionStore, UserPart};
 use crate::tools::{ClientBridge, ToolRegistry};
@@ -22,6 +22,10 @@ pub trait ChildHost: Send + Sync {
     fn announce(&self, parent: &str, child: &Agent, label: Option<&str>);
     /// Removes exactly this child from the live sessions.
     fn unpublish(&self, child: &Arc<Agent>);
+    /// The live session with this id, if any.
+    fn live(&self, id: &str) -> Option<Arc<Agent>>;
+    /// What the host reports (a child's turn ends arrive as [`HostEvent::TurnEnded`]).
+    fn events(&self) -> &Arc<HostEvents>;
     /// Runs one turn of the child (see [`AgentHost::start_turn`]).
     fn start_turn(
         &self,
@@ -55,6 +59,14 @@ impl ChildHost for AgentHost {
 
     fn unpublish(&self, child: &Arc<Agent>) {
         self.unpublish_agent(child);
+    }
+
+    fn live(&self, id: &str) -> Option<Arc<Agent>> {
+        AgentHost::live(self, id)
+    }
+
+    fn events(&self) -> &Arc<HostEvents> {
+        AgentHost::events(self)
     }
 
     fn start_turn(

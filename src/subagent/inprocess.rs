@@ -11,7 +11,10 @@ use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 
 use super::host::ChildHost;
-use super::{Run, RunControl, StartRequest, StopReason, SubagentError, SubagentResult, ToolFilter};
+use super::{
+    ResumeRequest, Run, RunControl, StartRequest, StopReason, SubagentError, SubagentResult,
+    ToolFilter,
+};
 use crate::agent::host::StopReason as HostStop;
 use crate::agent::structured::StructuredOutputTool;
 use crate::agent::{
@@ -93,7 +96,10 @@ pub(super) fn start(
     let header = Header {
         kind: Header::KIND.into(),
         version: Header::VERSION,
-        id: uuid::Uuid::new_v4().to_string(),
+        id: match &request.continuation {
+            Some(continuation) => continuation.session_id.clone(),
+            None => uuid::Uuid::new_v4().to_string(),
+        },
         created_at: unique_now_ms(),
         cwd: parent_header.cwd.clone(),
         additional_directories: parent_header.additional_directories.clone(),
@@ -134,12 +140,67 @@ pub(super) fn start(
         tools: Arc::new(tools),
         structured,
     }));
+    if let Some(continuation) = &request.continuation {
+        child.record_in_next_turn(continuation.descriptor.to_event());
+    }
     // The child works under the parent's current permission mode (logged in the child).
     child
         .set_permission_mode(parent.permission_mode())
         .map_err(|e| abandon(&e))?;
     host.publish(child.clone()).map_err(|e| abandon(&e))?;
     host.announce(&parent.id, &child, request.label.as_deref());
+    Ok(drive(
+        host,
+        child,
+        request.prompt,
+        request.cancel.child_token(),
+        boundary,
+        request.client,
+    ))
+}
+
+/// Reopens a stored child from its own transcript, rebuilt as its descriptor says, publishes
+/// it and starts one more turn. Its depth stays the one its header records.
+pub(super) fn resume(
+    host: Arc<dyn ChildHost>,
+    request: ResumeRequest,
+) -> Result<Run, SubagentError> {
+    if request.cancel.is_cancelled() {
+        return Err(SubagentError::AbortedBeforePublication);
+    }
+    let id = request.session_id.clone();
+    let (loaded, log) = host
+        .store()
+        .open_for_append(&id)
+        .map_err(|_| SubagentError::Unavailable(id.clone()))?;
+    let descriptor = &request.descriptor;
+    let parent = &request.parent;
+    let depth = loaded.header.delegation_depth;
+    let options = AgentOptions {
+        provider: descriptor.agent_provider.clone(),
+        model: descriptor.agent_model.clone(),
+        max_tokens: parent.options.max_tokens,
+        subagent_depth: Some(depth),
+    };
+    let filter = descriptor.tool_filter.as_ref().map(ToolFilter::from);
+    let tools = child_tools(host.tools(), filter.as_ref(), None)?;
+    let boundary = loaded.events.len();
+    let child = Arc::new(Agent::new(AgentSpec {
+        header: loaded.header,
+        cwd: parent.cwd.clone(),
+        log,
+        events: loaded.events,
+        options,
+        persona: descriptor.persona.clone(),
+        tools: Arc::new(tools),
+        structured: None,
+    }));
+    child
+        .set_permission_mode(parent.permission_mode())
+        .map_err(|e| SubagentError::Setup(e.to_string()))?;
+    host.publish(child.clone())
+        .map_err(|e| SubagentError::Setup(e.to_string()))?;
+    host.announce(&parent.id, &child, None);
     Ok(drive(
         host,
         child,

@@ -7,10 +7,15 @@
 //! result settles). A [`Run`] is one activation of a child: its `result`, an idempotent
 //! `dispose` that waits until the child is quiet, and, where the provider supports it, a
 //! strict `steer` into the running turn. Providers: `spawn` (fresh child) and `fork` (seeded
-//! with the parent's completed turns), both in-process, reaching sessions and turns only
-//! through [`ChildHost`]; and `acp:<name>`, a configured ACP agent run as a one-shot subprocess.
+//! with the parent's completed turns), both in-process; they reach sessions and turns only
+//! through [`ChildHost`]. Both can resume a stored child: [`SubagentControl`] runs continuable
+//! background children (stable ids, one task per activation, `send_message`), rebuilt from the
+//! [`Descriptor`] their first turn logs. `acp:<name>` runs a configured ACP agent as a one-shot
+//! subprocess.
 
 mod acp;
+mod control;
+mod descriptor;
 mod error;
 mod fork;
 mod host;
@@ -30,12 +35,14 @@ use crate::agent::{Agent, AgentOptions, NotRunning};
 use crate::session::{AssistantBlock, UserPart};
 
 pub use acp::AcpProvider;
+pub use control::{ChildSummary, ContinuableStart, Delivery, SubagentControl, RESUME_LABEL_MAX};
+pub use descriptor::{Descriptor, StoredToolFilter, DESCRIPTOR_EVENT, DESCRIPTOR_VERSION};
 pub use error::SubagentError;
 pub use fork::ForkProvider;
 pub use host::ChildHost;
 pub use service::{Lifecycle, RunIdentity, SubagentService};
 pub use spawn::SpawnProvider;
-pub use tools::{SubagentTool, DEFAULT_MAX_DEPTH};
+pub use tools::{ListAgentsTool, SendMessageTool, SubagentTool, DEFAULT_MAX_DEPTH};
 
 /// Which optional request fields a provider can honour.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -86,6 +93,16 @@ pub struct StartRequest {
     /// The editor of the delegating session: the child asks it for permissions and uses its
     /// files and terminals, as the parent would.
     pub client: Option<Arc<dyn crate::tools::ClientBridge>>,
+    /// Set by the control service for a continuable child: the id to publish it under and
+    /// the descriptor its first turn records.
+    pub continuation: Option<Continuation>,
+}
+
+/// The identity and recipe of a continuable child, fixed before it exists.
+#[derive(Debug, Clone)]
+pub struct Continuation {
+    pub session_id: String,
+    pub descriptor: Descriptor,
 }
 
 impl StartRequest {
@@ -101,6 +118,7 @@ impl StartRequest {
             persona: None,
             label: None,
             client: None,
+            continuation: None,
         }
     }
 }
@@ -110,8 +128,14 @@ impl StartRequest {
 pub struct ResumeRequest {
     pub session_id: String,
     pub prompt: Vec<UserPart>,
+    /// The live direct parent recorded in the child's header.
     pub parent: Arc<Agent>,
+    /// Owned by the activation; exists before the child is looked up.
     pub cancel: CancellationToken,
+    /// How to rebuild the child (read from its own events).
+    pub descriptor: Descriptor,
+    /// The editor of the parent session, as for a start.
+    pub client: Option<Arc<dyn crate::tools::ClientBridge>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -233,8 +257,8 @@ impl Run {
         }
     }
 
-    /// The outcome as a future that holds nothing of the child (for observers that outlive
-    /// the run's holder).
+    /// The outcome, without the run around it: an observer holding it keeps no control (nor,
+    /// once settled, anything of the child) alive.
     pub(crate) fn settled(&self) -> Shared<BoxFuture<'static, SubagentResult>> {
         self.result.clone()
     }

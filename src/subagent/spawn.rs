@@ -6,8 +6,8 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 
 use super::host::ChildHost;
-use super::inprocess::{start, upgrade};
-use super::{Capabilities, Provider, Run, StartRequest, SubagentError};
+use super::inprocess::{resume, start, upgrade};
+use super::{Capabilities, Provider, ResumeRequest, Run, StartRequest, SubagentError};
 
 pub struct SpawnProvider {
     host: Weak<dyn ChildHost>,
@@ -37,5 +37,15 @@ impl Provider for SpawnProvider {
     fn start(&self, request: StartRequest) -> BoxFuture<'static, Result<Run, SubagentError>> {
         let started = upgrade(&self.host).and_then(|host| start(host, request, Vec::new()));
         std::future::ready(started).boxed()
+    }
+
+    fn can_resume(&self) -> bool {
+        true
+    }
+
+    /// Continues the child from its own transcript (a fork child never re-reads its parent).
+    fn resume(&self, request: ResumeRequest) -> BoxFuture<'static, Result<Run, SubagentError>> {
+        let resumed = upgrade(&self.host).and_then(|host| resume(host, request));
+        std::future::ready(resumed).boxed()
     }
 }

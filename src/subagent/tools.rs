@@ -1,6 +1,7 @@
 //! The model-facing delegation tools: `subagent` (a fresh child) and `subagent_fork` (a child
-//! that inherits this conversation). Names, parameters and result texts are a wire contract;
-//! the descriptions are kin's own.
+//! that inherits this conversation), `send_message` (a follow-up to a background child) and
+//! `list_agents` (this session's background children). Names, parameters and result texts are
+//! a wire contract; the descriptions are kin's own.
 
 use std::sync::Arc;
 
@@ -9,7 +10,8 @@ use futures::FutureExt;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-use super::{Run, StartRequest, StopReason, SubagentError, SubagentResult, SubagentService};
+use super::control::settle_run;
+use super::{Delivery, StartRequest, StopReason, SubagentControl, SubagentError, SubagentService};
 use crate::agent::Agent;
 use crate::model::ToolSpec;
 use crate::session::UserPart;
@@ -28,6 +30,8 @@ pub struct SubagentTool {
     subagents: Arc<SubagentService>,
     /// Where background children run.
     tasks: Arc<TaskService>,
+    /// Runs background children of providers that can resume (continuable children).
+    control: Arc<SubagentControl>,
 }
 
 impl SubagentTool {
@@ -37,16 +41,24 @@ impl SubagentTool {
         inherits_context: bool,
         max_depth: Option<u32>,
         subagents: Arc<SubagentService>,
-        tasks: Arc<TaskService>,
+        control: Arc<SubagentControl>,
     ) -> Self {
         Self {
             name: name.to_owned(),
             provider: provider.to_owned(),
             inherits_context,
             max_depth,
+            tasks: control.tasks().clone(),
             subagents,
-            tasks,
+            control,
         }
+    }
+
+    /// Whether background children of this tool can be messaged again (the provider resumes).
+    fn continuable(&self) -> bool {
+        self.subagents
+            .get(&self.provider)
+            .is_some_and(|provider| provider.can_resume())
     }
 
     fn description(&self) -> String {
@@ -62,10 +74,18 @@ impl SubagentTool {
              change, an analysis — so the steps do not fill this conversation. The child does \
              not see this conversation: give it a complete prompt."
         };
-        format!(
-            "{what} Set `run_in_background: true` to get a task id at once instead; collect the \
-             answer with `task_output` and stop it with `task_kill`."
-        )
+        if self.continuable() {
+            format!(
+                "{what} Set `run_in_background: true` to start it in the background instead: you \
+                 get its subagent id and a task id at once; collect the answer with \
+                 `task_output`, stop it with `task_kill`, and ask it more with `send_message`."
+            )
+        } else {
+            format!(
+                "{what} Set `run_in_background: true` to get a task id at once instead; collect \
+                 the answer with `task_output` and stop it with `task_kill`."
+            )
+        }
     }
 }
 
@@ -92,20 +112,6 @@ fn stop_error(reason: StopReason) -> Option<&'static str> {
     }
 }
 
-/// A background task's outcome from a run's result; disposes the run first.
-async fn settle(run: Run) -> TaskOutcome {
-    let result: SubagentResult = run.result().await;
-    run.dispose().await;
-    match result.stop_reason {
-        StopReason::Completed => TaskOutcome::completed(result.text()),
-        StopReason::Aborted => TaskOutcome::killed(),
-        other => match result.error {
-            Some(error) => TaskOutcome::failed(format!("{}: {error}", other.as_str())),
-            None => TaskOutcome::failed(other.as_str()),
-        },
-    }
-}
-
 impl Tool for SubagentTool {
     fn spec(&self) -> ToolSpec {
         let prompt = if self.inherits_context {
@@ -115,6 +121,13 @@ impl Tool for SubagentTool {
             "The complete task for the child, with everything it needs: it does not see this \
              conversation."
         };
+        let background = if self.continuable() {
+            "Run in the background and return its subagent id and a task id at once; collect \
+             the answer with task_output, stop it with task_kill, follow up with send_message."
+        } else {
+            "Run in the background and return a task id at once; collect the answer with \
+             task_output, stop it with task_kill."
+        };
         ToolSpec {
             name: self.name.clone(),
             description: self.description(),
@@ -123,7 +136,7 @@ impl Tool for SubagentTool {
                 "properties": {
                     "description": {"type": "string", "description": "A short (3-5 word) label for the task, for display."},
                     "prompt": {"type": "string", "description": prompt},
-                    "run_in_background": {"type": "boolean", "description": "Run in the background and return a task id at once; collect the answer with task_output, stop it with task_kill."}
+                    "run_in_background": {"type": "boolean", "description": background}
                 },
                 "required": ["description", "prompt"]
             }),
@@ -144,6 +157,8 @@ impl Tool for SubagentTool {
         let tasks = self.tasks.clone();
         let provider = self.provider.clone();
         let max_depth = self.max_depth;
+        let continuable = self.continuable();
+        let control = self.control.clone();
         async move {
             let (Some(label), Some(prompt)) = (
                 text_of(&arguments, "description"),
@@ -178,8 +193,17 @@ impl Tool for SubagentTool {
             request.max_depth = max_depth;
             request.label = Some(label.clone());
             request.client = cx.client.clone();
+            if background && continuable {
+                return match control.start_continuable(&provider, &label, request) {
+                    Ok(started) => ToolOutput::ok(format!(
+                        "started subagent {} as task {}",
+                        started.child_id, started.task_id
+                    )),
+                    Err(error) => failure(&error),
+                };
+            }
             if background {
-                let owner = request.parent.id.clone();
+                let owner = request.parent.id.as_str().into();
                 let started = tasks.start(
                     "subagent",
                     &label,
@@ -188,7 +212,7 @@ impl Tool for SubagentTool {
                         request.cancel = cancel.clone();
                         async move {
                             match service.start(&provider, request).await {
-                                Ok(run) => settle(run).await,
+                                Ok(run) => settle_run(&run).await,
                                 Err(_) if cancel.is_cancelled() => TaskOutcome::killed(),
                                 Err(error) => TaskOutcome::failed(error.detail()),
                             }
@@ -220,6 +244,154 @@ impl Tool for SubagentTool {
                     },
                 ),
             }
+        }
+        .boxed()
+    }
+}
+
+/// `send_message`: a follow-up to a background child of this session, by its subagent id.
+pub struct SendMessageTool(pub Arc<SubagentControl>);
+
+impl SendMessageTool {
+    pub const NAME: &'static str = "send_message";
+}
+
+impl Tool for SendMessageTool {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: Self::NAME.into(),
+            description: "Send a follow-up message to one of your background subagents, by the \
+                subagent id you got when you started it. A subagent that is still working gets \
+                the message in its current task; one that has finished continues its own \
+                conversation in a new task. Either way, read the reply through the task id this \
+                returns, with `task_output`. An error means the message was NOT delivered."
+                .into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "subagent_id": {"type": "string", "description": "The subagent id returned when the background subagent was started."},
+                    "message": {"type": "string", "description": "What to tell the subagent."}
+                },
+                "required": ["subagent_id", "message"]
+            }),
+        }
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Think
+    }
+
+    fn title(&self, arguments: &Value) -> String {
+        match text_of(arguments, "subagent_id") {
+            Some(id) => format!("send_message: {id}"),
+            None => "send_message".into(),
+        }
+    }
+
+    fn call(&self, arguments: Value, cx: ToolContext) -> BoxFuture<'static, ToolOutput> {
+        let control = self.0.clone();
+        async move {
+            let (Some(child), Some(message)) = (
+                arguments.get("subagent_id").and_then(Value::as_str),
+                arguments.get("message").and_then(Value::as_str),
+            ) else {
+                return ToolOutput::error(
+                    "ToolArgsError",
+                    "INVALID_ARGS",
+                    "Error: `subagent_id` and `message` must be strings; the message was not \
+                     delivered",
+                );
+            };
+            let caller = cx
+                .caller
+                .clone()
+                .and_then(|caller| caller.downcast::<Agent>().ok());
+            let Some(parent) = caller else {
+                return ToolOutput::error(
+                    "SubagentError",
+                    "NO_CALLER",
+                    "Error: send_message requires a calling agent; the message was not delivered",
+                );
+            };
+            let content = vec![UserPart::Text {
+                text: message.to_owned(),
+            }];
+            match control.send_message(&parent, child, content, cx.client.clone()) {
+                Ok(Delivery::Steered(task)) => {
+                    ToolOutput::ok(format!("message delivered to running task {task}"))
+                }
+                Ok(Delivery::Started(task)) => ToolOutput::ok(format!(
+                    "message started task {task} continuing subagent {child}"
+                )),
+                Err(error) => failure(&error),
+            }
+        }
+        .boxed()
+    }
+}
+
+/// `list_agents`: this session's continuable background children and what each is doing.
+pub struct ListAgentsTool(pub Arc<SubagentControl>);
+
+impl ListAgentsTool {
+    pub const NAME: &'static str = "list_agents";
+}
+
+impl Tool for ListAgentsTool {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: Self::NAME.into(),
+            description: "List the background subagents this session started, oldest first: \
+                subagent id, how it was made, whether a task of it is running, how its last \
+                turn ended, how many turns it has run, and its model. Any of them can be \
+                continued with `send_message`."
+                .into(),
+            parameters: json!({"type": "object", "properties": {}}),
+        }
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Read
+    }
+
+    fn title(&self, _arguments: &Value) -> String {
+        Self::NAME.into()
+    }
+
+    fn call(&self, _arguments: Value, cx: ToolContext) -> BoxFuture<'static, ToolOutput> {
+        let control = self.0.clone();
+        async move {
+            let parent = cx.session_id.clone();
+            let children = tokio::task::spawn_blocking(move || control.list_children(&parent))
+                .await
+                .unwrap_or_default();
+            if children.is_empty() {
+                return ToolOutput::ok("(no background subagents)");
+            }
+            let lines: Vec<String> = children
+                .iter()
+                .map(|child| {
+                    let state = match &child.task {
+                        Some(task) => format!("running task {task}"),
+                        None => "idle".into(),
+                    };
+                    let model = match (&child.provider, &child.model) {
+                        (Some(provider), Some(model)) => format!("{provider}/{model}"),
+                        (None, Some(model)) => model.clone(),
+                        (Some(provider), None) => provider.clone(),
+                        (None, None) => "default".into(),
+                    };
+                    format!(
+                        "{} [{}] {state}, turns: {}, last stop: {}, model: {model} — {}",
+                        child.id,
+                        child.kind,
+                        child.turns,
+                        child.last_stop.as_deref().unwrap_or("none"),
+                        child.description.as_deref().unwrap_or("(untitled)")
+                    )
+                })
+                .collect();
+            ToolOutput::ok(lines.join("\n"))
         }
         .boxed()
     }

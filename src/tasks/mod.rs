@@ -4,7 +4,8 @@
 //! after a kill, then settles once as `completed`, `killed` or `failed`. Tasks may belong to a
 //! session: only that session can read, wait for or kill them. When a task settles and nobody
 //! has seen the result yet (no terminal read or wait, no kill), its owner gets one notice.
-//! Knows nothing of what the work is.
+//! A task that was running when an earlier kin process ended is restored as `interrupted`
+//! when its owner's session is opened again. Knows nothing of what the work is.
 
 mod tools;
 
@@ -18,6 +19,8 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::session::SessionId;
+
 pub use tools::{TaskKillTool, TaskListTool, TaskOutputTool};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,6 +30,8 @@ pub enum TaskStatus {
     Completed,
     Killed,
     Failed,
+    /// Started by an earlier kin process that ended before the result was read.
+    Interrupted,
 }
 
 impl TaskStatus {
@@ -37,11 +42,15 @@ impl TaskStatus {
             Self::Completed => "completed",
             Self::Killed => "killed",
             Self::Failed => "failed",
+            Self::Interrupted => "interrupted",
         }
     }
 
     pub fn is_terminal(self) -> bool {
-        matches!(self, Self::Completed | Self::Killed | Self::Failed)
+        matches!(
+            self,
+            Self::Completed | Self::Killed | Self::Failed | Self::Interrupted
+        )
     }
 }
 
@@ -115,7 +124,7 @@ pub struct TaskSnapshot {
     pub id: TaskId,
     pub kind: String,
     pub label: String,
-    pub owner: Option<String>,
+    pub owner: Option<SessionId>,
     pub status: TaskStatus,
     pub detail: Option<String>,
     pub output: Option<String>,
@@ -210,43 +219,10 @@ impl TaskService {
         self: &Arc<Self>,
         kind: &str,
         label: &str,
-        owner: Option<String>,
+        owner: Option<SessionId>,
         work: impl FnOnce(CancellationToken) -> BoxFuture<'static, TaskOutcome>,
     ) -> Result<TaskId, TaskError> {
-        if kind.is_empty() || label.is_empty() {
-            return Err(TaskError::BadStart);
-        }
-        if self.shutdown.is_cancelled() {
-            return Err(TaskError::ShuttingDown);
-        }
-        let cancel = self.shutdown.child_token();
-        let (settled_tx, settled_rx) = watch::channel(false);
-        let id = {
-            let mut state = self.state();
-            let counter = state.counters.entry(kind.to_owned()).or_insert(0);
-            *counter += 1;
-            let id = TaskId(format!("{kind}-{counter}"));
-            state.order.push(id.0.clone());
-            state.tasks.insert(
-                id.0.clone(),
-                Task {
-                    snapshot: TaskSnapshot {
-                        id: id.clone(),
-                        kind: kind.to_owned(),
-                        label: label.to_owned(),
-                        owner,
-                        status: TaskStatus::Running,
-                        detail: None,
-                        output: None,
-                    },
-                    reported: false,
-                    waiters: 0,
-                    cancel: cancel.clone(),
-                    settled: settled_rx,
-                },
-            );
-            id
-        };
+        let (id, cancel, settled_tx) = self.register(kind, label, owner)?;
         let future = work(cancel);
         let service = Arc::clone(self);
         let task_id = id.clone();
@@ -260,6 +236,121 @@ impl TaskService {
             let _ = settled_tx.send(true);
         });
         Ok(id)
+    }
+
+    /// Records a task whose outcome is known before it would start (it settles, with its
+    /// notice, before this returns).
+    pub fn start_settled(
+        &self,
+        kind: &str,
+        label: &str,
+        owner: Option<SessionId>,
+        outcome: TaskOutcome,
+    ) -> Result<TaskId, TaskError> {
+        let (id, _, settled_tx) = self.register(kind, label, owner)?;
+        self.settle(&id, outcome);
+        let _ = settled_tx.send(true);
+        Ok(id)
+    }
+
+    /// Allocates the id and records the task as running.
+    fn register(
+        &self,
+        kind: &str,
+        label: &str,
+        owner: Option<SessionId>,
+    ) -> Result<(TaskId, CancellationToken, watch::Sender<bool>), TaskError> {
+        if kind.is_empty() || label.is_empty() {
+            return Err(TaskError::BadStart);
+        }
+        if self.shutdown.is_cancelled() {
+            return Err(TaskError::ShuttingDown);
+        }
+        let cancel = self.shutdown.child_token();
+        let (settled_tx, settled_rx) = watch::channel(false);
+        let mut state = self.state();
+        let counter = state.counters.entry(kind.to_owned()).or_insert(0);
+        *counter += 1;
+        let id = TaskId(format!("{kind}-{counter}"));
+        state.order.push(id.0.clone());
+        state.tasks.insert(
+            id.0.clone(),
+            Task {
+                snapshot: TaskSnapshot {
+                    id: id.clone(),
+                    kind: kind.to_owned(),
+                    label: label.to_owned(),
+                    owner,
+                    status: TaskStatus::Running,
+                    detail: None,
+                    output: None,
+                },
+                reported: false,
+                waiters: 0,
+                cancel: cancel.clone(),
+                settled: settled_rx,
+            },
+        );
+        Ok((id, cancel, settled_tx))
+    }
+
+    /// Records a task an earlier process started for `owner` and never finished, as
+    /// `interrupted` (already reported: no notice). Ids already in use are left alone; later
+    /// ids of the kind are numbered after it.
+    pub fn restore_interrupted(
+        &self,
+        id: &str,
+        kind: &str,
+        label: &str,
+        owner: &str,
+        detail: String,
+    ) {
+        let Some(number) = id
+            .strip_prefix(kind)
+            .and_then(|rest| rest.strip_prefix('-'))
+            .and_then(|n| n.parse::<u64>().ok())
+        else {
+            return;
+        };
+        let mut state = self.state();
+        if state.tasks.contains_key(id) {
+            return;
+        }
+        let counter = state.counters.entry(kind.to_owned()).or_insert(0);
+        *counter = (*counter).max(number);
+        let (_, settled) = watch::channel(true);
+        state.order.push(id.to_owned());
+        state.tasks.insert(
+            id.to_owned(),
+            Task {
+                snapshot: TaskSnapshot {
+                    id: TaskId(id.to_owned()),
+                    kind: kind.to_owned(),
+                    label: label.to_owned(),
+                    owner: Some(owner.into()),
+                    status: TaskStatus::Interrupted,
+                    detail: Some(detail),
+                    output: None,
+                },
+                reported: true,
+                waiters: 0,
+                cancel: CancellationToken::new(),
+                settled,
+            },
+        );
+    }
+
+    /// Asks every running task of `owner` to stop (its session closed); they settle as killed.
+    pub fn cancel_owned(&self, owner: &str) {
+        let mut state = self.state();
+        for task in state.tasks.values_mut() {
+            if task.snapshot.owner.as_deref() == Some(owner)
+                && task.snapshot.status == TaskStatus::Running
+            {
+                task.cancel.cancel();
+                task.snapshot.status = TaskStatus::Stopping;
+            }
+        }
     }
 
     /// Records the outcome (first settlement wins) and sends the notice if nobody saw it.
@@ -317,9 +408,15 @@ impl TaskService {
             .get_mut(id)
             .ok_or_else(|| TaskError::Unknown(id.to_owned()))?;
         match &task.snapshot.owner {
-            Some(owner) if owner != caller => Err(TaskError::Foreign(id.to_owned())),
+            Some(owner) if owner.as_str() != caller => Err(TaskError::Foreign(id.to_owned())),
             _ => Ok(task),
         }
+    }
+
+    /// Looks at a task without counting as having seen its result.
+    pub fn peek(&self, id: &str, caller: &str) -> Result<TaskSnapshot, TaskError> {
+        let mut state = self.state();
+        Ok(Self::fenced(&mut state, id, caller)?.snapshot.clone())
     }
 
     /// Reads a task; a read of a settled task counts as having seen its result.

@@ -41,6 +41,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::model::ToolSpec;
+use crate::session::SessionId;
 pub use client::ClientBridge;
 pub use display::ToolDisplay;
 pub use paths::Roots;
@@ -64,7 +65,7 @@ pub enum ToolKind {
 /// Everything a tool call may use.
 #[derive(Clone)]
 pub struct ToolContext {
-    pub session_id: String,
+    pub session_id: SessionId,
     pub cwd: PathBuf,
     pub cancel: CancellationToken,
     /// The id of this call (the model's tool-call id).
@@ -82,7 +83,7 @@ pub struct ToolContext {
 
 impl ToolContext {
     /// A context rooted at `cwd` alone, in `ask` mode, without an editor.
-    pub fn new(session_id: impl Into<String>, cwd: PathBuf, cancel: CancellationToken) -> Self {
+    pub fn new(session_id: impl Into<SessionId>, cwd: PathBuf, cancel: CancellationToken) -> Self {
         Self {
             session_id: session_id.into(),
             roots: Arc::new(Roots::new(cwd.clone(), Vec::new())),

@@ -397,9 +397,10 @@ impl Wire {
             command.env_remove(name);
         }
         command.env("XDG_CONFIG_HOME", home.path().join("config"));
+        command.env("KIN_HOME", home.path());
+        // `env` may override the above (e.g. two processes sharing one KIN_HOME).
         command.envs(env.iter().copied());
         let mut child = command
-            .env("KIN_HOME", home.path())
             .current_dir(cwd.path())
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())

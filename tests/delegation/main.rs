@@ -1,7 +1,9 @@
-//! The delegation test catalogue, ported: the subagent service, the in-process driver, spawn
+//! The delegation test catalogue, ported (and the session host children run on): the subagent service, the in-process driver, spawn
 //! and fork, structured output, background tasks and the model-facing tools — against the real
 //! agent loop and session store, with a scripted model.
 
+mod control;
+mod host;
 mod inprocess;
 mod service;
 mod structured;

@@ -354,6 +354,15 @@ async fn resume_dispatches_only_to_providers_that_can_resume() {
         prompt: prompt("again"),
         parent: parent.clone(),
         cancel: CancellationToken::new(),
+        descriptor: kin::subagent::Descriptor {
+            version: 1,
+            provider: "resumable".into(),
+            agent_provider: None,
+            agent_model: None,
+            persona: None,
+            tool_filter: None,
+        },
+        client: None,
     };
     let error = service.resume("plain", request("c")).await.err().unwrap();
     assert_eq!(

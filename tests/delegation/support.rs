@@ -18,6 +18,40 @@ pub enum Reply {
     /// Never answers (until the caller cancels).
     Hang,
     Fail(&'static str),
+    /// Signals `gate.entered`, then answers once `gate.open` gives a permit.
+    Gated(Arc<Gate>, Vec<Chunk>),
+}
+
+/// Holds a model call open until the test lets it go.
+pub struct Gate {
+    pub entered: tokio::sync::Semaphore,
+    pub open: tokio::sync::Semaphore,
+}
+
+impl Gate {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self {
+            entered: tokio::sync::Semaphore::new(0),
+            open: tokio::sync::Semaphore::new(0),
+        })
+    }
+
+    /// Waits until a gated call has started.
+    pub async fn wait_entered(&self) {
+        self.entered.acquire().await.unwrap().forget();
+    }
+
+    pub fn release(&self) {
+        self.open.add_permits(1);
+    }
+}
+
+/// The chunks of a plain text answer.
+pub fn text_chunks(answer: &str) -> Vec<Chunk> {
+    match text(answer) {
+        Reply::Chunks(chunks) => chunks,
+        _ => unreachable!(),
+    }
 }
 
 type Script = Box<dyn Fn(&ModelRequest) -> Reply + Send + Sync>;
@@ -65,6 +99,15 @@ impl Model for ScriptedModel {
             Reply::Hang => Box::pin(stream::pending()),
             Reply::Fail(message) => {
                 Box::pin(stream::iter([Err(ModelError::Failed(message.into()))]))
+            }
+            Reply::Gated(gate, chunks) => {
+                use futures::StreamExt;
+                let opened = async move {
+                    gate.entered.add_permits(1);
+                    gate.open.acquire().await.unwrap().forget();
+                    stream::iter(chunks.into_iter().map(Ok))
+                };
+                Box::pin(stream::once(opened).flatten())
             }
         }
     }
@@ -224,6 +267,17 @@ impl World {
         ids
     }
 
+    /// The one stored session other than `parent`.
+    pub fn only_child(&self, parent: &str) -> String {
+        let others: Vec<String> = self
+            .stored()
+            .into_iter()
+            .filter(|id| id != parent)
+            .collect();
+        assert_eq!(others.len(), 1, "expected exactly one child: {others:?}");
+        others[0].clone()
+    }
+
     /// A session's log lines as JSON.
     pub fn log(&self, id: &str) -> Vec<Value> {
         std::fs::read_to_string(self.home.path().join(format!("sessions/{id}.jsonl")))
@@ -233,18 +287,15 @@ impl World {
             .collect()
     }
 
-    /// Runs one turn of `agent` for `prompt`.
+    /// Runs one turn of `agent` for `prompt` through the host.
     pub async fn prompt(&self, agent: &Arc<Agent>, prompt: &str) -> kin::agent::TurnOutcome {
-        let deps = self.runtime.host().turn_deps(agent);
-        agent
-            .run_turn(
-                vec![UserPart::Text {
-                    text: prompt.into(),
-                }],
-                &deps,
-                &|_| {},
-                tokio_util::sync::CancellationToken::new(),
-            )
+        let prompt = vec![UserPart::Text {
+            text: prompt.into(),
+        }];
+        let cancel = tokio_util::sync::CancellationToken::new();
+        self.runtime
+            .host()
+            .start_turn(agent.clone(), prompt, None, cancel)
             .await
             .unwrap()
     }

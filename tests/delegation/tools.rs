@@ -54,6 +54,8 @@ async fn tools_are_offered_sorted_with_the_contracted_parameters() {
     assert_eq!(
         names,
         [
+            "list_agents",
+            "send_message",
             "subagent",
             "subagent_fork",
             "task_kill",
@@ -61,7 +63,11 @@ async fn tools_are_offered_sorted_with_the_contracted_parameters() {
             "task_output"
         ]
     );
-    for spec in &specs[..2] {
+    assert_eq!(
+        specs[1].parameters["required"],
+        json!(["subagent_id", "message"])
+    );
+    for spec in &specs[2..4] {
         let properties: Vec<&String> = spec.parameters["properties"]
             .as_object()
             .unwrap()
@@ -73,7 +79,7 @@ async fn tools_are_offered_sorted_with_the_contracted_parameters() {
             json!(["description", "prompt"])
         );
     }
-    assert_eq!(specs[4].parameters["required"], json!(["task_id"]));
+    assert_eq!(specs[6].parameters["required"], json!(["task_id"]));
 }
 
 #[tokio::test]
@@ -174,12 +180,13 @@ async fn a_background_child_is_collected_with_task_output() {
     ));
     let parent = world.session();
     world.prompt(&parent, "parent: go").await;
+    let child = world.only_child(&parent.id);
     assert_eq!(
         results(&world, &parent.id),
         [
             (
                 "subagent".into(),
-                "started background subagent task subagent-1".into(),
+                format!("started subagent {child} as task subagent-1"),
                 false
             ),
             (
@@ -285,14 +292,21 @@ async fn task_kill_stops_a_background_child() {
     ));
     let parent = world.session();
     world.prompt(&parent, "parent: go").await;
-    let texts: Vec<String> = results(&world, &parent.id)
+    let mut texts: Vec<String> = results(&world, &parent.id)
         .into_iter()
         .map(|(_, t, _)| t)
         .collect();
+    // Killed before it was published: the child id never reached the store.
+    let started = texts.remove(0);
+    let child = started
+        .strip_prefix("started subagent ")
+        .and_then(|rest| rest.strip_suffix(" as task subagent-1"))
+        .unwrap();
+    assert!(uuid::Uuid::parse_str(child).is_ok(), "{started}");
+    assert_eq!(world.stored(), std::slice::from_ref(&parent.id));
     assert_eq!(
         texts,
         [
-            "started background subagent task subagent-1",
             "requested cancellation of task subagent-1",
             "(no new output)\n[status: killed]",
             "task subagent-1 had already finished [status: killed]",
@@ -321,5 +335,86 @@ async fn another_session_cannot_read_a_task() {
     assert_eq!(
         error.to_string(),
         "task subagent-1 belongs to another session"
+    );
+}
+
+#[tokio::test]
+async fn send_message_and_list_agents_render_their_routes() {
+    let world = World::new(ScriptedModel::new(|req| {
+        let asked = last_user_text(req);
+        match asked.as_str() {
+            "work" => return text("CHILD_OK"),
+            "more" => return text("CHILD_MORE"),
+            _ => {}
+        }
+        if let Some(HistoryItem::ToolResult { .. }) = req.history.last() {
+            return text("done");
+        }
+        if asked == "parent: start" {
+            return calls(&[
+                (
+                    "subagent",
+                    json!({"description": "bg", "prompt": "work", "run_in_background": true}),
+                ),
+                (
+                    "task_output",
+                    json!({"task_id": "subagent-1", "wait": true}),
+                ),
+            ]);
+        }
+        // The child id, from the first turn's tool result.
+        let child = req
+            .history
+            .iter()
+            .find_map(|item| match item {
+                HistoryItem::ToolResult { text, .. } => text
+                    .strip_prefix("started subagent ")
+                    .and_then(|rest| rest.split(' ').next())
+                    .map(str::to_owned),
+                _ => None,
+            })
+            .unwrap();
+        calls(&[
+            (
+                "send_message",
+                json!({"subagent_id": child, "message": "more"}),
+            ),
+            (
+                "task_output",
+                json!({"task_id": "subagent-2", "wait": true}),
+            ),
+            ("list_agents", json!({})),
+            ("send_message", json!({"subagent_id": child})),
+        ])
+    }));
+    let parent = world.session();
+    world.prompt(&parent, "parent: start").await;
+    world.prompt(&parent, "parent: again").await;
+    let child = world.only_child(&parent.id);
+    // (The scripted call ids repeat across turns, so compare texts only.)
+    let results: Vec<(String, bool)> = results(&world, &parent.id)
+        .into_iter()
+        .map(|(_, text, error)| (text, error))
+        .collect();
+    assert_eq!(
+        results[2..],
+        [
+            (
+                format!("message started task subagent-2 continuing subagent {child}"),
+                false
+            ),
+            ("CHILD_MORE\n[status: completed]".into(), false),
+            (
+                format!(
+                    "{child} [spawn] idle, turns: 2, last stop: completed, model: default — work"
+                ),
+                false
+            ),
+            (
+                "Error: `subagent_id` and `message` must be strings; the message was not delivered"
+                    .into(),
+                true
+            ),
+        ]
     );
 }

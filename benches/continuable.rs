@@ -1,0 +1,238 @@
+//! Continuable-children benchmarks, in-process against the real runtime and store with an
+//! instant model:
+//! 1. cold resume of a child whose log holds 10,000 events: `send_message` -> the child's
+//!    first model request;
+//! 2. steering a message into a running child (the `send_message` call itself);
+//! 3. `list_agents` over 10,000 stored children of one parent.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::stream;
+use kin::agent::Agent;
+use kin::model::{ChunkStream, Model, ModelRequest};
+use kin::runtime::{Runtime, RuntimeOptions};
+use kin::session::{AssistantBlock, BlockType, Chunk, FinishKind, FinishReason, UserPart};
+use kin::subagent::{Delivery, StartRequest};
+use kin::tools::ToolRegistry;
+use tokio_util::sync::CancellationToken;
+
+/// Answers at once with a one-word text, or holds the call while `hold` is set; records when
+/// each call arrived.
+#[derive(Default)]
+struct InstantModel {
+    calls: Mutex<Vec<Instant>>,
+    hold: std::sync::atomic::AtomicBool,
+}
+
+impl Model for InstantModel {
+    fn provider(&self) -> &str {
+        "instant"
+    }
+    fn name(&self) -> &str {
+        "instant"
+    }
+    fn stream(&self, _request: ModelRequest) -> ChunkStream {
+        self.calls.lock().unwrap().push(Instant::now());
+        if self.hold.load(std::sync::atomic::Ordering::SeqCst) {
+            return Box::pin(stream::pending());
+        }
+        let text = "OK".to_owned();
+        Box::pin(stream::iter(
+            [
+                Chunk::BlockStart {
+                    index: 0,
+                    block_type: BlockType::Text,
+                },
+                Chunk::TextDelta {
+                    index: 0,
+                    text: text.clone(),
+                },
+                Chunk::BlockEnd {
+                    index: 0,
+                    block: AssistantBlock::Text { text },
+                },
+                Chunk::Finish {
+                    reason: FinishReason {
+                        kind: FinishKind::Stop,
+                        failure: None,
+                    },
+                },
+            ]
+            .into_iter()
+            .map(Ok),
+        ))
+    }
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn prompt(text: &str) -> Vec<UserPart> {
+    vec![UserPart::Text { text: text.into() }]
+}
+
+async fn wait(runtime: &Runtime, task: &str, owner: &str) {
+    runtime
+        .tasks()
+        .wait(
+            task,
+            Duration::from_secs(120),
+            owner,
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+}
+
+fn started(delivery: Delivery) -> String {
+    match delivery {
+        Delivery::Started(task) | Delivery::Steered(task) => task.to_string(),
+    }
+}
+
+/// A continuable child of `parent` that has settled after its first turn.
+async fn settled_child(runtime: &Arc<Runtime>, parent: &Arc<Agent>) -> String {
+    let request = StartRequest::new(prompt("go"), parent.clone(), CancellationToken::new());
+    let start = runtime
+        .control()
+        .start_continuable("spawn", "bench child", request)
+        .unwrap();
+    wait(runtime, &start.task_id, &parent.id).await;
+    start.child_id
+}
+
+async fn cold_resume(runtime: &Arc<Runtime>, model: &InstantModel, parent: &Arc<Agent>) {
+    let child = settled_child(runtime, parent).await;
+    // Each activation of the instant model writes 10 events.
+    for _ in 0..999 {
+        let task = started(
+            runtime
+                .control()
+                .send_message(parent, &child, prompt("grow"), None)
+                .unwrap(),
+        );
+        wait(runtime, &task, &parent.id).await;
+    }
+    let events = runtime.host().store().load(&child).unwrap().events.len();
+    let mut samples = Vec::new();
+    for i in 0..35 {
+        let sent = Instant::now();
+        let task = started(
+            runtime
+                .control()
+                .send_message(parent, &child, prompt("again"), None)
+                .unwrap(),
+        );
+        wait(runtime, &task, &parent.id).await;
+        let called = *model.calls.lock().unwrap().last().unwrap();
+        if i >= 5 {
+            samples.push(called.duration_since(sent));
+        }
+    }
+    println!(
+        "continuable: cold resume of a child with a {events}-event log: send_message -> first model request median {:.3} ms (30 runs after 5 warm-ups)",
+        ms(median(samples))
+    );
+}
+
+async fn steering(runtime: &Arc<Runtime>, model: &InstantModel, parent: &Arc<Agent>) {
+    model.hold.store(true, std::sync::atomic::Ordering::SeqCst);
+    let before = model.calls.lock().unwrap().len();
+    let request = StartRequest::new(prompt("hold"), parent.clone(), CancellationToken::new());
+    let start = runtime
+        .control()
+        .start_continuable("spawn", "held child", request)
+        .unwrap();
+    // The child is in its model call once the model saw it (no event reaches us otherwise).
+    while model.calls.lock().unwrap().len() == before {
+        tokio::task::yield_now().await;
+    }
+    let mut samples = Vec::new();
+    for i in 0..1100 {
+        let sent = Instant::now();
+        let delivery = runtime
+            .control()
+            .send_message(parent, &start.child_id, prompt("steer"), None)
+            .unwrap();
+        let took = sent.elapsed();
+        assert_eq!(delivery, Delivery::Steered(start.task_id.clone()));
+        if i >= 100 {
+            samples.push(took);
+        }
+    }
+    println!(
+        "continuable: steering into a running child: send_message median {:.4} ms (1000 runs after 100 warm-ups)",
+        ms(median(samples))
+    );
+    runtime
+        .tasks()
+        .kill(&start.task_id, &parent.id, None)
+        .unwrap();
+    wait(runtime, &start.task_id, &parent.id).await;
+    model.hold.store(false, std::sync::atomic::Ordering::SeqCst);
+}
+
+async fn list_many(runtime: &Arc<Runtime>, parent: &Arc<Agent>) {
+    // One real child, copied under 10,000 ids (plus 10,000 sessions of another parent).
+    let child = settled_child(runtime, parent).await;
+    let text = std::fs::read_to_string(runtime.host().store().path(&child).unwrap()).unwrap();
+    let other = uuid::Uuid::new_v4().to_string();
+    for n in 0..20_000 {
+        let id = uuid::Uuid::new_v4().to_string();
+        let copy = text.replace(&child, &id);
+        let copy = if n % 2 == 0 {
+            copy
+        } else {
+            copy.replace(&parent.id, &other)
+        };
+        std::fs::write(runtime.host().store().path(&id).unwrap(), copy).unwrap();
+    }
+    let mut samples = Vec::new();
+    let mut listed = 0;
+    for i in 0..13 {
+        let started = Instant::now();
+        listed = runtime.control().list_children(&parent.id).len();
+        if i >= 3 {
+            samples.push(started.elapsed());
+        }
+    }
+    println!(
+        "continuable: list_agents over {listed} stored children of one parent, in a store of 20,000+ sessions (half another parent's children): median {:.1} ms (10 runs after 3 warm-ups, warm page cache)",
+        ms(median(samples))
+    );
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let home = tempfile::tempdir().unwrap();
+        let cwd = tempfile::tempdir().unwrap();
+        let model = Arc::new(InstantModel::default());
+        let runtime = Runtime::new(
+            home.path(),
+            model.clone(),
+            ToolRegistry::new(),
+            RuntimeOptions::default(),
+        )
+        .unwrap();
+        let parent = runtime
+            .host()
+            .create_session(cwd.path().to_owned(), vec![])
+            .unwrap();
+        cold_resume(&runtime, &model, &parent).await;
+        steering(&runtime, &model, &parent).await;
+        list_many(&runtime, &parent).await;
+        runtime.shutdown().await;
+    });
+}
