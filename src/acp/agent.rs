@@ -402,10 +402,11 @@ fn delegation_depth(meta: Option<&serde_json::Map<String, Value>>) -> Result<u32
             .ok_or_else(|| invalid(format!("_meta.{DEPTH_META_KEY}")));
     }
     match std::env::var(DEPTH_ENV) {
-        Ok(text) if !text.trim().is_empty() => text.trim().parse().map_err(|_| {
-            tracing::warn!(value = text, "ignoring a bad {DEPTH_ENV}");
-            invalid(DEPTH_ENV.to_owned())
-        }),
+        // Failing beats guessing 0: a wrong depth would lift the limit.
+        Ok(text) if !text.trim().is_empty() => text
+            .trim()
+            .parse()
+            .map_err(|_| invalid(DEPTH_ENV.to_owned())),
         _ => Ok(0),
     }
 }

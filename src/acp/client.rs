@@ -493,10 +493,9 @@ impl AcpChild {
         };
         match answer {
             Some(Ok(answer)) => Ok(answer),
-            None | Some(Err(_)) if self.collected.faulted.is_cancelled() => {
-                Err(self.fault_error().await)
-            }
+            // A fault can also end the connection: it, not the end, is the cause.
             None => Err(self.fault_error().await),
+            Some(Err(_)) if self.collected.faulted.is_cancelled() => Err(self.fault_error().await),
             Some(Err(error)) if error == RpcError::connection_closed() => {
                 Err(self.closed_error(method).await)
             }
