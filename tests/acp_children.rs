@@ -362,3 +362,42 @@ async fn a_background_acp_child_is_a_one_shot_task() {
         "task_output gives the child's answer: {parent_log}"
     );
 }
+
+#[tokio::test]
+async fn session_new_records_the_depth_a_parent_sends_and_refuses_a_bad_one() {
+    let root = tempfile::tempdir().unwrap();
+    let (home, cwd) = (root.path().join("home"), root.path().join("cwd"));
+    std::fs::create_dir_all(&cwd).unwrap();
+    let replay = Script::new().text("unused").dir();
+    let options = RunOptions {
+        binary: common::kin_binary(),
+        replay_dir: Some(replay.path().to_owned()),
+        env: Vec::new(),
+        home: home.clone(),
+        cwd: cwd.clone(),
+    };
+    let mut runner = Runner::start(&options, |_| {}).unwrap();
+    let new_session = |depth: Value| Step::Request {
+        method: "session/new".into(),
+        params: json!({"cwd": "{{cwd}}", "mcpServers": [], "_meta": {"kin.delegationDepth": depth}}),
+    };
+    for step in [
+        Step::Initialize {
+            client_capabilities: None,
+        },
+        new_session(json!(3)),
+        new_session(json!("three")),
+    ] {
+        runner.play(&step).await.unwrap();
+    }
+    let (stdout, _) = runner.finish().await.unwrap();
+    let logs = session_logs(&home);
+    assert_eq!(logs.len(), 1, "only the valid request made a session");
+    assert_eq!(logs[0].0["delegationDepth"], 3);
+    assert!(
+        stdout
+            .iter()
+            .any(|line| line.contains("-32602") && line.contains("kin.delegationDepth")),
+        "{stdout:?}"
+    );
+}
