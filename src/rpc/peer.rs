@@ -35,8 +35,8 @@ pub trait Handler: Send + Sync + 'static {
     /// Called in arrival order; must not block. Unknown notifications are to be ignored.
     fn notification(&self, method: String, params: Value);
 
-    /// Called for each line that is not a JSON-RPC message (after it has been answered with
-    /// the error); a peer that must not tolerate such output (a child agent) stops here.
+    /// Called for each line that is not a JSON-RPC message (which is also answered with the
+    /// error); lets a handler that must not tolerate such output (a child agent's) give up.
     fn invalid(&self, _error: &RpcError) {}
 }
 
