@@ -66,7 +66,7 @@ async fn assert_none_left(marker: &str) {
     }
 }
 
-fn command(mode: &str, marker: &str, cwd: &Path) -> ChildCommand {
+fn command_for(mode: &str, marker: &str, cwd: &Path) -> ChildCommand {
     // Children run under the process guard, as in kin.
     kin::tools::guard::enable(common::kin_binary());
     ChildCommand {
@@ -96,7 +96,7 @@ async fn run(command: ChildCommand) -> Result<String, ChildError> {
 async fn a_well_behaved_child_answers_with_its_message_text_and_gets_the_depth() {
     let cwd = tempfile::tempdir().unwrap();
     let marker = marker("ok");
-    let answer = run(command("ok", &marker, cwd.path())).await.unwrap();
+    let answer = run(command_for("ok", &marker, cwd.path())).await.unwrap();
     assert_eq!(
         answer, "depth 1 env 1",
         "thoughts are not part of the answer"
@@ -108,7 +108,7 @@ async fn a_well_behaved_child_answers_with_its_message_text_and_gets_the_depth()
 async fn a_slow_start_is_waited_for() {
     let cwd = tempfile::tempdir().unwrap();
     let marker = marker("slow");
-    let answer = run(command("slow", &marker, cwd.path())).await.unwrap();
+    let answer = run(command_for("slow", &marker, cwd.path())).await.unwrap();
     assert_eq!(answer, "depth 1 env 1");
     assert_none_left(&marker).await;
 }
@@ -117,7 +117,7 @@ async fn a_slow_start_is_waited_for() {
 async fn a_crash_names_its_exit_status_and_stderr() {
     let cwd = tempfile::tempdir().unwrap();
     let marker = marker("crash");
-    let error = run(command("crash", &marker, cwd.path()))
+    let error = run(command_for("crash", &marker, cwd.path()))
         .await
         .unwrap_err()
         .to_string();
@@ -133,7 +133,7 @@ async fn a_crash_names_its_exit_status_and_stderr() {
 async fn a_child_that_never_answers_initialize_times_out_and_is_killed() {
     let cwd = tempfile::tempdir().unwrap();
     let marker = marker("hang");
-    let mut command = command("hang", &marker, cwd.path());
+    let mut command = command_for("hang", &marker, cwd.path());
     command.initialize_timeout = Duration::from_millis(300);
     let error = run(command).await.unwrap_err();
     assert!(
@@ -149,7 +149,7 @@ async fn a_child_that_never_answers_initialize_times_out_and_is_killed() {
 async fn garbage_output_is_named() {
     let cwd = tempfile::tempdir().unwrap();
     let marker = marker("garbage");
-    let error = run(command("garbage", &marker, cwd.path()))
+    let error = run(command_for("garbage", &marker, cwd.path()))
         .await
         .unwrap_err();
     assert!(
@@ -163,7 +163,7 @@ async fn garbage_output_is_named() {
 async fn a_flood_is_cut_off() {
     let cwd = tempfile::tempdir().unwrap();
     let marker = marker("flood");
-    let error = run(command("flood", &marker, cwd.path()))
+    let error = run(command_for("flood", &marker, cwd.path()))
         .await
         .unwrap_err();
     assert!(matches!(error, ChildError::Flood { .. }), "{error}");
@@ -174,12 +174,12 @@ async fn a_flood_is_cut_off() {
 async fn permission_requests_follow_the_policy() {
     let cwd = tempfile::tempdir().unwrap();
     let marker = marker("permission");
-    let mut allow = command("permission", &marker, cwd.path());
+    let mut allow = command_for("permission", &marker, cwd.path());
     allow.permission = AcpPermission::Allow;
     let answer: Value = serde_json::from_str(&run(allow).await.unwrap()).unwrap();
     assert_eq!(answer, json!({"outcome": "selected", "optionId": "yes"}));
     for policy in [AcpPermission::Reject, AcpPermission::Ask] {
-        let mut command = command("permission", &marker, cwd.path());
+        let mut command = command_for("permission", &marker, cwd.path());
         command.permission = policy;
         let answer: Value = serde_json::from_str(&run(command).await.unwrap()).unwrap();
         assert_eq!(answer, json!({"outcome": "cancelled"}), "{policy:?}");
@@ -192,7 +192,7 @@ async fn cancelling_a_prompt_tells_the_child_and_tears_it_down() {
     let cwd = tempfile::tempdir().unwrap();
     let marker = marker("wait");
     let cancel = CancellationToken::new();
-    let mut child = AcpChild::start(command("wait", &marker, cwd.path()), &cancel)
+    let mut child = AcpChild::start(command_for("wait", &marker, cwd.path()), &cancel)
         .await
         .unwrap();
     let prompting = CancellationToken::new();
@@ -206,7 +206,7 @@ async fn cancelling_a_prompt_tells_the_child_and_tears_it_down() {
 #[tokio::test]
 async fn a_missing_program_fails_to_start() {
     let cwd = tempfile::tempdir().unwrap();
-    let mut command = command("ok", &marker("missing"), cwd.path());
+    let mut command = command_for("ok", &marker("missing"), cwd.path());
     // Under the guard the start itself succeeds; the guard then exits 127.
     command.program = "/nonexistent/acp-agent".into();
     let error = run(command).await.unwrap_err().to_string();
@@ -400,4 +400,60 @@ async fn session_new_records_the_depth_a_parent_sends_and_refuses_a_bad_one() {
             .any(|line| line.contains("-32602") && line.contains("kin.delegationDepth")),
         "{stdout:?}"
     );
+}
+
+#[tokio::test]
+async fn a_kin_child_is_reopened_in_a_new_process_and_continues_its_session() {
+    let root = tempfile::tempdir().unwrap();
+    let (home, cwd) = (root.path().join("home"), root.path().join("cwd"));
+    std::fs::create_dir_all(&cwd).unwrap();
+    let replay = Script::new().text("ANSWER_FROM_THE_CHILD").dir();
+    kin::tools::guard::enable(common::kin_binary());
+    let command = ChildCommand {
+        program: common::kin_binary().display().to_string(),
+        args: vec![
+            "acp".into(),
+            "--replay".into(),
+            replay.path().display().to_string(),
+        ],
+        env: vec![("KIN_HOME".into(), home.display().to_string())],
+        cwd: cwd.clone(),
+        permission: AcpPermission::Reject,
+        depth: 1,
+        initialize_timeout: Duration::from_secs(20),
+        eof_grace: Duration::from_secs(1),
+        term_grace: Duration::from_secs(1),
+    };
+    let cancel = CancellationToken::new();
+    let mut first = AcpChild::start(command.clone(), &cancel).await.unwrap();
+    assert_eq!(first.continuation_method(), Some("session/resume"));
+    let session = first.session_id.clone();
+    let answer = first.prompt("First.", &cancel).await.unwrap();
+    assert_eq!(answer.text, "ANSWER_FROM_THE_CHILD");
+    first.shutdown().await;
+
+    let mut second = AcpChild::reopen(command.clone(), &session, &cancel)
+        .await
+        .unwrap();
+    // A fresh process replays its script from the start: the same answer, one more turn.
+    let answer = second.prompt("Second.", &cancel).await.unwrap();
+    assert_eq!(answer.text, "ANSWER_FROM_THE_CHILD");
+    second.shutdown().await;
+
+    let logs = session_logs(&home);
+    assert_eq!(logs.len(), 1, "one child session, continued");
+    assert_eq!(logs[0].0["id"], session.as_str());
+    assert_eq!(logs[0].0["delegationDepth"], 1);
+    let turns = logs[0].1.matches(r#""type":"turn/start""#).count();
+    assert_eq!(turns, 2, "{}", logs[0].1);
+    assert_none_left(&replay.path().display().to_string()).await;
+
+    // A child that can continue no session says so.
+    let marker = marker("not-continuable");
+    let error = AcpChild::reopen(command_for("ok", &marker, &cwd), "fake-session", &cancel)
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(error, ChildError::NotContinuable);
+    assert_none_left(&marker).await;
 }

@@ -102,6 +102,8 @@ pub enum ChildError {
     Refused { method: String, message: String },
     #[error("the ACP child answered session/new without a session id")]
     NoSessionId,
+    #[error("the ACP child cannot continue a session (it advertises neither session/resume nor session/load)")]
+    NotContinuable,
     #[error("the ACP child run was cancelled")]
     Cancelled,
 }
@@ -321,17 +323,49 @@ impl AcpChild {
         command: ChildCommand,
         cancel: &CancellationToken,
     ) -> Result<Self, ChildError> {
+        Self::open(command, None, cancel).await
+    }
+
+    /// Launches the child and continues its session `session_id` (from an earlier launch):
+    /// `session/resume` when the child advertises it, else `session/load` (the history it
+    /// replays is not collected as output). Fails with [`ChildError::NotContinuable`] when it
+    /// advertises neither.
+    pub async fn reopen(
+        command: ChildCommand,
+        session_id: &str,
+        cancel: &CancellationToken,
+    ) -> Result<Self, ChildError> {
+        Self::open(command, Some(session_id), cancel).await
+    }
+
+    async fn open(
+        command: ChildCommand,
+        session_id: Option<&str>,
+        cancel: &CancellationToken,
+    ) -> Result<Self, ChildError> {
         if cancel.is_cancelled() {
             return Err(ChildError::Cancelled);
         }
         let mut child = Self::launch(command)?;
-        match child.handshake(cancel).await {
+        let opened = match child.initialize(cancel).await {
+            Ok(()) => match session_id {
+                None => child.new_session(cancel).await,
+                Some(id) => child.continue_session(id, cancel).await,
+            },
+            Err(error) => Err(error),
+        };
+        match opened {
             Ok(()) => Ok(child),
             Err(error) => {
                 child.shutdown().await;
                 Err(error)
             }
         }
+    }
+
+    /// How this child can continue a session of an earlier launch (see [`continuation_method`]).
+    pub fn continuation_method(&self) -> Option<&'static str> {
+        continuation_method(&self.capabilities)
     }
 
     fn launch(command: ChildCommand) -> Result<Self, ChildError> {
@@ -405,7 +439,7 @@ impl AcpChild {
         })
     }
 
-    async fn handshake(&mut self, cancel: &CancellationToken) -> Result<(), ChildError> {
+    async fn initialize(&mut self, cancel: &CancellationToken) -> Result<(), ChildError> {
         let initialize = json!({
             "protocolVersion": 1,
             "clientCapabilities": {},
@@ -425,6 +459,10 @@ impl AcpChild {
             .get("agentCapabilities")
             .cloned()
             .unwrap_or(Value::Null);
+        Ok(())
+    }
+
+    async fn new_session(&mut self, cancel: &CancellationToken) -> Result<(), ChildError> {
         let mut meta = serde_json::Map::new();
         meta.insert(DEPTH_META_KEY.into(), self.command.depth.into());
         let new_session = json!({
@@ -439,6 +477,21 @@ impl AcpChild {
             .filter(|id| !id.is_empty())
             .ok_or(ChildError::NoSessionId)?
             .to_owned();
+        Ok(())
+    }
+
+    async fn continue_session(
+        &mut self,
+        session_id: &str,
+        cancel: &CancellationToken,
+    ) -> Result<(), ChildError> {
+        let method = self
+            .continuation_method()
+            .ok_or(ChildError::NotContinuable)?;
+        let params = json!({"sessionId": session_id, "cwd": self.command.cwd, "mcpServers": []});
+        // Updates before a prompt (a loaded history) are not collected.
+        self.call(method, &params, cancel).await?;
+        self.session_id = session_id.to_owned();
         Ok(())
     }
 
@@ -576,6 +629,21 @@ impl AcpChild {
     }
 }
 
+/// How an agent with these `agentCapabilities` continues a session of an earlier launch:
+/// `session/resume` when advertised, else `session/load`, else not at all.
+pub fn continuation_method(capabilities: &Value) -> Option<&'static str> {
+    if capabilities
+        .pointer("/sessionCapabilities/resume")
+        .is_some_and(Value::is_object)
+    {
+        Some("session/resume")
+    } else if capabilities.get("loadSession") == Some(&Value::Bool(true)) {
+        Some("session/load")
+    } else {
+        None
+    }
+}
+
 /// Reads `pipe` to its end, keeping the last [`STDERR_LINES`] lines (each cut to
 /// [`STDERR_LINE_BYTES`]).
 async fn keep_last_lines(pipe: impl AsyncRead + Unpin, kept: Arc<Mutex<VecDeque<String>>>) {
@@ -665,6 +733,18 @@ mod tests {
         collected.update(&chunk);
         assert!(collected.faulted.is_cancelled());
         assert!(matches!(lock(&collected.state).fault, Some(Fault::Flood)));
+    }
+
+    #[test]
+    fn resume_is_preferred_to_load() {
+        let method = |caps: Value| continuation_method(&caps);
+        assert_eq!(
+            method(json!({"loadSession": true, "sessionCapabilities": {"resume": {}}})),
+            Some("session/resume")
+        );
+        assert_eq!(method(json!({"loadSession": true})), Some("session/load"));
+        assert_eq!(method(json!({"loadSession": false})), None);
+        assert_eq!(method(Value::Null), None);
     }
 
     #[test]
