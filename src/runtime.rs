@@ -68,6 +68,7 @@ impl Runtime {
         let mut control = None;
         let host = Arc::new_cyclic(|weak: &Weak<AgentHost>| {
             let host: Weak<dyn ChildHost> = weak.clone();
+            let acp_host = host.clone();
             let continuable = Arc::new(SubagentControl::new(
                 tasks.clone(),
                 subagents.clone(),
@@ -83,7 +84,8 @@ impl Runtime {
             ];
             for agent in &options.acp_agents {
                 let tool = agent.tool.clone();
-                providers.push((Arc::new(AcpProvider::new(agent.clone())), tool));
+                let provider = AcpProvider::new(agent.clone(), acp_host.clone());
+                providers.push((Arc::new(provider), tool));
             }
             let mut tools = base_tools;
             for (provider, tool) in providers {

@@ -248,7 +248,7 @@ fn session_logs(home: &Path) -> Vec<(Value, String)> {
 
 /// Runs `kin acp --replay parent` with one prompt; its config names `kin acp --replay child`
 /// as the ACP agent `kin`. Returns the session logs and checks that no child kin is left.
-async fn kin_parent_of_kin(parent: Script, child: Script) -> Vec<(Value, String)> {
+async fn kin_parent_of_kin(parent: Script, child: Script, extra: &str) -> Vec<(Value, String)> {
     let root = tempfile::tempdir().unwrap();
     let (home, cwd, config) = (
         root.path().join("home"),
@@ -261,7 +261,7 @@ async fn kin_parent_of_kin(parent: Script, child: Script) -> Vec<(Value, String)
     write_config(
         &config,
         &format!(
-            "[acp_agents.kin]\ncommand = {:?}\nargs = [\"acp\", \"--replay\", {:?}]\n",
+            "[acp_agents.kin]\ncommand = {:?}\nargs = [\"acp\", \"--replay\", {:?}]\n{extra}",
             common::kin_binary().display().to_string(),
             child_dir.path().display().to_string(),
         ),
@@ -323,7 +323,7 @@ async fn kin_delegates_to_kin_over_acp_and_the_depth_crosses_the_process_boundar
             json!({"description": "Ask kin", "prompt": "Say CHILD_OK."}),
         )])
         .text("PARENT_DONE");
-    let logs = kin_parent_of_kin(parent, child).await;
+    let logs = kin_parent_of_kin(parent, child, "").await;
     let parent_log = log_at_depth(&logs, 0);
     assert!(
         parent_log.contains(r#""text":"ANSWER_FROM_THE_CHILD""#),
@@ -351,7 +351,7 @@ async fn a_background_acp_child_is_a_one_shot_task() {
             json!({"task_id": "subagent-1", "wait": true}),
         )])
         .text("PARENT_DONE");
-    let logs = kin_parent_of_kin(parent, child).await;
+    let logs = kin_parent_of_kin(parent, child, "").await;
     let parent_log = log_at_depth(&logs, 0);
     assert!(
         parent_log.contains("started background subagent task subagent-1"),
@@ -456,4 +456,64 @@ async fn a_kin_child_is_reopened_in_a_new_process_and_continues_its_session() {
         .unwrap();
     assert_eq!(error, ChildError::NotContinuable);
     assert_none_left(&marker).await;
+}
+
+#[tokio::test]
+async fn a_continuable_kin_child_answers_a_follow_up_in_a_new_process() {
+    let child = Script::new().text("ANSWER_FROM_THE_CHILD");
+    let parent = Script::new()
+        .calls(&[(
+            "start",
+            "subagent_kin",
+            json!({"description": "Ask kin", "prompt": "Say it.", "run_in_background": true}),
+        )])
+        .result("start", "started subagent {{id:1}} as task subagent-1")
+        .calls(&[(
+            "first",
+            "task_output",
+            json!({"task_id": "subagent-1", "wait": true}),
+        )])
+        .calls(&[(
+            "again",
+            "send_message",
+            json!({"subagent_id": "{{id:1}}", "message": "Say it again."}),
+        )])
+        .calls(&[(
+            "second",
+            "task_output",
+            json!({"task_id": "subagent-2", "wait": true}),
+        )])
+        .text("PARENT_DONE");
+    let logs = kin_parent_of_kin(parent, child, "continuable = true\n").await;
+    let parent_log = log_at_depth(&logs, 0);
+    assert!(
+        parent_log.contains("message started task subagent-2 continuing subagent"),
+        "{parent_log}"
+    );
+    assert_eq!(
+        parent_log.matches("ANSWER_FROM_THE_CHILD").count(),
+        2,
+        "both activations answered: {parent_log}"
+    );
+    // At depth 1: the parent's record of the child (its descriptor holds the child's own
+    // session id) and the child kin's session, continued: two turns in one file.
+    let children: Vec<&(Value, String)> = logs
+        .iter()
+        .filter(|(header, _)| header["delegationDepth"] == 1)
+        .collect();
+    assert_eq!(children.len(), 2);
+    let (record, session) = if children[0].0.get("parentSession").is_some() {
+        (children[0], children[1])
+    } else {
+        (children[1], children[0])
+    };
+    let remote = session.0["id"].as_str().unwrap();
+    assert!(
+        record
+            .1
+            .contains(&format!(r#""providerData":{{"sessionId":"{remote}""#)),
+        "{}",
+        record.1
+    );
+    assert_eq!(session.1.matches(r#""type":"turn/start""#).count(), 2);
 }

@@ -363,6 +363,11 @@ impl AcpChild {
         }
     }
 
+    /// Where the child runs.
+    pub fn cwd(&self) -> &std::path::Path {
+        &self.command.cwd
+    }
+
     /// How this child can continue a session of an earlier launch (see [`continuation_method`]).
     pub fn continuation_method(&self) -> Option<&'static str> {
         continuation_method(&self.capabilities)

@@ -37,6 +37,8 @@ pub struct AcpAgentEntry {
     #[serde(default)]
     permission: AcpPermission,
     tool: Option<String>,
+    #[serde(default)]
+    continuable: bool,
     initialize_timeout: Option<DurationValue>,
     eof_grace: Option<DurationValue>,
     term_grace: Option<DurationValue>,
@@ -55,6 +57,9 @@ pub struct AcpAgentConfig {
     pub permission: AcpPermission,
     /// The delegation tool's name (default `subagent_<name>`).
     pub tool: String,
+    /// Background children are continuable (`send_message`): the child can resume or load its
+    /// sessions. Off by default: background children are one-shot tasks.
+    pub continuable: bool,
     /// How long the child has to answer `initialize`.
     pub initialize_timeout: Duration,
     /// After its stdin is closed, how long the child has to exit before SIGTERM.
@@ -78,6 +83,7 @@ impl AcpAgentConfig {
             cwd: None,
             permission: AcpPermission::default(),
             tool: format!("subagent_{name}"),
+            continuable: false,
             initialize_timeout: DEFAULT_INITIALIZE_TIMEOUT,
             eof_grace: DEFAULT_EOF_GRACE,
             term_grace: DEFAULT_TERM_GRACE,
@@ -132,6 +138,7 @@ pub fn resolve(
             agent.cwd = entry.cwd.clone();
             agent.permission = entry.permission;
             agent.tool = tool;
+            agent.continuable = entry.continuable;
             agent.initialize_timeout = duration(
                 "initialize_timeout",
                 &entry.initialize_timeout,

@@ -148,6 +148,7 @@ impl SubagentControl {
                 .or_else(|| request.parent.options.model.clone()),
             persona: request.persona.clone(),
             tool_filter: request.tool_filter.as_ref().map(Into::into),
+            provider_data: None,
         };
         request.continuation = Some(Continuation {
             session_id: child_id.clone(),

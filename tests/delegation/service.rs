@@ -361,6 +361,7 @@ async fn resume_dispatches_only_to_providers_that_can_resume() {
             agent_model: None,
             persona: None,
             tool_filter: None,
+            provider_data: None,
         },
         client: None,
     };
