@@ -517,3 +517,108 @@ async fn a_continuable_kin_child_answers_a_follow_up_in_a_new_process() {
     );
     assert_eq!(session.1.matches(r#""type":"turn/start""#).count(), 2);
 }
+
+#[tokio::test]
+async fn a_continuable_kin_child_is_continued_after_the_parent_restarts() {
+    let root = tempfile::tempdir().unwrap();
+    let (home, cwd, config) = (
+        root.path().join("home"),
+        root.path().join("cwd"),
+        root.path().join("config"),
+    );
+    std::fs::create_dir_all(&cwd).unwrap();
+    let child_dir = Script::new().text("ANSWER_FROM_THE_CHILD").dir();
+    write_config(
+        &config,
+        &format!(
+            "[acp_agents.kin]\ncommand = {:?}\nargs = [\"acp\", \"--replay\", {:?}]\ncontinuable = true\n",
+            common::kin_binary().display().to_string(),
+            child_dir.path().display().to_string(),
+        ),
+    );
+    let parent = |replay: &Path| RunOptions {
+        binary: common::kin_binary(),
+        replay_dir: Some(replay.to_owned()),
+        env: vec![("XDG_CONFIG_HOME".into(), config.display().to_string())],
+        home: home.clone(),
+        cwd: cwd.clone(),
+    };
+    let started = "started subagent {{id:1}} as task subagent-1";
+    // The first parent process starts the child and collects its answer.
+    let first = Script::new()
+        .calls(&[(
+            "start",
+            "subagent_kin",
+            json!({"description": "Ask kin", "prompt": "Say it.", "run_in_background": true}),
+        )])
+        .result("start", started)
+        .calls(&[(
+            "first",
+            "task_output",
+            json!({"task_id": "subagent-1", "wait": true}),
+        )])
+        .text("FIRST_DONE")
+        .dir();
+    let mut runner = Runner::start(&parent(first.path()), |_| {}).unwrap();
+    for step in [
+        Step::Initialize {
+            client_capabilities: None,
+        },
+        Step::NewSession { cwd: None },
+        Step::Prompt {
+            text: "Ask kin.".into(),
+            session: None,
+        },
+    ] {
+        runner.play(&step).await.unwrap();
+    }
+    runner.finish().await.unwrap();
+    let logs = session_logs(&home);
+    let parent_id = logs
+        .iter()
+        .find(|(header, _)| header["delegationDepth"] == 0)
+        .map(|(header, _)| header["id"].as_str().unwrap().to_owned())
+        .unwrap();
+
+    // A new parent process loads the session and continues the child.
+    let second = Script::new()
+        .result("start", started)
+        .calls(&[(
+            "again",
+            "send_message",
+            json!({"subagent_id": "{{id:1}}", "message": "Say it again."}),
+        )])
+        .calls(&[(
+            "second",
+            "task_output",
+            json!({"task_id": "subagent-1", "wait": true}),
+        )])
+        .text("PARENT_DONE")
+        .dir();
+    let mut runner = Runner::start(&parent(second.path()), |_| {}).unwrap();
+    for step in [
+        Step::Initialize {
+            client_capabilities: None,
+        },
+        Step::Request {
+            method: "session/load".into(),
+            params: json!({"sessionId": parent_id, "cwd": "{{cwd}}", "mcpServers": []}),
+        },
+        Step::Request {
+            method: "session/prompt".into(),
+            params: json!({"sessionId": parent_id, "prompt": [{"type": "text", "text": "Again."}]}),
+        },
+    ] {
+        runner.play(&step).await.unwrap();
+    }
+    runner.finish().await.unwrap();
+    let logs = session_logs(&home);
+    let parent_log = log_at_depth(&logs, 0);
+    assert!(parent_log.contains("continuing subagent"), "{parent_log}");
+    assert_eq!(
+        parent_log.matches("ANSWER_FROM_THE_CHILD").count(),
+        2,
+        "the child answered before and after the restart: {parent_log}"
+    );
+    assert_none_left(&child_dir.path().display().to_string()).await;
+}
