@@ -1,6 +1,7 @@
 //! Where kin keeps its data, and how it finds its model: the effective configuration from
 //! command-line flags, environment variables and the config file (see `resolve`).
 
+mod acp_agents;
 mod file;
 mod key;
 mod reloadable;
@@ -9,6 +10,7 @@ mod show;
 
 use std::path::PathBuf;
 
+pub use acp_agents::{AcpAgentConfig, AcpPermission};
 pub use key::load as load_key;
 pub use reloadable::ReloadableModel;
 pub use resolve::{
@@ -84,5 +86,16 @@ pub fn configure_tool_env(overrides: &Overrides) {
             tracing::debug!(%error, "the tool environment keeps its default scrub");
             child_env::configure(Vec::new(), overrides.api_key_env.iter().cloned().collect());
         }
+    }
+}
+
+/// The child agents of the config file's `[acp_agents.<name>]` tables (none without a file).
+pub fn acp_agents(env: EnvLookup<'_>) -> Result<Vec<AcpAgentConfig>, ConfigError> {
+    let Some(path) = file::path(env) else {
+        return Ok(Vec::new());
+    };
+    match file::load(&path)? {
+        Some(config) => acp_agents::resolve(&config.acp_agents, &path),
+        None => Ok(Vec::new()),
     }
 }

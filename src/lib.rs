@@ -3,7 +3,8 @@
 //!
 //! # Layout
 //! - [`rpc`]: JSON-RPC 2.0 peer over any byte streams (editor on stdio, children on pipes).
-//! - [`acp`]: the ACP boundary; requests in, `session/update`s out; the editor bridge over ACP.
+//! - [`acp`]: the ACP boundary; requests in, `session/update`s out; the editor bridge over ACP;
+//!   [`acp::client`], kin as the ACP client of child agents.
 //! - [`headless`]: `kin run`, one turn without an editor.
 //! - [`runtime`]: wiring only: puts the session host, background tasks and delegation together
 //!   into the one process-wide [`runtime::Runtime`].
@@ -25,6 +26,8 @@
 //! `subagent` also uses `tasks` (which uses `tools`), `acp` and `headless` also use `agent`
 //! directly, and `model` and `config` use each other (a model is built from its configuration).
 //! `session`, `rpc` and `time` use nothing else of kin; `scenario` uses `rpc` and `tools`.
+//! [`acp::client`] uses only `rpc`, `config` and `tools`; the `acp` provider in `subagent`
+//! uses it.
 
 pub mod acp;
 pub mod agent;

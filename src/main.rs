@@ -200,6 +200,7 @@ fn open_runtime(model: Arc<dyn Model>) -> anyhow::Result<Arc<Runtime>> {
             format!("KIN_SUBAGENT_MAX_DEPTH must be a non-negative integer, got {depth:?}")
         })?;
     }
+    options.acp_agents = config::acp_agents(&config::process_env)?;
     Runtime::new(&home, model, kin::tools::builtin(), options)
         .with_context(|| format!("opening the session store in {}", home.display()))
 }

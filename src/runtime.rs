@@ -10,10 +10,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::host::AgentHost;
 use crate::agent::UserMessage;
+use crate::config::AcpAgentConfig;
 use crate::model::Model;
 use crate::session::{SessionStore, StoreError, UserPart};
 use crate::subagent::{
-    ChildHost, ForkProvider, ListAgentsTool, Provider, SendMessageTool, SpawnProvider,
+    AcpProvider, ChildHost, ForkProvider, ListAgentsTool, Provider, SendMessageTool, SpawnProvider,
     SubagentControl, SubagentService, SubagentTool, DEFAULT_MAX_DEPTH,
 };
 use crate::tasks::{TaskKillTool, TaskListTool, TaskOutputTool, TaskService};
@@ -27,6 +28,8 @@ pub struct RuntimeOptions {
     pub max_steps: u32,
     /// The deepest a delegated child may be (1: children cannot delegate further).
     pub subagent_max_depth: u32,
+    /// Child agents over ACP, each with its own delegation tool.
+    pub acp_agents: Vec<AcpAgentConfig>,
 }
 
 impl Default for RuntimeOptions {
@@ -34,6 +37,7 @@ impl Default for RuntimeOptions {
         Self {
             max_steps: DEFAULT_MAX_STEPS,
             subagent_max_depth: DEFAULT_MAX_DEPTH,
+            acp_agents: Vec::new(),
         }
     }
 }
@@ -64,20 +68,29 @@ impl Runtime {
         let mut control = None;
         let host = Arc::new_cyclic(|weak: &Weak<AgentHost>| {
             let host: Weak<dyn ChildHost> = weak.clone();
+            let acp_host = host.clone();
             let continuable = Arc::new(SubagentControl::new(
                 tasks.clone(),
                 subagents.clone(),
                 store.clone(),
                 host.clone(),
             ));
-            let providers: [Arc<dyn Provider>; 2] = [
-                Arc::new(SpawnProvider::new(host.clone())),
-                Arc::new(ForkProvider::new(host)),
+            let mut providers: Vec<(Arc<dyn Provider>, String)> = vec![
+                (
+                    Arc::new(SpawnProvider::new(host.clone())),
+                    "subagent".into(),
+                ),
+                (Arc::new(ForkProvider::new(host)), "subagent_fork".into()),
             ];
+            for agent in &options.acp_agents {
+                let tool = agent.tool.clone();
+                let provider = AcpProvider::new(agent.clone(), acp_host.clone());
+                providers.push((Arc::new(provider), tool));
+            }
             let mut tools = base_tools;
-            for (provider, tool) in providers.into_iter().zip(["subagent", "subagent_fork"]) {
+            for (provider, tool) in providers {
                 tools.register(Arc::new(SubagentTool::new(
-                    tool,
+                    &tool,
                     provider.name(),
                     provider.inherits_parent_context(),
                     Some(options.subagent_max_depth),
@@ -85,7 +98,7 @@ impl Runtime {
                     continuable.clone(),
                 )));
                 if let Err(error) = subagents.register(provider) {
-                    tracing::error!(%error, "registering a built-in subagent provider failed");
+                    tracing::error!(%error, "registering a subagent provider failed");
                 }
             }
             tools.register(Arc::new(SendMessageTool(continuable.clone())));

@@ -301,9 +301,10 @@ async fn dispatch(
                     "MCP servers are not supported yet; ignoring them"
                 );
             }
+            let depth = delegation_depth(req.meta.as_ref())?;
             let agent = runtime
                 .host()
-                .create_session(req.cwd.clone(), additional)
+                .create_session_at_depth(req.cwd.clone(), additional, depth)
                 .map_err(runtime_error)?;
             let mode = agent.permission_mode();
             Ok(NewSessionResponse::new(agent.id.clone())
@@ -378,6 +379,31 @@ async fn dispatch(
         }
         ClientRequest::PromptRequest(req) => prompt(runtime, client, req, cx).await,
         _ => Err(RpcError::method_not_found(&method)),
+    }
+}
+
+/// The delegation depth of a new session: from the parent kin's `_meta`, else from the
+/// environment of a launcher that does not speak ACP, else 0 (a top-level session).
+fn delegation_depth(meta: Option<&serde_json::Map<String, Value>>) -> Result<u32, RpcError> {
+    use super::client::{DEPTH_ENV, DEPTH_META_KEY};
+    let invalid = |what: String| {
+        RpcError::invalid_params(format!(
+            "invalid params: {what} must be a non-negative integer"
+        ))
+    };
+    if let Some(value) = meta.and_then(|meta| meta.get(DEPTH_META_KEY)) {
+        return value
+            .as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+            .ok_or_else(|| invalid(format!("_meta.{DEPTH_META_KEY}")));
+    }
+    match std::env::var(DEPTH_ENV) {
+        // Failing beats guessing 0: a wrong depth would lift the limit.
+        Ok(text) if !text.trim().is_empty() => text
+            .trim()
+            .parse()
+            .map_err(|_| invalid(DEPTH_ENV.to_owned())),
+        _ => Ok(0),
     }
 }
 

@@ -5,6 +5,7 @@
 
 mod agent;
 pub mod bridge;
+pub mod client;
 pub mod modes;
 mod subagents;
 pub mod updates;

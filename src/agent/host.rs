@@ -277,12 +277,24 @@ impl AgentHost {
         cwd: PathBuf,
         additional_directories: Vec<String>,
     ) -> Result<Arc<Agent>, HostError> {
-        let header = Header::new(
+        self.create_session_at_depth(cwd, additional_directories, 0)
+    }
+
+    /// [`AgentHost::create_session`] for a session that is itself a delegated child (of an
+    /// agent in another process): its header records `delegation_depth`.
+    pub fn create_session_at_depth(
+        &self,
+        cwd: PathBuf,
+        additional_directories: Vec<String>,
+        delegation_depth: u32,
+    ) -> Result<Arc<Agent>, HostError> {
+        let mut header = Header::new(
             uuid::Uuid::new_v4().to_string(),
             unique_now_ms(),
             cwd.to_string_lossy().into_owned(),
             additional_directories,
         );
+        header.delegation_depth = delegation_depth;
         let log = self.store.create(&header)?;
         let agent = self.top_level(header, cwd, log, Vec::new());
         self.publish(agent.clone())?;

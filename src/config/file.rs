@@ -24,6 +24,9 @@ pub struct FileConfig {
     pub retries: Option<u32>,
     /// Credential-like variables tool processes may see (see `tools::child_env`).
     pub pass_env: Option<Vec<String>>,
+    /// Child agents over ACP (see `acp_agents`).
+    #[serde(default)]
+    pub acp_agents: BTreeMap<String, super::acp_agents::AcpAgentEntry>,
     #[serde(flatten)]
     pub unknown: BTreeMap<String, toml::Value>,
 }

@@ -269,16 +269,20 @@ fn file_duration(
     let (Some(value), Some(path)) = (value, path) else {
         return Ok(None);
     };
-    let parsed = match value {
-        DurationValue::Seconds(seconds) => seconds_to_duration(*seconds),
-        DurationValue::Text(text) => parse_duration(text),
-    };
-    parsed
+    duration_value(value)
         .map(|d| Some((d, path.clone())))
         .map_err(|reason| ConfigError::Invalid {
             origin: format!("{key} in config file {}", path.display()),
             reason,
         })
+}
+
+/// A duration as the config file writes it.
+pub(super) fn duration_value(value: &DurationValue) -> Result<Duration, String> {
+    match value {
+        DurationValue::Seconds(seconds) => seconds_to_duration(*seconds),
+        DurationValue::Text(text) => parse_duration(text),
+    }
 }
 
 fn seconds_to_duration(seconds: f64) -> Result<Duration, String> {

@@ -33,6 +33,10 @@ pub trait Handler: Send + Sync + 'static {
 
     /// Called in arrival order; must not block. Unknown notifications are to be ignored.
     fn notification(&self, method: String, params: Value);
+
+    /// Called for each line that is not a JSON-RPC message (which is also answered with the
+    /// error); lets a handler that must not tolerate such output (a child agent's) give up.
+    fn invalid(&self, _error: &RpcError) {}
 }
 
 /// How a [`Handler`] answers a request.
@@ -157,13 +161,14 @@ impl Peer {
                     tracing::warn!(%error, "reading the connection failed; shutting it down");
                     break;
                 }
-                Ok(Some(Frame::TooLong { len })) => self.respond(
-                    &Value::Null,
-                    Err(RpcError::parse_error(format!(
+                Ok(Some(Frame::TooLong { len })) => {
+                    let error = RpcError::parse_error(format!(
                         "parse error: line of {len} bytes exceeds the {} byte limit",
                         super::MAX_LINE_BYTES
-                    ))),
-                ),
+                    ));
+                    handler.invalid(&error);
+                    self.respond(&Value::Null, Err(error));
+                }
                 Ok(Some(Frame::Line(line))) => self.dispatch(&line, &handler, &tracker),
             }
         }
@@ -185,7 +190,10 @@ impl Peer {
         let incoming = match classify(line) {
             Ok(Some(incoming)) => incoming,
             Ok(None) => return,
-            Err(rejected) => return self.respond(&rejected.id, Err(rejected.error)),
+            Err(rejected) => {
+                handler.invalid(&rejected.error);
+                return self.respond(&rejected.id, Err(rejected.error));
+            }
         };
         match incoming {
             Incoming::Request { id, method, params } => {

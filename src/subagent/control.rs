@@ -148,6 +148,7 @@ impl SubagentControl {
                 .or_else(|| request.parent.options.model.clone()),
             persona: request.persona.clone(),
             tool_filter: request.tool_filter.as_ref().map(Into::into),
+            provider_data: None,
         };
         request.continuation = Some(Continuation {
             session_id: child_id.clone(),
@@ -620,14 +621,18 @@ fn lock_child(store: &SessionStore, child_id: &str) -> Result<ChildLock, Subagen
 }
 
 /// A task outcome from a run's result: completed with the answer text, killed when aborted,
-/// failed with the stop reason otherwise (partial output dropped). The run is disposed first.
+/// failed with the stop reason (and the cause, when known) otherwise (partial output dropped).
+/// The run is disposed first.
 pub(super) async fn settle_run(run: &Run) -> TaskOutcome {
     let result: SubagentResult = run.result().await;
     run.dispose().await;
     match result.stop_reason {
         StopReason::Completed => TaskOutcome::completed(result.text()),
         StopReason::Aborted => TaskOutcome::killed(),
-        other => TaskOutcome::failed(other.as_str()),
+        other => match result.error {
+            Some(error) => TaskOutcome::failed(format!("{}: {error}", other.as_str())),
+            None => TaskOutcome::failed(other.as_str()),
+        },
     }
 }
 

@@ -28,6 +28,9 @@ pub struct Descriptor {
     pub persona: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_filter: Option<StoredToolFilter>,
+    /// What only the provider reads (for `acp:<name>`: the child's own `sessionId` and `cwd`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_data: Option<Value>,
 }
 
 /// A tool filter as stored (absent lists are omitted, never written as `[]`).
@@ -108,6 +111,7 @@ mod tests {
             agent_model: Some("mock".into()),
             persona: None,
             tool_filter: None,
+            provider_data: None,
         };
         let EventBody::Other(other) = descriptor.to_event() else {
             panic!("not an other event");

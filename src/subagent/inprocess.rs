@@ -69,18 +69,7 @@ pub(super) fn start(
         return Err(SubagentError::AbortedBeforePublication);
     }
     let parent = &request.parent;
-    let depth = parent
-        .delegation_depth()
-        .checked_add(1)
-        .ok_or(SubagentError::DepthOverflow)?;
-    if let Some(max) = request.max_depth {
-        if depth > max {
-            return Err(SubagentError::Depth {
-                attempted: depth,
-                max,
-            });
-        }
-    }
+    let depth = super::child_depth(parent, request.max_depth)?;
     let overrides = request.agent_options.clone().unwrap_or_default();
     let options = AgentOptions {
         provider: overrides
@@ -291,6 +280,7 @@ fn read_result(
         output,
         structured,
         stop_reason,
+        error: None,
     }
 }
 

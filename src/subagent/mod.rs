@@ -10,8 +10,10 @@
 //! with the parent's completed turns), both in-process; they reach sessions and turns only
 //! through [`ChildHost`]. Both can resume a stored child: [`SubagentControl`] runs continuable
 //! background children (stable ids, one task per activation, `send_message`), rebuilt from the
-//! [`Descriptor`] their first turn logs.
+//! [`Descriptor`] their first turn logs. `acp:<name>` runs a configured ACP agent as a one-shot
+//! subprocess.
 
+mod acp;
 mod control;
 mod descriptor;
 mod error;
@@ -32,6 +34,7 @@ use tokio_util::sync::CancellationToken;
 use crate::agent::{Agent, AgentOptions, NotRunning};
 use crate::session::{AssistantBlock, UserPart};
 
+pub use acp::AcpProvider;
 pub use control::{ChildSummary, ContinuableStart, Delivery, SubagentControl, RESUME_LABEL_MAX};
 pub use descriptor::{Descriptor, StoredToolFilter, DESCRIPTOR_EVENT, DESCRIPTOR_VERSION};
 pub use error::SubagentError;
@@ -178,6 +181,8 @@ pub struct SubagentResult {
     /// The captured value, when a schema was requested and satisfied.
     pub structured: Option<Value>,
     pub stop_reason: StopReason,
+    /// Why the run failed, when the provider knows (e.g. how an ACP child process ended).
+    pub error: Option<String>,
 }
 
 impl SubagentResult {
@@ -190,6 +195,21 @@ impl SubagentResult {
                 _ => None,
             })
             .collect()
+    }
+}
+
+/// The depth of a child of `parent`, checked against the request's `max_depth`.
+pub(crate) fn child_depth(parent: &Agent, max_depth: Option<u32>) -> Result<u32, SubagentError> {
+    let depth = parent
+        .delegation_depth()
+        .checked_add(1)
+        .ok_or(SubagentError::DepthOverflow)?;
+    match max_depth {
+        Some(max) if depth > max => Err(SubagentError::Depth {
+            attempted: depth,
+            max,
+        }),
+        _ => Ok(depth),
     }
 }
 

@@ -233,12 +233,15 @@ impl Tool for SubagentTool {
             };
             let result = run.result().await;
             run.dispose().await;
-            match stop_error(result.stop_reason) {
-                None => ToolOutput::ok(result.text()),
-                Some(message) => ToolOutput::error(
+            match (stop_error(result.stop_reason), &result.error) {
+                (None, _) => ToolOutput::ok(result.text()),
+                (Some(message), error) => ToolOutput::error(
                     "SubagentError",
                     "SUBAGENT_FAILED",
-                    format!("Error: {message}"),
+                    match error {
+                        Some(error) => format!("Error: {message}: {error}"),
+                        None => format!("Error: {message}"),
+                    },
                 ),
             }
         }

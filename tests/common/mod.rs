@@ -554,6 +554,14 @@ impl Script {
         self
     }
 
+    /// The recorded result of the last call's tool call `call_id`: replay matches texts with
+    /// `{{id:N}}` placeholders against live results to learn ids minted at run time.
+    pub fn result(mut self, call_id: &str, text: &str) -> Self {
+        let seq = self.lines.len() - 1;
+        self.lines.push(json!({"type":"tool/result","seq":seq,"time":0,"data":{"turn":self.turn,"step":self.step,"message":{"source":{"kind":"tool","callId":call_id},"content":[{"type":"tool-result","toolCallId":call_id,"content":[{"type":"text","text":text}],"isError":false}],"role":"user","id":"00000000-0000-4000-8000-000000000001"}}}));
+        self
+    }
+
     /// One model call answering with text; ends the turn.
     pub fn text(mut self, text: &str) -> Self {
         self.step += 1;

@@ -45,6 +45,7 @@ fn fake_run(id: &str) -> Run {
         }],
         structured: None,
         stop_reason: StopReason::Completed,
+        error: None,
     };
     Run::new(
         id.into(),
@@ -360,6 +361,7 @@ async fn resume_dispatches_only_to_providers_that_can_resume() {
             agent_model: None,
             persona: None,
             tool_filter: None,
+            provider_data: None,
         },
         client: None,
     };

@@ -1,0 +1,140 @@
+//! A small ACP agent that misbehaves on request, for kin's child-process tests and benches
+//! (an example target: built by `cargo test`, never installed).
+//!
+//! `fake_acp_child MARKER MODE`: MARKER only tags the process (tests find it in /proc by its
+//! command line); MODE is one of
+//! - `ok`: answers; the prompt's answer is `depth <_meta depth> env <KIN_DELEGATION_DEPTH>`,
+//!   streamed after a thought (which is not part of the answer);
+//! - `slow`: waits 300 ms before reading anything, then as `ok`;
+//! - `crash`: writes a line to stderr and exits with code 3 on `initialize`;
+//! - `hang`: never answers, ignores stdin's end and SIGTERM (only SIGKILL ends it);
+//! - `garbage`: answers `initialize` with a line that is not JSON;
+//! - `flood`: answers the handshake, then floods the prompt with message chunks;
+//! - `wait`: answers the handshake; a prompt waits for `session/cancel`, then ends `cancelled`;
+//! - `permission`: a prompt asks for permission and answers with the outcome it got.
+
+use std::io::{BufRead, Write};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+fn send(out: &mut impl Write, message: &Value) -> std::io::Result<()> {
+    writeln!(out, "{message}")?;
+    out.flush()
+}
+
+fn chunk(session: &str, kind: &str, text: &str) -> Value {
+    json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": session,
+        "update": {"sessionUpdate": kind, "content": {"type": "text", "text": text}}}})
+}
+
+fn main() -> std::io::Result<()> {
+    let mode = std::env::args().nth(2).unwrap_or_default();
+    if mode == "hang" {
+        // SAFETY: ignoring a signal installs no handler code.
+        unsafe {
+            nix::sys::signal::signal(
+                nix::sys::signal::Signal::SIGTERM,
+                nix::sys::signal::SigHandler::SigIgn,
+            )
+        }
+        .map_err(std::io::Error::other)?;
+        loop {
+            std::thread::sleep(Duration::from_secs(60));
+        }
+    }
+    if mode == "slow" {
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let stdin = std::io::stdin();
+    let mut out = std::io::stdout().lock();
+    let mut depth = Value::Null;
+    let mut lines = stdin.lock().lines();
+    while let Some(line) = lines.next() {
+        let message: Value = serde_json::from_str(&line?).unwrap_or(Value::Null);
+        let id = message.get("id").cloned().unwrap_or(Value::Null);
+        let reply = |result: Value| json!({"jsonrpc": "2.0", "id": id, "result": result});
+        match message.get("method").and_then(Value::as_str) {
+            Some("initialize") => match mode.as_str() {
+                "crash" => {
+                    eprintln!("fake child: crashing on purpose");
+                    std::process::exit(3);
+                }
+                "garbage" => {
+                    writeln!(out, "this is not JSON-RPC")?;
+                    out.flush()?;
+                }
+                _ => send(
+                    &mut out,
+                    &reply(json!({"protocolVersion": 1, "agentCapabilities": {}})),
+                )?,
+            },
+            Some("session/new") => {
+                depth = message
+                    .pointer("/params/_meta/kin.delegationDepth")
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                send(&mut out, &reply(json!({"sessionId": "fake-session"})))?;
+            }
+            Some("session/prompt") => match mode.as_str() {
+                "flood" => {
+                    let text = "x".repeat(64 * 1024);
+                    loop {
+                        send(
+                            &mut out,
+                            &chunk("fake-session", "agent_message_chunk", &text),
+                        )?;
+                    }
+                }
+                "wait" => {
+                    for line in lines.by_ref() {
+                        let message: Value = serde_json::from_str(&line?).unwrap_or(Value::Null);
+                        if message.get("method").and_then(Value::as_str) == Some("session/cancel") {
+                            break;
+                        }
+                    }
+                    send(&mut out, &reply(json!({"stopReason": "cancelled"})))?;
+                }
+                "permission" => {
+                    send(
+                        &mut out,
+                        &json!({"jsonrpc": "2.0", "id": "perm-1", "method": "session/request_permission",
+                            "params": {"sessionId": "fake-session", "toolCall": {"toolCallId": "t1"},
+                            "options": [{"optionId": "no", "name": "No", "kind": "reject_once"},
+                                        {"optionId": "yes", "name": "Yes", "kind": "allow_once"}]}}),
+                    )?;
+                    let answer = lines.next().transpose()?.unwrap_or_default();
+                    let answer: Value = serde_json::from_str(&answer).unwrap_or(Value::Null);
+                    let outcome = answer
+                        .pointer("/result/outcome")
+                        .cloned()
+                        .unwrap_or(Value::Null);
+                    send(
+                        &mut out,
+                        &chunk("fake-session", "agent_message_chunk", &outcome.to_string()),
+                    )?;
+                    send(&mut out, &reply(json!({"stopReason": "end_turn"})))?;
+                }
+                _ => {
+                    let env = std::env::var("KIN_DELEGATION_DEPTH").unwrap_or_default();
+                    send(
+                        &mut out,
+                        &chunk("fake-session", "agent_thought_chunk", "thinking"),
+                    )?;
+                    send(
+                        &mut out,
+                        &chunk("fake-session", "agent_message_chunk", "depth "),
+                    )?;
+                    let rest = format!("{depth} env {env}");
+                    send(
+                        &mut out,
+                        &chunk("fake-session", "agent_message_chunk", &rest),
+                    )?;
+                    send(&mut out, &reply(json!({"stopReason": "end_turn"})))?;
+                }
+            },
+            _ => {}
+        }
+    }
+    Ok(())
+}

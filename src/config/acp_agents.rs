@@ -1,0 +1,204 @@
+//! The child agents kin can delegate to over ACP: the `[acp_agents.<name>]` tables of the
+//! config file, checked and with their defaults filled in.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::file::DurationValue;
+use super::resolve::duration_value;
+use super::ConfigError;
+
+/// How kin answers the permission requests of a child agent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AcpPermission {
+    /// Every request is answered `cancelled`.
+    #[default]
+    Reject,
+    /// The first option that allows is picked.
+    Allow,
+    /// Meant for the editor to decide; until kin forwards them, answered as `reject`.
+    Ask,
+}
+
+/// One `[acp_agents.<name>]` table as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AcpAgentEntry {
+    command: String,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    cwd: Option<PathBuf>,
+    #[serde(default)]
+    permission: AcpPermission,
+    tool: Option<String>,
+    #[serde(default)]
+    continuable: bool,
+    initialize_timeout: Option<DurationValue>,
+    eof_grace: Option<DurationValue>,
+    term_grace: Option<DurationValue>,
+}
+
+/// A child agent, ready to launch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AcpAgentConfig {
+    pub name: String,
+    pub command: String,
+    pub args: Vec<String>,
+    /// Added to the child's environment after the credential scrub.
+    pub env: Vec<(String, String)>,
+    /// `None`: the delegating session's cwd.
+    pub cwd: Option<PathBuf>,
+    pub permission: AcpPermission,
+    /// The delegation tool's name (default `subagent_<name>`).
+    pub tool: String,
+    /// Background children are continuable (`send_message`): the child can resume or load its
+    /// sessions. Off by default: background children are one-shot tasks.
+    pub continuable: bool,
+    /// How long the child has to answer `initialize`.
+    pub initialize_timeout: Duration,
+    /// After its stdin is closed, how long the child has to exit before SIGTERM.
+    pub eof_grace: Duration,
+    /// After SIGTERM, how long the child has before SIGKILL.
+    pub term_grace: Duration,
+}
+
+pub const DEFAULT_INITIALIZE_TIMEOUT: Duration = Duration::from_secs(30);
+pub const DEFAULT_EOF_GRACE: Duration = Duration::from_secs(1);
+pub const DEFAULT_TERM_GRACE: Duration = Duration::from_secs(2);
+
+impl AcpAgentConfig {
+    /// A child agent with the default tool name, permission policy and timeouts.
+    pub fn new(name: &str, command: &str, args: Vec<String>) -> Self {
+        Self {
+            name: name.to_owned(),
+            command: command.to_owned(),
+            args,
+            env: Vec::new(),
+            cwd: None,
+            permission: AcpPermission::default(),
+            tool: format!("subagent_{name}"),
+            continuable: false,
+            initialize_timeout: DEFAULT_INITIALIZE_TIMEOUT,
+            eof_grace: DEFAULT_EOF_GRACE,
+            term_grace: DEFAULT_TERM_GRACE,
+        }
+    }
+}
+
+/// Checks the tables of `path`, in name order.
+pub fn resolve(
+    entries: &BTreeMap<String, AcpAgentEntry>,
+    path: &Path,
+) -> Result<Vec<AcpAgentConfig>, ConfigError> {
+    entries
+        .iter()
+        .map(|(name, entry)| {
+            let invalid = |key: &str, reason: String| ConfigError::Invalid {
+                origin: format!("acp_agents.{name}.{key} in config file {}", path.display()),
+                reason,
+            };
+            if entry.command.trim().is_empty() {
+                return Err(invalid("command", "must not be empty".into()));
+            }
+            if let Some(cwd) = &entry.cwd {
+                if !cwd.is_absolute() {
+                    return Err(invalid(
+                        "cwd",
+                        format!("must be an absolute path: {}", cwd.display()),
+                    ));
+                }
+            }
+            let tool = entry
+                .tool
+                .clone()
+                .unwrap_or_else(|| format!("subagent_{name}"));
+            if tool.is_empty()
+                || !tool
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            {
+                return Err(invalid(
+                    "tool",
+                    format!("must be letters, digits, `_` or `-`: {tool:?}"),
+                ));
+            }
+            let duration = |key: &str, value: &Option<DurationValue>, default: Duration| match value
+            {
+                None => Ok(default),
+                Some(value) => duration_value(value).map_err(|reason| invalid(key, reason)),
+            };
+            let mut agent = AcpAgentConfig::new(name, &entry.command, entry.args.clone());
+            agent.env = entry.env.clone().into_iter().collect();
+            agent.cwd = entry.cwd.clone();
+            agent.permission = entry.permission;
+            agent.tool = tool;
+            agent.continuable = entry.continuable;
+            agent.initialize_timeout = duration(
+                "initialize_timeout",
+                &entry.initialize_timeout,
+                DEFAULT_INITIALIZE_TIMEOUT,
+            )?;
+            agent.eof_grace = duration("eof_grace", &entry.eof_grace, DEFAULT_EOF_GRACE)?;
+            agent.term_grace = duration("term_grace", &entry.term_grace, DEFAULT_TERM_GRACE)?;
+            Ok(agent)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Vec<AcpAgentConfig>, ConfigError> {
+        let file: super::super::file::FileConfig = toml::from_str(text).unwrap();
+        resolve(&file.acp_agents, Path::new("/c/config.toml"))
+    }
+
+    #[test]
+    fn reads_a_table_with_defaults() {
+        let agents = parse(
+            "[acp_agents.codex]\ncommand = \"codex-acp\"\nargs = [\"-c\", \"x\"]\nenv = { RUST_LOG = \"warn\" }\npermission = \"allow\"\neof_grace = \"200ms\"\n[acp_agents.kin]\ncommand = \"kin\"\ntool = \"ask_kin\"\n",
+        )
+        .unwrap();
+        assert_eq!(agents.len(), 2);
+        assert_eq!(agents[0].tool, "subagent_codex");
+        assert_eq!(agents[0].args, ["-c", "x"]);
+        assert_eq!(agents[0].env, [("RUST_LOG".to_owned(), "warn".to_owned())]);
+        assert_eq!(agents[0].permission, AcpPermission::Allow);
+        assert_eq!(agents[0].eof_grace, Duration::from_millis(200));
+        assert_eq!(agents[0].term_grace, DEFAULT_TERM_GRACE);
+        assert_eq!(agents[1].tool, "ask_kin");
+        assert_eq!(agents[1].permission, AcpPermission::Reject);
+        assert_eq!(agents[1].cwd, None);
+    }
+
+    #[test]
+    fn rejects_bad_values_naming_the_key() {
+        let error = parse("[acp_agents.a]\ncommand = \"x\"\ncwd = \"rel\"\n").unwrap_err();
+        assert!(error.to_string().contains("acp_agents.a.cwd"), "{error}");
+        let error = parse("[acp_agents.a]\ncommand = \" \"\n").unwrap_err();
+        assert!(
+            error.to_string().contains("acp_agents.a.command"),
+            "{error}"
+        );
+        let error = parse("[acp_agents.a]\ncommand = \"x\"\nterm_grace = -1\n").unwrap_err();
+        assert!(
+            error.to_string().contains("acp_agents.a.term_grace"),
+            "{error}"
+        );
+        assert!(toml::from_str::<super::super::file::FileConfig>(
+            "[acp_agents.a]\ncommand = \"x\"\nbogus = 1\n"
+        )
+        .is_err());
+        assert!(toml::from_str::<super::super::file::FileConfig>(
+            "[acp_agents.a]\ncommand = \"x\"\npermission = \"maybe\"\n"
+        )
+        .is_err());
+    }
+}

@@ -1,0 +1,368 @@
+//! The `acp` provider: a named child agent from the config file (`[acp_agents.<name>]`), run
+//! as an ACP subprocess through [`crate::acp::client`]. Each activation launches the child,
+//! opens a session, sends one prompt and tears the child down; no steering.
+//!
+//! One-shot unless configured `continuable`: then a continuable start also writes a local
+//! record of the child (a session file with the parent in its header) holding a descriptor
+//! whose `providerData` is the child's own session id and cwd, when the child advertises
+//! `session/resume` or `session/load`. A resume launches the child again and continues that
+//! session (see [`AcpChild::reopen`]).
+//!
+//! The child's cwd is the configured one, else the delegating session's. Its delegation depth
+//! (the parent's plus one) goes to it on `session/new` and in its environment, so a kin child
+//! enforces the depth limit across the process boundary.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Weak};
+
+use futures::future::{BoxFuture, Shared};
+use futures::FutureExt;
+use tokio_util::sync::CancellationToken;
+
+use serde_json::{json, Value};
+
+use super::{
+    child_depth, Capabilities, ChildHost, Continuation, Provider, ResumeRequest, Run, RunControl,
+    StartRequest, StopReason, SubagentError, SubagentResult,
+};
+use crate::acp::client::{AcpChild, ChildCommand, ChildError, PromptOutcome};
+use crate::agent::NotRunning;
+use crate::config::AcpAgentConfig;
+use crate::session::{AssistantBlock, Header, UserPart};
+
+/// One configured child agent.
+pub struct AcpProvider {
+    name: String,
+    config: AcpAgentConfig,
+    /// Where the records of continuable children go.
+    host: Weak<dyn ChildHost>,
+}
+
+impl AcpProvider {
+    /// The provider is named `acp:<name>`.
+    pub fn new(config: AcpAgentConfig, host: Weak<dyn ChildHost>) -> Self {
+        Self {
+            name: format!("acp:{}", config.name),
+            config,
+            host,
+        }
+    }
+
+    fn command(&self, request: &StartRequest, depth: u32) -> Result<ChildCommand, SubagentError> {
+        let cwd = match &self.config.cwd {
+            Some(cwd) => cwd.clone(),
+            None => request
+                .parent
+                .header()
+                .cwd
+                .as_deref()
+                .map(PathBuf::from)
+                .ok_or_else(|| {
+                    SubagentError::Setup(
+                        "no working directory for the ACP child: configure `cwd` or delegate \
+                         from a session that has one"
+                            .into(),
+                    )
+                })?,
+        };
+        self.command_in(cwd, depth)
+    }
+
+    fn command_in(&self, cwd: PathBuf, depth: u32) -> Result<ChildCommand, SubagentError> {
+        if !cwd.is_dir() {
+            return Err(SubagentError::Setup(format!(
+                "the ACP child's working directory is not an accessible directory: {}",
+                cwd.display()
+            )));
+        }
+        let config = &self.config;
+        Ok(ChildCommand {
+            program: config.command.clone(),
+            args: config.args.clone(),
+            env: config.env.clone(),
+            cwd,
+            permission: config.permission,
+            depth,
+            initialize_timeout: config.initialize_timeout,
+            eof_grace: config.eof_grace,
+            term_grace: config.term_grace,
+        })
+    }
+}
+
+/// The prompt's text parts, one paragraph each (ACP children get text only).
+fn prompt_text(prompt: &[UserPart]) -> String {
+    prompt
+        .iter()
+        .filter_map(|part| match part {
+            UserPart::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
+/// The ACP stop reason in kin's terms; anything unknown is a failure.
+fn stop_reason(acp: &str) -> StopReason {
+    match acp {
+        "end_turn" => StopReason::Completed,
+        "max_tokens" => StopReason::MaxTokens,
+        "refusal" => StopReason::Refusal,
+        "cancelled" => StopReason::Aborted,
+        _ => StopReason::Error,
+    }
+}
+
+fn result_of(name: &str, outcome: Result<PromptOutcome, ChildError>) -> SubagentResult {
+    match outcome {
+        Ok(outcome) => {
+            let stop = stop_reason(&outcome.stop_reason);
+            SubagentResult {
+                output: if outcome.text.is_empty() {
+                    Vec::new()
+                } else {
+                    vec![AssistantBlock::Text { text: outcome.text }]
+                },
+                structured: None,
+                stop_reason: stop,
+                error: (stop == StopReason::Error)
+                    .then(|| format!("the ACP child stopped with {:?}", outcome.stop_reason)),
+            }
+        }
+        Err(error) => {
+            tracing::warn!(%error, "subagent-acp {name:?}: child run failed");
+            SubagentResult {
+                output: Vec::new(),
+                structured: None,
+                stop_reason: StopReason::Error,
+                error: Some(error.to_string()),
+            }
+        }
+    }
+}
+
+impl Provider for AcpProvider {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        // The depth limit is checked here and by a kin child; the rest needs the child's help.
+        Capabilities {
+            depth_limit: true,
+            ..Capabilities::default()
+        }
+    }
+
+    fn inherits_parent_context(&self) -> bool {
+        false
+    }
+
+    fn start(&self, request: StartRequest) -> BoxFuture<'static, Result<Run, SubagentError>> {
+        let prepared = (|| {
+            if request.cancel.is_cancelled() {
+                return Err(SubagentError::AbortedBeforePublication);
+            }
+            let depth = child_depth(&request.parent, request.max_depth)?;
+            self.command(&request, depth)
+        })();
+        let name = self.config.name.clone();
+        let host = self.host.clone();
+        async move {
+            let command = prepared?;
+            let depth = command.depth;
+            let child = AcpChild::start(command, &request.cancel)
+                .await
+                .map_err(setup_error)?;
+            let id = match &request.continuation {
+                Some(continuation) => {
+                    let recorded = record(&host, continuation, &request, depth, &child);
+                    if let Err(error) = recorded {
+                        child.shutdown().await;
+                        return Err(error);
+                    }
+                    continuation.session_id.clone()
+                }
+                None => uuid::Uuid::new_v4().to_string(),
+            };
+            let text = prompt_text(&request.prompt);
+            Ok(run(id, name, child, text, &request.cancel))
+        }
+        .boxed()
+    }
+
+    fn can_resume(&self) -> bool {
+        self.config.continuable
+    }
+
+    fn resume(&self, request: ResumeRequest) -> BoxFuture<'static, Result<Run, SubagentError>> {
+        let prepared = (|| {
+            let data = request.descriptor.provider_data.as_ref();
+            let field = |key: &str| data.and_then(|d| d.get(key)).and_then(Value::as_str);
+            let (Some(remote), Some(cwd)) = (field("sessionId"), field("cwd")) else {
+                return Err(SubagentError::NoDescriptor(request.session_id.clone()));
+            };
+            let depth = child_depth(&request.parent, None)?;
+            Ok((
+                remote.to_owned(),
+                self.command_in(PathBuf::from(cwd), depth)?,
+            ))
+        })();
+        let name = self.config.name.clone();
+        async move {
+            let (remote, command) = prepared?;
+            let child = AcpChild::reopen(command, &remote, &request.cancel)
+                .await
+                .map_err(setup_error)?;
+            let text = prompt_text(&request.prompt);
+            Ok(run(request.session_id, name, child, text, &request.cancel))
+        }
+        .boxed()
+    }
+}
+
+fn setup_error(error: ChildError) -> SubagentError {
+    match error {
+        ChildError::Cancelled => SubagentError::AbortedBeforePublication,
+        other => SubagentError::Setup(other.to_string()),
+    }
+}
+
+/// Writes the local record of a continuable child: a session file named by the continuation
+/// id, with the parent in its header and, when the child can continue sessions, the
+/// descriptor a resume needs.
+fn record(
+    host: &Weak<dyn ChildHost>,
+    continuation: &Continuation,
+    request: &StartRequest,
+    depth: u32,
+    child: &AcpChild,
+) -> Result<(), SubagentError> {
+    let host = host
+        .upgrade()
+        .ok_or_else(|| SubagentError::Setup("kin is shutting down".into()))?;
+    let cwd = child.cwd().to_string_lossy().into_owned();
+    let mut header = Header::new(
+        continuation.session_id.clone(),
+        crate::time::now_ms(),
+        cwd.clone(),
+        Vec::new(),
+    );
+    header.parent_session = Some(request.parent.id.clone());
+    header.delegation_depth = depth;
+    let setup = |error: &dyn std::fmt::Display| SubagentError::Setup(error.to_string());
+    let mut log = host.store().create(&header).map_err(|e| setup(&e))?;
+    if child.continuation_method().is_none() {
+        tracing::warn!(
+            child = continuation.session_id,
+            "this ACP child can neither resume nor load sessions: it cannot be continued"
+        );
+        return Ok(());
+    }
+    let mut descriptor = continuation.descriptor.clone();
+    descriptor.provider_data = Some(json!({"sessionId": child.session_id, "cwd": cwd}));
+    log.append(descriptor.to_event(), crate::time::now_ms())
+        .and_then(|_| log.sync())
+        .map_err(|e| setup(&e))
+}
+
+/// Publishes one activation: the prompt runs on its own task, which tears the child down
+/// once the result is in or the run is cancelled (with the request, or by dispose).
+fn run(id: String, name: String, child: AcpChild, text: String, cancel: &CancellationToken) -> Run {
+    let stop = cancel.child_token();
+    let (result_tx, result_rx) = tokio::sync::oneshot::channel();
+    let running = stop.clone();
+    let task = tokio::spawn(async move {
+        let mut child = child;
+        let outcome = child.prompt(&text, &running).await;
+        let _ = result_tx.send(result_of(&name, outcome));
+        child.shutdown().await;
+    });
+    let result = async move {
+        result_rx.await.unwrap_or_else(|_| SubagentResult {
+            output: Vec::new(),
+            structured: None,
+            stop_reason: StopReason::Error,
+            error: Some("the ACP child's run ended without a result".into()),
+        })
+    };
+    let done = async move {
+        let _ = task.await;
+    }
+    .boxed()
+    .shared();
+    Run::new(
+        id,
+        None,
+        result.boxed(),
+        Arc::new(AcpControl { stop, done }),
+    )
+}
+
+/// Cancels the child's run and waits for its teardown.
+struct AcpControl {
+    stop: CancellationToken,
+    done: Shared<BoxFuture<'static, ()>>,
+}
+
+impl RunControl for AcpControl {
+    fn dispose(&self) -> BoxFuture<'static, ()> {
+        self.stop.cancel();
+        self.done.clone().boxed()
+    }
+
+    fn steer(&self, _content: Vec<UserPart>) -> Option<Result<(), NotRunning>> {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_acp_stop_reasons() {
+        for (acp, ours) in [
+            ("end_turn", StopReason::Completed),
+            ("max_tokens", StopReason::MaxTokens),
+            ("refusal", StopReason::Refusal),
+            ("cancelled", StopReason::Aborted),
+            ("max_turn_requests", StopReason::Error),
+            ("something_new", StopReason::Error),
+        ] {
+            assert_eq!(stop_reason(acp), ours, "{acp}");
+        }
+    }
+
+    #[test]
+    fn prompts_carry_text_parts_only() {
+        let parts = vec![
+            UserPart::Text { text: "a".into() },
+            UserPart::Text { text: "b".into() },
+        ];
+        assert_eq!(prompt_text(&parts), "a\n\nb");
+    }
+
+    #[test]
+    fn failures_carry_their_cause_and_no_output() {
+        let result = result_of(
+            "x",
+            Err(ChildError::Flood {
+                limit: crate::acp::client::MAX_OUTPUT_BYTES,
+            }),
+        );
+        assert_eq!(result.stop_reason, StopReason::Error);
+        assert!(result.output.is_empty());
+        assert!(result.error.unwrap().contains("flooded"));
+        let partial = result_of(
+            "x",
+            Ok(PromptOutcome {
+                stop_reason: "cancelled".into(),
+                text: "part".into(),
+                updates: Vec::new(),
+            }),
+        );
+        assert_eq!(partial.stop_reason, StopReason::Aborted);
+        assert_eq!(partial.text(), "part");
+    }
+}

@@ -1,0 +1,624 @@
+//! ACP child agents through real processes: the fake misbehaving child
+//! (`examples/fake_acp_child.rs`) for each fault, each named and leaving no process; and kin as
+//! the child of kin, the delegation depth crossing the process boundary.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use common::Script;
+use kin::acp::client::{AcpChild, ChildCommand, ChildError};
+use kin::config::AcpPermission;
+use kin::scenario::{RunOptions, Runner, Step};
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+
+/// A guard against a broken kin, not a timing assertion.
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// The fake child, built with the tests (`cargo test` builds examples).
+fn fake_child() -> PathBuf {
+    let deps = std::env::current_exe().unwrap();
+    let path = deps
+        .parent()
+        .and_then(Path::parent)
+        .unwrap()
+        .join("examples/fake_acp_child");
+    assert!(
+        path.is_file(),
+        "{} is missing: build it with `cargo build --example fake_acp_child`",
+        path.display()
+    );
+    path
+}
+
+/// A string unique to this test process and `name`: it tags the processes of one test.
+fn marker(name: &str) -> String {
+    format!("acp-child-marker-{}-{name}", std::process::id())
+}
+
+/// The processes whose command line contains `marker`.
+fn marked(marker: &str) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| {
+            let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let line = String::from_utf8_lossy(&raw).replace('\0', " ");
+            line.contains(marker).then_some(line)
+        })
+        .collect()
+}
+
+/// Polls until no process carries `marker`: process exits have no event to wait on here.
+async fn assert_none_left(marker: &str) {
+    let start = Instant::now();
+    while !marked(marker).is_empty() {
+        assert!(
+            start.elapsed() < DEADLINE,
+            "processes outlived their run: {:?}",
+            marked(marker)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn command_for(mode: &str, marker: &str, cwd: &Path) -> ChildCommand {
+    // Children run under the process guard, as in kin.
+    kin::tools::guard::enable(common::kin_binary());
+    ChildCommand {
+        program: fake_child().display().to_string(),
+        args: vec![marker.to_owned(), mode.to_owned()],
+        env: Vec::new(),
+        cwd: cwd.to_owned(),
+        permission: AcpPermission::Reject,
+        depth: 1,
+        initialize_timeout: Duration::from_secs(20),
+        eof_grace: Duration::from_millis(200),
+        term_grace: Duration::from_millis(200),
+    }
+}
+
+/// Starts the fake child in `mode` and prompts it once; returns the answer text or the error,
+/// after the teardown.
+async fn run(command: ChildCommand) -> Result<String, ChildError> {
+    let cancel = CancellationToken::new();
+    let mut child = AcpChild::start(command, &cancel).await?;
+    let outcome = child.prompt("hello", &cancel).await;
+    child.shutdown().await;
+    outcome.map(|outcome| outcome.text)
+}
+
+#[tokio::test]
+async fn a_well_behaved_child_answers_with_its_message_text_and_gets_the_depth() {
+    let cwd = tempfile::tempdir().unwrap();
+    let marker = marker("ok");
+    let answer = run(command_for("ok", &marker, cwd.path())).await.unwrap();
+    assert_eq!(
+        answer, "depth 1 env 1",
+        "thoughts are not part of the answer"
+    );
+    assert_none_left(&marker).await;
+}
+
+#[tokio::test]
+async fn a_slow_start_is_waited_for() {
+    let cwd = tempfile::tempdir().unwrap();
+    let marker = marker("slow");
+    let answer = run(command_for("slow", &marker, cwd.path())).await.unwrap();
+    assert_eq!(answer, "depth 1 env 1");
+    assert_none_left(&marker).await;
+}
+
+#[tokio::test]
+async fn a_crash_names_its_exit_status_and_stderr() {
+    let cwd = tempfile::tempdir().unwrap();
+    let marker = marker("crash");
+    let error = run(command_for("crash", &marker, cwd.path()))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("exited during initialize (exit code 3)")
+            && error.contains("fake child: crashing on purpose"),
+        "{error}"
+    );
+    assert_none_left(&marker).await;
+}
+
+#[tokio::test]
+async fn a_child_that_never_answers_initialize_times_out_and_is_killed() {
+    let cwd = tempfile::tempdir().unwrap();
+    let marker = marker("hang");
+    let mut command = command_for("hang", &marker, cwd.path());
+    command.initialize_timeout = Duration::from_millis(300);
+    let error = run(command).await.unwrap_err();
+    assert!(
+        matches!(error, ChildError::InitializeTimeout { .. }),
+        "{error}"
+    );
+    assert!(error.to_string().contains("within 300ms"), "{error}");
+    // It ignores stdin's end and SIGTERM: only SIGKILL ended it.
+    assert_none_left(&marker).await;
+}
+
+#[tokio::test]
+async fn garbage_output_is_named() {
+    let cwd = tempfile::tempdir().unwrap();
+    let marker = marker("garbage");
+    let error = run(command_for("garbage", &marker, cwd.path()))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, ChildError::Garbage { .. }) && error.to_string().contains("not JSON-RPC"),
+        "{error}"
+    );
+    assert_none_left(&marker).await;
+}
+
+#[tokio::test]
+async fn a_flood_is_cut_off() {
+    let cwd = tempfile::tempdir().unwrap();
+    let marker = marker("flood");
+    let error = run(command_for("flood", &marker, cwd.path()))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, ChildError::Flood { .. }), "{error}");
+    assert_none_left(&marker).await;
+}
+
+#[tokio::test]
+async fn permission_requests_follow_the_policy() {
+    let cwd = tempfile::tempdir().unwrap();
+    let marker = marker("permission");
+    let mut allow = command_for("permission", &marker, cwd.path());
+    allow.permission = AcpPermission::Allow;
+    let answer: Value = serde_json::from_str(&run(allow).await.unwrap()).unwrap();
+    assert_eq!(answer, json!({"outcome": "selected", "optionId": "yes"}));
+    for policy in [AcpPermission::Reject, AcpPermission::Ask] {
+        let mut command = command_for("permission", &marker, cwd.path());
+        command.permission = policy;
+        let answer: Value = serde_json::from_str(&run(command).await.unwrap()).unwrap();
+        assert_eq!(answer, json!({"outcome": "cancelled"}), "{policy:?}");
+    }
+    assert_none_left(&marker).await;
+}
+
+#[tokio::test]
+async fn cancelling_a_prompt_tells_the_child_and_tears_it_down() {
+    let cwd = tempfile::tempdir().unwrap();
+    let marker = marker("wait");
+    let cancel = CancellationToken::new();
+    let mut child = AcpChild::start(command_for("wait", &marker, cwd.path()), &cancel)
+        .await
+        .unwrap();
+    let prompting = CancellationToken::new();
+    prompting.cancel();
+    let outcome = child.prompt("hello", &prompting).await.unwrap();
+    assert_eq!(outcome.stop_reason, "cancelled");
+    child.shutdown().await;
+    assert_none_left(&marker).await;
+}
+
+#[tokio::test]
+async fn a_missing_program_fails_to_start() {
+    let cwd = tempfile::tempdir().unwrap();
+    let mut command = command_for("ok", &marker("missing"), cwd.path());
+    // Under the guard the start itself succeeds; the guard then exits 127.
+    command.program = "/nonexistent/acp-agent".into();
+    let error = run(command).await.unwrap_err().to_string();
+    assert!(
+        error.contains("exit code 127") || error.contains("could not start"),
+        "{error}"
+    );
+}
+
+/// Writes `text` as `$dir/kin/config.toml`.
+fn write_config(dir: &Path, text: &str) {
+    std::fs::create_dir_all(dir.join("kin")).unwrap();
+    std::fs::write(dir.join("kin/config.toml"), text).unwrap();
+}
+
+/// Every session log under `home`: (header, whole text).
+fn session_logs(home: &Path) -> Vec<(Value, String)> {
+    let mut found = Vec::new();
+    let mut pending = vec![home.to_owned()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if path.extension().is_some_and(|e| e == "jsonl") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                if let Some(header) = text
+                    .lines()
+                    .next()
+                    .and_then(|l| serde_json::from_str(l).ok())
+                {
+                    found.push((header, text));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Runs `kin acp --replay parent` with one prompt; its config names `kin acp --replay child`
+/// as the ACP agent `kin`. Returns the session logs and checks that no child kin is left.
+async fn kin_parent_of_kin(parent: Script, child: Script, extra: &str) -> Vec<(Value, String)> {
+    let root = tempfile::tempdir().unwrap();
+    let (home, cwd, config) = (
+        root.path().join("home"),
+        root.path().join("cwd"),
+        root.path().join("config"),
+    );
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&cwd).unwrap();
+    let (parent_dir, child_dir) = (parent.dir(), child.dir());
+    write_config(
+        &config,
+        &format!(
+            "[acp_agents.kin]\ncommand = {:?}\nargs = [\"acp\", \"--replay\", {:?}]\n{extra}",
+            common::kin_binary().display().to_string(),
+            child_dir.path().display().to_string(),
+        ),
+    );
+    let options = RunOptions {
+        binary: common::kin_binary(),
+        replay_dir: Some(parent_dir.path().to_owned()),
+        env: vec![("XDG_CONFIG_HOME".into(), config.display().to_string())],
+        home: home.clone(),
+        cwd: cwd.clone(),
+    };
+    let mut runner = Runner::start(&options, |_| {}).unwrap();
+    for step in [
+        Step::Initialize {
+            client_capabilities: None,
+        },
+        Step::NewSession { cwd: None },
+        Step::Prompt {
+            text: "Ask kin.".into(),
+            session: None,
+        },
+    ] {
+        runner.play(&step).await.unwrap();
+    }
+    let (stdout, _) = runner.finish().await.unwrap();
+    assert!(
+        stdout.iter().any(|line| line.contains("PARENT_DONE")),
+        "the parent finished its turn"
+    );
+    assert_none_left(&child_dir.path().display().to_string()).await;
+    session_logs(&home)
+}
+
+/// The log of the session at `depth` (there is one).
+fn log_at_depth(logs: &[(Value, String)], depth: u32) -> &str {
+    let found: Vec<&str> = logs
+        .iter()
+        .filter(|(header, _)| header["delegationDepth"] == depth)
+        .map(|(_, text)| text.as_str())
+        .collect();
+    assert_eq!(found.len(), 1, "one session at depth {depth}");
+    found[0]
+}
+
+#[tokio::test]
+async fn kin_delegates_to_kin_over_acp_and_the_depth_crosses_the_process_boundary() {
+    // The child tries to delegate further (refused: depth 2 > 1), then answers.
+    let child = Script::new()
+        .calls(&[(
+            "deeper",
+            "subagent",
+            json!({"description": "Go deeper", "prompt": "Go deeper."}),
+        )])
+        .text("ANSWER_FROM_THE_CHILD");
+    let parent = Script::new()
+        .calls(&[(
+            "ask-kin",
+            "subagent_kin",
+            json!({"description": "Ask kin", "prompt": "Say CHILD_OK."}),
+        )])
+        .text("PARENT_DONE");
+    let logs = kin_parent_of_kin(parent, child, "").await;
+    let parent_log = log_at_depth(&logs, 0);
+    assert!(
+        parent_log.contains(r#""text":"ANSWER_FROM_THE_CHILD""#),
+        "the child's answer is the tool result: {parent_log}"
+    );
+    let child_log = log_at_depth(&logs, 1);
+    assert!(
+        child_log.contains("subagent depth 2 exceeds maxDepth 1"),
+        "the child's own delegation is refused: {child_log}"
+    );
+}
+
+#[tokio::test]
+async fn a_background_acp_child_is_a_one_shot_task() {
+    let child = Script::new().text("ANSWER_FROM_THE_CHILD");
+    let parent = Script::new()
+        .calls(&[(
+            "ask-kin",
+            "subagent_kin",
+            json!({"description": "Ask kin", "prompt": "Say CHILD_OK.", "run_in_background": true}),
+        )])
+        .calls(&[(
+            "collect",
+            "task_output",
+            json!({"task_id": "subagent-1", "wait": true}),
+        )])
+        .text("PARENT_DONE");
+    let logs = kin_parent_of_kin(parent, child, "").await;
+    let parent_log = log_at_depth(&logs, 0);
+    assert!(
+        parent_log.contains("started background subagent task subagent-1"),
+        "{parent_log}"
+    );
+    assert!(
+        parent_log.contains("ANSWER_FROM_THE_CHILD"),
+        "task_output gives the child's answer: {parent_log}"
+    );
+}
+
+#[tokio::test]
+async fn session_new_records_the_depth_a_parent_sends_and_refuses_a_bad_one() {
+    let root = tempfile::tempdir().unwrap();
+    let (home, cwd) = (root.path().join("home"), root.path().join("cwd"));
+    std::fs::create_dir_all(&cwd).unwrap();
+    let replay = Script::new().text("unused").dir();
+    let options = RunOptions {
+        binary: common::kin_binary(),
+        replay_dir: Some(replay.path().to_owned()),
+        env: Vec::new(),
+        home: home.clone(),
+        cwd: cwd.clone(),
+    };
+    let mut runner = Runner::start(&options, |_| {}).unwrap();
+    let new_session = |depth: Value| Step::Request {
+        method: "session/new".into(),
+        params: json!({"cwd": "{{cwd}}", "mcpServers": [], "_meta": {"kin.delegationDepth": depth}}),
+    };
+    for step in [
+        Step::Initialize {
+            client_capabilities: None,
+        },
+        new_session(json!(3)),
+        new_session(json!("three")),
+    ] {
+        runner.play(&step).await.unwrap();
+    }
+    let (stdout, _) = runner.finish().await.unwrap();
+    let logs = session_logs(&home);
+    assert_eq!(logs.len(), 1, "only the valid request made a session");
+    assert_eq!(logs[0].0["delegationDepth"], 3);
+    assert!(
+        stdout
+            .iter()
+            .any(|line| line.contains("-32602") && line.contains("kin.delegationDepth")),
+        "{stdout:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_kin_child_is_reopened_in_a_new_process_and_continues_its_session() {
+    let root = tempfile::tempdir().unwrap();
+    let (home, cwd) = (root.path().join("home"), root.path().join("cwd"));
+    std::fs::create_dir_all(&cwd).unwrap();
+    let replay = Script::new().text("ANSWER_FROM_THE_CHILD").dir();
+    kin::tools::guard::enable(common::kin_binary());
+    let command = ChildCommand {
+        program: common::kin_binary().display().to_string(),
+        args: vec![
+            "acp".into(),
+            "--replay".into(),
+            replay.path().display().to_string(),
+        ],
+        env: vec![("KIN_HOME".into(), home.display().to_string())],
+        cwd: cwd.clone(),
+        permission: AcpPermission::Reject,
+        depth: 1,
+        initialize_timeout: Duration::from_secs(20),
+        eof_grace: Duration::from_secs(1),
+        term_grace: Duration::from_secs(1),
+    };
+    let cancel = CancellationToken::new();
+    let mut first = AcpChild::start(command.clone(), &cancel).await.unwrap();
+    assert_eq!(first.continuation_method(), Some("session/resume"));
+    let session = first.session_id.clone();
+    let answer = first.prompt("First.", &cancel).await.unwrap();
+    assert_eq!(answer.text, "ANSWER_FROM_THE_CHILD");
+    first.shutdown().await;
+
+    let mut second = AcpChild::reopen(command.clone(), &session, &cancel)
+        .await
+        .unwrap();
+    // A fresh process replays its script from the start: the same answer, one more turn.
+    let answer = second.prompt("Second.", &cancel).await.unwrap();
+    assert_eq!(answer.text, "ANSWER_FROM_THE_CHILD");
+    second.shutdown().await;
+
+    let logs = session_logs(&home);
+    assert_eq!(logs.len(), 1, "one child session, continued");
+    assert_eq!(logs[0].0["id"], session.as_str());
+    assert_eq!(logs[0].0["delegationDepth"], 1);
+    let turns = logs[0].1.matches(r#""type":"turn/start""#).count();
+    assert_eq!(turns, 2, "{}", logs[0].1);
+    assert_none_left(&replay.path().display().to_string()).await;
+
+    // A child that can continue no session says so.
+    let marker = marker("not-continuable");
+    let error = AcpChild::reopen(command_for("ok", &marker, &cwd), "fake-session", &cancel)
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(error, ChildError::NotContinuable);
+    assert_none_left(&marker).await;
+}
+
+#[tokio::test]
+async fn a_continuable_kin_child_answers_a_follow_up_in_a_new_process() {
+    let child = Script::new().text("ANSWER_FROM_THE_CHILD");
+    let parent = Script::new()
+        .calls(&[(
+            "start",
+            "subagent_kin",
+            json!({"description": "Ask kin", "prompt": "Say it.", "run_in_background": true}),
+        )])
+        .result("start", "started subagent {{id:1}} as task subagent-1")
+        .calls(&[(
+            "first",
+            "task_output",
+            json!({"task_id": "subagent-1", "wait": true}),
+        )])
+        .calls(&[(
+            "again",
+            "send_message",
+            json!({"subagent_id": "{{id:1}}", "message": "Say it again."}),
+        )])
+        .calls(&[(
+            "second",
+            "task_output",
+            json!({"task_id": "subagent-2", "wait": true}),
+        )])
+        .text("PARENT_DONE");
+    let logs = kin_parent_of_kin(parent, child, "continuable = true\n").await;
+    let parent_log = log_at_depth(&logs, 0);
+    assert!(
+        parent_log.contains("message started task subagent-2 continuing subagent"),
+        "{parent_log}"
+    );
+    assert_eq!(
+        parent_log.matches("ANSWER_FROM_THE_CHILD").count(),
+        2,
+        "both activations answered: {parent_log}"
+    );
+    // At depth 1: the parent's record of the child (its descriptor holds the child's own
+    // session id) and the child kin's session, continued: two turns in one file.
+    let children: Vec<&(Value, String)> = logs
+        .iter()
+        .filter(|(header, _)| header["delegationDepth"] == 1)
+        .collect();
+    assert_eq!(children.len(), 2);
+    let (record, session) = if children[0].0.get("parentSession").is_some() {
+        (children[0], children[1])
+    } else {
+        (children[1], children[0])
+    };
+    let remote = session.0["id"].as_str().unwrap();
+    assert!(
+        record
+            .1
+            .contains(&format!(r#""providerData":{{"sessionId":"{remote}""#)),
+        "{}",
+        record.1
+    );
+    assert_eq!(session.1.matches(r#""type":"turn/start""#).count(), 2);
+}
+
+#[tokio::test]
+async fn a_continuable_kin_child_is_continued_after_the_parent_restarts() {
+    let root = tempfile::tempdir().unwrap();
+    let (home, cwd, config) = (
+        root.path().join("home"),
+        root.path().join("cwd"),
+        root.path().join("config"),
+    );
+    std::fs::create_dir_all(&cwd).unwrap();
+    let child_dir = Script::new().text("ANSWER_FROM_THE_CHILD").dir();
+    write_config(
+        &config,
+        &format!(
+            "[acp_agents.kin]\ncommand = {:?}\nargs = [\"acp\", \"--replay\", {:?}]\ncontinuable = true\n",
+            common::kin_binary().display().to_string(),
+            child_dir.path().display().to_string(),
+        ),
+    );
+    let parent = |replay: &Path| RunOptions {
+        binary: common::kin_binary(),
+        replay_dir: Some(replay.to_owned()),
+        env: vec![("XDG_CONFIG_HOME".into(), config.display().to_string())],
+        home: home.clone(),
+        cwd: cwd.clone(),
+    };
+    let started = "started subagent {{id:1}} as task subagent-1";
+    // The first parent process starts the child and collects its answer.
+    let first = Script::new()
+        .calls(&[(
+            "start",
+            "subagent_kin",
+            json!({"description": "Ask kin", "prompt": "Say it.", "run_in_background": true}),
+        )])
+        .result("start", started)
+        .calls(&[(
+            "first",
+            "task_output",
+            json!({"task_id": "subagent-1", "wait": true}),
+        )])
+        .text("FIRST_DONE")
+        .dir();
+    let mut runner = Runner::start(&parent(first.path()), |_| {}).unwrap();
+    for step in [
+        Step::Initialize {
+            client_capabilities: None,
+        },
+        Step::NewSession { cwd: None },
+        Step::Prompt {
+            text: "Ask kin.".into(),
+            session: None,
+        },
+    ] {
+        runner.play(&step).await.unwrap();
+    }
+    runner.finish().await.unwrap();
+    let logs = session_logs(&home);
+    let parent_id = logs
+        .iter()
+        .find(|(header, _)| header["delegationDepth"] == 0)
+        .map(|(header, _)| header["id"].as_str().unwrap().to_owned())
+        .unwrap();
+
+    // A new parent process loads the session and continues the child.
+    let second = Script::new()
+        .result("start", started)
+        .calls(&[(
+            "again",
+            "send_message",
+            json!({"subagent_id": "{{id:1}}", "message": "Say it again."}),
+        )])
+        .calls(&[(
+            "second",
+            "task_output",
+            json!({"task_id": "subagent-1", "wait": true}),
+        )])
+        .text("PARENT_DONE")
+        .dir();
+    let mut runner = Runner::start(&parent(second.path()), |_| {}).unwrap();
+    for step in [
+        Step::Initialize {
+            client_capabilities: None,
+        },
+        Step::Request {
+            method: "session/load".into(),
+            params: json!({"sessionId": parent_id, "cwd": "{{cwd}}", "mcpServers": []}),
+        },
+        Step::Request {
+            method: "session/prompt".into(),
+            params: json!({"sessionId": parent_id, "prompt": [{"type": "text", "text": "Again."}]}),
+        },
+    ] {
+        runner.play(&step).await.unwrap();
+    }
+    runner.finish().await.unwrap();
+    let logs = session_logs(&home);
+    let parent_log = log_at_depth(&logs, 0);
+    assert!(parent_log.contains("continuing subagent"), "{parent_log}");
+    assert_eq!(
+        parent_log.matches("ANSWER_FROM_THE_CHILD").count(),
+        2,
+        "the child answered before and after the restart: {parent_log}"
+    );
+    assert_none_left(&child_dir.path().display().to_string()).await;
+}
