@@ -249,6 +249,18 @@ fn session_logs(home: &Path) -> Vec<(Value, String)> {
 /// Runs `kin acp --replay parent` with one prompt; its config names `kin acp --replay child`
 /// as the ACP agent `kin`. Returns the session logs and checks that no child kin is left.
 async fn kin_parent_of_kin(parent: Script, child: Script, extra: &str) -> Vec<(Value, String)> {
+    let child_dir = child.dir();
+    let table = format!(
+        "[acp_agents.kin]\ncommand = {:?}\nargs = [\"acp\", \"--replay\", {:?}]\n{extra}",
+        common::kin_binary().display().to_string(),
+        child_dir.path().display().to_string(),
+    );
+    kin_parent_of(parent, &table, &child_dir.path().display().to_string()).await
+}
+
+/// Runs `kin acp --replay parent` with one prompt and `config` as its config file. Returns the
+/// session logs and checks that no process carrying `marker` is left.
+async fn kin_parent_of(parent: Script, config_text: &str, marker: &str) -> Vec<(Value, String)> {
     let root = tempfile::tempdir().unwrap();
     let (home, cwd, config) = (
         root.path().join("home"),
@@ -257,15 +269,8 @@ async fn kin_parent_of_kin(parent: Script, child: Script, extra: &str) -> Vec<(V
     );
     std::fs::create_dir_all(&home).unwrap();
     std::fs::create_dir_all(&cwd).unwrap();
-    let (parent_dir, child_dir) = (parent.dir(), child.dir());
-    write_config(
-        &config,
-        &format!(
-            "[acp_agents.kin]\ncommand = {:?}\nargs = [\"acp\", \"--replay\", {:?}]\n{extra}",
-            common::kin_binary().display().to_string(),
-            child_dir.path().display().to_string(),
-        ),
-    );
+    let parent_dir = parent.dir();
+    write_config(&config, config_text);
     let options = RunOptions {
         binary: common::kin_binary(),
         replay_dir: Some(parent_dir.path().to_owned()),
@@ -291,7 +296,7 @@ async fn kin_parent_of_kin(parent: Script, child: Script, extra: &str) -> Vec<(V
         stdout.iter().any(|line| line.contains("PARENT_DONE")),
         "the parent finished its turn"
     );
-    assert_none_left(&child_dir.path().display().to_string()).await;
+    assert_none_left(marker).await;
     session_logs(&home)
 }
 
@@ -337,7 +342,53 @@ async fn kin_delegates_to_kin_over_acp_and_the_depth_crosses_the_process_boundar
 }
 
 #[tokio::test]
-async fn a_background_acp_child_is_a_one_shot_task() {
+async fn a_background_child_that_cannot_continue_sessions_is_a_one_shot_task() {
+    // The fake child's initialize advertises nothing: its background run is a plain task, and
+    // a message to that task's id is refused, not delivered.
+    let marker = marker("one-shot");
+    let table = format!(
+        "[acp_agents.fake]\ncommand = {:?}\nargs = [{marker:?}, \"ok\"]\n",
+        fake_child().display().to_string(),
+    );
+    let parent = Script::new()
+        .calls(&[(
+            "ask",
+            "subagent_fake",
+            json!({"description": "Ask fake", "prompt": "Hello.", "run_in_background": true}),
+        )])
+        .calls(&[(
+            "collect",
+            "task_output",
+            json!({"task_id": "subagent-1", "wait": true}),
+        )])
+        .calls(&[(
+            "again",
+            "send_message",
+            json!({"subagent_id": "subagent-1", "message": "More."}),
+        )])
+        .text("PARENT_DONE");
+    let logs = kin_parent_of(parent, &table, &marker).await;
+    let parent_log = log_at_depth(&logs, 0);
+    assert!(
+        parent_log.contains("started background subagent task subagent-1\\n(one-shot"),
+        "{parent_log}"
+    );
+    assert!(
+        parent_log.contains("depth 1 env 1"),
+        "task_output gives the child's answer: {parent_log}"
+    );
+    assert!(
+        parent_log.contains(
+            "is a task id, not a continuable subagent's id (a one-shot background child cannot be \
+             continued); the message was not delivered"
+        ),
+        "{parent_log}"
+    );
+    assert!(!parent_log.contains("providerData"), "{parent_log}");
+}
+
+#[tokio::test]
+async fn a_background_child_configured_not_continuable_is_a_one_shot_task() {
     let child = Script::new().text("ANSWER_FROM_THE_CHILD");
     let parent = Script::new()
         .calls(&[(
@@ -351,7 +402,7 @@ async fn a_background_acp_child_is_a_one_shot_task() {
             json!({"task_id": "subagent-1", "wait": true}),
         )])
         .text("PARENT_DONE");
-    let logs = kin_parent_of_kin(parent, child, "").await;
+    let logs = kin_parent_of_kin(parent, child, "continuable = false\n").await;
     let parent_log = log_at_depth(&logs, 0);
     assert!(
         parent_log.contains("started background subagent task subagent-1"),
@@ -484,7 +535,8 @@ async fn a_continuable_kin_child_answers_a_follow_up_in_a_new_process() {
             json!({"task_id": "subagent-2", "wait": true}),
         )])
         .text("PARENT_DONE");
-    let logs = kin_parent_of_kin(parent, child, "continuable = true\n").await;
+    // Not configured: kin's initialize advertises resume and load, so the child is continuable.
+    let logs = kin_parent_of_kin(parent, child, "").await;
     let parent_log = log_at_depth(&logs, 0);
     assert!(
         parent_log.contains("message started task subagent-2 continuing subagent"),
@@ -531,7 +583,7 @@ async fn a_continuable_kin_child_is_continued_after_the_parent_restarts() {
     write_config(
         &config,
         &format!(
-            "[acp_agents.kin]\ncommand = {:?}\nargs = [\"acp\", \"--replay\", {:?}]\ncontinuable = true\n",
+            "[acp_agents.kin]\ncommand = {:?}\nargs = [\"acp\", \"--replay\", {:?}]\n",
             common::kin_binary().display().to_string(),
             child_dir.path().display().to_string(),
         ),

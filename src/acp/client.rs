@@ -330,6 +330,22 @@ impl AcpChild {
         Self::open(command, Some(session_id), cancel).await
     }
 
+    /// Launches the child only to learn its `agentCapabilities` from `initialize`, then tears
+    /// it down (no session is opened).
+    pub async fn probe(
+        command: ChildCommand,
+        cancel: &CancellationToken,
+    ) -> Result<Value, ChildError> {
+        if cancel.is_cancelled() {
+            return Err(ChildError::Cancelled);
+        }
+        let mut child = Self::launch(command)?;
+        let initialized = child.initialize(cancel).await;
+        let capabilities = child.capabilities.clone();
+        child.shutdown().await;
+        initialized.map(|()| capabilities)
+    }
+
     async fn open(
         command: ChildCommand,
         session_id: Option<&str>,

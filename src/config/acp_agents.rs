@@ -37,8 +37,7 @@ pub struct AcpAgentEntry {
     #[serde(default)]
     permission: AcpPermission,
     tool: Option<String>,
-    #[serde(default)]
-    continuable: bool,
+    continuable: Option<bool>,
     initialize_timeout: Option<DurationValue>,
     eof_grace: Option<DurationValue>,
     term_grace: Option<DurationValue>,
@@ -57,9 +56,10 @@ pub struct AcpAgentConfig {
     pub permission: AcpPermission,
     /// The delegation tool's name (default `subagent_<name>`).
     pub tool: String,
-    /// Background children are continuable (`send_message`): the child can resume or load its
-    /// sessions. Off by default: background children are one-shot tasks.
-    pub continuable: bool,
+    /// Forces whether background children are continuable (`send_message`). `None` (the
+    /// default): learned from the child's `initialize` answer (`sessionCapabilities.resume` or
+    /// `loadSession`), see [`crate::subagent::AcpProvider`].
+    pub continuable: Option<bool>,
     /// How long the child has to answer `initialize`.
     pub initialize_timeout: Duration,
     /// After its stdin is closed, how long the child has to exit before SIGTERM.
@@ -83,7 +83,7 @@ impl AcpAgentConfig {
             cwd: None,
             permission: AcpPermission::default(),
             tool: format!("subagent_{name}"),
-            continuable: false,
+            continuable: None,
             initialize_timeout: DEFAULT_INITIALIZE_TIMEOUT,
             eof_grace: DEFAULT_EOF_GRACE,
             term_grace: DEFAULT_TERM_GRACE,
@@ -176,6 +176,9 @@ mod tests {
         assert_eq!(agents[1].tool, "ask_kin");
         assert_eq!(agents[1].permission, AcpPermission::Reject);
         assert_eq!(agents[1].cwd, None);
+        assert_eq!(agents[0].continuable, None);
+        let forced = parse("[acp_agents.a]\ncommand = \"x\"\ncontinuable = false\n").unwrap();
+        assert_eq!(forced[0].continuable, Some(false));
     }
 
     #[test]

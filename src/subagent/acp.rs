@@ -2,10 +2,13 @@
 //! as an ACP subprocess through [`crate::acp::client`]. Each activation launches the child,
 //! opens a session, sends one prompt and tears the child down; no steering.
 //!
-//! One-shot unless configured `continuable`: then a continuable start also writes a local
-//! record of the child (a session file with the parent in its header) holding a descriptor
-//! whose `providerData` is the child's own session id and cwd, when the child advertises
-//! `session/resume` or `session/load`. A resume launches the child again and continues that
+//! Background children are continuable when the child's `initialize` answer advertises
+//! `sessionCapabilities.resume` or `loadSession` (config `continuable = true|false` forces it).
+//! The route is chosen before the child runs, so the answer is learned once per agent and kept:
+//! from any earlier launch, else from a probe (launch, `initialize`, teardown) made by the
+//! first background delegation. A continuable start also writes a local record of the child
+//! (a session file with the parent in its header) holding a descriptor whose `providerData` is
+//! the child's own session id and cwd. A resume launches the child again and continues that
 //! session (see [`AcpChild::reopen`]).
 //!
 //! The child's cwd is the configured one, else the delegating session's. Its delegation depth
@@ -13,7 +16,7 @@
 //! enforces the depth limit across the process boundary.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 use futures::future::{BoxFuture, Shared};
 use futures::FutureExt;
@@ -36,6 +39,8 @@ pub struct AcpProvider {
     config: AcpAgentConfig,
     /// Where the records of continuable children go.
     host: Weak<dyn ChildHost>,
+    /// Whether the child can continue sessions, as its last `initialize` answer said.
+    learned: Arc<Mutex<Option<bool>>>,
 }
 
 impl AcpProvider {
@@ -45,7 +50,15 @@ impl AcpProvider {
             name: format!("acp:{}", config.name),
             config,
             host,
+            learned: Arc::default(),
         }
+    }
+
+    /// Whether background children are continuable, if known: configured, else learned.
+    fn known_continuable(&self) -> Option<bool> {
+        self.config
+            .continuable
+            .or(*self.learned.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     fn command(&self, request: &StartRequest, depth: u32) -> Result<ChildCommand, SubagentError> {
@@ -168,12 +181,14 @@ impl Provider for AcpProvider {
         })();
         let name = self.config.name.clone();
         let host = self.host.clone();
+        let learned = self.learned.clone();
         async move {
             let command = prepared?;
             let depth = command.depth;
             let child = AcpChild::start(command, &request.cancel)
                 .await
                 .map_err(setup_error)?;
+            learn(&learned, &child.capabilities);
             let id = match &request.continuation {
                 Some(continuation) => {
                     let recorded = record(&host, continuation, &request, depth, &child);
@@ -191,8 +206,38 @@ impl Provider for AcpProvider {
         .boxed()
     }
 
+    /// A stored child is tried unless the agent is known not to continue sessions: its
+    /// descriptor exists only if it advertised it, and the relaunch checks again.
     fn can_resume(&self) -> bool {
-        self.config.continuable
+        self.known_continuable() != Some(false)
+    }
+
+    fn continuable_start(&self, request: &StartRequest) -> BoxFuture<'static, bool> {
+        if let Some(known) = self.known_continuable() {
+            return std::future::ready(known).boxed();
+        }
+        let command = child_depth(&request.parent, request.max_depth)
+            .and_then(|depth| self.command(request, depth));
+        let learned = self.learned.clone();
+        let cancel = request.cancel.clone();
+        let name = self.config.name.clone();
+        async move {
+            // A failed probe routes to the one-shot task, whose run reports the fault.
+            let probed = match command {
+                Ok(command) => AcpChild::probe(command, &cancel)
+                    .await
+                    .map_err(|e| e.to_string()),
+                Err(error) => Err(error.to_string()),
+            };
+            match probed {
+                Ok(capabilities) => learn(&learned, &capabilities),
+                Err(error) => {
+                    tracing::warn!(%error, "subagent-acp {name:?}: capability probe failed");
+                    false
+                }
+            }
+        }
+        .boxed()
     }
 
     fn resume(&self, request: ResumeRequest) -> BoxFuture<'static, Result<Run, SubagentError>> {
@@ -209,16 +254,25 @@ impl Provider for AcpProvider {
             ))
         })();
         let name = self.config.name.clone();
+        let learned = self.learned.clone();
         async move {
             let (remote, command) = prepared?;
             let child = AcpChild::reopen(command, &remote, &request.cancel)
                 .await
                 .map_err(setup_error)?;
+            learn(&learned, &child.capabilities);
             let text = prompt_text(&request.prompt);
             Ok(run(request.session_id, name, child, text, &request.cancel))
         }
         .boxed()
     }
+}
+
+/// Keeps what the child's `agentCapabilities` say about continuing sessions, and returns it.
+fn learn(learned: &Mutex<Option<bool>>, capabilities: &Value) -> bool {
+    let continuable = crate::acp::client::continuation_method(capabilities).is_some();
+    *learned.lock().unwrap_or_else(|p| p.into_inner()) = Some(continuable);
+    continuable
 }
 
 fn setup_error(error: ChildError) -> SubagentError {

@@ -200,6 +200,9 @@ impl SubagentControl {
         }
         let label = resume_label(&message);
         if !self.store.exists(child_id) {
+            if self.tasks.peek(child_id, &parent.id).is_ok() {
+                return Err(SubagentError::OneShot(child_id.to_owned()));
+            }
             // Never stored (unknown, or a start that failed before it wrote anything): the
             // new task fails at once, before this returns, so its notice has a fixed place.
             let failed =

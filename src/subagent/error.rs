@@ -30,6 +30,9 @@ pub enum SubagentError {
     NoSteer(String),
     #[error("{0}")]
     NotRunning(String),
+    /// The id names a task, e.g. a one-shot background child, which cannot be continued.
+    #[error("\"{0}\" is a task id, not a continuable subagent's id (a one-shot background child cannot be continued); the message was not delivered")]
+    OneShot(String),
     #[error("could not set up the subagent: {0}")]
     Setup(String),
     #[error("subagent \"{0}\" has a live agent outside control-service ownership; the message was not delivered")]
@@ -76,6 +79,7 @@ impl SubagentError {
             | Self::NoResume(_) => "SubagentError",
             Self::NoSteer(_)
             | Self::NotRunning(_)
+            | Self::OneShot(_)
             | Self::OutsideControl(_)
             | Self::NotAssociatedAgent(_)
             | Self::Starting(_)
@@ -103,6 +107,7 @@ impl SubagentError {
             Self::Schema(_) => "INVALID_SCHEMA",
             Self::NoSteer(_)
             | Self::NotRunning(_)
+            | Self::OneShot(_)
             | Self::Starting(_)
             | Self::TaskNotRunning { .. }
             | Self::StoppedBeforeDelivery(_)

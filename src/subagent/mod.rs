@@ -293,6 +293,12 @@ pub trait Provider: Send + Sync {
     fn can_resume(&self) -> bool {
         false
     }
+    /// Whether a background child of `request` would be continuable, decided before it starts.
+    /// By default [`Provider::can_resume`]; a provider whose children tell it themselves (ACP)
+    /// may launch one to ask.
+    fn continuable_start(&self, _request: &StartRequest) -> BoxFuture<'static, bool> {
+        std::future::ready(self.can_resume()).boxed()
+    }
     /// Cold-resumes a stored child for one more turn.
     fn resume(&self, _request: ResumeRequest) -> BoxFuture<'static, Result<Run, SubagentError>> {
         let name = self.name().to_owned();

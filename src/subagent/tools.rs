@@ -157,7 +157,6 @@ impl Tool for SubagentTool {
         let tasks = self.tasks.clone();
         let provider = self.provider.clone();
         let max_depth = self.max_depth;
-        let continuable = self.continuable();
         let control = self.control.clone();
         async move {
             let (Some(label), Some(prompt)) = (
@@ -193,7 +192,12 @@ impl Tool for SubagentTool {
             request.max_depth = max_depth;
             request.label = Some(label.clone());
             request.client = cx.client.clone();
-            if background && continuable {
+            // Decided before answering: an ACP child may have to be asked first.
+            let continuable = match service.get(&provider) {
+                Some(found) if background => found.continuable_start(&request).await,
+                _ => false,
+            };
+            if continuable {
                 return match control.start_continuable(&provider, &label, request) {
                     Ok(started) => ToolOutput::ok(format!(
                         "started subagent {} as task {}",
@@ -221,7 +225,10 @@ impl Tool for SubagentTool {
                     },
                 );
                 return match started {
-                    Ok(task) => ToolOutput::ok(format!("started background subagent task {task}")),
+                    Ok(task) => ToolOutput::ok(format!(
+                        "started background subagent task {task}\n(one-shot: this child cannot \
+                         be continued, send_message cannot reach it)"
+                    )),
                     Err(error) => {
                         ToolOutput::error("TaskError", "TASK_ERROR", format!("Error: {error}"))
                     }
