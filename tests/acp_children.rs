@@ -716,8 +716,8 @@ fn parent_asking(tool: &str) -> Script {
 }
 
 #[tokio::test]
-async fn codex_acp_answers_a_delegation_from_the_mock_model() {
-    let test = "codex_acp_answers_a_delegation_from_the_mock_model";
+async fn codex_acp_answers_from_the_mock_model_and_its_background_child_is_continuable() {
+    let test = "codex_acp_answers_from_the_mock_model_and_its_background_child_is_continuable";
     let Some(codex) = peer_on_path(test, "codex-acp") else {
         return;
     };
@@ -761,6 +761,29 @@ async fn codex_acp_answers_a_delegation_from_the_mock_model() {
         "[acp_agents.codex]\ncommand = {:?}\nargs = {args:?}\nenv = {{ CODEX_HOME = {:?}, MOCK_KEY = \"x\" }}\n",
         codex.display().to_string(),
         codex_home.path().display().to_string(),
+    );
+    // Then in the background: codex-acp's initialize advertises resume, so (asked by a probe
+    // launch, as nothing is known yet in this kin) the child is continuable.
+    let parent = Script::new()
+        .calls(&[(
+            "start",
+            "subagent_codex",
+            json!({"description": "Ask the peer", "prompt": "Reply with PEER_OK.", "run_in_background": true}),
+        )])
+        .calls(&[(
+            "collect",
+            "task_output",
+            json!({"task_id": "subagent-1", "wait": true}),
+        )])
+        .text("PARENT_DONE");
+    let logs = kin_parent_of(parent, &table, &marker).await;
+    let parent_log = log_at_depth(&logs, 0);
+    assert!(parent_log.contains("started subagent "), "{parent_log}");
+    assert!(parent_log.contains("PEER_OK"), "{parent_log}");
+    let record = log_at_depth(&logs, 1);
+    assert!(
+        record.contains(r#""providerData":{"sessionId""#),
+        "{record}"
     );
     let logs = kin_parent_of(parent_asking("subagent_codex"), &table, &marker).await;
     let parent_log = log_at_depth(&logs, 0);
