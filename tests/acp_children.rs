@@ -389,6 +389,38 @@ async fn a_background_child_that_cannot_continue_sessions_is_a_one_shot_task() {
 }
 
 #[tokio::test]
+async fn a_background_child_that_crashes_before_saying_is_a_failed_one_shot_task() {
+    // The probe learns nothing (the child exits on initialize): the one-shot run reports why.
+    let marker = marker("probe-crash");
+    let table = format!(
+        "[acp_agents.fake]\ncommand = {:?}\nargs = [{marker:?}, \"crash\"]\n",
+        fake_child().display().to_string(),
+    );
+    let parent = Script::new()
+        .calls(&[(
+            "ask",
+            "subagent_fake",
+            json!({"description": "Ask fake", "prompt": "Hello.", "run_in_background": true}),
+        )])
+        .calls(&[(
+            "collect",
+            "task_output",
+            json!({"task_id": "subagent-1", "wait": true}),
+        )])
+        .text("PARENT_DONE");
+    let logs = kin_parent_of(parent, &table, &marker).await;
+    let parent_log = log_at_depth(&logs, 0);
+    assert!(
+        parent_log.contains("started background subagent task subagent-1"),
+        "{parent_log}"
+    );
+    assert!(
+        parent_log.contains("the ACP child exited during initialize (exit code 3)"),
+        "{parent_log}"
+    );
+}
+
+#[tokio::test]
 async fn a_background_child_configured_not_continuable_is_a_one_shot_task() {
     let child = Script::new().text("ANSWER_FROM_THE_CHILD");
     let parent = Script::new()

@@ -222,14 +222,11 @@ impl Provider for AcpProvider {
         let cancel = request.cancel.clone();
         let name = self.config.name.clone();
         async move {
-            // A failed probe routes to the one-shot task, whose run reports the fault.
-            let probed = match command {
-                Ok(command) => AcpChild::probe(command, &cancel)
-                    .await
-                    .map_err(|e| e.to_string()),
-                Err(error) => Err(error.to_string()),
+            // Whatever stops the probe routes to the one-shot task, whose run reports it.
+            let Ok(command) = command else {
+                return false;
             };
-            match probed {
+            match AcpChild::probe(command, &cancel).await {
                 Ok(capabilities) => learn(&learned, &capabilities),
                 Err(error) => {
                     tracing::warn!(%error, "subagent-acp {name:?}: capability probe failed");
