@@ -179,6 +179,28 @@ async fn task_kill_during_the_run_settles_killed_after_the_child_is_quiet() {
     assert!(world.runtime.host().live(&child).is_none());
 }
 
+#[tokio::test(flavor = "current_thread")]
+async fn a_child_whose_task_is_cancelled_before_it_ran_is_still_stored_ended_aborted() {
+    let model = answers();
+    let world = World::new(model.clone());
+    let parent = world.session();
+    // In one frame: the ids are given out, then kin shuts down before the task first runs.
+    let (child, task) = start(&world, request(&parent, "child task"));
+    world.runtime.shutdown().await;
+    let done = world.runtime.tasks().peek(&task, &parent.id).unwrap();
+    assert_eq!(done.status, TaskStatus::Killed);
+    assert_eq!(
+        types(&world, &child).last().map(String::as_str),
+        Some("turn/end")
+    );
+    assert_eq!(
+        world.log(&child).last().unwrap()["data"]["reason"]["kind"],
+        "aborted"
+    );
+    assert_eq!(user_texts(&world, &child), ["child task"]);
+    assert_eq!(model.calls_for(&child), 0);
+}
+
 #[tokio::test]
 async fn a_message_to_a_running_child_joins_its_task() {
     let gate = Gate::new();
