@@ -534,6 +534,30 @@ async fn list_children_reports_this_parents_continuable_children() {
     assert_eq!(summary.last_stop.as_deref(), Some("completed"));
     assert_eq!(summary.task, None);
     assert_eq!(summary.description.as_deref(), Some("child task"));
+
+    // Listed from the index: the child's file is not read.
+    let sessions = world.home.path().join("sessions");
+    let file = sessions.join(format!("{child}.jsonl"));
+    let kept = std::fs::read(&file).unwrap();
+    std::fs::write(&file, "not a log").unwrap();
+    assert_eq!(world.runtime.control().list_children(&parent.id), listed);
+
+    // An index written by an older kin (no child records): the child is read from its file.
+    std::fs::write(&file, kept).unwrap();
+    let index = sessions.join(".index");
+    let old: String = std::fs::read_to_string(&index)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let mut record: serde_json::Value = serde_json::from_str(line).unwrap();
+            record.as_object_mut().unwrap().remove("child");
+            format!("{record}\n")
+        })
+        .collect();
+    assert!(!old.contains("\"child\""));
+    std::fs::write(sessions.join("old-index"), old).unwrap();
+    std::fs::rename(sessions.join("old-index"), &index).unwrap();
+    assert_eq!(world.runtime.control().list_children(&parent.id), listed);
 }
 
 #[tokio::test]
