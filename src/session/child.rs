@@ -66,7 +66,8 @@ impl ChildInfo {
             if line.starts_with(br#"{"type":"turn/start""#) {
                 info.turns += 1;
             } else if line.starts_with(br#"{"type":"turn/end""#) {
-                info.last_stop = data(line).and_then(|d| end_kind(&d));
+                info.last_stop =
+                    data(line).and_then(|d| d["reason"]["kind"].as_str().map(str::to_owned));
             } else if info.kind.is_none() && line.starts_with(br#"{"type":"subagent/descriptor""#) {
                 if let Some(data) = data(line) {
                     info.describe(&data);
@@ -116,10 +117,6 @@ fn data(line: &[u8]) -> Option<Value> {
         data: Value,
     }
     serde_json::from_slice::<Line>(line).ok().map(|l| l.data)
-}
-
-fn end_kind(data: &Value) -> Option<String> {
-    data["reason"]["kind"].as_str().map(str::to_owned)
 }
 
 #[cfg(test)]
