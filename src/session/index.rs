@@ -21,7 +21,8 @@ use std::time::UNIX_EPOCH;
 
 use serde::{Deserialize, Serialize};
 
-use super::event::Header;
+use super::child::ChildInfo;
+use super::event::{EventBody, Header};
 use super::store::SessionSummary;
 
 /// The index's file name inside the sessions directory: not `*.jsonl`, which are the logs.
@@ -129,6 +130,10 @@ struct Record {
     /// The session file's modification time, ns since the epoch.
     #[serde(default)]
     updated_ns: u64,
+    /// For a child session, what `list_agents` shows. Records written before this field
+    /// existed lack it: their children are summarized from their files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    child: Option<ChildInfo>,
 }
 
 impl Record {
@@ -141,6 +146,7 @@ impl Record {
             parent_session: summary.parent_session,
             title: summary.title,
             updated_ns: u64::try_from(summary.updated_ns).unwrap_or(u64::MAX),
+            child: summary.child,
         }
     }
 
@@ -153,6 +159,7 @@ impl Record {
             updated_ms: self.updated_ns / 1_000_000,
             updated_ns: u128::from(self.updated_ns),
             parent_session: self.parent_session,
+            child: self.child,
         }
     }
 }
@@ -165,7 +172,13 @@ pub(crate) struct IndexEntry {
 }
 
 impl IndexEntry {
-    pub(crate) fn new(dir: &Path, header: &Header, title: Option<String>) -> Self {
+    /// `child` is what the log holds so far (for a child session).
+    pub(crate) fn new(
+        dir: &Path,
+        header: &Header,
+        title: Option<String>,
+        child: Option<ChildInfo>,
+    ) -> Self {
         Self {
             index: dir.join(INDEX_FILE),
             record: Record {
@@ -176,12 +189,22 @@ impl IndexEntry {
                 parent_session: header.parent_session.clone(),
                 title,
                 updated_ns: 0,
+                child,
             },
         }
     }
 
     pub(crate) fn set_title(&mut self, title: &str) {
         self.record.title = Some(title.to_owned());
+    }
+
+    /// Follows an event the session itself appended; true when the entry should be recorded
+    /// at once (see [`ChildInfo::observe`]).
+    pub(crate) fn observe(&mut self, body: &EventBody) -> bool {
+        self.record
+            .child
+            .as_mut()
+            .is_some_and(|child| child.observe(body))
     }
 
     /// Records the entry with `log`'s current modification time.
@@ -224,10 +247,12 @@ pub(crate) fn modified_ns(metadata: &fs::Metadata) -> u64 {
         .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
-/// Every session in `dir`, from the index, after checking it against the directory (see the
-/// module doc). `summarize` reads one session file, for sessions the index lacks.
+/// Every session in `dir` (only the children of `parent`, if given), from the index, after
+/// checking it against the directory (see the module doc). `summarize` reads one session file,
+/// for sessions the index lacks.
 pub(crate) fn list(
     dir: &Path,
+    parent: Option<&str>,
     summarize: impl Fn(&Path) -> Option<SessionSummary>,
 ) -> io::Result<Vec<SessionSummary>> {
     let index = dir.join(INDEX_FILE);
@@ -262,6 +287,7 @@ pub(crate) fn list(
     }
     let mut out: Vec<SessionSummary> = entries
         .values()
+        .filter(|record| parent.is_none() || record.parent_session.as_deref() == parent)
         .cloned()
         .map(Record::into_summary)
         .collect();

@@ -146,6 +146,8 @@ impl SessionLog {
         if let EventBody::SessionTitle(title) = &event.body {
             self.index.set_title(&title.title);
             self.refresh_index();
+        } else if self.index.observe(&event.body) {
+            self.refresh_index();
         }
         Ok(event)
     }

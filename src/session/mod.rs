@@ -1,6 +1,7 @@
 //! Durable sessions: the event vocabulary, the JSONL store, and folds of a log into what the
 //! model sees. Knows nothing of ACP or of any model API.
 
+mod child;
 pub mod event;
 pub mod history;
 mod id;
@@ -8,6 +9,7 @@ mod index;
 mod log;
 mod store;
 
+pub use child::ChildInfo;
 pub use event::*;
 pub use id::SessionId;
 pub use log::SessionLog;

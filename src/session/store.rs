@@ -10,6 +10,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+use super::child::ChildInfo;
 use super::event::{parse_event_line, Event, EventBody, Header};
 use super::index::{self, IndexEntry};
 use super::log::SessionLog;
@@ -82,6 +83,9 @@ pub struct SessionSummary {
     /// Full-precision modification time, for a stable newest-first order.
     pub updated_ns: u128,
     pub parent_session: Option<String>,
+    /// For a child session, what `list_agents` shows; `None` also for a child indexed by an
+    /// older kin (read its file instead).
+    pub child: Option<ChildInfo>,
 }
 
 #[derive(Debug, Clone)]
@@ -137,7 +141,7 @@ impl SessionStore {
                     source,
                 },
             })?;
-        let entry = IndexEntry::new(&self.dir, header, None);
+        let entry = IndexEntry::new(&self.dir, header, None, ChildInfo::new(header));
         let mut log = SessionLog::new(path.clone(), file, 0, 0, entry);
         // Handed to the OS now; made durable with the first turn's end (fsync per turn).
         if let Err(error) = log.write_header(header) {
@@ -205,14 +209,24 @@ impl SessionStore {
                 EventBody::SessionTitle(title) => Some(title.title.clone()),
                 _ => None,
             });
-        let entry = IndexEntry::new(&self.dir, &loaded.header, title);
+        let child = ChildInfo::of_events(&loaded.header, &loaded.events);
+        let entry = IndexEntry::new(&self.dir, &loaded.header, title, child);
         let log = SessionLog::new(path, file, len, loaded.next_seq(), entry);
         Ok((loaded, log))
     }
 
     /// Every stored session, newest first, read from the index (see `index.rs`).
     pub fn list(&self) -> Result<Vec<SessionSummary>, StoreError> {
-        index::list(&self.dir, |path| match summarize(path) {
+        self.list_where(None)
+    }
+
+    /// The stored children of session `parent`, newest first, read from the index.
+    pub fn list_children(&self, parent: &str) -> Result<Vec<SessionSummary>, StoreError> {
+        self.list_where(Some(parent))
+    }
+
+    fn list_where(&self, parent: Option<&str>) -> Result<Vec<SessionSummary>, StoreError> {
+        index::list(&self.dir, parent, |path| match summarize(path) {
             Ok(summary) => summary,
             Err(error) => {
                 tracing::warn!(%error, "skipping an unreadable session in the listing");
@@ -220,6 +234,11 @@ impl SessionStore {
             }
         })
         .map_err(io_error(&self.dir))
+    }
+
+    /// Session `id`'s summary read from its file, not the index (`None` if unreadable).
+    pub fn summarize(&self, id: &str) -> Option<SessionSummary> {
+        summarize(&self.path(id).ok()?).ok().flatten()
     }
 
     /// The lines of session `id`'s file that hold exactly `events` (its first events, one per
@@ -389,6 +408,7 @@ fn summarize(path: &Path) -> Result<Option<SessionSummary>, StoreError> {
         .map(|m| u128::from(index::modified_ns(&m)))
         .unwrap_or(u128::from(header.created_at) * 1_000_000);
     let title = last_title(&bytes);
+    let child = ChildInfo::of_bytes(&header, &bytes);
     Ok(Some(SessionSummary {
         id: header.id,
         cwd: header.cwd,
@@ -397,6 +417,7 @@ fn summarize(path: &Path) -> Result<Option<SessionSummary>, StoreError> {
         updated_ms: (modified_ns / 1_000_000) as u64,
         updated_ns: modified_ns,
         parent_session: header.parent_session,
+        child,
     }))
 }
 

@@ -388,46 +388,38 @@ impl SubagentControl {
     }
 
     /// The continuable children of `parent` in the store, oldest first, with the task of any
-    /// activation running now. Ids that never reached the store are not listed.
+    /// activation running now. Read from the session index; only a child indexed by an older
+    /// kin (no child record) has its file read. Ids that never reached the store are not listed.
     pub fn list_children(&self, parent: &str) -> Vec<ChildSummary> {
-        let needle = format!("\"parentSession\":{}", serde_json::Value::from(parent));
-        let Ok(entries) = std::fs::read_dir(self.store.dir()) else {
-            return Vec::new();
+        let sessions = match self.store.list_children(parent) {
+            Ok(sessions) => sessions,
+            Err(error) => {
+                tracing::warn!(%error, "could not list the stored sessions");
+                return Vec::new();
+            }
         };
-        let paths: Vec<std::path::PathBuf> = entries
-            .flatten()
-            .map(|entry| entry.path())
-            .filter(|path| path.extension().is_some_and(|ext| ext == "jsonl"))
-            .collect();
-        // Reading thousands of small files is I/O-bound: spread it over the cores.
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
-        let share = paths.len().div_ceil(threads).max(1);
-        let mut found: Vec<(u64, ChildSummary)> = std::thread::scope(|scope| {
-            let workers: Vec<_> = paths
-                .chunks(share)
-                .map(|chunk| {
-                    let needle = &needle;
-                    scope.spawn(move || {
-                        chunk
-                            .iter()
-                            .filter_map(|path| summarize_child(path, needle))
-                            .collect::<Vec<_>>()
-                    })
-                })
-                .collect();
-            workers
-                .into_iter()
-                .flat_map(|worker| worker.join().unwrap_or_default())
-                .collect()
-        });
-        found.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.id.cmp(&b.1.id)));
-        found
+        let mut found: Vec<(u64, ChildSummary)> = sessions
             .into_iter()
-            .map(|(_, mut child)| {
-                child.task = self.running_task(&child.id);
-                child
+            .filter_map(|session| {
+                let child = match session.child {
+                    Some(child) => child,
+                    None => self.store.summarize(&session.id)?.child?,
+                };
+                let summary = ChildSummary {
+                    task: self.running_task(&session.id),
+                    id: session.id,
+                    description: session.title,
+                    kind: child.kind?,
+                    provider: child.agent_provider,
+                    model: child.agent_model,
+                    last_stop: child.last_stop,
+                    turns: child.turns,
+                };
+                Some((child.created_at, summary))
             })
-            .collect()
+            .collect();
+        found.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.id.cmp(&b.1.id)));
+        found.into_iter().map(|(_, child)| child).collect()
     }
 }
 
@@ -536,75 +528,6 @@ fn descriptor_of(line: &[u8]) -> Option<Descriptor> {
     event_data::<Descriptor>(line).filter(|d| d.version == DESCRIPTOR_VERSION)
 }
 
-/// Reads one child's file if its header names the parent (`needle`); `None` for other
-/// sessions and for children without a descriptor. Returns its creation time for ordering.
-fn summarize_child(path: &std::path::Path, needle: &str) -> Option<(u64, ChildSummary)> {
-    use std::io::Read;
-    // Cheap pre-check on the header: most sessions are not this parent's children, and only
-    // their first bytes are read.
-    let mut file = File::open(path).ok()?;
-    let mut bytes = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 1024];
-    // Until the header line is complete (a long cwd can push `parentSession` far out).
-    while !bytes.contains(&b'\n') {
-        let read = file.read(&mut chunk).ok()?;
-        if read == 0 {
-            break;
-        }
-        bytes.extend_from_slice(chunk.get(..read)?);
-    }
-    let first_line = bytes.split(|&b| b == b'\n').next()?;
-    if !first_line
-        .windows(needle.len())
-        .any(|w| w == needle.as_bytes())
-    {
-        return None;
-    }
-    file.read_to_end(&mut bytes).ok()?;
-    let (header, own) = own_lines(&bytes)?;
-    let (mut descriptor, mut title, mut last_end, mut turns) = (None, None, None, 0u32);
-    for line in own {
-        if line.starts_with(br#"{"type":"turn/start""#) {
-            turns += 1;
-        } else if line.starts_with(br#"{"type":"turn/end""#) {
-            last_end = Some(line);
-        } else if descriptor.is_none() && line.starts_with(DESCRIPTOR_PREFIX) {
-            descriptor = descriptor_of(line);
-        } else if title.is_none() && line.starts_with(br#"{"type":"session/title""#) {
-            #[derive(serde::Deserialize)]
-            struct Title {
-                title: String,
-            }
-            title = event_data::<Title>(line).map(|t| t.title);
-        }
-    }
-    let descriptor = descriptor?;
-    #[derive(serde::Deserialize)]
-    struct Kind {
-        kind: String,
-    }
-    #[derive(serde::Deserialize)]
-    struct End {
-        reason: Kind,
-    }
-    let last_stop = last_end
-        .and_then(event_data::<End>)
-        .map(|end| end.reason.kind);
-    Some((
-        header.created_at,
-        ChildSummary {
-            id: header.id,
-            description: title,
-            kind: descriptor.provider,
-            provider: descriptor.agent_provider,
-            model: descriptor.agent_model,
-            task: None,
-            last_stop,
-            turns,
-        },
-    ))
-}
-
 /// Takes the advisory lock (`flock`) on the child's session file for one activation. Another
 /// kin process holding it runs the child now.
 fn lock_child(store: &SessionStore, child_id: &str) -> Result<ChildLock, SubagentError> {
@@ -665,29 +588,6 @@ mod tests {
 
     fn text(s: &str) -> Vec<UserPart> {
         vec![UserPart::Text { text: s.into() }]
-    }
-
-    #[test]
-    fn a_child_with_a_long_header_is_still_found() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("c.jsonl");
-        let cwd = format!("/{}", "d".repeat(3000));
-        let lines = [
-            format!(
-                r#"{{"type":"session","version":0,"id":"c","createdAt":5,"cwd":"{cwd}","parentSession":"p","delegationDepth":1}}"#
-            ),
-            r#"{"type":"turn/start","seq":0,"time":0,"data":{"turn":1,"trigger":{}}}"#.into(),
-            r#"{"type":"subagent/descriptor","seq":1,"time":0,"data":{"version":1,"provider":"spawn"}}"#.into(),
-            r#"{"type":"turn/end","seq":2,"time":0,"data":{"turn":1,"reason":{"kind":"completed"}}}"#.into(),
-        ];
-        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
-        let (created, child) = summarize_child(&path, r#""parentSession":"p""#).unwrap();
-        assert_eq!(created, 5);
-        assert_eq!(
-            (child.turns, child.last_stop.as_deref()),
-            (1, Some("completed"))
-        );
-        assert!(summarize_child(&path, r#""parentSession":"q""#).is_none());
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //!
 //! Everything up to publication is synchronous, so a start either fails with nothing left
 //! behind or returns a published child; after publication, cancellation cancels the child turn.
+//! A continuable start is never aborted by cancellation: its child always reaches the store.
 
 use std::sync::{Arc, Weak};
 
@@ -65,7 +66,10 @@ pub(super) fn start(
     request: StartRequest,
     seed: Vec<Event>,
 ) -> Result<Run, SubagentError> {
-    if request.cancel.is_cancelled() {
+    // A continuable child's id was already given to the model, so the child is created even
+    // if its task was cancelled before it first ran (a kill, or kin exiting): its turn then
+    // ends at once as aborted, and the child stays on disk, continuable.
+    if request.cancel.is_cancelled() && request.continuation.is_none() {
         return Err(SubagentError::AbortedBeforePublication);
     }
     let parent = &request.parent;

@@ -76,7 +76,8 @@ pub struct StartRequest {
     pub prompt: Vec<UserPart>,
     /// The delegating agent.
     pub parent: Arc<Agent>,
-    /// Cancels the child: before publication the start fails and leaves nothing behind;
+    /// Cancels the child: before publication the start fails and leaves nothing behind
+    /// (an in-process continuable start still publishes, and its turn ends at once);
     /// after it, the child's turn is cancelled.
     pub cancel: CancellationToken,
     /// Overrides of the model settings the child inherits.

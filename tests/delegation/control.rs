@@ -179,6 +179,28 @@ async fn task_kill_during_the_run_settles_killed_after_the_child_is_quiet() {
     assert!(world.runtime.host().live(&child).is_none());
 }
 
+#[tokio::test(flavor = "current_thread")]
+async fn a_child_whose_task_is_cancelled_before_it_ran_is_still_stored_ended_aborted() {
+    let model = answers();
+    let world = World::new(model.clone());
+    let parent = world.session();
+    // In one frame: the ids are given out, then kin shuts down before the task first runs.
+    let (child, task) = start(&world, request(&parent, "child task"));
+    world.runtime.shutdown().await;
+    let done = world.runtime.tasks().peek(&task, &parent.id).unwrap();
+    assert_eq!(done.status, TaskStatus::Killed);
+    assert_eq!(
+        types(&world, &child).last().map(String::as_str),
+        Some("turn/end")
+    );
+    assert_eq!(
+        world.log(&child).last().unwrap()["data"]["reason"]["kind"],
+        "aborted"
+    );
+    assert_eq!(user_texts(&world, &child), ["child task"]);
+    assert_eq!(model.calls_for(&child), 0);
+}
+
 #[tokio::test]
 async fn a_message_to_a_running_child_joins_its_task() {
     let gate = Gate::new();
@@ -512,6 +534,30 @@ async fn list_children_reports_this_parents_continuable_children() {
     assert_eq!(summary.last_stop.as_deref(), Some("completed"));
     assert_eq!(summary.task, None);
     assert_eq!(summary.description.as_deref(), Some("child task"));
+
+    // Listed from the index: the child's file is not read.
+    let sessions = world.home.path().join("sessions");
+    let file = sessions.join(format!("{child}.jsonl"));
+    let kept = std::fs::read(&file).unwrap();
+    std::fs::write(&file, "not a log").unwrap();
+    assert_eq!(world.runtime.control().list_children(&parent.id), listed);
+
+    // An index written by an older kin (no child records): the child is read from its file.
+    std::fs::write(&file, kept).unwrap();
+    let index = sessions.join(".index");
+    let old: String = std::fs::read_to_string(&index)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let mut record: serde_json::Value = serde_json::from_str(line).unwrap();
+            record.as_object_mut().unwrap().remove("child");
+            format!("{record}\n")
+        })
+        .collect();
+    assert!(!old.contains("\"child\""));
+    std::fs::write(sessions.join("old-index"), old).unwrap();
+    std::fs::rename(sessions.join("old-index"), &index).unwrap();
+    assert_eq!(world.runtime.control().list_children(&parent.id), listed);
 }
 
 #[tokio::test]

@@ -296,14 +296,19 @@ async fn task_kill_stops_a_background_child() {
         .into_iter()
         .map(|(_, t, _)| t)
         .collect();
-    // Killed before it was published: the child id never reached the store.
+    // Killed before it first ran: the child the model was given still reached the store,
+    // its turn ended at once as aborted.
     let started = texts.remove(0);
     let child = started
         .strip_prefix("started subagent ")
         .and_then(|rest| rest.strip_suffix(" as task subagent-1"))
         .unwrap();
     assert!(uuid::Uuid::parse_str(child).is_ok(), "{started}");
-    assert_eq!(world.stored(), std::slice::from_ref(&parent.id));
+    let mut expected = vec![parent.id.clone(), child.to_owned()];
+    expected.sort();
+    assert_eq!(world.stored(), expected);
+    let log = world.log(child);
+    assert_eq!(log.last().unwrap()["data"]["reason"]["kind"], "aborted");
     assert_eq!(
         texts,
         [
