@@ -7,53 +7,15 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::stream;
-use kin::model::{ChunkStream, Model, ModelRequest};
 use kin::runtime::{Runtime, RuntimeOptions};
-use kin::session::{AssistantBlock, BlockType, Chunk, FinishKind, FinishReason, UserPart};
+use kin::session::UserPart;
 use kin::subagent::{StartRequest, StopReason};
 use kin::tasks::{TaskOutcome, TaskStatus};
 use kin::tools::ToolRegistry;
 use tokio_util::sync::CancellationToken;
 
-/// Answers every call at once with a one-word text.
-struct InstantModel;
-
-impl Model for InstantModel {
-    fn provider(&self) -> &str {
-        "instant"
-    }
-    fn name(&self) -> &str {
-        "instant"
-    }
-    fn stream(&self, _request: ModelRequest) -> ChunkStream {
-        let text = "OK".to_owned();
-        Box::pin(stream::iter(
-            [
-                Chunk::BlockStart {
-                    index: 0,
-                    block_type: BlockType::Text,
-                },
-                Chunk::TextDelta {
-                    index: 0,
-                    text: text.clone(),
-                },
-                Chunk::BlockEnd {
-                    index: 0,
-                    block: AssistantBlock::Text { text },
-                },
-                Chunk::Finish {
-                    reason: FinishReason {
-                        kind: FinishKind::Stop,
-                        failure: None,
-                    },
-                },
-            ]
-            .into_iter()
-            .map(Ok),
-        ))
-    }
-}
+mod instant_model;
+use instant_model::InstantModel;
 
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();

@@ -10,57 +10,19 @@
 use std::process::Command;
 use std::sync::Arc;
 
-use futures::stream;
-use kin::model::{ChunkStream, Model, ModelRequest};
 use kin::runtime::{Runtime, RuntimeOptions};
-use kin::session::{AssistantBlock, BlockType, Chunk, FinishKind, FinishReason, UserPart};
+use kin::session::UserPart;
 use kin::subagent::{StartRequest, StopReason};
 use kin::tools::ToolRegistry;
 use tokio_util::sync::CancellationToken;
+
+mod instant_model;
+use instant_model::InstantModel;
 
 const RUNS: usize = 5;
 const CHILDREN: usize = 1000;
 /// Set in the re-executed process: run one measurement and print `baseline_kb after_kb`.
 const CHILD_ENV: &str = "KIN_BENCH_SETTLED_CHILD";
-
-/// Answers every call at once with a one-word text.
-struct InstantModel;
-
-impl Model for InstantModel {
-    fn provider(&self) -> &str {
-        "instant"
-    }
-    fn name(&self) -> &str {
-        "instant"
-    }
-    fn stream(&self, _request: ModelRequest) -> ChunkStream {
-        let text = "OK".to_owned();
-        Box::pin(stream::iter(
-            [
-                Chunk::BlockStart {
-                    index: 0,
-                    block_type: BlockType::Text,
-                },
-                Chunk::TextDelta {
-                    index: 0,
-                    text: text.clone(),
-                },
-                Chunk::BlockEnd {
-                    index: 0,
-                    block: AssistantBlock::Text { text },
-                },
-                Chunk::Finish {
-                    reason: FinishReason {
-                        kind: FinishKind::Stop,
-                        failure: None,
-                    },
-                },
-            ]
-            .into_iter()
-            .map(Ok),
-        ))
-    }
-}
 
 fn rss_kb() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").expect("reading /proc/self/status");
