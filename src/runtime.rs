@@ -17,7 +17,7 @@ use crate::subagent::{
     AcpProvider, ChildHost, ForkProvider, ListAgentsTool, Provider, SendMessageTool, SpawnProvider,
     SubagentControl, SubagentService, SubagentTool, DEFAULT_MAX_DEPTH,
 };
-use crate::tasks::{TaskKillTool, TaskListTool, TaskOutputTool, TaskService};
+use crate::tasks::{Notice, TaskKillTool, TaskListTool, TaskOutputTool, TaskService};
 use crate::tools::ToolRegistry;
 
 pub use crate::agent::host::{HostError as RuntimeError, DEFAULT_MAX_STEPS};
@@ -111,16 +111,22 @@ impl Runtime {
         });
         // A background task that settles unseen leaves its owner a notice for the next call.
         let weak = Arc::downgrade(&host);
-        tasks.set_notice_sink(Box::new(move |owner, text| {
+        tasks.set_notice_sink(Box::new(move |notice| {
+            let owner = match &notice {
+                Notice::Post { owner, .. } | Notice::Withdraw { owner, .. } => owner,
+            };
             let Some(agent) = weak.upgrade().and_then(|host| host.live(owner)) else {
                 return;
             };
-            agent.inject(UserMessage {
-                content: vec![UserPart::Text { text }],
-                source: json!({"kind": "plugin", "plugin": "tool-tasks"}),
-                role: "user".into(),
-                id: uuid::Uuid::new_v4().to_string(),
-            });
+            match notice {
+                Notice::Post { id, text, .. } => agent.inject(UserMessage {
+                    content: vec![UserPart::Text { text }],
+                    source: json!({"kind": "plugin", "plugin": "tool-tasks"}),
+                    role: "user".into(),
+                    id,
+                }),
+                Notice::Withdraw { id, .. } => agent.withdraw(&id),
+            }
         }));
         let control = control.ok_or_else(|| StoreError::NotFound {
             id: "the subagent control service".into(),

@@ -290,6 +290,11 @@ impl Agent {
         lock(&self.inbox).push(message);
     }
 
+    /// Takes back notice `id` if it has not been logged yet.
+    pub fn withdraw(&self, id: &str) {
+        lock(&self.inbox).retain(|message| message.id != id);
+    }
+
     /// Has the next turn write `body` to the log after its opening message; never shown to
     /// the model.
     pub fn record_in_next_turn(&self, body: EventBody) {

@@ -161,8 +161,22 @@ pub enum KillResult {
     AlreadyFinished(TaskSnapshot),
 }
 
-/// Called once per task that settles unseen: (owner session id, notice text).
-pub type NoticeSink = Box<dyn Fn(&str, String) + Send + Sync>;
+/// What the notice sink is told about a task that settled unseen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Notice {
+    /// Leave the owner session this message (its id is `id`) for its next model call.
+    Post {
+        owner: String,
+        id: String,
+        text: String,
+    },
+    /// The result was read after all (a `task_output` that began before the task settled may
+    /// read it just after): drop message `id` if it has not reached the model yet.
+    Withdraw { owner: String, id: String },
+}
+
+/// Receives [`Notice`]s.
+pub type NoticeSink = Box<dyn Fn(Notice) + Send + Sync>;
 
 struct Task {
     snapshot: TaskSnapshot,
@@ -172,6 +186,8 @@ struct Task {
     waiters: usize,
     cancel: CancellationToken,
     settled: watch::Receiver<bool>,
+    /// The notice posted for this task, while it may still be withdrawn: (owner, message id).
+    notice: Option<(String, String)>,
 }
 
 #[derive(Default)]
@@ -289,6 +305,7 @@ impl TaskService {
                 waiters: 0,
                 cancel: cancel.clone(),
                 settled: settled_rx,
+                notice: None,
             },
         );
         Ok((id, cancel, settled_tx))
@@ -336,6 +353,7 @@ impl TaskService {
                 waiters: 0,
                 cancel: CancellationToken::new(),
                 settled,
+                notice: None,
             },
         );
     }
@@ -372,31 +390,48 @@ impl TaskService {
             match (&task.snapshot.owner, task.reported) {
                 (Some(owner), false) => {
                     task.reported = true;
+                    let id = uuid::Uuid::new_v4().to_string();
+                    task.notice = Some((owner.to_string(), id.clone()));
                     let s = &task.snapshot;
-                    Some((
-                        owner.clone(),
-                        format!(
+                    Some(Notice::Post {
+                        owner: owner.to_string(),
+                        id,
+                        text: format!(
                             "background task {} ({}: {}) finished {}. Read its output with task_output.",
                             s.id,
                             s.kind,
                             s.label,
                             s.status_line()
                         ),
-                    ))
+                    })
                 }
                 _ => None,
             }
         };
-        if let Some((owner, text)) = notice {
-            if let Some(sink) = self
-                .notice
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .as_ref()
-            {
-                sink(&owner, text);
-            }
+        if let Some(notice) = notice {
+            self.tell(notice);
         }
+    }
+
+    fn tell(&self, notice: Notice) {
+        if let Some(sink) = self
+            .notice
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
+            sink(notice);
+        }
+    }
+
+    /// A read of a settled task: it has been seen, so a notice still on its way is withdrawn.
+    fn seen(task: &mut Task) -> Option<Notice> {
+        if !task.snapshot.status.is_terminal() {
+            return None;
+        }
+        task.reported = true;
+        let (owner, id) = task.notice.take()?;
+        Some(Notice::Withdraw { owner, id })
     }
 
     fn fenced<'a>(state: &'a mut State, id: &str, caller: &str) -> Result<&'a mut Task, TaskError> {
@@ -421,12 +456,15 @@ impl TaskService {
 
     /// Reads a task; a read of a settled task counts as having seen its result.
     pub fn read(&self, id: &str, caller: &str) -> Result<TaskSnapshot, TaskError> {
-        let mut state = self.state();
-        let task = Self::fenced(&mut state, id, caller)?;
-        if task.snapshot.status.is_terminal() {
-            task.reported = true;
+        let (snapshot, withdraw) = {
+            let mut state = self.state();
+            let task = Self::fenced(&mut state, id, caller)?;
+            (task.snapshot.clone(), Self::seen(task))
+        };
+        if let Some(withdraw) = withdraw {
+            self.tell(withdraw);
         }
-        Ok(task.snapshot.clone())
+        Ok(snapshot)
     }
 
     /// Waits until the task settles, `timeout` passes or `cancel` trips; then reads it.
@@ -448,13 +486,16 @@ impl TaskService {
             _ = tokio::time::sleep(timeout) => {}
             _ = cancel.cancelled() => {}
         }
-        let mut state = self.state();
-        let task = Self::fenced(&mut state, id, caller)?;
-        task.waiters -= 1;
-        if task.snapshot.status.is_terminal() {
-            task.reported = true;
+        let (snapshot, withdraw) = {
+            let mut state = self.state();
+            let task = Self::fenced(&mut state, id, caller)?;
+            task.waiters -= 1;
+            (task.snapshot.clone(), Self::seen(task))
+        };
+        if let Some(withdraw) = withdraw {
+            self.tell(withdraw);
         }
-        Ok(task.snapshot.clone())
+        Ok(snapshot)
     }
 
     /// Waits until the task settles without reading it: unlike `wait`, this does not count

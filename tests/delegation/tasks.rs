@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::FutureExt;
-use kin::tasks::{KillResult, TaskId, TaskOutcome, TaskService, TaskStatus};
+use kin::tasks::{KillResult, Notice, TaskId, TaskOutcome, TaskService, TaskStatus};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
@@ -14,8 +14,10 @@ fn service() -> (Arc<TaskService>, Notices) {
     let tasks = Arc::new(TaskService::new(CancellationToken::new()));
     let notices: Notices = Arc::new(Mutex::new(Vec::new()));
     let sink = notices.clone();
-    tasks.set_notice_sink(Box::new(move |owner, text| {
-        sink.lock().unwrap().push((owner.into(), text))
+    tasks.set_notice_sink(Box::new(move |notice| {
+        if let Notice::Post { owner, text, .. } = notice {
+            sink.lock().unwrap().push((owner, text))
+        }
     }));
     (tasks, notices)
 }
@@ -108,8 +110,10 @@ async fn a_timed_out_wait_leaves_the_task_running() {
 async fn an_unseen_settlement_notifies_the_owner_once() {
     let tasks = Arc::new(TaskService::new(CancellationToken::new()));
     let (notice_tx, mut notice_rx) = tokio::sync::mpsc::unbounded_channel();
-    tasks.set_notice_sink(Box::new(move |owner, text| {
-        let _ = notice_tx.send((owner.to_owned(), text));
+    tasks.set_notice_sink(Box::new(move |notice| {
+        if let Notice::Post { owner, text, .. } = notice {
+            let _ = notice_tx.send((owner, text));
+        }
     }));
     let (id, done) = controlled(&tasks, "subagent", "s1");
     done.send(TaskOutcome::failed("Error: setup failed"))
@@ -177,4 +181,33 @@ async fn a_panicking_task_settles_as_failed() {
     let snapshot = settled(&tasks, &id, "s1").await;
     assert_eq!(snapshot.status, TaskStatus::Failed);
     assert_eq!(snapshot.detail.as_deref(), Some("Error: the task panicked"));
+}
+
+#[tokio::test]
+async fn reading_a_result_takes_back_the_notice_it_had_left() {
+    let tasks = Arc::new(TaskService::new(CancellationToken::new()));
+    let (notice_tx, mut notice_rx) = tokio::sync::mpsc::unbounded_channel();
+    tasks.set_notice_sink(Box::new(move |notice| {
+        let _ = notice_tx.send(notice);
+    }));
+    let (id, done) = controlled(&tasks, "subagent", "s1");
+    done.send(TaskOutcome::completed("answer".into())).unwrap();
+    let Notice::Post {
+        owner, id: posted, ..
+    } = notice_rx.recv().await.unwrap()
+    else {
+        panic!("the first notice posts");
+    };
+    assert_eq!(owner, "s1");
+    assert_eq!(tasks.read(&id, "s1").unwrap().status, TaskStatus::Completed);
+    assert_eq!(
+        notice_rx.recv().await.unwrap(),
+        Notice::Withdraw {
+            owner: "s1".into(),
+            id: posted
+        }
+    );
+    // Only the first read takes it back.
+    tasks.read(&id, "s1").unwrap();
+    assert!(notice_rx.try_recv().is_err());
 }
