@@ -69,6 +69,8 @@ fn demo_shows_whole_child_answers_a_follow_up_and_keeps_the_logs_it_lists() {
         )),
         "{stdout}"
     );
+    // Each activation's answer, collected whole by task_output (the child's own streamed
+    // lines may be interleaved with the parent's, its collected result is printed at once).
     for answer in [
         "Work that silently stalls: nobody notices until the result is needed.",
         "Give every background task a definite end and have the parent collect or cancel it.",
@@ -76,7 +78,7 @@ fn demo_shows_whole_child_answers_a_follow_up_and_keeps_the_logs_it_lists() {
         assert!(
             lines
                 .iter()
-                .any(|l| l.trim_start() == format!("│ child “Pick the worst risk” › {answer}")),
+                .any(|l| l.trim_start() == format!("↳ completed: {answer}")),
             "{stdout}"
         );
     }

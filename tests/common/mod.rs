@@ -6,7 +6,7 @@ mod harvest;
 pub mod mock_openai;
 pub mod normalize;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use harvest::harvest_logs;
@@ -352,12 +352,11 @@ pub fn write_expectations(dir: &Path, outcome: &Outcome) {
     }
 }
 
-/// Every difference between a run and the scenario's recorded expectations.
 /// Splits normalized stdout into streams that keep their own order: each child session's
 /// `session/update` notifications (with the parent's `subagent_update`s about that child) under
 /// the child's id, everything else (the client's own sessions, responses, requests) under "".
 /// A background child runs beside its parent, so only the order between streams is free.
-fn streams(lines: &[String]) -> std::collections::BTreeMap<String, Vec<String>> {
+fn streams(lines: &[String]) -> BTreeMap<String, Vec<String>> {
     let parsed: Vec<Value> = lines
         .iter()
         .map(|l| serde_json::from_str(l).unwrap_or(Value::Null))
@@ -374,12 +373,12 @@ fn streams(lines: &[String]) -> std::collections::BTreeMap<String, Vec<String>> 
         };
         Some(id.as_str()?.to_owned())
     };
-    let children: std::collections::HashSet<String> = parsed
+    let children: HashSet<String> = parsed
         .iter()
         .filter(|m| m.pointer("/params/update/sessionUpdate") == Some(&json!("subagent_update")))
         .filter_map(|m| Some(m.pointer("/params/update/sessionId")?.as_str()?.to_owned()))
         .collect();
-    let mut streams = std::collections::BTreeMap::<String, Vec<String>>::new();
+    let mut streams = BTreeMap::<String, Vec<String>>::new();
     for (line, message) in lines.iter().zip(&parsed) {
         let key = subject(message)
             .filter(|id| children.contains(id))
@@ -389,11 +388,12 @@ fn streams(lines: &[String]) -> std::collections::BTreeMap<String, Vec<String>> 
     streams
 }
 
+/// Every difference between a run and the scenario's recorded expectations.
 pub fn compare_with_recording(name: &str, dir: &Path, outcome: &Outcome) -> Vec<String> {
     let mut failures = Vec::new();
     let expected = read_lines(&dir.join("stdout.expected.jsonl"));
     let (expected, actual) = (streams(&expected), streams(&outcome.stdout));
-    let keys: std::collections::BTreeSet<&String> = expected.keys().chain(actual.keys()).collect();
+    let keys: BTreeSet<&String> = expected.keys().chain(actual.keys()).collect();
     for key in keys {
         let what = match key.as_str() {
             "" => format!("{name}: stdout"),
