@@ -13,8 +13,8 @@ use super::{Input, RunEvent, RunOptions, Runner};
 use crate::session::SessionStore;
 
 const INPUT: &str = include_str!("../../snapshots/demo/input.json");
-/// The recorded sessions: the parent, then its two children.
-const SCRIPTS: [(&str, &str); 3] = [
+/// The recorded sessions: the parent, then its three children.
+const SCRIPTS: [(&str, &str); 4] = [
     (
         "session.jsonl",
         include_str!("../../snapshots/demo/session.jsonl"),
@@ -26,6 +26,10 @@ const SCRIPTS: [(&str, &str); 3] = [
     (
         "session.2.jsonl",
         include_str!("../../snapshots/demo/session.2.jsonl"),
+    ),
+    (
+        "session.3.jsonl",
+        include_str!("../../snapshots/demo/session.3.jsonl"),
     ),
 ];
 
@@ -220,6 +224,8 @@ impl Transcript {
                     .pointer("/state/state")
                     .and_then(Value::as_str)
                     .unwrap_or_default();
+                // A child seen before is being continued (a new activation of the same child).
+                let continued = self.child_label(child).is_some();
                 if let Some(title) = update.get("title").and_then(Value::as_str) {
                     match self.children.iter_mut().find(|(id, _)| id == child) {
                         Some(known) => known.1 = title.to_owned(),
@@ -229,7 +235,8 @@ impl Transcript {
                 let label = self.child_label(child).unwrap_or_default().to_owned();
                 let line = match state {
                     "running" => {
-                        format!("┌ child \u{201c}{label}\u{201d} started (session {child})")
+                        let verb = if continued { "continued" } else { "started" };
+                        format!("┌ child \u{201c}{label}\u{201d} {verb} (session {child})")
                     }
                     _ => {
                         let stop = update

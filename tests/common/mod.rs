@@ -6,7 +6,7 @@ mod harvest;
 pub mod mock_openai;
 pub mod normalize;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use harvest::harvest_logs;
@@ -352,11 +352,60 @@ pub fn write_expectations(dir: &Path, outcome: &Outcome) {
     }
 }
 
+/// Splits normalized stdout into streams that keep their own order: each child session's
+/// `session/update` notifications (with the parent's `subagent_update`s about that child) under
+/// the child's id, everything else (the client's own sessions, responses, requests) under "".
+/// A background child runs beside its parent, so only the order between streams is free.
+fn streams(lines: &[String]) -> BTreeMap<String, Vec<String>> {
+    let parsed: Vec<Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap_or(Value::Null))
+        .collect();
+    let subject = |message: &Value| -> Option<String> {
+        if message.get("method")?.as_str()? != "session/update" {
+            return None;
+        }
+        let update = message.pointer("/params/update")?;
+        let id = if update.get("sessionUpdate")?.as_str()? == "subagent_update" {
+            update.get("sessionId")?
+        } else {
+            message.pointer("/params/sessionId")?
+        };
+        Some(id.as_str()?.to_owned())
+    };
+    let children: HashSet<String> = parsed
+        .iter()
+        .filter(|m| m.pointer("/params/update/sessionUpdate") == Some(&json!("subagent_update")))
+        .filter_map(|m| Some(m.pointer("/params/update/sessionId")?.as_str()?.to_owned()))
+        .collect();
+    let mut streams = BTreeMap::<String, Vec<String>>::new();
+    for (line, message) in lines.iter().zip(&parsed) {
+        let key = subject(message)
+            .filter(|id| children.contains(id))
+            .unwrap_or_default();
+        streams.entry(key).or_default().push(line.clone());
+    }
+    streams
+}
+
 /// Every difference between a run and the scenario's recorded expectations.
 pub fn compare_with_recording(name: &str, dir: &Path, outcome: &Outcome) -> Vec<String> {
     let mut failures = Vec::new();
     let expected = read_lines(&dir.join("stdout.expected.jsonl"));
-    failures.extend(diff(&format!("{name}: stdout"), &expected, &outcome.stdout));
+    let (expected, actual) = (streams(&expected), streams(&outcome.stdout));
+    let keys: BTreeSet<&String> = expected.keys().chain(actual.keys()).collect();
+    for key in keys {
+        let what = match key.as_str() {
+            "" => format!("{name}: stdout"),
+            child => format!("{name}: stdout of child session {child}"),
+        };
+        let none = Vec::new();
+        let (e, a) = (
+            expected.get(key).unwrap_or(&none),
+            actual.get(key).unwrap_or(&none),
+        );
+        failures.extend(diff(&what, e, a));
+    }
     let expected_logs = (0..)
         .map(|i| log_file(dir, i))
         .take_while(|p| p.is_file())
