@@ -12,10 +12,13 @@ use futures::stream;
 use kin::agent::Agent;
 use kin::model::{ChunkStream, Model, ModelRequest};
 use kin::runtime::{Runtime, RuntimeOptions};
-use kin::session::{AssistantBlock, BlockType, Chunk, FinishKind, FinishReason, UserPart};
+use kin::session::UserPart;
 use kin::subagent::{Delivery, StartRequest};
 use kin::tools::ToolRegistry;
 use tokio_util::sync::CancellationToken;
+
+#[allow(dead_code)] // this bench uses only the shared answer
+mod instant_model;
 
 /// Answers at once with a one-word text, or holds the call while `hold` is set; records when
 /// each call arrived.
@@ -37,31 +40,7 @@ impl Model for InstantModel {
         if self.hold.load(std::sync::atomic::Ordering::SeqCst) {
             return Box::pin(stream::pending());
         }
-        let text = "OK".to_owned();
-        Box::pin(stream::iter(
-            [
-                Chunk::BlockStart {
-                    index: 0,
-                    block_type: BlockType::Text,
-                },
-                Chunk::TextDelta {
-                    index: 0,
-                    text: text.clone(),
-                },
-                Chunk::BlockEnd {
-                    index: 0,
-                    block: AssistantBlock::Text { text },
-                },
-                Chunk::Finish {
-                    reason: FinishReason {
-                        kind: FinishKind::Stop,
-                        failure: None,
-                    },
-                },
-            ]
-            .into_iter()
-            .map(Ok),
-        ))
+        instant_model::answer_ok()
     }
 }
 

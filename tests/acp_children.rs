@@ -39,29 +39,14 @@ fn marker(name: &str) -> String {
     format!("acp-child-marker-{}-{name}", std::process::id())
 }
 
-/// The processes whose command line contains `marker`.
-fn marked(marker: &str) -> Vec<String> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter_map(|pid| {
-            let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-            let line = String::from_utf8_lossy(&raw).replace('\0', " ");
-            line.contains(marker).then_some(line)
-        })
-        .collect()
-}
-
 /// Polls until no process carries `marker`: process exits have no event to wait on here.
 async fn assert_none_left(marker: &str) {
     let start = Instant::now();
-    while !marked(marker).is_empty() {
+    while !common::marked(marker).is_empty() {
         assert!(
             start.elapsed() < DEADLINE,
             "processes outlived their run: {:?}",
-            marked(marker)
+            common::marked(marker)
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

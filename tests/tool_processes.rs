@@ -20,21 +20,6 @@ fn marker(n: u32) -> String {
     format!("1000.{}{n}", std::process::id())
 }
 
-/// Pids and command lines of the processes whose command line contains `marker`.
-fn marked(marker: &str) -> Vec<(i32, String)> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter_map(|pid| {
-            let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-            let line = String::from_utf8_lossy(&raw).replace('\0', " ");
-            line.contains(marker).then_some((pid, line))
-        })
-        .collect()
-}
-
 /// Polls until `done` holds: for process exits and execs, which have no event to wait on.
 async fn poll_until(what: &str, mut done: impl FnMut() -> bool) {
     let start = Instant::now();
@@ -45,7 +30,7 @@ async fn poll_until(what: &str, mut done: impl FnMut() -> bool) {
 }
 
 fn sleeping(marker: &str) -> usize {
-    marked(marker)
+    common::marked(marker)
         .iter()
         .filter(|(_, line)| line.starts_with(&format!("sleep {marker}")))
         .count()
@@ -212,7 +197,7 @@ async fn nothing_a_command_starts_outlives_its_call() {
     let mut runner = start(replay.path(), Vec::new(), root.path(), root.path());
     prompt_allowed(&mut runner).await;
     // The call has returned: its guard killed and reaped everything before it did.
-    let left = marked(&marker);
+    let left = common::marked(&marker);
     let (stdout, _) = runner.finish().await.unwrap();
     assert!(left.is_empty(), "still running after the call: {left:?}");
     assert!(
@@ -280,7 +265,7 @@ async fn kill_9_during_a_call(replay: &Path, marker: &str) {
     wire.child.start_kill().unwrap();
     wire.child.wait().await.unwrap();
     poll_until("the command's processes to end", || {
-        marked(marker).is_empty()
+        common::marked(marker).is_empty()
     })
     .await;
 }

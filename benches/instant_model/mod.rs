@@ -15,30 +15,35 @@ impl Model for InstantModel {
         "instant"
     }
     fn stream(&self, _request: ModelRequest) -> ChunkStream {
-        let text = "OK".to_owned();
-        Box::pin(stream::iter(
-            [
-                Chunk::BlockStart {
-                    index: 0,
-                    block_type: BlockType::Text,
-                },
-                Chunk::TextDelta {
-                    index: 0,
-                    text: text.clone(),
-                },
-                Chunk::BlockEnd {
-                    index: 0,
-                    block: AssistantBlock::Text { text },
-                },
-                Chunk::Finish {
-                    reason: FinishReason {
-                        kind: FinishKind::Stop,
-                        failure: None,
-                    },
-                },
-            ]
-            .into_iter()
-            .map(Ok),
-        ))
+        answer_ok()
     }
+}
+
+/// The instant answer: one text block, "OK", then a normal stop.
+pub fn answer_ok() -> ChunkStream {
+    let text = "OK".to_owned();
+    Box::pin(stream::iter(
+        [
+            Chunk::BlockStart {
+                index: 0,
+                block_type: BlockType::Text,
+            },
+            Chunk::TextDelta {
+                index: 0,
+                text: text.clone(),
+            },
+            Chunk::BlockEnd {
+                index: 0,
+                block: AssistantBlock::Text { text },
+            },
+            Chunk::Finish {
+                reason: FinishReason {
+                    kind: FinishKind::Stop,
+                    failure: None,
+                },
+            },
+        ]
+        .into_iter()
+        .map(Ok),
+    ))
 }

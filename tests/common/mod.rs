@@ -682,3 +682,18 @@ pub fn pid_fifo(dir: &Path) -> (PathBuf, tokio::task::JoinHandle<i32>) {
     });
     (fifo, pid)
 }
+
+/// Pids and command lines of the processes whose command line contains `marker`.
+pub fn marked(marker: &str) -> Vec<(i32, String)> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| {
+            let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let line = String::from_utf8_lossy(&raw).replace('\0', " ");
+            line.contains(marker).then_some((pid, line))
+        })
+        .collect()
+}
