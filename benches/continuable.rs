@@ -95,6 +95,7 @@ async fn cold_resume(runtime: &Arc<Runtime>, model: &InstantModel, parent: &Arc<
             runtime
                 .control()
                 .send_message(parent, &child, prompt("grow"), None)
+                .await
                 .unwrap(),
         );
         wait(runtime, &task, &parent.id).await;
@@ -107,6 +108,7 @@ async fn cold_resume(runtime: &Arc<Runtime>, model: &InstantModel, parent: &Arc<
             runtime
                 .control()
                 .send_message(parent, &child, prompt("again"), None)
+                .await
                 .unwrap(),
         );
         wait(runtime, &task, &parent.id).await;
@@ -139,6 +141,7 @@ async fn steering(runtime: &Arc<Runtime>, model: &InstantModel, parent: &Arc<Age
         let delivery = runtime
             .control()
             .send_message(parent, &start.child_id, prompt("steer"), None)
+            .await
             .unwrap();
         let took = sent.elapsed();
         assert_eq!(delivery, Delivery::Steered(start.task_id.clone()));

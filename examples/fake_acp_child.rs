@@ -11,6 +11,9 @@
 //! - `garbage`: answers `initialize` with a line that is not JSON;
 //! - `flood`: answers the handshake, then floods the prompt with message chunks;
 //! - `wait`: answers the handshake; a prompt waits for `session/cancel`, then ends `cancelled`;
+//!   a second prompt meanwhile is refused with an error, as kin refuses one;
+//! - `steer`: a prompt waits for a second one, answers it with `took: <its text>` and then
+//!   ends both `end_turn` (a child that accepts a prompt while busy);
 //! - `permission`: a prompt asks for permission and answers with the outcome it got.
 
 use std::io::{BufRead, Write};
@@ -89,11 +92,41 @@ fn main() -> std::io::Result<()> {
                 "wait" => {
                     for line in lines.by_ref() {
                         let message: Value = serde_json::from_str(&line?).unwrap_or(Value::Null);
-                        if message.get("method").and_then(Value::as_str) == Some("session/cancel") {
-                            break;
+                        match message.get("method").and_then(Value::as_str) {
+                            Some("session/cancel") => break,
+                            Some("session/prompt") => send(
+                                &mut out,
+                                &json!({"jsonrpc": "2.0", "id": message["id"], "error":
+                                    {"code": -32600, "message": "busy with another prompt"}}),
+                            )?,
+                            _ => {}
                         }
                     }
                     send(&mut out, &reply(json!({"stopReason": "cancelled"})))?;
+                }
+                "steer" => {
+                    let second = lines.by_ref().find_map(|line| {
+                        let message: Value = serde_json::from_str(&line.ok()?).ok()?;
+                        (message.get("method").and_then(Value::as_str) == Some("session/prompt"))
+                            .then_some(message)
+                    });
+                    let Some(second) = second else {
+                        return Ok(());
+                    };
+                    let text = second
+                        .pointer("/params/prompt/0/text")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default();
+                    let took = format!("took: {text}");
+                    send(
+                        &mut out,
+                        &chunk("fake-session", "agent_message_chunk", &took),
+                    )?;
+                    send(&mut out, &reply(json!({"stopReason": "end_turn"})))?;
+                    send(
+                        &mut out,
+                        &json!({"jsonrpc": "2.0", "id": second["id"], "result": {"stopReason": "end_turn"}}),
+                    )?;
                 }
                 "permission" => {
                     send(

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::Script;
-use kin::acp::client::{AcpChild, ChildCommand, ChildError};
+use kin::acp::client::{AcpChild, ChildCommand, ChildError, PromptOutcome, Steer};
 use kin::config::AcpPermission;
 use kin::scenario::{RunOptions, Runner, Step};
 use serde_json::{json, Value};
@@ -187,6 +187,62 @@ async fn cancelling_a_prompt_tells_the_child_and_tears_it_down() {
     assert_eq!(outcome.stop_reason, "cancelled");
     child.shutdown().await;
     assert_none_left(&marker).await;
+}
+
+/// Prompts a child in `mode` and steers `text` into the running prompt; returns the steer's
+/// verdict, once given, and the prompt's outcome.
+async fn steer_into(
+    mode: &str,
+    marker: &str,
+    text: &str,
+) -> (Result<(), String>, Result<PromptOutcome, ChildError>) {
+    let cwd = tempfile::tempdir().unwrap();
+    let cancel = CancellationToken::new();
+    let mut child = AcpChild::start(command_for(mode, marker, cwd.path()), &cancel)
+        .await
+        .unwrap();
+    let (steers, mut steered) = tokio::sync::mpsc::unbounded_channel();
+    let (verdict, taken) = tokio::sync::oneshot::channel();
+    steers
+        .send(Steer {
+            text: text.to_owned(),
+            verdict,
+        })
+        .unwrap();
+    let prompting = CancellationToken::new();
+    let stop = prompting.clone();
+    let verdict = async move {
+        let verdict = taken.await.expect("a verdict");
+        // A child that refused is still busy with the first prompt: end it.
+        if verdict.is_err() {
+            stop.cancel();
+        }
+        verdict
+    };
+    let (verdict, outcome) = tokio::join!(
+        verdict,
+        child.prompt_steered("hello", &prompting, &mut steered)
+    );
+    child.shutdown().await;
+    assert_none_left(marker).await;
+    (verdict, outcome)
+}
+
+#[tokio::test]
+async fn a_child_that_takes_a_second_prompt_is_steered_and_answers_both() {
+    let (verdict, outcome) = steer_into("steer", &marker("steer"), "also this").await;
+    assert_eq!(verdict, Ok(()));
+    let outcome = outcome.unwrap();
+    assert_eq!(outcome.stop_reason, "end_turn");
+    assert_eq!(outcome.text, "took: also this");
+}
+
+#[tokio::test]
+async fn a_child_that_refuses_a_second_prompt_keeps_running_and_the_message_is_not_delivered() {
+    let (verdict, outcome) = steer_into("wait", &marker("refuse"), "also this").await;
+    assert_eq!(verdict, Err("busy with another prompt".to_owned()));
+    // The refusal did not end the run: only the cancel after it did.
+    assert_eq!(outcome.unwrap().stop_reason, "cancelled");
 }
 
 #[tokio::test]

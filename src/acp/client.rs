@@ -20,11 +20,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use futures::stream::FuturesUnordered;
+use futures::{FutureExt, StreamExt};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -115,6 +117,14 @@ pub struct PromptOutcome {
     pub text: String,
     /// The other updates of this prompt (tool calls, thoughts, plans), for display only.
     pub updates: Vec<Value>,
+}
+
+/// A message for the child's running prompt, and where to say whether the child took it:
+/// `Ok`, or `Err` with the child's reason for refusing it. A verdict dropped unsent means the
+/// run ended before the child took the message.
+pub struct Steer {
+    pub text: String,
+    pub verdict: oneshot::Sender<Result<(), String>>,
 }
 
 /// A fault seen while reading the child.
@@ -515,33 +525,124 @@ impl AcpChild {
         text: &str,
         cancel: &CancellationToken,
     ) -> Result<PromptOutcome, ChildError> {
-        let params = json!({
-            "sessionId": self.session_id,
-            "prompt": [{"type": "text", "text": text}],
-        });
+        let (_, mut no_steers) = mpsc::unbounded_channel();
+        self.prompt_steered(text, cancel, &mut no_steers).await
+    }
+
+    /// [`AcpChild::prompt`], also sending each message from `steers` to the busy child (see
+    /// [`Steer`]); collects until the child has answered every prompt it took.
+    pub async fn prompt_steered(
+        &mut self,
+        text: &str,
+        cancel: &CancellationToken,
+        steers: &mut mpsc::UnboundedReceiver<Steer>,
+    ) -> Result<PromptOutcome, ChildError> {
         self.collected.take();
         self.collected.collecting.store(true, Ordering::Release);
-        let answer = self.call("session/prompt", &params, cancel).await;
+        let answered = self.answer_prompts(text, cancel, steers).await;
         self.collected.collecting.store(false, Ordering::Release);
-        let stop_reason = match answer {
-            Ok(answer) => answer
-                .get("stopReason")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_owned(),
-            Err(ChildError::Cancelled) => {
-                self.peer
-                    .notify("session/cancel", &json!({"sessionId": self.session_id}));
-                "cancelled".to_owned()
-            }
-            Err(error) => return Err(error),
-        };
+        // Whatever is still queued comes too late (its verdict is dropped unsent).
+        steers.close();
+        while steers.try_recv().is_ok() {}
+        let stop_reason = answered?;
         let (text, updates) = self.collected.take();
         Ok(PromptOutcome {
             stop_reason,
             text,
             updates,
         })
+    }
+
+    /// The prompt loop: sends each steered message as one more `session/prompt` while the
+    /// child is busy, and returns the stop reason of the last prompt to be answered.
+    ///
+    /// A steered prompt the child answers with an error was refused (not delivered). One it
+    /// has not refused when the first prompt is answered was taken: the child is still working
+    /// on it, so the run waits for its answer too.
+    async fn answer_prompts(
+        &mut self,
+        text: &str,
+        cancel: &CancellationToken,
+        steers: &mut mpsc::UnboundedReceiver<Steer>,
+    ) -> Result<String, ChildError> {
+        const METHOD: &str = "session/prompt";
+        let faulted = self.collected.faulted.clone();
+        let request = |peer: Peer, session: String, text: String, at: usize| {
+            async move {
+                let params =
+                    json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]});
+                (at, peer.request(METHOD, &params).await)
+            }
+            .boxed()
+        };
+        let mut in_flight = FuturesUnordered::new();
+        in_flight.push(request(
+            self.peer.clone(),
+            self.session_id.clone(),
+            text.to_owned(),
+            0,
+        ));
+        // One slot per prompt: the verdict a steered prompt still owes its sender.
+        let mut verdicts: Vec<Option<oneshot::Sender<Result<(), String>>>> = vec![None];
+        let mut stop_reason = String::new();
+        let mut open = true;
+        loop {
+            tokio::select! {
+                biased;
+                _ = faulted.cancelled() => return Err(self.fault_error().await),
+                _ = cancel.cancelled() => {
+                    self.peer
+                        .notify("session/cancel", &json!({"sessionId": self.session_id}));
+                    return Ok("cancelled".to_owned());
+                }
+                answered = in_flight.next() => {
+                    let Some((at, answer)) = answered else {
+                        return Ok(stop_reason);
+                    };
+                    let owed = verdicts[at].take();
+                    match answer {
+                        Ok(answer) => {
+                            stop_reason = answer
+                                .get("stopReason")
+                                .and_then(Value::as_str)
+                                .unwrap_or("")
+                                .to_owned();
+                            if let Some(verdict) = owed {
+                                let _ = verdict.send(Ok(()));
+                            }
+                            if at == 0 {
+                                // The child moved on with every steered prompt still open.
+                                for verdict in verdicts.iter_mut().filter_map(Option::take) {
+                                    let _ = verdict.send(Ok(()));
+                                }
+                            }
+                        }
+                        // A refusal of a steered prompt costs the run nothing.
+                        Err(error) => match owed {
+                            Some(verdict)
+                                if error != RpcError::connection_closed()
+                                    && !faulted.is_cancelled() =>
+                            {
+                                let _ = verdict.send(Err(error.message));
+                            }
+                            _ => return Err(self.call_error(METHOD, error).await),
+                        },
+                    }
+                }
+                steer = steers.recv(), if open => match steer {
+                    Some(steer) => {
+                        in_flight.push(request(
+                            self.peer.clone(),
+                            self.session_id.clone(),
+                            steer.text,
+                            verdicts.len(),
+                        ));
+                        verdicts.push(Some(steer.verdict));
+                    }
+                    None => open = false,
+                },
+            }
+        }
     }
 
     /// One request, raced against faults, the child's end and `cancel`.
@@ -553,22 +654,29 @@ impl AcpChild {
     ) -> Result<Value, ChildError> {
         let faulted = self.collected.faulted.clone();
         let answer = tokio::select! {
-            answer = self.peer.request(method, params) => Some(answer),
-            _ = faulted.cancelled() => None,
+            answer = self.peer.request(method, params) => answer,
+            _ = faulted.cancelled() => return Err(self.fault_error().await),
             _ = cancel.cancelled() => return Err(ChildError::Cancelled),
         };
         match answer {
-            Some(Ok(answer)) => Ok(answer),
-            // A fault can also end the connection: it, not the end, is the cause.
-            None => Err(self.fault_error().await),
-            Some(Err(_)) if self.collected.faulted.is_cancelled() => Err(self.fault_error().await),
-            Some(Err(error)) if error == RpcError::connection_closed() => {
-                Err(self.closed_error(method).await)
-            }
-            Some(Err(error)) => Err(ChildError::Refused {
+            Ok(answer) => Ok(answer),
+            Err(error) => Err(self.call_error(method, error).await),
+        }
+    }
+
+    /// What an error answer to `method` means: a fault can also end the connection (then it,
+    /// not the end, is the cause); a closed connection is the child's end; anything else is
+    /// the child's refusal.
+    async fn call_error(&mut self, method: &str, error: RpcError) -> ChildError {
+        if self.collected.faulted.is_cancelled() {
+            self.fault_error().await
+        } else if error == RpcError::connection_closed() {
+            self.closed_error(method).await
+        } else {
+            ChildError::Refused {
                 method: method.to_owned(),
                 message: error.message,
-            }),
+            }
         }
     }
 

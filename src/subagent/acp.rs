@@ -1,6 +1,8 @@
 //! The `acp` provider: a named child agent from the config file (`[acp_agents.<name>]`), run
 //! as an ACP subprocess through [`crate::acp::client`]. Each activation launches the child,
-//! opens a session, sends one prompt and tears the child down; no steering.
+//! opens a session, sends one prompt and tears the child down. A message steered into a
+//! running activation goes to the child as one more `session/prompt`; it is delivered only if
+//! the child does not refuse it (kin itself refuses a prompt while one runs).
 //!
 //! Background children are continuable when the child's `initialize` answer advertises
 //! `sessionCapabilities.resume` or `loadSession` (config `continuable = true|false` forces it).
@@ -26,10 +28,9 @@ use serde_json::{json, Value};
 
 use super::{
     child_depth, Capabilities, ChildHost, Continuation, Provider, ResumeRequest, Run, RunControl,
-    StartRequest, StopReason, SubagentError, SubagentResult,
+    StartRequest, SteerRefusal, StopReason, SubagentError, SubagentResult,
 };
-use crate::acp::client::{AcpChild, ChildCommand, ChildError, PromptOutcome};
-use crate::agent::NotRunning;
+use crate::acp::client::{AcpChild, ChildCommand, ChildError, PromptOutcome, Steer};
 use crate::config::AcpAgentConfig;
 use crate::session::{AssistantBlock, Header, UserPart};
 
@@ -322,10 +323,11 @@ fn record(
 fn run(id: String, name: String, child: AcpChild, text: String, cancel: &CancellationToken) -> Run {
     let stop = cancel.child_token();
     let (result_tx, result_rx) = tokio::sync::oneshot::channel();
+    let (steer_tx, mut steers) = tokio::sync::mpsc::unbounded_channel();
     let running = stop.clone();
     let task = tokio::spawn(async move {
         let mut child = child;
-        let outcome = child.prompt(&text, &running).await;
+        let outcome = child.prompt_steered(&text, &running, &mut steers).await;
         let _ = result_tx.send(result_of(&name, outcome));
         child.shutdown().await;
     });
@@ -342,18 +344,19 @@ fn run(id: String, name: String, child: AcpChild, text: String, cancel: &Cancell
     }
     .boxed()
     .shared();
-    Run::new(
-        id,
-        None,
-        result.boxed(),
-        Arc::new(AcpControl { stop, done }),
-    )
+    let control = AcpControl {
+        stop,
+        done,
+        steers: steer_tx,
+    };
+    Run::new(id, None, result.boxed(), Arc::new(control))
 }
 
-/// Cancels the child's run and waits for its teardown.
+/// Cancels the child's run and waits for its teardown; passes steered messages to it.
 struct AcpControl {
     stop: CancellationToken,
     done: Shared<BoxFuture<'static, ()>>,
+    steers: tokio::sync::mpsc::UnboundedSender<Steer>,
 }
 
 impl RunControl for AcpControl {
@@ -362,8 +365,27 @@ impl RunControl for AcpControl {
         self.done.clone().boxed()
     }
 
-    fn steer(&self, _content: Vec<UserPart>) -> Option<Result<(), NotRunning>> {
-        None
+    fn steer(
+        &self,
+        content: Vec<UserPart>,
+    ) -> Option<BoxFuture<'static, Result<(), SteerRefusal>>> {
+        let (verdict, taken) = tokio::sync::oneshot::channel();
+        let steer = Steer {
+            text: prompt_text(&content),
+            verdict,
+        };
+        // A closed channel: the prompt loop is over, and the verdict was dropped with it.
+        let _ = self.steers.send(steer);
+        Some(
+            async move {
+                match taken.await {
+                    Ok(Ok(())) => Ok(()),
+                    Ok(Err(reason)) => Err(SteerRefusal::Refused(reason)),
+                    Err(_) => Err(SteerRefusal::Stopped),
+                }
+            }
+            .boxed(),
+        )
     }
 }
 

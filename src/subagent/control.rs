@@ -175,13 +175,29 @@ impl SubagentControl {
 
     /// Delivers a message to a child of `parent`: into its running activation, or as the
     /// start of a new one. An error always means the message was not delivered.
+    ///
+    /// The route is chosen before this returns (nothing awaits first); the future then waits
+    /// only for a running child to take or refuse a steered message.
     pub fn send_message(
         self: &Arc<Self>,
         parent: &Arc<Agent>,
         child_id: &str,
         message: Vec<UserPart>,
         client: Option<Arc<dyn crate::tools::ClientBridge>>,
-    ) -> Result<Delivery, SubagentError> {
+    ) -> BoxFuture<'static, Result<Delivery, SubagentError>> {
+        match self.route(parent, child_id, message, client) {
+            Ok(delivery) => delivery,
+            Err(error) => std::future::ready(Err(error)).boxed(),
+        }
+    }
+
+    fn route(
+        self: &Arc<Self>,
+        parent: &Arc<Agent>,
+        child_id: &str,
+        message: Vec<UserPart>,
+        client: Option<Arc<dyn crate::tools::ClientBridge>>,
+    ) -> Result<BoxFuture<'static, Result<Delivery, SubagentError>>, SubagentError> {
         let activation = self.activations().get(child_id).cloned();
         let live = self.host.upgrade().and_then(|host| host.live(child_id));
         match (&activation, &live) {
@@ -213,11 +229,11 @@ impl SubagentControl {
                 Some(parent.id.as_str().into()),
                 failed,
             )?;
-            return Ok(Delivery::Started(task_id));
+            return Ok(std::future::ready(Ok(Delivery::Started(task_id))).boxed());
         }
         let begin = self.resume_producer(parent.clone(), child_id.to_owned(), message, client);
         let task_id = self.start_activation(child_id, &label, parent.id.clone(), begin)?;
-        Ok(Delivery::Started(task_id))
+        Ok(std::future::ready(Ok(Delivery::Started(task_id))).boxed())
     }
 
     /// Joins the running activation; never falls through to a cold resume.
@@ -227,7 +243,7 @@ impl SubagentControl {
         parent: &Agent,
         child_id: &str,
         message: Vec<UserPart>,
-    ) -> Result<Delivery, SubagentError> {
+    ) -> Result<BoxFuture<'static, Result<Delivery, SubagentError>>, SubagentError> {
         let starting = || SubagentError::Starting(child_id.to_owned());
         let task_id = activation.task_id.get().ok_or_else(starting)?;
         let task = self
@@ -242,11 +258,20 @@ impl SubagentControl {
             });
         }
         let run = activation.run().ok_or_else(starting)?;
-        match run.steer(message) {
-            Ok(()) => Ok(Delivery::Steered(task_id.clone())),
-            Err(SubagentError::NoSteer(id)) => Err(SubagentError::NoSteer(id)),
-            Err(_) => Err(SubagentError::StoppedBeforeDelivery(child_id.to_owned())),
+        let delivery = run.steer(message);
+        let task_id = task_id.clone();
+        let child_id = child_id.to_owned();
+        Ok(async move {
+            match delivery.await {
+                Ok(()) => Ok(Delivery::Steered(task_id)),
+                // The task was running a moment ago: its turn ended before the child took it.
+                Err(SubagentError::NotRunning(_)) => {
+                    Err(SubagentError::StoppedBeforeDelivery(child_id))
+                }
+                Err(other) => Err(other),
+            }
         }
+        .boxed())
     }
 
     /// The cold path, run inside the new task: look the child up, check it is this parent's

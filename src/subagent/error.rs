@@ -28,8 +28,11 @@ pub enum SubagentError {
         "subagent \"{0}\" provider does not accept live delivery; the message was not delivered"
     )]
     NoSteer(String),
-    #[error("{0}")]
+    #[error("subagent child \"{0}\" is not running; the message was not delivered")]
     NotRunning(String),
+    /// The running child answered that it will not take a message now.
+    #[error("subagent \"{id}\" is running but did not accept the message ({reason}); the message was not delivered")]
+    SteerRefused { id: String, reason: String },
     /// The id names a task, e.g. a one-shot background child, which cannot be continued.
     #[error("\"{0}\" is a task id, not a continuable subagent's id (a one-shot background child cannot be continued); the message was not delivered")]
     OneShot(String),
@@ -79,6 +82,7 @@ impl SubagentError {
             | Self::NoResume(_) => "SubagentError",
             Self::NoSteer(_)
             | Self::NotRunning(_)
+            | Self::SteerRefused { .. }
             | Self::OneShot(_)
             | Self::OutsideControl(_)
             | Self::NotAssociatedAgent(_)
@@ -107,6 +111,7 @@ impl SubagentError {
             Self::Schema(_) => "INVALID_SCHEMA",
             Self::NoSteer(_)
             | Self::NotRunning(_)
+            | Self::SteerRefused { .. }
             | Self::OneShot(_)
             | Self::Starting(_)
             | Self::TaskNotRunning { .. }

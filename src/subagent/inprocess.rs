@@ -13,14 +13,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::host::ChildHost;
 use super::{
-    ResumeRequest, Run, RunControl, StartRequest, StopReason, SubagentError, SubagentResult,
-    ToolFilter,
+    ResumeRequest, Run, RunControl, StartRequest, SteerRefusal, StopReason, SubagentError,
+    SubagentResult, ToolFilter,
 };
 use crate::agent::host::StopReason as HostStop;
 use crate::agent::structured::StructuredOutputTool;
-use crate::agent::{
-    Agent, AgentOptions, AgentSpec, NotRunning, StructuredCapture, TurnError, TurnOutcome,
-};
+use crate::agent::{Agent, AgentOptions, AgentSpec, StructuredCapture, TurnError, TurnOutcome};
 use crate::session::{AssistantBlock, Empty, Event, EventBody, Header, UserPart};
 use crate::time::unique_now_ms;
 use crate::tools::ToolRegistry;
@@ -237,7 +235,6 @@ pub(super) fn drive(
     let result = result.shared();
     let control = Arc::new(InProcessControl {
         host: Arc::downgrade(&host),
-        id: child.id.clone(),
         child: std::sync::Mutex::new(Some(child.clone())),
         cancel,
         result: result.clone(),
@@ -292,7 +289,6 @@ fn read_result(
 /// on the first dispose, so a disposed child is freed once its holders drop their runs.
 struct InProcessControl {
     host: Weak<dyn ChildHost>,
-    id: String,
     /// The child, until the first dispose takes it.
     child: std::sync::Mutex<Option<Arc<Agent>>>,
     cancel: CancellationToken,
@@ -315,13 +311,16 @@ impl RunControl for InProcessControl {
         .boxed()
     }
 
-    fn steer(&self, content: Vec<UserPart>) -> Option<Result<(), NotRunning>> {
+    fn steer(
+        &self,
+        content: Vec<UserPart>,
+    ) -> Option<BoxFuture<'static, Result<(), SteerRefusal>>> {
         let child = self.child.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        Some(match child {
-            Some(child) => child.steer(content),
-            None => Err(NotRunning {
-                id: self.id.clone(),
-            }),
-        })
+        // In process, delivery is decided at once: the turn is open or it is not.
+        let delivered = match child {
+            Some(child) => child.steer(content).map_err(|_| SteerRefusal::Stopped),
+            None => Err(SteerRefusal::Stopped),
+        };
+        Some(std::future::ready(delivered).boxed())
     }
 }

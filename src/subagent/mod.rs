@@ -31,7 +31,7 @@ use futures::FutureExt;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::{Agent, AgentOptions, NotRunning};
+use crate::agent::{Agent, AgentOptions};
 use crate::session::{AssistantBlock, UserPart};
 
 pub use acp::AcpProvider;
@@ -214,12 +214,23 @@ pub(crate) fn child_depth(parent: &Agent, max_depth: Option<u32>) -> Result<u32,
     }
 }
 
+/// Why a live delivery did not happen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SteerRefusal {
+    /// The child's turn is over, or ended before the child took the message.
+    Stopped,
+    /// The child said it will not take a message now; the reason is its own words.
+    Refused(String),
+}
+
 /// The provider-specific half of a [`Run`].
 pub trait RunControl: Send + Sync {
     /// Cancels what is left and resolves once the child is quiet; safe to call twice.
     fn dispose(&self) -> BoxFuture<'static, ()>;
-    /// Live delivery into the running turn, or `None` if the provider has none.
-    fn steer(&self, content: Vec<UserPart>) -> Option<Result<(), NotRunning>>;
+    /// Live delivery into the running turn, resolving once the child took the message or
+    /// refused it; `None` if the provider has none.
+    fn steer(&self, content: Vec<UserPart>)
+        -> Option<BoxFuture<'static, Result<(), SteerRefusal>>>;
 }
 
 /// One activation of a child. The holder must `dispose` it on every path.
@@ -273,12 +284,20 @@ impl Run {
         self.control.dispose().await
     }
 
-    /// Delivers a message into the child's running turn; refuses when it is not running.
-    pub fn steer(&self, content: Vec<UserPart>) -> Result<(), SubagentError> {
-        match self.control.steer(content) {
-            None => Err(SubagentError::NoSteer(self.id.clone())),
-            Some(result) => result.map_err(|e| SubagentError::NotRunning(e.to_string())),
+    /// Delivers a message into the child's running turn. Resolves once the child took it;
+    /// fails when the provider has no live delivery, the child is not running or refuses it.
+    pub fn steer(&self, content: Vec<UserPart>) -> BoxFuture<'static, Result<(), SubagentError>> {
+        let id = self.id.clone();
+        let Some(delivery) = self.control.steer(content) else {
+            return std::future::ready(Err(SubagentError::NoSteer(id))).boxed();
+        };
+        async move {
+            delivery.await.map_err(|refusal| match refusal {
+                SteerRefusal::Stopped => SubagentError::NotRunning(id),
+                SteerRefusal::Refused(reason) => SubagentError::SteerRefused { id, reason },
+            })
         }
+        .boxed()
     }
 }
 

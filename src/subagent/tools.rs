@@ -323,7 +323,10 @@ impl Tool for SendMessageTool {
             let content = vec![UserPart::Text {
                 text: message.to_owned(),
             }];
-            match control.send_message(&parent, child, content, cx.client.clone()) {
+            match control
+                .send_message(&parent, child, content, cx.client.clone())
+                .await
+            {
                 Ok(Delivery::Steered(task)) => {
                     ToolOutput::ok(format!("message delivered to running task {task}"))
                 }

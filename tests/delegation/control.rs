@@ -50,7 +50,7 @@ async fn wait(world: &World, task: &str, owner: &str) -> TaskSnapshot {
         .unwrap()
 }
 
-fn send(
+async fn send(
     world: &World,
     parent: &Arc<Agent>,
     child: &str,
@@ -60,6 +60,7 @@ fn send(
         .runtime
         .control()
         .send_message(parent, child, prompt(message), None)
+        .await
 }
 
 fn started(delivery: Result<Delivery, SubagentError>) -> String {
@@ -152,7 +153,7 @@ async fn a_start_that_fails_after_the_ids_were_returned_settles_failed() {
     assert_eq!(done.status, TaskStatus::Failed);
     assert!(done.detail.unwrap().contains("maxDepth"));
     // Never stored: a follow-up finds it unavailable.
-    let again = started(send(&world, &parent, &child, "hello"));
+    let again = started(send(&world, &parent, &child, "hello").await);
     let done = wait(&world, &again, &parent.id).await;
     assert_eq!(done.status, TaskStatus::Failed);
     assert_eq!(
@@ -215,7 +216,7 @@ async fn a_message_to_a_running_child_joins_its_task() {
     let parent = world.session();
     let (child, task) = start(&world, request(&parent, "child task"));
     gate.wait_entered().await;
-    let delivery = send(&world, &parent, &child, "also this").unwrap();
+    let delivery = send(&world, &parent, &child, "also this").await.unwrap();
     assert!(matches!(&delivery, Delivery::Steered(t) if *t == task.as_str()));
     gate.release();
     let done = wait(&world, &task, &parent.id).await;
@@ -235,7 +236,7 @@ async fn a_message_to_a_settled_child_cold_resumes_it_in_a_new_task() {
     let parent = world.session();
     let (child, task) = start(&world, request(&parent, "child task"));
     wait(&world, &task, &parent.id).await;
-    let next = started(send(&world, &parent, &child, "and then?"));
+    let next = started(send(&world, &parent, &child, "and then?").await);
     assert_eq!(next, "subagent-2");
     let done = wait(&world, &next, &parent.id).await;
     assert_eq!(done.output.as_deref(), Some("second answer"));
@@ -274,7 +275,7 @@ async fn cold_resume_rebuilds_persona_and_tool_filter() {
         descriptor["data"]["toolFilter"],
         json!({"deny": ["task_list"]})
     );
-    let next = started(send(&world, &parent, &child, "and then?"));
+    let next = started(send(&world, &parent, &child, "and then?").await);
     wait(&world, &next, &parent.id).await;
     let last = model
         .requests()
@@ -309,7 +310,7 @@ async fn a_fork_child_resumes_its_own_transcript_without_re_forking() {
     let seed = world.log(&child)[0]["seedLength"].clone();
     assert!(seed.as_u64().unwrap() > 0);
     world.prompt(&parent, "parent: later question").await;
-    let next = started(send(&world, &parent, &child, "and then?"));
+    let next = started(send(&world, &parent, &child, "and then?").await);
     wait(&world, &next, &parent.id).await;
     assert_eq!(world.log(&child)[0]["seedLength"], seed);
     let last = model
@@ -344,7 +345,7 @@ async fn a_resumed_child_keeps_its_header_depth() {
     let parent = world.session();
     let (child, task) = start(&world, request(&parent, "child task"));
     wait(&world, &task, &parent.id).await;
-    let next = started(send(&world, &parent, &child, "delegate"));
+    let next = started(send(&world, &parent, &child, "delegate").await);
     let done = wait(&world, &next, &parent.id).await;
     assert_eq!(world.log(&child)[0]["delegationDepth"], 1);
     assert_eq!(
@@ -361,7 +362,7 @@ async fn another_parent_cannot_continue_a_child() {
     let (child, task) = start(&world, request(&parent, "child task"));
     wait(&world, &task, &parent.id).await;
     let before = world.log(&child).len();
-    let next = started(send(&world, &stranger, &child, "and then?"));
+    let next = started(send(&world, &stranger, &child, "and then?").await);
     let done = wait(&world, &next, &stranger.id).await;
     assert_eq!(done.status, TaskStatus::Failed);
     assert!(done
@@ -391,7 +392,7 @@ async fn a_child_without_a_descriptor_is_not_resumable() {
     let parent = world.session();
     world.prompt(&parent, "parent: go").await;
     let child = world.only_child(&parent.id);
-    let next = started(send(&world, &parent, &child, "and then?"));
+    let next = started(send(&world, &parent, &child, "and then?").await);
     let done = wait(&world, &next, &parent.id).await;
     assert_eq!(done.status, TaskStatus::Failed);
     assert!(done.detail.unwrap().contains("continuation descriptor"));
@@ -402,7 +403,7 @@ async fn a_live_agent_outside_the_service_is_an_ownership_conflict() {
     let world = World::new(answers());
     let parent = world.session();
     let other = world.session();
-    let error = send(&world, &parent, &other.id, "hi").unwrap_err();
+    let error = send(&world, &parent, &other.id, "hi").await.unwrap_err();
     assert!(matches!(error, SubagentError::OutsideControl(_)));
     let text = error.to_string();
     assert!(text.contains("outside control-service ownership"));
@@ -424,7 +425,9 @@ async fn a_steer_into_a_stopping_task_fails_without_falling_through() {
     let (child, task) = start(&world, request(&parent, "child task"));
     gate.wait_entered().await;
     world.runtime.tasks().kill(&task, &parent.id, None).unwrap();
-    let error = send(&world, &parent, &child, "and then?").unwrap_err();
+    let error = send(&world, &parent, &child, "and then?")
+        .await
+        .unwrap_err();
     assert_eq!(
         error.to_string(),
         format!(
@@ -438,7 +441,7 @@ async fn a_steer_into_a_stopping_task_fails_without_falling_through() {
         "no second task"
     );
     wait(&world, &task, &parent.id).await;
-    let next = started(send(&world, &parent, &child, "and then?"));
+    let next = started(send(&world, &parent, &child, "and then?").await);
     assert_eq!(
         wait(&world, &next, &parent.id).await.output.as_deref(),
         Some("second answer")
@@ -456,7 +459,7 @@ async fn a_stranger_cannot_steer_a_running_child() {
     let stranger = world.session();
     let (child, task) = start(&world, request(&parent, "child task"));
     gate.wait_entered().await;
-    let error = send(&world, &stranger, &child, "psst").unwrap_err();
+    let error = send(&world, &stranger, &child, "psst").await.unwrap_err();
     assert_eq!(
         error.to_string(),
         format!("task {task} belongs to another session; the message was not delivered")
@@ -475,7 +478,7 @@ async fn a_kill_during_lookup_settles_killed_without_child_work() {
     let before = world.log(&child).len();
     let calls_before = model.calls_for(&child);
     // In one frame: the task exists, its lookup has not run yet.
-    let next = started(send(&world, &parent, &child, "and then?"));
+    let next = started(send(&world, &parent, &child, "and then?").await);
     world.runtime.tasks().kill(&next, &parent.id, None).unwrap();
     let done = wait(&world, &next, &parent.id).await;
     assert_eq!(done.status, TaskStatus::Killed);
@@ -490,8 +493,10 @@ async fn two_sends_during_one_resume_load_admit_one_activation() {
     let parent = world.session();
     let (child, task) = start(&world, request(&parent, "child task"));
     wait(&world, &task, &parent.id).await;
-    let first = started(send(&world, &parent, &child, "and then?"));
-    let error = send(&world, &parent, &child, "and more?").unwrap_err();
+    let first = started(send(&world, &parent, &child, "and then?").await);
+    let error = send(&world, &parent, &child, "and more?")
+        .await
+        .unwrap_err();
     assert_eq!(
         error.to_string(),
         format!("subagent \"{child}\" activation is starting; the message was not delivered")
@@ -508,7 +513,7 @@ async fn wait_then_send_always_takes_the_cold_path() {
     let (child, mut task) = start(&world, request(&parent, "child task"));
     for round in 0..5 {
         wait(&world, &task, &parent.id).await;
-        task = started(send(&world, &parent, &child, &format!("round {round}")));
+        task = started(send(&world, &parent, &child, &format!("round {round}")).await);
     }
     wait(&world, &task, &parent.id).await;
     assert_eq!(user_texts(&world, &child).len(), 6);
@@ -521,7 +526,7 @@ async fn list_children_reports_this_parents_continuable_children() {
     let other = world.session();
     let (child, task) = start(&world, request(&parent, "child task"));
     wait(&world, &task, &parent.id).await;
-    let next = started(send(&world, &parent, &child, "and then?"));
+    let next = started(send(&world, &parent, &child, "and then?").await);
     wait(&world, &next, &parent.id).await;
     let (_, elsewhere) = start(&world, request(&other, "child task"));
     wait(&world, &elsewhere, &other.id).await;
@@ -609,6 +614,7 @@ async fn after_a_restart_a_running_child_shows_interrupted_and_can_be_continued(
     let next = second
         .control()
         .send_message(&parent, &child, prompt("and then?"), None)
+        .await
         .unwrap();
     assert!(matches!(&next, Delivery::Started(t) if *t == "subagent-2"));
     let done = second

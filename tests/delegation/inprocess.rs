@@ -328,6 +328,7 @@ async fn steer_is_strict_a_settled_child_refuses() {
         .steer(vec![UserPart::Text {
             text: "more".into(),
         }])
+        .await
         .unwrap_err();
     assert!(
         error
@@ -367,6 +368,7 @@ async fn steering_lands_in_the_running_turn() {
     run.steer(vec![UserPart::Text {
         text: "also say HI".into(),
     }])
+    .await
     .unwrap();
     release_tx.send(()).unwrap();
     let result = run.result().await;

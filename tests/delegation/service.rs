@@ -33,7 +33,7 @@ impl RunControl for NoopControl {
     fn steer(
         &self,
         _content: Vec<kin::session::UserPart>,
-    ) -> Option<Result<(), kin::agent::NotRunning>> {
+    ) -> Option<BoxFuture<'static, Result<(), kin::subagent::SteerRefusal>>> {
         None
     }
 }
