@@ -246,6 +246,60 @@ async fn a_child_that_refuses_a_second_prompt_keeps_running_and_the_message_is_n
 }
 
 #[tokio::test]
+async fn a_busy_kin_child_refuses_a_steered_prompt_and_goes_on() {
+    let home = tempfile::tempdir().unwrap();
+    let cwd = tempfile::tempdir().unwrap();
+    let mut command = command_for("unused", &marker("busy-kin"), cwd.path());
+    // The replayed turn streams one chunk and then waits until it is cancelled.
+    command.program = common::kin_binary().display().to_string();
+    let replay = common::snapshot_dir("busy-session");
+    command.args = vec![
+        "acp".into(),
+        "--replay".into(),
+        replay.display().to_string(),
+    ];
+    command.env = vec![
+        ("KIN_HOME".into(), home.path().display().to_string()),
+        (
+            "XDG_CONFIG_HOME".into(),
+            home.path().join("config").display().to_string(),
+        ),
+    ];
+    let cancel = CancellationToken::new();
+    let mut child = AcpChild::start(command, &cancel).await.unwrap();
+    let log = home
+        .path()
+        .join(format!("sessions/{}.jsonl", child.session_id));
+    let (steers, mut steered) = tokio::sync::mpsc::unbounded_channel();
+    let prompting = CancellationToken::new();
+    let stop = prompting.clone();
+    let steer = async move {
+        // The child's turn is running once its first chunk is logged; no event tells us here.
+        let start = Instant::now();
+        while !std::fs::read_to_string(&log).is_ok_and(|text| text.contains("Working on it")) {
+            assert!(start.elapsed() < DEADLINE, "the child's turn never started");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let (verdict, taken) = tokio::sync::oneshot::channel();
+        let text = "also this".to_owned();
+        steers.send(Steer { text, verdict }).unwrap();
+        let verdict = taken.await.expect("a verdict");
+        stop.cancel();
+        verdict
+    };
+    let (verdict, outcome) = tokio::join!(
+        steer,
+        child.prompt_steered("Take your time.", &prompting, &mut steered)
+    );
+    child.shutdown().await;
+    let reason = verdict.unwrap_err();
+    assert!(reason.contains("is already running a prompt"), "{reason}");
+    let outcome = outcome.unwrap();
+    assert_eq!(outcome.stop_reason, "cancelled");
+    assert_eq!(outcome.text, "Working on it");
+}
+
+#[tokio::test]
 async fn a_missing_program_fails_to_start() {
     let cwd = tempfile::tempdir().unwrap();
     let mut command = command_for("ok", &marker("missing"), cwd.path());
