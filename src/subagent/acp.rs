@@ -213,6 +213,10 @@ impl Provider for AcpProvider {
         self.known_continuable() != Some(false)
     }
 
+    fn continuable_known(&self) -> Option<bool> {
+        self.known_continuable()
+    }
+
     fn continuable_start(&self, request: &StartRequest) -> BoxFuture<'static, bool> {
         if let Some(known) = self.known_continuable() {
             return std::future::ready(known).boxed();

@@ -313,6 +313,10 @@ pub trait Provider: Send + Sync {
     fn can_resume(&self) -> bool {
         false
     }
+    /// Whether background children are continuable, if known before one starts (tool wording).
+    fn continuable_known(&self) -> Option<bool> {
+        Some(self.can_resume())
+    }
     /// Whether a background child of `request` would be continuable, decided before it starts.
     /// By default [`Provider::can_resume`]; a provider whose children tell it themselves (ACP)
     /// may launch one to ask.

@@ -54,11 +54,12 @@ impl SubagentTool {
         }
     }
 
-    /// Whether background children of this tool can be messaged again (the provider resumes).
-    fn continuable(&self) -> bool {
+    /// Whether background children of this tool can be messaged again, if known yet (an ACP
+    /// child agent says so only once it has been launched).
+    fn continuable(&self) -> Option<bool> {
         self.subagents
             .get(&self.provider)
-            .is_some_and(|provider| provider.can_resume())
+            .map_or(Some(false), |provider| provider.continuable_known())
     }
 
     fn description(&self) -> String {
@@ -74,17 +75,21 @@ impl SubagentTool {
              change, an analysis — so the steps do not fill this conversation. The child does \
              not see this conversation: give it a complete prompt."
         };
-        if self.continuable() {
-            format!(
+        match self.continuable() {
+            Some(true) => format!(
                 "{what} Set `run_in_background: true` to start it in the background instead: you \
                  get its subagent id and a task id at once; collect the answer with \
                  `task_output`, stop it with `task_kill`, and ask it more with `send_message`."
-            )
-        } else {
-            format!(
+            ),
+            Some(false) => format!(
                 "{what} Set `run_in_background: true` to get a task id at once instead; collect \
                  the answer with `task_output` and stop it with `task_kill`."
-            )
+            ),
+            None => format!(
+                "{what} Set `run_in_background: true` to get a task id at once instead; collect \
+                 the answer with `task_output` and stop it with `task_kill`. Whether you can ask \
+                 it more with `send_message` depends on the child agent: the start result says."
+            ),
         }
     }
 }
@@ -121,7 +126,7 @@ impl Tool for SubagentTool {
             "The complete task for the child, with everything it needs: it does not see this \
              conversation."
         };
-        let background = if self.continuable() {
+        let background = if self.continuable() == Some(true) {
             "Run in the background and return its subagent id and a task id at once; collect \
              the answer with task_output, stop it with task_kill, follow up with send_message."
         } else {
