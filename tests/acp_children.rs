@@ -189,48 +189,52 @@ async fn cancelling_a_prompt_tells_the_child_and_tears_it_down() {
     assert_none_left(&marker).await;
 }
 
-/// Prompts a child in `mode` and steers `text` into the running prompt; returns the steer's
-/// verdict, once given, and the prompt's outcome.
+/// Prompts `child` with `prompt` and, once `ready` resolves, steers "also this" into the
+/// running prompt; a refused steer leaves the child busy, so the prompt is cancelled then.
+/// Returns the steer's verdict and the prompt's outcome, after the teardown.
 async fn steer_into(
-    mode: &str,
-    marker: &str,
-    text: &str,
+    mut child: AcpChild,
+    prompt: &str,
+    ready: impl std::future::Future<Output = ()>,
 ) -> (Result<(), String>, Result<PromptOutcome, ChildError>) {
-    let cwd = tempfile::tempdir().unwrap();
-    let cancel = CancellationToken::new();
-    let mut child = AcpChild::start(command_for(mode, marker, cwd.path()), &cancel)
-        .await
-        .unwrap();
     let (steers, mut steered) = tokio::sync::mpsc::unbounded_channel();
-    let (verdict, taken) = tokio::sync::oneshot::channel();
-    steers
-        .send(Steer {
-            text: text.to_owned(),
-            verdict,
-        })
-        .unwrap();
     let prompting = CancellationToken::new();
     let stop = prompting.clone();
-    let verdict = async move {
+    let steer = async move {
+        ready.await;
+        let (verdict, taken) = tokio::sync::oneshot::channel();
+        let text = "also this".to_owned();
+        steers.send(Steer { text, verdict }).unwrap();
         let verdict = taken.await.expect("a verdict");
-        // A child that refused is still busy with the first prompt: end it.
         if verdict.is_err() {
             stop.cancel();
         }
         verdict
     };
     let (verdict, outcome) = tokio::join!(
-        verdict,
-        child.prompt_steered("hello", &prompting, &mut steered)
+        steer,
+        child.prompt_steered(prompt, &prompting, &mut steered)
     );
     child.shutdown().await;
-    assert_none_left(marker).await;
     (verdict, outcome)
+}
+
+/// [`steer_into`] the fake child in `mode`, at once (it reads one message at a time).
+async fn steer_fake(mode: &str) -> (Result<(), String>, Result<PromptOutcome, ChildError>) {
+    let cwd = tempfile::tempdir().unwrap();
+    let marker = marker(mode);
+    let command = command_for(mode, &marker, cwd.path());
+    let child = AcpChild::start(command, &CancellationToken::new())
+        .await
+        .unwrap();
+    let answer = steer_into(child, "hello", async {}).await;
+    assert_none_left(&marker).await;
+    answer
 }
 
 #[tokio::test]
 async fn a_child_that_takes_a_second_prompt_is_steered_and_answers_both() {
-    let (verdict, outcome) = steer_into("steer", &marker("steer"), "also this").await;
+    let (verdict, outcome) = steer_fake("steer").await;
     assert_eq!(verdict, Ok(()));
     let outcome = outcome.unwrap();
     assert_eq!(outcome.stop_reason, "end_turn");
@@ -239,7 +243,7 @@ async fn a_child_that_takes_a_second_prompt_is_steered_and_answers_both() {
 
 #[tokio::test]
 async fn a_child_that_refuses_a_second_prompt_keeps_running_and_the_message_is_not_delivered() {
-    let (verdict, outcome) = steer_into("wait", &marker("refuse"), "also this").await;
+    let (verdict, outcome) = steer_fake("wait").await;
     assert_eq!(verdict, Err("busy with another prompt".to_owned()));
     // The refusal did not end the run: only the cancel after it did.
     assert_eq!(outcome.unwrap().stop_reason, "cancelled");
@@ -265,33 +269,21 @@ async fn a_busy_kin_child_refuses_a_steered_prompt_and_goes_on() {
             home.path().join("config").display().to_string(),
         ),
     ];
-    let cancel = CancellationToken::new();
-    let mut child = AcpChild::start(command, &cancel).await.unwrap();
+    let child = AcpChild::start(command, &CancellationToken::new())
+        .await
+        .unwrap();
     let log = home
         .path()
         .join(format!("sessions/{}.jsonl", child.session_id));
-    let (steers, mut steered) = tokio::sync::mpsc::unbounded_channel();
-    let prompting = CancellationToken::new();
-    let stop = prompting.clone();
-    let steer = async move {
-        // The child's turn is running once its first chunk is logged; no event tells us here.
+    // The child's turn is running once its first chunk is logged; no event tells us here.
+    let running = async move {
         let start = Instant::now();
         while !std::fs::read_to_string(&log).is_ok_and(|text| text.contains("Working on it")) {
             assert!(start.elapsed() < DEADLINE, "the child's turn never started");
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        let (verdict, taken) = tokio::sync::oneshot::channel();
-        let text = "also this".to_owned();
-        steers.send(Steer { text, verdict }).unwrap();
-        let verdict = taken.await.expect("a verdict");
-        stop.cancel();
-        verdict
     };
-    let (verdict, outcome) = tokio::join!(
-        steer,
-        child.prompt_steered("Take your time.", &prompting, &mut steered)
-    );
-    child.shutdown().await;
+    let (verdict, outcome) = steer_into(child, "Take your time.", running).await;
     let reason = verdict.unwrap_err();
     assert!(reason.contains("is already running a prompt"), "{reason}");
     let outcome = outcome.unwrap();
