@@ -10,7 +10,6 @@ use super::{
     permissions, Agent, AgentState, MessageAssembler, Observer, TurnDeps, TurnError, TurnOutcome,
 };
 use crate::model::{ModelError, ModelRequest};
-use crate::session::history::model_history;
 use crate::session::*;
 use crate::time::now_ms;
 use crate::tools::{ToolContext, ToolOutput};
@@ -209,7 +208,7 @@ impl Turn<'_> {
             session_id: self.agent.id.clone(),
             cwd: Some(self.agent.cwd.clone()),
             system: self.deps.system.clone(),
-            history: self.agent.with_events(model_history),
+            history: self.agent.model_history(),
             tools: self.agent.tools.specs(),
             max_tokens: self.agent.options.max_tokens,
         };

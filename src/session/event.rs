@@ -8,6 +8,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use super::delta_line::read_delta_line;
+
 /// Line 1 of every session log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -604,6 +606,10 @@ const CHUNK_LINE_START: &str = r#"{"type":"assistant/chunk","#;
 /// Parses one event line; packed rows expand into several events.
 pub fn parse_event_line(line: &str, out: &mut Vec<Event>) -> Result<(), LineError> {
     if line.starts_with(CHUNK_LINE_START) {
+        if let Some(event) = read_delta_line(line) {
+            out.push(event);
+            return Ok(());
+        }
         let chunk: ChunkLine = serde_json::from_str(line)?;
         out.push(Event {
             seq: chunk.seq,

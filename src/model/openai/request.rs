@@ -11,7 +11,10 @@
 //!
 //! A long session's history is encoded once, not at every step: [`EncodedHistory`] keeps each
 //! message's JSON text from the last request and the next body is put together from those
-//! texts, encoding only the messages that are new or changed.
+//! texts, encoding only the messages that are new or changed. The agent's requests share
+//! their messages, so an unchanged one is known by its address, without comparing its text.
+
+use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
@@ -44,7 +47,7 @@ pub struct EncodedHistory {
 
 #[derive(Debug)]
 struct EncodedItem {
-    item: HistoryItem,
+    item: Arc<HistoryItem>,
     send_reasoning: bool,
     /// `None`: the item sends no message (see [`assistant`]).
     json: Option<String>,
@@ -55,7 +58,7 @@ impl EncodedHistory {
     /// keeps its text while it is equal to the one at its place last time and its stretch
     /// still makes the same reasoning decision; anything else is encoded afresh.
     pub fn body(&mut self, model: &str, request: &ModelRequest) -> String {
-        self.update(&request.history);
+        self.update(request.history.items());
         let mut out = String::with_capacity(self.len_hint() + 256);
         out.push_str(r#"{"model":"#);
         out.push_str(&Value::from(model).to_string());
@@ -105,11 +108,13 @@ impl EncodedHistory {
     }
 
     /// Brings the encoded items in line with `history`.
-    fn update(&mut self, history: &[HistoryItem]) {
+    fn update(&mut self, history: &[Arc<HistoryItem>]) {
         self.items.truncate(history.len());
         for (at, (item, send_reasoning)) in with_reasoning_decisions(history).enumerate() {
             match self.items.get_mut(at) {
-                Some(kept) if kept.send_reasoning == send_reasoning && kept.item == *item => {}
+                Some(kept)
+                    if kept.send_reasoning == send_reasoning
+                        && (Arc::ptr_eq(&kept.item, item) || kept.item == *item) => {}
                 slot => {
                     let fresh = EncodedItem {
                         item: item.clone(),
@@ -156,8 +161,8 @@ impl RecentHistories {
 
 /// Each history item with whether its assistant message is to carry `reasoning_content`.
 fn with_reasoning_decisions(
-    history: &[HistoryItem],
-) -> impl Iterator<Item = (&HistoryItem, bool)> + '_ {
+    history: &[Arc<HistoryItem>],
+) -> impl Iterator<Item = (&Arc<HistoryItem>, bool)> + '_ {
     let mut stretch_start = 0;
     std::iter::from_fn(move || {
         if stretch_start >= history.len() {
@@ -166,11 +171,12 @@ fn with_reasoning_decisions(
         // A stretch: one user message (or the start) up to the next user message.
         let stretch_end = history[stretch_start + 1..]
             .iter()
-            .position(|item| matches!(item, HistoryItem::User(_)))
+            .position(|item| matches!(**item, HistoryItem::User(_)))
             .map_or(history.len(), |at| stretch_start + 1 + at);
         let stretch = &history[stretch_start..stretch_end];
         stretch_start = stretch_end;
-        let send_reasoning = stretch.iter().any(has_tool_call) && stretch.iter().any(has_reasoning);
+        let send_reasoning = stretch.iter().any(|item| has_tool_call(item))
+            && stretch.iter().any(|item| has_reasoning(item));
         Some(stretch.iter().map(move |item| (item, send_reasoning)))
     })
     .flatten()
@@ -262,7 +268,7 @@ mod tests {
             session_id: "s".into(),
             cwd: None,
             system: "be brief".into(),
-            history,
+            history: history.into(),
             tools: vec![ToolSpec {
                 name: "ls".into(),
                 description: "list".into(),
@@ -415,7 +421,7 @@ mod tests {
         check(&request, &mut cache);
         // A tool call later in the stretch makes the earlier message carry its reasoning.
         history.push(call);
-        request.history = history.clone();
+        request.history = history.clone().into();
         check(&request, &mut cache);
         assert!(cache.items[1]
             .json
@@ -424,10 +430,10 @@ mod tests {
             .contains("reasoning_content"));
         // A new stretch, a cap, then a shorter history (e.g. another model call's view).
         history.push(user("two"));
-        request.history = history.clone();
+        request.history = history.clone().into();
         request.max_tokens = Some(5);
         check(&request, &mut cache);
-        request.history.truncate(1);
+        request.history = history[..1].to_vec().into();
         request.tools.clear();
         check(&request, &mut cache);
         assert_eq!(cache.items.len(), 1);
