@@ -284,7 +284,7 @@ impl Model for OpenAiModel {
             client,
             self.settings.clone(),
             key,
-            body.into(),
+            body,
         ))
     }
 

@@ -16,6 +16,7 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
 use crate::model::{ModelRequest, ToolSpec};
@@ -23,7 +24,7 @@ use crate::session::history::HistoryItem;
 use crate::session::{AssistantBlock, UserPart};
 
 /// The request body for `model`, encoding every message (no earlier request to reuse).
-pub fn body(model: &str, request: &ModelRequest) -> String {
+pub fn body(model: &str, request: &ModelRequest) -> Bytes {
     EncodedHistory::default().body(model, request)
 }
 
@@ -43,6 +44,10 @@ fn tool(spec: &ToolSpec) -> Value {
 pub struct EncodedHistory {
     /// One per history item, in order.
     items: Vec<EncodedItem>,
+    /// The last body. Its buffer is written over for the next one once that call has let go
+    /// of it: a long session's body is megabytes, and fresh pages for it cost more than
+    /// encoding the new messages does.
+    last_body: Bytes,
 }
 
 #[derive(Debug)]
@@ -57,15 +62,23 @@ impl EncodedHistory {
     /// The request body for `model`, byte for byte what encoding it whole would give. An item
     /// keeps its text while it is equal to the one at its place last time and its stretch
     /// still makes the same reasoning decision; anything else is encoded afresh.
-    pub fn body(&mut self, model: &str, request: &ModelRequest) -> String {
+    pub fn body(&mut self, model: &str, request: &ModelRequest) -> Bytes {
         self.update(request.history.items());
-        let mut out = String::with_capacity(self.len_hint() + 256);
-        out.push_str(r#"{"model":"#);
-        out.push_str(&Value::from(model).to_string());
-        out.push_str(r#","messages":["#);
+        let last = std::mem::take(&mut self.last_body);
+        let mut out = if last.is_unique() {
+            Vec::from(last)
+        } else {
+            Vec::new()
+        };
+        out.clear();
+        out.reserve(self.len_hint() + 256);
+        let mut push = |text: &str| out.extend_from_slice(text.as_bytes());
+        push(r#"{"model":"#);
+        push(&Value::from(model).to_string());
+        push(r#","messages":["#);
         let mut first = true;
         if !request.system.is_empty() {
-            out.push_str(&json!({"role": "system", "content": request.system}).to_string());
+            push(&json!({"role": "system", "content": request.system}).to_string());
             first = false;
         }
         for text in self
@@ -74,12 +87,12 @@ impl EncodedHistory {
             .filter_map(|encoded| encoded.json.as_deref())
         {
             if !first {
-                out.push(',');
+                push(",");
             }
-            out.push_str(text);
+            push(text);
             first = false;
         }
-        out.push(']');
+        push("]");
         let mut rest = Map::new();
         if !request.tools.is_empty() {
             rest.insert(
@@ -94,10 +107,11 @@ impl EncodedHistory {
         rest.insert("stream_options".into(), json!({"include_usage": true}));
         // `{"tools":…,…}` without its braces continues the object.
         let rest = Value::Object(rest).to_string();
-        out.push(',');
-        out.push_str(&rest[1..rest.len() - 1]);
-        out.push('}');
-        out
+        push(",");
+        push(&rest[1..rest.len() - 1]);
+        push("}");
+        self.last_body = Bytes::from(out);
+        self.last_body.clone()
     }
 
     fn len_hint(&self) -> usize {
@@ -279,7 +293,7 @@ mod tests {
     }
 
     fn parsed_body(request: &ModelRequest) -> Value {
-        serde_json::from_str(&body("m", request)).unwrap()
+        serde_json::from_slice(&body("m", request)).unwrap()
     }
 
     fn messages(request: &ModelRequest) -> Vec<Value> {
@@ -411,7 +425,7 @@ mod tests {
         let check = |request: &ModelRequest, cache: &mut EncodedHistory| {
             let kept = cache.body("m", request);
             assert_eq!(kept, body("m", request));
-            let reparsed: Value = serde_json::from_str(&kept).unwrap();
+            let reparsed: Value = serde_json::from_slice(&kept).unwrap();
             assert_eq!(
                 kept,
                 reparsed.to_string(),
@@ -437,5 +451,49 @@ mod tests {
         request.tools.clear();
         check(&request, &mut cache);
         assert_eq!(cache.items.len(), 1);
+    }
+
+    #[test]
+    fn a_folded_history_reuses_what_it_shares_and_gives_the_same_bytes() {
+        use crate::session::history::HistoryFold;
+        use crate::session::parse_event_line;
+
+        let lines = [
+            r#"{"type":"user/message","seq":0,"time":0,"data":{"content":[{"type":"text","text":"one"}],"source":{"kind":"user"},"role":"user","id":"u"}}"#,
+            r#"{"type":"assistant/message","seq":1,"time":0,"data":{"turn":1,"step":1,"message":{"role":"assistant","content":[{"type":"reasoning","text":"r"},{"type":"tool-call","id":"c","name":"ls","arguments":"{}"}],"source":{},"id":"a"}}}"#,
+            r#"{"type":"tool/result","seq":2,"time":0,"data":{"turn":1,"step":1,"message":{"source":{},"content":[{"type":"tool-result","toolCallId":"c","content":[{"type":"text","text":"out"}],"isError":false}],"role":"user","id":"r"}}}"#,
+            r#"{"type":"assistant/message","seq":3,"time":0,"data":{"turn":1,"step":2,"message":{"role":"assistant","content":[{"type":"text","text":"done"}],"source":{},"id":"b"}}}"#,
+        ];
+        let mut events = Vec::new();
+        for line in lines {
+            parse_event_line(line, &mut events).unwrap();
+        }
+        let mut fold = HistoryFold::default();
+        let mut cache = EncodedHistory::default();
+        let mut request = request(Vec::new());
+        let mut held = Vec::new();
+        for (at, event) in events.iter().enumerate() {
+            fold.push(event);
+            request.history = fold.history();
+            // While the call is open the view ends in an interrupted result, which the
+            // next step's real result replaces.
+            let kept = cache.body("m", &request);
+            assert_eq!(kept, body("m", &request));
+            // A body still held (a call in flight) is never written over; a released one's
+            // buffer is reused.
+            if at % 2 == 0 {
+                held.push((kept, body("m", &request)));
+            }
+        }
+        for (kept, fresh) in held {
+            assert_eq!(kept, fresh);
+        }
+        let shared = request.history.items();
+        assert_eq!(cache.items.len(), shared.len());
+        assert!(cache
+            .items
+            .iter()
+            .zip(shared)
+            .all(|(kept, item)| Arc::ptr_eq(&kept.item, item)));
     }
 }
