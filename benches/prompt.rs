@@ -206,6 +206,8 @@ fn main() {
     common::watchdog("prompt", Duration::from_secs(300));
     let server = MockServer::start();
     server.set_default(text_reply(&["ok"]));
-    if std::env::var_os("SKIP_FIRST").is_none() { first_chunk(&server); }
+    if std::env::var_os("SKIP_FIRST").is_none() {
+        first_chunk(&server);
+    }
     model_request(&server);
 }

@@ -23,11 +23,11 @@ pub enum HistoryItem {
 /// Text given as the result of a tool call whose turn ended before it produced one.
 pub const INTERRUPTED_TOOL_RESULT: &str = "Error: the tool call was interrupted before it finished";
 
-/// The conversation of one model request, in log order. Its messages are shared with the
-/// agent's [`HistoryFold`]: cloning it copies pointers, and an encoder that kept the messages
-/// of the last request can tell an unchanged one by its address.
+/// The conversation of one model request, in log order, shared with the agent's
+/// [`HistoryFold`]: taking it copies no message (nor, usually, the list of them), and an
+/// encoder that kept the messages of the last request can tell an unchanged one by its address.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct ModelHistory(Vec<Arc<HistoryItem>>);
+pub struct ModelHistory(Arc<Vec<Arc<HistoryItem>>>);
 
 impl ModelHistory {
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = &HistoryItem> + ExactSizeIterator {
@@ -54,7 +54,7 @@ impl ModelHistory {
 
 impl From<Vec<HistoryItem>> for ModelHistory {
     fn from(items: Vec<HistoryItem>) -> Self {
-        Self(items.into_iter().map(Arc::new).collect())
+        Self(Arc::new(items.into_iter().map(Arc::new).collect()))
     }
 }
 
@@ -65,7 +65,9 @@ impl From<Vec<HistoryItem>> for ModelHistory {
 /// APIs reject dangling calls.
 #[derive(Debug, Default)]
 pub struct HistoryFold {
-    items: Vec<Arc<HistoryItem>>,
+    /// Shared with the requests taken from it; appended to in place once they are dropped
+    /// (a model drops its request once it has encoded it), else copied first.
+    items: Arc<Vec<Arc<HistoryItem>>>,
     /// Tool calls of the assistant messages so far that have no result yet.
     open_calls: Vec<String>,
 }
@@ -114,14 +116,17 @@ impl HistoryFold {
 
     /// The conversation as it stands, with an interrupted result for each call still open.
     pub fn history(&self) -> ModelHistory {
+        if self.open_calls.is_empty() {
+            return ModelHistory(self.items.clone());
+        }
         let mut items = Vec::with_capacity(self.items.len() + self.open_calls.len());
         items.extend(self.items.iter().cloned());
         items.extend(self.open_calls.iter().map(|id| Arc::new(interrupted(id))));
-        ModelHistory(items)
+        ModelHistory(Arc::new(items))
     }
 
     fn add(&mut self, item: HistoryItem) {
-        self.items.push(Arc::new(item));
+        Arc::make_mut(&mut self.items).push(Arc::new(item));
     }
 
     fn close_open(&mut self) {
@@ -356,6 +361,15 @@ mod tests {
     #[test]
     fn a_request_shares_the_messages_of_the_fold() {
         let events = events(&every_kind());
+        // With no call open, the list itself is shared; once the request is dropped, the
+        // fold appends in place.
+        let mut fold = HistoryFold::new(&events[..4]);
+        let request = fold.history();
+        assert!(Arc::ptr_eq(&request.0, &fold.items));
+        drop(request);
+        fold.push(&events[7]);
+        assert_eq!(Arc::strong_count(&fold.items), 1);
+        // With calls open, the messages still are.
         let fold = HistoryFold::new(&events);
         let (one, two) = (fold.history(), fold.history());
         assert!(one

@@ -9,10 +9,10 @@
 //! reasoning is left out (the API ignores it there, and older DeepSeek models reject it).
 //! Endpoints that never produced reasoning never see the field.
 //!
-//! A long session's history is encoded once, not at every step: [`EncodedHistory`] keeps each
-//! message's JSON text from the last request and the next body is put together from those
-//! texts, encoding only the messages that are new or changed. The agent's requests share
-//! their messages, so an unchanged one is known by its address, without comparing its text.
+//! A long session's history is encoded once, not at every step: [`EncodedHistory`] keeps the
+//! last body and where each message ends in it, and the next body keeps those bytes up to the
+//! first message that is new or changed, encoding only the rest. The agent's requests share
+//! their messages, so an unchanged one is known by its address, without reading it.
 
 use std::sync::Arc;
 
@@ -39,60 +39,121 @@ fn tool(spec: &ToolSpec) -> Value {
     })
 }
 
-/// The history messages of one session's last request, as encoded JSON text.
+/// One session's last request body, and where each history message ends in it.
 #[derive(Debug, Default)]
 pub struct EncodedHistory {
-    /// One per history item, in order.
+    /// One per history item of the last request, in order.
     items: Vec<EncodedItem>,
-    /// The last body. Its buffer is written over for the next one once that call has let go
-    /// of it: a long session's body is megabytes, and fresh pages for it cost more than
-    /// encoding the new messages does.
-    last_body: Bytes,
+    /// The last body. The next one keeps its bytes up to the first message that changed
+    /// (in place once the last call has let go of the buffer, else copied) and encodes only
+    /// what follows: a long session's body is megabytes, of which a step adds a little.
+    body: Bytes,
+    /// Length of the body's opening: `{"model":…,"messages":[` and the system message.
+    head_len: usize,
 }
 
 #[derive(Debug)]
 struct EncodedItem {
     item: Arc<HistoryItem>,
+    kind: Kind,
     send_reasoning: bool,
-    /// `None`: the item sends no message (see [`assistant`]).
-    json: Option<String>,
+    /// Where the body's messages up to this item's end (an item may send none).
+    end: usize,
+}
+
+/// What the reasoning decision needs of an item, kept so an unchanged item is not read again.
+#[derive(Debug, Clone, Copy)]
+struct Kind {
+    user: bool,
+    tool_call: bool,
+    reasoning: bool,
+}
+
+impl Kind {
+    fn of(item: &HistoryItem) -> Self {
+        let blocks: &[AssistantBlock] = match item {
+            HistoryItem::Assistant(blocks) => blocks,
+            _ => &[],
+        };
+        Self {
+            user: matches!(item, HistoryItem::User(_)),
+            tool_call: blocks
+                .iter()
+                .any(|b| matches!(b, AssistantBlock::ToolCall { .. })),
+            reasoning: blocks
+                .iter()
+                .any(|b| matches!(b, AssistantBlock::Reasoning { .. })),
+        }
+    }
 }
 
 impl EncodedHistory {
-    /// The request body for `model`, byte for byte what encoding it whole would give. An item
-    /// keeps its text while it is equal to the one at its place last time and its stretch
-    /// still makes the same reasoning decision; anything else is encoded afresh.
+    /// The request body for `model`, byte for byte what encoding it whole would give. The
+    /// last body is kept up to the first item that is not the one at its place last time
+    /// (the same shared item, or an equal one) or whose stretch now makes another reasoning
+    /// decision; the items from there on are encoded afresh.
     pub fn body(&mut self, model: &str, request: &ModelRequest) -> Bytes {
-        self.update(request.history.items());
-        let last = std::mem::take(&mut self.last_body);
-        let mut out = if last.is_unique() {
-            Vec::from(last)
-        } else {
-            Vec::new()
-        };
-        out.clear();
-        out.reserve(self.len_hint() + 256);
-        let mut push = |text: &str| out.extend_from_slice(text.as_bytes());
-        push(r#"{"model":"#);
-        push(&Value::from(model).to_string());
-        push(r#","messages":["#);
-        let mut first = true;
-        if !request.system.is_empty() {
-            push(&json!({"role": "system", "content": request.system}).to_string());
-            first = false;
-        }
-        for text in self
+        let history = request.history.items();
+        let head = head(model, &request.system);
+        let same = self
             .items
             .iter()
-            .filter_map(|encoded| encoded.json.as_deref())
-        {
-            if !first {
-                push(",");
-            }
-            push(text);
-            first = false;
+            .zip(history)
+            .take_while(|(kept, item)| Arc::ptr_eq(&kept.item, item) || kept.item == **item)
+            .count();
+        let kinds: Vec<Kind> = history
+            .iter()
+            .enumerate()
+            .map(|(at, item)| match self.items.get(at) {
+                Some(kept) if at < same => kept.kind,
+                _ => Kind::of(item),
+            })
+            .collect();
+        let decisions = reasoning_decisions(&kinds);
+        let keep = if self.body.get(..self.head_len) == Some(head.as_bytes()) {
+            self.items[..same]
+                .iter()
+                .zip(&decisions)
+                .take_while(|(kept, send)| kept.send_reasoning == **send)
+                .count()
+        } else {
+            0
+        };
+        let keep_bytes = match keep {
+            0 => 0,
+            _ => self.items[keep - 1].end,
+        };
+        let last = std::mem::take(&mut self.body);
+        let mut out = if last.is_unique() {
+            let mut reused = Vec::from(last);
+            reused.truncate(keep_bytes);
+            reused
+        } else {
+            last[..keep_bytes].to_vec()
+        };
+        if keep == 0 {
+            out.clear();
+            out.extend_from_slice(head.as_bytes());
         }
-        push("]");
+        self.head_len = head.len();
+        self.items.truncate(keep);
+        for (at, item) in history.iter().enumerate().skip(keep) {
+            let send_reasoning = decisions[at];
+            if let Some(message) = message(item, send_reasoning) {
+                // The array's first message follows its `[`; any other, a comma.
+                if out.last() != Some(&b'[') {
+                    out.push(b',');
+                }
+                out.extend_from_slice(message.to_string().as_bytes());
+            }
+            self.items.push(EncodedItem {
+                item: item.clone(),
+                kind: kinds[at],
+                send_reasoning,
+                end: out.len(),
+            });
+        }
+        out.push(b']');
         let mut rest = Map::new();
         if !request.tools.is_empty() {
             rest.insert(
@@ -107,42 +168,21 @@ impl EncodedHistory {
         rest.insert("stream_options".into(), json!({"include_usage": true}));
         // `{"tools":…,…}` without its braces continues the object.
         let rest = Value::Object(rest).to_string();
-        push(",");
-        push(&rest[1..rest.len() - 1]);
-        push("}");
-        self.last_body = Bytes::from(out);
-        self.last_body.clone()
+        out.push(b',');
+        out.extend_from_slice(rest[1..rest.len() - 1].as_bytes());
+        out.push(b'}');
+        self.body = Bytes::from(out);
+        self.body.clone()
     }
+}
 
-    fn len_hint(&self) -> usize {
-        self.items
-            .iter()
-            .map(|encoded| encoded.json.as_ref().map_or(0, |json| json.len() + 1))
-            .sum()
+/// The body up to its first history message: model, and the system prompt if any.
+fn head(model: &str, system: &str) -> String {
+    let mut head = format!(r#"{{"model":{},"messages":["#, Value::from(model));
+    if !system.is_empty() {
+        head.push_str(&json!({"role": "system", "content": system}).to_string());
     }
-
-    /// Brings the encoded items in line with `history`.
-    fn update(&mut self, history: &[Arc<HistoryItem>]) {
-        self.items.truncate(history.len());
-        for (at, (item, send_reasoning)) in with_reasoning_decisions(history).enumerate() {
-            match self.items.get_mut(at) {
-                Some(kept)
-                    if kept.send_reasoning == send_reasoning
-                        && (Arc::ptr_eq(&kept.item, item) || kept.item == *item) => {}
-                slot => {
-                    let fresh = EncodedItem {
-                        item: item.clone(),
-                        send_reasoning,
-                        json: message(item, send_reasoning).map(|m| m.to_string()),
-                    };
-                    match slot {
-                        Some(kept) => *kept = fresh,
-                        None => self.items.push(fresh),
-                    }
-                }
-            }
-        }
-    }
+    head
 }
 
 /// The [`EncodedHistory`] of each session that called most recently, so that a session's next
@@ -173,37 +213,22 @@ impl RecentHistories {
     }
 }
 
-/// Each history item with whether its assistant message is to carry `reasoning_content`.
-fn with_reasoning_decisions(
-    history: &[Arc<HistoryItem>],
-) -> impl Iterator<Item = (&Arc<HistoryItem>, bool)> + '_ {
-    let mut stretch_start = 0;
-    std::iter::from_fn(move || {
-        if stretch_start >= history.len() {
-            return None;
-        }
-        // A stretch: one user message (or the start) up to the next user message.
-        let stretch_end = history[stretch_start + 1..]
+/// For each history item, whether its assistant message is to carry `reasoning_content`:
+/// decided per stretch, from a user message (or the start) up to the next one.
+fn reasoning_decisions(kinds: &[Kind]) -> Vec<bool> {
+    let mut decisions = vec![false; kinds.len()];
+    let mut start = 0;
+    while start < kinds.len() {
+        let end = kinds[start + 1..]
             .iter()
-            .position(|item| matches!(**item, HistoryItem::User(_)))
-            .map_or(history.len(), |at| stretch_start + 1 + at);
-        let stretch = &history[stretch_start..stretch_end];
-        stretch_start = stretch_end;
-        let send_reasoning = stretch.iter().any(|item| has_tool_call(item))
-            && stretch.iter().any(|item| has_reasoning(item));
-        Some(stretch.iter().map(move |item| (item, send_reasoning)))
-    })
-    .flatten()
-}
-
-fn has_tool_call(item: &HistoryItem) -> bool {
-    matches!(item, HistoryItem::Assistant(blocks)
-        if blocks.iter().any(|b| matches!(b, AssistantBlock::ToolCall { .. })))
-}
-
-fn has_reasoning(item: &HistoryItem) -> bool {
-    matches!(item, HistoryItem::Assistant(blocks)
-        if blocks.iter().any(|b| matches!(b, AssistantBlock::Reasoning { .. })))
+            .position(|kind| kind.user)
+            .map_or(kinds.len(), |at| start + 1 + at);
+        let stretch = &kinds[start..end];
+        let send = stretch.iter().any(|k| k.tool_call) && stretch.iter().any(|k| k.reasoning);
+        decisions[start..end].fill(send);
+        start = end;
+    }
+    decisions
 }
 
 fn message(item: &HistoryItem, send_reasoning: bool) -> Option<Value> {
@@ -437,11 +462,7 @@ mod tests {
         history.push(call);
         request.history = history.clone().into();
         check(&request, &mut cache);
-        assert!(cache.items[1]
-            .json
-            .as_ref()
-            .unwrap()
-            .contains("reasoning_content"));
+        assert!(cache.items[1].send_reasoning);
         // A new stretch, a cap, then a shorter history (e.g. another model call's view).
         history.push(user("two"));
         request.history = history.clone().into();
