@@ -56,17 +56,19 @@ impl Rest<'_> {
     }
 
     /// A JSON non-negative integer that fits `T` (no sign, fraction, exponent or leading zero).
-    fn number<T: std::str::FromStr>(&mut self) -> Option<T> {
-        let digits = self
-            .0
-            .bytes()
-            .position(|b| !b.is_ascii_digit())
-            .unwrap_or(self.0.len());
-        let text = &self.0[..digits];
-        if digits == 0 || (digits > 1 && text.starts_with('0')) {
+    fn number<T: TryFrom<u64>>(&mut self) -> Option<T> {
+        let digits = self.0.bytes().take_while(u8::is_ascii_digit).count();
+        let text = &self.0.as_bytes()[..digits];
+        if digits == 0 || (digits > 1 && text[0] == b'0') {
             return None;
         }
-        let number = text.parse().ok()?;
+        let mut value = 0u64;
+        for digit in text {
+            value = value
+                .checked_mul(10)?
+                .checked_add(u64::from(digit - b'0'))?;
+        }
+        let number = T::try_from(value).ok()?;
         self.0 = &self.0[digits..];
         Some(number)
     }
@@ -141,6 +143,8 @@ mod tests {
             r#"{"type":"text-delta","index":01,"text":"x"}"#,
             r#"{"type":"text-delta","index":-1,"text":"x"}"#,
             r#"{"type":"text-delta","index":4294967296,"text":"x"}"#,
+            r#"{"type":"text-delta","index":99999999999999999999,"text":"x"}"#,
+            r#"{"type":"text-delta","index":1.0,"text":"x"}"#,
             r#"{"type":"text-delta","index":0,"text":"tab	raw"}"#,
             r#"{"type":"text-delta","index":0,"text":"bad \q escape"}"#,
             r#"{"type":"text-delta","index":0,"text":"x","extra":1}"#,
