@@ -187,7 +187,6 @@ fn model_request(server: &MockServer) {
         }
         kin.finish();
     }
-    eprintln!("SAMPLES {samples:?}");
     let (median, p10, p90) = summary(&mut samples);
     println!(
         "prompt: model request at {events} events: median {median:.2} ms (p10 {p10:.2}, p90 \
@@ -206,8 +205,6 @@ fn main() {
     common::watchdog("prompt", Duration::from_secs(300));
     let server = MockServer::start();
     server.set_default(text_reply(&["ok"]));
-    if std::env::var_os("SKIP_FIRST").is_none() {
-        first_chunk(&server);
-    }
+    first_chunk(&server);
     model_request(&server);
 }
