@@ -169,7 +169,7 @@ impl EncodedHistory {
         // `{"tools":…,…}` without its braces continues the object.
         let rest = Value::Object(rest).to_string();
         out.push(b',');
-        out.extend_from_slice(rest[1..rest.len() - 1].as_bytes());
+        out.extend_from_slice(&rest.as_bytes()[1..rest.len() - 1]);
         out.push(b'}');
         self.body = Bytes::from(out);
         self.body.clone()
