@@ -266,7 +266,7 @@ impl Turn<'_> {
             })
             .collect();
         self.emit_surface(
-            EventBody::AssistantMessage(AssistantMessage {
+            EventBody::AssistantMessage(Box::new(AssistantMessage {
                 turn,
                 step,
                 message: AssistantMessageBody {
@@ -280,7 +280,7 @@ impl Turn<'_> {
                     id: uuid::Uuid::new_v4().to_string(),
                 },
                 usage: message.usage.clone(),
-            }),
+            })),
             Some(chunk_seqs),
         )?;
         if finish.kind == FinishKind::Aborted {
@@ -362,7 +362,7 @@ impl Turn<'_> {
         // Logged like any result first; then the turn ends.
         let fatal = output.is_fatal().then(|| output.text.clone());
         self.emit_surface(
-            EventBody::ToolResult(ToolResult {
+            EventBody::ToolResult(Box::new(ToolResult {
                 turn,
                 step,
                 message: ToolResultMessage {
@@ -384,7 +384,7 @@ impl Turn<'_> {
                     code: error.code,
                 }),
                 meta: output.display.to_meta(),
-            }),
+            })),
             Some(vec![call_seq]),
         )?;
         if let Some(message) = fatal {

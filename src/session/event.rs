@@ -62,7 +62,8 @@ pub struct Event {
     pub time: u64,
     pub body: EventBody,
     pub source_event_seqs: Option<Vec<u64>>,
-    pub surface_op: Option<Value>,
+    /// Boxed, as it is rare: most events are streamed chunks.
+    pub surface_op: Option<Box<Value>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -74,9 +75,11 @@ pub enum EventBody {
     StepStart(StepRef),
     StepEnd(StepRef),
     AssistantChunk(AssistantChunk),
-    AssistantMessage(AssistantMessage),
+    // Boxed: the largest bodies, and rare next to chunks; an event stays small (a long log
+    // holds one per line in memory).
+    AssistantMessage(Box<AssistantMessage>),
     ToolCall(ToolCall),
-    ToolResult(ToolResult),
+    ToolResult(Box<ToolResult>),
     TurnEnd(TurnEnd),
     SessionEndSeed(Empty),
     SteeringMessage(SteeringMessage),
@@ -533,7 +536,7 @@ struct EventOut<'a> {
     #[serde(rename = "sourceEventSeqs", skip_serializing_if = "Option::is_none")]
     source_event_seqs: &'a Option<Vec<u64>>,
     #[serde(rename = "surfaceOp", skip_serializing_if = "Option::is_none")]
-    surface_op: &'a Option<Value>,
+    surface_op: &'a Option<Box<Value>>,
 }
 
 impl Serialize for Event {
@@ -563,7 +566,7 @@ struct RawLine<'a> {
     #[serde(borrow)]
     data: Option<&'a RawValue>,
     source_event_seqs: Option<Vec<u64>>,
-    surface_op: Option<Value>,
+    surface_op: Option<Box<Value>>,
 }
 
 #[derive(Deserialize)]
@@ -597,7 +600,7 @@ struct ChunkLine {
     time: u64,
     data: AssistantChunk,
     source_event_seqs: Option<Vec<u64>>,
-    surface_op: Option<Value>,
+    surface_op: Option<Box<Value>>,
 }
 
 /// How kin (and the reference) start a chunk line: most lines of a long log.
