@@ -57,7 +57,7 @@ struct EncodedItem {
     item: Arc<HistoryItem>,
     kind: Kind,
     send_reasoning: bool,
-    /// Where the body's messages up to this item's end (an item may send none).
+    /// Where the body's messages end once this item's is written (an item may send none).
     end: usize,
 }
 
