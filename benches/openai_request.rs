@@ -40,7 +40,8 @@ fn main() {
         system: "You are kin, a coding agent.".into(),
         history: vec![HistoryItem::User(vec![UserPart::Text {
             text: "Say ok.".into(),
-        }])],
+        }])]
+        .into(),
         tools: Vec::new(),
         max_tokens: None,
     };

@@ -50,7 +50,8 @@ fn request(text: &str) -> ModelRequest {
         system: "You are a test.".into(),
         history: vec![HistoryItem::User(vec![UserPart::Text {
             text: text.into(),
-        }])],
+        }])]
+        .into(),
         tools: vec![ToolSpec {
             name: "read_file".into(),
             description: "Reads a file".into(),

@@ -14,11 +14,12 @@ mod turn;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard};
 
 use tokio_util::sync::CancellationToken;
 
 use crate::model::{Model, ModelError};
+use crate::session::history::{HistoryFold, ModelHistory};
 use crate::session::{Event, EventBody, Header, SessionLog, StoreError, TurnEndReason, UserPart};
 use crate::tools::{ClientBridge, PermissionMode, Roots, SessionPermissions, ToolRegistry};
 
@@ -111,7 +112,7 @@ pub struct Agent {
     /// Held for a whole turn: one turn at a time, one writer of the log.
     state: tokio::sync::Mutex<AgentState>,
     /// The log's events so far; readable while a turn runs (a fork copies the completed part).
-    events: RwLock<Vec<Event>>,
+    transcript: RwLock<Transcript>,
     running: AtomicBool,
     turn_cancel: Mutex<Option<CancellationToken>>,
     /// Messages delivered into the running turn (`steer`), taken before the next model call.
@@ -130,6 +131,12 @@ pub use crate::session::UserMessage;
 struct Steering {
     queue: Vec<UserMessage>,
     open: bool,
+}
+
+/// The events, and the model's conversation folded from them as they come.
+struct Transcript {
+    events: Vec<Event>,
+    history: HistoryFold,
 }
 
 struct AgentState {
@@ -185,7 +192,10 @@ impl Agent {
                 last_turn,
                 has_title,
             }),
-            events: RwLock::new(spec.events),
+            transcript: RwLock::new(Transcript {
+                history: HistoryFold::new(&spec.events),
+                events: spec.events,
+            }),
             running: AtomicBool::new(false),
             turn_cancel: Mutex::new(None),
             steering: Mutex::new(Steering::default()),
@@ -244,14 +254,22 @@ impl Agent {
 
     /// Runs `read` over the events so far (a running turn's events included).
     pub fn with_events<T>(&self, read: impl FnOnce(&[Event]) -> T) -> T {
-        read(&self.events.read().unwrap_or_else(|p| p.into_inner()))
+        read(&self.transcript().events)
+    }
+
+    /// The conversation the model sees as of the last event.
+    pub fn model_history(&self) -> ModelHistory {
+        self.transcript().history.history()
+    }
+
+    fn transcript(&self) -> RwLockReadGuard<'_, Transcript> {
+        self.transcript.read().unwrap_or_else(|p| p.into_inner())
     }
 
     fn push_event(&self, event: Event) {
-        self.events
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(event);
+        let mut transcript = self.transcript.write().unwrap_or_else(|p| p.into_inner());
+        transcript.history.push(&event);
+        transcript.events.push(event);
     }
 
     /// Cancels the running turn, if any; it settles as `Cancelled`.

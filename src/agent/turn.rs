@@ -10,7 +10,6 @@ use super::{
     permissions, Agent, AgentState, MessageAssembler, Observer, TurnDeps, TurnError, TurnOutcome,
 };
 use crate::model::{ModelError, ModelRequest};
-use crate::session::history::model_history;
 use crate::session::*;
 use crate::time::now_ms;
 use crate::tools::{ToolContext, ToolOutput};
@@ -209,7 +208,7 @@ impl Turn<'_> {
             session_id: self.agent.id.clone(),
             cwd: Some(self.agent.cwd.clone()),
             system: self.deps.system.clone(),
-            history: self.agent.with_events(model_history),
+            history: self.agent.model_history(),
             tools: self.agent.tools.specs(),
             max_tokens: self.agent.options.max_tokens,
         };
@@ -267,7 +266,7 @@ impl Turn<'_> {
             })
             .collect();
         self.emit_surface(
-            EventBody::AssistantMessage(AssistantMessage {
+            EventBody::AssistantMessage(Box::new(AssistantMessage {
                 turn,
                 step,
                 message: AssistantMessageBody {
@@ -281,7 +280,7 @@ impl Turn<'_> {
                     id: uuid::Uuid::new_v4().to_string(),
                 },
                 usage: message.usage.clone(),
-            }),
+            })),
             Some(chunk_seqs),
         )?;
         if finish.kind == FinishKind::Aborted {
@@ -363,7 +362,7 @@ impl Turn<'_> {
         // Logged like any result first; then the turn ends.
         let fatal = output.is_fatal().then(|| output.text.clone());
         self.emit_surface(
-            EventBody::ToolResult(ToolResult {
+            EventBody::ToolResult(Box::new(ToolResult {
                 turn,
                 step,
                 message: ToolResultMessage {
@@ -385,7 +384,7 @@ impl Turn<'_> {
                     code: error.code,
                 }),
                 meta: output.display.to_meta(),
-            }),
+            })),
             Some(vec![call_seq]),
         )?;
         if let Some(message) = fatal {

@@ -13,7 +13,7 @@ use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use serde_json::Value;
 
-use crate::session::history::HistoryItem;
+use crate::session::history::ModelHistory;
 pub use crate::session::Chunk;
 pub use openai::OpenAiModel;
 pub use replay::{ReplayError, ReplayModel};
@@ -35,7 +35,8 @@ pub struct ModelRequest {
     pub session_id: String,
     pub cwd: Option<PathBuf>,
     pub system: String,
-    pub history: Vec<HistoryItem>,
+    /// Shared with the agent's fold of its log: cheap to clone.
+    pub history: ModelHistory,
     pub tools: Vec<ToolSpec>,
     /// Output-token cap for this call, if any.
     pub max_tokens: Option<u32>,

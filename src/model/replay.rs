@@ -321,7 +321,7 @@ fn fill_placeholders(entry: Entry, templates: &[String], request: &ModelRequest)
         return entry;
     }
     let mut known: HashMap<&str, String> = HashMap::new();
-    for item in &request.history {
+    for item in request.history.iter() {
         if let crate::session::history::HistoryItem::ToolResult { text, .. } = item {
             for template in templates {
                 for (hole, value) in match_template(template, text).unwrap_or_default() {
@@ -513,7 +513,7 @@ mod tests {
             session_id: session.into(),
             cwd: None,
             system: String::new(),
-            history: Vec::new(),
+            history: Default::default(),
             tools: Vec::new(),
             max_tokens: None,
         }

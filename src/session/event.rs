@@ -8,6 +8,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use super::delta_line::read_delta_line;
+
 /// Line 1 of every session log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -60,7 +62,8 @@ pub struct Event {
     pub time: u64,
     pub body: EventBody,
     pub source_event_seqs: Option<Vec<u64>>,
-    pub surface_op: Option<Value>,
+    /// Boxed, as it is rare: most events are streamed chunks.
+    pub surface_op: Option<Box<Value>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -72,9 +75,11 @@ pub enum EventBody {
     StepStart(StepRef),
     StepEnd(StepRef),
     AssistantChunk(AssistantChunk),
-    AssistantMessage(AssistantMessage),
+    // Boxed: the largest bodies, and rare next to chunks; an event stays small (a long log
+    // holds one per line in memory).
+    AssistantMessage(Box<AssistantMessage>),
     ToolCall(ToolCall),
-    ToolResult(ToolResult),
+    ToolResult(Box<ToolResult>),
     TurnEnd(TurnEnd),
     SessionEndSeed(Empty),
     SteeringMessage(SteeringMessage),
@@ -531,7 +536,7 @@ struct EventOut<'a> {
     #[serde(rename = "sourceEventSeqs", skip_serializing_if = "Option::is_none")]
     source_event_seqs: &'a Option<Vec<u64>>,
     #[serde(rename = "surfaceOp", skip_serializing_if = "Option::is_none")]
-    surface_op: &'a Option<Value>,
+    surface_op: &'a Option<Box<Value>>,
 }
 
 impl Serialize for Event {
@@ -561,7 +566,7 @@ struct RawLine<'a> {
     #[serde(borrow)]
     data: Option<&'a RawValue>,
     source_event_seqs: Option<Vec<u64>>,
-    surface_op: Option<Value>,
+    surface_op: Option<Box<Value>>,
 }
 
 #[derive(Deserialize)]
@@ -595,7 +600,7 @@ struct ChunkLine {
     time: u64,
     data: AssistantChunk,
     source_event_seqs: Option<Vec<u64>>,
-    surface_op: Option<Value>,
+    surface_op: Option<Box<Value>>,
 }
 
 /// How kin (and the reference) start a chunk line: most lines of a long log.
@@ -604,6 +609,10 @@ const CHUNK_LINE_START: &str = r#"{"type":"assistant/chunk","#;
 /// Parses one event line; packed rows expand into several events.
 pub fn parse_event_line(line: &str, out: &mut Vec<Event>) -> Result<(), LineError> {
     if line.starts_with(CHUNK_LINE_START) {
+        if let Some(event) = read_delta_line(line) {
+            out.push(event);
+            return Ok(());
+        }
         let chunk: ChunkLine = serde_json::from_str(line)?;
         out.push(Event {
             seq: chunk.seq,

@@ -1,4 +1,10 @@
 //! Folds of a session log: the conversation the model sees, and the completed-turn prefix.
+//!
+//! The conversation is folded event by event ([`HistoryFold`]) as the agent appends to its
+//! log, so a model step takes it as it stands instead of walking the whole log again, and the
+//! request shares its messages ([`ModelHistory`]) instead of copying them.
+
+use std::sync::Arc;
 
 use super::event::{AssistantBlock, Event, EventBody, UserPart};
 
@@ -17,44 +23,88 @@ pub enum HistoryItem {
 /// Text given as the result of a tool call whose turn ended before it produced one.
 pub const INTERRUPTED_TOOL_RESULT: &str = "Error: the tool call was interrupted before it finished";
 
-/// The conversation as the model should see it: user messages, assistant messages and tool
-/// results, in log order. Every tool call gets a result: one that has none (its turn was
-/// cancelled or crashed) gets an interrupted-error result, since chat APIs reject dangling calls.
-pub fn model_history(events: &[Event]) -> Vec<HistoryItem> {
-    let mut items = Vec::new();
-    let mut open_calls: Vec<String> = Vec::new();
-    let close_open = |items: &mut Vec<HistoryItem>, open: &mut Vec<String>| {
-        for call_id in open.drain(..) {
-            items.push(HistoryItem::ToolResult {
-                call_id,
-                text: INTERRUPTED_TOOL_RESULT.into(),
-                is_error: true,
-            });
+/// The conversation of one model request, in log order, shared with the agent's
+/// [`HistoryFold`]: taking it copies no message (nor, usually, the list of them), and an
+/// encoder that kept the messages of the last request can tell an unchanged one by its address.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ModelHistory(Arc<Vec<Arc<HistoryItem>>>);
+
+impl ModelHistory {
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &HistoryItem> + ExactSizeIterator {
+        self.0.iter().map(|item| &**item)
+    }
+
+    pub fn last(&self) -> Option<&HistoryItem> {
+        self.0.last().map(|item| &**item)
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The shared messages themselves.
+    pub fn items(&self) -> &[Arc<HistoryItem>] {
+        &self.0
+    }
+}
+
+impl From<Vec<HistoryItem>> for ModelHistory {
+    fn from(items: Vec<HistoryItem>) -> Self {
+        Self(Arc::new(items.into_iter().map(Arc::new).collect()))
+    }
+}
+
+/// The conversation as the model should see it, kept up to date one event at a time: user
+/// messages, assistant messages and tool results, in log order. Every tool call gets a result:
+/// one that has none yet (its turn was cancelled or crashed) gets an interrupted-error result
+/// before the next message, and in [`HistoryFold::history`] while it is the last, since chat
+/// APIs reject dangling calls.
+#[derive(Debug, Default)]
+pub struct HistoryFold {
+    /// Shared with the requests taken from it; appended to in place once they are dropped
+    /// (a model drops its request once it has encoded it), else copied first.
+    items: Arc<Vec<Arc<HistoryItem>>>,
+    /// Tool calls of the assistant messages so far that have no result yet.
+    open_calls: Vec<String>,
+}
+
+impl HistoryFold {
+    pub fn new(events: &[Event]) -> Self {
+        let mut fold = Self::default();
+        for event in events {
+            fold.push(event);
         }
-    };
-    for event in events {
+        fold
+    }
+
+    /// Folds in the event appended after the ones folded so far.
+    pub fn push(&mut self, event: &Event) {
         match &event.body {
             EventBody::UserMessage(message) => {
-                close_open(&mut items, &mut open_calls);
-                items.push(HistoryItem::User(message.content.clone()));
+                self.close_open();
+                self.add(HistoryItem::User(message.content.clone()));
             }
             EventBody::SteeringMessage(steering) => {
-                close_open(&mut items, &mut open_calls);
-                items.push(HistoryItem::User(steering.message.content.clone()));
+                self.close_open();
+                self.add(HistoryItem::User(steering.message.content.clone()));
             }
             EventBody::AssistantMessage(message) => {
-                close_open(&mut items, &mut open_calls);
+                self.close_open();
                 for block in &message.message.content {
                     if let AssistantBlock::ToolCall { id, .. } = block {
-                        open_calls.push(id.clone());
+                        self.open_calls.push(id.clone());
                     }
                 }
-                items.push(HistoryItem::Assistant(message.message.content.clone()));
+                self.add(HistoryItem::Assistant(message.message.content.clone()));
             }
             EventBody::ToolResult(result) => {
                 let call_id = result.call_id().to_owned();
-                open_calls.retain(|open| *open != call_id);
-                items.push(HistoryItem::ToolResult {
+                self.open_calls.retain(|open| *open != call_id);
+                self.add(HistoryItem::ToolResult {
                     call_id,
                     text: result.text(),
                     is_error: result.is_error(),
@@ -63,8 +113,35 @@ pub fn model_history(events: &[Event]) -> Vec<HistoryItem> {
             _ => {}
         }
     }
-    close_open(&mut items, &mut open_calls);
-    items
+
+    /// The conversation as it stands, with an interrupted result for each call still open.
+    pub fn history(&self) -> ModelHistory {
+        if self.open_calls.is_empty() {
+            return ModelHistory(self.items.clone());
+        }
+        let mut items = Vec::with_capacity(self.items.len() + self.open_calls.len());
+        items.extend(self.items.iter().cloned());
+        items.extend(self.open_calls.iter().map(|id| Arc::new(interrupted(id))));
+        ModelHistory(Arc::new(items))
+    }
+
+    fn add(&mut self, item: HistoryItem) {
+        Arc::make_mut(&mut self.items).push(Arc::new(item));
+    }
+
+    fn close_open(&mut self) {
+        for call_id in std::mem::take(&mut self.open_calls) {
+            self.add(interrupted(&call_id));
+        }
+    }
+}
+
+fn interrupted(call_id: &str) -> HistoryItem {
+    HistoryItem::ToolResult {
+        call_id: call_id.to_owned(),
+        text: INTERRUPTED_TOOL_RESULT.into(),
+        is_error: true,
+    }
 }
 
 /// The events up to and including the last `turn/end`: what a fork may inherit. The turn in
@@ -81,69 +158,256 @@ pub fn completed_turn_prefix(events: &[Event]) -> &[Event] {
 mod tests {
     use super::*;
     use crate::session::event::*;
-    use serde_json::json;
 
-    fn event(seq: u64, body: EventBody) -> Event {
-        Event {
-            seq,
-            time: 0,
-            body,
-            source_event_seqs: None,
-            surface_op: None,
+    /// The fold as a single pass over a whole log, the way it was written before it became
+    /// incremental: the specification [`HistoryFold`] is checked against.
+    fn from_scratch(events: &[Event]) -> Vec<HistoryItem> {
+        let mut items = Vec::new();
+        let mut open: Vec<String> = Vec::new();
+        let close = |items: &mut Vec<HistoryItem>, open: &mut Vec<String>| {
+            items.extend(open.drain(..).map(|id| interrupted(&id)));
+        };
+        for event in events {
+            match &event.body {
+                EventBody::UserMessage(message) => {
+                    close(&mut items, &mut open);
+                    items.push(HistoryItem::User(message.content.clone()));
+                }
+                EventBody::SteeringMessage(steering) => {
+                    close(&mut items, &mut open);
+                    items.push(HistoryItem::User(steering.message.content.clone()));
+                }
+                EventBody::AssistantMessage(message) => {
+                    close(&mut items, &mut open);
+                    for block in &message.message.content {
+                        if let AssistantBlock::ToolCall { id, .. } = block {
+                            open.push(id.clone());
+                        }
+                    }
+                    items.push(HistoryItem::Assistant(message.message.content.clone()));
+                }
+                EventBody::ToolResult(result) => {
+                    open.retain(|id| id != result.call_id());
+                    items.push(HistoryItem::ToolResult {
+                        call_id: result.call_id().to_owned(),
+                        text: result.text(),
+                        is_error: result.is_error(),
+                    });
+                }
+                _ => {}
+            }
+        }
+        close(&mut items, &mut open);
+        items
+    }
+
+    fn events(lines: &[String]) -> Vec<Event> {
+        let mut events = Vec::new();
+        for line in lines {
+            parse_event_line(line, &mut events).unwrap();
+        }
+        events
+    }
+
+    /// A log with every event kind: a fork seed ending in `session/end-seed`, a completed turn
+    /// with two tool calls, a cancelled one (a call without result, partial chunks, no
+    /// message), steering, a notice, title and permission records, an unknown event.
+    fn every_kind() -> Vec<String> {
+        let user = |text: &str, kind: &str| {
+            format!(
+                r#"{{"content":[{{"type":"text","text":"{text}"}},{{"type":"resource-link","uri":"file:///a","name":"a"}}],"source":{{"kind":"{kind}"}},"role":"user","id":"u"}}"#
+            )
+        };
+        let call = |id: &str| {
+            format!(r#"{{"type":"tool-call","id":"{id}","name":"ls","arguments":"{{}}"}}"#)
+        };
+        let message = |turn: u32, step: u32, blocks: &str| {
+            format!(
+                r#"{{"turn":{turn},"step":{step},"message":{{"role":"assistant","content":[{blocks}],"source":{{}},"id":"a"}}}}"#
+            )
+        };
+        let result = |id: &str, error: bool| {
+            format!(
+                r#"{{"turn":2,"step":1,"message":{{"source":{{}},"content":[{{"type":"tool-result","toolCallId":"{id}","content":[{{"type":"text","text":"out {id}"}}],"isError":{error}}}],"role":"user","id":"r"}}}}"#
+            )
+        };
+        let tool_call = |id: &str| {
+            format!(r#"{{"turn":2,"step":1,"callId":"{id}","name":"ls","arguments":"{{}}"}}"#)
+        };
+        let chunk =
+            |turn: u32, chunk: &str| format!(r#"{{"turn":{turn},"step":1,"chunk":{chunk}}}"#);
+        let plain = |data: &str| data.to_owned();
+        let bodies = [
+            ("turn/start", plain(r#"{"turn":1,"trigger":{}}"#)),
+            ("user/message", user("seeded", "user")),
+            (
+                "assistant/message",
+                message(1, 1, r#"{"type":"text","text":"seed answer"}"#),
+            ),
+            (
+                "turn/end",
+                plain(r#"{"turn":1,"reason":{"kind":"completed"}}"#),
+            ),
+            ("session/end-seed", plain("{}")),
+            (
+                "permission/mode",
+                plain(r#"{"mode":"allow","source":{"kind":"client"}}"#),
+            ),
+            ("turn/start", plain(r#"{"turn":2,"trigger":{}}"#)),
+            ("user/message", user("go", "user")),
+            (
+                "session/title",
+                plain(r#"{"title":"go","messageSeqs":[7],"source":{}}"#),
+            ),
+            ("step/start", plain(r#"{"turn":2,"step":1}"#)),
+            (
+                "assistant/chunk",
+                chunk(2, r#"{"type":"reasoning-delta","index":0,"text":"hm"}"#),
+            ),
+            (
+                "assistant/chunk",
+                chunk(2, r#"{"type":"finish","reason":{"kind":"tool-calls"}}"#),
+            ),
+            (
+                "assistant/message",
+                message(
+                    2,
+                    1,
+                    &format!(
+                        r#"{{"type":"reasoning","text":"hm"}},{},{}"#,
+                        call("c1"),
+                        call("c2")
+                    ),
+                ),
+            ),
+            ("tool/call", tool_call("c1")),
+            (
+                "permission/decision",
+                plain(
+                    r#"{"callId":"c1","kind":"read","scope":"workspace","decision":"allow","remember":"once"}"#,
+                ),
+            ),
+            ("tool/result", result("c1", false)),
+            ("tool/call", tool_call("c2")),
+            ("tool/result", result("c2", true)),
+            ("step/end", plain(r#"{"turn":2,"step":1}"#)),
+            (
+                "steering/message",
+                format!(r#"{{"turn":2,"message":{}}}"#, user("steer", "user")),
+            ),
+            ("step/start", plain(r#"{"turn":2,"step":2}"#)),
+            ("assistant/message", message(2, 2, &call("c3"))),
+            (
+                "turn/end",
+                plain(r#"{"turn":2,"reason":{"kind":"aborted"}}"#),
+            ),
+            ("turn/start", plain(r#"{"turn":3,"trigger":{}}"#)),
+            ("user/message", user("a notice", "runtime")),
+            ("step/start", plain(r#"{"turn":3,"step":1}"#)),
+            (
+                "assistant/chunk",
+                chunk(3, r#"{"type":"text-delta","index":0,"text":"cut"}"#),
+            ),
+            ("step/end", plain(r#"{"turn":3,"step":1}"#)),
+            ("request/header", plain(r#"{"reason":"initial"}"#)),
+            (
+                "assistant/message",
+                message(
+                    3,
+                    2,
+                    &format!(r#"{},{{"type":"text","text":"left open"}}"#, call("c4")),
+                ),
+            ),
+        ];
+        bodies
+            .iter()
+            .enumerate()
+            .map(|(seq, (kind, data))| {
+                format!(r#"{{"type":"{kind}","seq":{seq},"time":0,"data":{data}}}"#)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_fold_equals_a_fold_from_scratch_after_every_event() {
+        let events = events(&every_kind());
+        let mut fold = HistoryFold::default();
+        for (at, event) in events.iter().enumerate() {
+            fold.push(event);
+            let expected = from_scratch(&events[..=at]);
+            assert_eq!(
+                fold.history(),
+                ModelHistory::from(expected),
+                "after event {at} ({})",
+                event.body.kind()
+            );
+        }
+        // The last message's call is still open: it is answered as interrupted, but only in
+        // the view, so a later result replaces it.
+        let last = fold.history();
+        assert_eq!(last.last(), Some(&interrupted("c4")));
+        assert_eq!(HistoryFold::new(&events).history(), last);
+        let kinds: Vec<&str> = events.iter().map(|e| e.body.kind()).collect();
+        for kind in [
+            "session/end-seed",
+            "steering/message",
+            "permission/decision",
+            "request/header",
+        ] {
+            assert!(kinds.contains(&kind), "{kind} is covered");
         }
     }
 
-    fn user(text: &str) -> EventBody {
-        EventBody::UserMessage(UserMessage {
-            content: vec![UserPart::Text { text: text.into() }],
-            source: json!({"kind": "user"}),
-            role: "user".into(),
-            id: "u".into(),
-        })
+    #[test]
+    fn a_request_shares_the_messages_of_the_fold() {
+        let events = events(&every_kind());
+        // With no call open, the list itself is shared; once the request is dropped, the
+        // fold appends in place.
+        let mut fold = HistoryFold::new(&events[..4]);
+        let request = fold.history();
+        assert!(Arc::ptr_eq(&request.0, &fold.items));
+        drop(request);
+        fold.push(&events[7]);
+        assert_eq!(Arc::strong_count(&fold.items), 1);
+        // With calls open, the messages still are.
+        let fold = HistoryFold::new(&events);
+        let (one, two) = (fold.history(), fold.history());
+        assert!(one
+            .items()
+            .iter()
+            .zip(two.items())
+            .take(fold.items.len())
+            .all(|(a, b)| Arc::ptr_eq(a, b)));
     }
 
     #[test]
     fn dangling_tool_calls_get_an_interrupted_result() {
-        let call = EventBody::AssistantMessage(AssistantMessage {
-            turn: 1,
-            step: 1,
-            message: AssistantMessageBody {
-                role: "assistant".into(),
-                content: vec![AssistantBlock::ToolCall {
-                    id: "c1".into(),
-                    name: "x".into(),
-                    arguments: "{}".into(),
-                }],
-                source: json!({}),
-                id: "a".into(),
-            },
-            usage: None,
-        });
-        let events = vec![
-            event(0, user("hi")),
-            event(1, call),
-            event(2, user("again")),
-        ];
-        let history = model_history(&events);
-        assert_eq!(history.len(), 4);
+        let lines = every_kind();
+        let history = HistoryFold::new(&events(&lines)).history();
+        let results: Vec<(&str, bool)> = history
+            .iter()
+            .filter_map(|item| match item {
+                HistoryItem::ToolResult { call_id, text, .. } => {
+                    Some((call_id.as_str(), text == INTERRUPTED_TOOL_RESULT))
+                }
+                _ => None,
+            })
+            .collect();
         assert_eq!(
-            history[2],
-            HistoryItem::ToolResult {
-                call_id: "c1".into(),
-                text: INTERRUPTED_TOOL_RESULT.into(),
-                is_error: true
-            }
+            results,
+            [("c1", false), ("c2", false), ("c3", true), ("c4", true)]
         );
     }
 
     #[test]
     fn prefix_stops_at_the_last_turn_end() {
-        let end = EventBody::TurnEnd(TurnEnd {
-            turn: 1,
-            reason: TurnEndReason::Completed,
-        });
-        let events = vec![event(0, user("a")), event(1, end), event(2, user("b"))];
-        assert_eq!(completed_turn_prefix(&events).len(), 2);
-        assert!(completed_turn_prefix(&events[..1]).is_empty());
+        let lines = every_kind();
+        let events = events(&lines);
+        let last_end = events
+            .iter()
+            .rposition(|e| e.body.kind() == "turn/end")
+            .unwrap();
+        assert_eq!(completed_turn_prefix(&events).len(), last_end + 1);
+        assert!(completed_turn_prefix(&events[..3]).is_empty());
     }
 }

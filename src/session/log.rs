@@ -136,7 +136,7 @@ impl SessionLog {
             time,
             body,
             source_event_seqs,
-            surface_op,
+            surface_op: surface_op.map(Box::new),
         };
         self.line.clear();
         serde_json::to_writer(&mut self.line, &event).map_err(|e| self.io()(e.into()))?;

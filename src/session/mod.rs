@@ -2,6 +2,7 @@
 //! model sees. Knows nothing of ACP or of any model API.
 
 mod child;
+mod delta_line;
 pub mod event;
 pub mod history;
 mod id;

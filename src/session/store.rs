@@ -310,7 +310,7 @@ pub fn parse_log(path: &Path, bytes: &[u8]) -> Result<LoadedSession, StoreError>
     let mut header = None;
     // One event per line (more only for packed rows): sized once, as events are large and a
     // long log has many.
-    let mut events = Vec::with_capacity(bytes.iter().filter(|&&b| b == b'\n').count());
+    let mut events = Vec::with_capacity(memchr::memchr_iter(b'\n', bytes).count());
     let mut offset = 0usize;
     let mut valid_len = 0u64;
     let mut torn_tail = None;
@@ -319,7 +319,7 @@ pub fn parse_log(path: &Path, bytes: &[u8]) -> Result<LoadedSession, StoreError>
     while offset < bytes.len() {
         number += 1;
         let rest = &bytes[offset..];
-        let (line, terminated) = match rest.iter().position(|&b| b == b'\n') {
+        let (line, terminated) = match memchr::memchr(b'\n', rest) {
             Some(end) => (&rest[..end], true),
             None => (rest, false),
         };

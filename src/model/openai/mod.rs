@@ -280,12 +280,7 @@ impl Model for OpenAiModel {
         let mut encoded = recent().take(&request.session_id);
         let body = encoded.body(&self.settings.model, &request);
         recent().put(request.session_id, encoded);
-        call::stream(call::Call::new(
-            client,
-            self.settings.clone(),
-            key,
-            body.into(),
-        ))
+        call::stream(call::Call::new(client, self.settings.clone(), key, body))
     }
 
     fn with_model_name(&self, name: &str) -> Option<Arc<dyn Model>> {

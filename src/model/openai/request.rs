@@ -9,10 +9,14 @@
 //! reasoning is left out (the API ignores it there, and older DeepSeek models reject it).
 //! Endpoints that never produced reasoning never see the field.
 //!
-//! A long session's history is encoded once, not at every step: [`EncodedHistory`] keeps each
-//! message's JSON text from the last request and the next body is put together from those
-//! texts, encoding only the messages that are new or changed.
+//! A long session's history is encoded once, not at every step: [`EncodedHistory`] keeps the
+//! last body and where each message ends in it, and the next body keeps those bytes up to the
+//! first message that is new or changed, encoding only the rest. The agent's requests share
+//! their messages, so an unchanged one is known by its address, without reading it.
 
+use std::sync::Arc;
+
+use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
 use crate::model::{ModelRequest, ToolSpec};
@@ -20,7 +24,7 @@ use crate::session::history::HistoryItem;
 use crate::session::{AssistantBlock, UserPart};
 
 /// The request body for `model`, encoding every message (no earlier request to reuse).
-pub fn body(model: &str, request: &ModelRequest) -> String {
+pub fn body(model: &str, request: &ModelRequest) -> Bytes {
     EncodedHistory::default().body(model, request)
 }
 
@@ -35,48 +39,121 @@ fn tool(spec: &ToolSpec) -> Value {
     })
 }
 
-/// The history messages of one session's last request, as encoded JSON text.
+/// One session's last request body, and where each history message ends in it.
 #[derive(Debug, Default)]
 pub struct EncodedHistory {
-    /// One per history item, in order.
+    /// One per history item of the last request, in order.
     items: Vec<EncodedItem>,
+    /// The last body. The next one keeps its bytes up to the first message that changed
+    /// (in place once the last call has let go of the buffer, else copied) and encodes only
+    /// what follows: a long session's body is megabytes, of which a step adds a little.
+    body: Bytes,
+    /// Length of the body's opening: `{"model":…,"messages":[` and the system message.
+    head_len: usize,
 }
 
 #[derive(Debug)]
 struct EncodedItem {
-    item: HistoryItem,
+    item: Arc<HistoryItem>,
+    kind: Kind,
     send_reasoning: bool,
-    /// `None`: the item sends no message (see [`assistant`]).
-    json: Option<String>,
+    /// Where the body's messages end once this item's is written (an item may send none).
+    end: usize,
+}
+
+/// What the reasoning decision needs of an item, kept so an unchanged item is not read again.
+#[derive(Debug, Clone, Copy)]
+struct Kind {
+    user: bool,
+    tool_call: bool,
+    reasoning: bool,
+}
+
+impl Kind {
+    fn of(item: &HistoryItem) -> Self {
+        let blocks: &[AssistantBlock] = match item {
+            HistoryItem::Assistant(blocks) => blocks,
+            _ => &[],
+        };
+        Self {
+            user: matches!(item, HistoryItem::User(_)),
+            tool_call: blocks
+                .iter()
+                .any(|b| matches!(b, AssistantBlock::ToolCall { .. })),
+            reasoning: blocks
+                .iter()
+                .any(|b| matches!(b, AssistantBlock::Reasoning { .. })),
+        }
+    }
 }
 
 impl EncodedHistory {
-    /// The request body for `model`, byte for byte what encoding it whole would give. An item
-    /// keeps its text while it is equal to the one at its place last time and its stretch
-    /// still makes the same reasoning decision; anything else is encoded afresh.
-    pub fn body(&mut self, model: &str, request: &ModelRequest) -> String {
-        self.update(&request.history);
-        let mut out = String::with_capacity(self.len_hint() + 256);
-        out.push_str(r#"{"model":"#);
-        out.push_str(&Value::from(model).to_string());
-        out.push_str(r#","messages":["#);
-        let mut first = true;
-        if !request.system.is_empty() {
-            out.push_str(&json!({"role": "system", "content": request.system}).to_string());
-            first = false;
-        }
-        for text in self
+    /// The request body for `model`, byte for byte what encoding it whole would give. The
+    /// last body is kept up to the first item that is not the one at its place last time
+    /// (the same shared item, or an equal one) or whose stretch now makes another reasoning
+    /// decision; the items from there on are encoded afresh.
+    pub fn body(&mut self, model: &str, request: &ModelRequest) -> Bytes {
+        let history = request.history.items();
+        let head = head(model, &request.system);
+        let same = self
             .items
             .iter()
-            .filter_map(|encoded| encoded.json.as_deref())
-        {
-            if !first {
-                out.push(',');
-            }
-            out.push_str(text);
-            first = false;
+            .zip(history)
+            .take_while(|(kept, item)| Arc::ptr_eq(&kept.item, item) || kept.item == **item)
+            .count();
+        let kinds: Vec<Kind> = history
+            .iter()
+            .enumerate()
+            .map(|(at, item)| match self.items.get(at) {
+                Some(kept) if at < same => kept.kind,
+                _ => Kind::of(item),
+            })
+            .collect();
+        let decisions = reasoning_decisions(&kinds);
+        let keep = if self.body.get(..self.head_len) == Some(head.as_bytes()) {
+            self.items[..same]
+                .iter()
+                .zip(&decisions)
+                .take_while(|(kept, send)| kept.send_reasoning == **send)
+                .count()
+        } else {
+            0
+        };
+        let keep_bytes = match keep {
+            0 => 0,
+            _ => self.items[keep - 1].end,
+        };
+        let last = std::mem::take(&mut self.body);
+        let mut out = if last.is_unique() {
+            let mut reused = Vec::from(last);
+            reused.truncate(keep_bytes);
+            reused
+        } else {
+            last[..keep_bytes].to_vec()
+        };
+        if keep == 0 {
+            out.clear();
+            out.extend_from_slice(head.as_bytes());
         }
-        out.push(']');
+        self.head_len = head.len();
+        self.items.truncate(keep);
+        for (at, item) in history.iter().enumerate().skip(keep) {
+            let send_reasoning = decisions[at];
+            if let Some(message) = message(item, send_reasoning) {
+                // The array's first message follows its `[`; any other, a comma.
+                if out.last() != Some(&b'[') {
+                    out.push(b',');
+                }
+                out.extend_from_slice(message.to_string().as_bytes());
+            }
+            self.items.push(EncodedItem {
+                item: item.clone(),
+                kind: kinds[at],
+                send_reasoning,
+                end: out.len(),
+            });
+        }
+        out.push(b']');
         let mut rest = Map::new();
         if !request.tools.is_empty() {
             rest.insert(
@@ -91,39 +168,21 @@ impl EncodedHistory {
         rest.insert("stream_options".into(), json!({"include_usage": true}));
         // `{"tools":…,…}` without its braces continues the object.
         let rest = Value::Object(rest).to_string();
-        out.push(',');
-        out.push_str(&rest[1..rest.len() - 1]);
-        out.push('}');
-        out
+        out.push(b',');
+        out.extend_from_slice(&rest.as_bytes()[1..rest.len() - 1]);
+        out.push(b'}');
+        self.body = Bytes::from(out);
+        self.body.clone()
     }
+}
 
-    fn len_hint(&self) -> usize {
-        self.items
-            .iter()
-            .map(|encoded| encoded.json.as_ref().map_or(0, |json| json.len() + 1))
-            .sum()
+/// The body up to its first history message: model, and the system prompt if any.
+fn head(model: &str, system: &str) -> String {
+    let mut head = format!(r#"{{"model":{},"messages":["#, Value::from(model));
+    if !system.is_empty() {
+        head.push_str(&json!({"role": "system", "content": system}).to_string());
     }
-
-    /// Brings the encoded items in line with `history`.
-    fn update(&mut self, history: &[HistoryItem]) {
-        self.items.truncate(history.len());
-        for (at, (item, send_reasoning)) in with_reasoning_decisions(history).enumerate() {
-            match self.items.get_mut(at) {
-                Some(kept) if kept.send_reasoning == send_reasoning && kept.item == *item => {}
-                slot => {
-                    let fresh = EncodedItem {
-                        item: item.clone(),
-                        send_reasoning,
-                        json: message(item, send_reasoning).map(|m| m.to_string()),
-                    };
-                    match slot {
-                        Some(kept) => *kept = fresh,
-                        None => self.items.push(fresh),
-                    }
-                }
-            }
-        }
-    }
+    head
 }
 
 /// The [`EncodedHistory`] of each session that called most recently, so that a session's next
@@ -154,36 +213,22 @@ impl RecentHistories {
     }
 }
 
-/// Each history item with whether its assistant message is to carry `reasoning_content`.
-fn with_reasoning_decisions(
-    history: &[HistoryItem],
-) -> impl Iterator<Item = (&HistoryItem, bool)> + '_ {
-    let mut stretch_start = 0;
-    std::iter::from_fn(move || {
-        if stretch_start >= history.len() {
-            return None;
-        }
-        // A stretch: one user message (or the start) up to the next user message.
-        let stretch_end = history[stretch_start + 1..]
+/// For each history item, whether its assistant message is to carry `reasoning_content`:
+/// decided per stretch, from a user message (or the start) up to the next one.
+fn reasoning_decisions(kinds: &[Kind]) -> Vec<bool> {
+    let mut decisions = vec![false; kinds.len()];
+    let mut start = 0;
+    while start < kinds.len() {
+        let end = kinds[start + 1..]
             .iter()
-            .position(|item| matches!(item, HistoryItem::User(_)))
-            .map_or(history.len(), |at| stretch_start + 1 + at);
-        let stretch = &history[stretch_start..stretch_end];
-        stretch_start = stretch_end;
-        let send_reasoning = stretch.iter().any(has_tool_call) && stretch.iter().any(has_reasoning);
-        Some(stretch.iter().map(move |item| (item, send_reasoning)))
-    })
-    .flatten()
-}
-
-fn has_tool_call(item: &HistoryItem) -> bool {
-    matches!(item, HistoryItem::Assistant(blocks)
-        if blocks.iter().any(|b| matches!(b, AssistantBlock::ToolCall { .. })))
-}
-
-fn has_reasoning(item: &HistoryItem) -> bool {
-    matches!(item, HistoryItem::Assistant(blocks)
-        if blocks.iter().any(|b| matches!(b, AssistantBlock::Reasoning { .. })))
+            .position(|kind| kind.user)
+            .map_or(kinds.len(), |at| start + 1 + at);
+        let stretch = &kinds[start..end];
+        let send = stretch.iter().any(|k| k.tool_call) && stretch.iter().any(|k| k.reasoning);
+        decisions[start..end].fill(send);
+        start = end;
+    }
+    decisions
 }
 
 fn message(item: &HistoryItem, send_reasoning: bool) -> Option<Value> {
@@ -262,7 +307,7 @@ mod tests {
             session_id: "s".into(),
             cwd: None,
             system: "be brief".into(),
-            history,
+            history: history.into(),
             tools: vec![ToolSpec {
                 name: "ls".into(),
                 description: "list".into(),
@@ -273,7 +318,7 @@ mod tests {
     }
 
     fn parsed_body(request: &ModelRequest) -> Value {
-        serde_json::from_str(&body("m", request)).unwrap()
+        serde_json::from_slice(&body("m", request)).unwrap()
     }
 
     fn messages(request: &ModelRequest) -> Vec<Value> {
@@ -405,7 +450,7 @@ mod tests {
         let check = |request: &ModelRequest, cache: &mut EncodedHistory| {
             let kept = cache.body("m", request);
             assert_eq!(kept, body("m", request));
-            let reparsed: Value = serde_json::from_str(&kept).unwrap();
+            let reparsed: Value = serde_json::from_slice(&kept).unwrap();
             assert_eq!(
                 kept,
                 reparsed.to_string(),
@@ -415,21 +460,61 @@ mod tests {
         check(&request, &mut cache);
         // A tool call later in the stretch makes the earlier message carry its reasoning.
         history.push(call);
-        request.history = history.clone();
+        request.history = history.clone().into();
         check(&request, &mut cache);
-        assert!(cache.items[1]
-            .json
-            .as_ref()
-            .unwrap()
-            .contains("reasoning_content"));
+        assert!(cache.items[1].send_reasoning);
         // A new stretch, a cap, then a shorter history (e.g. another model call's view).
         history.push(user("two"));
-        request.history = history.clone();
+        request.history = history.clone().into();
         request.max_tokens = Some(5);
         check(&request, &mut cache);
-        request.history.truncate(1);
+        request.history = history[..1].to_vec().into();
         request.tools.clear();
         check(&request, &mut cache);
         assert_eq!(cache.items.len(), 1);
+    }
+
+    #[test]
+    fn a_folded_history_reuses_what_it_shares_and_gives_the_same_bytes() {
+        use crate::session::history::HistoryFold;
+        use crate::session::parse_event_line;
+
+        let lines = [
+            r#"{"type":"user/message","seq":0,"time":0,"data":{"content":[{"type":"text","text":"one"}],"source":{"kind":"user"},"role":"user","id":"u"}}"#,
+            r#"{"type":"assistant/message","seq":1,"time":0,"data":{"turn":1,"step":1,"message":{"role":"assistant","content":[{"type":"reasoning","text":"r"},{"type":"tool-call","id":"c","name":"ls","arguments":"{}"}],"source":{},"id":"a"}}}"#,
+            r#"{"type":"tool/result","seq":2,"time":0,"data":{"turn":1,"step":1,"message":{"source":{},"content":[{"type":"tool-result","toolCallId":"c","content":[{"type":"text","text":"out"}],"isError":false}],"role":"user","id":"r"}}}"#,
+            r#"{"type":"assistant/message","seq":3,"time":0,"data":{"turn":1,"step":2,"message":{"role":"assistant","content":[{"type":"text","text":"done"}],"source":{},"id":"b"}}}"#,
+        ];
+        let mut events = Vec::new();
+        for line in lines {
+            parse_event_line(line, &mut events).unwrap();
+        }
+        let mut fold = HistoryFold::default();
+        let mut cache = EncodedHistory::default();
+        let mut request = request(Vec::new());
+        let mut held = Vec::new();
+        for (at, event) in events.iter().enumerate() {
+            fold.push(event);
+            request.history = fold.history();
+            // While the call is open the view ends in an interrupted result, which the
+            // next step's real result replaces.
+            let kept = cache.body("m", &request);
+            assert_eq!(kept, body("m", &request));
+            // A body still held (a call in flight) is never written over; a released one's
+            // buffer is reused.
+            if at % 2 == 0 {
+                held.push((kept, body("m", &request)));
+            }
+        }
+        for (kept, fresh) in held {
+            assert_eq!(kept, fresh);
+        }
+        let shared = request.history.items();
+        assert_eq!(cache.items.len(), shared.len());
+        assert!(cache
+            .items
+            .iter()
+            .zip(shared)
+            .all(|(kept, item)| Arc::ptr_eq(&kept.item, item)));
     }
 }
