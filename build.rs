@@ -30,8 +30,8 @@ fn main() {
     if native_glibc && glibc_has_relr() {
         println!("cargo:rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
     }
-    if links_with_bundled_lld(&var) {
-        let list = Path::new(&var("CARGO_MANIFEST_DIR")).join("link/startup-symbols.txt");
+    let list = Path::new(&var("CARGO_MANIFEST_DIR")).join("link/startup-symbols.txt");
+    if list.is_file() && links_with_bundled_lld(&var) {
         println!(
             "cargo:rustc-link-arg-bins=-Wl,--symbol-ordering-file={}",
             list.display()
