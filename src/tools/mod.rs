@@ -33,7 +33,7 @@ pub mod write;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
@@ -277,9 +277,15 @@ pub trait Tool: Send + Sync {
 }
 
 /// The tools of a session, kept sorted by name (the order they are offered to the model).
+///
+/// A tool's name comes from its spec, and building the specs (JSON schemas) is most of what
+/// registering costs, so the by-name map is built on first use: kin answers `initialize`
+/// before any session needs its tools.
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
-    tools: BTreeMap<String, Arc<dyn Tool>>,
+    /// In registration order; a later tool replaces an earlier one of the same name.
+    tools: Vec<Arc<dyn Tool>>,
+    by_name: OnceLock<BTreeMap<String, Arc<dyn Tool>>>,
 }
 
 impl ToolRegistry {
@@ -288,20 +294,31 @@ impl ToolRegistry {
     }
 
     pub fn register(&mut self, tool: Arc<dyn Tool>) {
-        self.tools.insert(tool.spec().name, tool);
+        self.tools.push(tool);
+        self.by_name = OnceLock::new();
+    }
+
+    fn by_name(&self) -> &BTreeMap<String, Arc<dyn Tool>> {
+        self.by_name.get_or_init(|| {
+            let named = self.tools.iter();
+            named.map(|tool| (tool.spec().name, tool.clone())).collect()
+        })
     }
 
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
-        self.tools.get(name)
+        self.by_name().get(name)
     }
 
     /// Keeps only the tools whose name satisfies `keep`.
     pub fn retain(&mut self, mut keep: impl FnMut(&str) -> bool) {
-        self.tools.retain(|name, _| keep(name));
+        let mut by_name = self.by_name().clone();
+        by_name.retain(|name, _| keep(name));
+        self.tools = by_name.values().cloned().collect();
+        self.by_name = OnceLock::from(by_name);
     }
 
     pub fn specs(&self) -> Vec<ToolSpec> {
-        self.tools.values().map(|tool| tool.spec()).collect()
+        self.by_name().values().map(|tool| tool.spec()).collect()
     }
 
     /// Runs a call by name; unknown tools and unparsable arguments become error results.
@@ -376,5 +393,93 @@ pub fn title_with(arguments: &Value, key: &str, verb: &str) -> String {
     match arguments.get(key).and_then(Value::as_str) {
         Some(value) if !value.is_empty() => format!("{verb} {value}"),
         _ => verb.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use futures::FutureExt;
+
+    use super::*;
+
+    /// A tool named `name` that counts how often its spec is built.
+    struct Named {
+        name: &'static str,
+        description: &'static str,
+        specs_built: Arc<AtomicUsize>,
+    }
+
+    impl Tool for Named {
+        fn spec(&self) -> ToolSpec {
+            self.specs_built.fetch_add(1, Ordering::SeqCst);
+            ToolSpec {
+                name: self.name.into(),
+                description: self.description.into(),
+                parameters: serde_json::json!({"type": "object"}),
+            }
+        }
+        fn kind(&self) -> ToolKind {
+            ToolKind::Other
+        }
+        fn title(&self, _: &Value) -> String {
+            self.name.into()
+        }
+        fn call(&self, _: Value, _: ToolContext) -> BoxFuture<'static, ToolOutput> {
+            async { ToolOutput::cancelled() }.boxed()
+        }
+    }
+
+    fn registry(tools: &[(&'static str, &'static str)]) -> (ToolRegistry, Arc<AtomicUsize>) {
+        let specs_built = Arc::new(AtomicUsize::new(0));
+        let mut registry = ToolRegistry::new();
+        for &(name, description) in tools {
+            registry.register(Arc::new(Named {
+                name,
+                description,
+                specs_built: specs_built.clone(),
+            }));
+        }
+        (registry, specs_built)
+    }
+
+    fn described(registry: &ToolRegistry) -> Vec<(String, String)> {
+        let specs = registry.specs().into_iter();
+        specs.map(|spec| (spec.name, spec.description)).collect()
+    }
+
+    #[test]
+    fn registering_builds_no_spec_until_a_tool_is_looked_up() {
+        let (registry, specs_built) = registry(&[("b", "B"), ("a", "A")]);
+        assert_eq!(specs_built.load(Ordering::SeqCst), 0);
+        assert!(registry.get("a").is_some());
+        assert!(registry.get("c").is_none());
+        // One spec per tool for the by-name map, built once.
+        assert_eq!(specs_built.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn tools_are_offered_sorted_by_name_and_a_later_one_replaces_its_namesake() {
+        let (mut registry, _) = registry(&[("b", "B"), ("a", "first A"), ("a", "second A")]);
+        let expected = [("a", "second A"), ("b", "B")].map(|(n, d)| (n.into(), d.into()));
+        assert_eq!(described(&registry), expected);
+        // Registering after a lookup is seen by the next one.
+        registry.register(registry.get("b").cloned().unwrap());
+        let (extra, _) = self::registry(&[("c", "C")]);
+        registry.register(extra.get("c").cloned().unwrap());
+        assert_eq!(described(&registry).len(), 3);
+        assert!(registry.get("c").is_some());
+    }
+
+    #[test]
+    fn retain_keeps_only_the_chosen_names() {
+        let (mut registry, _) = registry(&[("a", "A"), ("b", "B"), ("c", "C")]);
+        registry.retain(|name| name != "b");
+        let names: Vec<String> = described(&registry).into_iter().map(|(n, _)| n).collect();
+        assert_eq!(names, ["a", "c"]);
+        assert!(registry.get("b").is_none());
+        registry.register(registry.get("a").cloned().unwrap());
+        assert_eq!(described(&registry).len(), 2);
     }
 }
