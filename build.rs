@@ -7,7 +7,7 @@
 //!
 //! Release builds linked by rustc's bundled `lld` (the default for x86_64 Linux since Rust
 //! 1.90) also place the functions listed in `link/startup-symbols.txt` side by side
-//! (`--symbol-ordering-file`). Those are the ~600 functions kin runs up to an answered
+//! (`--symbol-ordering-file`). Those are the few hundred functions kin runs up to an answered
 //! `session/new`; left where the compiler emits them they are spread over almost every 64 KiB
 //! of the 7.5 MB of code, and the kernel maps code in 64 KiB steps (fault-around), so an idle
 //! kin had ~4.6 MB of its code resident and took ~75 page faults for it. Side by side they
