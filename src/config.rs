@@ -47,8 +47,11 @@ pub enum ConfigError {
 /// The configured OpenAI-compatible model (with or without a key yet), ready to serve. ACP
 /// `authenticate` rebuilds it from the flags and the environment and config file as they are
 /// then (see [`ReloadableModel`]).
-pub async fn build_model(overrides: &Overrides) -> Result<ReloadableModel, ConfigError> {
-    ReloadableModel::new(overrides).await
+pub async fn build_model(
+    overrides: &Overrides,
+    config: ModelConfig,
+) -> Result<ReloadableModel, ConfigError> {
+    ReloadableModel::new(overrides, config).await
 }
 
 /// `$KIN_HOME`, else `$XDG_DATA_HOME/kin`, else `~/.local/share/kin`, else `./.kin`.
@@ -71,11 +74,12 @@ pub fn kin_home() -> PathBuf {
 }
 
 /// Tells the environment scrub of tool processes (`tools::child_env`) what the configuration
-/// says: `pass_env`, the model key's variables, and the key itself when it is at hand. Used in
-/// every mode, replay too; a configuration that does not resolve leaves the default scrub.
-pub fn configure_tool_env(overrides: &Overrides) {
+/// (resolved from `overrides`) says: `pass_env`, the model key's variables, and the key itself
+/// when it is at hand. Used in every mode, replay too; a configuration that does not resolve
+/// leaves the default scrub.
+pub fn configure_tool_env(overrides: &Overrides, config: Result<&ModelConfig, &ConfigError>) {
     use crate::tools::child_env;
-    match resolve(overrides, &process_env) {
+    match config {
         Ok(config) => {
             child_env::configure(config.pass_env.value.clone(), config.key_vars.clone());
             if let KeyPlan::Found(key) = &config.key {

@@ -175,17 +175,19 @@ fn run_command(cli: Cli) -> anyhow::Result<u8> {
 
 /// The model to serve: the replay of `replay`, else the configured OpenAI-compatible one.
 async fn model(replay: Option<&PathBuf>, flags: &ModelFlags) -> anyhow::Result<Arc<dyn Model>> {
-    config::configure_tool_env(&flags.overrides());
+    let overrides = flags.overrides();
+    // Resolved once here: the tool environment needs it even when a replay is the model.
+    let config = config::resolve(&overrides, &config::process_env);
+    config::configure_tool_env(&overrides, config.as_ref());
     Ok(match replay {
         Some(dir) => Arc::new(
             ReplayModel::from_dir(dir)
                 .with_context(|| format!("loading the replay scenario in {}", dir.display()))?,
         ),
-        None => Arc::new(
-            config::build_model(&flags.overrides())
-                .await
-                .context("configuring the model")?,
-        ),
+        None => {
+            let model = async { config::build_model(&overrides, config?).await };
+            Arc::new(model.await.context("configuring the model")?)
+        }
     })
 }
 

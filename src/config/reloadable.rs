@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use futures::future::BoxFuture;
 
-use super::{load_key, process_env, resolve, ConfigError, Overrides};
+use super::{load_key, process_env, resolve, ConfigError, ModelConfig, Overrides};
 use crate::model::{ChunkStream, Credentials, Model, ModelRequest, OpenAiModel};
 
 pub struct ReloadableModel {
@@ -48,7 +48,11 @@ fn keep_name(name: &str) -> &'static str {
 
 /// The model the configuration describes now (the key looked up too, not yet used).
 async fn build(overrides: &Overrides) -> Result<OpenAiModel, ConfigError> {
-    let config = resolve(overrides, &process_env)?;
+    build_from(resolve(overrides, &process_env)?).await
+}
+
+/// The model `config` describes.
+async fn build_from(config: ModelConfig) -> Result<OpenAiModel, ConfigError> {
     for key in &config.unknown_keys {
         tracing::warn!(key, "ignoring an unknown key in the config file");
     }
@@ -57,10 +61,11 @@ async fn build(overrides: &Overrides) -> Result<OpenAiModel, ConfigError> {
 }
 
 impl ReloadableModel {
-    /// The model configured by `overrides` (command-line flags) over the environment and the
-    /// config file; a missing key is not an error here (the model asks for one when called).
-    pub async fn new(overrides: &Overrides) -> Result<Self, ConfigError> {
-        let model = build(overrides).await?;
+    /// The model of `config`, resolved from `overrides` (command-line flags) over the
+    /// environment and the config file, which a reload resolves again; a missing key is not an
+    /// error here (the model asks for one when called).
+    pub async fn new(overrides: &Overrides, config: ModelConfig) -> Result<Self, ConfigError> {
+        let model = build_from(config).await?;
         Ok(Self {
             overrides: overrides.clone(),
             current: Arc::new(RwLock::new(Current::new(model))),
