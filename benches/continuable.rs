@@ -11,13 +11,12 @@ use std::time::{Duration, Instant};
 use futures::stream;
 use kin::agent::Agent;
 use kin::model::{ChunkStream, Model, ModelRequest};
-use kin::runtime::{Runtime, RuntimeOptions};
+use kin::runtime::Runtime;
 use kin::session::UserPart;
 use kin::subagent::{Delivery, StartRequest};
-use kin::tools::ToolRegistry;
 use tokio_util::sync::CancellationToken;
 
-#[allow(dead_code)] // this bench uses only the shared answer
+#[allow(dead_code)] // this bench has its own model around the shared answer
 mod instant_model;
 
 /// Answers at once with a one-word text, or holds the call while `hold` is set; records when
@@ -192,29 +191,11 @@ async fn list_many(runtime: &Arc<Runtime>, parent: &Arc<Agent>) {
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let home = tempfile::tempdir().unwrap();
-        let cwd = tempfile::tempdir().unwrap();
-        let model = Arc::new(InstantModel::default());
-        let runtime = Runtime::new(
-            home.path(),
-            model.clone(),
-            ToolRegistry::new(),
-            RuntimeOptions::default(),
-        )
-        .unwrap();
-        let parent = runtime
-            .host()
-            .create_session(cwd.path().to_owned(), vec![])
-            .unwrap();
+    let model = Arc::new(InstantModel::default());
+    instant_model::in_process(model.clone(), |runtime, cwd| async move {
+        let parent = runtime.host().create_session(cwd, vec![]).unwrap();
         cold_resume(&runtime, &model, &parent).await;
         steering(&runtime, &model, &parent).await;
         list_many(&runtime, &parent).await;
-        runtime.shutdown().await;
     });
 }

@@ -7,11 +7,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kin::runtime::{Runtime, RuntimeOptions};
+use kin::runtime::Runtime;
 use kin::session::UserPart;
 use kin::subagent::{StartRequest, StopReason};
 use kin::tasks::{TaskOutcome, TaskStatus};
-use kin::tools::ToolRegistry;
 use tokio_util::sync::CancellationToken;
 
 mod instant_model;
@@ -164,25 +163,10 @@ async fn fork_big_parent(runtime: &Arc<Runtime>, cwd: &std::path::Path) {
 }
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let home = tempfile::tempdir().unwrap();
-        let cwd = tempfile::tempdir().unwrap();
-        let runtime = Runtime::new(
-            home.path(),
-            Arc::new(InstantModel),
-            ToolRegistry::new(),
-            RuntimeOptions::default(),
-        )
-        .unwrap();
+    instant_model::in_process(Arc::new(InstantModel), |runtime, cwd| async move {
         // First, so the peak RSS it reports is its own.
-        many_background(&runtime, cwd.path()).await;
-        child_overhead(&runtime, cwd.path()).await;
-        fork_big_parent(&runtime, cwd.path()).await;
-        runtime.shutdown().await;
+        many_background(&runtime, &cwd).await;
+        child_overhead(&runtime, &cwd).await;
+        fork_big_parent(&runtime, &cwd).await;
     });
 }

@@ -10,10 +10,9 @@
 use std::process::Command;
 use std::sync::Arc;
 
-use kin::runtime::{Runtime, RuntimeOptions};
+use kin::runtime::Runtime;
 use kin::session::UserPart;
 use kin::subagent::{StartRequest, StopReason};
-use kin::tools::ToolRegistry;
 use tokio_util::sync::CancellationToken;
 
 mod instant_model;
@@ -43,25 +42,8 @@ async fn one_child(runtime: &Arc<Runtime>, parent: &Arc<kin::agent::Agent>) {
 
 /// One measurement, in this process.
 fn measure() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let home = tempfile::tempdir().unwrap();
-        let cwd = tempfile::tempdir().unwrap();
-        let runtime = Runtime::new(
-            home.path(),
-            Arc::new(InstantModel),
-            ToolRegistry::new(),
-            RuntimeOptions::default(),
-        )
-        .unwrap();
-        let parent = runtime
-            .host()
-            .create_session(cwd.path().to_owned(), vec![])
-            .unwrap();
+    instant_model::in_process(Arc::new(InstantModel), |runtime, cwd| async move {
+        let parent = runtime.host().create_session(cwd, vec![]).unwrap();
         one_child(&runtime, &parent).await;
         let baseline = rss_kb();
         for _ in 0..CHILDREN {
@@ -69,7 +51,6 @@ fn measure() {
         }
         let after = rss_kb();
         println!("{baseline} {after}");
-        runtime.shutdown().await;
     });
 }
 

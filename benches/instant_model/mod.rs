@@ -1,9 +1,15 @@
-//! A model that answers every request at once with "OK": the in-process benchmarks measure
-//! kin's own work, not a model's.
+//! What the in-process benchmarks share: a model that answers every request at once with "OK"
+//! (they measure kin's own work, not a model's), and the runtime they run in.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
 
 use futures::stream;
 use kin::model::{ChunkStream, Model, ModelRequest};
+use kin::runtime::{Runtime, RuntimeOptions};
 use kin::session::{AssistantBlock, BlockType, Chunk, FinishKind, FinishReason};
+use kin::tools::ToolRegistry;
 
 pub struct InstantModel;
 
@@ -46,4 +52,25 @@ pub fn answer_ok() -> ChunkStream {
         .into_iter()
         .map(Ok),
     ))
+}
+
+/// Runs `body` on a 2-worker tokio runtime with a kin `Runtime` over `model` (no base tools) in
+/// a temporary home, given a temporary working directory; shuts the runtime down after.
+pub fn in_process<F: Future<Output = ()>>(
+    model: Arc<dyn Model>,
+    body: impl FnOnce(Arc<Runtime>, PathBuf) -> F,
+) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let home = tempfile::tempdir().unwrap();
+        let cwd = tempfile::tempdir().unwrap();
+        let options = RuntimeOptions::default();
+        let runtime = Runtime::new(home.path(), model, ToolRegistry::new(), options).unwrap();
+        body(runtime.clone(), cwd.path().to_owned()).await;
+        runtime.shutdown().await;
+    });
 }

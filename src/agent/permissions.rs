@@ -71,13 +71,7 @@ mod tests {
     use super::*;
 
     fn logged(record: PermissionRecord) -> Event {
-        Event {
-            seq: 0,
-            time: 0,
-            body: event(record, Some((1, 2))),
-            source_event_seqs: None,
-            surface_op: None,
-        }
+        Event::new(0, 0, event(record, Some((1, 2))))
     }
 
     #[test]

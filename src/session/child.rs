@@ -125,13 +125,7 @@ mod tests {
     use crate::session::{OtherEvent, TurnEnd, TurnEndReason, TurnStart};
 
     fn event(seq: u64, body: EventBody) -> Event {
-        Event {
-            seq,
-            time: 0,
-            body,
-            source_event_seqs: None,
-            surface_op: None,
-        }
+        Event::new(seq, 0, body)
     }
 
     #[test]

@@ -37,13 +37,8 @@ pub(super) fn read_delta_line(line: &str) -> Option<Event> {
     } else {
         Chunk::TextDelta { index, text }
     };
-    Some(Event {
-        seq,
-        time,
-        body: EventBody::AssistantChunk(AssistantChunk { turn, step, chunk }),
-        source_event_seqs: None,
-        surface_op: None,
-    })
+    let body = EventBody::AssistantChunk(AssistantChunk { turn, step, chunk });
+    Some(Event::new(seq, time, body))
 }
 
 /// The part of a line not read yet.

@@ -66,6 +66,19 @@ pub struct Event {
     pub surface_op: Option<Box<Value>>,
 }
 
+impl Event {
+    /// An event with no source events and no surface operation (most events).
+    pub fn new(seq: u64, time: u64, body: EventBody) -> Self {
+        Self {
+            seq,
+            time,
+            body,
+            source_event_seqs: None,
+            surface_op: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum EventBody {
@@ -636,17 +649,12 @@ pub fn parse_event_line(line: &str, out: &mut Vec<Event>) -> Result<(), LineErro
         let time = raw.time0.unwrap_or_default();
         let packed: PackedDeltas = serde_json::from_str(data)?;
         let mut push = |k: usize, chunk: Chunk| {
-            out.push(Event {
-                seq: seq0 + k as u64,
-                time,
-                body: EventBody::AssistantChunk(AssistantChunk {
-                    turn: packed.turn,
-                    step: packed.step,
-                    chunk,
-                }),
-                source_event_seqs: None,
-                surface_op: None,
-            })
+            let body = EventBody::AssistantChunk(AssistantChunk {
+                turn: packed.turn,
+                step: packed.step,
+                chunk,
+            });
+            out.push(Event::new(seq0 + k as u64, time, body))
         };
         match block_type {
             BlockType::Text | BlockType::Reasoning => {

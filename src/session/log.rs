@@ -266,15 +266,7 @@ mod tests {
         let mut log = store.create(&header).unwrap();
         let good = std::fs::read(log.path()).unwrap();
         log.fail_after = Some(100);
-        let seed: Vec<Event> = (0..20)
-            .map(|seq| Event {
-                seq,
-                time: 0,
-                body: step(1),
-                source_event_seqs: None,
-                surface_op: None,
-            })
-            .collect();
+        let seed: Vec<Event> = (0..20).map(|seq| Event::new(seq, 0, step(1))).collect();
         assert!(log.append_copied(&seed).is_err());
         assert_eq!(std::fs::read(log.path()).unwrap(), good);
     }

@@ -93,13 +93,7 @@ mod tests {
     use serde_json::json;
 
     fn event(seq: u64, body: EventBody) -> Event {
-        Event {
-            seq,
-            time: 0,
-            body,
-            source_event_seqs: None,
-            surface_op: None,
-        }
+        Event::new(seq, 0, body)
     }
 
     #[test]

@@ -145,12 +145,7 @@ pub(super) fn start(
     if let Some(continuation) = &request.continuation {
         child.record_in_next_turn(continuation.descriptor.to_event());
     }
-    // The child works under the parent's current permission mode (logged in the child).
-    child
-        .set_permission_mode(parent.permission_mode())
-        .map_err(|e| abandon(&e))?;
-    host.publish(child.clone()).map_err(|e| abandon(&e))?;
-    host.announce(&parent.id, &child, request.label.as_deref());
+    publish(&host, parent, &child, request.label.as_deref()).map_err(|e| abandon(&e))?;
     Ok(drive(
         host,
         child,
@@ -197,12 +192,7 @@ pub(super) fn resume(
         tools: Arc::new(tools),
         structured: None,
     }));
-    child
-        .set_permission_mode(parent.permission_mode())
-        .map_err(|e| SubagentError::Setup(e.to_string()))?;
-    host.publish(child.clone())
-        .map_err(|e| SubagentError::Setup(e.to_string()))?;
-    host.announce(&parent.id, &child, None);
+    publish(&host, parent, &child, None).map_err(SubagentError::Setup)?;
     Ok(drive(
         host,
         child,
@@ -211,6 +201,22 @@ pub(super) fn resume(
         boundary,
         request.client,
     ))
+}
+
+/// Puts the child under the parent's current permission mode (logged in the child), then
+/// publishes and announces it; the error says what failed.
+fn publish(
+    host: &Arc<dyn ChildHost>,
+    parent: &Agent,
+    child: &Arc<Agent>,
+    label: Option<&str>,
+) -> Result<(), String> {
+    child
+        .set_permission_mode(parent.permission_mode())
+        .map_err(|e| e.to_string())?;
+    host.publish(child.clone()).map_err(|e| e.to_string())?;
+    host.announce(&parent.id, child, label);
+    Ok(())
 }
 
 /// Runs the child's turn through the host and wraps it as a [`Run`].

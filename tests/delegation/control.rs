@@ -63,6 +63,16 @@ async fn send(
         .await
 }
 
+/// A world whose model holds every call at the returned gate (answering "never" if let go).
+fn held_world() -> (World, Arc<Gate>) {
+    let gate = Gate::new();
+    let held = gate.clone();
+    let world = World::new(ScriptedModel::new(move |_| {
+        Reply::Gated(held.clone(), text_chunks("never"))
+    }));
+    (world, gate)
+}
+
 fn started(delivery: Result<Delivery, SubagentError>) -> String {
     match delivery {
         Ok(Delivery::Started(task)) => task.to_string(),
@@ -164,11 +174,7 @@ async fn a_start_that_fails_after_the_ids_were_returned_settles_failed() {
 
 #[tokio::test]
 async fn task_kill_during_the_run_settles_killed_after_the_child_is_quiet() {
-    let gate = Gate::new();
-    let held = gate.clone();
-    let world = World::new(ScriptedModel::new(move |_| {
-        Reply::Gated(held.clone(), text_chunks("never"))
-    }));
+    let (world, gate) = held_world();
     let parent = world.session();
     let (child, task) = start(&world, request(&parent, "child task"));
     gate.wait_entered().await;
@@ -632,11 +638,7 @@ async fn after_a_restart_a_running_child_shows_interrupted_and_can_be_continued(
 
 #[tokio::test]
 async fn closing_a_session_cancels_the_tasks_it_owns() {
-    let gate = Gate::new();
-    let held = gate.clone();
-    let world = World::new(ScriptedModel::new(move |_| {
-        Reply::Gated(held.clone(), text_chunks("never"))
-    }));
+    let (world, gate) = held_world();
     let parent = world.session();
     let (child, task) = start(&world, request(&parent, "child task"));
     gate.wait_entered().await;
