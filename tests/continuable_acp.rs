@@ -66,14 +66,39 @@ fn tool_results(home: &Path, session: &str) -> Vec<String> {
         .collect()
 }
 
-fn child_of(home: &Path, parent: &str) -> String {
-    let children: Vec<String> = std::fs::read_dir(home.join("sessions"))
+/// Ids of the session logs in `home` other than `parent`'s (the store also keeps files that
+/// are not logs, such as its `.index`).
+fn children_of(home: &Path, parent: &str) -> Vec<String> {
+    std::fs::read_dir(home.join("sessions"))
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
         .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
         .filter(|id| id != parent)
-        .collect();
+        .collect()
+}
+
+/// Whether some process holds a `flock` on a session file (the activation lock). Read from
+/// `/proc/locks` rather than by trying the lock, which could make the holder's own try fail.
+fn is_locked(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(inode) = std::fs::metadata(path).map(|m| m.ino()) else {
+        return false;
+    };
+    let locks = std::fs::read_to_string("/proc/locks").unwrap();
+    locks.lines().any(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        // "1: FLOCK  ADVISORY  WRITE 4242 fd:01:1234567 0 EOF"
+        fields.get(1) == Some(&"FLOCK")
+            && fields
+                .get(5)
+                .and_then(|device_inode| device_inode.rsplit(':').next())
+                .is_some_and(|found| found == inode.to_string())
+    })
+}
+
+fn child_of(home: &Path, parent: &str) -> String {
+    let children = children_of(home, parent);
     assert_eq!(children.len(), 1, "{children:?}");
     children[0].clone()
 }
@@ -174,10 +199,12 @@ async fn a_child_running_in_one_process_is_refused_by_another() {
     prompt(&mut holder, 3, &parent, "start a child").await;
     let home = holder.home.path().to_owned();
     // No event reaches the client when the child is created (its task runs on after the
-    // parent's turn): wait for its file. The holder locks it right after creating it, before
-    // anything else can run; the second process below takes far longer to get there.
+    // parent's turn): wait until its file exists and the holder has locked it.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while std::fs::read_dir(home.join("sessions")).unwrap().count() < 2 {
+    while !children_of(&home, &parent)
+        .iter()
+        .any(|child| is_locked(&home.join(format!("sessions/{child}.jsonl"))))
+    {
         assert!(
             std::time::Instant::now() < deadline,
             "the child never started"
