@@ -110,7 +110,7 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .init();
-    let cli = match Cli::try_parse() {
+    let cli = match parse_cli() {
         Ok(cli) => cli,
         // Usage mistakes in kin's error style; help and version as clap prints them.
         Err(error) => match error.render().to_string().strip_prefix("error: ") {
@@ -127,6 +127,26 @@ fn main() -> ExitCode {
             report(&error);
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The command line. A bare `kin acp` is how editors launch kin; it is answered without
+/// building clap's command tree for every subcommand (about 0.1 M instructions, a tenth of
+/// kin's start) and means what clap would make of it. Anything else goes through clap.
+fn parse_cli() -> Result<Cli, clap::Error> {
+    let mut args = std::env::args_os().skip(1);
+    if args.next().is_some_and(|arg| arg == "acp") && args.next().is_none() {
+        return Ok(bare_acp());
+    }
+    Cli::try_parse()
+}
+
+fn bare_acp() -> Cli {
+    Cli {
+        command: Command::Acp {
+            replay: None,
+            model: ModelFlags::default(),
+        },
     }
 }
 
@@ -156,17 +176,21 @@ fn run_command(cli: Cli) -> anyhow::Result<u8> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
+    // Each command's future is built on the heap: on the stack, the largest of them made this
+    // frame ~20 KiB, and the stack probe faults in every page of it at start.
     let result = match cli.command {
-        Command::Acp { replay, model } => runtime.block_on(acp(replay, model)),
+        Command::Acp { replay, model } => runtime.block_on(Box::pin(acp(replay, model))),
         Command::Run {
             prompt,
             json,
             session,
             replay,
             model,
-        } => runtime.block_on(run(prompt, json, session, replay, model)),
-        Command::Config { model } => runtime.block_on(show_config(model)),
-        Command::Demo => runtime.block_on(kin::scenario::demo::run()).map(|()| 0),
+        } => runtime.block_on(Box::pin(run(prompt, json, session, replay, model))),
+        Command::Config { model } => runtime.block_on(Box::pin(show_config(model))),
+        Command::Demo => runtime
+            .block_on(Box::pin(kin::scenario::demo::run()))
+            .map(|()| 0),
     };
     // stdin's reader thread may still be parked in a read; do not wait for it.
     runtime.shutdown_timeout(Duration::from_millis(100));
@@ -262,4 +286,32 @@ async fn stop_on_signal(shutdown: CancellationToken) {
         _ = int.recv() => {}
     }
     shutdown.cancel();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The shortcut for a bare `kin acp` must mean exactly what clap parses.
+    #[test]
+    fn a_bare_acp_is_what_clap_parses() {
+        let Ok(Cli {
+            command: Command::Acp { replay, model },
+        }) = Cli::try_parse_from(["kin", "acp"])
+        else {
+            panic!("clap did not parse `kin acp` as the acp command");
+        };
+        let Cli {
+            command:
+                Command::Acp {
+                    replay: bare_replay,
+                    model: bare_model,
+                },
+        } = bare_acp()
+        else {
+            unreachable!()
+        };
+        assert_eq!(replay, bare_replay);
+        assert_eq!(model.overrides(), bare_model.overrides());
+    }
 }

@@ -186,8 +186,9 @@ impl Handler for AcpAgent {
             *self.client.lock().unwrap_or_else(|p| p.into_inner()) =
                 init.client_capabilities.clone();
             let response = answer(Ok(initialize_response(&self.runtime)));
-            self.runtime.host().model().prepare();
-            return ready(response);
+            // Warming the model's client up starts a thread: only once the answer is out.
+            let model = self.runtime.host().model().clone();
+            return Reply::NowThen(response, Box::new(move || model.prepare()));
         }
         if !self.initialized.load(Ordering::Acquire) {
             return ready(Err(not_initialized(&method)));

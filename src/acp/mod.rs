@@ -22,10 +22,10 @@ use crate::runtime::Runtime;
 /// Serves ACP on stdin/stdout until stdin closes or `shutdown` trips; returns once every
 /// request has been answered and the output flushed.
 pub async fn serve_stdio(runtime: Arc<Runtime>, shutdown: CancellationToken) {
-    let (peer, writer) = Peer::new(tokio::io::stdout());
+    let (input, output) = crate::rpc::stdio();
+    let (peer, writer) = Peer::new(output);
     let agent = Arc::new(AcpAgent::new(runtime.clone()));
-    peer.serve(tokio::io::stdin(), agent.clone(), shutdown)
-        .await;
+    peer.serve(input, agent.clone(), shutdown).await;
     // Background children settle while their last reports can still be written (the agent,
     // kept until then, holds the subscription that forwards them).
     runtime.shutdown().await;

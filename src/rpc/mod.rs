@@ -8,8 +8,10 @@ mod error;
 mod framing;
 mod message;
 mod peer;
+mod stdio;
 
 pub use error::RpcError;
 pub use framing::{Frame, LineReader, MAX_LINE_BYTES};
 pub use message::{classify, Incoming, Rejected};
 pub use peer::{Handler, Peer, Reply, RequestContext};
+pub use stdio::stdio;

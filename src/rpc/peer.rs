@@ -43,6 +43,9 @@ pub trait Handler: Send + Sync + 'static {
 pub enum Reply {
     /// Known already (no waiting needed): sent by the reader itself, with no task in between.
     Now(Result<Value, RpcError>),
+    /// Known already, with work to start once the answer has been written and flushed, so
+    /// the work cannot delay it.
+    NowThen(Result<Value, RpcError>, AfterWrite),
     /// Runs on its own task; its output is the answer.
     Later(BoxFuture<'static, Result<Value, RpcError>>),
 }
@@ -57,6 +60,17 @@ pub struct RequestContext {
 
 type PendingReply = oneshot::Sender<Result<Value, RpcError>>;
 
+/// Work for the writer task to run once what was queued before it is out.
+pub type AfterWrite = Box<dyn FnOnce() + Send>;
+
+/// What the writer task is handed, in order.
+enum Outgoing {
+    Line(String),
+    Then(AfterWrite),
+    /// Flush and stop.
+    Close,
+}
+
 /// A handle to one JSON-RPC connection; cheap to clone.
 #[derive(Clone)]
 pub struct Peer {
@@ -64,8 +78,7 @@ pub struct Peer {
 }
 
 struct Inner {
-    /// `None` tells the writer to flush and stop.
-    out: mpsc::UnboundedSender<Option<String>>,
+    out: mpsc::UnboundedSender<Outgoing>,
     next_id: AtomicI64,
     pending: Mutex<HashMap<i64, PendingReply>>,
     in_flight: Mutex<HashMap<String, CancellationToken>>,
@@ -182,7 +195,7 @@ impl Peer {
 
     /// Flushes everything sent so far and stops the writer; later output is dropped.
     pub async fn close(&self, writer: JoinHandle<()>) {
-        let _ = self.inner.out.send(None);
+        let _ = self.inner.out.send(Outgoing::Close);
         let _ = writer.await;
     }
 
@@ -212,6 +225,13 @@ impl Peer {
                     Ok(Reply::Now(answer)) => {
                         lock(&self.inner.in_flight).remove(&key);
                         return self.respond(&id, answer);
+                    }
+                    Ok(Reply::NowThen(answer, then)) => {
+                        lock(&self.inner.in_flight).remove(&key);
+                        self.respond(&id, answer);
+                        // Dropped unrun when the writer is gone.
+                        let _ = self.inner.out.send(Outgoing::Then(then));
+                        return;
                     }
                     Err(_) => {
                         lock(&self.inner.in_flight).remove(&key);
@@ -264,7 +284,7 @@ impl Peer {
         match serde_json::to_string(envelope) {
             Ok(line) => {
                 // After shutdown the writer is gone; dropping late output is all we can do.
-                let _ = self.inner.out.send(Some(line));
+                let _ = self.inner.out.send(Outgoing::Line(line));
             }
             Err(error) => tracing::error!(%error, "could not encode an outgoing message"),
         }
@@ -338,10 +358,7 @@ fn handler_panicked() -> Result<Value, RpcError> {
     ))
 }
 
-async fn write_loop<W: AsyncWrite + Unpin>(
-    mut rx: mpsc::UnboundedReceiver<Option<String>>,
-    writer: W,
-) {
+async fn write_loop<W: AsyncWrite + Unpin>(mut rx: mpsc::UnboundedReceiver<Outgoing>, writer: W) {
     let mut writer = BufWriter::with_capacity(64 * 1024, writer);
     if let Err(error) = write_messages(&mut rx, &mut writer).await {
         tracing::warn!(%error, "writing to the connection failed; further output is dropped");
@@ -349,24 +366,25 @@ async fn write_loop<W: AsyncWrite + Unpin>(
 }
 
 async fn write_messages<W: AsyncWrite + Unpin>(
-    rx: &mut mpsc::UnboundedReceiver<Option<String>>,
+    rx: &mut mpsc::UnboundedReceiver<Outgoing>,
     writer: &mut BufWriter<W>,
 ) -> std::io::Result<()> {
-    while let Some(Some(line)) = rx.recv().await {
-        writer.write_all(line.as_bytes()).await?;
-        writer.write_all(b"\n").await?;
+    while let Some(first) = rx.recv().await {
         // Batch whatever is already queued, then flush once: same order, fewer syscalls.
-        loop {
-            match rx.try_recv() {
-                Ok(Some(line)) => {
+        let mut next = Some(first);
+        while let Some(item) = next {
+            match item {
+                Outgoing::Line(line) => {
                     writer.write_all(line.as_bytes()).await?;
                     writer.write_all(b"\n").await?;
                 }
-                Ok(None) | Err(mpsc::error::TryRecvError::Disconnected) => {
-                    return writer.flush().await;
+                Outgoing::Then(work) => {
+                    writer.flush().await?;
+                    work();
                 }
-                Err(mpsc::error::TryRecvError::Empty) => break,
+                Outgoing::Close => return writer.flush().await,
             }
+            next = rx.try_recv().ok();
         }
         writer.flush().await?;
     }
@@ -387,6 +405,10 @@ mod tests {
         fn request(&self, method: String, params: Value, cx: RequestContext) -> Reply {
             match method.as_str() {
                 "now" => Reply::Now(Ok(params)),
+                "then" => {
+                    let peer = cx.peer.clone();
+                    Reply::NowThen(Ok(params), Box::new(move || peer.notify("after", &())))
+                }
                 "echo" => Reply::Later(async move { Ok(params) }.boxed()),
                 "wait" => Reply::Later(
                     async move {
@@ -440,6 +462,22 @@ mod tests {
             .unwrap();
         let answer = next(&mut output).await;
         assert_eq!(answer, json!({"jsonrpc":"2.0","id":"abc","result":{"x":1}}));
+    }
+
+    /// The work of a `NowThen` reply starts only once its answer is out: what it sends
+    /// follows the answer.
+    #[tokio::test]
+    async fn work_after_an_answer_runs_once_the_answer_is_written() {
+        let (_peer, mut input, mut output, _task) = serve();
+        input
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"then\",\"params\":[7]}\n")
+            .await
+            .unwrap();
+        assert_eq!(
+            next(&mut output).await,
+            json!({"jsonrpc":"2.0","id":1,"result":[7]})
+        );
+        assert_eq!(next(&mut output).await["method"], "after");
     }
 
     #[tokio::test]
