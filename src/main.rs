@@ -192,7 +192,7 @@ fn run_command(cli: Cli) -> anyhow::Result<u8> {
             .block_on(Box::pin(kin::scenario::demo::run()))
             .map(|()| 0),
     };
-    // stdin's reader thread may still be parked in a read; do not wait for it.
+    // When stdin is not a pipe, its reader thread may still be parked in a read: do not wait.
     runtime.shutdown_timeout(Duration::from_millis(100));
     result
 }
