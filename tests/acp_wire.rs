@@ -320,3 +320,44 @@ async fn shutdown_settles_a_running_background_child() {
     assert_eq!(last["type"], "turn/end");
     assert_eq!(last["data"]["reason"]["kind"], "aborted");
 }
+
+/// kin drives pipe stdio non-blocking; when it exits, whoever shares those pipes (here the
+/// test, holding the same ends) finds them blocking again.
+#[test]
+fn stdio_pipes_are_left_blocking_for_whoever_shares_them() {
+    use nix::fcntl::{fcntl, FcntlArg, OFlag};
+    use std::io::{BufRead, Write};
+    use std::os::fd::AsFd;
+    let home = tempfile::TempDir::new().unwrap();
+    let cwd = tempfile::TempDir::new().unwrap();
+    let (stdin_read, mut stdin_write) = std::io::pipe().unwrap();
+    let (stdout_read, stdout_write) = std::io::pipe().unwrap();
+    let shared_in = stdin_read.try_clone().unwrap();
+    let shared_out = stdout_write.try_clone().unwrap();
+    let mut kin = std::process::Command::new(common::kin_binary())
+        .arg("acp")
+        .env("XDG_CONFIG_HOME", home.path().join("config"))
+        .env("KIN_HOME", home.path())
+        .current_dir(cwd.path())
+        .stdin(stdin_read)
+        .stdout(stdout_write)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    writeln!(
+        stdin_write,
+        r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":1}}}}"#
+    )
+    .unwrap();
+    drop(stdin_write);
+    let mut answer = String::new();
+    std::io::BufReader::new(stdout_read)
+        .read_line(&mut answer)
+        .unwrap();
+    assert!(answer.contains(r#""protocolVersion":1"#), "{answer}");
+    assert!(kin.wait().unwrap().success());
+    for end in [shared_in.as_fd(), shared_out.as_fd()] {
+        let flags = OFlag::from_bits_truncate(fcntl(end, FcntlArg::F_GETFL).unwrap());
+        assert!(!flags.contains(OFlag::O_NONBLOCK), "{flags:?}");
+    }
+}

@@ -31,4 +31,5 @@ pub async fn serve_stdio(runtime: Arc<Runtime>, shutdown: CancellationToken) {
     runtime.shutdown().await;
     drop(agent);
     peer.close(writer).await;
+    crate::rpc::restore_blocking();
 }

@@ -6,9 +6,10 @@
 //! threads before the first answer and adds a thread hop to every message. So pipes are used
 //! directly and anything else falls back to tokio's stdio.
 //!
-//! Driving a pipe this way sets `O_NONBLOCK` on its open file description. That is shared only
-//! with processes that inherited the same end; kin gives its own children fresh pipes or
-//! `/dev/null`, never its stdin or stdout.
+//! Driving a pipe this way sets `O_NONBLOCK` on its open file description, which is shared
+//! with every process holding the same end. kin gives its own children fresh pipes or
+//! `/dev/null`, never its stdin or stdout, and [`restore_blocking`] clears the flag when kin is
+//! done, for whoever shares the pipe and goes on writing or reading after kin.
 
 use std::os::fd::AsFd;
 
@@ -32,4 +33,15 @@ pub fn stdio() -> (Input, Output) {
         Err(_) => Box::new(tokio::io::stdout()),
     };
     (input, output)
+}
+
+/// Puts stdin and stdout back in blocking mode (after the streams from [`stdio`] are dropped).
+pub fn restore_blocking() {
+    use nix::fcntl::{fcntl, FcntlArg, OFlag};
+    for fd in [std::io::stdin().as_fd(), std::io::stdout().as_fd()] {
+        if let Ok(flags) = fcntl(fd, FcntlArg::F_GETFL) {
+            let flags = OFlag::from_bits_truncate(flags) - OFlag::O_NONBLOCK;
+            let _ = fcntl(fd, FcntlArg::F_SETFL(flags));
+        }
+    }
 }
