@@ -61,9 +61,12 @@ fn main() {
     }
     let wall = Instant::now();
     let mut samples = [(); 3].map(|()| (Vec::with_capacity(RUNS), Vec::with_capacity(RUNS)));
-    for _ in 0..RUNS {
-        for (at, &program) in programs.iter().enumerate() {
-            let (elapsed, cpu) = one_run(program);
+    // Each round starts with the next program: a run right after a run of the other binary was
+    // measured ~0.05x slower than one after its own binary, so no program keeps that place.
+    for round in 0..RUNS {
+        for step in 0..programs.len() {
+            let at = (round + step) % programs.len();
+            let (elapsed, cpu) = one_run(programs[at]);
             samples[at].0.push(ms(elapsed));
             samples[at].1.push(cpu);
         }
@@ -90,8 +93,8 @@ fn main() {
     println!(
         "startup: method: spawn (fresh KIN_HOME, stderr null) -> write initialize -> read its \
          response line (CPU: all threads' schedstat run time, read then); then close stdin and \
-         wait for exit (untimed); {RUNS} interleaved runs \
-         of each after {WARMUP} warm-ups, release build, {:.1} s wall; target kin <= 1.2x the \
+         wait for exit (untimed); {RUNS} interleaved runs of each (the order rotating every \
+         round) after {WARMUP} warm-ups, release build, {:.1} s wall; target kin <= 1.2x the \
          floor",
         wall.as_secs_f64()
     );
