@@ -22,7 +22,7 @@ use crate::runtime::Runtime;
 /// Serves ACP on stdin/stdout until stdin closes or `shutdown` trips; returns once every
 /// request has been answered and the output flushed.
 pub async fn serve_stdio(runtime: Arc<Runtime>, shutdown: CancellationToken) {
-    let (input, output) = crate::rpc::stdio();
+    let (input, output, flags) = crate::rpc::stdio();
     let (peer, writer) = Peer::new(output);
     let agent = Arc::new(AcpAgent::new(runtime.clone()));
     peer.serve(input, agent.clone(), shutdown).await;
@@ -31,5 +31,5 @@ pub async fn serve_stdio(runtime: Arc<Runtime>, shutdown: CancellationToken) {
     runtime.shutdown().await;
     drop(agent);
     peer.close(writer).await;
-    crate::rpc::restore_blocking();
+    flags.restore();
 }

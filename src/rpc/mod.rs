@@ -14,4 +14,4 @@ pub use error::RpcError;
 pub use framing::{Frame, LineReader, MAX_LINE_BYTES};
 pub use message::{classify, Incoming, Rejected};
 pub use peer::{Handler, Peer, Reply, RequestContext};
-pub use stdio::{restore_blocking, stdio};
+pub use stdio::{stdio, StdioFlags};
