@@ -321,43 +321,65 @@ async fn shutdown_settles_a_running_background_child() {
     assert_eq!(last["data"]["reason"]["kind"], "aborted");
 }
 
-/// kin drives pipe stdio non-blocking; when it exits, whoever shares those pipes (here the
-/// test, holding the same ends) finds them blocking again.
+/// kin drives pipe and socket stdio non-blocking; when it exits, whoever shares those ends
+/// (here the test, holding them too) finds their flags as they were.
 #[test]
-fn stdio_pipes_are_left_blocking_for_whoever_shares_them() {
+fn stdio_pipes_and_sockets_are_left_as_they_were_for_whoever_shares_them() {
+    let (stdin_read, stdin_write) = std::io::pipe().unwrap();
+    let (stdout_read, stdout_write) = std::io::pipe().unwrap();
+    initialize_over(
+        stdin_read.into(),
+        stdin_write,
+        stdout_write.into(),
+        stdout_read,
+    );
+    // Node's child processes get a socket pair per stream.
+    let (stdin_read, stdin_write) = std::os::unix::net::UnixStream::pair().unwrap();
+    let (stdout_write, stdout_read) = std::os::unix::net::UnixStream::pair().unwrap();
+    initialize_over(
+        stdin_read.into(),
+        stdin_write,
+        stdout_write.into(),
+        stdout_read,
+    );
+}
+
+/// Runs `kin acp` on the given ends, asks `initialize` and checks kin's ends after it exits.
+fn initialize_over(
+    stdin: std::os::fd::OwnedFd,
+    mut to_kin: impl std::io::Write,
+    stdout: std::os::fd::OwnedFd,
+    from_kin: impl std::io::Read,
+) {
     use nix::fcntl::{fcntl, FcntlArg, OFlag};
-    use std::io::{BufRead, Write};
-    use std::os::fd::AsFd;
+    use std::io::BufRead;
+    let flags = |fd: &std::os::fd::OwnedFd| fcntl(fd, FcntlArg::F_GETFL).unwrap();
+    let shared = [stdin.try_clone().unwrap(), stdout.try_clone().unwrap()];
+    let before = shared.each_ref().map(flags);
     let home = tempfile::TempDir::new().unwrap();
     let cwd = tempfile::TempDir::new().unwrap();
-    let (stdin_read, mut stdin_write) = std::io::pipe().unwrap();
-    let (stdout_read, stdout_write) = std::io::pipe().unwrap();
-    let shared_in = stdin_read.try_clone().unwrap();
-    let shared_out = stdout_write.try_clone().unwrap();
     let mut kin = std::process::Command::new(common::kin_binary())
         .arg("acp")
         .env("XDG_CONFIG_HOME", home.path().join("config"))
         .env("KIN_HOME", home.path())
         .current_dir(cwd.path())
-        .stdin(stdin_read)
-        .stdout(stdout_write)
+        .stdin(stdin)
+        .stdout(stdout)
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
     writeln!(
-        stdin_write,
+        to_kin,
         r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":1}}}}"#
     )
     .unwrap();
-    drop(stdin_write);
+    drop(to_kin);
     let mut answer = String::new();
-    std::io::BufReader::new(stdout_read)
+    std::io::BufReader::new(from_kin)
         .read_line(&mut answer)
         .unwrap();
     assert!(answer.contains(r#""protocolVersion":1"#), "{answer}");
     assert!(kin.wait().unwrap().success());
-    for end in [shared_in.as_fd(), shared_out.as_fd()] {
-        let flags = OFlag::from_bits_truncate(fcntl(end, FcntlArg::F_GETFL).unwrap());
-        assert!(!flags.contains(OFlag::O_NONBLOCK), "{flags:?}");
-    }
+    assert_eq!(shared.each_ref().map(flags), before);
+    assert!(!OFlag::from_bits_truncate(before[0]).contains(OFlag::O_NONBLOCK));
 }

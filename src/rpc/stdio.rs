@@ -1,17 +1,18 @@
 //! The process's own stdin and stdout as async streams.
 //!
-//! Editors and parent agents connect kin through pipes. A pipe is driven by the runtime's event
-//! loop like a socket. Tokio's `stdin()`/`stdout()` instead hand every read and write to a
-//! blocking thread, because they must also work for files and terminals: that starts two
-//! threads before the first answer and adds a thread hop to every message. So pipes are used
-//! directly and anything else falls back to tokio's stdio.
+//! Editors and parent agents connect kin through pipes, or through stream sockets (Node's
+//! child processes get a socket pair per stream). Both can be driven by the runtime's event
+//! loop. Tokio's `stdin()`/`stdout()` instead hand every read and write to a blocking thread,
+//! because they must also work for files and terminals: that starts two threads before the
+//! first answer and adds a thread hop to every message. So pipes and sockets are used directly
+//! and anything else falls back to tokio's stdio.
 //!
-//! Driving a pipe this way sets `O_NONBLOCK` on its open file description, which is shared
+//! Driving a pipe or socket this way sets `O_NONBLOCK` on its open file description, which is shared
 //! with every process holding the same end. kin gives its own children fresh pipes or
 //! `/dev/null`, never its stdin or stdout, and [`StdioFlags::restore`] puts the flags back
 //! when kin is done, for whoever shares the pipe and goes on reading or writing after kin.
 
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -26,24 +27,54 @@ pub struct StdioFlags {
     stdout: Option<OFlag>,
 }
 
-/// Stdin and stdout; must be called inside the runtime (a pipe registers with its driver).
-/// Each pipe stream owns a duplicate (close-on-exec) of fd 0 or 1, which itself stays open.
+/// Stdin and stdout; must be called inside the runtime (pipes and sockets register with its
+/// driver). Each evented stream owns a duplicate (close-on-exec) of fd 0 or 1, which itself
+/// stays open.
 pub fn stdio() -> (Input, Output, StdioFlags) {
     let flags = StdioFlags {
         stdin: flags_of(std::io::stdin().as_fd()),
         stdout: flags_of(std::io::stdout().as_fd()),
     };
-    let stdin = std::io::stdin().as_fd().try_clone_to_owned();
-    let input: Input = match stdin.and_then(pipe::Receiver::from_owned_fd) {
-        Ok(pipe) => Box::new(pipe),
-        Err(_) => Box::new(tokio::io::stdin()),
-    };
-    let stdout = std::io::stdout().as_fd().try_clone_to_owned();
-    let output: Output = match stdout.and_then(pipe::Sender::from_owned_fd) {
-        Ok(pipe) => Box::new(pipe),
-        Err(_) => Box::new(tokio::io::stdout()),
-    };
+    let input = std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .and_then(evented_input)
+        .unwrap_or_else(|_| Box::new(tokio::io::stdin()));
+    let output = std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .and_then(evented_output)
+        .unwrap_or_else(|_| Box::new(tokio::io::stdout()));
     (input, output, flags)
+}
+
+/// `fd` read through the event loop, if it is a pipe or a stream socket.
+fn evented_input(fd: OwnedFd) -> std::io::Result<Input> {
+    Ok(match is_stream_socket(&fd) {
+        true => Box::new(socket(fd)?),
+        false => Box::new(pipe::Receiver::from_owned_fd(fd)?),
+    })
+}
+
+/// `fd` written through the event loop, if it is a pipe or a stream socket.
+fn evented_output(fd: OwnedFd) -> std::io::Result<Output> {
+    Ok(match is_stream_socket(&fd) {
+        true => Box::new(socket(fd)?),
+        false => Box::new(pipe::Sender::from_owned_fd(fd)?),
+    })
+}
+
+fn is_stream_socket(fd: &OwnedFd) -> bool {
+    use nix::sys::socket::{getsockopt, sockopt::SockType, SockType as Kind};
+    getsockopt(fd, SockType).is_ok_and(|kind| kind == Kind::Stream)
+}
+
+/// A stream socket as an async stream; only read or only written here, so tokio's Unix stream
+/// type serves whatever the socket's family.
+fn socket(fd: OwnedFd) -> std::io::Result<tokio::net::UnixStream> {
+    let socket = std::os::unix::net::UnixStream::from(fd);
+    socket.set_nonblocking(true)?;
+    tokio::net::UnixStream::from_std(socket)
 }
 
 impl StdioFlags {
