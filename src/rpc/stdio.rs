@@ -48,29 +48,31 @@ pub fn stdio() -> (Input, Output, StdioFlags) {
     (input, output, flags)
 }
 
-/// `fd` read through the event loop, if it is a pipe or a stream socket.
+/// `fd` read through the event loop, if it is a pipe or a socket.
 fn evented_input(fd: OwnedFd) -> std::io::Result<Input> {
-    Ok(match is_stream_socket(&fd) {
+    Ok(match is_socket(&fd) {
         true => Box::new(socket(fd)?),
         false => Box::new(pipe::Receiver::from_owned_fd(fd)?),
     })
 }
 
-/// `fd` written through the event loop, if it is a pipe or a stream socket.
+/// `fd` written through the event loop, if it is a pipe or a socket.
 fn evented_output(fd: OwnedFd) -> std::io::Result<Output> {
-    Ok(match is_stream_socket(&fd) {
+    Ok(match is_socket(&fd) {
         true => Box::new(socket(fd)?),
         false => Box::new(pipe::Sender::from_owned_fd(fd)?),
     })
 }
 
-fn is_stream_socket(fd: &OwnedFd) -> bool {
-    use nix::sys::socket::{getsockopt, sockopt::SockType, SockType as Kind};
-    getsockopt(fd, SockType).is_ok_and(|kind| kind == Kind::Stream)
+fn is_socket(fd: &OwnedFd) -> bool {
+    use nix::sys::stat::{fstat, SFlag};
+    fstat(fd).is_ok_and(|stat| {
+        SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT == SFlag::S_IFSOCK
+    })
 }
 
-/// A stream socket as an async stream; only read or only written here, so tokio's Unix stream
-/// type serves whatever the socket's family.
+/// A socket as an async stream; only read or only written here, so tokio's Unix stream type
+/// serves whatever the socket's family.
 fn socket(fd: OwnedFd) -> std::io::Result<tokio::net::UnixStream> {
     let socket = std::os::unix::net::UnixStream::from(fd);
     socket.set_nonblocking(true)?;
