@@ -192,7 +192,7 @@ fn run_command(cli: Cli) -> anyhow::Result<u8> {
             .block_on(Box::pin(kin::scenario::demo::run()))
             .map(|()| 0),
     };
-    // When stdin is not a pipe, its reader thread may still be parked in a read: do not wait.
+    // When stdin is a file or terminal, its reader thread may still be parked in a read.
     runtime.shutdown_timeout(Duration::from_millis(100));
     result
 }
@@ -295,23 +295,23 @@ mod tests {
     /// The shortcut for a bare `kin acp` must mean exactly what clap parses.
     #[test]
     fn a_bare_acp_is_what_clap_parses() {
-        let Ok(Cli {
-            command: Command::Acp { replay, model },
-        }) = Cli::try_parse_from(["kin", "acp"])
-        else {
-            panic!("clap did not parse `kin acp` as the acp command");
-        };
-        let Cli {
-            command:
-                Command::Acp {
-                    replay: bare_replay,
-                    model: bare_model,
+        match (Cli::try_parse_from(["kin", "acp"]), bare_acp()) {
+            (
+                Ok(Cli {
+                    command: Command::Acp { replay, model },
+                }),
+                Cli {
+                    command:
+                        Command::Acp {
+                            replay: bare_replay,
+                            model: bare_model,
+                        },
                 },
-        } = bare_acp()
-        else {
-            unreachable!()
-        };
-        assert_eq!(replay, bare_replay);
-        assert_eq!(model.overrides(), bare_model.overrides());
+            ) => {
+                assert_eq!(replay, bare_replay);
+                assert_eq!(model.overrides(), bare_model.overrides());
+            }
+            _ => panic!("`kin acp` and the shortcut are not both the acp command"),
+        }
     }
 }

@@ -7,10 +7,10 @@
 //! first answer and adds a thread hop to every message. So pipes and sockets are used directly
 //! and anything else falls back to tokio's stdio.
 //!
-//! Driving a pipe or socket this way sets `O_NONBLOCK` on its open file description, which is shared
-//! with every process holding the same end. kin gives its own children fresh pipes or
+//! Driving a pipe or socket this way sets `O_NONBLOCK` on its open file description, which is
+//! shared with every process holding the same end. kin gives its own children fresh pipes or
 //! `/dev/null`, never its stdin or stdout, and [`StdioFlags::restore`] puts the flags back
-//! when kin is done, for whoever shares the pipe and goes on reading or writing after kin.
+//! when kin is done, for whoever shares the end and goes on reading or writing after kin.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
