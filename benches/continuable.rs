@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 
 use futures::stream;
 use kin::agent::Agent;
+use kin::delegation::{Delivery, StartRequest};
 use kin::model::{ChunkStream, Model, ModelRequest};
 use kin::runtime::Runtime;
 use kin::session::UserPart;
-use kin::subagent::{Delivery, StartRequest};
 use tokio_util::sync::CancellationToken;
 
 #[allow(dead_code)] // this bench has its own model around the shared answer
@@ -79,7 +79,7 @@ fn started(delivery: Delivery) -> String {
 async fn settled_child(runtime: &Arc<Runtime>, parent: &Arc<Agent>) -> String {
     let request = StartRequest::new(prompt("go"), parent.clone(), CancellationToken::new());
     let start = runtime
-        .control()
+        .delegation()
         .start_continuable("spawn", "bench child", request)
         .unwrap();
     wait(runtime, &start.task_id, &parent.id).await;
@@ -92,8 +92,8 @@ async fn cold_resume(runtime: &Arc<Runtime>, model: &InstantModel, parent: &Arc<
     for _ in 0..999 {
         let task = started(
             runtime
-                .control()
-                .send_message(parent, &child, prompt("grow"), None)
+                .delegation()
+                .send_message(&parent.id, &child, prompt("grow"), None)
                 .await
                 .unwrap(),
         );
@@ -105,8 +105,8 @@ async fn cold_resume(runtime: &Arc<Runtime>, model: &InstantModel, parent: &Arc<
         let sent = Instant::now();
         let task = started(
             runtime
-                .control()
-                .send_message(parent, &child, prompt("again"), None)
+                .delegation()
+                .send_message(&parent.id, &child, prompt("again"), None)
                 .await
                 .unwrap(),
         );
@@ -127,7 +127,7 @@ async fn steering(runtime: &Arc<Runtime>, model: &InstantModel, parent: &Arc<Age
     let before = model.calls.lock().unwrap().len();
     let request = StartRequest::new(prompt("hold"), parent.clone(), CancellationToken::new());
     let start = runtime
-        .control()
+        .delegation()
         .start_continuable("spawn", "held child", request)
         .unwrap();
     // The child is in its model call once the model saw it (no event reaches us otherwise).
@@ -138,8 +138,8 @@ async fn steering(runtime: &Arc<Runtime>, model: &InstantModel, parent: &Arc<Age
     for i in 0..1100 {
         let sent = Instant::now();
         let delivery = runtime
-            .control()
-            .send_message(parent, &start.child_id, prompt("steer"), None)
+            .delegation()
+            .send_message(&parent.id, &start.child_id, prompt("steer"), None)
             .await
             .unwrap();
         let took = sent.elapsed();
@@ -179,7 +179,7 @@ async fn list_many(runtime: &Arc<Runtime>, parent: &Arc<Agent>) {
     let mut listed = 0;
     for i in 0..13 {
         let started = Instant::now();
-        listed = runtime.control().list_children(&parent.id).len();
+        listed = runtime.delegation().list(&parent.id).len();
         if i >= 3 {
             samples.push(started.elapsed());
         }
@@ -193,7 +193,7 @@ async fn list_many(runtime: &Arc<Runtime>, parent: &Arc<Agent>) {
 fn main() {
     let model = Arc::new(InstantModel::default());
     instant_model::in_process(model.clone(), |runtime, cwd| async move {
-        let parent = runtime.host().create_session(cwd, vec![]).unwrap();
+        let parent = runtime.host().create_session(cwd, vec![], 0).unwrap();
         cold_resume(&runtime, &model, &parent).await;
         steering(&runtime, &model, &parent).await;
         list_many(&runtime, &parent).await;

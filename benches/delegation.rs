@@ -7,9 +7,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use kin::agent::StopReason;
+use kin::delegation::StartRequest;
 use kin::runtime::Runtime;
 use kin::session::UserPart;
-use kin::subagent::{StartRequest, StopReason};
 use kin::tasks::{TaskOutcome, TaskStatus};
 use tokio_util::sync::CancellationToken;
 
@@ -41,13 +42,17 @@ fn prompt(text: &str) -> Vec<UserPart> {
 async fn child_overhead(runtime: &Arc<Runtime>, cwd: &std::path::Path) {
     let parent = runtime
         .host()
-        .create_session(cwd.to_owned(), vec![])
+        .create_session(cwd.to_owned(), vec![], 0)
         .unwrap();
     let (mut child_times, mut turn_times) = (Vec::new(), Vec::new());
     for i in 0..520 {
         let started = Instant::now();
         let request = StartRequest::new(prompt("go"), parent.clone(), CancellationToken::new());
-        let run = runtime.subagents().start("spawn", request).await.unwrap();
+        let run = runtime
+            .delegation()
+            .start_with("spawn", request)
+            .await
+            .unwrap();
         let result = run.result().await;
         let elapsed = started.elapsed();
         run.dispose().await;
@@ -55,7 +60,7 @@ async fn child_overhead(runtime: &Arc<Runtime>, cwd: &std::path::Path) {
 
         let top = runtime
             .host()
-            .create_session(cwd.to_owned(), vec![])
+            .create_session(cwd.to_owned(), vec![], 0)
             .unwrap();
         let deps = runtime.host().turn_deps(&top);
         let started = Instant::now();
@@ -80,12 +85,12 @@ async fn child_overhead(runtime: &Arc<Runtime>, cwd: &std::path::Path) {
 async fn many_background(runtime: &Arc<Runtime>, cwd: &std::path::Path) {
     let parent = runtime
         .host()
-        .create_session(cwd.to_owned(), vec![])
+        .create_session(cwd.to_owned(), vec![], 0)
         .unwrap();
     let started = Instant::now();
     let mut ids = Vec::new();
     for _ in 0..1000 {
-        let service = runtime.subagents().clone();
+        let service = runtime.delegation().clone();
         let parent = parent.clone();
         let id = runtime
             .tasks()
@@ -96,13 +101,13 @@ async fn many_background(runtime: &Arc<Runtime>, cwd: &std::path::Path) {
                 move |cancel| {
                     Box::pin(async move {
                         let request = StartRequest::new(prompt("go"), parent, cancel);
-                        match service.start("spawn", request).await {
+                        match service.start_with("spawn", request).await {
                             Ok(run) => {
                                 let result = run.result().await;
                                 run.dispose().await;
                                 match result.stop_reason {
                                     StopReason::Completed => TaskOutcome::completed(result.text()),
-                                    other => TaskOutcome::failed(other.as_str()),
+                                    other => TaskOutcome::failed(format!("{other:?}")),
                                 }
                             }
                             Err(error) => TaskOutcome::failed(error.detail()),
@@ -133,7 +138,7 @@ async fn many_background(runtime: &Arc<Runtime>, cwd: &std::path::Path) {
 async fn fork_big_parent(runtime: &Arc<Runtime>, cwd: &std::path::Path) {
     let parent = runtime
         .host()
-        .create_session(cwd.to_owned(), vec![])
+        .create_session(cwd.to_owned(), vec![], 0)
         .unwrap();
     let deps = runtime.host().turn_deps(&parent);
     // Each turn of the instant model writes 10 events.
@@ -148,7 +153,11 @@ async fn fork_big_parent(runtime: &Arc<Runtime>, cwd: &std::path::Path) {
     for i in 0..35 {
         let started = Instant::now();
         let request = StartRequest::new(prompt("go"), parent.clone(), CancellationToken::new());
-        let run = runtime.subagents().start("fork", request).await.unwrap();
+        let run = runtime
+            .delegation()
+            .start_with("fork", request)
+            .await
+            .unwrap();
         let published = started.elapsed();
         run.result().await;
         run.dispose().await;

@@ -10,9 +10,10 @@
 use std::process::Command;
 use std::sync::Arc;
 
+use kin::agent::StopReason;
+use kin::delegation::StartRequest;
 use kin::runtime::Runtime;
 use kin::session::UserPart;
-use kin::subagent::{StartRequest, StopReason};
 use tokio_util::sync::CancellationToken;
 
 mod instant_model;
@@ -35,7 +36,11 @@ fn rss_kb() -> u64 {
 async fn one_child(runtime: &Arc<Runtime>, parent: &Arc<kin::agent::Agent>) {
     let prompt = vec![UserPart::Text { text: "go".into() }];
     let request = StartRequest::new(prompt, parent.clone(), CancellationToken::new());
-    let run = runtime.subagents().start("spawn", request).await.unwrap();
+    let run = runtime
+        .delegation()
+        .start_with("spawn", request)
+        .await
+        .unwrap();
     assert_eq!(run.result().await.stop_reason, StopReason::Completed);
     run.dispose().await;
 }
@@ -43,7 +48,7 @@ async fn one_child(runtime: &Arc<Runtime>, parent: &Arc<kin::agent::Agent>) {
 /// One measurement, in this process.
 fn measure() {
     instant_model::in_process(Arc::new(InstantModel), |runtime, cwd| async move {
-        let parent = runtime.host().create_session(cwd, vec![]).unwrap();
+        let parent = runtime.host().create_session(cwd, vec![], 0).unwrap();
         one_child(&runtime, &parent).await;
         let baseline = rss_kb();
         for _ in 0..CHILDREN {

@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::host::{HostEvent, StopReason};
-use crate::agent::TurnError;
+use crate::agent::host::HostEvent;
+use crate::agent::{StopReason, TurnError};
 use crate::model::Credentials;
 use crate::runtime::{Runtime, RuntimeError};
 use crate::session::{AssistantChunk, Chunk, Event, EventBody, UserPart};
@@ -47,7 +47,7 @@ pub fn exit_status(
     max_steps: u32,
 ) -> (u8, Option<String>) {
     match result {
-        Ok(StopReason::EndTurn) => (0, None),
+        Ok(StopReason::Completed) => (0, None),
         Ok(StopReason::Cancelled) => (EXIT_CANCELLED, Some("the turn was cancelled".into())),
         Ok(StopReason::MaxTokens) => (
             EXIT_STOPPED,
@@ -57,7 +57,7 @@ pub fn exit_status(
             EXIT_STOPPED,
             Some("the model refused to answer (stop reason refusal)".into()),
         ),
-        Ok(StopReason::MaxTurnRequests) => (
+        Ok(StopReason::MaxSteps) => (
             EXIT_STOPPED,
             Some(format!(
                 "the turn reached kin's limit of {max_steps} model calls (stop reason max_turn_requests)"
@@ -80,12 +80,8 @@ pub async fn run(
         return Err(HeadlessError::MissingKey(hint));
     }
     let agent = match &options.session {
-        Some(id) => {
-            let agent = host.open_session(id, options.cwd.clone())?;
-            runtime.control().restore_interrupted(&agent);
-            agent
-        }
-        None => host.create_session(options.cwd.clone(), Vec::new())?,
+        Some(id) => runtime.open_session(id, options.cwd.clone(), None)?,
+        None => host.create_session(options.cwd.clone(), Vec::new(), 0)?,
     };
     let printer = Arc::new(Printer {
         json: options.json,

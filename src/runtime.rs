@@ -1,23 +1,22 @@
 //! Wiring: the one [`Runtime`] a process holds puts together the session host, the background
-//! tasks, and delegation (providers and the tools that reach them). Passed around as
-//! `Arc<Runtime>`; no globals. Holds no logic of its own beyond startup and shutdown order.
+//! tasks, and delegation, in one place and in this order: store, tasks, delegation (and its
+//! tools), host; then delegation is attached to the host. Passed around as `Arc<Runtime>`; no
+//! globals. It also opens, closes and deletes sessions for the front ends (`acp/agent.rs`,
+//! `headless.rs`), with what delegation adds to each: restoring interrupted tasks, stopping
+//! the tasks a session owns.
 
-use std::path::Path;
-use std::sync::{Arc, Weak};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::host::AgentHost;
-use crate::agent::UserMessage;
+use crate::agent::Agent;
 use crate::config::AcpAgentConfig;
+use crate::delegation::{Delegation, DEFAULT_MAX_DEPTH};
 use crate::model::Model;
-use crate::session::{SessionStore, StoreError, UserPart};
-use crate::subagent::{
-    AcpProvider, ChildHost, ForkProvider, ListAgentsTool, Provider, SendMessageTool, SpawnProvider,
-    SubagentControl, SubagentService, SubagentTool, DEFAULT_MAX_DEPTH,
-};
-use crate::tasks::{Notice, TaskKillTool, TaskListTool, TaskOutputTool, TaskService};
+use crate::session::{SessionStore, StoreError};
+use crate::tasks::{TaskKillTool, TaskListTool, TaskOutputTool, TaskService};
 use crate::tools::ToolRegistry;
 
 pub use crate::agent::host::{HostError as RuntimeError, DEFAULT_MAX_STEPS};
@@ -44,10 +43,8 @@ impl Default for RuntimeOptions {
 
 pub struct Runtime {
     host: Arc<AgentHost>,
-    subagents: Arc<SubagentService>,
     tasks: Arc<TaskService>,
-    /// Continuable background children (`send_message`, `list_agents`).
-    control: Arc<SubagentControl>,
+    delegation: Arc<Delegation>,
     /// Cancels background tasks at shutdown.
     shutdown: CancellationToken,
 }
@@ -63,79 +60,30 @@ impl Runtime {
         let store = SessionStore::open(home)?;
         let shutdown = CancellationToken::new();
         let tasks = Arc::new(TaskService::new(shutdown.child_token()));
-        let subagents = Arc::new(SubagentService::new());
-        // The host's tools reach the providers, which reach the host: weakly.
-        let mut control = None;
-        let host = Arc::new_cyclic(|weak: &Weak<AgentHost>| {
-            let host: Weak<dyn ChildHost> = weak.clone();
-            let acp_host = host.clone();
-            let continuable = Arc::new(SubagentControl::new(
-                tasks.clone(),
-                subagents.clone(),
-                store.clone(),
-                host.clone(),
-            ));
-            let mut providers: Vec<(Arc<dyn Provider>, String)> = vec![
-                (
-                    Arc::new(SpawnProvider::new(host.clone())),
-                    "subagent".into(),
-                ),
-                (Arc::new(ForkProvider::new(host)), "subagent_fork".into()),
-            ];
-            for agent in &options.acp_agents {
-                let tool = agent.tool.clone();
-                let provider = AcpProvider::new(agent.clone(), acp_host.clone());
-                providers.push((Arc::new(provider), tool));
-            }
-            let mut tools = base_tools;
-            for (provider, tool) in providers {
-                tools.register(Arc::new(SubagentTool::new(
-                    &tool,
-                    provider.name(),
-                    provider.inherits_parent_context(),
-                    Some(options.subagent_max_depth),
-                    subagents.clone(),
-                    continuable.clone(),
-                )));
-                if let Err(error) = subagents.register(provider) {
-                    tracing::error!(%error, "registering a subagent provider failed");
-                }
-            }
-            tools.register(Arc::new(SendMessageTool(continuable.clone())));
-            tools.register(Arc::new(ListAgentsTool(continuable.clone())));
-            control = Some(continuable);
-            tools.register(Arc::new(TaskOutputTool(tasks.clone())));
-            tools.register(Arc::new(TaskListTool(tasks.clone())));
-            tools.register(Arc::new(TaskKillTool(tasks.clone())));
-            AgentHost::new(store, model, Arc::new(tools), options.max_steps)
-        });
-        // A background task that settles unseen leaves its owner a notice for the next call.
-        let weak = Arc::downgrade(&host);
-        tasks.set_notice_sink(Box::new(move |notice| {
-            let owner = match &notice {
-                Notice::Post { owner, .. } | Notice::Withdraw { owner, .. } => owner,
-            };
-            let Some(agent) = weak.upgrade().and_then(|host| host.live(owner)) else {
-                return;
-            };
-            match notice {
-                Notice::Post { id, text, .. } => agent.inject(UserMessage {
-                    content: vec![UserPart::Text { text }],
-                    source: json!({"kind": "plugin", "plugin": "tool-tasks"}),
-                    role: "user".into(),
-                    id,
-                }),
-                Notice::Withdraw { id, .. } => agent.withdraw(&id),
-            }
-        }));
-        let control = control.ok_or_else(|| StoreError::NotFound {
-            id: "the subagent control service".into(),
-        })?;
+        let delegation = Delegation::new(
+            store.clone(),
+            tasks.clone(),
+            options.subagent_max_depth,
+            &options.acp_agents,
+        );
+        let mut tools = base_tools;
+        for tool in delegation.tools() {
+            tools.register(tool);
+        }
+        tools.register(Arc::new(TaskOutputTool(tasks.clone())));
+        tools.register(Arc::new(TaskListTool(tasks.clone())));
+        tools.register(Arc::new(TaskKillTool(tasks.clone())));
+        let host = Arc::new(AgentHost::new(
+            store,
+            model,
+            Arc::new(tools),
+            options.max_steps,
+        ));
+        delegation.attach(&host);
         Ok(Arc::new(Self {
             host,
-            subagents,
             tasks,
-            control,
+            delegation,
             shutdown,
         }))
     }
@@ -145,18 +93,45 @@ impl Runtime {
         &self.host
     }
 
-    /// The delegation providers.
-    pub fn subagents(&self) -> &Arc<SubagentService> {
-        &self.subagents
-    }
-
     pub fn tasks(&self) -> &Arc<TaskService> {
         &self.tasks
     }
 
-    /// Continuable background children.
-    pub fn control(&self) -> &Arc<SubagentControl> {
-        &self.control
+    /// The model's delegation verbs.
+    pub fn delegation(&self) -> &Arc<Delegation> {
+        &self.delegation
+    }
+
+    /// The live agent of a stored session (see [`AgentHost::open_session`]); the background
+    /// tasks an earlier process left unfinished show as interrupted.
+    pub fn open_session(
+        &self,
+        id: &str,
+        cwd: PathBuf,
+        additional: Option<Vec<PathBuf>>,
+    ) -> Result<Arc<Agent>, RuntimeError> {
+        let agent = self.host.open_session(id, cwd, additional)?;
+        self.delegation.restore(&agent);
+        Ok(agent)
+    }
+
+    /// Closes a session: the background work it owns is stopped, and it leaves the live
+    /// sessions (its turn cancelled and settled). `false` if it is neither live nor stored.
+    pub async fn close_session(&self, id: &str) -> bool {
+        self.tasks.cancel_owned(id);
+        match self.host.unpublish(id) {
+            Some(agent) => {
+                agent.settle().await;
+                true
+            }
+            None => self.host.store().exists(id),
+        }
+    }
+
+    /// Deletes a session and the sessions it delegated to, after stopping the work it owns.
+    pub async fn delete_session(&self, id: &str) -> Result<(), StoreError> {
+        self.tasks.cancel_owned(id);
+        self.host.delete_session(id).await
     }
 
     /// Cancels every background task, turn and child, and waits until all have settled.

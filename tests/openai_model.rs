@@ -12,7 +12,7 @@ use common::mock_openai::{
     Reply, ServerEvent,
 };
 use futures::StreamExt;
-use kin::agent::TurnOutcome;
+use kin::agent::StopReason;
 use kin::model::openai::{ApiKey, KeyState, OpenAiModel, OpenAiSettings};
 use kin::model::{Credentials, Model, ModelError, ModelRequest, ToolSpec};
 use kin::runtime::Runtime;
@@ -447,7 +447,7 @@ async fn cancelling_a_turn_closes_the_connection() {
         Runtime::new(home.path(), model, ToolRegistry::new(), Default::default()).unwrap();
     let agent = runtime
         .host()
-        .create_session(cwd.path().to_owned(), Vec::new())
+        .create_session(cwd.path().to_owned(), Vec::new(), 0)
         .unwrap();
     let deps = runtime.host().turn_deps(&agent);
     let cancel = CancellationToken::new();
@@ -464,7 +464,7 @@ async fn cancelling_a_turn_closes_the_connection() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(outcome, TurnOutcome::Cancelled);
+    assert_eq!(outcome, StopReason::Cancelled);
     let closed = tokio::time::timeout(GUARD, server.next_event())
         .await
         .unwrap();

@@ -22,7 +22,8 @@ use serde_json::{json, Value};
 
 use super::bridge::AcpBridge;
 use super::{modes, updates};
-use crate::agent::host::{StopReason as TurnStop, Subscription};
+use crate::agent::host::Subscription;
+use crate::agent::StopReason as TurnStop;
 use crate::agent::{Agent, TurnError};
 use crate::model::Credentials;
 use crate::rpc::{Handler, Reply, RequestContext, RpcError};
@@ -305,7 +306,7 @@ async fn dispatch(
             let depth = delegation_depth(req.meta.as_ref())?;
             let agent = runtime
                 .host()
-                .create_session_at_depth(req.cwd.clone(), additional, depth)
+                .create_session(req.cwd.clone(), additional, depth)
                 .map_err(runtime_error)?;
             let mode = agent.permission_mode();
             Ok(NewSessionResponse::new(agent.id.clone())
@@ -360,19 +361,13 @@ async fn dispatch(
         )),
         ClientRequest::CloseSessionRequest(req) => {
             let id = &req.session_id.0;
-            // Closing a session stops the background work it owns.
-            runtime.tasks().cancel_owned(id);
-            match runtime.host().unpublish(id) {
-                Some(agent) => agent.settle().await,
-                None if runtime.host().store().exists(id) => {}
-                None => return Err(session_not_found(id, None)),
+            if !runtime.close_session(id).await {
+                return Err(session_not_found(id, None));
             }
             answer(Ok(CloseSessionResponse::new()))
         }
         ClientRequest::DeleteSessionRequest(req) => {
-            runtime.tasks().cancel_owned(&req.session_id.0);
             runtime
-                .host()
                 .delete_session(&req.session_id.0)
                 .await
                 .map_err(store_error)?;
@@ -418,11 +413,8 @@ fn open_idle(
 ) -> Result<Arc<Agent>, RpcError> {
     check_roots(&cwd, &additional)?;
     let agent = runtime
-        .host()
-        .open_session_in(id, cwd, Some(additional))
+        .open_session(id, cwd, Some(additional))
         .map_err(runtime_error)?;
-    // Background tasks an earlier process left unfinished show as interrupted.
-    runtime.control().restore_interrupted(&agent);
     if agent.is_running() {
         return Err(RpcError::invalid_request(format!(
             "invalid request: session {id} is running a prompt; cancel it or wait for it first"
@@ -576,11 +568,11 @@ async fn prompt(
         )));
     }
     let stop = match TurnStop::of(&outcome, cancel.is_cancelled()) {
-        TurnStop::EndTurn => StopReason::EndTurn,
+        TurnStop::Completed => StopReason::EndTurn,
         TurnStop::MaxTokens => StopReason::MaxTokens,
         TurnStop::Refusal => StopReason::Refusal,
         TurnStop::Cancelled => StopReason::Cancelled,
-        TurnStop::MaxTurnRequests => StopReason::MaxTurnRequests,
+        TurnStop::MaxSteps => StopReason::MaxTurnRequests,
         TurnStop::Error => {
             let detail = outcome
                 .err()

@@ -10,19 +10,18 @@ use agent_client_protocol_schema::v1::{
 };
 
 use super::updates;
-use crate::agent::host::{HostEvent, StopReason};
+use crate::agent::host::HostEvent;
 use crate::agent::Agent;
+use crate::agent::StopReason;
 use crate::rpc::Peer;
 
 fn idle(stop: StopReason) -> IdleStopReason {
     match stop {
-        StopReason::EndTurn => IdleStopReason::EndTurn,
+        StopReason::Completed => IdleStopReason::EndTurn,
         StopReason::MaxTokens => IdleStopReason::MaxTokens,
         StopReason::Refusal => IdleStopReason::Refusal,
         StopReason::Cancelled => IdleStopReason::Cancelled,
-        StopReason::MaxTurnRequests | StopReason::Error => {
-            IdleStopReason::Error(ErrorStopReason::new())
-        }
+        StopReason::MaxSteps | StopReason::Error => IdleStopReason::Error(ErrorStopReason::new()),
     }
 }
 

@@ -2,6 +2,7 @@
 //! sessions name), and the one way a turn is run. `kin acp`, `kin run` and in-process children
 //! all run turns through [`AgentHost::start_turn`]; what happens is reported on one
 //! [`HostEvents`] stream, and [`StopReason::of`] is the one reading of how a turn ended.
+//! Delegated children are published and started with [`AgentHost::start_child`].
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -12,7 +13,7 @@ use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::{system_prompt, Agent, AgentOptions, AgentSpec, TurnDeps, TurnError, TurnOutcome};
+use super::{system_prompt, Agent, AgentOptions, AgentSpec, StopReason, TurnDeps, TurnError};
 use crate::model::Model;
 use crate::session::{Event, Header, SessionLog, SessionStore, StoreError, UserPart};
 use crate::time::unique_now_ms;
@@ -27,39 +28,6 @@ pub enum HostError {
     Store(#[from] StoreError),
     #[error("session {id} is already open in this process")]
     AlreadyLive { id: String },
-}
-
-/// How a turn ended, as every front end reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StopReason {
-    EndTurn,
-    MaxTokens,
-    Refusal,
-    Cancelled,
-    /// The step limit was reached while the model still wanted to call tools.
-    MaxTurnRequests,
-    /// The turn failed (the error says why).
-    Error,
-}
-
-impl StopReason {
-    /// The one reading of a turn's end. Cancellation owns every outcome that did not
-    /// complete: a turn that failed while being cancelled counts as cancelled.
-    pub fn of(result: &Result<TurnOutcome, TurnError>, cancelled: bool) -> Self {
-        let reason = match result {
-            Ok(TurnOutcome::Completed) => Self::EndTurn,
-            Ok(TurnOutcome::MaxTokens) => Self::MaxTokens,
-            Ok(TurnOutcome::Refusal) => Self::Refusal,
-            Ok(TurnOutcome::Cancelled) => Self::Cancelled,
-            Ok(TurnOutcome::MaxSteps) => Self::MaxTurnRequests,
-            Err(_) => Self::Error,
-        };
-        match reason {
-            Self::EndTurn => Self::EndTurn,
-            _ if cancelled => Self::Cancelled,
-            other => other,
-        }
-    }
 }
 
 /// What the host reports, in order, to its listeners.
@@ -226,7 +194,7 @@ impl AgentHost {
         prompt: Vec<UserPart>,
         client: Option<Arc<dyn ClientBridge>>,
         cancel: CancellationToken,
-    ) -> BoxFuture<'static, Result<TurnOutcome, TurnError>> {
+    ) -> BoxFuture<'static, Result<StopReason, TurnError>> {
         let mut deps = self.turn_deps(&agent);
         deps.client = client;
         let events = self.events.clone();
@@ -271,18 +239,9 @@ impl AgentHost {
         }))
     }
 
-    /// Creates, stores and publishes a new top-level session.
+    /// Creates, stores and publishes a new top-level session. `delegation_depth` is not 0
+    /// for a session that is itself a delegated child (of an agent in another process).
     pub fn create_session(
-        &self,
-        cwd: PathBuf,
-        additional_directories: Vec<String>,
-    ) -> Result<Arc<Agent>, HostError> {
-        self.create_session_at_depth(cwd, additional_directories, 0)
-    }
-
-    /// [`AgentHost::create_session`] for a session that is itself a delegated child (of an
-    /// agent in another process): its header records `delegation_depth`.
-    pub fn create_session_at_depth(
         &self,
         cwd: PathBuf,
         additional_directories: Vec<String>,
@@ -302,14 +261,9 @@ impl AgentHost {
     }
 
     /// The live agent of a stored session, opening it from disk if it is not live yet.
-    /// `cwd` is where the client runs it now (it may have moved since it was created).
-    pub fn open_session(&self, id: &str, cwd: PathBuf) -> Result<Arc<Agent>, HostError> {
-        self.open_session_in(id, cwd, None)
-    }
-
-    /// [`AgentHost::open_session`] with the additional directories the client sent now
-    /// (`None`: those recorded at creation).
-    pub fn open_session_in(
+    /// `cwd` is where the client runs it now (it may have moved since it was created);
+    /// `additional` the directories the client sent now (`None`: those recorded at creation).
+    pub fn open_session(
         &self,
         id: &str,
         cwd: PathBuf,
@@ -335,6 +289,26 @@ impl AgentHost {
                 .ok_or_else(|| HostError::Store(StoreError::NotFound { id: id.to_owned() })),
             Err(error) => Err(error),
         }
+    }
+
+    /// Publishes a delegated child of `parent`, reports it, and runs its first turn (see
+    /// [`AgentHost::start_turn`]). Fails, with nothing published, if its id is taken.
+    pub fn start_child(
+        &self,
+        parent: &str,
+        child: Arc<Agent>,
+        label: Option<&str>,
+        prompt: Vec<UserPart>,
+        client: Option<Arc<dyn ClientBridge>>,
+        cancel: CancellationToken,
+    ) -> Result<BoxFuture<'static, Result<StopReason, TurnError>>, HostError> {
+        self.publish(child.clone())?;
+        self.events.emit(&HostEvent::ChildStarted {
+            parent,
+            child: &child,
+            label,
+        });
+        Ok(self.start_turn(child, prompt, client, cancel))
     }
 
     /// Publishes an agent; the registry is the collision boundary for session ids.

@@ -2,7 +2,8 @@
 //! options and tools, and at most one running turn. A turn alternates model calls (steps) and
 //! tool calls until the model stops, the turn is cancelled, or something fails; every
 //! happening is a log event, handed to an observer as it is appended. [`host`] runs turns for
-//! every front end. Knows nothing of ACP or delegation.
+//! every front end. Delegation reaches an agent only through its tools (looked up by session
+//! id), the records it queues (`record`, `record_in_next_turn`) and `steer`/`inject`.
 
 mod assemble;
 pub mod host;
@@ -20,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::model::{Model, ModelError};
 use crate::session::history::{HistoryFold, ModelHistory};
-use crate::session::{Event, EventBody, Header, SessionLog, StoreError, TurnEndReason, UserPart};
+use crate::session::{Event, EventBody, Header, SessionLog, StoreError, UserPart};
 use crate::tools::{ClientBridge, PermissionMode, Roots, SessionPermissions, ToolRegistry};
 
 pub use assemble::MessageAssembler;
@@ -28,15 +29,32 @@ pub use structured::{StructuredCapture, STRUCTURED_TOOL};
 pub use system::system_prompt;
 pub use title::fallback_title;
 
-/// How a turn ended, when it did not fail.
+/// How a turn ended: the one stop reason in kin. Each target maps it in one function beside
+/// itself: the log (`turn.rs`), ACP (`acp/agent.rs`), `subagent_update` (`acp/subagents.rs`),
+/// task outcomes and tool errors (`delegation/`), exit codes (`headless.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TurnOutcome {
+pub enum StopReason {
     Completed,
     MaxTokens,
     Refusal,
     Cancelled,
     /// The step limit was reached while the model still wanted to call tools.
     MaxSteps,
+    /// The turn failed (the error says why). A turn that runs returns an error instead.
+    Error,
+}
+
+impl StopReason {
+    /// The one reading of a turn's end. Cancellation owns every outcome that did not
+    /// complete: a turn that failed while being cancelled counts as cancelled.
+    pub fn of(result: &Result<StopReason, TurnError>, cancelled: bool) -> Self {
+        match result {
+            Ok(Self::Completed) => Self::Completed,
+            _ if cancelled => Self::Cancelled,
+            Ok(reason) => *reason,
+            Err(_) => Self::Error,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -118,10 +136,14 @@ pub struct Agent {
     /// Messages delivered into the running turn (`steer`), taken before the next model call.
     steering: Mutex<Steering>,
     /// Notices for the model (e.g. a finished background task), taken before the next call.
-    inbox: Mutex<Vec<UserMessage>>,
+    /// Each with the log-only record written right after it (e.g. the `task/end` it reports).
+    inbox: Mutex<Vec<(UserMessage, Option<EventBody>)>>,
     /// Log-only records for the next turn to write after its opening message (e.g. a child's
     /// `subagent/descriptor`).
     records: Mutex<Vec<EventBody>>,
+    /// Log-only records to write as soon as possible: now when idle, else by the running turn
+    /// at its next write (e.g. the owner's `task/start`, `task/end`).
+    pending: Mutex<Vec<EventBody>>,
 }
 
 pub use crate::session::UserMessage;
@@ -201,6 +223,7 @@ impl Agent {
             steering: Mutex::new(Steering::default()),
             inbox: Mutex::new(Vec::new()),
             records: Mutex::new(Vec::new()),
+            pending: Mutex::new(Vec::new()),
         }
     }
 
@@ -227,18 +250,23 @@ impl Agent {
     /// idle, else by the running turn. Returns whether the mode changed.
     pub fn set_permission_mode(&self, mode: PermissionMode) -> Result<bool, StoreError> {
         let changed = self.permissions.set_mode(mode);
-        self.write_permission_records()?;
+        self.write_idle_records()?;
         Ok(changed)
     }
 
-    /// Writes queued permission records if no turn holds the log (a running turn writes them
-    /// itself).
-    fn write_permission_records(&self) -> Result<(), StoreError> {
+    /// Writes queued permission and pending records if no turn holds the log (a running turn
+    /// writes them itself).
+    fn write_idle_records(&self) -> Result<(), StoreError> {
         if let Ok(mut state) = self.state.try_lock() {
-            let records = self.permissions.take_unlogged();
+            let mut records: Vec<EventBody> = self
+                .permissions
+                .take_unlogged()
+                .into_iter()
+                .map(|record| permissions::event(record, None))
+                .collect();
+            records.extend(self.take_pending());
             if !records.is_empty() {
-                for record in records {
-                    let body = permissions::event(record, None);
+                for body in records {
                     let event = state.log.append(body, crate::time::now_ms())?;
                     self.push_event(event);
                 }
@@ -303,20 +331,34 @@ impl Agent {
         Ok(())
     }
 
-    /// Leaves a notice for the model; it is logged before the next model call.
-    pub fn inject(&self, message: UserMessage) {
-        lock(&self.inbox).push(message);
+    /// Leaves a notice for the model; it is logged before the next model call, followed by
+    /// `record` (never shown to the model) if there is one.
+    pub fn inject(&self, message: UserMessage, record: Option<EventBody>) {
+        lock(&self.inbox).push((message, record));
     }
 
-    /// Takes back notice `id` if it has not been logged yet.
+    /// Takes back notice `id` (and its record) if it has not been logged yet.
     pub fn withdraw(&self, id: &str) {
-        lock(&self.inbox).retain(|message| message.id != id);
+        lock(&self.inbox).retain(|(message, _)| message.id != id);
     }
 
     /// Has the next turn write `body` to the log after its opening message; never shown to
     /// the model.
     pub fn record_in_next_turn(&self, body: EventBody) {
         lock(&self.records).push(body);
+    }
+
+    /// Writes `body` to the log now when idle, else has the running turn write it at its next
+    /// write; never shown to the model. A failed write is logged: the record is advisory.
+    pub fn record(&self, body: EventBody) {
+        lock(&self.pending).push(body);
+        if let Err(error) = self.write_idle_records() {
+            tracing::warn!(%error, session = %self.id, "could not write a record");
+        }
+    }
+
+    fn take_pending(&self) -> Vec<EventBody> {
+        std::mem::take(&mut *lock(&self.pending))
     }
 
     fn take_records(&self) -> Vec<EventBody> {
@@ -335,7 +377,7 @@ impl Agent {
         !steering.open
     }
 
-    fn take_inbox(&self) -> Vec<UserMessage> {
+    fn take_inbox(&self) -> Vec<(UserMessage, Option<EventBody>)> {
         std::mem::take(&mut *lock(&self.inbox))
     }
 
@@ -346,7 +388,7 @@ impl Agent {
         deps: &TurnDeps,
         observe: Observer<'_>,
         cancel: CancellationToken,
-    ) -> Result<TurnOutcome, TurnError> {
+    ) -> Result<StopReason, TurnError> {
         if self.running.swap(true, Ordering::AcqRel) {
             return Err(TurnError::Busy {
                 id: self.id.clone(),
@@ -361,22 +403,10 @@ impl Agent {
         *lock(&self.turn_cancel) = None;
         lock(&self.steering).open = false;
         self.running.store(false, Ordering::Release);
-        // A mode switch that arrived as the turn was ending is written now.
-        if let Err(error) = self.write_permission_records() {
+        // A mode switch or record that arrived as the turn was ending is written now.
+        if let Err(error) = self.write_idle_records() {
             tracing::warn!(%error, session = %self.id, "could not log a permission change");
         }
         result
-    }
-}
-
-impl TurnOutcome {
-    fn end_reason(self) -> TurnEndReason {
-        match self {
-            Self::Completed => TurnEndReason::Completed,
-            Self::MaxTokens => TurnEndReason::MaxTokens,
-            Self::Refusal => TurnEndReason::Refusal,
-            Self::Cancelled => TurnEndReason::Aborted,
-            Self::MaxSteps => TurnEndReason::MaxSteps,
-        }
     }
 }

@@ -7,7 +7,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    permissions, Agent, AgentState, MessageAssembler, Observer, TurnDeps, TurnError, TurnOutcome,
+    permissions, Agent, AgentState, MessageAssembler, Observer, StopReason, TurnDeps, TurnError,
 };
 use crate::model::{ModelError, ModelRequest};
 use crate::session::*;
@@ -18,7 +18,7 @@ use crate::tools::{ToolContext, ToolOutput};
 enum StepEnd {
     /// The model asked for tools; their results are in the log; call the model again.
     Continue,
-    Finished(TurnOutcome),
+    Finished(StopReason),
 }
 
 struct Turn<'a> {
@@ -40,7 +40,7 @@ pub(super) async fn run(
     deps: &TurnDeps,
     observe: Observer<'_>,
     cancel: &CancellationToken,
-) -> Result<TurnOutcome, TurnError> {
+) -> Result<StopReason, TurnError> {
     state.last_turn += 1;
     let turn = state.last_turn;
     let mut this = Turn {
@@ -58,7 +58,7 @@ pub(super) async fn run(
         Err(error) => result.and(Err(error.into())),
     };
     let reason = match &result {
-        Ok(outcome) => outcome.end_reason(),
+        Ok(outcome) => end_reason(*outcome),
         Err(TurnError::Model { step, error, .. }) => TurnEndReason::Error {
             step: Some(*step),
             message: Some(error.to_string()),
@@ -79,6 +79,23 @@ pub(super) async fn run(
         (Ok(outcome), Ok(())) => Ok(outcome),
         (Ok(_), Err(error)) => Err(error.into()),
         (Err(error), _) => Err(error),
+    }
+}
+
+/// The log's `turn/end` reason for a turn that ran to an end.
+fn end_reason(stop: StopReason) -> TurnEndReason {
+    match stop {
+        StopReason::Completed => TurnEndReason::Completed,
+        StopReason::MaxTokens => TurnEndReason::MaxTokens,
+        StopReason::Refusal => TurnEndReason::Refusal,
+        StopReason::Cancelled => TurnEndReason::Aborted,
+        StopReason::MaxSteps => TurnEndReason::MaxSteps,
+        StopReason::Error => TurnEndReason::Error {
+            step: None,
+            message: None,
+            code: None,
+            failure: None,
+        },
     }
 }
 
@@ -114,7 +131,7 @@ impl Turn<'_> {
         Ok(seq)
     }
 
-    async fn run(&mut self, prompt: Vec<UserPart>) -> Result<TurnOutcome, TurnError> {
+    async fn run(&mut self, prompt: Vec<UserPart>) -> Result<StopReason, TurnError> {
         let turn = self.turn;
         self.log_permission_records(None)?;
         self.emit(EventBody::TurnStart(TurnStart {
@@ -149,7 +166,8 @@ impl Turn<'_> {
                 }))?;
             }
         }
-        let records = self.agent.take_records();
+        let mut records = self.agent.take_records();
+        records.extend(self.agent.take_pending());
         if !records.is_empty() {
             for body in records {
                 self.emit(body)?;
@@ -159,7 +177,7 @@ impl Turn<'_> {
         }
         for step in 1..=self.deps.max_steps {
             if self.cancel.is_cancelled() {
-                return Ok(TurnOutcome::Cancelled);
+                return Ok(StopReason::Cancelled);
             }
             self.deliver_pending()?;
             self.emit(EventBody::StepStart(StepRef { turn, step }))?;
@@ -170,13 +188,13 @@ impl Turn<'_> {
                 StepEnd::Continue => {}
                 // A message steered in before the turn closed still gets its answer.
                 // (Not after a structured result: that ends the run.)
-                StepEnd::Finished(TurnOutcome::Completed)
+                StepEnd::Finished(StopReason::Completed)
                     if !self.structured_captured()
                         && !self.agent.close_steering_unless_waiting() => {}
                 StepEnd::Finished(outcome) => return Ok(outcome),
             }
         }
-        Ok(TurnOutcome::MaxSteps)
+        Ok(StopReason::MaxSteps)
     }
 
     fn structured_captured(&self) -> bool {
@@ -186,10 +204,22 @@ impl Turn<'_> {
             .is_some_and(|s| s.is_captured())
     }
 
+    /// Writes the records queued for the running turn (`Agent::record`).
+    fn write_pending(&mut self) -> Result<(), StoreError> {
+        for body in self.agent.take_pending() {
+            self.emit(body)?;
+        }
+        Ok(())
+    }
+
     /// Logs the notices and steering messages that arrived since the last model call.
     fn deliver_pending(&mut self) -> Result<(), StoreError> {
-        for notice in self.agent.take_inbox() {
+        self.write_pending()?;
+        for (notice, record) in self.agent.take_inbox() {
             self.emit_surface(EventBody::UserMessage(notice), None)?;
+            if let Some(record) = record {
+                self.emit(record)?;
+            }
         }
         for message in self.agent.take_steering() {
             let turn = self.turn;
@@ -218,7 +248,7 @@ impl Turn<'_> {
         let finish = loop {
             let next = tokio::select! {
                 biased;
-                _ = self.cancel.cancelled() => return Ok(StepEnd::Finished(TurnOutcome::Cancelled)),
+                _ = self.cancel.cancelled() => return Ok(StepEnd::Finished(StopReason::Cancelled)),
                 next = stream.next() => next,
             };
             let chunk = match next {
@@ -284,23 +314,23 @@ impl Turn<'_> {
             Some(chunk_seqs),
         )?;
         if finish.kind == FinishKind::Aborted {
-            return Ok(StepEnd::Finished(TurnOutcome::Cancelled));
+            return Ok(StepEnd::Finished(StopReason::Cancelled));
         }
         for (call_id, name, arguments) in &calls {
             self.call_tool(step, call_id, name, arguments).await?;
         }
         if self.cancel.is_cancelled() || self.tool_cancelled {
-            return Ok(StepEnd::Finished(TurnOutcome::Cancelled));
+            return Ok(StepEnd::Finished(StopReason::Cancelled));
         }
         if self.structured_captured() {
             // The structured result is in: the run is complete, no further model call.
-            return Ok(StepEnd::Finished(TurnOutcome::Completed));
+            return Ok(StepEnd::Finished(StopReason::Completed));
         }
         Ok(match finish.kind {
             _ if !calls.is_empty() => StepEnd::Continue,
-            FinishKind::MaxTokens => StepEnd::Finished(TurnOutcome::MaxTokens),
-            FinishKind::Refusal => StepEnd::Finished(TurnOutcome::Refusal),
-            _ => StepEnd::Finished(TurnOutcome::Completed),
+            FinishKind::MaxTokens => StepEnd::Finished(StopReason::MaxTokens),
+            FinishKind::Refusal => StepEnd::Finished(StopReason::Refusal),
+            _ => StepEnd::Finished(StopReason::Completed),
         })
     }
 
@@ -340,7 +370,6 @@ impl Turn<'_> {
                 roots: agent.roots.clone(),
                 permissions: agent.permissions.clone(),
                 client: self.deps.client.clone(),
-                caller: Some(agent.clone() as Arc<dyn std::any::Any + Send + Sync>),
             };
             let tools = agent.tools.clone();
             let running = tools.call(name, arguments, cx);
@@ -387,6 +416,8 @@ impl Turn<'_> {
             })),
             Some(vec![call_seq]),
         )?;
+        // What the call recorded (a task it started) follows its result.
+        self.write_pending()?;
         if let Some(message) = fatal {
             return Err(TurnError::Tool {
                 name: name.into(),

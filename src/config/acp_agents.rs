@@ -58,7 +58,7 @@ pub struct AcpAgentConfig {
     pub tool: String,
     /// Forces whether background children are continuable (`send_message`). `None` (the
     /// default): learned from the child's `initialize` answer (`sessionCapabilities.resume` or
-    /// `loadSession`), see [`crate::subagent::AcpProvider`].
+    /// `loadSession`), see [`crate::delegation::AcpProvider`].
     pub continuable: Option<bool>,
     /// How long the child has to answer `initialize`.
     pub initialize_timeout: Duration,

@@ -6,11 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::event::{Event, EventBody, Header};
-
-/// The `type` of a continuable child's descriptor event (written by `subagent::descriptor`).
-const DESCRIPTOR_EVENT: &str = "subagent/descriptor";
-/// The descriptor version kin resumes; a child with another one is not listed.
-const DESCRIPTOR_VERSION: u64 = 1;
+use super::records::{line_data, Descriptor, DESCRIPTOR_LINE_START};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -68,9 +64,9 @@ impl ChildInfo {
             } else if line.starts_with(br#"{"type":"turn/end""#) {
                 info.last_stop =
                     data(line).and_then(|d| d["reason"]["kind"].as_str().map(str::to_owned));
-            } else if info.kind.is_none() && line.starts_with(br#"{"type":"subagent/descriptor""#) {
-                if let Some(data) = data(line) {
-                    info.describe(&data);
+            } else if info.kind.is_none() && line.starts_with(DESCRIPTOR_LINE_START) {
+                if let Some(descriptor) = line_data::<Descriptor>(line) {
+                    info.describe(&descriptor);
                 }
             }
         }
@@ -91,38 +87,34 @@ impl ChildInfo {
                     .and_then(|reason| reason["kind"].as_str().map(str::to_owned));
                 false
             }
-            EventBody::Other(other) if other.kind == DESCRIPTOR_EVENT && self.kind.is_none() => {
-                self.describe(&other.data);
+            EventBody::SubagentDescriptor(descriptor) if self.kind.is_none() => {
+                self.describe(descriptor);
                 self.kind.is_some()
             }
             _ => false,
         }
     }
 
-    fn describe(&mut self, data: &Value) {
-        if data["version"].as_u64() != Some(DESCRIPTOR_VERSION) {
+    /// A child whose first descriptor is of another version is not listed.
+    fn describe(&mut self, descriptor: &Descriptor) {
+        if !descriptor.is_resumable() {
             return;
         }
-        let text = |key: &str| data[key].as_str().map(str::to_owned);
-        self.kind = text("provider");
-        self.agent_provider = text("agentProvider");
-        self.agent_model = text("agentModel");
+        self.kind = Some(descriptor.provider.clone());
+        self.agent_provider = descriptor.agent_provider.clone();
+        self.agent_model = descriptor.agent_model.clone();
     }
 }
 
 /// The `data` of one event line.
 fn data(line: &[u8]) -> Option<Value> {
-    #[derive(Deserialize)]
-    struct Line {
-        data: Value,
-    }
-    serde_json::from_slice::<Line>(line).ok().map(|l| l.data)
+    line_data(line)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::{OtherEvent, TurnEnd, TurnEndReason, TurnStart};
+    use crate::session::{TurnEnd, TurnEndReason, TurnStart};
 
     fn event(seq: u64, body: EventBody) -> Event {
         Event::new(seq, 0, body)
@@ -152,10 +144,7 @@ mod tests {
             ),
             event(
                 2,
-                EventBody::Other(OtherEvent {
-                    kind: DESCRIPTOR_EVENT.into(),
-                    data: descriptor,
-                }),
+                EventBody::SubagentDescriptor(serde_json::from_value(descriptor).unwrap()),
             ),
             event(
                 3,

@@ -9,6 +9,7 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::delta_line::read_delta_line;
+use super::records::{Descriptor, TaskEnd, TaskStart};
 
 /// Line 1 of every session log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -98,6 +99,9 @@ pub enum EventBody {
     SteeringMessage(SteeringMessage),
     PermissionMode(PermissionModeSet),
     PermissionDecision(PermissionDecision),
+    SubagentDescriptor(Descriptor),
+    TaskStart(TaskStart),
+    TaskEnd(TaskEnd),
     Other(OtherEvent),
 }
 
@@ -114,21 +118,31 @@ impl Serialize for OtherEvent {
     }
 }
 
+// Record kinds (`lenient`) whose data does not have the shape kin reads are kept verbatim as
+// `Other`, so an odd record never makes a log unreadable.
 macro_rules! event_kinds {
-    ($($variant:ident => $name:literal,)*) => {
+    ($($variant:ident => $name:literal,)* ; lenient: $($lenient:ident => $lname:path,)*) => {
         impl EventBody {
             /// The `type` string of this event on disk.
             pub fn kind(&self) -> &str {
                 match self {
                     $(Self::$variant(_) => $name,)*
+                    $(Self::$lenient(_) => $lname,)*
                     Self::Other(other) => &other.kind,
                 }
             }
 
             fn decode(kind: &str, data: &str) -> serde_json::Result<Self> {
+                let other = || -> serde_json::Result<Self> {
+                    Ok(Self::Other(OtherEvent { kind: kind.to_owned(), data: serde_json::from_str(data)? }))
+                };
                 Ok(match kind {
                     $($name => Self::$variant(serde_json::from_str(data)?),)*
-                    _ => Self::Other(OtherEvent { kind: kind.to_owned(), data: serde_json::from_str(data)? }),
+                    $($lname => match serde_json::from_str(data) {
+                        Ok(body) => Self::$lenient(body),
+                        Err(_) => other()?,
+                    },)*
+                    _ => other()?,
                 })
             }
         }
@@ -150,6 +164,11 @@ event_kinds! {
     SteeringMessage => "steering/message",
     PermissionMode => "permission/mode",
     PermissionDecision => "permission/decision",
+    ;
+    lenient:
+    SubagentDescriptor => Descriptor::KIND,
+    TaskStart => TaskStart::KIND,
+    TaskEnd => TaskEnd::KIND,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

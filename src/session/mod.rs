@@ -8,10 +8,12 @@ pub mod history;
 mod id;
 mod index;
 mod log;
+pub mod records;
 mod store;
 
 pub use child::ChildInfo;
 pub use event::*;
 pub use id::SessionId;
 pub use log::SessionLog;
+pub use records::{Descriptor, TaskEnd, TaskStart, ToolFilter};
 pub use store::{parse_log, LoadedSession, SessionStore, SessionSummary, SetAsideLine, StoreError};

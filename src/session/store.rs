@@ -14,6 +14,7 @@ use super::child::ChildInfo;
 use super::event::{parse_event_line, Event, EventBody, Header};
 use super::index::{self, IndexEntry};
 use super::log::SessionLog;
+use super::records::Descriptor;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -234,6 +235,13 @@ impl SessionStore {
             }
         })
         .map_err(io_error(&self.dir))
+    }
+
+    /// A stored child's header and the resumable descriptor among its own events, read from
+    /// its file without decoding the transcript; `None` when it cannot be read.
+    pub fn child_record(&self, id: &str) -> Option<(Header, Option<Descriptor>)> {
+        let bytes = std::fs::read(self.path(id).ok()?).ok()?;
+        super::records::child_record(&bytes)
     }
 
     /// Session `id`'s summary read from its file, not the index (`None` if unreadable).

@@ -5,7 +5,9 @@
 //! session: only that session can read, wait for or kill them. When a task settles and nobody
 //! has seen the result yet (no terminal read or wait, no kill), its owner gets one notice.
 //! A task that was running when an earlier kin process ended is restored as `interrupted`
-//! when its owner's session is opened again. Knows nothing of what the work is.
+//! when its owner's session is opened again. The starts of owned tasks, and the moments their
+//! owners learn how they ended, go to a [`Record`] sink (delegation logs them, so a later
+//! process knows which were left unfinished). Knows nothing of what the work is.
 
 mod tools;
 
@@ -164,11 +166,14 @@ pub enum KillResult {
 /// What the notice sink is told about a task that settled unseen.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Notice {
-    /// Leave the owner session this message (its id is `id`) for its next model call.
+    /// Leave the owner session this message (its id is `id`) for its next model call; with
+    /// it, the owner learns that `task` ended as `status`.
     Post {
         owner: String,
         id: String,
         text: String,
+        task: TaskId,
+        status: TaskStatus,
     },
     /// The result was read after all (a `task_output` that began before the task settled may
     /// read it just after): drop message `id` if it has not reached the model yet.
@@ -177,6 +182,32 @@ pub enum Notice {
 
 /// Receives [`Notice`]s.
 pub type NoticeSink = Box<dyn Fn(Notice) + Send + Sync>;
+
+/// What the record sink is told about the tasks of an owner, in order, so the owner's log can
+/// show which tasks a later process finds unfinished.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Record {
+    /// Told before the task's work begins.
+    Started {
+        owner: String,
+        task: TaskId,
+        kind: String,
+        label: String,
+        /// What the task works on, as its starter named it (e.g. a child's id).
+        subject: Option<String>,
+    },
+    /// Told once, when the owner learns how the task ended: a terminal read or wait, or a
+    /// kill. A notice carries its own (see [`Notice::Post`]); one withdrawn is told here.
+    Ended {
+        owner: String,
+        task: TaskId,
+        /// The terminal status, or `killed` for a kill of a running task.
+        status: TaskStatus,
+    },
+}
+
+/// Receives [`Record`]s.
+pub type RecordSink = Box<dyn Fn(Record) + Send + Sync>;
 
 struct Task {
     snapshot: TaskSnapshot,
@@ -188,6 +219,8 @@ struct Task {
     settled: watch::Receiver<bool>,
     /// The notice posted for this task, while it may still be withdrawn: (owner, message id).
     notice: Option<(String, String)>,
+    /// The owner has been told (or is being told, by the notice) how the task ended.
+    ended: bool,
 }
 
 #[derive(Default)]
@@ -202,6 +235,7 @@ pub struct TaskService {
     tracker: TaskTracker,
     shutdown: CancellationToken,
     notice: Mutex<Option<NoticeSink>>,
+    records: Mutex<Option<RecordSink>>,
 }
 
 impl Default for TaskService {
@@ -218,12 +252,29 @@ impl TaskService {
             tracker: TaskTracker::new(),
             shutdown,
             notice: Mutex::new(None),
+            records: Mutex::new(None),
         }
     }
 
     /// Where completion notices go.
     pub fn set_notice_sink(&self, sink: NoticeSink) {
         *self.notice.lock().unwrap_or_else(|p| p.into_inner()) = Some(sink);
+    }
+
+    /// Where task starts and settlements of owned tasks go.
+    pub fn set_record_sink(&self, sink: RecordSink) {
+        *self.records.lock().unwrap_or_else(|p| p.into_inner()) = Some(sink);
+    }
+
+    fn record(&self, record: Record) {
+        if let Some(sink) = self
+            .records
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
+            sink(record);
+        }
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -238,7 +289,19 @@ impl TaskService {
         owner: Option<SessionId>,
         work: impl FnOnce(CancellationToken) -> BoxFuture<'static, TaskOutcome>,
     ) -> Result<TaskId, TaskError> {
-        let (id, cancel, settled_tx) = self.register(kind, label, owner)?;
+        self.start_for(kind, label, owner, None, work)
+    }
+
+    /// [`TaskService::start`] for work on `subject` (reported with the start's [`Record`]).
+    pub fn start_for(
+        self: &Arc<Self>,
+        kind: &str,
+        label: &str,
+        owner: Option<SessionId>,
+        subject: Option<&str>,
+        work: impl FnOnce(CancellationToken) -> BoxFuture<'static, TaskOutcome>,
+    ) -> Result<TaskId, TaskError> {
+        let (id, cancel, settled_tx) = self.register(kind, label, owner, subject)?;
         let future = work(cancel);
         let service = Arc::clone(self);
         let task_id = id.clone();
@@ -261,9 +324,10 @@ impl TaskService {
         kind: &str,
         label: &str,
         owner: Option<SessionId>,
+        subject: Option<&str>,
         outcome: TaskOutcome,
     ) -> Result<TaskId, TaskError> {
-        let (id, _, settled_tx) = self.register(kind, label, owner)?;
+        let (id, _, settled_tx) = self.register(kind, label, owner, subject)?;
         self.settle(&id, outcome);
         let _ = settled_tx.send(true);
         Ok(id)
@@ -275,6 +339,7 @@ impl TaskService {
         kind: &str,
         label: &str,
         owner: Option<SessionId>,
+        subject: Option<&str>,
     ) -> Result<(TaskId, CancellationToken, watch::Sender<bool>), TaskError> {
         if kind.is_empty() || label.is_empty() {
             return Err(TaskError::BadStart);
@@ -289,6 +354,13 @@ impl TaskService {
         *counter += 1;
         let id = TaskId(format!("{kind}-{counter}"));
         state.order.push(id.0.clone());
+        let started = owner.as_ref().map(|owner| Record::Started {
+            owner: owner.to_string(),
+            task: id.clone(),
+            kind: kind.to_owned(),
+            label: label.to_owned(),
+            subject: subject.map(str::to_owned),
+        });
         state.tasks.insert(
             id.0.clone(),
             Task {
@@ -306,8 +378,13 @@ impl TaskService {
                 cancel: cancel.clone(),
                 settled: settled_rx,
                 notice: None,
+                ended: false,
             },
         );
+        drop(state);
+        if let Some(started) = started {
+            self.record(started);
+        }
         Ok((id, cancel, settled_tx))
     }
 
@@ -354,6 +431,7 @@ impl TaskService {
                 cancel: CancellationToken::new(),
                 settled,
                 notice: None,
+                ended: true,
             },
         );
     }
@@ -393,9 +471,12 @@ impl TaskService {
                     let id = uuid::Uuid::new_v4().to_string();
                     task.notice = Some((owner.to_string(), id.clone()));
                     let s = &task.snapshot;
+                    task.ended = true;
                     Some(Notice::Post {
                         owner: owner.to_string(),
                         id,
+                        task: s.id.clone(),
+                        status: s.status,
                         text: format!(
                             "background task {} ({}: {}) finished {}. Read its output with task_output.",
                             s.id,
@@ -425,13 +506,46 @@ impl TaskService {
     }
 
     /// A read of a settled task: it has been seen, so a notice still on its way is withdrawn.
-    fn seen(task: &mut Task) -> Option<Notice> {
+    /// The owner learns from this read how the task ended, unless a notice still waiting
+    /// for delivery tells it.
+    fn seen(task: &mut Task) -> (Option<Notice>, Option<Record>) {
         if !task.snapshot.status.is_terminal() {
-            return None;
+            return (None, None);
         }
         task.reported = true;
-        let (owner, id) = task.notice.take()?;
-        Some(Notice::Withdraw { owner, id })
+        let withdraw = task
+            .notice
+            .take()
+            .map(|(owner, id)| Notice::Withdraw { owner, id });
+        if withdraw.is_some() {
+            task.ended = false;
+        }
+        let status = task.snapshot.status;
+        (withdraw, Self::ended(task, status))
+    }
+
+    /// The [`Record::Ended`] of a task whose owner has not been told yet.
+    fn ended(task: &mut Task, status: TaskStatus) -> Option<Record> {
+        if task.ended {
+            return None;
+        }
+        task.ended = true;
+        let owner = task.snapshot.owner.as_ref()?;
+        Some(Record::Ended {
+            owner: owner.to_string(),
+            task: task.snapshot.id.clone(),
+            status,
+        })
+    }
+
+    /// Tells what a read found.
+    fn tell_seen(&self, (withdraw, ended): (Option<Notice>, Option<Record>)) {
+        if let Some(withdraw) = withdraw {
+            self.tell(withdraw);
+        }
+        if let Some(ended) = ended {
+            self.record(ended);
+        }
     }
 
     fn fenced<'a>(state: &'a mut State, id: &str, caller: &str) -> Result<&'a mut Task, TaskError> {
@@ -461,9 +575,7 @@ impl TaskService {
             let task = Self::fenced(&mut state, id, caller)?;
             (task.snapshot.clone(), Self::seen(task))
         };
-        if let Some(withdraw) = withdraw {
-            self.tell(withdraw);
-        }
+        self.tell_seen(withdraw);
         Ok(snapshot)
     }
 
@@ -492,9 +604,7 @@ impl TaskService {
             task.waiters -= 1;
             (task.snapshot.clone(), Self::seen(task))
         };
-        if let Some(withdraw) = withdraw {
-            self.tell(withdraw);
-        }
+        self.tell_seen(withdraw);
         Ok(snapshot)
     }
 
@@ -514,20 +624,29 @@ impl TaskService {
         caller: &str,
         reason: Option<&str>,
     ) -> Result<KillResult, TaskError> {
-        let mut state = self.state();
-        let task = Self::fenced(&mut state, id, caller)?;
-        task.reported = true;
-        if task.snapshot.status.is_terminal() {
-            return Ok(KillResult::AlreadyFinished(task.snapshot.clone()));
+        let (result, ended) = {
+            let mut state = self.state();
+            let task = Self::fenced(&mut state, id, caller)?;
+            task.reported = true;
+            if task.snapshot.status.is_terminal() {
+                let status = task.snapshot.status;
+                let ended = Self::ended(task, status);
+                (KillResult::AlreadyFinished(task.snapshot.clone()), ended)
+            } else {
+                tracing::debug!(
+                    task = id,
+                    reason = reason.unwrap_or("none"),
+                    "killing a background task"
+                );
+                task.cancel.cancel();
+                task.snapshot.status = TaskStatus::Stopping;
+                (KillResult::Requested, Self::ended(task, TaskStatus::Killed))
+            }
+        };
+        if let Some(ended) = ended {
+            self.record(ended);
         }
-        tracing::debug!(
-            task = id,
-            reason = reason.unwrap_or("none"),
-            "killing a background task"
-        );
-        task.cancel.cancel();
-        task.snapshot.status = TaskStatus::Stopping;
-        Ok(KillResult::Requested)
+        Ok(result)
     }
 
     /// The caller's tasks, oldest first.

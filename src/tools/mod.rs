@@ -76,9 +76,6 @@ pub struct ToolContext {
     pub permissions: Arc<SessionPermissions>,
     /// The editor, when the session has one.
     pub client: Option<Arc<dyn ClientBridge>>,
-    /// The calling agent, for tools that act on it (delegation downcasts it); tools in this
-    /// module know nothing of agents.
-    pub caller: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 impl ToolContext {
@@ -92,7 +89,6 @@ impl ToolContext {
             call_id: String::new(),
             permissions: Arc::new(SessionPermissions::default()),
             client: None,
-            caller: None,
         }
     }
 

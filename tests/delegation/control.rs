@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kin::agent::{Agent, AgentOptions};
-use kin::subagent::{Delivery, StartRequest, SubagentError, ToolFilter};
+use kin::delegation::{DelegationError, Delivery, StartRequest, ToolFilter};
 use kin::tasks::{TaskSnapshot, TaskStatus};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -26,7 +26,7 @@ fn answers() -> Arc<ScriptedModel> {
 fn start(world: &World, request: StartRequest) -> (String, String) {
     let started = world
         .runtime
-        .control()
+        .delegation()
         .start_continuable("spawn", "a child", request)
         .unwrap();
     (started.child_id, started.task_id.to_string())
@@ -55,11 +55,11 @@ async fn send(
     parent: &Arc<Agent>,
     child: &str,
     message: &str,
-) -> Result<Delivery, SubagentError> {
+) -> Result<Delivery, DelegationError> {
     world
         .runtime
-        .control()
-        .send_message(parent, child, prompt(message), None)
+        .delegation()
+        .send_message(&parent.id, child, prompt(message), None)
         .await
 }
 
@@ -73,7 +73,7 @@ fn held_world() -> (World, Arc<Gate>) {
     (world, gate)
 }
 
-fn started(delivery: Result<Delivery, SubagentError>) -> String {
+fn started(delivery: Result<Delivery, DelegationError>) -> String {
     match delivery {
         Ok(Delivery::Started(task)) => task.to_string(),
         other => panic!("expected a started task, got {other:?}"),
@@ -113,7 +113,7 @@ async fn start_returns_both_ids_at_once_and_the_task_settles_after_disposal() {
         world.runtime.host().live(&child).is_none(),
         "disposed before settling"
     );
-    assert_eq!(world.runtime.control().running_task(&child), None);
+    assert_eq!(world.runtime.delegation().running_task(&child), None);
 }
 
 #[tokio::test]
@@ -308,7 +308,7 @@ async fn a_fork_child_resumes_its_own_transcript_without_re_forking() {
     world.prompt(&parent, "parent: remember MARMALADE").await;
     let started_fork = world
         .runtime
-        .control()
+        .delegation()
         .start_continuable("fork", "fork", request(&parent, "recall"))
         .unwrap();
     let child = started_fork.child_id;
@@ -410,7 +410,7 @@ async fn a_live_agent_outside_the_service_is_an_ownership_conflict() {
     let parent = world.session();
     let other = world.session();
     let error = send(&world, &parent, &other.id, "hi").await.unwrap_err();
-    assert!(matches!(error, SubagentError::OutsideControl(_)));
+    assert!(matches!(error, DelegationError::OutsideControl(_)));
     let text = error.to_string();
     assert!(text.contains("outside control-service ownership"));
     assert!(text.ends_with("the message was not delivered"));
@@ -536,7 +536,7 @@ async fn list_children_reports_this_parents_continuable_children() {
     wait(&world, &next, &parent.id).await;
     let (_, elsewhere) = start(&world, request(&other, "child task"));
     wait(&world, &elsewhere, &other.id).await;
-    let listed = world.runtime.control().list_children(&parent.id);
+    let listed = world.runtime.delegation().list(&parent.id);
     assert_eq!(listed.len(), 1);
     let summary = &listed[0];
     assert_eq!(summary.id, child);
@@ -551,7 +551,7 @@ async fn list_children_reports_this_parents_continuable_children() {
     let file = sessions.join(format!("{child}.jsonl"));
     let kept = std::fs::read(&file).unwrap();
     std::fs::write(&file, "not a log").unwrap();
-    assert_eq!(world.runtime.control().list_children(&parent.id), listed);
+    assert_eq!(world.runtime.delegation().list(&parent.id), listed);
 
     // An index written by an older kin (no child records): the child is read from its file.
     std::fs::write(&file, kept).unwrap();
@@ -568,7 +568,7 @@ async fn list_children_reports_this_parents_continuable_children() {
     assert!(!old.contains("\"child\""));
     std::fs::write(sessions.join("old-index"), old).unwrap();
     std::fs::rename(sessions.join("old-index"), &index).unwrap();
-    assert_eq!(world.runtime.control().list_children(&parent.id), listed);
+    assert_eq!(world.runtime.delegation().list(&parent.id), listed);
 }
 
 #[tokio::test]
@@ -602,12 +602,10 @@ async fn after_a_restart_a_running_child_shows_interrupted_and_can_be_continued(
         Default::default(),
     )
     .unwrap();
+    // What `session/load` and `kin run --session` do: open it, restoring its tasks.
     let parent = second
-        .host()
-        .open_session(&parent.id, world.cwd.path().to_owned())
+        .open_session(&parent.id, world.cwd.path().to_owned(), None)
         .unwrap();
-    // What `session/load` and `kin run --session` do after opening a session.
-    second.control().restore_interrupted(&parent);
     let task = second.tasks().read("subagent-1", &parent.id).unwrap();
     assert_eq!(task.status, TaskStatus::Interrupted);
     assert_eq!(
@@ -618,8 +616,8 @@ async fn after_a_restart_a_running_child_shows_interrupted_and_can_be_continued(
         )
     );
     let next = second
-        .control()
-        .send_message(&parent, &child, prompt("and then?"), None)
+        .delegation()
+        .send_message(&parent.id, &child, prompt("and then?"), None)
         .await
         .unwrap();
     assert!(matches!(&next, Delivery::Started(t) if *t == "subagent-2"));

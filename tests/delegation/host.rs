@@ -2,9 +2,9 @@
 
 use std::sync::{Arc, Mutex};
 
-use kin::agent::host::{HostEvent, StopReason};
-use kin::agent::TurnOutcome;
-use kin::subagent::StartRequest;
+use kin::agent::host::HostEvent;
+use kin::agent::StopReason;
+use kin::delegation::StartRequest;
 use tokio_util::sync::CancellationToken;
 
 use crate::support::{last_user_text, prompt, text, ScriptedModel, World};
@@ -32,7 +32,7 @@ async fn a_turn_reports_every_appended_event_then_its_end() {
     let world = World::new(ScriptedModel::new(|_| text("hello")));
     let session = world.session();
     let (seen, subscription) = record(&world);
-    assert_eq!(world.prompt(&session, "hi").await, TurnOutcome::Completed);
+    assert_eq!(world.prompt(&session, "hi").await, StopReason::Completed);
     let lines = seen.lock().unwrap().clone();
     let appended = lines.iter().filter(|l| l.starts_with("appended")).count();
     assert_eq!(
@@ -42,7 +42,7 @@ async fn a_turn_reports_every_appended_event_then_its_end() {
     );
     assert_eq!(
         lines.last().unwrap(),
-        &format!("ended {} EndTurn", session.id)
+        &format!("ended {} Completed", session.id)
     );
 
     drop(subscription);
@@ -63,8 +63,8 @@ async fn a_child_is_announced_before_its_events_and_its_end_is_reported() {
     let request = StartRequest::new(prompt("go"), parent.clone(), CancellationToken::new());
     let run = world
         .runtime
-        .subagents()
-        .start("spawn", request)
+        .delegation()
+        .start_with("spawn", request)
         .await
         .unwrap();
     run.result().await;
@@ -73,7 +73,7 @@ async fn a_child_is_announced_before_its_events_and_its_end_is_reported() {
     let child = &run.id;
     assert_eq!(lines[0], format!("started {child} on {}", parent.id));
     assert!(lines[1..].iter().all(|l| l.contains(child.as_str())));
-    assert_eq!(lines.last().unwrap(), &format!("ended {child} EndTurn"));
+    assert_eq!(lines.last().unwrap(), &format!("ended {child} Completed"));
 }
 
 #[test]
@@ -81,9 +81,9 @@ fn cancellation_owns_every_end_but_a_completed_one() {
     let failed = Err(kin::agent::TurnError::Stopped);
     assert_eq!(StopReason::of(&failed, false), StopReason::Error);
     assert_eq!(StopReason::of(&failed, true), StopReason::Cancelled);
-    let limit = Ok(TurnOutcome::MaxSteps);
-    assert_eq!(StopReason::of(&limit, false), StopReason::MaxTurnRequests);
+    let limit = Ok(StopReason::MaxSteps);
+    assert_eq!(StopReason::of(&limit, false), StopReason::MaxSteps);
     assert_eq!(StopReason::of(&limit, true), StopReason::Cancelled);
-    let done = Ok(TurnOutcome::Completed);
-    assert_eq!(StopReason::of(&done, true), StopReason::EndTurn);
+    let done = Ok(StopReason::Completed);
+    assert_eq!(StopReason::of(&done, true), StopReason::Completed);
 }

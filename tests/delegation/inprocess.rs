@@ -2,9 +2,10 @@
 
 use std::sync::Arc;
 
+use kin::agent::StopReason;
 use kin::agent::{Agent, AgentOptions};
+use kin::delegation::{DelegationError, StartRequest, ToolFilter};
 use kin::session::{FinishKind, UserPart};
-use kin::subagent::{StartRequest, StopReason, SubagentError, ToolFilter};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
@@ -23,9 +24,9 @@ fn echo_model() -> Arc<ScriptedModel> {
 async fn spawn_publishes_a_fresh_child_runs_it_and_disposes_it() {
     let world = World::new(echo_model());
     let parent = world.session();
-    let service = world.runtime.subagents().clone();
+    let service = world.runtime.delegation().clone();
     let run = service
-        .start("spawn", request(&parent, "child ok"))
+        .start_with("spawn", request(&parent, "child ok"))
         .await
         .unwrap();
     let child = run.local_agent.clone().unwrap();
@@ -69,8 +70,8 @@ async fn a_disposed_child_is_freed() {
     for provider in ["spawn", "fork"] {
         let run = world
             .runtime
-            .subagents()
-            .start(provider, request(&parent, "child ok"))
+            .delegation()
+            .start_with(provider, request(&parent, "child ok"))
             .await
             .unwrap();
         let child = Arc::downgrade(run.local_agent.as_ref().unwrap());
@@ -88,11 +89,11 @@ async fn a_disposed_child_is_freed() {
 async fn depth_is_parent_depth_plus_one_and_capped_by_max_depth() {
     let world = World::new(echo_model());
     let parent = world.session();
-    let service = world.runtime.subagents().clone();
+    let service = world.runtime.delegation().clone();
     let mut capped = request(&parent, "x");
     capped.max_depth = Some(0);
     let before = world.stored();
-    let error = service.start("spawn", capped).await.err().unwrap();
+    let error = service.start_with("spawn", capped).await.err().unwrap();
     assert_eq!(error.to_string(), "subagent depth 1 exceeds maxDepth 0");
     assert_eq!(world.stored(), before, "nothing left behind");
 
@@ -108,8 +109,8 @@ async fn depth_is_parent_depth_plus_one_and_capped_by_max_depth() {
     let mut req = request(&resumed, "x");
     req.max_depth = Some(1);
     assert_eq!(
-        service.start("spawn", req).await.err().unwrap(),
-        SubagentError::Depth {
+        service.start_with("spawn", req).await.err().unwrap(),
+        DelegationError::Depth {
             attempted: 2,
             max: 1
         }
@@ -119,8 +120,8 @@ async fn depth_is_parent_depth_plus_one_and_capped_by_max_depth() {
     let mut req = request(&deep, "x");
     req.max_depth = Some(2);
     assert_eq!(
-        service.start("spawn", req).await.err().unwrap(),
-        SubagentError::Depth {
+        service.start_with("spawn", req).await.err().unwrap(),
+        DelegationError::Depth {
             attempted: 3,
             max: 2
         }
@@ -136,8 +137,8 @@ async fn an_already_cancelled_request_publishes_nothing() {
     req.cancel.cancel();
     let error = world
         .runtime
-        .subagents()
-        .start("spawn", req)
+        .delegation()
+        .start_with("spawn", req)
         .await
         .err()
         .unwrap();
@@ -156,14 +157,19 @@ async fn cancelling_or_disposing_a_running_child_settles_it_as_aborted() {
     for use_dispose in [false, true] {
         let req = request(&parent, "work forever");
         let cancel = req.cancel.clone();
-        let run = world.runtime.subagents().start("spawn", req).await.unwrap();
+        let run = world
+            .runtime
+            .delegation()
+            .start_with("spawn", req)
+            .await
+            .unwrap();
         if use_dispose {
             run.dispose().await;
         } else {
             cancel.cancel();
         }
         let result = run.result().await;
-        assert_eq!(result.stop_reason, StopReason::Aborted);
+        assert_eq!(result.stop_reason, StopReason::Cancelled);
         assert!(result.output.is_empty());
         run.dispose().await;
         let log = world.log(&run.id);
@@ -187,8 +193,8 @@ async fn maps_token_limits_refusals_and_failures() {
     ] {
         let run = world
             .runtime
-            .subagents()
-            .start("spawn", request(&parent, ask))
+            .delegation()
+            .start_with("spawn", request(&parent, ask))
             .await
             .unwrap();
         let result = run.result().await;
@@ -213,8 +219,8 @@ async fn inherits_the_token_cap_and_accepts_an_override() {
     );
     let inherited = world
         .runtime
-        .subagents()
-        .start("spawn", request(&parent, "a"))
+        .delegation()
+        .start_with("spawn", request(&parent, "a"))
         .await
         .unwrap();
     inherited.result().await;
@@ -223,7 +229,12 @@ async fn inherits_the_token_cap_and_accepts_an_override() {
         max_tokens: Some(222),
         ..Default::default()
     });
-    let overridden = world.runtime.subagents().start("spawn", req).await.unwrap();
+    let overridden = world
+        .runtime
+        .delegation()
+        .start_with("spawn", req)
+        .await
+        .unwrap();
     overridden.result().await;
     let caps: Vec<_> = model
         .requests()
@@ -251,7 +262,12 @@ async fn persona_and_tool_filter_shape_only_the_child() {
         allow: None,
         deny: Some(vec!["task_list".into()]),
     });
-    let run = world.runtime.subagents().start("spawn", req).await.unwrap();
+    let run = world
+        .runtime
+        .delegation()
+        .start_with("spawn", req)
+        .await
+        .unwrap();
     run.result().await;
     run.dispose().await;
     let child_requests: Vec<_> = model
@@ -302,8 +318,8 @@ async fn an_unknown_tool_filter_name_fails_the_start_with_nothing_left() {
     });
     let error = world
         .runtime
-        .subagents()
-        .start("spawn", req)
+        .delegation()
+        .start_with("spawn", req)
         .await
         .err()
         .unwrap();
@@ -319,8 +335,8 @@ async fn steer_is_strict_a_settled_child_refuses() {
     let parent = world.session();
     let run = world
         .runtime
-        .subagents()
-        .start("spawn", request(&parent, "x"))
+        .delegation()
+        .start_with("spawn", request(&parent, "x"))
         .await
         .unwrap();
     run.result().await;
@@ -360,8 +376,8 @@ async fn steering_lands_in_the_running_turn() {
     let parent = world.session();
     let run = world
         .runtime
-        .subagents()
-        .start("spawn", request(&parent, "start"))
+        .delegation()
+        .start_with("spawn", request(&parent, "start"))
         .await
         .unwrap();
     called_rx.await.unwrap();
@@ -404,8 +420,8 @@ async fn fork_seeds_the_completed_turns_and_reads_only_its_own_output() {
     // No completed turn yet: the fork is a fresh child.
     let fresh = world
         .runtime
-        .subagents()
-        .start("fork", request(&parent, "what was it?"))
+        .delegation()
+        .start_with("fork", request(&parent, "what was it?"))
         .await
         .unwrap();
     fresh.result().await;
@@ -416,8 +432,8 @@ async fn fork_seeds_the_completed_turns_and_reads_only_its_own_output() {
     let parent_events = world.log(&parent.id).len() - 1;
     let run = world
         .runtime
-        .subagents()
-        .start("fork", request(&parent, "what was it?"))
+        .delegation()
+        .start_with("fork", request(&parent, "what was it?"))
         .await
         .unwrap();
     let result = run.result().await;
@@ -451,8 +467,8 @@ async fn fork_seeds_the_completed_turns_and_reads_only_its_own_output() {
     // A child that says nothing does not hand back the parent's seeded words.
     let silent = world
         .runtime
-        .subagents()
-        .start("fork", request(&parent, "say nothing"))
+        .delegation()
+        .start_with("fork", request(&parent, "say nothing"))
         .await
         .unwrap();
     let result = silent.result().await;
@@ -530,8 +546,8 @@ async fn a_child_runs_on_the_parent_model_unless_it_names_another() {
     let parent = world.session();
     let inherited = world
         .runtime
-        .subagents()
-        .start("spawn", request(&parent, "a"))
+        .delegation()
+        .start_with("spawn", request(&parent, "a"))
         .await
         .unwrap();
     assert_eq!(inherited.result().await.text(), "base-model");
@@ -540,7 +556,12 @@ async fn a_child_runs_on_the_parent_model_unless_it_names_another() {
         model: Some("other-model".into()),
         ..Default::default()
     });
-    let overridden = world.runtime.subagents().start("spawn", req).await.unwrap();
+    let overridden = world
+        .runtime
+        .delegation()
+        .start_with("spawn", req)
+        .await
+        .unwrap();
     assert_eq!(overridden.result().await.text(), "other-model");
     let message = world
         .log(&overridden.id)

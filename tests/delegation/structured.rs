@@ -1,7 +1,8 @@
 //! Structured output: a child asked for a schema reports through `structured_output`.
 
+use kin::agent::StopReason;
+use kin::delegation::StartRequest;
 use kin::session::history::HistoryItem;
-use kin::subagent::{StartRequest, StopReason};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
@@ -13,15 +14,15 @@ fn schema() -> Value {
 
 async fn run_structured(
     model: std::sync::Arc<ScriptedModel>,
-) -> (World, kin::subagent::SubagentResult, String) {
+) -> (World, kin::delegation::SubagentResult, String) {
     let world = World::new(model);
     let parent = world.session();
     let mut request = StartRequest::new(prompt("compute"), parent, CancellationToken::new());
     request.output_schema = Some(schema());
     let run = world
         .runtime
-        .subagents()
-        .start("spawn", request)
+        .delegation()
+        .start_with("spawn", request)
         .await
         .unwrap();
     let result = run.result().await;
@@ -124,7 +125,7 @@ async fn only_structured_children_see_the_tool_and_the_instruction_each_with_its
     let start = |schema: Value| {
         let mut request = StartRequest::new(prompt("go"), parent.clone(), CancellationToken::new());
         request.output_schema = Some(schema);
-        world.runtime.subagents().start("spawn", request)
+        world.runtime.delegation().start_with("spawn", request)
     };
     let a = start(json!({"type": "object", "required": ["a"]}))
         .await
@@ -166,8 +167,8 @@ async fn a_schema_outside_the_subset_fails_before_any_child_exists() {
         request.output_schema = Some(schema);
         let error = world
             .runtime
-            .subagents()
-            .start("spawn", request)
+            .delegation()
+            .start_with("spawn", request)
             .await
             .err()
             .unwrap();

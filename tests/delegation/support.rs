@@ -223,7 +223,7 @@ impl World {
     pub fn session(&self) -> Arc<Agent> {
         self.runtime
             .host()
-            .create_session(self.cwd.path().to_owned(), Vec::new())
+            .create_session(self.cwd.path().to_owned(), Vec::new(), 0)
             .unwrap()
     }
 
@@ -288,7 +288,7 @@ impl World {
     }
 
     /// Runs one turn of `agent` for `prompt` through the host.
-    pub async fn prompt(&self, agent: &Arc<Agent>, prompt: &str) -> kin::agent::TurnOutcome {
+    pub async fn prompt(&self, agent: &Arc<Agent>, prompt: &str) -> kin::agent::StopReason {
         let prompt = vec![UserPart::Text {
             text: prompt.into(),
         }];

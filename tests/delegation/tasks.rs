@@ -211,3 +211,47 @@ async fn reading_a_result_takes_back_the_notice_it_had_left() {
     tasks.read(&id, "s1").unwrap();
     assert!(notice_rx.try_recv().is_err());
 }
+
+#[tokio::test]
+async fn owners_hear_each_start_and_learn_each_end_once() {
+    use kin::tasks::Record;
+    let (tasks, _) = service();
+    let (record_tx, mut records) = tokio::sync::mpsc::unbounded_channel();
+    tasks.set_record_sink(Box::new(move |record| {
+        let _ = record_tx.send(record);
+    }));
+    let (read, done) = controlled(&tasks, "subagent", "s1");
+    assert!(matches!(
+        records.try_recv().unwrap(),
+        Record::Started { owner, task, subject: None, .. } if owner == "s1" && task == read
+    ));
+    done.send(TaskOutcome::completed("answer".into())).unwrap();
+    settled(&tasks, &read, "s1").await;
+    tasks.read(&read, "s1").unwrap();
+    tasks.kill(&read, "s1", None).unwrap();
+    let ended = |task: &TaskId, status| Record::Ended {
+        owner: "s1".into(),
+        task: task.clone(),
+        status,
+    };
+    assert_eq!(
+        records.try_recv().unwrap(),
+        ended(&read, TaskStatus::Completed)
+    );
+    assert!(records.try_recv().is_err(), "told once");
+
+    let (killed, _running) = controlled(&tasks, "subagent", "s1");
+    records.try_recv().unwrap();
+    tasks.kill(&killed, "s1", None).unwrap();
+    assert_eq!(
+        records.try_recv().unwrap(),
+        ended(&killed, TaskStatus::Killed)
+    );
+    // Unowned tasks have nobody to tell.
+    tasks
+        .start("subagent", "free", None, |_| {
+            async { TaskOutcome::killed() }.boxed()
+        })
+        .unwrap();
+    assert!(records.try_recv().is_err());
+}

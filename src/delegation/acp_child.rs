@@ -18,7 +18,7 @@
 //! enforces the depth limit across the process boundary.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 
 use futures::future::{BoxFuture, Shared};
 use futures::FutureExt;
@@ -26,31 +26,29 @@ use tokio_util::sync::CancellationToken;
 
 use serde_json::{json, Value};
 
-use super::{
-    child_depth, Capabilities, ChildHost, Continuation, Provider, ResumeRequest, Run, RunControl,
-    StartRequest, SteerRefusal, StopReason, SubagentError, SubagentResult,
-};
+use super::provider::{Capabilities, Continuable, Provider, Run, RunControl, SteerRefusal};
+use super::request::{child_depth, Continuation, ResumeRequest, StartRequest};
+use super::{DelegationError, SubagentResult};
 use crate::acp::client::{AcpChild, ChildCommand, ChildError, PromptOutcome, Steer};
+use crate::agent::host::AgentHost;
+use crate::agent::StopReason;
 use crate::config::AcpAgentConfig;
-use crate::session::{AssistantBlock, Header, UserPart};
+use crate::session::{AssistantBlock, EventBody, Header, SessionStore, UserPart};
 
 /// One configured child agent.
 pub struct AcpProvider {
     name: String,
     config: AcpAgentConfig,
-    /// Where the records of continuable children go.
-    host: Weak<dyn ChildHost>,
     /// Whether the child can continue sessions, as its last `initialize` answer said.
     learned: Arc<Mutex<Option<bool>>>,
 }
 
 impl AcpProvider {
     /// The provider is named `acp:<name>`.
-    pub fn new(config: AcpAgentConfig, host: Weak<dyn ChildHost>) -> Self {
+    pub fn new(config: AcpAgentConfig) -> Self {
         Self {
             name: format!("acp:{}", config.name),
             config,
-            host,
             learned: Arc::default(),
         }
     }
@@ -62,7 +60,7 @@ impl AcpProvider {
             .or(*self.learned.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
-    fn command(&self, request: &StartRequest, depth: u32) -> Result<ChildCommand, SubagentError> {
+    fn command(&self, request: &StartRequest, depth: u32) -> Result<ChildCommand, DelegationError> {
         let cwd = match &self.config.cwd {
             Some(cwd) => cwd.clone(),
             None => request
@@ -72,7 +70,7 @@ impl AcpProvider {
                 .as_deref()
                 .map(PathBuf::from)
                 .ok_or_else(|| {
-                    SubagentError::Setup(
+                    DelegationError::Setup(
                         "no working directory for the ACP child: configure `cwd` or delegate \
                          from a session that has one"
                             .into(),
@@ -82,9 +80,9 @@ impl AcpProvider {
         self.command_in(cwd, depth)
     }
 
-    fn command_in(&self, cwd: PathBuf, depth: u32) -> Result<ChildCommand, SubagentError> {
+    fn command_in(&self, cwd: PathBuf, depth: u32) -> Result<ChildCommand, DelegationError> {
         if !cwd.is_dir() {
-            return Err(SubagentError::Setup(format!(
+            return Err(DelegationError::Setup(format!(
                 "the ACP child's working directory is not an accessible directory: {}",
                 cwd.display()
             )));
@@ -116,13 +114,14 @@ fn prompt_text(prompt: &[UserPart]) -> String {
         .join("\n\n")
 }
 
-/// The ACP stop reason in kin's terms; anything unknown is a failure.
+/// The ACP stop reason in kin's terms; anything unknown (and a child out of turn requests:
+/// it did not answer) is a failure.
 fn stop_reason(acp: &str) -> StopReason {
     match acp {
         "end_turn" => StopReason::Completed,
         "max_tokens" => StopReason::MaxTokens,
         "refusal" => StopReason::Refusal,
-        "cancelled" => StopReason::Aborted,
+        "cancelled" => StopReason::Cancelled,
         _ => StopReason::Error,
     }
 }
@@ -145,12 +144,7 @@ fn result_of(name: &str, outcome: Result<PromptOutcome, ChildError>) -> Subagent
         }
         Err(error) => {
             tracing::warn!(%error, "subagent-acp {name:?}: child run failed");
-            SubagentResult {
-                output: Vec::new(),
-                structured: None,
-                stop_reason: StopReason::Error,
-                error: Some(error.to_string()),
-            }
+            SubagentResult::failed(error.to_string())
         }
     }
 }
@@ -158,6 +152,10 @@ fn result_of(name: &str, outcome: Result<PromptOutcome, ChildError>) -> Subagent
 impl Provider for AcpProvider {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn tool(&self) -> &str {
+        &self.config.tool
     }
 
     fn capabilities(&self) -> Capabilities {
@@ -172,16 +170,21 @@ impl Provider for AcpProvider {
         false
     }
 
-    fn start(&self, request: StartRequest) -> BoxFuture<'static, Result<Run, SubagentError>> {
+    fn start(
+        &self,
+        host: &Arc<AgentHost>,
+        request: StartRequest,
+    ) -> BoxFuture<'static, Result<Run, DelegationError>> {
         let prepared = (|| {
             if request.cancel.is_cancelled() {
-                return Err(SubagentError::AbortedBeforePublication);
+                return Err(DelegationError::AbortedBeforePublication);
             }
-            let depth = child_depth(&request.parent, request.max_depth)?;
+            let depth = request.child_depth()?;
             self.command(&request, depth)
         })();
         let name = self.config.name.clone();
-        let host = self.host.clone();
+        // Where the record of a continuable child goes.
+        let store = host.store().clone();
         let learned = self.learned.clone();
         async move {
             let command = prepared?;
@@ -192,7 +195,7 @@ impl Provider for AcpProvider {
             learn(&learned, &child.capabilities);
             let id = match &request.continuation {
                 Some(continuation) => {
-                    let recorded = record(&host, continuation, &request, depth, &child);
+                    let recorded = record(&store, continuation, &request, depth, &child);
                     if let Err(error) = recorded {
                         child.shutdown().await;
                         return Err(error);
@@ -207,21 +210,19 @@ impl Provider for AcpProvider {
         .boxed()
     }
 
-    /// A stored child is tried unless the agent is known not to continue sessions: its
+    /// Configured, else learned from an earlier launch, else only a launched child can tell.
+    /// A stored child is resumed unless the agent is known not to continue sessions: its
     /// descriptor exists only if it advertised it, and the relaunch checks again.
-    fn can_resume(&self) -> bool {
-        self.known_continuable() != Some(false)
-    }
-
-    fn continuable_known(&self) -> Option<bool> {
-        self.known_continuable()
-    }
-
-    fn continuable_start(&self, request: &StartRequest) -> BoxFuture<'static, bool> {
-        if let Some(known) = self.known_continuable() {
-            return std::future::ready(known).boxed();
+    fn continuable(&self) -> Continuable {
+        match self.known_continuable() {
+            Some(known) => Continuable::Known(known),
+            None => Continuable::AskChild,
         }
-        let command = child_depth(&request.parent, request.max_depth)
+    }
+
+    fn probe(&self, request: &StartRequest) -> BoxFuture<'static, bool> {
+        let command = request
+            .child_depth()
             .and_then(|depth| self.command(request, depth));
         let learned = self.learned.clone();
         let cancel = request.cancel.clone();
@@ -242,12 +243,16 @@ impl Provider for AcpProvider {
         .boxed()
     }
 
-    fn resume(&self, request: ResumeRequest) -> BoxFuture<'static, Result<Run, SubagentError>> {
+    fn resume(
+        &self,
+        _host: &Arc<AgentHost>,
+        request: ResumeRequest,
+    ) -> BoxFuture<'static, Result<Run, DelegationError>> {
         let prepared = (|| {
             let data = request.descriptor.provider_data.as_ref();
             let field = |key: &str| data.and_then(|d| d.get(key)).and_then(Value::as_str);
             let (Some(remote), Some(cwd)) = (field("sessionId"), field("cwd")) else {
-                return Err(SubagentError::NoDescriptor(request.session_id.clone()));
+                return Err(DelegationError::NoDescriptor(request.session_id.clone()));
             };
             let depth = child_depth(&request.parent, None)?;
             Ok((
@@ -277,10 +282,10 @@ fn learn(learned: &Mutex<Option<bool>>, capabilities: &Value) -> bool {
     continuable
 }
 
-fn setup_error(error: ChildError) -> SubagentError {
+fn setup_error(error: ChildError) -> DelegationError {
     match error {
-        ChildError::Cancelled => SubagentError::AbortedBeforePublication,
-        other => SubagentError::Setup(other.to_string()),
+        ChildError::Cancelled => DelegationError::AbortedBeforePublication,
+        other => DelegationError::Setup(other.to_string()),
     }
 }
 
@@ -288,15 +293,12 @@ fn setup_error(error: ChildError) -> SubagentError {
 /// id, with the parent in its header and, when the child can continue sessions, the
 /// descriptor a resume needs.
 fn record(
-    host: &Weak<dyn ChildHost>,
+    store: &SessionStore,
     continuation: &Continuation,
     request: &StartRequest,
     depth: u32,
     child: &AcpChild,
-) -> Result<(), SubagentError> {
-    let host = host
-        .upgrade()
-        .ok_or_else(|| SubagentError::Setup("kin is shutting down".into()))?;
+) -> Result<(), DelegationError> {
     let cwd = child.cwd().to_string_lossy().into_owned();
     let mut header = Header::new(
         continuation.session_id.clone(),
@@ -306,8 +308,8 @@ fn record(
     );
     header.parent_session = Some(request.parent.id.clone());
     header.delegation_depth = depth;
-    let setup = |error: &dyn std::fmt::Display| SubagentError::Setup(error.to_string());
-    let mut log = host.store().create(&header).map_err(|e| setup(&e))?;
+    let setup = |error: &dyn std::fmt::Display| DelegationError::Setup(error.to_string());
+    let mut log = store.create(&header).map_err(|e| setup(&e))?;
     if child.continuation_method().is_none() {
         tracing::warn!(
             child = continuation.session_id,
@@ -317,9 +319,12 @@ fn record(
     }
     let mut descriptor = continuation.descriptor.clone();
     descriptor.provider_data = Some(json!({"sessionId": child.session_id, "cwd": cwd}));
-    log.append(descriptor.to_event(), crate::time::now_ms())
-        .and_then(|_| log.sync())
-        .map_err(|e| setup(&e))
+    log.append(
+        EventBody::SubagentDescriptor(descriptor),
+        crate::time::now_ms(),
+    )
+    .and_then(|_| log.sync())
+    .map_err(|e| setup(&e))
 }
 
 /// Publishes one activation: the prompt runs on its own task, which tears the child down
@@ -336,11 +341,8 @@ fn run(id: String, name: String, child: AcpChild, text: String, cancel: &Cancell
         child.shutdown().await;
     });
     let result = async move {
-        result_rx.await.unwrap_or_else(|_| SubagentResult {
-            output: Vec::new(),
-            structured: None,
-            stop_reason: StopReason::Error,
-            error: Some("the ACP child's run ended without a result".into()),
+        result_rx.await.unwrap_or_else(|_| {
+            SubagentResult::failed("the ACP child's run ended without a result")
         })
     };
     let done = async move {
@@ -353,7 +355,7 @@ fn run(id: String, name: String, child: AcpChild, text: String, cancel: &Cancell
         done,
         steers: steer_tx,
     };
-    Run::new(id, None, result.boxed(), Arc::new(control))
+    Run::new(id, None, result.boxed().shared(), Arc::new(control))
 }
 
 /// Cancels the child's run and waits for its teardown; passes steered messages to it.
@@ -403,7 +405,7 @@ mod tests {
             ("end_turn", StopReason::Completed),
             ("max_tokens", StopReason::MaxTokens),
             ("refusal", StopReason::Refusal),
-            ("cancelled", StopReason::Aborted),
+            ("cancelled", StopReason::Cancelled),
             ("max_turn_requests", StopReason::Error),
             ("something_new", StopReason::Error),
         ] {
@@ -439,7 +441,7 @@ mod tests {
                 updates: Vec::new(),
             }),
         );
-        assert_eq!(partial.stop_reason, StopReason::Aborted);
+        assert_eq!(partial.stop_reason, StopReason::Cancelled);
         assert_eq!(partial.text(), "part");
     }
 }

@@ -1,69 +1,52 @@
 //! The model-facing delegation tools: `subagent` (a fresh child) and `subagent_fork` (a child
 //! that inherits this conversation), `send_message` (a follow-up to a background child) and
-//! `list_agents` (this session's background children). Names, parameters and result texts are
-//! a wire contract; the descriptions are kin's own.
+//! `list_agents` (this session's background children). Each parses its arguments, calls one
+//! entry of [`Delegation`], and words the result. Names, parameters and result texts are a
+//! wire contract; the descriptions are kin's own.
 
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use serde_json::{json, Value};
-use tokio_util::sync::CancellationToken;
 
-use super::control::settle_run;
-use super::{Delivery, StartRequest, StopReason, SubagentControl, SubagentError, SubagentService};
-use crate::agent::Agent;
+use super::{
+    Continuable, Delegated, Delegation, DelegationError, Delivery, Mode, Provider, Request,
+};
+use crate::agent::StopReason;
 use crate::model::ToolSpec;
 use crate::session::UserPart;
-use crate::tasks::{TaskOutcome, TaskService};
 use crate::tools::{Tool, ToolContext, ToolKind, ToolOutput};
 
-/// Children may be this deep unless configured otherwise (a child cannot delegate further).
-pub const DEFAULT_MAX_DEPTH: u32 = 1;
-
 /// One delegation tool, bound to one provider.
-pub struct SubagentTool {
-    name: String,
-    provider: String,
-    inherits_context: bool,
-    max_depth: Option<u32>,
-    subagents: Arc<SubagentService>,
-    /// Where background children run.
-    tasks: Arc<TaskService>,
-    /// Runs background children of providers that can resume (continuable children).
-    control: Arc<SubagentControl>,
+pub(super) struct SubagentTool {
+    provider: Arc<dyn Provider>,
+    delegation: Arc<Delegation>,
 }
 
 impl SubagentTool {
-    pub fn new(
-        name: &str,
-        provider: &str,
-        inherits_context: bool,
-        max_depth: Option<u32>,
-        subagents: Arc<SubagentService>,
-        control: Arc<SubagentControl>,
-    ) -> Self {
+    pub(super) fn new(provider: Arc<dyn Provider>, delegation: Arc<Delegation>) -> Self {
         Self {
-            name: name.to_owned(),
-            provider: provider.to_owned(),
-            inherits_context,
-            max_depth,
-            tasks: control.tasks().clone(),
-            subagents,
-            control,
+            provider,
+            delegation,
         }
     }
 
     /// Whether background children of this tool can be messaged again, if known yet (an ACP
     /// child agent says so only once it has been launched).
     fn continuable(&self) -> Option<bool> {
-        self.subagents
-            .get(&self.provider)
-            .map_or(Some(false), |provider| provider.continuable_known())
+        match self.provider.continuable() {
+            Continuable::Known(known) => Some(known),
+            Continuable::AskChild => None,
+        }
+    }
+
+    fn inherits_context(&self) -> bool {
+        self.provider.inherits_parent_context()
     }
 
     fn description(&self) -> String {
-        let what = if self.inherits_context {
+        let what = if self.inherits_context() {
             "Hand a task to a child agent that starts from this conversation: it sees every \
              completed turn so far (not the turn in progress) and returns only its final answer. \
              Use it for work that builds on what was already said — a review, a follow-up \
@@ -102,7 +85,7 @@ fn text_of(arguments: &Value, key: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
-fn failure(error: &SubagentError) -> ToolOutput {
+fn failure(error: &DelegationError) -> ToolOutput {
     ToolOutput::error(error.name(), error.code(), format!("Error: {error}"))
 }
 
@@ -110,8 +93,9 @@ fn failure(error: &SubagentError) -> ToolOutput {
 fn stop_error(reason: StopReason) -> Option<&'static str> {
     match reason {
         StopReason::Completed => None,
-        StopReason::Aborted => Some("subagent run was cancelled"),
-        StopReason::Error => Some("subagent run failed"),
+        StopReason::Cancelled => Some("subagent run was cancelled"),
+        // A child that runs out of steps has not answered: its run failed.
+        StopReason::MaxSteps | StopReason::Error => Some("subagent run failed"),
         StopReason::MaxTokens => Some("subagent run hit its token limit before finishing"),
         StopReason::Refusal => Some("subagent declined the task"),
     }
@@ -119,7 +103,7 @@ fn stop_error(reason: StopReason) -> Option<&'static str> {
 
 impl Tool for SubagentTool {
     fn spec(&self) -> ToolSpec {
-        let prompt = if self.inherits_context {
+        let prompt = if self.inherits_context() {
             "The task for the child. It already knows this conversation's completed turns, so \
              state only what is new."
         } else {
@@ -134,7 +118,7 @@ impl Tool for SubagentTool {
              task_output, stop it with task_kill."
         };
         ToolSpec {
-            name: self.name.clone(),
+            name: self.provider.tool().to_owned(),
             description: self.description(),
             parameters: json!({
                 "type": "object",
@@ -154,15 +138,12 @@ impl Tool for SubagentTool {
 
     fn title(&self, arguments: &Value) -> String {
         let label = text_of(arguments, "description").unwrap_or_else(|| "delegated task".into());
-        format!("{}: {label}", self.name)
+        format!("{}: {label}", self.provider.tool())
     }
 
     fn call(&self, arguments: Value, cx: ToolContext) -> BoxFuture<'static, ToolOutput> {
-        let service = self.subagents.clone();
-        let tasks = self.tasks.clone();
-        let provider = self.provider.clone();
-        let max_depth = self.max_depth;
-        let control = self.control.clone();
+        let delegation = self.delegation.clone();
+        let provider = self.provider.name().to_owned();
         async move {
             let (Some(label), Some(prompt)) = (
                 text_of(&arguments, "description"),
@@ -174,87 +155,44 @@ impl Tool for SubagentTool {
                     "Error: `description` and `prompt` must be non-empty strings",
                 );
             };
-            let caller = cx
-                .caller
-                .clone()
-                .and_then(|caller| caller.downcast::<Agent>().ok());
-            let Some(parent) = caller else {
-                return ToolOutput::error(
+            let mode = match arguments.get("run_in_background").and_then(Value::as_bool) {
+                Some(true) => Mode::Background,
+                _ => Mode::Foreground,
+            };
+            let request = Request {
+                provider,
+                prompt: vec![UserPart::Text { text: prompt }],
+                label,
+                client: cx.client.clone(),
+                cancel: cx.cancel.clone(),
+            };
+            match delegation.delegate(&cx.session_id, request, mode).await {
+                Ok(Delegated::Continuable { child, task }) => {
+                    ToolOutput::ok(format!("started subagent {child} as task {task}"))
+                }
+                Ok(Delegated::OneShot(task)) => ToolOutput::ok(format!(
+                    "started background subagent task {task}\n(one-shot: this child cannot \
+                     be continued, send_message cannot reach it)"
+                )),
+                Ok(Delegated::Answer(result)) => {
+                    match (stop_error(result.stop_reason), &result.error) {
+                        (None, _) => ToolOutput::ok(result.text()),
+                        (Some(message), error) => ToolOutput::error(
+                            "SubagentError",
+                            "SUBAGENT_FAILED",
+                            match error {
+                                Some(error) => format!("Error: {message}: {error}"),
+                                None => format!("Error: {message}"),
+                            },
+                        ),
+                    }
+                }
+                Err(DelegationError::NoCaller) => ToolOutput::error(
                     "SubagentError",
                     "NO_CALLER",
                     "Error: subagent tool requires a calling agent",
-                );
-            };
-            let background =
-                arguments.get("run_in_background").and_then(Value::as_bool) == Some(true);
-            // Foreground, the child is cancelled with this tool call; in the background, with
-            // its task.
-            let mut request = StartRequest::new(
-                vec![UserPart::Text { text: prompt }],
-                parent,
-                cx.cancel.clone(),
-            );
-            request.max_depth = max_depth;
-            request.label = Some(label.clone());
-            request.client = cx.client.clone();
-            // Decided before answering: an ACP child may have to be asked first.
-            let continuable = match service.get(&provider) {
-                Some(found) if background => found.continuable_start(&request).await,
-                _ => false,
-            };
-            if continuable {
-                return match control.start_continuable(&provider, &label, request) {
-                    Ok(started) => ToolOutput::ok(format!(
-                        "started subagent {} as task {}",
-                        started.child_id, started.task_id
-                    )),
-                    Err(error) => failure(&error),
-                };
-            }
-            if background {
-                let owner = request.parent.id.as_str().into();
-                let started = tasks.start(
-                    "subagent",
-                    &label,
-                    Some(owner),
-                    move |cancel: CancellationToken| {
-                        request.cancel = cancel.clone();
-                        async move {
-                            match service.start(&provider, request).await {
-                                Ok(run) => settle_run(&run).await,
-                                Err(_) if cancel.is_cancelled() => TaskOutcome::killed(),
-                                Err(error) => TaskOutcome::failed(error.detail()),
-                            }
-                        }
-                        .boxed()
-                    },
-                );
-                return match started {
-                    Ok(task) => ToolOutput::ok(format!(
-                        "started background subagent task {task}\n(one-shot: this child cannot \
-                         be continued, send_message cannot reach it)"
-                    )),
-                    Err(error) => {
-                        ToolOutput::error("TaskError", "TASK_ERROR", format!("Error: {error}"))
-                    }
-                };
-            }
-            let run = match service.start(&provider, request).await {
-                Ok(run) => run,
-                Err(error) => return failure(&error),
-            };
-            let result = run.result().await;
-            run.dispose().await;
-            match (stop_error(result.stop_reason), &result.error) {
-                (None, _) => ToolOutput::ok(result.text()),
-                (Some(message), error) => ToolOutput::error(
-                    "SubagentError",
-                    "SUBAGENT_FAILED",
-                    match error {
-                        Some(error) => format!("Error: {message}: {error}"),
-                        None => format!("Error: {message}"),
-                    },
                 ),
+                Err(error) => failure(&error),
             }
         }
         .boxed()
@@ -262,10 +200,10 @@ impl Tool for SubagentTool {
 }
 
 /// `send_message`: a follow-up to a background child of this session, by its subagent id.
-pub struct SendMessageTool(pub Arc<SubagentControl>);
+pub(super) struct SendMessageTool(pub(super) Arc<Delegation>);
 
 impl SendMessageTool {
-    pub const NAME: &'static str = "send_message";
+    const NAME: &'static str = "send_message";
 }
 
 impl Tool for SendMessageTool {
@@ -301,7 +239,7 @@ impl Tool for SendMessageTool {
     }
 
     fn call(&self, arguments: Value, cx: ToolContext) -> BoxFuture<'static, ToolOutput> {
-        let control = self.0.clone();
+        let delegation = self.0.clone();
         async move {
             let (Some(child), Some(message)) = (
                 arguments.get("subagent_id").and_then(Value::as_str),
@@ -314,22 +252,11 @@ impl Tool for SendMessageTool {
                      delivered",
                 );
             };
-            let caller = cx
-                .caller
-                .clone()
-                .and_then(|caller| caller.downcast::<Agent>().ok());
-            let Some(parent) = caller else {
-                return ToolOutput::error(
-                    "SubagentError",
-                    "NO_CALLER",
-                    "Error: send_message requires a calling agent; the message was not delivered",
-                );
-            };
             let content = vec![UserPart::Text {
                 text: message.to_owned(),
             }];
-            match control
-                .send_message(&parent, child, content, cx.client.clone())
+            match delegation
+                .send_message(&cx.session_id, child, content, cx.client.clone())
                 .await
             {
                 Ok(Delivery::Steered(task)) => {
@@ -338,6 +265,11 @@ impl Tool for SendMessageTool {
                 Ok(Delivery::Started(task)) => ToolOutput::ok(format!(
                     "message started task {task} continuing subagent {child}"
                 )),
+                Err(DelegationError::NoCaller) => ToolOutput::error(
+                    "SubagentError",
+                    "NO_CALLER",
+                    "Error: send_message requires a calling agent; the message was not delivered",
+                ),
                 Err(error) => failure(&error),
             }
         }
@@ -346,10 +278,10 @@ impl Tool for SendMessageTool {
 }
 
 /// `list_agents`: this session's continuable background children and what each is doing.
-pub struct ListAgentsTool(pub Arc<SubagentControl>);
+pub(super) struct ListAgentsTool(pub(super) Arc<Delegation>);
 
 impl ListAgentsTool {
-    pub const NAME: &'static str = "list_agents";
+    const NAME: &'static str = "list_agents";
 }
 
 impl Tool for ListAgentsTool {
@@ -374,10 +306,10 @@ impl Tool for ListAgentsTool {
     }
 
     fn call(&self, _arguments: Value, cx: ToolContext) -> BoxFuture<'static, ToolOutput> {
-        let control = self.0.clone();
+        let delegation = self.0.clone();
         async move {
             let parent = cx.session_id.clone();
-            let children = tokio::task::spawn_blocking(move || control.list_children(&parent))
+            let children = tokio::task::spawn_blocking(move || delegation.list(&parent))
                 .await
                 .unwrap_or_default();
             if children.is_empty() {

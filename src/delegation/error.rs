@@ -2,9 +2,10 @@
 
 /// Why a delegation could not start or a message could not be delivered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SubagentError {
-    #[error("a subagent provider named \"{0}\" is already registered")]
-    DuplicateProvider(String),
+pub enum DelegationError {
+    /// The tool context names no live session (the tools word this themselves).
+    #[error("no calling agent")]
+    NoCaller,
     #[error("no subagent provider registered for \"{0}\"")]
     NoProvider(String),
     #[error("subagent provider \"{provider}\" does not support the \"{capability}\" capability")]
@@ -69,17 +70,16 @@ pub enum SubagentError {
     TaskFence(crate::tasks::TaskError),
 }
 
-impl SubagentError {
+impl DelegationError {
     /// The error's class name, as rendered in task details (`<Name>: <message>`).
     pub fn name(&self) -> &'static str {
         match self {
             Self::Depth { .. } => "SubagentDepthError",
             Self::DepthOverflow => "RangeError",
             Self::Schema(_) => "JsonSchemaError",
-            Self::DuplicateProvider(_)
-            | Self::NoProvider(_)
-            | Self::Unsupported { .. }
-            | Self::NoResume(_) => "SubagentError",
+            Self::NoCaller | Self::NoProvider(_) | Self::Unsupported { .. } | Self::NoResume(_) => {
+                "SubagentError"
+            }
             Self::NoSteer(_)
             | Self::NotRunning(_)
             | Self::SteerRefused { .. }
@@ -102,7 +102,7 @@ impl SubagentError {
     /// A stable machine-readable code for logs.
     pub fn code(&self) -> &'static str {
         match self {
-            Self::DuplicateProvider(_) => "DUPLICATE_PROVIDER",
+            Self::NoCaller => "NO_CALLER",
             Self::NoProvider(_) => "NO_PROVIDER",
             Self::Unsupported { .. } | Self::NoResume(_) => "UNSUPPORTED_CAPABILITY",
             Self::Depth { .. } | Self::DepthOverflow => "DEPTH_EXCEEDED",

@@ -1,32 +1,104 @@
-//! The in-process driver shared by `spawn` and `fork`: builds and publishes a child agent,
-//! runs its turn on a tracked task, and reads the result of that activation.
+//! The in-process provider: `spawn` (a fresh child that sees only its prompt) and `fork` (a
+//! child seeded with the parent's completed turns: everything up to its last `turn/end`; the
+//! turn in flight is never copied, and a parent with no completed turn forks like a spawn).
+//! Builds and publishes a child agent, runs its turn through the host, and reads the result of
+//! that activation. Both can resume a stored child from its own transcript (a fork child never
+//! re-reads its parent).
 //!
 //! Everything up to publication is synchronous, so a start either fails with nothing left
 //! behind or returns a published child; after publication, cancellation cancels the child turn.
 //! A continuable start is never aborted by cancellation: its child always reaches the store.
 
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 use futures::future::{BoxFuture, Shared};
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 
-use super::host::ChildHost;
-use super::{
-    ResumeRequest, Run, RunControl, StartRequest, SteerRefusal, StopReason, SubagentError,
-    SubagentResult, ToolFilter,
-};
-use crate::agent::host::StopReason as HostStop;
+use super::provider::{Capabilities, Continuable, Provider, Run, RunControl, SteerRefusal};
+use super::request::{ResumeRequest, StartRequest, ToolFilter};
+use super::{DelegationError, SubagentResult};
+use crate::agent::host::AgentHost;
 use crate::agent::structured::StructuredOutputTool;
-use crate::agent::{Agent, AgentOptions, AgentSpec, StructuredCapture, TurnError, TurnOutcome};
+use crate::agent::{Agent, AgentOptions, AgentSpec, StopReason, StructuredCapture, TurnError};
+use crate::session::history::completed_turn_prefix;
 use crate::session::{AssistantBlock, Empty, Event, EventBody, Header, UserPart};
 use crate::time::unique_now_ms;
-use crate::tools::ToolRegistry;
+use crate::tools::{ClientBridge, ToolRegistry};
 
-/// The host, if it is still alive.
-pub(super) fn upgrade(host: &Weak<dyn ChildHost>) -> Result<Arc<dyn ChildHost>, SubagentError> {
-    host.upgrade()
-        .ok_or_else(|| SubagentError::Setup("kin is shutting down".into()))
+/// What a child starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Seed {
+    /// Only its prompt (`spawn`).
+    Fresh,
+    /// The parent's completed turns (`fork`).
+    CompletedTurns,
+}
+
+/// One in-process provider.
+pub struct InProcessProvider {
+    seed: Seed,
+}
+
+impl InProcessProvider {
+    pub const SPAWN: &'static str = "spawn";
+    pub const FORK: &'static str = "fork";
+
+    pub fn new(seed: Seed) -> Self {
+        Self { seed }
+    }
+}
+
+impl Provider for InProcessProvider {
+    fn name(&self) -> &str {
+        match self.seed {
+            Seed::Fresh => Self::SPAWN,
+            Seed::CompletedTurns => Self::FORK,
+        }
+    }
+
+    fn tool(&self) -> &str {
+        match self.seed {
+            Seed::Fresh => "subagent",
+            Seed::CompletedTurns => "subagent_fork",
+        }
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::ALL
+    }
+
+    fn inherits_parent_context(&self) -> bool {
+        self.seed == Seed::CompletedTurns
+    }
+
+    fn start(
+        &self,
+        host: &Arc<AgentHost>,
+        request: StartRequest,
+    ) -> BoxFuture<'static, Result<Run, DelegationError>> {
+        let seed = match self.seed {
+            Seed::Fresh => Vec::new(),
+            Seed::CompletedTurns => request
+                .parent
+                .with_events(|events| completed_turn_prefix(events).to_vec()),
+        };
+        let started = start(host, request, seed);
+        std::future::ready(started).boxed()
+    }
+
+    fn continuable(&self) -> Continuable {
+        Continuable::Known(true)
+    }
+
+    fn resume(
+        &self,
+        host: &Arc<AgentHost>,
+        request: ResumeRequest,
+    ) -> BoxFuture<'static, Result<Run, DelegationError>> {
+        let resumed = resume(host, request);
+        std::future::ready(resumed).boxed()
+    }
 }
 
 /// The child's tools: the host's, narrowed by the filter, plus a structured-output tool.
@@ -34,12 +106,12 @@ fn child_tools(
     base: &ToolRegistry,
     filter: Option<&ToolFilter>,
     structured: Option<&Arc<StructuredCapture>>,
-) -> Result<ToolRegistry, SubagentError> {
+) -> Result<ToolRegistry, DelegationError> {
     let mut tools = base.clone();
     if let Some(filter) = filter {
         let named = filter.allow.iter().chain(filter.deny.iter()).flatten();
         if let Some(unknown) = named.into_iter().find(|name| base.get(name).is_none()) {
-            return Err(SubagentError::UnknownTool(unknown.clone()));
+            return Err(DelegationError::UnknownTool(unknown.clone()));
         }
         tools.retain(|name| {
             filter
@@ -59,19 +131,19 @@ fn child_tools(
 }
 
 /// Creates, publishes and starts a child seeded with `seed` (empty for a fresh child).
-pub(super) fn start(
-    host: Arc<dyn ChildHost>,
+fn start(
+    host: &Arc<AgentHost>,
     request: StartRequest,
     seed: Vec<Event>,
-) -> Result<Run, SubagentError> {
+) -> Result<Run, DelegationError> {
     // A continuable child's id was already given to the model, so the child is created even
     // if its task was cancelled before it first ran (a kill, or kin exiting): its turn then
     // ends at once as aborted, and the child stays on disk, continuable.
     if request.cancel.is_cancelled() && request.continuation.is_none() {
-        return Err(SubagentError::AbortedBeforePublication);
+        return Err(DelegationError::AbortedBeforePublication);
     }
     let parent = &request.parent;
-    let depth = super::child_depth(parent, request.max_depth)?;
+    let depth = request.child_depth()?;
     let overrides = request.agent_options.clone().unwrap_or_default();
     let options = AgentOptions {
         provider: overrides
@@ -84,7 +156,7 @@ pub(super) fn start(
     let structured = match &request.output_schema {
         Some(schema) => Some(Arc::new(
             StructuredCapture::new(schema.clone())
-                .map_err(|e| SubagentError::Schema(e.to_string()))?,
+                .map_err(|e| DelegationError::Schema(e.to_string()))?,
         )),
         None => None,
     };
@@ -113,11 +185,11 @@ pub(super) fn start(
     let mut log = host
         .store()
         .create(&header)
-        .map_err(|e| SubagentError::Setup(e.to_string()))?;
+        .map_err(|e| DelegationError::Setup(e.to_string()))?;
     // Until the child is published, a failure removes its file: nothing is left behind.
     let abandon = |error: &dyn std::fmt::Display| {
         let _ = host.store().delete(&id);
-        SubagentError::Setup(error.to_string())
+        DelegationError::Setup(error.to_string())
     };
     let mut events = seed;
     if !events.is_empty() {
@@ -143,33 +215,32 @@ pub(super) fn start(
         structured,
     }));
     if let Some(continuation) = &request.continuation {
-        child.record_in_next_turn(continuation.descriptor.to_event());
+        child.record_in_next_turn(EventBody::SubagentDescriptor(
+            continuation.descriptor.clone(),
+        ));
     }
-    publish(&host, parent, &child, request.label.as_deref()).map_err(|e| abandon(&e))?;
-    Ok(drive(
-        host,
-        child,
-        request.prompt,
-        request.cancel.child_token(),
+    let turn = Turn {
+        parent,
+        label: request.label.as_deref(),
+        prompt: request.prompt.clone(),
+        cancel: request.cancel.child_token(),
         boundary,
-        request.client,
-    ))
+        client: request.client.clone(),
+    };
+    drive(host, child, turn).map_err(|e| abandon(&e))
 }
 
 /// Reopens a stored child from its own transcript, rebuilt as its descriptor says, publishes
 /// it and starts one more turn. Its depth stays the one its header records.
-pub(super) fn resume(
-    host: Arc<dyn ChildHost>,
-    request: ResumeRequest,
-) -> Result<Run, SubagentError> {
+fn resume(host: &Arc<AgentHost>, request: ResumeRequest) -> Result<Run, DelegationError> {
     if request.cancel.is_cancelled() {
-        return Err(SubagentError::AbortedBeforePublication);
+        return Err(DelegationError::AbortedBeforePublication);
     }
     let id = request.session_id.clone();
     let (loaded, log) = host
         .store()
         .open_for_append(&id)
-        .map_err(|_| SubagentError::Unavailable(id.clone()))?;
+        .map_err(|_| DelegationError::Unavailable(id.clone()))?;
     let descriptor = &request.descriptor;
     let parent = &request.parent;
     let depth = loaded.header.delegation_depth;
@@ -179,8 +250,7 @@ pub(super) fn resume(
         max_tokens: parent.options.max_tokens,
         subagent_depth: Some(depth),
     };
-    let filter = descriptor.tool_filter.as_ref().map(ToolFilter::from);
-    let tools = child_tools(host.tools(), filter.as_ref(), None)?;
+    let tools = child_tools(host.tools(), descriptor.tool_filter.as_ref(), None)?;
     let boundary = loaded.events.len();
     let child = Arc::new(Agent::new(AgentSpec {
         header: loaded.header,
@@ -192,67 +262,70 @@ pub(super) fn resume(
         tools: Arc::new(tools),
         structured: None,
     }));
-    publish(&host, parent, &child, None).map_err(SubagentError::Setup)?;
-    Ok(drive(
-        host,
-        child,
-        request.prompt,
-        request.cancel.child_token(),
+    let turn = Turn {
+        parent,
+        label: None,
+        prompt: request.prompt.clone(),
+        cancel: request.cancel.child_token(),
         boundary,
-        request.client,
-    ))
+        client: request.client.clone(),
+    };
+    drive(host, child, turn).map_err(DelegationError::Setup)
 }
 
-/// Puts the child under the parent's current permission mode (logged in the child), then
-/// publishes and announces it; the error says what failed.
-fn publish(
-    host: &Arc<dyn ChildHost>,
-    parent: &Agent,
-    child: &Arc<Agent>,
-    label: Option<&str>,
-) -> Result<(), String> {
-    child
-        .set_permission_mode(parent.permission_mode())
-        .map_err(|e| e.to_string())?;
-    host.publish(child.clone()).map_err(|e| e.to_string())?;
-    host.announce(&parent.id, child, label);
-    Ok(())
-}
-
-/// Runs the child's turn through the host and wraps it as a [`Run`].
-pub(super) fn drive(
-    host: Arc<dyn ChildHost>,
-    child: Arc<Agent>,
+/// The turn a child is started with.
+struct Turn<'a> {
+    parent: &'a Agent,
+    label: Option<&'a str>,
     prompt: Vec<UserPart>,
     cancel: CancellationToken,
+    /// Where this activation's events start.
     boundary: usize,
-    client: Option<Arc<dyn crate::tools::ClientBridge>>,
-) -> Run {
-    let client = client.map(|client| client.for_child(&child.id));
-    let turn = host.start_turn(child.clone(), prompt, client, cancel.clone());
+    client: Option<Arc<dyn ClientBridge>>,
+}
+
+/// Puts the child under the parent's current permission mode (logged in the child), has the
+/// host publish it and run its turn, and wraps that as a [`Run`]; the error says what failed.
+fn drive(host: &Arc<AgentHost>, child: Arc<Agent>, turn: Turn<'_>) -> Result<Run, String> {
+    child
+        .set_permission_mode(turn.parent.permission_mode())
+        .map_err(|e| e.to_string())?;
+    let client = turn.client.map(|client| client.for_child(&child.id));
+    let cancel = turn.cancel;
+    let running = host
+        .start_child(
+            &turn.parent.id,
+            child.clone(),
+            turn.label,
+            turn.prompt,
+            client,
+            cancel.clone(),
+        )
+        .map_err(|e| e.to_string())?;
     let reader = child.clone();
     let turn_cancel = cancel.clone();
+    let boundary = turn.boundary;
     // Once settled, the shared result no longer holds this future (nor the child).
     let result: BoxFuture<'static, SubagentResult> = async move {
-        let outcome = turn.await;
+        let outcome = running.await;
         read_result(&reader, boundary, outcome, turn_cancel.is_cancelled())
     }
     .boxed();
     let result = result.shared();
     let control = Arc::new(InProcessControl {
-        host: Arc::downgrade(&host),
-        child: std::sync::Mutex::new(Some(child.clone())),
+        host: Arc::downgrade(host),
+        child: Mutex::new(Some(child.clone())),
         cancel,
         result: result.clone(),
     });
-    Run::from_shared(child.id.clone(), Some(child), result, control)
+    Ok(Run::new(child.id.clone(), Some(child), result, control))
 }
 
 /// The outcome of the activation whose events start at `boundary`.
 fn read_result(
     child: &Agent,
     boundary: usize,
-    outcome: Result<TurnOutcome, TurnError>,
+    outcome: Result<StopReason, TurnError>,
     cancelled: bool,
 ) -> SubagentResult {
     let output: Vec<AssistantBlock> = child.with_events(|events| {
@@ -267,7 +340,7 @@ fn read_result(
             })
             .unwrap_or_default()
     });
-    let mut stop_reason = StopReason::from(HostStop::of(&outcome, cancelled));
+    let mut stop_reason = StopReason::of(&outcome, cancelled);
     let mut structured = None;
     if let Some(capture) = &child.structured {
         match capture.captured() {
@@ -275,7 +348,7 @@ fn read_result(
             // A clean finish without the requested result is a failure, not a success.
             None if stop_reason == StopReason::Completed => {
                 stop_reason = if cancelled {
-                    StopReason::Aborted
+                    StopReason::Cancelled
                 } else {
                     StopReason::Error
                 };
@@ -294,9 +367,9 @@ fn read_result(
 /// Holds no [`Run`] (that would be a cycle: the run holds its control) and gives up the child
 /// on the first dispose, so a disposed child is freed once its holders drop their runs.
 struct InProcessControl {
-    host: Weak<dyn ChildHost>,
+    host: Weak<AgentHost>,
     /// The child, until the first dispose takes it.
-    child: std::sync::Mutex<Option<Arc<Agent>>>,
+    child: Mutex<Option<Arc<Agent>>>,
     cancel: CancellationToken,
     /// The activation's result (it holds nothing of the child once settled).
     result: Shared<BoxFuture<'static, SubagentResult>>,
@@ -311,7 +384,7 @@ impl RunControl for InProcessControl {
         async move {
             result.await;
             if let (Some(child), Some(host)) = (child, host.upgrade()) {
-                host.unpublish(&child);
+                host.unpublish_agent(&child);
             }
         }
         .boxed()

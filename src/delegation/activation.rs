@@ -1,0 +1,210 @@
+//! One background activation of a child, run as one task: begin (start or resume the child)
+//! -> settle (its result becomes the task's outcome) -> dispose -> unlock -> release. The one
+//! copy, for continuable and one-shot children alike.
+//!
+//! A continuable child is keyed by its id in [`Activations`]: the association is installed
+//! synchronously before anything awaits and removed before the task settles, so a caller that
+//! waited for the task and then sends a message always takes the cold path. An advisory lock
+//! on the child's session file, held for the activation, keeps two kin processes from running
+//! the same child at once.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use tokio_util::sync::CancellationToken;
+
+use super::provider::{Run, SubagentResult};
+use super::DelegationError;
+use crate::agent::StopReason;
+use crate::session::SessionStore;
+use crate::tasks::{TaskId, TaskOutcome, TaskService};
+
+/// The task kind of every delegation task.
+pub(super) const TASK_KIND: &str = "subagent";
+
+/// A child's advisory lock, held for one activation (released on drop).
+pub(super) type ChildLock = nix::fcntl::Flock<File>;
+
+/// What an activation's task runs first: starts or resumes the child (and takes its lock).
+pub(super) type Begin = Box<
+    dyn FnOnce(
+            CancellationToken,
+        ) -> BoxFuture<'static, Result<(Run, Option<ChildLock>), DelegationError>>
+        + Send,
+>;
+
+/// The running activation of one continuable child.
+#[derive(Default)]
+pub(super) struct Activation {
+    /// Set in the frame that started the task.
+    pub(super) task_id: OnceLock<TaskId>,
+    /// Set once the provider published the child.
+    run: Mutex<Option<Run>>,
+}
+
+impl Activation {
+    pub(super) fn run(&self) -> Option<Run> {
+        lock(&self.run).clone()
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Continuable child id -> its running activation, in this process.
+#[derive(Default)]
+pub(super) struct Activations {
+    map: Mutex<HashMap<String, Arc<Activation>>>,
+}
+
+impl Activations {
+    pub(super) fn get(&self, child_id: &str) -> Option<Arc<Activation>> {
+        lock(&self.map).get(child_id).cloned()
+    }
+
+    /// Removes the association if it still is this activation.
+    fn release(&self, child_id: &str, activation: &Arc<Activation>) {
+        let mut map = lock(&self.map);
+        if map
+            .get(child_id)
+            .is_some_and(|current| Arc::ptr_eq(current, activation))
+        {
+            map.remove(child_id);
+        }
+    }
+
+    /// Starts one activation as a task of `owner`. With `child` (a continuable child's id),
+    /// the association is installed first and removed before the task settles.
+    pub(super) fn start(
+        self: &Arc<Self>,
+        tasks: &Arc<TaskService>,
+        child: Option<&str>,
+        label: &str,
+        owner: &str,
+        begin: Begin,
+    ) -> Result<TaskId, DelegationError> {
+        let activation = Arc::new(Activation::default());
+        if let Some(child) = child {
+            lock(&self.map).insert(child.to_owned(), activation.clone());
+        }
+        let map = Arc::clone(self);
+        let this = activation.clone();
+        let key = child.map(str::to_owned);
+        let started = tasks.start_for(TASK_KIND, label, Some(owner.into()), child, move |cancel| {
+            async move {
+                let outcome = match begin(cancel.clone()).await {
+                    Ok((run, held)) => {
+                        *lock(&this.run) = Some(run.clone());
+                        let outcome = settle(&run).await;
+                        drop(held);
+                        outcome
+                    }
+                    Err(_) if cancel.is_cancelled() => TaskOutcome::killed(),
+                    Err(error) => TaskOutcome::failed(error.detail()),
+                };
+                if let Some(key) = &key {
+                    map.release(key, &this);
+                }
+                outcome
+            }
+            .boxed()
+        });
+        match started {
+            Ok(task_id) => {
+                let _ = activation.task_id.set(task_id.clone());
+                Ok(task_id)
+            }
+            Err(error) => {
+                if let Some(child) = child {
+                    self.release(child, &activation);
+                }
+                Err(error.into())
+            }
+        }
+    }
+}
+
+/// The task outcome of a run: its result, after the run is disposed.
+async fn settle(run: &Run) -> TaskOutcome {
+    let result = run.result().await;
+    run.dispose().await;
+    task_outcome(result)
+}
+
+/// A task outcome from a run's result: completed with the answer text, killed when cancelled,
+/// failed with the stop reason (and the cause, when known) otherwise (partial output dropped).
+fn task_outcome(result: SubagentResult) -> TaskOutcome {
+    let reason = match result.stop_reason {
+        StopReason::Completed => return TaskOutcome::completed(result.text()),
+        StopReason::Cancelled => return TaskOutcome::killed(),
+        StopReason::MaxTokens => "max-tokens",
+        StopReason::Refusal => "refusal",
+        // A child that runs out of steps has not answered: its run failed.
+        StopReason::MaxSteps | StopReason::Error => "error",
+    };
+    match result.error {
+        Some(error) => TaskOutcome::failed(format!("{reason}: {error}")),
+        None => TaskOutcome::failed(reason),
+    }
+}
+
+/// Takes the advisory lock (`flock`) on the child's session file for one activation. Another
+/// kin process holding it runs the child now.
+pub(super) fn lock_child(
+    store: &SessionStore,
+    child_id: &str,
+) -> Result<ChildLock, DelegationError> {
+    use nix::errno::Errno;
+    use nix::fcntl::{Flock, FlockArg};
+    let unavailable = || DelegationError::Unavailable(child_id.to_owned());
+    let path = store.path(child_id).map_err(|_| unavailable())?;
+    let file = File::open(&path).map_err(|_| unavailable())?;
+    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(lock) => Ok(lock),
+        Err((_, Errno::EWOULDBLOCK)) => Err(DelegationError::ActiveElsewhere(child_id.to_owned())),
+        Err((_, error)) => {
+            tracing::warn!(%error, child = child_id, "could not lock a child's session file");
+            Err(unavailable())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::AssistantBlock;
+    use crate::tasks::TaskStatus;
+
+    fn result(stop_reason: StopReason, error: Option<&str>) -> SubagentResult {
+        SubagentResult {
+            output: vec![AssistantBlock::Text {
+                text: "partial".into(),
+            }],
+            structured: None,
+            stop_reason,
+            error: error.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn outcomes_keep_the_answer_only_when_completed() {
+        let done = task_outcome(result(StopReason::Completed, None));
+        assert_eq!(done.output.as_deref(), Some("partial"));
+        assert_eq!(
+            task_outcome(result(StopReason::Cancelled, None)).status,
+            TaskStatus::Killed
+        );
+        let limit = task_outcome(result(StopReason::MaxSteps, None));
+        assert_eq!(
+            (limit.status, limit.detail.as_deref()),
+            (TaskStatus::Failed, Some("error"))
+        );
+        let tokens = task_outcome(result(StopReason::MaxTokens, Some("cut")));
+        assert_eq!(tokens.detail.as_deref(), Some("max-tokens: cut"));
+        assert_eq!(tokens.output, None);
+    }
+}

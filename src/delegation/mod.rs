@@ -1,0 +1,619 @@
+//! Delegation: one service, [`Delegation`], whose entries are the model's verbs. The tools
+//! (`tools.rs`) only parse arguments and word results; everything else is decided here.
+//!
+//! - [`Delegation::delegate`] (`subagent`, `subagent_fork`, `acp:<name>` tools): looks the
+//!   caller up by its session id in the host registry, then routes once: foreground (start
+//!   the child, await its result, dispose it), background continuable (a durable child with
+//!   a stable id, run as one activation task), or background one-shot (one task, no id to
+//!   continue). Whether a provider's background children are continuable is known, or only
+//!   a launched child can say (an ACP agent): then a probe asks it first.
+//! - [`Delegation::send_message`]: into the child's running activation (steer), or, from the
+//!   child's own transcript, as the start of a new activation (cold resume).
+//! - [`Delegation::list`] (`list_agents`): the caller's continuable children in the store.
+//! - [`Delegation::restore`]: on reopening a session, the tasks an earlier process left
+//!   unfinished show as interrupted.
+//!
+//! The service owns the provider table (`spawn`, `fork` in process; `acp:<name>` as ACP child
+//! processes) and the activation map (`activation.rs`: one task per activation). It reaches
+//! the host one way, a `Weak<AgentHost>` set once by the runtime, and passes it to providers.
+//! It also turns the task service's notices and records into the owner's log: the notice of
+//! a task that settled unseen, `task/start` and `task/end` (`records.rs`).
+
+mod acp_child;
+mod activation;
+mod error;
+mod in_process;
+mod provider;
+mod records;
+mod request;
+mod tools;
+
+use std::sync::{Arc, OnceLock, Weak};
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::host::AgentHost;
+use crate::agent::{Agent, StructuredCapture, UserMessage};
+use crate::config::AcpAgentConfig;
+use crate::session::{SessionStore, UserPart};
+use crate::tasks::{Notice, TaskId, TaskOutcome, TaskService};
+use crate::tools::{ClientBridge, Tool};
+
+use activation::{lock_child, Activations, Begin};
+
+pub use acp_child::AcpProvider;
+pub use error::DelegationError;
+pub use in_process::{InProcessProvider, Seed};
+pub use provider::{
+    Capabilities, Continuable, Provider, Run, RunControl, SteerRefusal, SubagentResult,
+};
+pub use records::RESUME_LABEL_MAX;
+pub use request::{Continuation, Mode, ResumeRequest, StartRequest, ToolFilter, DEFAULT_MAX_DEPTH};
+
+/// What the tools hand the service for one delegation.
+pub struct Request {
+    /// The provider the tool is bound to (`spawn`, `fork`, `acp:<name>`).
+    pub provider: String,
+    pub prompt: Vec<UserPart>,
+    /// The tool's `description`: the child's label and its task's.
+    pub label: String,
+    /// The editor of the calling session.
+    pub client: Option<Arc<dyn ClientBridge>>,
+    /// The tool call's: cancels a foreground child (a background one has its task's).
+    pub cancel: CancellationToken,
+}
+
+/// Where a message went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delivery {
+    /// Into the running activation's turn; its answer is that task's result.
+    Steered(TaskId),
+    /// A new activation (task) continues the child.
+    Started(TaskId),
+}
+
+/// One durable child of a parent, for `list_agents`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChildSummary {
+    pub id: String,
+    /// The child's session title (from its first prompt).
+    pub description: Option<String>,
+    /// The subagent provider that made it (`spawn`, `fork`).
+    pub kind: String,
+    /// The model provider and model it runs on.
+    pub provider: Option<String>,
+    pub model: Option<String>,
+    /// The task of the running activation, if one runs in this process.
+    pub task: Option<TaskId>,
+    /// How its last turn ended (`turn/end` reason), if one did.
+    pub last_stop: Option<String>,
+    /// Turns the child ran itself (a fork's inherited turns are not counted).
+    pub turns: u32,
+}
+
+/// The identities of a continuable child just started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContinuableStart {
+    pub child_id: String,
+    pub task_id: TaskId,
+}
+
+/// What a delegation gave.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Delegated {
+    /// The foreground child's result (already disposed).
+    Answer(SubagentResult),
+    /// A continuable background child and the task of its first activation.
+    Continuable { child: String, task: TaskId },
+    /// A one-shot background child's task.
+    OneShot(TaskId),
+}
+
+pub struct Delegation {
+    providers: Vec<Arc<dyn Provider>>,
+    tasks: Arc<TaskService>,
+    store: SessionStore,
+    /// The deepest a child may be.
+    max_depth: u32,
+    /// Set once by the runtime, right after the host exists (the host holds this service's
+    /// tools, so it is held weakly).
+    host: OnceLock<Weak<AgentHost>>,
+    activations: Arc<Activations>,
+}
+
+impl Delegation {
+    /// The service with the in-process providers and one per configured ACP agent. It takes
+    /// the task service's notices and records.
+    pub fn new(
+        store: SessionStore,
+        tasks: Arc<TaskService>,
+        max_depth: u32,
+        acp_agents: &[AcpAgentConfig],
+    ) -> Arc<Self> {
+        let mut providers: Vec<Arc<dyn Provider>> = vec![
+            Arc::new(InProcessProvider::new(Seed::Fresh)),
+            Arc::new(InProcessProvider::new(Seed::CompletedTurns)),
+        ];
+        for agent in acp_agents {
+            let provider = AcpProvider::new(agent.clone());
+            if providers.iter().any(|p| p.name() == provider.name()) {
+                tracing::error!(
+                    agent = agent.name,
+                    "an ACP agent of this name is already set up"
+                );
+                continue;
+            }
+            providers.push(Arc::new(provider));
+        }
+        let delegation = Arc::new(Self {
+            providers,
+            tasks,
+            store,
+            max_depth,
+            host: OnceLock::new(),
+            activations: Arc::default(),
+        });
+        let weak = Arc::downgrade(&delegation);
+        delegation.tasks.set_notice_sink(Box::new(move |notice| {
+            if let Some(delegation) = weak.upgrade() {
+                delegation.deliver(notice);
+            }
+        }));
+        let weak = Arc::downgrade(&delegation);
+        delegation.tasks.set_record_sink(Box::new(move |record| {
+            if let Some(delegation) = weak.upgrade() {
+                let (owner, body) = records::event_of(record);
+                if let Some(agent) = delegation.live(&owner) {
+                    agent.record(body);
+                }
+            }
+        }));
+        delegation
+    }
+
+    /// Reaches the host from now on (once; a second call changes nothing).
+    pub fn attach(&self, host: &Arc<AgentHost>) {
+        let _ = self.host.set(Arc::downgrade(host));
+    }
+
+    /// The model-facing tools: one delegation tool per provider, `send_message` and
+    /// `list_agents`.
+    pub fn tools(self: &Arc<Self>) -> Vec<Arc<dyn Tool>> {
+        let mut found: Vec<Arc<dyn Tool>> = Vec::new();
+        for provider in &self.providers {
+            found.push(Arc::new(tools::SubagentTool::new(
+                provider.clone(),
+                self.clone(),
+            )));
+        }
+        found.push(Arc::new(tools::SendMessageTool(self.clone())));
+        found.push(Arc::new(tools::ListAgentsTool(self.clone())));
+        found
+    }
+
+    /// The task service activations run on.
+    pub fn tasks(&self) -> &Arc<TaskService> {
+        &self.tasks
+    }
+
+    fn host(&self) -> Result<Arc<AgentHost>, DelegationError> {
+        self.host
+            .get()
+            .and_then(Weak::upgrade)
+            .ok_or_else(|| DelegationError::Setup("kin is shutting down".into()))
+    }
+
+    fn live(&self, id: &str) -> Option<Arc<Agent>> {
+        self.host.get()?.upgrade()?.live(id)
+    }
+
+    /// The calling agent: the live session the tool context names.
+    fn caller(&self, id: &str) -> Result<Arc<Agent>, DelegationError> {
+        self.live(id).ok_or(DelegationError::NoCaller)
+    }
+
+    fn provider(&self, name: &str) -> Result<Arc<dyn Provider>, DelegationError> {
+        self.providers
+            .iter()
+            .find(|p| p.name() == name)
+            .cloned()
+            .ok_or_else(|| DelegationError::NoProvider(name.to_owned()))
+    }
+
+    /// `subagent` and its kin: delegates `request` for the session `caller`, in `mode`.
+    pub async fn delegate(
+        self: &Arc<Self>,
+        caller: &str,
+        request: Request,
+        mode: Mode,
+    ) -> Result<Delegated, DelegationError> {
+        let parent = self.caller(caller)?;
+        let provider = self.provider(&request.provider)?;
+        let mut start = StartRequest::new(request.prompt, parent, request.cancel);
+        start.max_depth = Some(self.max_depth);
+        start.label = Some(request.label.clone());
+        start.client = request.client;
+        if mode == Mode::Foreground {
+            let run = self.start(&provider, start).await?;
+            let result = run.result().await;
+            run.dispose().await;
+            return Ok(Delegated::Answer(result));
+        }
+        // Decided before answering: an ACP child may have to be asked first.
+        let continuable = match provider.continuable() {
+            Continuable::Known(known) => known,
+            Continuable::AskChild => provider.probe(&start).await,
+        };
+        if continuable {
+            let (child, task) = self.continuable(&provider, &request.label, start)?;
+            return Ok(Delegated::Continuable { child, task });
+        }
+        let owner = start.parent.id.clone();
+        let service = self.clone();
+        let begin: Begin = Box::new(move |cancel| {
+            start.cancel = cancel;
+            async move { Ok((service.start(&provider, start).await?, None)) }.boxed()
+        });
+        let task = self
+            .activations
+            .start(&self.tasks, None, &request.label, &owner, begin)?;
+        Ok(Delegated::OneShot(task))
+    }
+
+    /// Starts a child through `provider` after checking the request against what it can do.
+    pub async fn start_with(
+        &self,
+        provider: &str,
+        request: StartRequest,
+    ) -> Result<Run, DelegationError> {
+        let provider = self.provider(provider)?;
+        self.start(&provider, request).await
+    }
+
+    async fn start(
+        &self,
+        provider: &Arc<dyn Provider>,
+        request: StartRequest,
+    ) -> Result<Run, DelegationError> {
+        let caps = provider.capabilities();
+        let wanted = [
+            (
+                "outputSchema",
+                request.output_schema.is_some(),
+                caps.output_schema,
+            ),
+            ("depthLimit", request.max_depth.is_some(), caps.depth_limit),
+            (
+                "toolFilter",
+                request.tool_filter.is_some(),
+                caps.tool_filter,
+            ),
+            ("persona", request.persona.is_some(), caps.persona),
+        ];
+        if let Some((capability, _, _)) = wanted.iter().find(|(_, asked, has)| *asked && !*has) {
+            return Err(DelegationError::Unsupported {
+                provider: provider.name().to_owned(),
+                capability,
+            });
+        }
+        if let Some(schema) = &request.output_schema {
+            StructuredCapture::new(schema.clone())
+                .map_err(|e| DelegationError::Schema(e.to_string()))?;
+        }
+        let host = self.host()?;
+        provider.start(&host, request).await
+    }
+
+    /// Starts a continuable child of `request` in the background through `provider`, as
+    /// [`Delegation::delegate`] does for a provider whose children are continuable.
+    pub fn start_continuable(
+        self: &Arc<Self>,
+        provider: &str,
+        label: &str,
+        request: StartRequest,
+    ) -> Result<ContinuableStart, DelegationError> {
+        let provider = self.provider(provider)?;
+        let (child_id, task_id) = self.continuable(&provider, label, request)?;
+        Ok(ContinuableStart { child_id, task_id })
+    }
+
+    /// Starts a continuable child in the background; both ids are fixed before its task
+    /// exists. Failures after this point settle the task.
+    fn continuable(
+        self: &Arc<Self>,
+        provider: &Arc<dyn Provider>,
+        label: &str,
+        mut request: StartRequest,
+    ) -> Result<(String, TaskId), DelegationError> {
+        let child_id = uuid::Uuid::new_v4().to_string();
+        request.continuation = Some(Continuation {
+            session_id: child_id.clone(),
+            descriptor: request.descriptor(provider.name()),
+        });
+        let owner = request.parent.id.clone();
+        let service = self.clone();
+        let provider = provider.clone();
+        let id = child_id.clone();
+        let begin: Begin = Box::new(move |cancel| {
+            request.cancel = cancel;
+            async move {
+                let run = service.start(&provider, request).await?;
+                // The file exists now; nobody else knows the id yet, so this cannot lose.
+                let held = lock_child(&service.store, &id).ok();
+                Ok((run, held))
+            }
+            .boxed()
+        });
+        let task = self
+            .activations
+            .start(&self.tasks, Some(&child_id), label, &owner, begin)?;
+        Ok((child_id, task))
+    }
+
+    /// Cold-resumes a stored child through the provider that made it.
+    async fn resume(&self, request: ResumeRequest) -> Result<Run, DelegationError> {
+        let name = request.descriptor.provider.clone();
+        let provider = self.provider(&name)?;
+        if provider.continuable() == Continuable::Known(false) {
+            return Err(DelegationError::NoResume(name));
+        }
+        let host = self.host()?;
+        provider.resume(&host, request).await
+    }
+
+    /// `send_message`: delivers a message to a child of `caller`, into its running
+    /// activation or as the start of a new one. An error always means the message was not
+    /// delivered. The route is chosen before this returns; the future then waits only for a
+    /// running child to take or refuse a steered message.
+    pub fn send_message(
+        self: &Arc<Self>,
+        caller: &str,
+        child_id: &str,
+        message: Vec<UserPart>,
+        client: Option<Arc<dyn ClientBridge>>,
+    ) -> BoxFuture<'static, Result<Delivery, DelegationError>> {
+        let routed = self
+            .caller(caller)
+            .and_then(|parent| self.route(&parent, child_id, message, client));
+        match routed {
+            Ok(delivery) => delivery,
+            Err(error) => std::future::ready(Err(error)).boxed(),
+        }
+    }
+
+    fn route(
+        self: &Arc<Self>,
+        parent: &Arc<Agent>,
+        child_id: &str,
+        message: Vec<UserPart>,
+        client: Option<Arc<dyn ClientBridge>>,
+    ) -> Result<BoxFuture<'static, Result<Delivery, DelegationError>>, DelegationError> {
+        let activation = self.activations.get(child_id);
+        let live = self.live(child_id);
+        match (&activation, &live) {
+            // Never adopt an agent the service did not start.
+            (None, Some(_)) => return Err(DelegationError::OutsideControl(child_id.to_owned())),
+            (Some(activation), Some(live)) => {
+                let local = activation.run().and_then(|run| run.local_agent);
+                if local.is_some_and(|local| !Arc::ptr_eq(&local, live)) {
+                    return Err(DelegationError::NotAssociatedAgent(child_id.to_owned()));
+                }
+            }
+            _ => {}
+        }
+        if let Some(activation) = activation {
+            return self.steer(&activation, parent, child_id, message);
+        }
+        let label = records::resume_label(&message);
+        if !self.store.exists(child_id) {
+            if self.tasks.peek(child_id, &parent.id).is_ok() {
+                return Err(DelegationError::OneShot(child_id.to_owned()));
+            }
+            // Never stored (unknown, or a start that failed before it wrote anything).
+            let unavailable = DelegationError::Unavailable(child_id.to_owned());
+            let task = self.failed_at_once(parent, child_id, &label, unavailable)?;
+            return Ok(std::future::ready(Ok(Delivery::Started(task))).boxed());
+        }
+        let begin = self.resume_producer(parent.clone(), child_id.to_owned(), message, client);
+        let task =
+            self.activations
+                .start(&self.tasks, Some(child_id), &label, &parent.id, begin)?;
+        Ok(std::future::ready(Ok(Delivery::Started(task))).boxed())
+    }
+
+    /// Joins the running activation; never falls through to a cold resume.
+    fn steer(
+        &self,
+        activation: &activation::Activation,
+        parent: &Agent,
+        child_id: &str,
+        message: Vec<UserPart>,
+    ) -> Result<BoxFuture<'static, Result<Delivery, DelegationError>>, DelegationError> {
+        let starting = || DelegationError::Starting(child_id.to_owned());
+        let task_id = activation.task_id.get().ok_or_else(starting)?;
+        let task = self
+            .tasks
+            .peek(task_id, &parent.id)
+            .map_err(DelegationError::TaskFence)?;
+        if task.status != crate::tasks::TaskStatus::Running {
+            return Err(DelegationError::TaskNotRunning {
+                id: child_id.to_owned(),
+                task: task_id.to_string(),
+                status: task.status.as_str(),
+            });
+        }
+        let run = activation.run().ok_or_else(starting)?;
+        let delivery = run.steer(message);
+        let task_id = task_id.clone();
+        let child_id = child_id.to_owned();
+        Ok(async move {
+            match delivery.await {
+                Ok(()) => Ok(Delivery::Steered(task_id)),
+                // The task was running a moment ago: its turn ended before the child took it.
+                Err(DelegationError::NotRunning(_)) => {
+                    Err(DelegationError::StoppedBeforeDelivery(child_id))
+                }
+                Err(other) => Err(other),
+            }
+        }
+        .boxed())
+    }
+
+    /// The cold path, run inside the new task: look the child up, check it is this parent's
+    /// and resumable, take its lock, and continue it through the provider that made it.
+    fn resume_producer(
+        self: &Arc<Self>,
+        parent: Arc<Agent>,
+        child_id: String,
+        message: Vec<UserPart>,
+        client: Option<Arc<dyn ClientBridge>>,
+    ) -> Begin {
+        let service = Arc::clone(self);
+        Box::new(move |cancel| {
+            async move {
+                // Under the lock, nobody else writes the child while it is read and run.
+                let held = lock_child(&service.store, &child_id)?;
+                let store = service.store.clone();
+                let id = child_id.clone();
+                let (header, descriptor) =
+                    tokio::task::spawn_blocking(move || store.child_record(&id))
+                        .await
+                        .ok()
+                        .flatten()
+                        .ok_or_else(|| DelegationError::Unavailable(child_id.clone()))?;
+                // The store takes no cancellation: a kill during lookup stops here.
+                if cancel.is_cancelled() {
+                    return Err(DelegationError::CancelledDuringLookup);
+                }
+                if header.parent_session.as_deref() != Some(parent.id.as_str()) {
+                    return Err(DelegationError::Unauthorized(child_id));
+                }
+                let descriptor =
+                    descriptor.ok_or_else(|| DelegationError::NoDescriptor(child_id.clone()))?;
+                let request = ResumeRequest {
+                    session_id: child_id,
+                    prompt: message,
+                    parent,
+                    cancel,
+                    descriptor,
+                    client,
+                };
+                Ok((service.resume(request).await?, Some(held)))
+            }
+            .boxed()
+        })
+    }
+
+    /// A message that fails at once, as a task settled before this returns (so its notice
+    /// has a fixed place).
+    fn failed_at_once(
+        &self,
+        parent: &Agent,
+        child_id: &str,
+        label: &str,
+        error: DelegationError,
+    ) -> Result<TaskId, DelegationError> {
+        let failed = TaskOutcome::failed(error.detail());
+        Ok(self.tasks.start_settled(
+            activation::TASK_KIND,
+            label,
+            Some(parent.id.as_str().into()),
+            Some(child_id),
+            failed,
+        )?)
+    }
+
+    /// The task of the child's running activation in this process, if any.
+    pub fn running_task(&self, child_id: &str) -> Option<TaskId> {
+        self.activations.get(child_id)?.task_id.get().cloned()
+    }
+
+    /// `list_agents`: the continuable children of `caller` in the store, oldest first, with
+    /// the task of any activation running now. Read from the session index; only a child
+    /// indexed by an older kin (no child record) has its file read. Ids that never reached
+    /// the store are not listed.
+    pub fn list(&self, caller: &str) -> Vec<ChildSummary> {
+        let sessions = match self.store.list_children(caller) {
+            Ok(sessions) => sessions,
+            Err(error) => {
+                tracing::warn!(%error, "could not list the stored sessions");
+                return Vec::new();
+            }
+        };
+        let mut found: Vec<(u64, ChildSummary)> = sessions
+            .into_iter()
+            .filter_map(|session| {
+                let child = match session.child {
+                    Some(child) => child,
+                    None => self.store.summarize(&session.id)?.child?,
+                };
+                let summary = ChildSummary {
+                    task: self.running_task(&session.id),
+                    id: session.id,
+                    description: session.title,
+                    kind: child.kind?,
+                    provider: child.agent_provider,
+                    model: child.agent_model,
+                    last_stop: child.last_stop,
+                    turns: child.turns,
+                };
+                Some((child.created_at, summary))
+            })
+            .collect();
+        found.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.id.cmp(&b.1.id)));
+        found.into_iter().map(|(_, child)| child).collect()
+    }
+
+    /// Restores, as `interrupted`, the background tasks `parent`'s log shows started and
+    /// never finished: an earlier kin process ended while they ran. Their children stay
+    /// continuable with `send_message`.
+    pub fn restore(&self, parent: &Agent) {
+        for (task, label, child) in parent.with_events(records::unfinished) {
+            let detail = match child {
+                Some(child) => format!(
+                    "started by an earlier kin process; send_message to subagent {child} continues it"
+                ),
+                None => "started by an earlier kin process".to_owned(),
+            };
+            self.tasks.restore_interrupted(
+                &task,
+                activation::TASK_KIND,
+                &label,
+                &parent.id,
+                detail,
+            );
+        }
+    }
+
+    /// Leaves the owner of a task that settled unseen its notice (with the task's `task/end`),
+    /// or takes one back.
+    fn deliver(&self, notice: Notice) {
+        match notice {
+            Notice::Post {
+                owner,
+                id,
+                text,
+                task,
+                status,
+            } => {
+                if let Some(agent) = self.live(&owner) {
+                    let message = UserMessage {
+                        content: vec![UserPart::Text { text }],
+                        source: json!({"kind": "plugin", "plugin": "tool-tasks"}),
+                        role: "user".into(),
+                        id,
+                    };
+                    agent.inject(message, Some(records::end_of(&task, status)));
+                }
+            }
+            Notice::Withdraw { owner, id } => {
+                if let Some(agent) = self.live(&owner) {
+                    agent.withdraw(&id);
+                }
+            }
+        }
+    }
+}

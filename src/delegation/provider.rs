@@ -1,0 +1,180 @@
+//! A way of running children ([`Provider`]), and one activation of a child ([`Run`]): its
+//! result, an idempotent `dispose` that waits until the child is quiet, and, where the
+//! provider supports it, a strict `steer` into the running turn.
+
+use std::sync::Arc;
+
+use futures::future::{BoxFuture, Shared};
+use futures::FutureExt;
+use serde_json::Value;
+
+use super::request::{ResumeRequest, StartRequest};
+use super::DelegationError;
+use crate::agent::host::AgentHost;
+use crate::agent::{Agent, StopReason};
+use crate::session::{AssistantBlock, UserPart};
+
+/// Which optional request fields a provider can honour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Capabilities {
+    pub output_schema: bool,
+    pub depth_limit: bool,
+    pub tool_filter: bool,
+    pub persona: bool,
+}
+
+impl Capabilities {
+    pub const ALL: Self = Self {
+        output_schema: true,
+        depth_limit: true,
+        tool_filter: true,
+        persona: true,
+    };
+}
+
+/// Whether a provider's background children can be continued (`send_message`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Continuable {
+    Known(bool),
+    /// Only a launched child can tell (an ACP agent says so in its `initialize` answer).
+    AskChild,
+}
+
+/// A way of running children.
+pub trait Provider: Send + Sync {
+    fn name(&self) -> &str;
+    /// The name of the model-facing tool bound to it.
+    fn tool(&self) -> &str;
+    fn capabilities(&self) -> Capabilities;
+    /// Whether children see the parent's conversation (drives tool wording only).
+    fn inherits_parent_context(&self) -> bool;
+    /// Publishes a child and starts its first turn; resolves once the child is published.
+    fn start(
+        &self,
+        host: &Arc<AgentHost>,
+        request: StartRequest,
+    ) -> BoxFuture<'static, Result<Run, DelegationError>>;
+    /// Whether background children can be continued, as far as known now.
+    fn continuable(&self) -> Continuable {
+        Continuable::Known(false)
+    }
+    /// For [`Continuable::AskChild`]: launches a child of `request` just to ask it.
+    fn probe(&self, _request: &StartRequest) -> BoxFuture<'static, bool> {
+        std::future::ready(false).boxed()
+    }
+    /// Cold-resumes a stored child for one more turn.
+    fn resume(
+        &self,
+        _host: &Arc<AgentHost>,
+        _request: ResumeRequest,
+    ) -> BoxFuture<'static, Result<Run, DelegationError>> {
+        let name = self.name().to_owned();
+        std::future::ready(Err(DelegationError::NoResume(name))).boxed()
+    }
+}
+
+/// How one activation of a child ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SubagentResult {
+    /// The content of the child's last assistant message of this activation.
+    pub output: Vec<AssistantBlock>,
+    /// The captured value, when a schema was requested and satisfied.
+    pub structured: Option<Value>,
+    pub stop_reason: StopReason,
+    /// Why the run failed, when the provider knows (e.g. how an ACP child process ended).
+    pub error: Option<String>,
+}
+
+impl SubagentResult {
+    /// The text blocks of the output, concatenated (reasoning is left out).
+    pub fn text(&self) -> String {
+        self.output
+            .iter()
+            .filter_map(|block| match block {
+                AssistantBlock::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// A run that failed before it produced anything.
+    pub(crate) fn failed(error: impl Into<String>) -> Self {
+        Self {
+            output: Vec::new(),
+            structured: None,
+            stop_reason: StopReason::Error,
+            error: Some(error.into()),
+        }
+    }
+}
+
+/// Why a live delivery did not happen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SteerRefusal {
+    /// The child's turn is over, or ended before the child took the message.
+    Stopped,
+    /// The child said it will not take a message now; the reason is its own words.
+    Refused(String),
+}
+
+/// The provider-specific half of a [`Run`].
+pub trait RunControl: Send + Sync {
+    /// Cancels what is left and resolves once the child is quiet; safe to call twice.
+    fn dispose(&self) -> BoxFuture<'static, ()>;
+    /// Live delivery into the running turn, resolving once the child took the message or
+    /// refused it; `None` if the provider has none.
+    fn steer(&self, content: Vec<UserPart>)
+        -> Option<BoxFuture<'static, Result<(), SteerRefusal>>>;
+}
+
+/// One activation of a child. The holder must `dispose` it on every path.
+#[derive(Clone)]
+pub struct Run {
+    /// The child session id (in-process), or a fresh id for remote children.
+    pub id: String,
+    /// The live child agent, for in-process runs.
+    pub local_agent: Option<Arc<Agent>>,
+    result: Shared<BoxFuture<'static, SubagentResult>>,
+    control: Arc<dyn RunControl>,
+}
+
+impl Run {
+    pub fn new(
+        id: String,
+        local_agent: Option<Arc<Agent>>,
+        result: Shared<BoxFuture<'static, SubagentResult>>,
+        control: Arc<dyn RunControl>,
+    ) -> Self {
+        Self {
+            id,
+            local_agent,
+            result,
+            control,
+        }
+    }
+
+    /// The outcome of this activation; never fails for child-level failures.
+    pub async fn result(&self) -> SubagentResult {
+        self.result.clone().await
+    }
+
+    pub async fn dispose(&self) {
+        self.control.dispose().await
+    }
+
+    /// Delivers a message into the child's running turn. Resolves once the child took it;
+    /// fails when the provider has no live delivery, the child is not running or refuses it.
+    pub fn steer(&self, content: Vec<UserPart>) -> BoxFuture<'static, Result<(), DelegationError>> {
+        let id = self.id.clone();
+        let Some(delivery) = self.control.steer(content) else {
+            return std::future::ready(Err(DelegationError::NoSteer(id))).boxed();
+        };
+        async move {
+            delivery.await.map_err(|refusal| match refusal {
+                SteerRefusal::Stopped => DelegationError::NotRunning(id),
+                SteerRefusal::Refused(reason) => DelegationError::SteerRefused { id, reason },
+            })
+        }
+        .boxed()
+    }
+}

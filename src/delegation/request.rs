@@ -1,0 +1,135 @@
+//! What a delegation asks for: a start ([`StartRequest`]) or a resume ([`ResumeRequest`]) of
+//! a child, run in the foreground or the background ([`Mode`]).
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::DelegationError;
+use crate::agent::{Agent, AgentOptions};
+use crate::session::{Descriptor, UserPart};
+use crate::tools::ClientBridge;
+
+/// Restricts the tools a child may use (the one type; stored as is in a descriptor).
+pub use crate::session::ToolFilter;
+
+/// Children may be this deep unless configured otherwise (a child cannot delegate further).
+pub const DEFAULT_MAX_DEPTH: u32 = 1;
+
+/// Where a delegated child runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// The call waits for the child's answer.
+    Foreground,
+    /// The call returns at once with a task id (and, when continuable, the child's id).
+    Background,
+}
+
+/// Everything a provider needs to start a child.
+#[derive(Clone)]
+pub struct StartRequest {
+    /// Becomes the child's first user message.
+    pub prompt: Vec<UserPart>,
+    /// The delegating agent.
+    pub parent: Arc<Agent>,
+    /// Cancels the child: before publication the start fails and leaves nothing behind
+    /// (an in-process continuable start still publishes, and its turn ends at once);
+    /// after it, the child's turn is cancelled.
+    pub cancel: CancellationToken,
+    /// Overrides of the model settings the child inherits.
+    pub agent_options: Option<AgentOptions>,
+    /// JSON Schema (object-rooted) the child's result must satisfy.
+    pub output_schema: Option<Value>,
+    /// Absolute cap: the child's depth must not exceed it.
+    pub max_depth: Option<u32>,
+    pub tool_filter: Option<ToolFilter>,
+    /// Replaces the child's persona.
+    pub persona: Option<String>,
+    /// A short label shown to the user (the tool's `description`).
+    pub label: Option<String>,
+    /// The editor of the delegating session: the child asks it for permissions and uses its
+    /// files and terminals, as the parent would.
+    pub client: Option<Arc<dyn ClientBridge>>,
+    /// Set by the service for a continuable child: the id to publish it under and the
+    /// descriptor its first turn records.
+    pub continuation: Option<Continuation>,
+}
+
+/// The identity and recipe of a continuable child, fixed before it exists.
+#[derive(Debug, Clone)]
+pub struct Continuation {
+    pub session_id: String,
+    pub descriptor: Descriptor,
+}
+
+impl StartRequest {
+    pub fn new(prompt: Vec<UserPart>, parent: Arc<Agent>, cancel: CancellationToken) -> Self {
+        Self {
+            prompt,
+            parent,
+            cancel,
+            agent_options: None,
+            output_schema: None,
+            max_depth: None,
+            tool_filter: None,
+            persona: None,
+            label: None,
+            client: None,
+            continuation: None,
+        }
+    }
+
+    /// The recipe a continuable child of this request is rebuilt from.
+    pub(crate) fn descriptor(&self, provider: &str) -> Descriptor {
+        let overrides = self.agent_options.as_ref();
+        Descriptor {
+            version: Descriptor::VERSION,
+            provider: provider.to_owned(),
+            agent_provider: overrides
+                .and_then(|o| o.provider.clone())
+                .or_else(|| self.parent.options.provider.clone()),
+            agent_model: overrides
+                .and_then(|o| o.model.clone())
+                .or_else(|| self.parent.options.model.clone()),
+            persona: self.persona.clone(),
+            tool_filter: self.tool_filter.clone(),
+            provider_data: None,
+        }
+    }
+
+    /// The depth of the child, checked against `max_depth` (once per start, here).
+    pub(crate) fn child_depth(&self) -> Result<u32, DelegationError> {
+        child_depth(&self.parent, self.max_depth)
+    }
+}
+
+/// Continues a stored child with a new message.
+#[derive(Clone)]
+pub struct ResumeRequest {
+    pub session_id: String,
+    pub prompt: Vec<UserPart>,
+    /// The live direct parent recorded in the child's header.
+    pub parent: Arc<Agent>,
+    /// Owned by the activation; exists before the child is looked up.
+    pub cancel: CancellationToken,
+    /// How to rebuild the child (read from its own events).
+    pub descriptor: Descriptor,
+    /// The editor of the parent session, as for a start.
+    pub client: Option<Arc<dyn ClientBridge>>,
+}
+
+/// The depth of a child of `parent`, checked against `max_depth`.
+pub(crate) fn child_depth(parent: &Agent, max_depth: Option<u32>) -> Result<u32, DelegationError> {
+    let depth = parent
+        .delegation_depth()
+        .checked_add(1)
+        .ok_or(DelegationError::DepthOverflow)?;
+    match max_depth {
+        Some(max) if depth > max => Err(DelegationError::Depth {
+            attempted: depth,
+            max,
+        }),
+        _ => Ok(depth),
+    }
+}
