@@ -57,11 +57,24 @@ pub(super) fn end_of(task: &crate::tasks::TaskId, status: crate::tasks::TaskStat
     })
 }
 
-/// The delegation tasks an owner's log shows started and never finished, in start order.
+/// The delegation tasks an owner's log shows started and never ended, in start order (typed
+/// records decide; the ended ones are a set, whatever their order).
 pub(super) fn unfinished(events: &[Event]) -> Vec<Unfinished> {
-    let typed: Vec<Unfinished> = crate::session::records::unfinished_tasks(events)
-        .into_iter()
-        .map(|start| (start.task, start.label, start.child))
+    let ended: HashSet<&str> = events
+        .iter()
+        .filter_map(|event| match &event.body {
+            EventBody::TaskEnd(end) => Some(end.task.as_str()),
+            _ => None,
+        })
+        .collect();
+    let typed: Vec<Unfinished> = events
+        .iter()
+        .filter_map(|event| match &event.body {
+            EventBody::TaskStart(start) if !ended.contains(start.task.as_str()) => {
+                Some((start.task.clone(), start.label.clone(), start.child.clone()))
+            }
+            _ => None,
+        })
         .collect();
     let recorded: HashSet<&str> = events
         .iter()
@@ -279,6 +292,17 @@ mod tests {
                 4,
                 "task/start",
                 serde_json::json!({"task": "subagent-2", "kind": "subagent", "label": "two"}),
+            ),
+            // A task that failed at once may end before its start is written.
+            line(
+                5,
+                "task/end",
+                serde_json::json!({"task": "subagent-3", "status": "failed"}),
+            ),
+            line(
+                6,
+                "task/start",
+                serde_json::json!({"task": "subagent-3", "kind": "subagent", "label": "three"}),
             ),
         ];
         assert_eq!(

@@ -6,7 +6,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::event::{Event, EventBody, Header};
-use super::records::{line_data, Descriptor, DESCRIPTOR_LINE_START};
+use super::records::Descriptor;
+
+/// How a descriptor line starts, as kin writes it.
+const DESCRIPTOR_LINE_START: &[u8] = br#"{"type":"subagent/descriptor""#;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -111,6 +114,30 @@ fn data(line: &[u8]) -> Option<Value> {
     line_data(line)
 }
 
+/// The `data` of one event line, as `T`.
+fn line_data<T: serde::de::DeserializeOwned>(line: &[u8]) -> Option<T> {
+    #[derive(Deserialize)]
+    struct Line<T> {
+        data: T,
+    }
+    serde_json::from_slice::<Line<T>>(line).ok().map(|l| l.data)
+}
+
+/// A log's header and the first descriptor among its own events (after the seed), read from
+/// its bytes without decoding the transcript; the descriptor only if it is resumable. `None`
+/// when the header cannot be read.
+pub(crate) fn child_record(bytes: &[u8]) -> Option<(Header, Option<Descriptor>)> {
+    let mut lines = bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty());
+    let header: Header = serde_json::from_slice(lines.next()?).ok()?;
+    let seed = usize::try_from(header.seed_length.unwrap_or(0)).ok()?;
+    let descriptor = lines
+        .skip(seed)
+        .find(|line| line.starts_with(DESCRIPTOR_LINE_START))
+        .and_then(line_data::<Descriptor>)
+        .filter(Descriptor::is_resumable);
+    Some((header, descriptor))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,6 +145,25 @@ mod tests {
 
     fn event(seq: u64, body: EventBody) -> Event {
         Event::new(seq, 0, body)
+    }
+
+    #[test]
+    fn a_child_record_skips_the_seed() {
+        let mut header = Header::new("c".into(), 1, "/w".into(), vec![]);
+        header.parent_session = Some("p".into());
+        header.seed_length = Some(1);
+        let inherited = r#"{"type":"subagent/descriptor","seq":0,"time":0,"data":{"version":1,"provider":"spawn"}}"#;
+        let own = r#"{"type":"subagent/descriptor","seq":1,"time":0,"data":{"version":1,"provider":"fork"}}"#;
+        let head = serde_json::to_string(&header).unwrap();
+        let (read, found) =
+            child_record(format!("{head}\n{inherited}\n{own}\n").as_bytes()).unwrap();
+        assert_eq!(read.id, "c");
+        assert_eq!(found.unwrap().provider, "fork");
+        let only_seed = format!("{head}\n{inherited}\n");
+        assert_eq!(child_record(only_seed.as_bytes()).unwrap().1, None);
+        let later = r#"{"type":"subagent/descriptor","seq":1,"time":0,"data":{"version":2,"provider":"fork"}}"#;
+        let unresumable = format!("{head}\n{inherited}\n{later}\n");
+        assert_eq!(child_record(unresumable.as_bytes()).unwrap().1, None);
     }
 
     #[test]

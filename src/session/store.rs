@@ -241,7 +241,7 @@ impl SessionStore {
     /// its file without decoding the transcript; `None` when it cannot be read.
     pub fn child_record(&self, id: &str) -> Option<(Header, Option<Descriptor>)> {
         let bytes = std::fs::read(self.path(id).ok()?).ok()?;
-        super::records::child_record(&bytes)
+        super::child::child_record(&bytes)
     }
 
     /// Session `id`'s summary read from its file, not the index (`None` if unreadable).
