@@ -258,9 +258,9 @@ impl Agent {
     /// writes them itself).
     fn write_idle_records(&self) -> Result<(), StoreError> {
         if let Ok(mut state) = self.state.try_lock() {
-            let mut records: Vec<EventBody> = self
-                .permissions
-                .take_unlogged()
+            let permissions = self.permissions.take_unlogged();
+            let synced = !permissions.is_empty();
+            let mut records: Vec<EventBody> = permissions
                 .into_iter()
                 .map(|record| permissions::event(record, None))
                 .collect();
@@ -270,7 +270,13 @@ impl Agent {
                     let event = state.log.append(body, crate::time::now_ms())?;
                     self.push_event(event);
                 }
-                state.log.sync()?;
+                // A mode change is durable at once; task records need only reach the file
+                // (the next turn end syncs them), so a start costs no fsync.
+                if synced {
+                    state.log.sync()?;
+                } else {
+                    state.log.flush()?;
+                }
             }
         }
         Ok(())

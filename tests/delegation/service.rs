@@ -33,7 +33,11 @@ async fn the_caller_is_the_live_session_the_tool_context_names() {
         .await
         .unwrap_err();
     assert_eq!(error.code(), "NO_CALLER");
-    assert_eq!(world.stored(), vec![parent.id.clone()], "nothing was started");
+    assert_eq!(
+        world.stored(),
+        vec![parent.id.clone()],
+        "nothing was started"
+    );
 
     let Delegated::Answer(result) = delegation
         .delegate(&parent.id, request("spawn"), Mode::Foreground)
@@ -105,7 +109,11 @@ async fn rejects_unsupported_capabilities_in_order_before_provider_startup() {
             )
         );
     }
-    assert_eq!(world.stored(), vec![parent.id.clone()], "no child was started");
+    assert_eq!(
+        world.stored(),
+        vec![parent.id.clone()],
+        "no child was started"
+    );
 }
 
 #[tokio::test]
