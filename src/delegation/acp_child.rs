@@ -36,7 +36,7 @@ use crate::config::AcpAgentConfig;
 use crate::session::{AssistantBlock, EventBody, Header, SessionStore, UserPart};
 
 /// One configured child agent.
-pub struct AcpProvider {
+pub(crate) struct AcpProvider {
     name: String,
     config: AcpAgentConfig,
     /// Whether the child can continue sessions, as its last `initialize` answer said.
@@ -45,7 +45,7 @@ pub struct AcpProvider {
 
 impl AcpProvider {
     /// The provider is named `acp:<name>`.
-    pub fn new(config: AcpAgentConfig) -> Self {
+    pub(crate) fn new(config: AcpAgentConfig) -> Self {
         Self {
             name: format!("acp:{}", config.name),
             config,

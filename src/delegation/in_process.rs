@@ -28,7 +28,7 @@ use crate::tools::{ClientBridge, ToolRegistry};
 
 /// What a child starts from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Seed {
+pub(crate) enum Seed {
     /// Only its prompt (`spawn`).
     Fresh,
     /// The parent's completed turns (`fork`).
@@ -36,15 +36,15 @@ pub enum Seed {
 }
 
 /// One in-process provider.
-pub struct InProcessProvider {
+pub(crate) struct InProcessProvider {
     seed: Seed,
 }
 
 impl InProcessProvider {
-    pub const SPAWN: &'static str = "spawn";
-    pub const FORK: &'static str = "fork";
+    pub(crate) const SPAWN: &'static str = "spawn";
+    pub(crate) const FORK: &'static str = "fork";
 
-    pub fn new(seed: Seed) -> Self {
+    pub(crate) fn new(seed: Seed) -> Self {
         Self { seed }
     }
 }

@@ -44,14 +44,13 @@ use crate::tools::{ClientBridge, Tool};
 
 use activation::{lock_child, Activations, Begin};
 
-pub use acp_child::AcpProvider;
+pub(crate) use acp_child::AcpProvider;
 pub use error::DelegationError;
-pub use in_process::{InProcessProvider, Seed};
-pub use provider::{
-    Capabilities, Continuable, Provider, Run, RunControl, SteerRefusal, SubagentResult,
-};
-pub use records::RESUME_LABEL_MAX;
-pub use request::{Continuation, Mode, ResumeRequest, StartRequest, ToolFilter, DEFAULT_MAX_DEPTH};
+use in_process::{InProcessProvider, Seed};
+use provider::{Continuable, Provider};
+pub use provider::{Run, SubagentResult};
+use request::{Continuation, ResumeRequest};
+pub use request::{Mode, StartRequest, ToolFilter, DEFAULT_MAX_DEPTH};
 
 /// What the tools hand the service for one delegation.
 pub struct Request {

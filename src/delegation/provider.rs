@@ -16,7 +16,7 @@ use crate::session::{AssistantBlock, UserPart};
 
 /// Which optional request fields a provider can honour.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Capabilities {
+pub(crate) struct Capabilities {
     pub output_schema: bool,
     pub depth_limit: bool,
     pub tool_filter: bool,
@@ -24,7 +24,7 @@ pub struct Capabilities {
 }
 
 impl Capabilities {
-    pub const ALL: Self = Self {
+    pub(crate) const ALL: Self = Self {
         output_schema: true,
         depth_limit: true,
         tool_filter: true,
@@ -34,14 +34,14 @@ impl Capabilities {
 
 /// Whether a provider's background children can be continued (`send_message`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Continuable {
+pub(crate) enum Continuable {
     Known(bool),
     /// Only a launched child can tell (an ACP agent says so in its `initialize` answer).
     AskChild,
 }
 
 /// A way of running children.
-pub trait Provider: Send + Sync {
+pub(crate) trait Provider: Send + Sync {
     fn name(&self) -> &str;
     /// The name of the model-facing tool bound to it.
     fn tool(&self) -> &str;
@@ -110,7 +110,7 @@ impl SubagentResult {
 
 /// Why a live delivery did not happen.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SteerRefusal {
+pub(crate) enum SteerRefusal {
     /// The child's turn is over, or ended before the child took the message.
     Stopped,
     /// The child said it will not take a message now; the reason is its own words.
@@ -118,7 +118,7 @@ pub enum SteerRefusal {
 }
 
 /// The provider-specific half of a [`Run`].
-pub trait RunControl: Send + Sync {
+pub(crate) trait RunControl: Send + Sync {
     /// Cancels what is left and resolves once the child is quiet; safe to call twice.
     fn dispose(&self) -> BoxFuture<'static, ()>;
     /// Live delivery into the running turn, resolving once the child took the message or
@@ -139,7 +139,7 @@ pub struct Run {
 }
 
 impl Run {
-    pub fn new(
+    pub(crate) fn new(
         id: String,
         local_agent: Option<Arc<Agent>>,
         result: Shared<BoxFuture<'static, SubagentResult>>,

@@ -12,7 +12,7 @@ use crate::session::{Event, EventBody, TaskEnd, TaskStart, UserPart};
 use crate::tasks::Record;
 
 /// Task labels made from a follow-up message are cut to this many characters.
-pub const RESUME_LABEL_MAX: usize = 80;
+pub(crate) const RESUME_LABEL_MAX: usize = 80;
 
 /// The log record of a task service [`Record`], and the owner whose log it goes to.
 pub(super) fn event_of(record: Record) -> (String, EventBody) {

@@ -53,12 +53,12 @@ pub struct StartRequest {
     pub client: Option<Arc<dyn ClientBridge>>,
     /// Set by the service for a continuable child: the id to publish it under and the
     /// descriptor its first turn records.
-    pub continuation: Option<Continuation>,
+    pub(crate) continuation: Option<Continuation>,
 }
 
 /// The identity and recipe of a continuable child, fixed before it exists.
 #[derive(Debug, Clone)]
-pub struct Continuation {
+pub(crate) struct Continuation {
     pub session_id: String,
     pub descriptor: Descriptor,
 }
@@ -106,7 +106,7 @@ impl StartRequest {
 
 /// Continues a stored child with a new message.
 #[derive(Clone)]
-pub struct ResumeRequest {
+pub(crate) struct ResumeRequest {
     pub session_id: String,
     pub prompt: Vec<UserPart>,
     /// The live direct parent recorded in the child's header.
