@@ -1,5 +1,6 @@
-//! Durable sessions: the event vocabulary, the JSONL store, and folds of a log into what the
-//! model sees. Knows nothing of ACP or of any model API.
+//! Durable sessions: the event vocabulary (with the delegation records in `records.rs`), the
+//! JSONL store, and folds of a log into what the model sees. Knows nothing of ACP or of any
+//! model API.
 
 mod child;
 mod delta_line;
