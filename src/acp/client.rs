@@ -35,6 +35,7 @@ use crate::rpc::{Handler, Peer, Reply, RequestContext, RpcError};
 use crate::tools::child_env;
 use crate::tools::guard::{self, Lifeline};
 use crate::tools::process::describe_status;
+use crate::tools::{PermissionMode, SessionPermissions, ToolKind};
 
 /// Where the delegation depth goes on `session/new`: `_meta` key.
 pub const DEPTH_META_KEY: &str = "kin.delegationDepth";
@@ -57,6 +58,9 @@ pub struct ChildCommand {
     pub env: Vec<(String, String)>,
     pub cwd: PathBuf,
     pub permission: AcpPermission,
+    /// The delegating session's permissions: the child's requests are answered within their
+    /// current mode, whatever `permission` says (a `read-only` parent refuses edits and commands).
+    pub ceiling: Option<Arc<SessionPermissions>>,
     /// The child's delegation depth (the parent's plus one).
     pub depth: u32,
     pub initialize_timeout: Duration,
@@ -203,12 +207,19 @@ impl Collected {
 struct ClientHandler {
     collected: Arc<Collected>,
     permission: AcpPermission,
+    ceiling: Option<Arc<SessionPermissions>>,
 }
 
 impl Handler for ClientHandler {
     fn request(&self, method: String, params: Value, _cx: RequestContext) -> Reply {
         Reply::Now(match method.as_str() {
-            "session/request_permission" => Ok(permission_answer(self.permission, &params)),
+            "session/request_permission" => {
+                let mode = self
+                    .ceiling
+                    .as_ref()
+                    .map_or(PermissionMode::Allow, |ceiling| ceiling.effective_mode());
+                Ok(permission_answer(self.permission, mode, &params))
+            }
             _ => Err(RpcError::method_not_found(&method)),
         })
     }
@@ -224,21 +235,33 @@ impl Handler for ClientHandler {
     }
 }
 
-/// `allow` picks the first allowing option; everything else is `cancelled`.
-fn permission_answer(policy: AcpPermission, params: &Value) -> Value {
+/// Answers a child's permission request within `policy` and `mode`, the delegating session's
+/// current mode. `allow` picks the child's one-time allowing option: never `allow_always`, which
+/// would grant the child more than this one call on the parent's behalf. Everything else is
+/// `cancelled`: the `reject` and `ask` policies, a request with no one-time allowing option, and
+/// under a `read-only` parent any request to change things (a kind kin cannot read counts as one).
+fn permission_answer(policy: AcpPermission, mode: PermissionMode, params: &Value) -> Value {
     if policy == AcpPermission::Ask {
         tracing::info!("a child agent asked for permission; `ask` is answered as `reject` for now");
     }
-    let allowing = (policy == AcpPermission::Allow)
+    let kind = params
+        .pointer("/toolCall/kind")
+        .and_then(|kind| serde_json::from_value::<ToolKind>(kind.clone()).ok())
+        .unwrap_or(ToolKind::Other);
+    let permitted = mode.permits_changes(kind);
+    if !permitted {
+        tracing::info!(
+            ?kind,
+            "a child agent asked to change things under a read-only parent"
+        );
+    }
+    let allowing = (policy == AcpPermission::Allow && permitted)
         .then(|| params.get("options").and_then(Value::as_array))
         .flatten()
         .and_then(|options| {
-            options.iter().find(|option| {
-                matches!(
-                    option.get("kind").and_then(Value::as_str),
-                    Some("allow_once" | "allow_always")
-                )
-            })
+            options
+                .iter()
+                .find(|option| option.get("kind").and_then(Value::as_str) == Some("allow_once"))
         })
         .and_then(|option| option.get("optionId").cloned());
     match allowing {
@@ -436,6 +459,7 @@ impl AcpChild {
         let handler = Arc::new(ClientHandler {
             collected: collected.clone(),
             permission: command.permission,
+            ceiling: command.ceiling.clone(),
         });
         let (peer, writer) = Peer::new(stdin);
         let reading = peer.clone();
@@ -807,9 +831,10 @@ mod tests {
     fn permission_policies() {
         let params = json!({"options": [
             {"optionId": "no", "kind": "reject_once", "name": "No"},
+            {"optionId": "always", "kind": "allow_always", "name": "Always"},
             {"optionId": "yes", "kind": "allow_once", "name": "Yes"},
         ]});
-        let selected = |policy| permission_answer(policy, &params);
+        let selected = |policy| permission_answer(policy, PermissionMode::Ask, &params);
         assert_eq!(
             selected(AcpPermission::Allow),
             json!({"outcome": {"outcome": "selected", "optionId": "yes"}})
@@ -820,11 +845,36 @@ mod tests {
                 json!({"outcome": {"outcome": "cancelled"}})
             );
         }
-        let no_allow =
-            json!({"options": [{"optionId": "no", "kind": "reject_once", "name": "No"}]});
+        let only_always = json!({"options": [
+            {"optionId": "no", "kind": "reject_once", "name": "No"},
+            {"optionId": "always", "kind": "allow_always", "name": "Always"},
+        ]});
         assert_eq!(
-            permission_answer(AcpPermission::Allow, &no_allow),
-            json!({"outcome": {"outcome": "cancelled"}})
+            permission_answer(AcpPermission::Allow, PermissionMode::Allow, &only_always),
+            json!({"outcome": {"outcome": "cancelled"}}),
+            "allow_always is never chosen on the parent's behalf"
+        );
+    }
+
+    #[test]
+    fn a_read_only_parent_refuses_its_childs_changes_whatever_the_policy() {
+        let request = |kind: &str| {
+            json!({"toolCall": {"toolCallId": "c", "kind": kind}, "options": [
+                {"optionId": "yes", "kind": "allow_once", "name": "Yes"},
+            ]})
+        };
+        let answer = |mode, kind| permission_answer(AcpPermission::Allow, mode, &request(kind));
+        let cancelled = json!({"outcome": {"outcome": "cancelled"}});
+        let yes = json!({"outcome": {"outcome": "selected", "optionId": "yes"}});
+        for kind in ["edit", "execute", "delete", "move", "other", "unheard-of"] {
+            assert_eq!(answer(PermissionMode::ReadOnly, kind), cancelled, "{kind}");
+            assert_eq!(answer(PermissionMode::Ask, kind), yes, "{kind}");
+        }
+        assert_eq!(answer(PermissionMode::ReadOnly, "read"), yes);
+        let no_kind = json!({"options": [{"optionId": "yes", "kind": "allow_once", "name": "Y"}]});
+        assert_eq!(
+            permission_answer(AcpPermission::Allow, PermissionMode::ReadOnly, &no_kind),
+            cancelled
         );
     }
 

@@ -223,6 +223,19 @@ impl Agent {
         self.permissions.mode()
     }
 
+    /// The session's permission state (what tool calls are decided by).
+    pub fn permissions(&self) -> &Arc<SessionPermissions> {
+        &self.permissions
+    }
+
+    /// Bounds this session, a delegated child, by `parent`'s permissions: its calls are decided
+    /// under the strictest of its own mode and its ancestors' current ones. Once per session.
+    pub fn bind_permissions_to(&self, parent: &Agent) {
+        if !self.permissions.bind_to_parent(parent.permissions.clone()) {
+            tracing::debug!(session = %self.id, "permissions already bound to a parent");
+        }
+    }
+
     /// Switches the permission mode; the change is written to the log now if the session is
     /// idle, else by the running turn. Returns whether the mode changed.
     pub fn set_permission_mode(&self, mode: PermissionMode) -> Result<bool, StoreError> {
