@@ -7,11 +7,13 @@ pub mod event;
 pub mod history;
 mod id;
 mod index;
+mod lock;
 mod log;
 mod store;
 
 pub use child::ChildInfo;
 pub use event::*;
 pub use id::SessionId;
+pub use lock::SessionLock;
 pub use log::SessionLog;
 pub use store::{parse_log, LoadedSession, SessionStore, SessionSummary, SetAsideLine, StoreError};

@@ -2,7 +2,8 @@
 //! `session/list` reads (`index.rs`).
 //!
 //! Loading never refuses a session over a damaged line after the header: a torn last line (a
-//! crash mid-write) is dropped, and any other line that does not parse is set aside (reported,
+//! crash mid-write, or a write in progress in the process holding the session's lock) is left
+//! out, and any other line that does not parse is set aside (reported,
 //! and copied beside the log when it is next opened for appending) while every good line is
 //! kept.
 
@@ -13,6 +14,7 @@ use std::path::{Path, PathBuf};
 use super::child::ChildInfo;
 use super::event::{parse_event_line, Event, EventBody, Header};
 use super::index::{self, IndexEntry};
+use super::lock::SessionLock;
 use super::log::SessionLog;
 
 #[derive(Debug, thiserror::Error)]
@@ -23,6 +25,9 @@ pub enum StoreError {
     InvalidId { id: String },
     #[error("session already exists: {id}")]
     Exists { id: String },
+    /// Another process has the session open for writing (see `lock.rs`).
+    #[error("session {id} is open for writing in another kin process{}; only one process may write a session at a time", holder(*.pid))]
+    Locked { id: String, pid: Option<u32> },
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -35,6 +40,10 @@ pub enum StoreError {
         line: usize,
         reason: String,
     },
+}
+
+fn holder(pid: Option<u32>) -> String {
+    pid.map(|pid| format!(" (pid {pid})")).unwrap_or_default()
 }
 
 fn io_error(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
@@ -141,8 +150,16 @@ impl SessionStore {
                     source,
                 },
             })?;
+        // Nobody else knows the new id yet, so this is only refused by a foreign program.
+        let lock = match SessionLock::acquire(&path, &header.id) {
+            Ok(lock) => lock,
+            Err(error) => {
+                let _ = fs::remove_file(&path);
+                return Err(error);
+            }
+        };
         let entry = IndexEntry::new(&self.dir, header, None, ChildInfo::new(header));
-        let mut log = SessionLog::new(path.clone(), file, 0, 0, entry);
+        let mut log = SessionLog::new(path.clone(), file, lock, 0, 0, entry);
         // Handed to the OS now; made durable with the first turn's end (fsync per turn).
         if let Err(error) = log.write_header(header) {
             // A file without a header is no session: leave nothing behind.
@@ -166,10 +183,19 @@ impl SessionStore {
         parse_log(&path, &bytes)
     }
 
-    /// Reads a session and reopens it for appending. A torn tail is cut off first (and kept
-    /// beside the log as `<id>.jsonl.torn`), so new events never glue onto half a line; lines
-    /// set aside stay in the log and are copied to `<id>.jsonl.set-aside`.
+    /// Takes session `id`'s writer lock (shared with any handle this process already holds):
+    /// `Locked` when another process has the session open for writing.
+    pub fn lock(&self, id: &str) -> Result<SessionLock, StoreError> {
+        SessionLock::acquire(&self.path(id)?, id)
+    }
+
+    /// Takes the session's writer lock, reads it and reopens it for appending; the returned
+    /// log holds the lock. Under the lock a torn tail is a crash's, not a write in progress:
+    /// it is cut off first (and kept beside the log as `<id>.jsonl.torn`), so new events never
+    /// glue onto half a line. Lines set aside stay in the log and are copied to
+    /// `<id>.jsonl.set-aside`.
     pub fn open_for_append(&self, id: &str) -> Result<(LoadedSession, SessionLog), StoreError> {
+        let lock = self.lock(id)?;
         let loaded = self.load(id)?;
         let path = self.path(id)?;
         if !loaded.set_aside.is_empty() {
@@ -211,7 +237,7 @@ impl SessionStore {
             });
         let child = ChildInfo::of_events(&loaded.header, &loaded.events);
         let entry = IndexEntry::new(&self.dir, &loaded.header, title, child);
-        let log = SessionLog::new(path, file, len, loaded.next_seq(), entry);
+        let log = SessionLog::new(path, file, lock, len, loaded.next_seq(), entry);
         Ok((loaded, log))
     }
 
@@ -268,9 +294,16 @@ impl SessionStore {
         lines_up.then(|| bytes[body_start..end].to_vec())
     }
 
-    /// Removes a session's file; `Ok(false)` if there was none.
+    /// Removes a session's file; `Ok(false)` if there was none, `Locked` (and nothing
+    /// removed) while another process has it open for writing.
     pub fn delete(&self, id: &str) -> Result<bool, StoreError> {
         let path = self.path(id)?;
+        // Held until the file is gone: nobody opens it for writing meanwhile.
+        let _lock = match SessionLock::acquire(&path, id) {
+            Ok(lock) => lock,
+            Err(StoreError::NotFound { .. }) => return Ok(false),
+            Err(error) => return Err(error),
+        };
         let _ = fs::remove_file(path.with_extension("jsonl.torn"));
         let _ = fs::remove_file(path.with_extension("jsonl.set-aside"));
         match fs::remove_file(&path) {
