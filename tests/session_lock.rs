@@ -6,8 +6,9 @@
 mod common;
 
 use common::mock_openai::{text_events, text_reply, MockServer, Reply};
-use common::Wire;
+use common::{AcpSchema, Wire};
 use serde_json::{json, Value};
+use std::collections::HashMap;
 
 /// kin's error code for a session another process has open for writing.
 const SESSION_LOCKED: i64 = -32001;
@@ -68,7 +69,10 @@ fn message_texts(updates: &[Value], kind: &str) -> String {
     updates
         .iter()
         .filter(|u| u.pointer("/params/update/sessionUpdate") == Some(&json!(kind)))
-        .filter_map(|u| u.pointer("/params/update/content/text").and_then(Value::as_str))
+        .filter_map(|u| {
+            u.pointer("/params/update/content/text")
+                .and_then(Value::as_str)
+        })
         .collect()
 }
 
@@ -93,17 +97,17 @@ async fn a_second_process_replays_a_session_being_written_and_never_cuts_its_tai
 
     // The writer is in the middle of writing a line, as it is whenever it appends.
     let path = log_path(&writer, &session);
-    let complete = std::fs::read(&path).unwrap();
-    let in_progress = br#"{"type":"assistant/chunk","seq":99,"time":0,"da"#;
+    let complete = std::fs::read_to_string(&path).unwrap();
+    let in_progress = r#"{"type":"assistant/chunk","seq":99,"time":0,"da"#;
     {
         use std::io::Write;
         let mut file = std::fs::OpenOptions::new()
             .append(true)
             .open(&path)
             .unwrap();
-        file.write_all(in_progress).unwrap();
+        file.write_all(in_progress.as_bytes()).unwrap();
     }
-    let before = std::fs::read(&path).unwrap();
+    let before = std::fs::read_to_string(&path).unwrap();
 
     let cwd = reader.cwd();
     let (replayed, answer) = reader
@@ -114,24 +118,30 @@ async fn a_second_process_replays_a_session_being_written_and_never_cuts_its_tai
         )
         .await;
     assert_eq!(
-        answer["result"]["_meta"]["kin.readOnly"]["writerPid"], writer_pid,
-        "{answer}"
-    );
-    assert_eq!(answer["result"]["modes"]["currentModeId"], "ask");
-    // (A step still streaming is not replayed: only its prompt is.)
-    assert_eq!(message_texts(&replayed, "user_message_chunk"), "Say hello");
-    assert_eq!(
-        std::fs::read(&path).unwrap(),
+        std::fs::read_to_string(&path).unwrap(),
         before,
         "the log was not touched"
     );
     assert!(!path.with_extension("jsonl.torn").exists());
+    assert_eq!(
+        answer["result"]["_meta"]["kin.readOnly"]["writerPid"], writer_pid,
+        "{answer}"
+    );
+    assert_eq!(answer["result"]["modes"]["currentModeId"], "ask");
+    let mut schema = AcpSchema::load();
+    let methods = HashMap::from([("3".to_owned(), "session/load".to_owned())]);
+    for message in replayed.iter().chain([&answer]) {
+        schema.check_agent_message(message, &methods).unwrap();
+    }
+    // (A step still streaming is not replayed: only its prompt is.)
+    assert_eq!(message_texts(&replayed, "user_message_chunk"), "Say hello");
 
     // Read-only here: everything that would write is refused, naming the writer.
     let (_, answer) = reader
         .request(4, "session/prompt", prompt(&session, "me too"))
         .await;
     assert_locked_by(&answer, writer_pid, &session);
+    schema.check_agent_message(&answer, &methods).unwrap();
     let (_, answer) = reader
         .request(
             5,
@@ -150,7 +160,7 @@ async fn a_second_process_replays_a_session_being_written_and_never_cuts_its_tai
     assert_locked_by(&answer, writer_pid, &session);
     let (_, answer) = reader.request(7, "session/list", json!({})).await;
     assert_eq!(answer["result"]["sessions"][0]["sessionId"], session);
-    assert_eq!(std::fs::read(&path).unwrap(), before);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), before);
 
     // The writer dies mid-line: its lock goes with it, and the next writer recovers the log
     // as after any crash (the torn line cut off and kept beside it).
@@ -165,9 +175,9 @@ async fn a_second_process_replays_a_session_being_written_and_never_cuts_its_tai
         .await;
     assert!(answer["result"].get("_meta").is_none(), "{answer}");
     assert_eq!(message_texts(&replayed, "user_message_chunk"), "Say hello");
-    assert_eq!(std::fs::read(&path).unwrap(), complete);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), complete);
     assert_eq!(
-        std::fs::read(path.with_extension("jsonl.torn")).unwrap(),
+        std::fs::read_to_string(path.with_extension("jsonl.torn")).unwrap(),
         in_progress
     );
 }
@@ -194,10 +204,7 @@ async fn two_processes_prompting_one_session_leave_one_writer_and_no_duplicate_s
             json!({"sessionId": session, "cwd": cwd, "mcpServers": []}),
         )
         .await;
-    assert_eq!(
-        answer["result"]["_meta"]["kin.readOnly"]["writerPid"],
-        first_pid
-    );
+    let read_only = answer["result"]["_meta"]["kin.readOnly"].clone();
 
     // Both at once.
     let request = |text: &str| json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": prompt(&session, text)});
@@ -205,13 +212,14 @@ async fn two_processes_prompting_one_session_leave_one_writer_and_no_duplicate_s
     second.send(&request("also two")).await;
     let (_, refused) = second.answer(&json!(3)).await;
     let (_, answered) = first.answer(&json!(3)).await;
-    assert_locked_by(&refused, first_pid, &session);
     assert_eq!(answered["result"]["stopReason"], "end_turn", "{answered}");
 
     let text = std::fs::read_to_string(log_path(&first, &session)).unwrap();
     let seqs = seqs(&text);
     assert_eq!(seqs, (0..seqs.len() as u64).collect::<Vec<_>>(), "{text}");
     assert!(!text.contains("also two"), "{text}");
+    assert_locked_by(&refused, first_pid, &session);
+    assert_eq!(read_only["writerPid"], first_pid);
 }
 
 #[tokio::test]
@@ -224,12 +232,12 @@ async fn deleting_a_session_another_process_is_writing_is_refused_and_loses_noth
     let session = writer.new_session().await;
     start_hanging_turn(&server, &mut writer, 2, &session).await;
 
-    let (_, answer) = other
+    let (_, refused) = other
         .request(2, "session/delete", json!({"sessionId": session}))
         .await;
-    assert_locked_by(&answer, writer_pid, &session);
     let path = log_path(&writer, &session);
     assert!(path.exists());
+    assert_locked_by(&refused, writer_pid, &session);
 
     // The turn goes on writing to the same file, to its end.
     writer
