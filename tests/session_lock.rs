@@ -262,3 +262,38 @@ async fn deleting_a_session_another_process_is_writing_is_refused_and_loses_noth
     assert!(answer.get("result").is_some(), "{answer}");
     assert!(!path.exists());
 }
+
+#[tokio::test]
+async fn kin_run_refuses_a_session_another_process_has_open() {
+    let server = MockServer::start();
+    server.set_default(text_reply(&["fine"]));
+    let (mut writer, _) = two_kins(&server);
+    let writer_pid = writer.child.id().unwrap();
+    writer.initialize().await;
+    let session = writer.new_session().await;
+    let path = log_path(&writer, &session);
+    let before = std::fs::read_to_string(&path).unwrap();
+
+    let mut command = std::process::Command::new(common::kin_binary());
+    for name in common::MODEL_ENV {
+        command.env_remove(name);
+    }
+    let output = command
+        .args(["run", "--session", &session, "hello"])
+        .env("KIN_HOME", writer.home.path())
+        .env("XDG_CONFIG_HOME", writer.home.path().join("config"))
+        .env("KIN_BASE_URL", server.base_url())
+        .env("KIN_API_KEY", "sk-lock-test-0001")
+        .current_dir(writer.cwd.path())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "session {session} is open for writing in another kin process (pid {writer_pid})"
+        )),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), before);
+}
