@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 
-use super::store::StoreError;
+use super::error::StoreError;
 
 /// A held session lock; the lock is released when the last handle on it in this process is
 /// dropped.

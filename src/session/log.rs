@@ -12,10 +12,11 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use super::error::StoreError;
 use super::event::{Event, EventBody, Header};
 use super::index::IndexEntry;
 use super::lock::SessionLock;
-use super::store::{last_title, StoreError};
+use super::summary::last_title;
 
 pub struct SessionLog {
     path: PathBuf,

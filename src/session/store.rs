@@ -12,39 +12,12 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use super::child::ChildInfo;
+use super::error::StoreError;
 use super::event::{parse_event_line, Event, EventBody, Header};
 use super::index::{self, IndexEntry};
 use super::lock::SessionLock;
 use super::log::SessionLog;
-
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("session not found: {id}")]
-    NotFound { id: String },
-    #[error("invalid session id {id:?}: use letters, digits, '-', '_' and '.' only")]
-    InvalidId { id: String },
-    #[error("session already exists: {id}")]
-    Exists { id: String },
-    /// Another process has the session open for writing (see `lock.rs`).
-    #[error("session {id} is open for writing in another kin process{}; only one process may write a session at a time", holder(*.pid))]
-    Locked { id: String, pid: Option<u32> },
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error("{path}:{line}: corrupt session log line: {reason}")]
-    Corrupt {
-        path: PathBuf,
-        line: usize,
-        reason: String,
-    },
-}
-
-fn holder(pid: Option<u32>) -> String {
-    pid.map(|pid| format!(" (pid {pid})")).unwrap_or_default()
-}
+use super::summary::{last_title, SessionSummary};
 
 fn io_error(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
     move |source| StoreError::Io {
@@ -79,22 +52,6 @@ impl LoadedSession {
     pub fn next_seq(&self) -> u64 {
         self.events.last().map_or(0, |event| event.seq + 1)
     }
-}
-
-/// What `session/list` needs about one stored session.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SessionSummary {
-    pub id: String,
-    pub cwd: Option<String>,
-    pub additional_directories: Vec<String>,
-    pub title: Option<String>,
-    pub updated_ms: u64,
-    /// Full-precision modification time, for a stable newest-first order.
-    pub updated_ns: u128,
-    pub parent_session: Option<String>,
-    /// For a child session, what `list_agents` shows; `None` also for a child indexed by an
-    /// older kin (read its file instead).
-    pub child: Option<ChildInfo>,
 }
 
 #[derive(Debug, Clone)]
@@ -410,25 +367,6 @@ fn parse_line(
         return Err(format!("line {number} is empty"));
     }
     parse_event_line(text, events).map_err(|e| e.to_string())
-}
-
-/// The title of the last `session/title` event in `lines` (log lines); only those are parsed.
-pub(crate) fn last_title(lines: &[u8]) -> Option<String> {
-    const NEEDLE: &[u8] = b"\"type\":\"session/title\"";
-    let mut title = None;
-    for line in lines.split(|&b| b == b'\n') {
-        if line.windows(NEEDLE.len()).any(|w| w == NEEDLE) {
-            let mut parsed = Vec::new();
-            if let Ok(text) = std::str::from_utf8(line) {
-                if parse_event_line(text, &mut parsed).is_ok() {
-                    if let Some(EventBody::SessionTitle(t)) = parsed.pop().map(|e| e.body) {
-                        title = Some(t.title);
-                    }
-                }
-            }
-        }
-    }
-    title
 }
 
 fn summarize(path: &Path) -> Result<Option<SessionSummary>, StoreError> {
