@@ -473,6 +473,7 @@ fn load_read_only(
         _ => None,
     };
     let loaded = runtime.host().store().load(id).map_err(store_error)?;
+    tracing::info!(session = id, writer = ?pid, "replaying a session another process is writing, read-only");
     for update in updates::replay(&loaded.events, runtime.host().tools()) {
         cx.peer.notify(
             "session/update",
