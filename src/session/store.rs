@@ -3,9 +3,9 @@
 //!
 //! Loading never refuses a session over a damaged line after the header: a torn last line (a
 //! crash mid-write, or a write in progress in the process holding the session's lock) is left
-//! out, and any other line that does not parse is set aside (reported,
-//! and copied beside the log when it is next opened for appending) while every good line is
-//! kept.
+//! out, and any other line that does not parse is set aside (reported, and copied beside the
+//! log when it is next opened for appending) while every good line is kept. Only the holder of
+//! the session's lock (`lock.rs`) writes, cuts or deletes its file.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
