@@ -486,6 +486,31 @@ mod tests {
     }
 
     #[test]
+    fn a_session_locked_elsewhere_is_not_opened_cut_or_deleted() {
+        use nix::fcntl::{Flock, FlockArg};
+        let home = tempfile::tempdir().unwrap();
+        let store = SessionStore::open(home.path()).unwrap();
+        fs::create_dir_all(store.dir()).unwrap();
+        let path = store.path("s1").unwrap();
+        let text = format!("{HEADER}\n{}\n{{\"type\":\"step", step_line(0));
+        fs::write(&path, &text).unwrap();
+        // Another open file description holds the lock, as another process would.
+        let other = Flock::lock(File::open(&path).unwrap(), FlockArg::LockExclusiveNonblock)
+            .map_err(|(_, errno)| errno)
+            .unwrap();
+        let locked =
+            |error: StoreError| matches!(error, StoreError::Locked { ref id, .. } if id == "s1");
+        assert!(locked(store.open_for_append("s1").err().unwrap()));
+        assert!(locked(store.delete("s1").unwrap_err()));
+        assert_eq!(store.load("s1").unwrap().events.len(), 1);
+        assert_eq!(fs::read_to_string(&path).unwrap(), text, "untouched");
+        drop(other);
+        let (loaded, _log) = store.open_for_append("s1").unwrap();
+        assert_eq!(loaded.torn_tail.as_deref(), Some(&b"{\"type\":\"step"[..]));
+        assert!(store.delete("s1").unwrap());
+    }
+
+    #[test]
     fn a_bad_header_still_refuses_the_session() {
         let home = tempfile::tempdir().unwrap();
         let store = SessionStore::open(home.path()).unwrap();
