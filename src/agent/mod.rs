@@ -28,6 +28,11 @@ pub use structured::{StructuredCapture, STRUCTURED_TOOL};
 pub use system::system_prompt;
 pub use title::fallback_title;
 
+/// The permission mode a session's log restores (as opening it would).
+pub fn restored_mode(events: &[Event]) -> PermissionMode {
+    permissions::restore(events).mode()
+}
+
 /// How a turn ended, when it did not fail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TurnOutcome {

@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use super::child::ChildInfo;
 use super::event::{EventBody, Header};
-use super::store::SessionSummary;
+use super::summary::SessionSummary;
 
 /// The index's file name inside the sessions directory: not `*.jsonl`, which are the logs.
 pub(crate) const INDEX_FILE: &str = ".index";

@@ -3,15 +3,21 @@
 
 mod child;
 mod delta_line;
+mod error;
 pub mod event;
 pub mod history;
 mod id;
 mod index;
+mod lock;
 mod log;
 mod store;
+mod summary;
 
 pub use child::ChildInfo;
+pub use error::StoreError;
 pub use event::*;
 pub use id::SessionId;
+pub use lock::SessionLock;
 pub use log::SessionLog;
-pub use store::{parse_log, LoadedSession, SessionStore, SessionSummary, SetAsideLine, StoreError};
+pub use store::{parse_log, LoadedSession, SessionStore, SetAsideLine};
+pub use summary::SessionSummary;

@@ -2,40 +2,22 @@
 //! `session/list` reads (`index.rs`).
 //!
 //! Loading never refuses a session over a damaged line after the header: a torn last line (a
-//! crash mid-write) is dropped, and any other line that does not parse is set aside (reported,
-//! and copied beside the log when it is next opened for appending) while every good line is
-//! kept.
+//! crash mid-write, or a write in progress in the process holding the session's lock) is left
+//! out, and any other line that does not parse is set aside (reported, and copied beside the
+//! log when it is next opened for appending) while every good line is kept. Only the holder of
+//! the session's lock (`lock.rs`) writes, cuts or deletes its file.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use super::child::ChildInfo;
+use super::error::StoreError;
 use super::event::{parse_event_line, Event, EventBody, Header};
 use super::index::{self, IndexEntry};
+use super::lock::SessionLock;
 use super::log::SessionLog;
-
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("session not found: {id}")]
-    NotFound { id: String },
-    #[error("invalid session id {id:?}: use letters, digits, '-', '_' and '.' only")]
-    InvalidId { id: String },
-    #[error("session already exists: {id}")]
-    Exists { id: String },
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error("{path}:{line}: corrupt session log line: {reason}")]
-    Corrupt {
-        path: PathBuf,
-        line: usize,
-        reason: String,
-    },
-}
+use super::summary::{last_title, SessionSummary};
 
 fn io_error(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
     move |source| StoreError::Io {
@@ -70,22 +52,6 @@ impl LoadedSession {
     pub fn next_seq(&self) -> u64 {
         self.events.last().map_or(0, |event| event.seq + 1)
     }
-}
-
-/// What `session/list` needs about one stored session.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SessionSummary {
-    pub id: String,
-    pub cwd: Option<String>,
-    pub additional_directories: Vec<String>,
-    pub title: Option<String>,
-    pub updated_ms: u64,
-    /// Full-precision modification time, for a stable newest-first order.
-    pub updated_ns: u128,
-    pub parent_session: Option<String>,
-    /// For a child session, what `list_agents` shows; `None` also for a child indexed by an
-    /// older kin (read its file instead).
-    pub child: Option<ChildInfo>,
 }
 
 #[derive(Debug, Clone)]
@@ -141,8 +107,16 @@ impl SessionStore {
                     source,
                 },
             })?;
+        // Nobody else knows the new id yet, so this is only refused by a foreign program.
+        let lock = match SessionLock::acquire(&path, &header.id) {
+            Ok(lock) => lock,
+            Err(error) => {
+                let _ = fs::remove_file(&path);
+                return Err(error);
+            }
+        };
         let entry = IndexEntry::new(&self.dir, header, None, ChildInfo::new(header));
-        let mut log = SessionLog::new(path.clone(), file, 0, 0, entry);
+        let mut log = SessionLog::new(path.clone(), file, lock, 0, 0, entry);
         // Handed to the OS now; made durable with the first turn's end (fsync per turn).
         if let Err(error) = log.write_header(header) {
             // A file without a header is no session: leave nothing behind.
@@ -166,10 +140,19 @@ impl SessionStore {
         parse_log(&path, &bytes)
     }
 
-    /// Reads a session and reopens it for appending. A torn tail is cut off first (and kept
-    /// beside the log as `<id>.jsonl.torn`), so new events never glue onto half a line; lines
-    /// set aside stay in the log and are copied to `<id>.jsonl.set-aside`.
+    /// Takes session `id`'s writer lock (shared with any handle this process already holds):
+    /// `Locked` when another process has the session open for writing.
+    pub fn lock(&self, id: &str) -> Result<SessionLock, StoreError> {
+        SessionLock::acquire(&self.path(id)?, id)
+    }
+
+    /// Takes the session's writer lock, reads it and reopens it for appending; the returned
+    /// log holds the lock. Under the lock a torn tail is a crash's, not a write in progress:
+    /// it is cut off first (and kept beside the log as `<id>.jsonl.torn`), so new events never
+    /// glue onto half a line. Lines set aside stay in the log and are copied to
+    /// `<id>.jsonl.set-aside`.
     pub fn open_for_append(&self, id: &str) -> Result<(LoadedSession, SessionLog), StoreError> {
+        let lock = self.lock(id)?;
         let loaded = self.load(id)?;
         let path = self.path(id)?;
         if !loaded.set_aside.is_empty() {
@@ -211,7 +194,7 @@ impl SessionStore {
             });
         let child = ChildInfo::of_events(&loaded.header, &loaded.events);
         let entry = IndexEntry::new(&self.dir, &loaded.header, title, child);
-        let log = SessionLog::new(path, file, len, loaded.next_seq(), entry);
+        let log = SessionLog::new(path, file, lock, len, loaded.next_seq(), entry);
         Ok((loaded, log))
     }
 
@@ -268,9 +251,16 @@ impl SessionStore {
         lines_up.then(|| bytes[body_start..end].to_vec())
     }
 
-    /// Removes a session's file; `Ok(false)` if there was none.
+    /// Removes a session's file; `Ok(false)` if there was none, `Locked` (and nothing
+    /// removed) while another process has it open for writing.
     pub fn delete(&self, id: &str) -> Result<bool, StoreError> {
         let path = self.path(id)?;
+        // Held until the file is gone: nobody opens it for writing meanwhile.
+        let _lock = match SessionLock::acquire(&path, id) {
+            Ok(lock) => lock,
+            Err(StoreError::NotFound { .. }) => return Ok(false),
+            Err(error) => return Err(error),
+        };
         let _ = fs::remove_file(path.with_extension("jsonl.torn"));
         let _ = fs::remove_file(path.with_extension("jsonl.set-aside"));
         match fs::remove_file(&path) {
@@ -377,25 +367,6 @@ fn parse_line(
         return Err(format!("line {number} is empty"));
     }
     parse_event_line(text, events).map_err(|e| e.to_string())
-}
-
-/// The title of the last `session/title` event in `lines` (log lines); only those are parsed.
-pub(crate) fn last_title(lines: &[u8]) -> Option<String> {
-    const NEEDLE: &[u8] = b"\"type\":\"session/title\"";
-    let mut title = None;
-    for line in lines.split(|&b| b == b'\n') {
-        if line.windows(NEEDLE.len()).any(|w| w == NEEDLE) {
-            let mut parsed = Vec::new();
-            if let Ok(text) = std::str::from_utf8(line) {
-                if parse_event_line(text, &mut parsed).is_ok() {
-                    if let Some(EventBody::SessionTitle(t)) = parsed.pop().map(|e| e.body) {
-                        title = Some(t.title);
-                    }
-                }
-            }
-        }
-    }
-    title
 }
 
 fn summarize(path: &Path) -> Result<Option<SessionSummary>, StoreError> {
@@ -512,6 +483,31 @@ mod tests {
             .starts_with(&text));
         store.delete("s1").unwrap();
         assert!(!side.exists());
+    }
+
+    #[test]
+    fn a_session_locked_elsewhere_is_not_opened_cut_or_deleted() {
+        use nix::fcntl::{Flock, FlockArg};
+        let home = tempfile::tempdir().unwrap();
+        let store = SessionStore::open(home.path()).unwrap();
+        fs::create_dir_all(store.dir()).unwrap();
+        let path = store.path("s1").unwrap();
+        let text = format!("{HEADER}\n{}\n{{\"type\":\"step", step_line(0));
+        fs::write(&path, &text).unwrap();
+        // Another open file description holds the lock, as another process would.
+        let other = Flock::lock(File::open(&path).unwrap(), FlockArg::LockExclusiveNonblock)
+            .map_err(|(_, errno)| errno)
+            .unwrap();
+        let locked =
+            |error: StoreError| matches!(error, StoreError::Locked { ref id, .. } if id == "s1");
+        assert!(locked(store.open_for_append("s1").err().unwrap()));
+        assert!(locked(store.delete("s1").unwrap_err()));
+        assert_eq!(store.load("s1").unwrap().events.len(), 1);
+        assert_eq!(fs::read_to_string(&path).unwrap(), text, "untouched");
+        drop(other);
+        let (loaded, _log) = store.open_for_append("s1").unwrap();
+        assert_eq!(loaded.torn_tail.as_deref(), Some(&b"{\"type\":\"step"[..]));
+        assert!(store.delete("s1").unwrap());
     }
 
     #[test]
