@@ -29,6 +29,8 @@ pub mod process;
 pub mod read;
 pub mod shell;
 #[cfg(test)]
+mod swap_tests;
+#[cfg(test)]
 pub mod testing;
 pub mod truncate;
 pub mod write;
