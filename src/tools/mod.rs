@@ -17,6 +17,8 @@
 pub mod child_env;
 pub mod client;
 pub mod confined;
+#[cfg(test)]
+mod disclosure_tests;
 pub mod display;
 pub mod edit;
 pub mod fs;

@@ -26,7 +26,10 @@ struct Swapper {
 impl Swapper {
     fn start(ws: &Workspace) -> Self {
         let dir = std::fs::File::open(ws.path("")).unwrap();
-        let (stop, swaps) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicUsize::new(0)));
+        let (stop, swaps) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicUsize::new(0)),
+        );
         let (stopped, counted) = (stop.clone(), swaps.clone());
         let thread = std::thread::spawn(move || {
             while !stopped.load(Ordering::Relaxed) {
@@ -74,8 +77,14 @@ async fn a_symlink_swapped_in_during_a_read_never_leads_outside() {
         }
     }
     let swaps = swapper.finish();
-    assert_eq!(escapes, 0, "{escapes} of {TRIES} reads returned outside content");
-    assert!(swaps > 100 && inside > 0, "the race ran: {swaps} swaps, {inside} reads inside");
+    assert_eq!(
+        escapes, 0,
+        "{escapes} of {TRIES} reads returned outside content"
+    );
+    assert!(
+        swaps > 100 && inside > 0,
+        "the race ran: {swaps} swaps, {inside} reads inside"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -103,6 +112,12 @@ async fn a_symlink_swapped_in_during_an_approved_write_never_lands_outside() {
         .unwrap()
         .filter(|entry| entry.as_ref().unwrap().file_name() != "f")
         .count();
-    assert_eq!(escapes, 0, "{escapes} of {TRIES} approved writes landed outside");
-    assert!(swaps > 100 && written > 0, "the race ran: {swaps} swaps, {written} written");
+    assert_eq!(
+        escapes, 0,
+        "{escapes} of {TRIES} approved writes landed outside"
+    );
+    assert!(
+        swaps > 100 && written > 0,
+        "the race ran: {swaps} swaps, {written} written"
+    );
 }
