@@ -27,6 +27,9 @@ use nix::unistd::{unlinkat, UnlinkatFlags};
 /// Mode of a new file or directory (before the umask), as `std::fs` uses.
 const NEW_FILE_MODE: u32 = 0o666;
 const NEW_DIR_MODE: u32 = 0o777;
+const READ_FLAGS: OFlag = OFlag::O_RDONLY
+    .union(OFlag::O_NONBLOCK)
+    .union(OFlag::O_NOCTTY);
 
 /// Whether an open failed because a symlink on the way would lead elsewhere (out of the root,
 /// or anywhere in the fallback walk): the path changed after it was checked.
@@ -38,11 +41,12 @@ pub fn is_escape(error: &io::Error) -> bool {
 }
 
 /// Opens `relative` (beneath `root`) for reading. A directory opens too; callers look at its
-/// metadata through the handle.
+/// metadata through the handle. Non-blocking, so that opening a FIFO cannot hang the call
+/// (regular files read as usual).
 pub fn open_beneath(root: &Path, relative: &Path) -> io::Result<File> {
     normal_parts(relative)?;
     let root = open_root(root)?;
-    let fd = open_at(&root, relative, OFlag::O_RDONLY)?;
+    let fd = open_at(&root, relative, READ_FLAGS)?;
     Ok(File::from(fd))
 }
 
@@ -232,7 +236,7 @@ mod linux {
 #[doc(hidden)]
 pub fn open_beneath_by_walk(root: &Path, relative: &Path) -> io::Result<File> {
     let root = open_root(root)?;
-    Ok(File::from(walk_open(&root, relative, OFlag::O_RDONLY)?))
+    Ok(File::from(walk_open(&root, relative, READ_FLAGS)?))
 }
 
 #[cfg(test)]

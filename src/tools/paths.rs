@@ -370,4 +370,31 @@ mod tests {
         ));
         assert!(matches!(roots.resolve(" "), Err(PathError::Empty)));
     }
+
+    #[test]
+    fn nothing_beyond_the_roots_is_looked_at() {
+        let (dir, roots, ws) = setup();
+        // Were the outside link followed, this would resolve into the workspace.
+        symlink(ws.join("src"), dir.path().join("outside/back")).unwrap();
+        let through = roots.resolve("../outside/back/x.rs").unwrap();
+        assert!(!through.inside, "{through:?}");
+        assert!(through.path.ends_with("outside/back/x.rs"));
+        // The rest of an outside path is kept as written, `..` included.
+        let back = roots.resolve("../outside/../ws/x").unwrap();
+        assert!(!back.inside);
+        assert!(back.path.ends_with("outside/../ws/x"), "{back:?}");
+    }
+
+    #[test]
+    fn a_cwd_reached_through_a_symlink_is_still_the_workspace() {
+        let (dir, _roots, ws) = setup();
+        let alias = dir.path().join("alias");
+        symlink(&ws, &alias).unwrap();
+        let roots = Roots::new(alias.clone(), Vec::new());
+        assert_eq!(roots.resolve("src/a.rs").unwrap().path, ws.join("src/a.rs"));
+        let absolute = alias.join("src/a.rs").display().to_string();
+        let r = roots.resolve(&absolute).unwrap();
+        assert!(r.inside, "{r:?}");
+        assert_eq!(roots.display(&r.path), "src/a.rs");
+    }
 }
