@@ -72,7 +72,9 @@ fn main() {
     let written = root.join("src/written.rs");
     let std_write = report(
         "std::fs::write 4 KiB",
-        measure(WRITES, || std::fs::write(&written, &content).expect("write")),
+        measure(WRITES, || {
+            std::fs::write(&written, &content).expect("write")
+        }),
     );
     let confined_write = report(
         "confined write 4 KiB (temp + renameat)",
@@ -90,5 +92,8 @@ fn main() {
         walk / plain,
         confined_write / std_write,
     );
-    assert!(confined < 10.0, "a confined open costs {confined:.2} us, over 10 us");
+    assert!(
+        confined < 10.0,
+        "a confined open costs {confined:.2} us, over 10 us"
+    );
 }

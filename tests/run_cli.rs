@@ -441,7 +441,11 @@ fn headless_edit_outside_the_workspace_quotes_nothing_of_the_file() {
     let told = result["content"].as_str().unwrap();
     assert!(told.contains("needs the user's permission"), "{told}");
     assert!(!told.contains("hunter2"), "the model was told: {told}");
-    assert!(!text(&out.stderr).contains("hunter2"), "{}", text(&out.stderr));
+    assert!(
+        !text(&out.stderr).contains("hunter2"),
+        "{}",
+        text(&out.stderr)
+    );
     assert_eq!(
         std::fs::read_to_string(&secret).unwrap(),
         "AWS_SECRET=hunter2\n"
