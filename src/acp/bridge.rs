@@ -2,6 +2,9 @@
 //! `session/request_permission` requests to the client, for one session. Cancelling a call sends
 //! `$/cancel_request`; the client still answers, and a cancelled answer becomes
 //! [`ClientError::Cancelled`].
+//!
+//! `fs/*` requests carry paths the tools have already decided on (see
+//! [`ClientBridge::read_text_file`]); the bridge adds no lookups of its own.
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -88,10 +88,14 @@ pub trait ClientBridge: Send + Sync {
     /// child's requests under the child's id.
     fn for_child(self: Arc<Self>, _child_session: &str) -> Arc<dyn ClientBridge>;
 
-    /// The whole text of `path` as the editor sees it (its buffer, if open).
+    /// The whole text of `path` as the editor sees it (its buffer, if open). Callers have
+    /// already decided the call may touch `path` (a path outside the roots was allowed by the
+    /// mode or the user): the editor is never asked about a path before that, so its answer
+    /// (content, or an error saying the file is missing) cannot leak past a refusal.
     fn read_text_file(&self, path: PathBuf, cancel: CancellationToken) -> ClientResult<String>;
 
-    /// Replaces the text of `path` (the editor creates the file if missing).
+    /// Replaces the text of `path` (the editor creates the file if missing). Decided first,
+    /// as [`ClientBridge::read_text_file`].
     fn write_text_file(
         &self,
         path: PathBuf,

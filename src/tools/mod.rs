@@ -7,6 +7,7 @@
 //!
 //! - [`paths`]: workspace roots and confinement; [`permission`]: modes, asking, "always";
 //! - [`client`]: the editor bridge trait; [`fs`]: file text through the editor or the disk;
+//!   [`confined`]: race-free opens and writes beneath a root;
 //! - [`process`]: commands in their own process group; [`truncate`]: head-and-tail output caps;
 //! - [`guard`]: nothing a command starts outlives it or kin; [`child_env`]: no secrets in the
 //!   environment of tool processes;
@@ -15,6 +16,9 @@
 
 pub mod child_env;
 pub mod client;
+pub mod confined;
+#[cfg(test)]
+mod disclosure_tests;
 pub mod display;
 pub mod edit;
 pub mod fs;
@@ -26,6 +30,8 @@ pub mod permission;
 pub mod process;
 pub mod read;
 pub mod shell;
+#[cfg(test)]
+mod swap_tests;
 #[cfg(test)]
 pub mod testing;
 pub mod truncate;
