@@ -131,6 +131,7 @@ fn check_roots(cwd: &Path, additional: &[PathBuf]) -> Result<Vec<String>, RpcErr
 }
 
 fn prompt_parts(blocks: Vec<ContentBlock>) -> Result<Vec<UserPart>, RpcError> {
+    super::prompt_size::check(&blocks, &crate::limits::current())?;
     blocks
         .into_iter()
         .map(|block| match block {

@@ -7,6 +7,7 @@ mod agent;
 pub mod bridge;
 pub mod client;
 pub mod modes;
+mod prompt_size;
 mod subagents;
 pub mod updates;
 
