@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::message::is_negative_zero;
-use super::{classify, Frame, Incoming, LineReader, RpcError};
+use super::{classify, Frame, Incoming, LineReader, RpcError, MAX_LINE_BYTES};
 
 const CANCEL_REQUEST: &str = "$/cancel_request";
 
@@ -280,13 +280,29 @@ impl Peer {
         }
     }
 
-    fn send<P: Serialize>(&self, envelope: &Envelope<'_, P>) {
+    /// Queues the message; false (and nothing sent) when it cannot be encoded or its line would
+    /// be longer than any line we accept ourselves (`MAX_LINE_BYTES`): the other side would have
+    /// to drop it. Callers bound what they put in a message; this is the last guard.
+    fn send<P: Serialize>(&self, envelope: &Envelope<'_, P>) -> bool {
         match serde_json::to_string(envelope) {
+            Ok(line) if line.len() > MAX_LINE_BYTES => {
+                tracing::error!(
+                    bytes = line.len(),
+                    limit = MAX_LINE_BYTES,
+                    method = envelope.method.unwrap_or_default(),
+                    "an outgoing message is longer than a line may be; it is not sent"
+                );
+                false
+            }
             Ok(line) => {
                 // After shutdown the writer is gone; dropping late output is all we can do.
                 let _ = self.inner.out.send(Outgoing::Line(line));
+                true
             }
-            Err(error) => tracing::error!(%error, "could not encode an outgoing message"),
+            Err(error) => {
+                tracing::error!(%error, "could not encode an outgoing message");
+                false
+            }
         }
     }
 
@@ -297,7 +313,17 @@ impl Peer {
             Ok(result) => envelope.result = Some(result),
             Err(error) => envelope.error = Some(error),
         }
-        self.send(&envelope);
+        if !self.send(&envelope) {
+            // The request is still owed its one answer.
+            let error = RpcError::internal(format!(
+                "internal error: the answer could not be sent (longer than the {MAX_LINE_BYTES} \
+                 bytes a line may have, or not encodable)"
+            ));
+            let mut envelope = Envelope::<()>::empty();
+            envelope.id = Some(id);
+            envelope.error = Some(&error);
+            self.send(&envelope);
+        }
     }
 
     /// Sends a notification; ordered after everything sent before it on this peer.
@@ -334,7 +360,13 @@ impl Peer {
         envelope.id = Some(&id);
         envelope.method = Some(method);
         envelope.params = Some(params);
-        self.send(&envelope);
+        if !self.send(&envelope) {
+            lock(&self.inner.pending).remove(&number);
+            return Err(RpcError::internal(format!(
+                "internal error: the {method} request could not be sent (longer than the \
+                 {MAX_LINE_BYTES} bytes a line may have, or not encodable)"
+            )));
+        }
         tokio::select! {
             reply = &mut reply_rx => return reply.unwrap_or_else(|_| Err(RpcError::connection_closed())),
             _ = cancel.cancelled() => {}
@@ -410,6 +442,7 @@ mod tests {
                     Reply::NowThen(Ok(params), Box::new(move || peer.notify("after", &())))
                 }
                 "echo" => Reply::Later(async move { Ok(params) }.boxed()),
+                "big" => Reply::Now(Ok(Value::from("x".repeat(MAX_LINE_BYTES)))),
                 "wait" => Reply::Later(
                     async move {
                         cx.cancel.cancelled().await;
@@ -449,6 +482,28 @@ mod tests {
 
     async fn next(lines: &mut Output) -> Value {
         serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap()
+    }
+
+    /// No line goes out longer than we would accept: an over-long answer becomes an error
+    /// answer, an over-long request fails at once, an over-long notification is not sent.
+    #[tokio::test]
+    async fn no_outgoing_line_is_longer_than_an_incoming_one_may_be() {
+        let (peer, mut input, mut output, _task) = serve();
+        let huge = "y".repeat(MAX_LINE_BYTES);
+        peer.notify("too/big", &huge);
+        let error = peer.request("too/big", &huge).await.unwrap_err();
+        assert!(error.to_string().contains("could not be sent"), "{error}");
+        input
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"big\"}\n")
+            .await
+            .unwrap();
+        let answer = next(&mut output).await;
+        assert_eq!(answer["id"], 7);
+        assert_eq!(answer["error"]["code"], RpcError::INTERNAL_ERROR);
+        assert!(answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("longer than"));
     }
 
     #[tokio::test]

@@ -240,9 +240,11 @@ impl SessionPermissions {
     pub async fn authorize(
         &self,
         scope: Scope,
-        prompt: PermissionPrompt,
+        mut prompt: PermissionPrompt,
         cx: &ToolContext,
     ) -> Result<(), ToolOutput> {
+        // Whatever built the title, the user sees every character of it.
+        prompt.title = super::display::safe_title(&prompt.title);
         let kind = prompt.kind;
         let verdict = self.lock().verdict(kind, scope);
         let refuse =
