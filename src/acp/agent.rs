@@ -130,6 +130,45 @@ fn check_roots(cwd: &Path, additional: &[PathBuf]) -> Result<Vec<String>, RpcErr
         .collect()
 }
 
+/// A warning for a workspace that is the whole filesystem or the user's home directory: every
+/// file under it counts as inside, so reads there never ask.
+fn broad_workspace(cwd: &Path, home: Option<&Path>) -> Option<String> {
+    let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    };
+    let what = if same(cwd, Path::new("/")) {
+        "the whole filesystem (/)"
+    } else if home.is_some_and(|home| same(cwd, home)) {
+        "your home directory"
+    } else {
+        return None;
+    };
+    Some(format!("The workspace is {what}"))
+}
+
+/// After the answer that opens a session in `cwd`: warns the user when the workspace is broad.
+fn warn_broad_workspace(cx: &RequestContext, client: &ClientCapabilities, session: &str, cwd: &Path) {
+    let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
+    let Some(title) = broad_workspace(cwd, home.as_deref()) else {
+        return;
+    };
+    let (peer, client, session) = (cx.peer.clone(), client.clone(), session.to_owned());
+    cx.after_answer(Box::new(move || {
+        super::notice::send(
+            &peer,
+            &client,
+            &session,
+            super::notice::Severity::Warning,
+            &title,
+            Some(
+                "Every file under it counts as inside the workspace: kin reads and searches \
+                 there without asking. Open a project directory instead to keep kin to it.",
+            ),
+        )
+    }));
+}
+
 fn prompt_parts(blocks: Vec<ContentBlock>) -> Result<Vec<UserPart>, RpcError> {
     super::prompt_size::check(&blocks, &crate::limits::current())?;
     blocks
@@ -308,6 +347,7 @@ async fn dispatch(
                 .host()
                 .create_session_at_depth(req.cwd.clone(), additional, depth)
                 .map_err(runtime_error)?;
+            warn_broad_workspace(&cx, &client, &agent.id, &req.cwd);
             let mode = agent.permission_mode();
             Ok(NewSessionResponse::new(agent.id.clone())
                 .modes(modes::mode_state(mode))
@@ -320,6 +360,7 @@ async fn dispatch(
                 req.cwd,
                 req.additional_directories,
             )?;
+            warn_broad_workspace(&cx, &client, &agent.id, &agent.cwd);
             let replayed = agent.with_events(|events| updates::replay(events, &agent.tools));
             for update in replayed {
                 cx.peer.notify(
@@ -339,6 +380,7 @@ async fn dispatch(
                 req.cwd,
                 req.additional_directories,
             )?;
+            warn_broad_workspace(&cx, &client, &agent.id, &agent.cwd);
             let mode = agent.permission_mode();
             answer(Ok(ResumeSessionResponse::new()
                 .modes(modes::mode_state(mode))
