@@ -35,7 +35,12 @@ fn big_call_reply(id: &str, name: &str, arguments: &str) -> Reply {
     Reply::Stream(parts)
 }
 
-fn kin_run(home: &std::path::Path, cwd: &std::path::Path, server: &MockServer, prompt: &str) -> Output {
+fn kin_run(
+    home: &std::path::Path,
+    cwd: &std::path::Path,
+    server: &MockServer,
+    prompt: &str,
+) -> Output {
     let mut command = Command::new(kin_binary());
     command.arg("run").arg(prompt);
     for name in MODEL_ENV {
@@ -80,19 +85,29 @@ fn an_oversized_tool_argument_is_refused_to_the_model_and_not_logged_whole() {
     let tool = messages.iter().find(|m| m["role"] == "tool").unwrap();
     let text = tool["content"].as_str().unwrap();
     assert!(
-        text.contains(&format!("{} bytes", arguments.len())) && text.contains("max_tool_argument_bytes"),
+        text.contains(&format!("{} bytes", arguments.len()))
+            && text.contains("max_tool_argument_bytes"),
         "{text}"
     );
     // The history keeps a small marker in place of the arguments, valid JSON for the endpoint.
     let assistant = messages.iter().find(|m| m["role"] == "assistant").unwrap();
-    let sent = assistant["tool_calls"][0]["function"]["arguments"].as_str().unwrap();
-    assert!(sent.len() < 1024, "{} bytes of arguments sent back", sent.len());
+    let sent = assistant["tool_calls"][0]["function"]["arguments"]
+        .as_str()
+        .unwrap();
+    assert!(
+        sent.len() < 1024,
+        "{} bytes of arguments sent back",
+        sent.len()
+    );
     let marker: Value = serde_json::from_str(sent).unwrap();
     assert_eq!(marker["kinRefusedArguments"]["bytes"], arguments.len());
 
     // Deltas are logged as they stream until the call passes the cap (1 MiB), none after.
     let logged = total_log_bytes(home.path());
-    assert!(logged < 1024 * 1024 + 256 * 1024, "the session log is {logged} bytes");
+    assert!(
+        logged < 1024 * 1024 + 256 * 1024,
+        "the session log is {logged} bytes"
+    );
     assert!(stderr.len() < 16 * 1024, "stderr is {} bytes", stderr.len());
 }
 
@@ -112,7 +127,11 @@ fn the_tool_argument_cap_comes_from_the_config_file() {
     server.push(big_call_reply("call_1", "write", &arguments));
     server.push(text_reply(&["ok"]));
     let out = kin_run(home.path(), cwd.path(), &server, "Write.");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(!cwd.path().join("a.txt").exists());
     let requests = server.requests();
     let body = requests[1].body.to_string();
@@ -137,13 +156,18 @@ fn kin_run_shows_escapes_on_stderr_escaped() {
     let out = kin_run(home.path(), cwd.path(), &server, "Read it.");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
-    assert!(!stderr.contains('\u{7}') && !stderr.contains('\u{202e}'), "{stderr:?}");
+    assert!(
+        !stderr.contains('\u{7}') && !stderr.contains('\u{202e}'),
+        "{stderr:?}"
+    );
     assert!(stderr.contains("kin: tool read"), "{stderr}");
     assert!(stderr.contains("\\u{1b}"), "{stderr}");
 }
 
 fn prompt_params(session: &str, blocks: usize) -> Value {
-    let prompt: Vec<Value> = (0..blocks).map(|_| json!({"type": "text", "text": "x"})).collect();
+    let prompt: Vec<Value> = (0..blocks)
+        .map(|_| json!({"type": "text", "text": "x"}))
+        .collect();
     json!({"sessionId": session, "prompt": prompt})
 }
 
@@ -188,7 +212,10 @@ async fn the_prompt_caps_come_from_the_config_file() {
     let (_, answer) = kin.request(5, "session/prompt", params).await;
     assert_eq!(answer["error"]["code"], -32602, "{answer}");
     let message = answer["error"]["message"].as_str().unwrap();
-    assert!(message.contains("11 bytes") && message.contains("max_prompt_bytes"), "{message}");
+    assert!(
+        message.contains("11 bytes") && message.contains("max_prompt_bytes"),
+        "{message}"
+    );
 }
 
 /// A session in `/` warns through a `notice` (the client takes notices), one in an ordinary
@@ -214,7 +241,13 @@ async fn a_workspace_of_root_or_home_gets_a_warning_in_the_editor() {
     let update = &notice["params"]["update"];
     assert_eq!(update["sessionUpdate"], "notice", "{update}");
     assert_eq!(update["severity"], "warning");
-    assert!(update["title"].as_str().unwrap().contains("whole filesystem"), "{update}");
+    assert!(
+        update["title"]
+            .as_str()
+            .unwrap()
+            .contains("whole filesystem"),
+        "{update}"
+    );
 
     // An ordinary workspace: the next line is the answer to the next request, no notice.
     let cwd = kin.cwd();
@@ -237,14 +270,21 @@ async fn without_notices_the_home_warning_is_agent_text() {
     let mut kin = Wire::start_with(None, home, &[("HOME", &home_text)]);
     kin.initialize().await;
     let (_, answer) = kin
-        .request(1, "session/new", json!({"cwd": home_text, "mcpServers": []}))
+        .request(
+            1,
+            "session/new",
+            json!({"cwd": home_text, "mcpServers": []}),
+        )
         .await;
     assert!(answer["result"]["sessionId"].is_string(), "{answer}");
     let warning = kin.read().await.unwrap();
     let update = &warning["params"]["update"];
     assert_eq!(update["sessionUpdate"], "agent_message_chunk", "{warning}");
     assert!(
-        update["content"]["text"].as_str().unwrap().contains("home directory"),
+        update["content"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("home directory"),
         "{update}"
     );
 }

@@ -521,7 +521,10 @@ async fn a_json_answer_to_a_streaming_request_is_a_clear_error() {
     let (_, error) = collect(&model(&server), request("hi")).await;
     let message = error.expect("an error").to_string();
     assert!(message.contains("instead of an event stream"), "{message}");
-    assert!(message.contains("200") && message.contains("\"application/json\""), "{message}");
+    assert!(
+        message.contains("200") && message.contains("\"application/json\""),
+        "{message}"
+    );
     assert!(message.contains(r#"{"choices""#), "{message}");
 }
 
@@ -542,7 +545,10 @@ async fn a_non_stream_answer_says_what_arrived() {
         message.contains("200") && message.contains("text/html; charset=utf-8"),
         "{message}"
     );
-    assert!(message.contains("<html>\\u{1b}[31mLogin\\r\\n"), "{message}");
+    assert!(
+        message.contains("<html>\\u{1b}[31mLogin\\r\\n"),
+        "{message}"
+    );
     assert!(message.len() < 600, "{}", message.len());
     assert!(!message.contains('\u{1b}'));
 }

@@ -148,8 +148,15 @@ fn broad_workspace(cwd: &Path, home: Option<&Path>) -> Option<String> {
 }
 
 /// After the answer that opens a session in `cwd`: warns the user when the workspace is broad.
-fn warn_broad_workspace(cx: &RequestContext, client: &ClientCapabilities, session: &str, cwd: &Path) {
-    let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
+fn warn_broad_workspace(
+    cx: &RequestContext,
+    client: &ClientCapabilities,
+    session: &str,
+    cwd: &Path,
+) {
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from);
     let Some(title) = broad_workspace(cwd, home.as_deref()) else {
         return;
     };
@@ -197,6 +204,11 @@ fn prompt_parts(blocks: Vec<ContentBlock>) -> Result<Vec<UserPart>, RpcError> {
 impl Handler for AcpAgent {
     fn request(&self, method: String, params: Value, cx: RequestContext) -> Reply {
         let ready = Reply::Now;
+        if method == "session/prompt" && self.initialized.load(Ordering::Acquire) {
+            if let Err(error) = super::prompt_size::check_raw(&params, &crate::limits::current()) {
+                return ready(Err(error));
+            }
+        }
         let request = match ClientRequest::from_method_and_params(&method, &params) {
             Ok(request) => request,
             Err(MethodDispatchError::UnknownMethod { .. })

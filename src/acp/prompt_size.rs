@@ -22,16 +22,28 @@ fn content_bytes(block: &ContentBlock) -> usize {
     }
 }
 
+/// The block cap checked on the raw params, before they are turned into typed blocks (which
+/// for a million blocks costs hundreds of megabytes).
+pub fn check_raw(params: &serde_json::Value, limits: &Limits) -> Result<(), RpcError> {
+    match params.get("prompt").and_then(serde_json::Value::as_array) {
+        Some(blocks) if blocks.len() > limits.prompt_blocks => Err(too_many(blocks.len(), limits)),
+        _ => Ok(()),
+    }
+}
+
+fn too_many(blocks: usize, limits: &Limits) -> RpcError {
+    RpcError::invalid_params(format!(
+        "invalid params: the prompt has {blocks} content blocks, over kin's limit of {} \
+         (max_prompt_blocks)",
+        limits.prompt_blocks
+    ))
+}
+
 /// Refuses a prompt over the caps (`max_prompt_blocks`, `max_prompt_bytes`) before any of it is
 /// kept or stored.
 pub fn check(blocks: &[ContentBlock], limits: &Limits) -> Result<(), RpcError> {
     if blocks.len() > limits.prompt_blocks {
-        return Err(RpcError::invalid_params(format!(
-            "invalid params: the prompt has {} content blocks, over kin's limit of {} \
-             (max_prompt_blocks)",
-            blocks.len(),
-            limits.prompt_blocks
-        )));
+        return Err(too_many(blocks.len(), limits));
     }
     let bytes: usize = blocks.iter().map(content_bytes).sum();
     if bytes > limits.prompt_bytes {
@@ -67,11 +79,22 @@ mod tests {
         };
         let text = |t: &str| ContentBlock::from(t.to_owned());
         assert!(check(&[text("abc"), text("def")], &limits).is_ok());
+        let raw = serde_json::json!({"prompt": vec![serde_json::json!({"type": "text", "text": "a"}); 4]});
+        assert_eq!(
+            code_and_message(check_raw(&raw, &limits)),
+            code_and_message(check(&vec![text("a"); 4], &limits))
+        );
         let (code, message) = code_and_message(check(&vec![text("a"); 4], &limits));
         assert_eq!(code, -32602);
-        assert!(message.contains("4 content blocks") && message.contains("max_prompt_blocks"), "{message}");
+        assert!(
+            message.contains("4 content blocks") && message.contains("max_prompt_blocks"),
+            "{message}"
+        );
         let (code, message) = code_and_message(check(&[text("0123456789x")], &limits));
         assert_eq!(code, -32602);
-        assert!(message.contains("11 bytes") && message.contains("max_prompt_bytes"), "{message}");
+        assert!(
+            message.contains("11 bytes") && message.contains("max_prompt_bytes"),
+            "{message}"
+        );
     }
 }

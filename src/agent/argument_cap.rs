@@ -155,7 +155,10 @@ pub fn refused(arguments: &str) -> Option<Refused> {
         return None;
     }
     let value: Value = serde_json::from_str(arguments).ok()?;
-    let inner = value.as_object().filter(|o| o.len() == 1)?.get(MARKER_KEY)?;
+    let inner = value
+        .as_object()
+        .filter(|o| o.len() == 1)?
+        .get(MARKER_KEY)?;
     Some(Refused {
         bytes: usize::try_from(inner.get("bytes")?.as_u64()?).ok()?,
         limit: usize::try_from(inner.get("limit")?.as_u64()?).ok()?,
@@ -190,7 +193,10 @@ mod tests {
     #[test]
     fn calls_under_the_cap_pass_unchanged() {
         let mut cap = ArgumentCap::new(10);
-        assert_eq!(cap.filter(delta(0, Some("w"), "{}")), Some(delta(0, Some("w"), "{}")));
+        assert_eq!(
+            cap.filter(delta(0, Some("w"), "{}")),
+            Some(delta(0, Some("w"), "{}"))
+        );
         assert_eq!(cap.filter(end(0, "{}")), Some(end(0, "{}")));
         assert_eq!(refused("{}"), None);
     }

@@ -6,10 +6,10 @@ use futures::StreamExt;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use super::argument_cap::ArgumentCap;
 use super::{
     permissions, Agent, AgentState, MessageAssembler, Observer, TurnDeps, TurnError, TurnOutcome,
 };
-use super::argument_cap::ArgumentCap;
 use crate::model::{ModelError, ModelRequest};
 use crate::session::*;
 use crate::time::now_ms;
@@ -335,7 +335,11 @@ impl Turn<'_> {
         let output = if self.cancel.is_cancelled() || self.tool_cancelled {
             ToolOutput::cancelled()
         } else if let Some(refused) = refused {
-            ToolOutput::error("ArgumentsTooLarge", "ARGUMENTS_TOO_LARGE", refused.message())
+            ToolOutput::error(
+                "ArgumentsTooLarge",
+                "ARGUMENTS_TOO_LARGE",
+                refused.message(),
+            )
         } else if captured {
             crate::agent::StructuredCapture::refusal(name)
         } else {

@@ -54,7 +54,11 @@ pub fn render(config: &ModelConfig, key: &KeyState) -> String {
         ("max_prompt_bytes", &config.max_prompt_bytes),
         ("max_prompt_blocks", &config.max_prompt_blocks),
     ] {
-        row(name, &setting.value.to_string(), &setting.origin.to_string());
+        row(
+            name,
+            &setting.value.to_string(),
+            &setting.origin.to_string(),
+        );
     }
     if !config.unknown_keys.is_empty() {
         row(

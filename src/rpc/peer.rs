@@ -191,7 +191,13 @@ impl Peer {
                     handler.invalid(&error);
                     self.respond(&Value::Null, Err(error));
                 }
-                Ok(Some(Frame::Line(line))) => self.dispatch(&line, &handler, &tracker),
+                Ok(Some(Frame::Line(line))) => {
+                    self.dispatch(&line, &handler, &tracker);
+                    if line.len() >= RELEASE_AFTER_BYTES {
+                        drop(line);
+                        release_freed_memory();
+                    }
+                }
             }
         }
         self.inner.closed.cancel();
@@ -395,6 +401,20 @@ impl Peer {
     /// Tripped once the connection has shut down.
     pub fn closed(&self) -> &CancellationToken {
         &self.inner.closed
+    }
+}
+
+/// Lines at least this long are followed by [`release_freed_memory`].
+const RELEASE_AFTER_BYTES: usize = 4 * 1024 * 1024;
+
+/// Gives memory freed since back to the system. Parsing one huge line (say a prompt of a
+/// million parts that is then refused) leaves hundreds of megabytes free but still resident in
+/// glibc's heap; they would count against kin for as long as it runs.
+fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free heap pages to the kernel; it takes no pointers.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 
