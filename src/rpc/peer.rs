@@ -93,6 +93,8 @@ struct Inner {
     in_flight: Mutex<HashMap<String, CancellationToken>>,
     /// Tripped when the connection shuts down; every incoming request token is its child.
     closed: CancellationToken,
+    /// The longest line sent: `MAX_LINE_BYTES` (tests use less).
+    max_line: usize,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -148,6 +150,13 @@ impl Peer {
     where
         W: AsyncWrite + Unpin + Send + 'static,
     {
+        Self::with_max_line(writer, MAX_LINE_BYTES)
+    }
+
+    fn with_max_line<W>(writer: W, max_line: usize) -> (Self, JoinHandle<()>)
+    where
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
         let (out, rx) = mpsc::unbounded_channel();
         let peer = Self {
             inner: Arc::new(Inner {
@@ -156,6 +165,7 @@ impl Peer {
                 pending: Mutex::new(HashMap::new()),
                 in_flight: Mutex::new(HashMap::new()),
                 closed: CancellationToken::new(),
+                max_line,
             }),
         };
         let writer = tokio::spawn(write_loop(rx, writer));
@@ -306,10 +316,10 @@ impl Peer {
     /// to drop it. Callers bound what they put in a message; this is the last guard.
     fn send<P: Serialize>(&self, envelope: &Envelope<'_, P>) -> bool {
         match serde_json::to_string(envelope) {
-            Ok(line) if line.len() > MAX_LINE_BYTES => {
+            Ok(line) if line.len() > self.inner.max_line => {
                 tracing::error!(
                     bytes = line.len(),
-                    limit = MAX_LINE_BYTES,
+                    limit = self.inner.max_line,
                     method = envelope.method.unwrap_or_default(),
                     "an outgoing message is longer than a line may be; it is not sent"
                 );
@@ -337,8 +347,9 @@ impl Peer {
         if !self.send(&envelope) {
             // The request is still owed its one answer.
             let error = RpcError::internal(format!(
-                "internal error: the answer could not be sent (longer than the {MAX_LINE_BYTES} \
-                 bytes a line may have, or not encodable)"
+                "internal error: the answer could not be sent (longer than the {} bytes a line \
+                 may have, or not encodable)",
+                self.inner.max_line
             ));
             let mut envelope = Envelope::<()>::empty();
             envelope.id = Some(id);
@@ -384,8 +395,9 @@ impl Peer {
         if !self.send(&envelope) {
             lock(&self.inner.pending).remove(&number);
             return Err(RpcError::internal(format!(
-                "internal error: the {method} request could not be sent (longer than the \
-                 {MAX_LINE_BYTES} bytes a line may have, or not encodable)"
+                "internal error: the {method} request could not be sent (longer than the {} \
+                 bytes a line may have, or not encodable)",
+                self.inner.max_line
             )));
         }
         tokio::select! {
@@ -477,7 +489,7 @@ mod tests {
                     Reply::NowThen(Ok(params), Box::new(move || peer.notify("after", &())))
                 }
                 "echo" => Reply::Later(async move { Ok(params) }.boxed()),
-                "big" => Reply::Now(Ok(Value::from("x".repeat(MAX_LINE_BYTES)))),
+                "big" => Reply::Now(Ok(Value::from("x".repeat(TEST_MAX_LINE)))),
                 "wait" => Reply::Later(
                     async move {
                         cx.cancel.cancelled().await;
@@ -496,12 +508,15 @@ mod tests {
 
     type Output = tokio::io::Lines<BufReader<tokio::io::DuplexStream>>;
 
+    /// The line cap of the test peer: small, so over-long messages are cheap to make.
+    const TEST_MAX_LINE: usize = 64 * 1024;
+
     /// A peer serving `TestHandler` over two in-memory pipes (one per direction, so dropping
     /// the test's input end is end of input); the test writes `input` and reads `output`.
     fn serve() -> (Peer, tokio::io::DuplexStream, Output, JoinHandle<()>) {
         let (input, their_read) = tokio::io::duplex(1 << 20);
         let (their_write, output) = tokio::io::duplex(1 << 20);
-        let (peer, writer) = Peer::new(their_write);
+        let (peer, writer) = Peer::with_max_line(their_write, TEST_MAX_LINE);
         let handler = Arc::new(TestHandler {
             notes: Mutex::new(Vec::new()),
         });
@@ -524,7 +539,7 @@ mod tests {
     #[tokio::test]
     async fn no_outgoing_line_is_longer_than_an_incoming_one_may_be() {
         let (peer, mut input, mut output, _task) = serve();
-        let huge = "y".repeat(MAX_LINE_BYTES);
+        let huge = "y".repeat(TEST_MAX_LINE);
         peer.notify("too/big", &huge);
         let error = peer.request("too/big", &huge).await.unwrap_err();
         assert!(error.to_string().contains("could not be sent"), "{error}");
