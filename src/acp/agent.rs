@@ -645,3 +645,23 @@ async fn prompt(
     };
     answer(Ok(PromptResponse::new(stop)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn root_and_home_are_broad_workspaces_and_projects_are_not() {
+        let home = tempfile::tempdir().unwrap();
+        let project = home.path().join("project");
+        std::fs::create_dir(&project).unwrap();
+        assert!(broad_workspace(Path::new("/"), Some(home.path()))
+            .is_some_and(|w| w.contains("whole filesystem")));
+        assert!(broad_workspace(home.path(), Some(home.path()))
+            .is_some_and(|w| w.contains("home directory")));
+        // Another spelling of the same directory counts too.
+        assert!(broad_workspace(&project.join(".."), Some(home.path())).is_some());
+        assert_eq!(broad_workspace(&project, Some(home.path())), None);
+        assert_eq!(broad_workspace(&project, None), None);
+    }
+}

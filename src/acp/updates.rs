@@ -230,3 +230,24 @@ pub fn replay(events: &[Event], tools: &ToolRegistry) -> Vec<SessionUpdate> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_over_the_bound_are_cut_with_a_note() {
+        assert_eq!(field("short"), "short");
+        let long = "a".repeat(MAX_FIELD_BYTES + 10);
+        let cut = field(&long);
+        assert!(cut.len() < MAX_FIELD_BYTES + 100);
+        assert!(cut.ends_with(&format!("[kin: 10 of {} bytes cut]", long.len())));
+        let input = serde_json::json!({ "content": long });
+        let bounded = bounded_value(input);
+        assert!(bounded
+            .as_str()
+            .is_some_and(|text| text.len() < MAX_FIELD_BYTES + 100));
+        let small = serde_json::json!({ "path": "a" });
+        assert_eq!(bounded_value(small.clone()), small);
+    }
+}
