@@ -93,6 +93,14 @@ pub fn configure_tool_env(overrides: &Overrides, config: Result<&ModelConfig, &C
     }
 }
 
+/// Puts the configuration's size caps in force (see `crate::limits`); a configuration that
+/// does not resolve leaves the defaults.
+pub fn configure_limits(config: Result<&ModelConfig, &ConfigError>) {
+    if let Ok(config) = config {
+        crate::limits::configure(config.limits());
+    }
+}
+
 /// The child agents of the config file's `[acp_agents.<name>]` tables (none without a file).
 pub fn acp_agents(env: EnvLookup<'_>) -> Result<Vec<AcpAgentConfig>, ConfigError> {
     let Some(path) = file::path(env) else {

@@ -64,7 +64,8 @@ pub fn exit_status(
             )),
         ),
         Ok(StopReason::Error) => (1, Some("the turn failed".into())),
-        Err(error) => (1, Some(error.to_string())),
+        // Errors quote the endpoint, files and the model: made visible, not interpreted.
+        Err(error) => (1, Some(crate::text::visible(&error.to_string()).into_owned())),
     }
 }
 
@@ -156,8 +157,8 @@ impl Printer {
                 let _ = writeln!(
                     std::io::stderr(),
                     "kin: tool {} {}",
-                    call.name,
-                    shorten(&call.arguments, 200)
+                    shown(&call.name, 200),
+                    shown(&call.arguments, 200)
                 );
             }
             EventBody::ToolResult(result) => {
@@ -167,7 +168,7 @@ impl Printer {
                 let _ = writeln!(
                     std::io::stderr(),
                     "kin:   -> {status}: {}",
-                    shorten(first, 200)
+                    shown(first, 200)
                 );
             }
             _ => {}
@@ -192,9 +193,12 @@ impl Printer {
     }
 }
 
-fn shorten(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
+/// At most `max` characters of `text` for a stderr line, terminal escapes and other control
+/// characters made visible: the model and files choose this text, not the terminal's owner.
+fn shown(text: &str, max: usize) -> String {
+    let cut = match text.char_indices().nth(max) {
         Some((at, _)) => format!("{}…", &text[..at]),
         None => text.to_owned(),
-    }
+    };
+    crate::text::visible(&cut).into_owned()
 }

@@ -25,7 +25,7 @@
 //! `{acp, headless} -> runtime -> subagent -> agent -> tools -> model -> session`, where
 //! `subagent` also uses `tasks` (which uses `tools`), `acp` and `headless` also use `agent`
 //! directly, and `model` and `config` use each other (a model is built from its configuration).
-//! `session`, `rpc` and `time` use nothing else of kin; `scenario` uses `rpc` and `tools`.
+//! `session`, `rpc`, `time`, `text` and `limits` use nothing else of kin; `scenario` uses `rpc` and `tools`.
 //! [`acp::client`] uses only `rpc`, `config` and `tools`; the `acp` provider in `subagent`
 //! uses it.
 
@@ -33,6 +33,7 @@ pub mod acp;
 pub mod agent;
 pub mod config;
 pub mod headless;
+pub mod limits;
 pub mod model;
 pub mod rpc;
 pub mod runtime;
@@ -40,5 +41,6 @@ pub mod scenario;
 pub mod session;
 pub mod subagent;
 pub mod tasks;
+pub mod text;
 pub mod time;
 pub mod tools;

@@ -203,6 +203,7 @@ async fn model(replay: Option<&PathBuf>, flags: &ModelFlags) -> anyhow::Result<A
     // Resolved once here: the tool environment needs it even when a replay is the model.
     let config = config::resolve(&overrides, &config::process_env);
     config::configure_tool_env(&overrides, config.as_ref());
+    config::configure_limits(config.as_ref());
     Ok(match replay {
         Some(dir) => Arc::new(
             ReplayModel::from_dir(dir)

@@ -144,7 +144,54 @@ fn check_roots(cwd: &Path, additional: &[PathBuf]) -> Result<Vec<String>, RpcErr
         .collect()
 }
 
+/// A warning for a workspace that is the whole filesystem or the user's home directory: every
+/// file under it counts as inside, so reads there never ask.
+fn broad_workspace(cwd: &Path, home: Option<&Path>) -> Option<String> {
+    let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    };
+    let what = if same(cwd, Path::new("/")) {
+        "the whole filesystem (/)"
+    } else if home.is_some_and(|home| same(cwd, home)) {
+        "your home directory"
+    } else {
+        return None;
+    };
+    Some(format!("The workspace is {what}"))
+}
+
+/// After the answer that opens a session in `cwd`: warns the user when the workspace is broad.
+fn warn_broad_workspace(
+    cx: &RequestContext,
+    client: &ClientCapabilities,
+    session: &str,
+    cwd: &Path,
+) {
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from);
+    let Some(title) = broad_workspace(cwd, home.as_deref()) else {
+        return;
+    };
+    let (peer, client, session) = (cx.peer.clone(), client.clone(), session.to_owned());
+    cx.after_answer(Box::new(move || {
+        super::notice::send(
+            &peer,
+            &client,
+            &session,
+            super::notice::Severity::Warning,
+            &title,
+            Some(
+                "Every file under it counts as inside the workspace: kin reads and searches \
+                 there without asking. Open a project directory instead to keep kin to it.",
+            ),
+        )
+    }));
+}
+
 fn prompt_parts(blocks: Vec<ContentBlock>) -> Result<Vec<UserPart>, RpcError> {
+    super::prompt_size::check(&blocks, &crate::limits::current())?;
     blocks
         .into_iter()
         .map(|block| match block {
@@ -171,6 +218,11 @@ fn prompt_parts(blocks: Vec<ContentBlock>) -> Result<Vec<UserPart>, RpcError> {
 impl Handler for AcpAgent {
     fn request(&self, method: String, params: Value, cx: RequestContext) -> Reply {
         let ready = Reply::Now;
+        if method == "session/prompt" && self.initialized.load(Ordering::Acquire) {
+            if let Err(error) = super::prompt_size::check_raw(&params, &crate::limits::current()) {
+                return ready(Err(error));
+            }
+        }
         let request = match ClientRequest::from_method_and_params(&method, &params) {
             Ok(request) => request,
             Err(MethodDispatchError::UnknownMethod { .. })
@@ -321,6 +373,7 @@ async fn dispatch(
                 .host()
                 .create_session_at_depth(req.cwd.clone(), additional, depth)
                 .map_err(runtime_error)?;
+            warn_broad_workspace(&cx, &client, &agent.id, &req.cwd);
             let mode = agent.permission_mode();
             Ok(NewSessionResponse::new(agent.id.clone())
                 .modes(modes::mode_state(mode))
@@ -334,6 +387,7 @@ async fn dispatch(
                     return load_read_only(&runtime, id, locked, &cx);
                 }
             };
+            warn_broad_workspace(&cx, &client, &agent.id, &agent.cwd);
             let replayed = agent.with_events(|events| updates::replay(events, &agent.tools));
             for update in replayed {
                 cx.peer.notify(
@@ -353,6 +407,7 @@ async fn dispatch(
                 Opened::Writable(agent) => agent,
                 Opened::LockedElsewhere(locked) => return Err(session_locked(locked)),
             };
+            warn_broad_workspace(&cx, &client, &agent.id, &agent.cwd);
             let mode = agent.permission_mode();
             answer(Ok(ResumeSessionResponse::new()
                 .modes(modes::mode_state(mode))
@@ -657,4 +712,24 @@ async fn prompt(
         }
     };
     answer(Ok(PromptResponse::new(stop)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn root_and_home_are_broad_workspaces_and_projects_are_not() {
+        let home = tempfile::tempdir().unwrap();
+        let project = home.path().join("project");
+        std::fs::create_dir(&project).unwrap();
+        assert!(broad_workspace(Path::new("/"), Some(home.path()))
+            .is_some_and(|w| w.contains("whole filesystem")));
+        assert!(broad_workspace(home.path(), Some(home.path()))
+            .is_some_and(|w| w.contains("home directory")));
+        // Another spelling of the same directory counts too.
+        assert!(broad_workspace(&project.join(".."), Some(home.path())).is_some());
+        assert_eq!(broad_workspace(&project, Some(home.path())), None);
+        assert_eq!(broad_workspace(&project, None), None);
+    }
 }

@@ -150,7 +150,7 @@ impl ClientBridge for AcpBridge {
     ) -> ClientResult<PermissionAnswer> {
         let words = kind_word(&prompt);
         let mut fields = ToolCallUpdateFields::new()
-            .title(prompt.title.clone())
+            .title(updates::field(&prompt.title))
             .kind(updates::acp_kind(prompt.kind))
             .status(ToolCallStatus::Pending);
         let content = updates::diff_content(&prompt.display);
@@ -161,7 +161,7 @@ impl ClientBridge for AcpBridge {
             fields = fields.locations(updates::locations(&prompt.display));
         }
         if let Some(raw) = prompt.raw_input.clone() {
-            fields = fields.raw_input(raw);
+            fields = fields.raw_input(updates::bounded_value(raw));
         }
         let options = vec![
             option(ALLOW_ONCE, "Allow".into(), PermissionOptionKind::AllowOnce),

@@ -7,6 +7,8 @@ mod agent;
 pub mod bridge;
 pub mod client;
 pub mod modes;
+pub mod notice;
+mod prompt_size;
 mod subagents;
 pub mod updates;
 

@@ -4,6 +4,7 @@
 //! happening is a log event, handed to an observer as it is appended. [`host`] runs turns for
 //! every front end. Knows nothing of ACP or delegation.
 
+mod argument_cap;
 mod assemble;
 pub mod host;
 mod permissions;

@@ -24,6 +24,10 @@ pub struct FileConfig {
     pub retries: Option<u32>,
     /// Credential-like variables tool processes may see (see `tools::child_env`).
     pub pass_env: Option<Vec<String>>,
+    /// Caps on sizes the model and the client choose (see `crate::limits`).
+    pub max_tool_argument_bytes: Option<u64>,
+    pub max_prompt_bytes: Option<u64>,
+    pub max_prompt_blocks: Option<u64>,
     /// Child agents over ACP (see `acp_agents`).
     #[serde(default)]
     pub acp_agents: BTreeMap<String, super::acp_agents::AcpAgentEntry>,

@@ -91,6 +91,9 @@ pub struct ModelConfig {
     pub pass_env: Setting<Vec<String>>,
     /// The variables the model key is, or could have been, read from.
     pub key_vars: Vec<String>,
+    pub max_tool_argument_bytes: Setting<usize>,
+    pub max_prompt_bytes: Setting<usize>,
+    pub max_prompt_blocks: Setting<usize>,
 }
 
 impl ModelConfig {
@@ -101,6 +104,15 @@ impl ModelConfig {
         settings.stall_timeout = self.stall_timeout.value;
         settings.retries = self.retries.value;
         settings
+    }
+
+    /// The size caps to enforce.
+    pub fn limits(&self) -> crate::limits::Limits {
+        crate::limits::Limits {
+            tool_argument_bytes: self.max_tool_argument_bytes.value,
+            prompt_bytes: self.max_prompt_bytes.value,
+            prompt_blocks: self.max_prompt_blocks.value,
+        }
     }
 }
 
@@ -197,6 +209,24 @@ pub fn resolve(overrides: &Overrides, env: EnvLookup<'_>) -> Result<ModelConfig,
         Vec::new(),
     );
     let key_vars = key_vars(overrides, &file, &key);
+    let cap = |value: Option<u64>, name: &str, default: usize| {
+        file_cap(value, name, &path).map(|value| pick(None, None, value, default))
+    };
+    let max_tool_argument_bytes = cap(
+        file.max_tool_argument_bytes,
+        "max_tool_argument_bytes",
+        crate::limits::DEFAULT_TOOL_ARGUMENT_BYTES,
+    )?;
+    let max_prompt_bytes = cap(
+        file.max_prompt_bytes,
+        "max_prompt_bytes",
+        crate::limits::DEFAULT_PROMPT_BYTES,
+    )?;
+    let max_prompt_blocks = cap(
+        file.max_prompt_blocks,
+        "max_prompt_blocks",
+        crate::limits::DEFAULT_PROMPT_BLOCKS,
+    )?;
     Ok(ModelConfig {
         unknown_keys: file.unknown.keys().cloned().collect(),
         file: path,
@@ -209,7 +239,28 @@ pub fn resolve(overrides: &Overrides, env: EnvLookup<'_>) -> Result<ModelConfig,
         key,
         pass_env,
         key_vars,
+        max_tool_argument_bytes,
+        max_prompt_bytes,
+        max_prompt_blocks,
     })
+}
+
+/// A size cap from the config file: a whole number above zero.
+fn file_cap(
+    value: Option<u64>,
+    name: &str,
+    path: &Option<PathBuf>,
+) -> Result<Option<(usize, PathBuf)>, ConfigError> {
+    let (Some(value), Some(path)) = (value, path) else {
+        return Ok(None);
+    };
+    match usize::try_from(value) {
+        Ok(cap) if cap > 0 => Ok(Some((cap, path.clone()))),
+        _ => Err(ConfigError::Invalid {
+            origin: Origin::File(path.clone()).to_string(),
+            reason: format!("`{name}` must be a whole number above zero, got {value}"),
+        }),
+    }
 }
 
 fn split_names(text: &str) -> Vec<String> {

@@ -10,7 +10,7 @@ use crate::model::openai::KeyState;
 pub fn render(config: &ModelConfig, key: &KeyState) -> String {
     let mut out = String::new();
     let mut row = |name: &str, value: &str, origin: &str| {
-        let line = format!("{name:<16} {value:<40} {origin}");
+        let line = format!("{name:<24} {value:<40} {origin}");
         let _ = writeln!(out, "{}", line.trim_end());
     };
     let file = match &config.file {
@@ -49,6 +49,17 @@ pub fn render(config: &ModelConfig, key: &KeyState) -> String {
         names => names.join(", "),
     };
     row("pass_env", &pass_env, &config.pass_env.origin.to_string());
+    for (name, setting) in [
+        ("max_tool_argument_bytes", &config.max_tool_argument_bytes),
+        ("max_prompt_bytes", &config.max_prompt_bytes),
+        ("max_prompt_blocks", &config.max_prompt_blocks),
+    ] {
+        row(
+            name,
+            &setting.value.to_string(),
+            &setting.origin.to_string(),
+        );
+    }
     if !config.unknown_keys.is_empty() {
         row(
             "ignored keys",

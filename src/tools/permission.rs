@@ -282,9 +282,11 @@ impl SessionPermissions {
     pub async fn authorize(
         &self,
         scope: Scope,
-        prompt: PermissionPrompt,
+        mut prompt: PermissionPrompt,
         cx: &ToolContext,
     ) -> Result<(), ToolOutput> {
+        // Whatever built the title, the user sees every character of it.
+        prompt.title = super::display::safe_title(&prompt.title);
         let kind = prompt.kind;
         let mode = self.effective_mode();
         let refuse =
