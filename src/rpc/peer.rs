@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
@@ -21,6 +21,7 @@ use tokio_util::task::TaskTracker;
 
 use super::message::is_negative_zero;
 use super::{classify, Frame, Incoming, LineReader, RpcError};
+use crate::sync::lock;
 
 const CANCEL_REQUEST: &str = "$/cancel_request";
 
@@ -84,14 +85,6 @@ struct Inner {
     in_flight: Mutex<HashMap<String, CancellationToken>>,
     /// Tripped when the connection shuts down; every incoming request token is its child.
     closed: CancellationToken,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A poisoned lock only means another task panicked mid-update of a plain map; the map is
-    // still usable, and refusing to serve would be worse.
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[derive(Serialize)]

@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::event::{Event, EventBody, Header};
 use super::index::IndexEntry;
-use super::store::{last_title, StoreError};
+use super::summary::{last_title, StoreError};
 
 pub struct SessionLog {
     path: PathBuf,

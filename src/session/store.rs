@@ -9,40 +9,14 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::child::ChildInfo;
-use super::event::{parse_event_line, Event, EventBody, Header};
-use super::index::{self, IndexEntry};
+use super::event::{Event, EventBody, Header};
+use super::index::{self, IndexCache, IndexEntry};
+use super::line::parse_event_line;
 use super::log::SessionLog;
-
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("session not found: {id}")]
-    NotFound { id: String },
-    #[error("invalid session id {id:?}: use letters, digits, '-', '_' and '.' only")]
-    InvalidId { id: String },
-    #[error("session already exists: {id}")]
-    Exists { id: String },
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error("{path}:{line}: corrupt session log line: {reason}")]
-    Corrupt {
-        path: PathBuf,
-        line: usize,
-        reason: String,
-    },
-}
-
-fn io_error(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
-    move |source| StoreError::Io {
-        path: path.to_owned(),
-        source,
-    }
-}
+use super::summary::{io_error, summarize, SessionSummary, StoreError};
 
 /// A session read from disk.
 #[derive(Debug)]
@@ -72,25 +46,11 @@ impl LoadedSession {
     }
 }
 
-/// What `session/list` needs about one stored session.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SessionSummary {
-    pub id: String,
-    pub cwd: Option<String>,
-    pub additional_directories: Vec<String>,
-    pub title: Option<String>,
-    pub updated_ms: u64,
-    /// Full-precision modification time, for a stable newest-first order.
-    pub updated_ns: u128,
-    pub parent_session: Option<String>,
-    /// For a child session, what `list_agents` shows; `None` also for a child indexed by an
-    /// older kin (read its file instead).
-    pub child: Option<ChildInfo>,
-}
-
 #[derive(Debug, Clone)]
 pub struct SessionStore {
     dir: PathBuf,
+    /// What this store has read of its index; shared by its clones and its logs.
+    index: Arc<IndexCache>,
 }
 
 impl SessionStore {
@@ -99,6 +59,7 @@ impl SessionStore {
     pub fn open(home: &Path) -> Result<Self, StoreError> {
         Ok(Self {
             dir: home.join("sessions"),
+            index: Arc::default(),
         })
     }
 
@@ -141,7 +102,7 @@ impl SessionStore {
                     source,
                 },
             })?;
-        let entry = IndexEntry::new(&self.dir, header, None, ChildInfo::new(header));
+        let entry = IndexEntry::new(&self.index, &self.dir, header, None, ChildInfo::new(header));
         let mut log = SessionLog::new(path.clone(), file, 0, 0, entry);
         // Handed to the OS now; made durable with the first turn's end (fsync per turn).
         if let Err(error) = log.write_header(header) {
@@ -210,7 +171,7 @@ impl SessionStore {
                 _ => None,
             });
         let child = ChildInfo::of_events(&loaded.header, &loaded.events);
-        let entry = IndexEntry::new(&self.dir, &loaded.header, title, child);
+        let entry = IndexEntry::new(&self.index, &self.dir, &loaded.header, title, child);
         let log = SessionLog::new(path, file, len, loaded.next_seq(), entry);
         Ok((loaded, log))
     }
@@ -226,11 +187,13 @@ impl SessionStore {
     }
 
     fn list_where(&self, parent: Option<&str>) -> Result<Vec<SessionSummary>, StoreError> {
-        index::list(&self.dir, parent, |path| match summarize(path) {
-            Ok(summary) => summary,
-            Err(error) => {
-                tracing::warn!(%error, "skipping an unreadable session in the listing");
-                None
+        index::list(&self.index, &self.dir, parent, |path| {
+            match summarize(path) {
+                Ok(summary) => summary,
+                Err(error) => {
+                    tracing::warn!(%error, "skipping an unreadable session in the listing");
+                    None
+                }
             }
         })
         .map_err(io_error(&self.dir))
@@ -275,7 +238,7 @@ impl SessionStore {
         let _ = fs::remove_file(path.with_extension("jsonl.set-aside"));
         match fs::remove_file(&path) {
             Ok(()) => {
-                if let Err(error) = index::remove(&self.dir, id) {
+                if let Err(error) = index::remove(&self.index, &self.dir, id) {
                     tracing::warn!(%error, "could not update the session index");
                 }
                 Ok(true)
@@ -377,48 +340,6 @@ fn parse_line(
         return Err(format!("line {number} is empty"));
     }
     parse_event_line(text, events).map_err(|e| e.to_string())
-}
-
-/// The title of the last `session/title` event in `lines` (log lines); only those are parsed.
-pub(crate) fn last_title(lines: &[u8]) -> Option<String> {
-    const NEEDLE: &[u8] = b"\"type\":\"session/title\"";
-    let mut title = None;
-    for line in lines.split(|&b| b == b'\n') {
-        if line.windows(NEEDLE.len()).any(|w| w == NEEDLE) {
-            let mut parsed = Vec::new();
-            if let Ok(text) = std::str::from_utf8(line) {
-                if parse_event_line(text, &mut parsed).is_ok() {
-                    if let Some(EventBody::SessionTitle(t)) = parsed.pop().map(|e| e.body) {
-                        title = Some(t.title);
-                    }
-                }
-            }
-        }
-    }
-    title
-}
-
-fn summarize(path: &Path) -> Result<Option<SessionSummary>, StoreError> {
-    let bytes = fs::read(path).map_err(io_error(path))?;
-    let first = bytes.split(|&b| b == b'\n').next().unwrap_or_default();
-    let Ok(header) = serde_json::from_slice::<Header>(first) else {
-        return Ok(None);
-    };
-    let modified_ns = fs::metadata(path)
-        .map(|m| u128::from(index::modified_ns(&m)))
-        .unwrap_or(u128::from(header.created_at) * 1_000_000);
-    let title = last_title(&bytes);
-    let child = ChildInfo::of_bytes(&header, &bytes);
-    Ok(Some(SessionSummary {
-        id: header.id,
-        cwd: header.cwd,
-        additional_directories: header.additional_directories,
-        title,
-        updated_ms: (modified_ns / 1_000_000) as u64,
-        updated_ns: modified_ns,
-        parent_session: header.parent_session,
-        child,
-    }))
 }
 
 #[cfg(test)]

@@ -7,28 +7,23 @@
 //!
 //! - [`paths`]: workspace roots and confinement; [`permission`]: modes, asking, "always";
 //! - [`client`]: the editor bridge trait; [`fs`]: file text through the editor or the disk;
-//! - [`process`]: commands in their own process group; [`truncate`]: head-and-tail output caps;
-//! - [`guard`]: nothing a command starts outlives it or kin; [`child_env`]: no secrets in the
-//!   environment of tool processes;
+//! - processes (the shell's commands, their guard, their environment, output caps) are
+//!   [`crate::process`];
 //! - [`display`]: locations, diffs and terminals shown by editors;
 //! - the tools: [`read`], [`write`], [`edit`], [`glob`], [`grep`], [`shell`] (`bash`).
 
-pub mod child_env;
 pub mod client;
 pub mod display;
 pub mod edit;
 pub mod fs;
 pub mod glob;
 pub mod grep;
-pub mod guard;
 pub mod paths;
 pub mod permission;
-pub mod process;
 pub mod read;
 pub mod shell;
 #[cfg(test)]
 pub mod testing;
-pub mod truncate;
 pub mod write;
 
 use std::collections::BTreeMap;
