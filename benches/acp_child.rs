@@ -60,6 +60,7 @@ fn command(replay: &Path, home: &Path, cwd: &Path) -> ChildCommand {
         env: vec![("KIN_HOME".into(), home.display().to_string())],
         cwd: cwd.to_owned(),
         permission: AcpPermission::Reject,
+        ceiling: None,
         depth: 1,
         initialize_timeout: Duration::from_secs(30),
         eof_grace: Duration::from_secs(1),

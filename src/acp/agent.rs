@@ -36,6 +36,10 @@ use crate::tools::PermissionMode;
 const RESOURCE_NOT_FOUND: i32 = -32002;
 /// ACP's "authentication required" code: a prompt while the model has no key.
 const AUTH_REQUIRED: i32 = -32000;
+/// kin's code for a session another process has open for writing (a server-defined code).
+const SESSION_LOCKED: i32 = -32001;
+/// Where a `session/load` answer says the session was opened read-only: `_meta` key.
+const READ_ONLY_META_KEY: &str = "kin.readOnly";
 /// The auth method kin advertises when the model has no API key: the client calls
 /// `authenticate` with it after the user has provided a key, and kin looks for it again.
 const API_KEY_METHOD: &str = "api-key";
@@ -87,8 +91,18 @@ fn session_not_found(id: &str, detail: Option<&str>) -> RpcError {
 fn store_error(error: StoreError) -> RpcError {
     match error {
         StoreError::NotFound { id } | StoreError::InvalidId { id } => session_not_found(&id, None),
+        locked @ StoreError::Locked { .. } => session_locked(locked),
         other => RpcError::internal(other.to_string()),
     }
+}
+
+/// `-32001` for a session another process has open for writing, naming that process.
+fn session_locked(error: StoreError) -> RpcError {
+    let StoreError::Locked { id, pid } = &error else {
+        return RpcError::internal(error.to_string());
+    };
+    let data = json!({ "sessionId": id, "pid": pid });
+    RpcError::new(SESSION_LOCKED, error.to_string()).with_data(data)
 }
 
 fn runtime_error(error: RuntimeError) -> RpcError {
@@ -309,12 +323,13 @@ async fn dispatch(
                 .config_options(modes::config_options(mode)))
         })()),
         ClientRequest::LoadSessionRequest(req) => {
-            let agent = open_idle(
-                &runtime,
-                &req.session_id.0,
-                req.cwd,
-                req.additional_directories,
-            )?;
+            let id = &req.session_id.0;
+            let agent = match open_idle(&runtime, id, req.cwd, req.additional_directories)? {
+                Opened::Writable(agent) => agent,
+                Opened::LockedElsewhere(locked) => {
+                    return load_read_only(&runtime, id, locked, &cx);
+                }
+            };
             let replayed = agent.with_events(|events| updates::replay(events, &agent.tools));
             for update in replayed {
                 cx.peer.notify(
@@ -328,12 +343,12 @@ async fn dispatch(
                 .config_options(modes::config_options(mode))))
         }
         ClientRequest::ResumeSessionRequest(req) => {
-            let agent = open_idle(
-                &runtime,
-                &req.session_id.0,
-                req.cwd,
-                req.additional_directories,
-            )?;
+            let id = &req.session_id.0;
+            // Resuming is for continuing the session; another process is writing it.
+            let agent = match open_idle(&runtime, id, req.cwd, req.additional_directories)? {
+                Opened::Writable(agent) => agent,
+                Opened::LockedElsewhere(locked) => return Err(session_locked(locked)),
+            };
             let mode = agent.permission_mode();
             answer(Ok(ResumeSessionResponse::new()
                 .modes(modes::mode_state(mode))
@@ -404,6 +419,14 @@ fn delegation_depth(meta: Option<&serde_json::Map<String, Value>>) -> Result<u32
     }
 }
 
+/// What `open_idle` found.
+enum Opened {
+    /// Open in this process for writing (its lock held here).
+    Writable(Arc<Agent>),
+    /// Another process has it open for writing: the `StoreError::Locked` naming it.
+    LockedElsewhere(StoreError),
+}
+
 /// Opens a session for load or resume (after checking the roots the client sent); one with a
 /// prompt in flight is refused.
 fn open_idle(
@@ -411,12 +434,15 @@ fn open_idle(
     id: &str,
     cwd: PathBuf,
     additional: Vec<PathBuf>,
-) -> Result<Arc<Agent>, RpcError> {
+) -> Result<Opened, RpcError> {
     check_roots(&cwd, &additional)?;
-    let agent = runtime
-        .host()
-        .open_session_in(id, cwd, Some(additional))
-        .map_err(runtime_error)?;
+    let agent = match runtime.host().open_session_in(id, cwd, Some(additional)) {
+        Ok(agent) => agent,
+        Err(RuntimeError::Store(locked @ StoreError::Locked { .. })) => {
+            return Ok(Opened::LockedElsewhere(locked))
+        }
+        Err(error) => return Err(runtime_error(error)),
+    };
     // Background tasks an earlier process left unfinished show as interrupted.
     runtime.control().restore_interrupted(&agent);
     if agent.is_running() {
@@ -424,7 +450,42 @@ fn open_idle(
             "invalid request: session {id} is running a prompt; cancel it or wait for it first"
         )));
     }
-    Ok(agent)
+    Ok(Opened::Writable(agent))
+}
+
+/// `session/load` of a session another process is writing: its history as the file holds it
+/// now is replayed, and nothing is opened here (no lock, no write, a torn last line is that
+/// process's write in progress and is left alone). The answer says so in `_meta`; prompts
+/// and mode changes are refused with `-32001` until the session is loaded again after the
+/// other process has closed it.
+fn load_read_only(
+    runtime: &Runtime,
+    id: &str,
+    locked: StoreError,
+    cx: &RequestContext,
+) -> Result<Value, RpcError> {
+    let pid = match &locked {
+        StoreError::Locked { pid, .. } => *pid,
+        _ => None,
+    };
+    let loaded = runtime.host().store().load(id).map_err(store_error)?;
+    tracing::info!(session = id, writer = ?pid, "replaying a session another process is writing, read-only");
+    for update in updates::replay(&loaded.events, runtime.host().tools()) {
+        cx.peer.notify(
+            "session/update",
+            &SessionNotification::new(id.to_owned(), update),
+        );
+    }
+    let mode = crate::agent::restored_mode(&loaded.events);
+    let mut meta = serde_json::Map::new();
+    meta.insert(
+        READ_ONLY_META_KEY.into(),
+        json!({ "writerPid": pid, "reason": locked.to_string() }),
+    );
+    answer(Ok(LoadSessionResponse::new()
+        .modes(modes::mode_state(mode))
+        .config_options(modes::config_options(mode))
+        .meta(meta)))
 }
 
 fn list_sessions(
@@ -472,16 +533,23 @@ fn list_sessions(
     Ok(response)
 }
 
-/// The live agent of a session a request names; a stored but closed one says how to open it.
+/// The live agent of a session a request names; a stored but closed one says how to open it,
+/// or, while another process has it open for writing, names that process (`-32001`).
 fn live_agent(runtime: &Runtime, id: &str) -> Result<Arc<Agent>, RpcError> {
-    runtime.host().live(id).ok_or_else(|| {
-        let detail = runtime
-            .host()
-            .store()
-            .exists(id)
-            .then_some("it is stored but not open: call session/load or session/resume first");
-        session_not_found(id, detail)
-    })
+    if let Some(agent) = runtime.host().live(id) {
+        return Ok(agent);
+    }
+    let store = runtime.host().store();
+    if !store.exists(id) {
+        return Err(session_not_found(id, None));
+    }
+    match store.lock(id) {
+        Err(locked @ StoreError::Locked { .. }) => Err(session_locked(locked)),
+        _ => Err(session_not_found(
+            id,
+            Some("it is stored but not open: call session/load or session/resume first"),
+        )),
+    }
 }
 
 /// Switches a session's permission mode, logs it, and tells the editor's other view of it.

@@ -1,9 +1,11 @@
 //! What to launch as a child agent, and the limits every child run keeps.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::AcpPermission;
+use crate::tools::SessionPermissions;
 
 /// Where the delegation depth goes on `session/new`: `_meta` key.
 pub const DEPTH_META_KEY: &str = "kin.delegationDepth";
@@ -21,6 +23,9 @@ pub struct ChildCommand {
     pub env: Vec<(String, String)>,
     pub cwd: PathBuf,
     pub permission: AcpPermission,
+    /// The delegating session's permissions: the child's requests are answered within their
+    /// current mode, whatever `permission` says (a `read-only` parent refuses edits and commands).
+    pub ceiling: Option<Arc<SessionPermissions>>,
     /// The child's delegation depth (the parent's plus one).
     pub depth: u32,
     pub initialize_timeout: Duration,

@@ -4,7 +4,7 @@
 //! answered, by the configured policy).
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use agent_client_protocol_schema::v1::{
     AgentNotification, AgentRequest, ContentBlock, ContentChunk, PermissionOptionKind,
@@ -18,6 +18,7 @@ use super::command::MAX_OUTPUT_BYTES;
 use crate::config::AcpPermission;
 use crate::rpc::{Handler, Reply, RequestContext, RpcError};
 use crate::sync::lock;
+use crate::tools::{PermissionMode, SessionPermissions, ToolKind};
 
 /// A fault seen while reading the child.
 #[derive(Debug, Clone)]
@@ -98,8 +99,9 @@ impl Collected {
 
 /// Answers the child's requests to its client.
 pub(super) struct ClientHandler {
-    pub collected: std::sync::Arc<Collected>,
+    pub collected: Arc<Collected>,
     pub permission: AcpPermission,
+    pub ceiling: Option<Arc<SessionPermissions>>,
 }
 
 impl Handler for ClientHandler {
@@ -107,7 +109,11 @@ impl Handler for ClientHandler {
         Reply::Now(
             match AgentRequest::from_method_and_params(&method, &params) {
                 Ok(AgentRequest::RequestPermissionRequest(request)) => {
-                    serde_json::to_value(permission_answer(self.permission, &request))
+                    let mode = self
+                        .ceiling
+                        .as_ref()
+                        .map_or(PermissionMode::Allow, |ceiling| ceiling.effective_mode());
+                    serde_json::to_value(permission_answer(self.permission, mode, &request))
                         .map_err(|error| RpcError::internal(error.to_string()))
                 }
                 Ok(_)
@@ -130,22 +136,40 @@ impl Handler for ClientHandler {
     }
 }
 
-/// `allow` picks the first allowing option; everything else is `cancelled`.
+/// Answers a child's permission request within `policy` and `mode`, the delegating session's
+/// current mode. `allow` picks the child's one-time allowing option: never `allow_always`, which
+/// would grant the child more than this one call on the parent's behalf. Everything else is
+/// `cancelled`: the `reject` and `ask` policies, a request with no one-time allowing option, and
+/// under a `read-only` parent any request to change things (a kind kin cannot read counts as one).
 fn permission_answer(
     policy: AcpPermission,
+    mode: PermissionMode,
     request: &RequestPermissionRequest,
 ) -> RequestPermissionResponse {
     if policy == AcpPermission::Ask {
         tracing::info!("a child agent asked for permission; `ask` is answered as `reject` for now");
     }
-    let allowing = (policy == AcpPermission::Allow)
+    // ACP's kinds and kin's share their names; one kin does not know is `other`.
+    let kind = request
+        .tool_call
+        .fields
+        .kind
+        .and_then(|kind| serde_json::to_value(kind).ok())
+        .and_then(|kind| serde_json::from_value::<ToolKind>(kind).ok())
+        .unwrap_or(ToolKind::Other);
+    let permitted = mode.permits_changes(kind);
+    if !permitted {
+        tracing::info!(
+            ?kind,
+            "a child agent asked to change things under a read-only parent"
+        );
+    }
+    let allowing = (policy == AcpPermission::Allow && permitted)
         .then(|| {
-            request.options.iter().find(|option| {
-                matches!(
-                    option.kind,
-                    PermissionOptionKind::AllowOnce | PermissionOptionKind::AllowAlways
-                )
-            })
+            request
+                .options
+                .iter()
+                .find(|option| option.kind == PermissionOptionKind::AllowOnce)
         })
         .flatten();
     RequestPermissionResponse::new(match allowing {
@@ -162,37 +186,75 @@ mod tests {
 
     use super::*;
 
-    fn answer(policy: AcpPermission, options: Value) -> Value {
-        let params = json!({
-            "sessionId": "s",
-            "toolCall": {"toolCallId": "t"},
-            "options": options,
-        });
+    fn answer(policy: AcpPermission, mode: PermissionMode, call: Value, options: Value) -> Value {
+        let params = json!({"sessionId": "s", "toolCall": call, "options": options});
         let request: RequestPermissionRequest =
             serde_json::from_value(params).expect("a permission request");
-        serde_json::to_value(permission_answer(policy, &request)).expect("an answer")
+        serde_json::to_value(permission_answer(policy, mode, &request)).expect("an answer")
     }
 
     #[test]
     fn permission_policies() {
+        let call = || json!({"toolCallId": "t"});
         let options = json!([
             {"optionId": "no", "kind": "reject_once", "name": "No"},
+            {"optionId": "always", "kind": "allow_always", "name": "Always"},
             {"optionId": "yes", "kind": "allow_once", "name": "Yes"},
         ]);
+        let selected = |policy| answer(policy, PermissionMode::Ask, call(), options.clone());
         assert_eq!(
-            answer(AcpPermission::Allow, options.clone()),
+            selected(AcpPermission::Allow),
             json!({"outcome": {"outcome": "selected", "optionId": "yes"}})
         );
         for policy in [AcpPermission::Reject, AcpPermission::Ask] {
             assert_eq!(
-                answer(policy, options.clone()),
+                selected(policy),
                 json!({"outcome": {"outcome": "cancelled"}})
             );
         }
-        let no_allow = json!([{"optionId": "no", "kind": "reject_once", "name": "No"}]);
+        let only_always = json!([
+            {"optionId": "no", "kind": "reject_once", "name": "No"},
+            {"optionId": "always", "kind": "allow_always", "name": "Always"},
+        ]);
         assert_eq!(
-            answer(AcpPermission::Allow, no_allow),
-            json!({"outcome": {"outcome": "cancelled"}})
+            answer(
+                AcpPermission::Allow,
+                PermissionMode::Allow,
+                call(),
+                only_always
+            ),
+            json!({"outcome": {"outcome": "cancelled"}}),
+            "allow_always is never chosen on the parent's behalf"
+        );
+    }
+
+    #[test]
+    fn a_read_only_parent_refuses_its_childs_changes_whatever_the_policy() {
+        let options = || json!([{"optionId": "yes", "kind": "allow_once", "name": "Yes"}]);
+        let with_kind = |mode, kind: &str| {
+            let call = json!({"toolCallId": "c", "kind": kind});
+            answer(AcpPermission::Allow, mode, call, options())
+        };
+        let cancelled = json!({"outcome": {"outcome": "cancelled"}});
+        let yes = json!({"outcome": {"outcome": "selected", "optionId": "yes"}});
+        for kind in ["edit", "execute", "delete", "move", "other", "unheard-of"] {
+            assert_eq!(
+                with_kind(PermissionMode::ReadOnly, kind),
+                cancelled,
+                "{kind}"
+            );
+            assert_eq!(with_kind(PermissionMode::Ask, kind), yes, "{kind}");
+        }
+        assert_eq!(with_kind(PermissionMode::ReadOnly, "read"), yes);
+        let no_kind = json!({"toolCallId": "c"});
+        assert_eq!(
+            answer(
+                AcpPermission::Allow,
+                PermissionMode::ReadOnly,
+                no_kind,
+                options()
+            ),
+            cancelled
         );
     }
 

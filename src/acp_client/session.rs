@@ -133,6 +133,7 @@ impl AcpChild {
         let handler = Arc::new(ClientHandler {
             collected: collected.clone(),
             permission: command.permission,
+            ceiling: command.ceiling.clone(),
         });
         let (peer, writer) = Peer::new(pipes.stdin);
         let reading = peer.clone();

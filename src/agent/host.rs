@@ -371,7 +371,8 @@ impl AgentHost {
     }
 
     /// Deletes a session and, with it, the sessions it delegated to (they are listed nowhere
-    /// else). Live ones are closed first. A missing session is not an error.
+    /// else). Live ones are closed first. A missing session is not an error. While another
+    /// process has any of them open for writing, nothing is closed or deleted (`Locked`).
     pub async fn delete_session(&self, id: &str) -> Result<(), StoreError> {
         let summaries = self.store.list()?;
         let mut doomed = vec![id.to_owned()];
@@ -385,6 +386,16 @@ impl AgentHost {
                     .map(|s| s.id.clone()),
             );
             next += 1;
+        }
+        // All or nothing: every lock first (this process's own are shared, missing files
+        // skipped), held until the files are gone.
+        let mut locks = Vec::with_capacity(doomed.len());
+        for id in &doomed {
+            match self.store.lock(id) {
+                Ok(lock) => locks.push(lock),
+                Err(StoreError::NotFound { .. } | StoreError::InvalidId { .. }) => {}
+                Err(error) => return Err(error),
+            }
         }
         for id in &doomed {
             if let Some(agent) = self.unpublish(id) {

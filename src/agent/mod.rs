@@ -29,6 +29,11 @@ pub use structured::{StructuredCapture, STRUCTURED_TOOL};
 pub use system::system_prompt;
 pub use title::fallback_title;
 
+/// The permission mode a session's log restores (as opening it would).
+pub fn restored_mode(events: &[Event]) -> PermissionMode {
+    permissions::restore(events).mode()
+}
+
 /// How a turn ended, when it did not fail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TurnOutcome {
@@ -218,6 +223,19 @@ impl Agent {
 
     pub fn permission_mode(&self) -> PermissionMode {
         self.permissions.mode()
+    }
+
+    /// The session's permission state (what tool calls are decided by).
+    pub fn permissions(&self) -> &Arc<SessionPermissions> {
+        &self.permissions
+    }
+
+    /// Bounds this session, a delegated child, by `parent`'s permissions: its calls are decided
+    /// under the strictest of its own mode and its ancestors' current ones. Once per session.
+    pub fn bind_permissions_to(&self, parent: &Agent) {
+        if !self.permissions.bind_to_parent(parent.permissions.clone()) {
+            tracing::debug!(session = %self.id, "permissions already bound to a parent");
+        }
     }
 
     /// Switches the permission mode; the change is written to the log now if the session is

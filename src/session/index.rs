@@ -17,12 +17,13 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::UNIX_EPOCH;
 
 use serde::{Deserialize, Serialize};
 
 use super::child::ChildInfo;
 use super::event::{EventBody, Header};
-use super::summary::{modified_ns, SessionSummary};
+use super::summary::SessionSummary;
 use crate::sync::lock;
 
 /// The index's file name inside the sessions directory: not `*.jsonl`, which are the logs.
@@ -244,6 +245,14 @@ fn append_locked(index: &Path, records: &[Record]) -> io::Result<()> {
     }
     let mut file = OpenOptions::new().append(true).create(true).open(index)?;
     file.write_all(&lines)
+}
+
+pub(crate) fn modified_ns(metadata: &fs::Metadata) -> u64 {
+    metadata
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
 /// Every session in `dir` (only the children of `parent`, if given), from the index, after

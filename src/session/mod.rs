@@ -2,19 +2,23 @@
 //! model sees. Knows nothing of ACP or of any model API.
 
 mod child;
+mod error;
 pub mod event;
 pub mod history;
 mod id;
 mod index;
 mod line;
+mod lock;
 mod log;
 mod store;
 mod summary;
 
 pub use child::ChildInfo;
+pub use error::StoreError;
 pub use event::*;
 pub use id::SessionId;
 pub use line::{parse_event_line, LineError};
+pub use lock::SessionLock;
 pub use log::SessionLog;
 pub use store::{parse_log, LoadedSession, SessionStore, SetAsideLine};
-pub use summary::{SessionSummary, StoreError};
+pub use summary::SessionSummary;

@@ -2,9 +2,10 @@
 //! `session/list` reads (`index.rs`).
 //!
 //! Loading never refuses a session over a damaged line after the header: a torn last line (a
-//! crash mid-write) is dropped, and any other line that does not parse is set aside (reported,
-//! and copied beside the log when it is next opened for appending) while every good line is
-//! kept.
+//! crash mid-write, or a write in progress in the process holding the session's lock) is left
+//! out, and any other line that does not parse is set aside (reported, and copied beside the
+//! log when it is next opened for appending) while every good line is kept. Only the holder of
+//! the session's lock (`lock.rs`) writes, cuts or deletes its file.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -12,11 +13,20 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::child::ChildInfo;
+use super::error::StoreError;
 use super::event::{Event, EventBody, Header};
 use super::index::{self, IndexCache, IndexEntry};
 use super::line::parse_event_line;
+use super::lock::SessionLock;
 use super::log::SessionLog;
-use super::summary::{io_error, summarize, SessionSummary, StoreError};
+use super::summary::{last_title, SessionSummary};
+
+fn io_error(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
+    move |source| StoreError::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
 
 /// A session read from disk.
 #[derive(Debug)]
@@ -102,8 +112,16 @@ impl SessionStore {
                     source,
                 },
             })?;
+        // Nobody else knows the new id yet, so this is only refused by a foreign program.
+        let lock = match SessionLock::acquire(&path, &header.id) {
+            Ok(lock) => lock,
+            Err(error) => {
+                let _ = fs::remove_file(&path);
+                return Err(error);
+            }
+        };
         let entry = IndexEntry::new(&self.index, &self.dir, header, None, ChildInfo::new(header));
-        let mut log = SessionLog::new(path.clone(), file, 0, 0, entry);
+        let mut log = SessionLog::new(path.clone(), file, lock, 0, 0, entry);
         // Handed to the OS now; made durable with the first turn's end (fsync per turn).
         if let Err(error) = log.write_header(header) {
             // A file without a header is no session: leave nothing behind.
@@ -127,10 +145,19 @@ impl SessionStore {
         parse_log(&path, &bytes)
     }
 
-    /// Reads a session and reopens it for appending. A torn tail is cut off first (and kept
-    /// beside the log as `<id>.jsonl.torn`), so new events never glue onto half a line; lines
-    /// set aside stay in the log and are copied to `<id>.jsonl.set-aside`.
+    /// Takes session `id`'s writer lock (shared with any handle this process already holds):
+    /// `Locked` when another process has the session open for writing.
+    pub fn lock(&self, id: &str) -> Result<SessionLock, StoreError> {
+        SessionLock::acquire(&self.path(id)?, id)
+    }
+
+    /// Takes the session's writer lock, reads it and reopens it for appending; the returned
+    /// log holds the lock. Under the lock a torn tail is a crash's, not a write in progress:
+    /// it is cut off first (and kept beside the log as `<id>.jsonl.torn`), so new events never
+    /// glue onto half a line. Lines set aside stay in the log and are copied to
+    /// `<id>.jsonl.set-aside`.
     pub fn open_for_append(&self, id: &str) -> Result<(LoadedSession, SessionLog), StoreError> {
+        let lock = self.lock(id)?;
         let loaded = self.load(id)?;
         let path = self.path(id)?;
         if !loaded.set_aside.is_empty() {
@@ -172,7 +199,7 @@ impl SessionStore {
             });
         let child = ChildInfo::of_events(&loaded.header, &loaded.events);
         let entry = IndexEntry::new(&self.index, &self.dir, &loaded.header, title, child);
-        let log = SessionLog::new(path, file, len, loaded.next_seq(), entry);
+        let log = SessionLog::new(path, file, lock, len, loaded.next_seq(), entry);
         Ok((loaded, log))
     }
 
@@ -231,9 +258,16 @@ impl SessionStore {
         lines_up.then(|| bytes[body_start..end].to_vec())
     }
 
-    /// Removes a session's file; `Ok(false)` if there was none.
+    /// Removes a session's file; `Ok(false)` if there was none, `Locked` (and nothing
+    /// removed) while another process has it open for writing.
     pub fn delete(&self, id: &str) -> Result<bool, StoreError> {
         let path = self.path(id)?;
+        // Held until the file is gone: nobody opens it for writing meanwhile.
+        let _lock = match SessionLock::acquire(&path, id) {
+            Ok(lock) => lock,
+            Err(StoreError::NotFound { .. }) => return Ok(false),
+            Err(error) => return Err(error),
+        };
         let _ = fs::remove_file(path.with_extension("jsonl.torn"));
         let _ = fs::remove_file(path.with_extension("jsonl.set-aside"));
         match fs::remove_file(&path) {
@@ -342,6 +376,29 @@ fn parse_line(
     parse_event_line(text, events).map_err(|e| e.to_string())
 }
 
+fn summarize(path: &Path) -> Result<Option<SessionSummary>, StoreError> {
+    let bytes = fs::read(path).map_err(io_error(path))?;
+    let first = bytes.split(|&b| b == b'\n').next().unwrap_or_default();
+    let Ok(header) = serde_json::from_slice::<Header>(first) else {
+        return Ok(None);
+    };
+    let modified_ns = fs::metadata(path)
+        .map(|m| u128::from(index::modified_ns(&m)))
+        .unwrap_or(u128::from(header.created_at) * 1_000_000);
+    let title = last_title(&bytes);
+    let child = ChildInfo::of_bytes(&header, &bytes);
+    Ok(Some(SessionSummary {
+        id: header.id,
+        cwd: header.cwd,
+        additional_directories: header.additional_directories,
+        title,
+        updated_ms: (modified_ns / 1_000_000) as u64,
+        updated_ns: modified_ns,
+        parent_session: header.parent_session,
+        child,
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -433,6 +490,31 @@ mod tests {
             .starts_with(&text));
         store.delete("s1").unwrap();
         assert!(!side.exists());
+    }
+
+    #[test]
+    fn a_session_locked_elsewhere_is_not_opened_cut_or_deleted() {
+        use nix::fcntl::{Flock, FlockArg};
+        let home = tempfile::tempdir().unwrap();
+        let store = SessionStore::open(home.path()).unwrap();
+        fs::create_dir_all(store.dir()).unwrap();
+        let path = store.path("s1").unwrap();
+        let text = format!("{HEADER}\n{}\n{{\"type\":\"step", step_line(0));
+        fs::write(&path, &text).unwrap();
+        // Another open file description holds the lock, as another process would.
+        let other = Flock::lock(File::open(&path).unwrap(), FlockArg::LockExclusiveNonblock)
+            .map_err(|(_, errno)| errno)
+            .unwrap();
+        let locked =
+            |error: StoreError| matches!(error, StoreError::Locked { ref id, .. } if id == "s1");
+        assert!(locked(store.open_for_append("s1").err().unwrap()));
+        assert!(locked(store.delete("s1").unwrap_err()));
+        assert_eq!(store.load("s1").unwrap().events.len(), 1);
+        assert_eq!(fs::read_to_string(&path).unwrap(), text, "untouched");
+        drop(other);
+        let (loaded, _log) = store.open_for_append("s1").unwrap();
+        assert_eq!(loaded.torn_tail.as_deref(), Some(&b"{\"type\":\"step"[..]));
+        assert!(store.delete("s1").unwrap());
     }
 
     #[test]

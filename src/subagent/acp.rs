@@ -31,6 +31,7 @@ use super::{
     StartRequest, SteerRefusal, StopReason, SubagentError, SubagentResult,
 };
 use crate::acp_client::{AcpChild, ChildCommand, ChildError, PromptOutcome, Steer};
+use crate::agent::Agent;
 use crate::config::AcpAgentConfig;
 use crate::session::{AssistantBlock, Header, UserPart};
 use agent_client_protocol_schema::v1::StopReason as AcpStopReason;
@@ -80,10 +81,16 @@ impl AcpProvider {
                     )
                 })?,
         };
-        self.command_in(cwd, depth)
+        self.command_in(cwd, depth, &request.parent)
     }
 
-    fn command_in(&self, cwd: PathBuf, depth: u32) -> Result<ChildCommand, SubagentError> {
+    /// The launch of a child working for `parent`, whose permissions bound the child's answers.
+    fn command_in(
+        &self,
+        cwd: PathBuf,
+        depth: u32,
+        parent: &Agent,
+    ) -> Result<ChildCommand, SubagentError> {
         if !cwd.is_dir() {
             return Err(SubagentError::Setup(format!(
                 "the ACP child's working directory is not an accessible directory: {}",
@@ -97,6 +104,7 @@ impl AcpProvider {
             env: config.env.clone(),
             cwd,
             permission: config.permission,
+            ceiling: Some(parent.permissions().clone()),
             depth,
             initialize_timeout: config.initialize_timeout,
             eof_grace: config.eof_grace,
@@ -265,7 +273,7 @@ impl Provider for AcpProvider {
             let depth = child_depth(&request.parent, None)?;
             Ok((
                 remote.to_owned(),
-                self.command_in(PathBuf::from(cwd), depth)?,
+                self.command_in(PathBuf::from(cwd), depth, &request.parent)?,
             ))
         })();
         let name = self.config.name.clone();

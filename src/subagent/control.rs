@@ -10,7 +10,6 @@
 //! the same child at once.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use futures::future::BoxFuture;
@@ -23,7 +22,7 @@ use super::{
     SubagentResult, SubagentService, DESCRIPTOR_VERSION,
 };
 use crate::agent::Agent;
-use crate::session::{Header, SessionStore, UserPart};
+use crate::session::{Header, SessionLock, SessionStore, StoreError, UserPart};
 use crate::tasks::{TaskId, TaskOutcome, TaskService, TaskStatus};
 
 /// Task labels made from a follow-up message are cut to this many characters.
@@ -83,8 +82,8 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// A child's advisory lock, held for one activation (released on drop).
-type ChildLock = nix::fcntl::Flock<File>;
+/// A child's session lock, held for one activation (released on drop).
+type ChildLock = SessionLock;
 
 type Begin = Box<
     dyn FnOnce(
@@ -553,20 +552,15 @@ fn descriptor_of(line: &[u8]) -> Option<Descriptor> {
     event_data::<Descriptor>(line).filter(|d| d.version == DESCRIPTOR_VERSION)
 }
 
-/// Takes the advisory lock (`flock`) on the child's session file for one activation. Another
+/// Takes the child's session lock for one activation (see `session::SessionLock`). Another
 /// kin process holding it runs the child now.
 fn lock_child(store: &SessionStore, child_id: &str) -> Result<ChildLock, SubagentError> {
-    use nix::errno::Errno;
-    use nix::fcntl::{Flock, FlockArg};
-    let unavailable = || SubagentError::Unavailable(child_id.to_owned());
-    let path = store.path(child_id).map_err(|_| unavailable())?;
-    let file = File::open(&path).map_err(|_| unavailable())?;
-    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+    match store.lock(child_id) {
         Ok(lock) => Ok(lock),
-        Err((_, Errno::EWOULDBLOCK)) => Err(SubagentError::ActiveElsewhere(child_id.to_owned())),
-        Err((_, error)) => {
+        Err(StoreError::Locked { .. }) => Err(SubagentError::ActiveElsewhere(child_id.to_owned())),
+        Err(error) => {
             tracing::warn!(%error, child = child_id, "could not lock a child's session file");
-            Err(unavailable())
+            Err(SubagentError::Unavailable(child_id.to_owned()))
         }
     }
 }

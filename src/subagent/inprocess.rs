@@ -203,8 +203,9 @@ pub(super) fn resume(
     ))
 }
 
-/// Puts the child under the parent's current permission mode (logged in the child), then
-/// publishes and announces it; the error says what failed.
+/// Puts the child under the parent's current permission mode (logged in the child) and binds
+/// it to the parent's permissions for the rest of its life (a later switch of the parent reaches
+/// it at once), then publishes and announces it; the error says what failed.
 fn publish(
     host: &Arc<dyn ChildHost>,
     parent: &Agent,
@@ -214,6 +215,7 @@ fn publish(
     child
         .set_permission_mode(parent.permission_mode())
         .map_err(|e| e.to_string())?;
+    child.bind_permissions_to(parent);
     host.publish(child.clone()).map_err(|e| e.to_string())?;
     host.announce(&parent.id, child, label);
     Ok(())
