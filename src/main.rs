@@ -100,7 +100,7 @@ impl ModelFlags {
 
 fn main() -> ExitCode {
     // `kin __guard ...` (how kin runs commands) guards one command and exits here.
-    kin::tools::guard::init();
+    kin::process::guard::init();
     // Colours only for a person watching a terminal, never in a file or an editor's log pane.
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)

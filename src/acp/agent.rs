@@ -28,6 +28,7 @@ use crate::model::Credentials;
 use crate::rpc::{Handler, Reply, RequestContext, RpcError};
 use crate::runtime::{Runtime, RuntimeError};
 use crate::session::{StoreError, UserPart};
+use crate::sync::lock;
 use crate::time::iso8601;
 use crate::tools::PermissionMode;
 
@@ -52,10 +53,6 @@ pub struct AcpAgent {
     client: Mutex<ClientCapabilities>,
     /// Session events to the client as `session/update`s, from `initialize` on.
     updates: Mutex<Option<Subscription>>,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl AcpAgent {
@@ -249,8 +246,7 @@ impl Handler for AcpAgent {
             );
             *lock(&self.updates) = Some(self.runtime.host().events().subscribe(forward));
             tracing::debug!(version = ?init.protocol_version, client = ?init.client_info, "initialize");
-            *self.client.lock().unwrap_or_else(|p| p.into_inner()) =
-                init.client_capabilities.clone();
+            *lock(&self.client) = init.client_capabilities.clone();
             let response = answer(Ok(initialize_response(&self.runtime)));
             // Warming the model's client up starts a thread: only once the answer is out.
             let model = self.runtime.host().model().clone();
@@ -456,7 +452,7 @@ async fn dispatch(
 /// The delegation depth of a new session: from the parent kin's `_meta`, else from the
 /// environment of a launcher that does not speak ACP, else 0 (a top-level session).
 fn delegation_depth(meta: Option<&serde_json::Map<String, Value>>) -> Result<u32, RpcError> {
-    use super::client::{DEPTH_ENV, DEPTH_META_KEY};
+    use crate::acp_client::{DEPTH_ENV, DEPTH_META_KEY};
     let invalid = |what: String| {
         RpcError::invalid_params(format!(
             "invalid params: {what} must be a non-negative integer"

@@ -15,6 +15,7 @@ use tokio_util::task::TaskTracker;
 use super::{system_prompt, Agent, AgentOptions, AgentSpec, TurnDeps, TurnError, TurnOutcome};
 use crate::model::Model;
 use crate::session::{Event, Header, SessionLog, SessionStore, StoreError, UserPart};
+use crate::sync::lock;
 use crate::time::unique_now_ms;
 use crate::tools::{ClientBridge, ToolRegistry};
 
@@ -122,10 +123,6 @@ impl HostEvents {
             listener(event);
         }
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 pub struct AgentHost {

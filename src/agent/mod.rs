@@ -15,13 +15,14 @@ mod turn;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 
 use tokio_util::sync::CancellationToken;
 
 use crate::model::{Model, ModelError};
 use crate::session::history::{HistoryFold, ModelHistory};
 use crate::session::{Event, EventBody, Header, SessionLog, StoreError, TurnEndReason, UserPart};
+use crate::sync::lock;
 use crate::tools::{ClientBridge, PermissionMode, Roots, SessionPermissions, ToolRegistry};
 
 pub use assemble::MessageAssembler;
@@ -149,10 +150,6 @@ struct AgentState {
     log: SessionLog,
     last_turn: u32,
     has_title: bool,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Why a message could not be steered into a turn.

@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::file::DurationValue;
-use super::resolve::duration_value;
+use super::duration::{duration_value, DurationValue};
 use super::ConfigError;
 
 /// How kin answers the permission requests of a child agent.

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use super::duration::DurationValue;
 use super::{ConfigError, EnvLookup};
 
 /// The keys kin reads; others are kept so `kin config` can point them out.
@@ -22,7 +23,7 @@ pub struct FileConfig {
     pub connect_timeout: Option<DurationValue>,
     pub stall_timeout: Option<DurationValue>,
     pub retries: Option<u32>,
-    /// Credential-like variables tool processes may see (see `tools::child_env`).
+    /// Credential-like variables tool processes may see (see `process::child_env`).
     pub pass_env: Option<Vec<String>>,
     /// Caps on sizes the model and the client choose (see `crate::limits`).
     pub max_tool_argument_bytes: Option<u64>,
@@ -33,14 +34,6 @@ pub struct FileConfig {
     pub acp_agents: BTreeMap<String, super::acp_agents::AcpAgentEntry>,
     #[serde(flatten)]
     pub unknown: BTreeMap<String, toml::Value>,
-}
-
-/// A duration written as seconds (`60`, `0.5`) or with a unit (`"200ms"`, `"60s"`, `"2m"`).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-pub enum DurationValue {
-    Seconds(f64),
-    Text(String),
 }
 
 /// Where the config file is looked for (it need not exist).

@@ -5,7 +5,8 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::file::{self, DurationValue, FileConfig};
+use super::duration::{duration_value, parse_duration, DurationValue};
+use super::file::{self, FileConfig};
 use super::{ConfigError, EnvLookup};
 use crate::model::openai::{self, ApiKey, OpenAiSettings};
 
@@ -328,41 +329,6 @@ fn file_duration(
         })
 }
 
-/// A duration as the config file writes it.
-pub(super) fn duration_value(value: &DurationValue) -> Result<Duration, String> {
-    match value {
-        DurationValue::Seconds(seconds) => seconds_to_duration(*seconds),
-        DurationValue::Text(text) => parse_duration(text),
-    }
-}
-
-fn seconds_to_duration(seconds: f64) -> Result<Duration, String> {
-    if seconds.is_finite() && seconds > 0.0 && seconds < 1e9 {
-        Ok(Duration::from_secs_f64(seconds))
-    } else {
-        Err(format!("{seconds} is not a positive number of seconds"))
-    }
-}
-
-/// `60`, `1.5`, `60s`, `200ms`, `2m`: a positive duration (bare numbers are seconds).
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let (number, scale) = if let Some(n) = text.strip_suffix("ms") {
-        (n, 0.001)
-    } else if let Some(n) = text.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = text.strip_suffix('m') {
-        (n, 60.0)
-    } else {
-        (text, 1.0)
-    };
-    let value: f64 = number
-        .trim()
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration (try 60, 60s, 500ms or 2m)"))?;
-    seconds_to_duration(value * scale)
-}
-
 /// Where the key comes from: `--api-key-env`, then `KIN_API_KEY`, then the config file
 /// (`api_key_command`, `api_key_env`, `api_key`), then the provider's usual variable.
 fn key_plan(
@@ -576,15 +542,5 @@ mod tests {
             error.contains("KIN_BASE_URL") && error.contains("http"),
             "{error}"
         );
-    }
-
-    #[test]
-    fn durations_parse_with_units() {
-        assert_eq!(parse_duration("60"), Ok(Duration::from_secs(60)));
-        assert_eq!(parse_duration("200ms"), Ok(Duration::from_millis(200)));
-        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert!(parse_duration("0").is_err());
-        assert!(parse_duration("fast").is_err());
     }
 }

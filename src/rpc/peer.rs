@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
@@ -21,6 +21,7 @@ use tokio_util::task::TaskTracker;
 
 use super::message::is_negative_zero;
 use super::{classify, Frame, Incoming, LineReader, RpcError, MAX_LINE_BYTES};
+use crate::sync::lock;
 
 const CANCEL_REQUEST: &str = "$/cancel_request";
 
@@ -95,14 +96,6 @@ struct Inner {
     closed: CancellationToken,
     /// The longest line sent: `MAX_LINE_BYTES` (tests use less).
     max_line: usize,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A poisoned lock only means another task panicked mid-update of a plain map; the map is
-    // still usable, and refusing to serve would be worse.
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[derive(Serialize)]

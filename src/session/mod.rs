@@ -2,12 +2,12 @@
 //! model sees. Knows nothing of ACP or of any model API.
 
 mod child;
-mod delta_line;
 mod error;
 pub mod event;
 pub mod history;
 mod id;
 mod index;
+mod line;
 mod lock;
 mod log;
 mod store;
@@ -17,6 +17,7 @@ pub use child::ChildInfo;
 pub use error::StoreError;
 pub use event::*;
 pub use id::SessionId;
+pub use line::{parse_event_line, LineError};
 pub use lock::SessionLock;
 pub use log::SessionLog;
 pub use store::{parse_log, LoadedSession, SessionStore, SetAsideLine};

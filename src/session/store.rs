@@ -10,11 +10,13 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::child::ChildInfo;
 use super::error::StoreError;
-use super::event::{parse_event_line, Event, EventBody, Header};
-use super::index::{self, IndexEntry};
+use super::event::{Event, EventBody, Header};
+use super::index::{self, IndexCache, IndexEntry};
+use super::line::parse_event_line;
 use super::lock::SessionLock;
 use super::log::SessionLog;
 use super::summary::{last_title, SessionSummary};
@@ -57,6 +59,8 @@ impl LoadedSession {
 #[derive(Debug, Clone)]
 pub struct SessionStore {
     dir: PathBuf,
+    /// What this store has read of its index; shared by its clones and its logs.
+    index: Arc<IndexCache>,
 }
 
 impl SessionStore {
@@ -65,6 +69,7 @@ impl SessionStore {
     pub fn open(home: &Path) -> Result<Self, StoreError> {
         Ok(Self {
             dir: home.join("sessions"),
+            index: Arc::default(),
         })
     }
 
@@ -115,7 +120,7 @@ impl SessionStore {
                 return Err(error);
             }
         };
-        let entry = IndexEntry::new(&self.dir, header, None, ChildInfo::new(header));
+        let entry = IndexEntry::new(&self.index, &self.dir, header, None, ChildInfo::new(header));
         let mut log = SessionLog::new(path.clone(), file, lock, 0, 0, entry);
         // Handed to the OS now; made durable with the first turn's end (fsync per turn).
         if let Err(error) = log.write_header(header) {
@@ -193,7 +198,7 @@ impl SessionStore {
                 _ => None,
             });
         let child = ChildInfo::of_events(&loaded.header, &loaded.events);
-        let entry = IndexEntry::new(&self.dir, &loaded.header, title, child);
+        let entry = IndexEntry::new(&self.index, &self.dir, &loaded.header, title, child);
         let log = SessionLog::new(path, file, lock, len, loaded.next_seq(), entry);
         Ok((loaded, log))
     }
@@ -209,11 +214,13 @@ impl SessionStore {
     }
 
     fn list_where(&self, parent: Option<&str>) -> Result<Vec<SessionSummary>, StoreError> {
-        index::list(&self.dir, parent, |path| match summarize(path) {
-            Ok(summary) => summary,
-            Err(error) => {
-                tracing::warn!(%error, "skipping an unreadable session in the listing");
-                None
+        index::list(&self.index, &self.dir, parent, |path| {
+            match summarize(path) {
+                Ok(summary) => summary,
+                Err(error) => {
+                    tracing::warn!(%error, "skipping an unreadable session in the listing");
+                    None
+                }
             }
         })
         .map_err(io_error(&self.dir))
@@ -265,7 +272,7 @@ impl SessionStore {
         let _ = fs::remove_file(path.with_extension("jsonl.set-aside"));
         match fs::remove_file(&path) {
             Ok(()) => {
-                if let Err(error) = index::remove(&self.dir, id) {
+                if let Err(error) = index::remove(&self.index, &self.dir, id) {
                     tracing::warn!(%error, "could not update the session index");
                 }
                 Ok(true)

@@ -1,7 +1,8 @@
 //! What a listing knows about one stored session, and reading a title out of log lines.
 
 use super::child::ChildInfo;
-use super::event::{parse_event_line, EventBody};
+use super::event::EventBody;
+use super::line::parse_event_line;
 
 /// What `session/list` needs about one stored session.
 #[derive(Debug, Clone, PartialEq)]

@@ -13,10 +13,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::client::{ClientBridge, ClientError, TerminalExit, TerminalSpec};
 use super::permission::Scope;
-use super::process::{describe_status, GroupChild};
-use super::truncate::head_tail;
 use super::{parse_arguments, Tool, ToolContext, ToolDisplay, ToolKind, ToolOutput};
 use crate::model::ToolSpec;
+use crate::process::group::{describe_status, GroupChild};
+use crate::process::truncate::head_tail;
 
 pub const NAME: &str = "bash";
 const DEFAULT_TIMEOUT_SECS: u64 = 120;
