@@ -25,7 +25,7 @@ fn kin_run(
     }
     command
         .env("KIN_HOME", home)
-        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("XDG_CONFIG_HOME", cwd.join("no-config"))
         .env("KIN_BASE_URL", server.base_url())
         .stdin(Stdio::null())
         .current_dir(cwd);
@@ -130,4 +130,47 @@ fn an_unknown_session_is_reported_before_a_missing_key() {
     let stderr = text(&out.stderr);
     assert!(stderr.contains("nope"), "{stderr}");
     assert!(!stderr.contains("API key"), "{stderr}");
+}
+
+#[test]
+fn a_store_that_cannot_be_made_names_the_operation_and_the_path() {
+    let server = MockServer::start();
+    let temp = tempfile::tempdir().unwrap();
+    // A file where the home's parent should be: nothing can be created under it.
+    let blocker = temp.path().join("a-file");
+    std::fs::write(&blocker, "").unwrap();
+    let home = blocker.join("kinhome");
+    let out = kin_run(
+        &home,
+        temp.path(),
+        &server,
+        Some("sk-mode-0000002"),
+        &["hi"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    let wanted = format!(
+        "creating the sessions directory {}",
+        home.join("sessions").display()
+    );
+    assert!(stderr.contains(&wanted), "{stderr}");
+}
+
+#[test]
+fn the_demo_never_creates_a_missing_tmpdir() {
+    let temp = tempfile::tempdir().unwrap();
+    let missing = temp.path().join("no-such-tmp");
+    let out = Command::new(kin_binary())
+        .arg("demo")
+        .env("TMPDIR", &missing)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(!missing.exists(), "kin created TMPDIR");
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("TMPDIR must be an existing directory"),
+        "{stderr}"
+    );
 }
