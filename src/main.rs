@@ -247,6 +247,13 @@ fn open_runtime(model: Arc<dyn Model>) -> anyhow::Result<Arc<Runtime>> {
 }
 
 async fn acp(replay: Option<PathBuf>, flags: ModelFlags) -> anyhow::Result<u8> {
+    // Somebody typed `kin acp` by hand: say what it waits for (stdout stays the protocol's).
+    if std::io::stdin().is_terminal() {
+        eprintln!(
+            "kin: `kin acp` serves the Agent Client Protocol (JSON-RPC) on stdin/stdout for an \
+             editor; to try kin by hand run `kin demo` or `kin run \"PROMPT\"` (Ctrl-D ends)"
+        );
+    }
     let runtime = open_runtime(model(replay.as_ref(), &flags).await?)?;
     let shutdown = CancellationToken::new();
     tokio::spawn(stop_on_signal(shutdown.clone()));

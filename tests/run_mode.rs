@@ -174,3 +174,100 @@ fn the_demo_never_creates_a_missing_tmpdir() {
         "{stderr}"
     );
 }
+
+/// `script` (util-linux) runs kin on a pseudo-terminal, as a person at a terminal would.
+fn on_a_terminal(home: &Path, cwd: &Path, server: &MockServer, typed: &str) -> Option<Output> {
+    use std::io::Write;
+    let found = Command::new("script").arg("--version").output();
+    if !found.is_ok_and(|out| out.status.success()) {
+        let line = "SKIPPED mode_ask_on_a_terminal: `script` (util-linux) is not installed\n";
+        let _ = std::io::stderr().write_all(line.as_bytes());
+        return None;
+    }
+    let mut command = Command::new("script");
+    command.args(["-qec", "\"$KIN_BIN\" run 'make the file'", "/dev/null"]);
+    for name in MODEL_ENV {
+        command.env_remove(name);
+    }
+    let mut child = command
+        .env("KIN_BIN", kin_binary())
+        .env("KIN_HOME", home)
+        .env("XDG_CONFIG_HOME", cwd.join("no-config"))
+        .env("KIN_BASE_URL", server.base_url())
+        .env("KIN_API_KEY", "sk-mode-0000003")
+        .current_dir(cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Typed ahead: the terminal holds it until kin reads its answer.
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(typed.as_bytes())
+        .unwrap();
+    Some(child.wait_with_output().unwrap())
+}
+
+#[test]
+fn mode_ask_on_a_terminal_asks_with_the_editor_options_and_takes_the_answer() {
+    for (typed, runs) in [("y\n", true), ("n\n", false)] {
+        let server = MockServer::start();
+        server.push(tool_calls_reply(&[(
+            "call_1",
+            "bash",
+            r#"{"command":"echo made > made-by-bash.txt"}"#,
+        )]));
+        server.push(text_reply(&["Done."]));
+        let home = tempfile::tempdir().unwrap();
+        let cwd = tempfile::tempdir().unwrap();
+        let Some(out) = on_a_terminal(home.path(), cwd.path(), &server, typed) else {
+            return;
+        };
+        // On a terminal stdout and stderr arrive together.
+        let screen = text(&out.stdout);
+        assert!(out.status.success(), "{screen}");
+        assert!(screen.contains("permission needed"), "{screen}");
+        assert!(
+            screen.contains("Always allow commands this session"),
+            "{screen}"
+        );
+        let made = cwd.path().join("made-by-bash.txt").is_file();
+        assert_eq!(made, runs, "typed {typed:?}: {screen}");
+    }
+}
+
+#[test]
+fn kin_acp_on_a_terminal_says_what_it_is_on_stderr_only() {
+    use std::io::Write;
+    if !Command::new("script")
+        .arg("--version")
+        .output()
+        .is_ok_and(|out| out.status.success())
+    {
+        let line = "SKIPPED kin_acp_on_a_terminal: `script` (util-linux) is not installed\n";
+        let _ = std::io::stderr().write_all(line.as_bytes());
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    // stdin is the terminal, stdout a file: the line must go to stderr (the terminal).
+    let stdout = home.path().join("stdout");
+    let out = Command::new("script")
+        .args([
+            "-qec",
+            "\"$KIN_BIN\" acp --replay \"$REPLAY\" > \"$OUT\"",
+            "/dev/null",
+        ])
+        .env("KIN_BIN", kin_binary())
+        .env("REPLAY", common::snapshot_dir("text-turn"))
+        .env("OUT", &stdout)
+        .env("KIN_HOME", home.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let screen = text(&out.stdout);
+    assert!(screen.contains("kin demo"), "{screen}");
+    assert_eq!(std::fs::read_to_string(&stdout).unwrap(), "");
+}
