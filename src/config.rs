@@ -36,8 +36,20 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
-    #[error("the config file {path} is not valid TOML: {message}")]
-    Parse { path: PathBuf, message: String },
+    #[error("the config file {path} is not valid TOML (line {line}): {message}")]
+    Parse {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+    /// Valid TOML with a value of the wrong type or form; `message` says what was expected.
+    #[error("{path}:{line}: `{key}`: {message}")]
+    Value {
+        path: PathBuf,
+        line: usize,
+        key: String,
+        message: String,
+    },
     #[error("{origin}: {reason}")]
     Invalid { origin: String, reason: String },
     #[error(transparent)]
