@@ -18,7 +18,7 @@ pub use resolve::{
     ENV_BASE_URL, ENV_CONNECT_TIMEOUT, ENV_DEEPSEEK_KEY, ENV_MODEL, ENV_OPENAI_KEY, ENV_RETRIES,
     ENV_STALL_TIMEOUT,
 };
-pub use show::render;
+pub use show::{render, render_agents};
 
 /// Reads an environment variable; empty values count as unset.
 pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;

@@ -301,7 +301,9 @@ async fn run(args: RunArgs, replay: Option<PathBuf>, flags: ModelFlags) -> anyho
 async fn show_config(flags: ModelFlags) -> anyhow::Result<u8> {
     let config = config::resolve(&flags.overrides(), &config::process_env)?;
     let key = config::load_key(&config.key).await;
+    let agents = config::acp_agents(&config::process_env)?;
     print!("{}", config::render(&config, &key));
+    print!("{}", config::render_agents(&agents));
     Ok(0)
 }
 

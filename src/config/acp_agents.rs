@@ -24,6 +24,17 @@ pub enum AcpPermission {
     Ask,
 }
 
+impl AcpPermission {
+    /// The value as the config file writes it.
+    pub fn id(self) -> &'static str {
+        match self {
+            Self::Reject => "reject",
+            Self::Allow => "allow",
+            Self::Ask => "ask",
+        }
+    }
+}
+
 /// One `[acp_agents.<name>]` table as written.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]

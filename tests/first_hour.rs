@@ -1,6 +1,8 @@
-//! `kin run --mode` (the real binary against the mock model): `allow` runs a model's `bash`
-//! call, `ask` without a terminal refuses it naming `--mode`, `read-only` refuses it. Also
-//! the order of `kin run`'s first errors: an unknown session before a missing key.
+//! What a new user meets in their first hour, through the real binary (against the mock
+//! model): `kin run --mode` (`allow` runs a model's `bash` call, `ask` asks on a terminal and
+//! refuses naming `--mode` without one, `read-only` refuses), `kin acp` typed on a terminal,
+//! errors that name their culprit (config values, the store, an unknown session before a
+//! missing key, a missing TMPDIR), `kin config`'s agent tables and a full endpoint URL.
 
 mod common;
 
@@ -270,4 +272,76 @@ fn kin_acp_on_a_terminal_says_what_it_is_on_stderr_only() {
     let screen = text(&out.stdout);
     assert!(screen.contains("kin demo"), "{screen}");
     assert_eq!(std::fs::read_to_string(&stdout).unwrap(), "");
+}
+
+#[test]
+fn a_base_url_ending_in_chat_completions_is_the_endpoint_with_a_warning() {
+    let server = MockServer::start();
+    server.push(text_reply(&["ok"]));
+    let home = tempfile::tempdir().unwrap();
+    let full = format!("{}/chat/completions", server.base_url());
+    let out = kin_run(
+        home.path(),
+        home.path(),
+        &server,
+        Some("sk-mode-0000004"),
+        &["--base-url", &full, "hi"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let requests = server.requests();
+    assert!(
+        requests[0].path.ends_with("/chat/completions")
+            && !requests[0].path.contains("/chat/completions/chat"),
+        "{}",
+        requests[0].path
+    );
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("already ends in /chat/completions"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn kin_config_shows_the_acp_agent_tables_with_secrets_masked() {
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("kin/config.toml");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(
+        &file,
+        "[acp_agents.codex]\ncommand = \"codex-acp\"\nenv = { OPENAI_API_KEY = \"sk-hidden-value-8765\" }\n",
+    )
+    .unwrap();
+    let out = Command::new(kin_binary())
+        .arg("config")
+        .env("XDG_CONFIG_HOME", home.path())
+        .env("KIN_API_KEY", "sk-config-0000005")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report = text(&out.stdout);
+    assert!(report.contains("[acp_agents.codex]"), "{report}");
+    assert!(report.contains("OPENAI_API_KEY=****8765"), "{report}");
+    assert!(!report.contains("hidden-value"), "{report}");
+}
+
+#[test]
+fn a_config_value_of_the_wrong_type_names_file_line_key_and_type() {
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("kin/config.toml");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(&file, "model = \"m\"\nretries = \"three\"\n").unwrap();
+    let out = Command::new(kin_binary())
+        .arg("config")
+        .env("XDG_CONFIG_HOME", home.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    let wanted = format!(
+        "{}:2: `retries`: invalid type: string \"three\", expected a whole number",
+        file.display()
+    );
+    assert!(stderr.contains(&wanted), "{stderr}");
+    assert!(!stderr.contains("not valid TOML"), "{stderr}");
 }
