@@ -338,10 +338,17 @@ pub fn diff(what: &str, expected: &[String], actual: &[String]) -> Option<String
 
 /// Writes a run's stdout and logs as the scenario's expectations (refresh and record), and
 /// removes stale `session.N.jsonl` files.
+/// The stdout expectation is kept as it is when the run differs from it only in the order
+/// between streams that is free (see [`streams`]): a background child's updates interleave
+/// with its parent's differently from run to run, and a refresh must not rewrite the file
+/// each time.
 pub fn write_expectations(dir: &Path, outcome: &Outcome) {
-    let mut text = outcome.stdout.join("\n");
-    text.push('\n');
-    std::fs::write(dir.join("stdout.expected.jsonl"), text).unwrap();
+    let stdout = dir.join("stdout.expected.jsonl");
+    if streams(&read_lines(&stdout)) != streams(&outcome.stdout) {
+        let mut text = outcome.stdout.join("\n");
+        text.push('\n');
+        std::fs::write(&stdout, text).unwrap();
+    }
     for n in outcome.logs.len().max(1).. {
         if std::fs::remove_file(log_file(dir, n)).is_err() {
             break;
