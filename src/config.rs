@@ -20,7 +20,7 @@ pub use resolve::{
     ENV_CONNECT_TIMEOUT, ENV_DEEPSEEK_KEY, ENV_MODEL, ENV_OPENAI_KEY, ENV_RETRIES,
     ENV_STALL_TIMEOUT,
 };
-pub use show::render;
+pub use show::{render, render_agents};
 
 /// Reads an environment variable; empty values count as unset.
 pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
@@ -38,8 +38,20 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
-    #[error("the config file {path} is not valid TOML: {message}")]
-    Parse { path: PathBuf, message: String },
+    #[error("the config file {path} is not valid TOML (line {line}): {message}")]
+    Parse {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+    /// Valid TOML with a value of the wrong type or form; `message` says what was expected.
+    #[error("{path}:{line}: `{key}`: {message}")]
+    Value {
+        path: PathBuf,
+        line: usize,
+        key: String,
+        message: String,
+    },
     #[error("{origin}: {reason}")]
     Invalid { origin: String, reason: String },
     #[error(transparent)]

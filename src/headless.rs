@@ -3,6 +3,8 @@
 //! stderr; or, with `json`, every session event is written to stdout as its log line. Knows
 //! nothing of ACP.
 
+mod ask;
+
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,6 +17,9 @@ use crate::agent::TurnError;
 use crate::model::Credentials;
 use crate::runtime::{Runtime, RuntimeError};
 use crate::session::{AssistantChunk, Chunk, Event, EventBody, UserPart};
+use crate::tools::{ClientBridge, PermissionMode};
+
+pub use ask::TerminalAsk;
 
 /// Exit status of a turn that ended without an answer being complete (limit, refusal).
 pub const EXIT_STOPPED: u8 = 3;
@@ -29,6 +34,8 @@ pub struct HeadlessOptions {
     pub cwd: PathBuf,
     /// Write the session's events as JSON lines instead of the answer text.
     pub json: bool,
+    /// The permission mode to run the turn in; `None` keeps the session's (`ask` when new).
+    pub mode: Option<PermissionMode>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -77,17 +84,30 @@ pub async fn run(
     cancel: CancellationToken,
 ) -> Result<StopReason, HeadlessError> {
     let host = runtime.host();
-    if let Credentials::Missing { hint } = host.model().credentials() {
-        return Err(HeadlessError::MissingKey(hint));
-    }
+    let missing_key = || match host.model().credentials() {
+        Credentials::Missing { hint } => Err(HeadlessError::MissingKey(hint)),
+        _ => Ok(()),
+    };
+    // An unknown session is the first thing to report; a new session is only created once
+    // there is a key to run it with.
     let agent = match &options.session {
         Some(id) => {
             let agent = host.open_session(id, options.cwd.clone())?;
+            missing_key()?;
             runtime.control().restore_interrupted(&agent);
             agent
         }
-        None => host.create_session(options.cwd.clone(), Vec::new())?,
+        None => {
+            missing_key()?;
+            host.create_session(options.cwd.clone(), Vec::new())?
+        }
     };
+    if let Some(mode) = options.mode {
+        agent
+            .set_permission_mode(mode)
+            .map_err(|error| HeadlessError::Session(RuntimeError::from(error)))?;
+    }
+    let asker: Arc<dyn ClientBridge> = Arc::new(TerminalAsk::new());
     let printer = Arc::new(Printer {
         json: options.json,
         wrote_text: AtomicBool::new(false),
@@ -106,7 +126,7 @@ pub async fn run(
         text: options.prompt.clone(),
     }];
     let outcome = host
-        .start_turn(agent.clone(), prompt, None, cancel.clone())
+        .start_turn(agent.clone(), prompt, Some(asker), cancel.clone())
         .await;
     printer.finish();
     let _ = writeln!(

@@ -94,19 +94,6 @@ fn option(id: &'static str, name: String, kind: PermissionOptionKind) -> Permiss
     PermissionOption::new(id, name, kind)
 }
 
-fn kind_word(prompt: &PermissionPrompt) -> &'static str {
-    use crate::tools::ToolKind::*;
-    match prompt.kind {
-        Read => "reads",
-        Edit => "edits",
-        Delete => "deletions",
-        Move => "moves",
-        Search => "searches",
-        Execute => "commands",
-        Think | Fetch | Other => "calls of this kind",
-    }
-}
-
 impl ClientBridge for AcpBridge {
     fn features(&self) -> ClientFeatures {
         self.features
@@ -148,7 +135,7 @@ impl ClientBridge for AcpBridge {
         prompt: PermissionPrompt,
         cancel: CancellationToken,
     ) -> ClientResult<PermissionAnswer> {
-        let words = kind_word(&prompt);
+        let words = prompt.always_words();
         let mut fields = ToolCallUpdateFields::new()
             .title(updates::field(&prompt.title))
             .kind(updates::acp_kind(prompt.kind))

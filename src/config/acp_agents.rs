@@ -23,6 +23,17 @@ pub enum AcpPermission {
     Ask,
 }
 
+impl AcpPermission {
+    /// The value as the config file writes it.
+    pub fn id(self) -> &'static str {
+        match self {
+            Self::Reject => "reject",
+            Self::Allow => "allow",
+            Self::Ask => "ask",
+        }
+    }
+}
+
 /// One `[acp_agents.<name>]` table as written.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -189,11 +200,12 @@ mod tests {
             error.to_string().contains("acp_agents.a.command"),
             "{error}"
         );
-        let error = parse("[acp_agents.a]\ncommand = \"x\"\nterm_grace = -1\n").unwrap_err();
-        assert!(
-            error.to_string().contains("acp_agents.a.term_grace"),
-            "{error}"
-        );
+        // A bad duration is refused as the file is read (with its line, see `file`).
+        let error = toml::from_str::<super::super::file::FileConfig>(
+            "[acp_agents.a]\ncommand = \"x\"\nterm_grace = -1\n",
+        )
+        .unwrap_err();
+        assert!(error.message().contains("not a positive"), "{error}");
         assert!(toml::from_str::<super::super::file::FileConfig>(
             "[acp_agents.a]\ncommand = \"x\"\nbogus = 1\n"
         )

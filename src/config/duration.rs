@@ -6,12 +6,47 @@ use std::time::Duration;
 use serde::Deserialize;
 
 /// A duration written as seconds (`60`, `0.5`) or with a unit (`"200ms"`, `"60s"`, `"2m"`).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
+/// Checked as it is read, so a bad one is reported with its line.
+#[derive(Debug, Clone)]
 pub enum DurationValue {
     Seconds(f64),
     Text(String),
 }
+
+impl<'de> Deserialize<'de> for DurationValue {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = DurationValue;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a duration: seconds (60, 0.5) or a string with a unit (\"200ms\", \"60s\", \"2m\")")
+            }
+
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Self::Value, E> {
+                self.visit_f64(v as f64)
+            }
+
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Self::Value, E> {
+                self.visit_f64(v as f64)
+            }
+
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Self::Value, E> {
+                let value = DurationValue::Seconds(v);
+                duration_value(&value).map_err(E::custom)?;
+                Ok(value)
+            }
+
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                let value = DurationValue::Text(v.to_owned());
+                duration_value(&value).map_err(E::custom)?;
+                Ok(value)
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
+}
+
 
 /// A duration as the config file writes it.
 pub(super) fn duration_value(value: &DurationValue) -> Result<Duration, String> {

@@ -295,6 +295,19 @@ fn check_url(base_url: &Setting<String>) -> Result<(), ConfigError> {
             ),
         });
     }
+    if url
+        .trim_end_matches('/')
+        .ends_with(openai::CHAT_COMPLETIONS)
+    {
+        tracing::warn!(
+            "base_url {url} ({}) already ends in {}: kin uses it as the endpoint as it is; \
+             base_url is meant to be the API root, e.g. {}",
+            base_url.origin,
+            openai::CHAT_COMPLETIONS,
+            url.trim_end_matches('/')
+                .trim_end_matches(openai::CHAT_COMPLETIONS)
+        );
+    }
     Ok(())
 }
 

@@ -14,8 +14,10 @@ pub enum StoreError {
     /// Another process has the session open for writing (see `lock.rs`).
     #[error("session {id} is open for writing in another kin process{}; only one process may write a session at a time", holder(*.pid))]
     Locked { id: String, pid: Option<u32> },
-    #[error("{path}: {source}")]
+    /// `op` says what kin was doing, e.g. "creating the sessions directory".
+    #[error("{op} {path}: {source}")]
     Io {
+        op: &'static str,
         path: PathBuf,
         #[source]
         source: io::Error,

@@ -86,6 +86,7 @@ fn lock_file(path: &Path, id: &str) -> Result<Flock<File>, StoreError> {
     let io_error = |source: io::Error| match source.kind() {
         io::ErrorKind::NotFound => StoreError::NotFound { id: id.to_owned() },
         _ => StoreError::Io {
+            op: "locking the session log",
             path: path.to_owned(),
             source,
         },

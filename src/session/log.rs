@@ -70,6 +70,7 @@ impl SessionLog {
 
     fn io(&self) -> impl FnOnce(io::Error) -> StoreError + '_ {
         |source| StoreError::Io {
+            op: "writing to the session log",
             path: self.path.clone(),
             source,
         }

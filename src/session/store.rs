@@ -21,8 +21,9 @@ use super::lock::SessionLock;
 use super::log::SessionLog;
 use super::summary::{last_title, SessionSummary};
 
-fn io_error(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
+fn io_error<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> StoreError + 'a {
     move |source| StoreError::Io {
+        op,
         path: path.to_owned(),
         source,
     }
@@ -98,7 +99,8 @@ impl SessionStore {
     /// Creates the file of a new session and writes its header.
     pub fn create(&self, header: &Header) -> Result<SessionLog, StoreError> {
         let path = self.path(&header.id)?;
-        fs::create_dir_all(&self.dir).map_err(io_error(&self.dir))?;
+        fs::create_dir_all(&self.dir)
+            .map_err(io_error("creating the sessions directory", &self.dir))?;
         let file = OpenOptions::new()
             .append(true)
             .create_new(true)
@@ -108,6 +110,7 @@ impl SessionStore {
                     id: header.id.clone(),
                 },
                 _ => StoreError::Io {
+                    op: "creating the session log",
                     path: path.clone(),
                     source,
                 },
@@ -138,6 +141,7 @@ impl SessionStore {
         let bytes = fs::read(&path).map_err(|source| match source.kind() {
             io::ErrorKind::NotFound => StoreError::NotFound { id: id.to_owned() },
             _ => StoreError::Io {
+                op: "reading the session log",
                 path: path.clone(),
                 source,
             },
@@ -167,26 +171,28 @@ impl SessionStore {
                 copy.extend_from_slice(&line.bytes);
                 copy.push(b'\n');
             }
-            fs::write(&side, copy).map_err(io_error(&side))?;
+            fs::write(&side, copy).map_err(io_error("keeping set-aside lines in", &side))?;
             tracing::warn!(path = %path.display(), kept = %side.display(), lines = loaded.set_aside.len(), "opened a session log with lines set aside");
         }
         if let Some(tail) = &loaded.torn_tail {
             let side = path.with_extension("jsonl.torn");
-            fs::write(&side, tail).map_err(io_error(&side))?;
+            fs::write(&side, tail).map_err(io_error("keeping the torn last line in", &side))?;
             let file = OpenOptions::new()
                 .write(true)
                 .open(&path)
-                .map_err(io_error(&path))?;
-            file.set_len(loaded.valid_len).map_err(io_error(&path))?;
+                .map_err(io_error("opening for repair the session log", &path))?;
+            file.set_len(loaded.valid_len)
+                .map_err(io_error("cutting the torn last line off", &path))?;
             tracing::warn!(path = %path.display(), kept = %side.display(), "cut a torn last line off the session log");
         }
         let mut file = OpenOptions::new()
             .append(true)
             .open(&path)
-            .map_err(io_error(&path))?;
+            .map_err(io_error("opening for appending the session log", &path))?;
         let mut len = loaded.valid_len;
         if needs_newline(&path, len)? {
-            file.write_all(b"\n").map_err(io_error(&path))?;
+            file.write_all(b"\n")
+                .map_err(io_error("ending the last line of", &path))?;
             len += 1;
         }
         let title = loaded
@@ -223,7 +229,7 @@ impl SessionStore {
                 }
             }
         })
-        .map_err(io_error(&self.dir))
+        .map_err(io_error("listing the sessions in", &self.dir))
     }
 
     /// Session `id`'s summary read from its file, not the index (`None` if unreadable).
@@ -278,7 +284,11 @@ impl SessionStore {
                 Ok(true)
             }
             Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(false),
-            Err(source) => Err(StoreError::Io { path, source }),
+            Err(source) => Err(StoreError::Io {
+                op: "deleting the session log",
+                path,
+                source,
+            }),
         }
     }
 }
@@ -289,11 +299,12 @@ fn needs_newline(path: &Path, valid_len: u64) -> Result<bool, StoreError> {
     if valid_len == 0 {
         return Ok(false);
     }
-    let mut file = File::open(path).map_err(io_error(path))?;
+    let op = "reading the last byte of";
+    let mut file = File::open(path).map_err(io_error(op, path))?;
     file.seek(SeekFrom::Start(valid_len - 1))
-        .map_err(io_error(path))?;
+        .map_err(io_error(op, path))?;
     let mut last = [0u8; 1];
-    file.read_exact(&mut last).map_err(io_error(path))?;
+    file.read_exact(&mut last).map_err(io_error(op, path))?;
     Ok(last[0] != b'\n')
 }
 
@@ -377,7 +388,7 @@ fn parse_line(
 }
 
 fn summarize(path: &Path) -> Result<Option<SessionSummary>, StoreError> {
-    let bytes = fs::read(path).map_err(io_error(path))?;
+    let bytes = fs::read(path).map_err(io_error("reading the session log", path))?;
     let first = bytes.split(|&b| b == b'\n').next().unwrap_or_default();
     let Ok(header) = serde_json::from_slice::<Header>(first) else {
         return Ok(None);

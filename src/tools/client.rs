@@ -27,6 +27,9 @@ pub enum ClientError {
     Cancelled,
     #[error("the editor answered {method} with an error: {message}")]
     Failed { method: String, message: String },
+    /// Nobody can be asked (`kin run` without a terminal); the text says what to do instead.
+    #[error("{0}")]
+    NobodyToAsk(String),
 }
 
 /// What the user is asked to allow.
@@ -38,6 +41,23 @@ pub struct PermissionPrompt {
     /// What the call will do, e.g. the diff of an edit.
     pub display: ToolDisplay,
     pub raw_input: Option<Value>,
+}
+
+impl PermissionPrompt {
+    /// What an "always" answer covers, as the options shown to the user word it
+    /// ("Always allow commands this session").
+    pub fn always_words(&self) -> &'static str {
+        use ToolKind::*;
+        match self.kind {
+            Read => "reads",
+            Edit => "edits",
+            Delete => "deletions",
+            Move => "moves",
+            Search => "searches",
+            Execute => "commands",
+            Think | Fetch | Other => "calls of this kind",
+        }
+    }
 }
 
 /// The user's answer to a [`PermissionPrompt`].
