@@ -439,7 +439,10 @@ fn headless_edit_outside_the_workspace_quotes_nothing_of_the_file() {
     let result = &server.requests()[1].body["messages"][3];
     assert_eq!(result["role"], "tool");
     let told = result["content"].as_str().unwrap();
-    assert!(told.contains("--mode"), "refused for want of a terminal to ask: {told}");
+    assert!(
+        told.contains("--mode"),
+        "refused for want of a terminal to ask: {told}"
+    );
     assert!(!told.contains("hunter2"), "the model was told: {told}");
     assert!(
         !text(&out.stderr).contains("hunter2"),

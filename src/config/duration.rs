@@ -47,7 +47,6 @@ impl<'de> Deserialize<'de> for DurationValue {
     }
 }
 
-
 /// A duration as the config file writes it.
 pub(super) fn duration_value(value: &DurationValue) -> Result<Duration, String> {
     match value {
