@@ -1,4 +1,4 @@
-//! `acp_child`: kin as an ACP child of kin, through `acp::client` as the `acp` provider drives
+//! `acp_child`: kin as an ACP child of kin, through `acp_client` as the `acp` provider drives
 //! it (under the process guard, as in kin).
 //! - spawn -> result: launch `kin acp --replay` (one recorded answer), `initialize`,
 //!   `session/new`, `session/prompt` until the answer; the teardown is not counted;
@@ -10,8 +10,9 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use agent_client_protocol_schema::v1::StopReason;
 use common::{ms, summary, temp_dir};
-use kin::acp::client::{AcpChild, ChildCommand};
+use kin::acp_client::{AcpChild, ChildCommand};
 use kin::config::AcpPermission;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -59,6 +60,7 @@ fn command(replay: &Path, home: &Path, cwd: &Path) -> ChildCommand {
         env: vec![("KIN_HOME".into(), home.display().to_string())],
         cwd: cwd.to_owned(),
         permission: AcpPermission::Reject,
+        ceiling: None,
         depth: 1,
         initialize_timeout: Duration::from_secs(30),
         eof_grace: Duration::from_secs(1),
@@ -72,8 +74,9 @@ async fn spawn_to_result(command: ChildCommand) -> Duration {
     let mut child = AcpChild::start(command, &never)
         .await
         .expect("starting kin");
+    let (_, mut no_steers) = tokio::sync::mpsc::unbounded_channel();
     let outcome = child
-        .prompt("Answer.", &never)
+        .prompt_steered("Answer.", &never, &mut no_steers)
         .await
         .expect("prompting kin");
     let elapsed = start.elapsed();
@@ -93,8 +96,12 @@ async fn spawn_and_cancel(command: ChildCommand) {
         tokio::task::yield_now().await;
         cancelling.cancel();
     });
-    let outcome = child.prompt("Wait.", &cancel).await.expect("prompting kin");
-    assert_eq!(outcome.stop_reason, "cancelled");
+    let (_, mut no_steers) = tokio::sync::mpsc::unbounded_channel();
+    let outcome = child
+        .prompt_steered("Wait.", &cancel, &mut no_steers)
+        .await
+        .expect("prompting kin");
+    assert_eq!(outcome.stop_reason, StopReason::Cancelled);
     child.shutdown().await;
 }
 
@@ -118,7 +125,7 @@ fn processes_with(marker: &str) -> usize {
 
 fn main() {
     common::watchdog("acp_child", Duration::from_secs(600));
-    kin::tools::guard::enable(PathBuf::from(common::KIN));
+    kin::process::guard::enable(PathBuf::from(common::KIN));
     let (home, cwd) = (temp_dir("kin-bench-home-"), temp_dir("kin-bench-cwd-"));
     let (answer, hang) = (scenario(Some("ANSWER")), scenario(None));
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::{ms, summary, temp_dir};
-use kin::tools::process::GroupChild;
+use kin::process::group::GroupChild;
 
 const WARMUP: usize = 20;
 const RUNS: usize = 300;
@@ -51,7 +51,7 @@ fn main() {
         .build()
         .expect("a tokio runtime");
     let direct = report("direct", &mut runtime.block_on(samples(cwd.path())));
-    kin::tools::guard::enable(PathBuf::from(common::KIN));
+    kin::process::guard::enable(PathBuf::from(common::KIN));
     let guarded = report("guarded", &mut runtime.block_on(samples(cwd.path())));
     println!(
         "bash_call: the guard adds {:.2} ms per command (median difference); method: spawn \

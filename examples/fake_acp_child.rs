@@ -128,6 +128,9 @@ fn main() -> std::io::Result<()> {
                         &json!({"jsonrpc": "2.0", "id": second["id"], "result": {"stopReason": "end_turn"}}),
                     )?;
                 }
+                "bad-stop" => {
+                    send(&mut out, &reply(json!({"stopReason": "paused"})))?;
+                }
                 "permission" => {
                     send(
                         &mut out,

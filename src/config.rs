@@ -2,6 +2,7 @@
 //! command-line flags, environment variables and the config file (see `resolve`).
 
 mod acp_agents;
+mod duration;
 mod file;
 mod key;
 mod reloadable;
@@ -11,14 +12,15 @@ mod show;
 use std::path::PathBuf;
 
 pub use acp_agents::{AcpAgentConfig, AcpPermission};
+pub use duration::parse_duration;
 pub use key::load as load_key;
 pub use reloadable::ReloadableModel;
 pub use resolve::{
-    parse_duration, resolve, KeyPlan, ModelConfig, Origin, Overrides, Setting, ENV_API_KEY,
-    ENV_BASE_URL, ENV_CONNECT_TIMEOUT, ENV_DEEPSEEK_KEY, ENV_MODEL, ENV_OPENAI_KEY, ENV_RETRIES,
+    resolve, KeyPlan, ModelConfig, Origin, Overrides, Setting, ENV_API_KEY, ENV_BASE_URL,
+    ENV_CONNECT_TIMEOUT, ENV_DEEPSEEK_KEY, ENV_MODEL, ENV_OPENAI_KEY, ENV_RETRIES,
     ENV_STALL_TIMEOUT,
 };
-pub use show::render;
+pub use show::{render, render_agents};
 
 /// Reads an environment variable; empty values count as unset.
 pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
@@ -36,8 +38,20 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
-    #[error("the config file {path} is not valid TOML: {message}")]
-    Parse { path: PathBuf, message: String },
+    #[error("the config file {path} is not valid TOML (line {line}): {message}")]
+    Parse {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+    /// Valid TOML with a value of the wrong type or form; `message` says what was expected.
+    #[error("{path}:{line}: `{key}`: {message}")]
+    Value {
+        path: PathBuf,
+        line: usize,
+        key: String,
+        message: String,
+    },
     #[error("{origin}: {reason}")]
     Invalid { origin: String, reason: String },
     #[error(transparent)]
@@ -73,12 +87,12 @@ pub fn kin_home() -> PathBuf {
     }
 }
 
-/// Tells the environment scrub of tool processes (`tools::child_env`) what the configuration
+/// Tells the environment scrub of tool processes (`process::child_env`) what the configuration
 /// (resolved from `overrides`) says: `pass_env`, the model key's variables, and the key itself
 /// when it is at hand. Used in every mode, replay too; a configuration that does not resolve
 /// leaves the default scrub.
 pub fn configure_tool_env(overrides: &Overrides, config: Result<&ModelConfig, &ConfigError>) {
-    use crate::tools::child_env;
+    use crate::process::child_env;
     match config {
         Ok(config) => {
             child_env::configure(config.pass_env.value.clone(), config.key_vars.clone());
@@ -90,6 +104,14 @@ pub fn configure_tool_env(overrides: &Overrides, config: Result<&ModelConfig, &C
             tracing::debug!(%error, "the tool environment keeps its default scrub");
             child_env::configure(Vec::new(), overrides.api_key_env.iter().cloned().collect());
         }
+    }
+}
+
+/// Puts the configuration's size caps in force (see `crate::limits`); a configuration that
+/// does not resolve leaves the defaults.
+pub fn configure_limits(config: Result<&ModelConfig, &ConfigError>) {
+    if let Ok(config) = config {
+        crate::limits::configure(config.limits());
     }
 }
 

@@ -3,6 +3,8 @@
 //! stderr; or, with `json`, every session event is written to stdout as its log line. Knows
 //! nothing of ACP.
 
+mod ask;
+
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,6 +17,9 @@ use crate::agent::{StopReason, TurnError};
 use crate::model::Credentials;
 use crate::runtime::{Runtime, RuntimeError};
 use crate::session::{AssistantChunk, Chunk, Event, EventBody, UserPart};
+use crate::tools::{ClientBridge, PermissionMode};
+
+pub use ask::TerminalAsk;
 
 /// Exit status of a turn that ended without an answer being complete (limit, refusal).
 pub const EXIT_STOPPED: u8 = 3;
@@ -29,6 +34,8 @@ pub struct HeadlessOptions {
     pub cwd: PathBuf,
     /// Write the session's events as JSON lines instead of the answer text.
     pub json: bool,
+    /// The permission mode to run the turn in; `None` keeps the session's (`ask` when new).
+    pub mode: Option<PermissionMode>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -64,7 +71,8 @@ pub fn exit_status(
             )),
         ),
         Ok(StopReason::Error) => (1, Some("the turn failed".into())),
-        Err(error) => (1, Some(error.to_string())),
+        // Errors quote the endpoint, files and the model: made visible, not interpreted.
+        Err(error) => (1, Some(crate::text::visible(&error.to_string()).into_owned())),
     }
 }
 
@@ -76,13 +84,29 @@ pub async fn run(
     cancel: CancellationToken,
 ) -> Result<StopReason, HeadlessError> {
     let host = runtime.host();
-    if let Credentials::Missing { hint } = host.model().credentials() {
-        return Err(HeadlessError::MissingKey(hint));
-    }
-    let agent = match &options.session {
-        Some(id) => runtime.open_session(id, options.cwd.clone(), None)?,
-        None => host.create_session(options.cwd.clone(), Vec::new(), 0)?,
+    let missing_key = || match host.model().credentials() {
+        Credentials::Missing { hint } => Err(HeadlessError::MissingKey(hint)),
+        _ => Ok(()),
     };
+    // An unknown session is the first thing to report; a new session is only created once
+    // there is a key to run it with.
+    let agent = match &options.session {
+        Some(id) => {
+            let agent = runtime.open_session(id, options.cwd.clone(), None)?;
+            missing_key()?;
+            agent
+        }
+        None => {
+            missing_key()?;
+            host.create_session(options.cwd.clone(), Vec::new(), 0)?
+        }
+    };
+    if let Some(mode) = options.mode {
+        agent
+            .set_permission_mode(mode)
+            .map_err(|error| HeadlessError::Session(RuntimeError::from(error)))?;
+    }
+    let asker: Arc<dyn ClientBridge> = Arc::new(TerminalAsk::new());
     let printer = Arc::new(Printer {
         json: options.json,
         wrote_text: AtomicBool::new(false),
@@ -101,7 +125,7 @@ pub async fn run(
         text: options.prompt.clone(),
     }];
     let outcome = host
-        .start_turn(agent.clone(), prompt, None, cancel.clone())
+        .start_turn(agent.clone(), prompt, Some(asker), cancel.clone())
         .await;
     printer.finish();
     let _ = writeln!(
@@ -152,8 +176,8 @@ impl Printer {
                 let _ = writeln!(
                     std::io::stderr(),
                     "kin: tool {} {}",
-                    call.name,
-                    shorten(&call.arguments, 200)
+                    shown(&call.name, 200),
+                    shown(&call.arguments, 200)
                 );
             }
             EventBody::ToolResult(result) => {
@@ -163,7 +187,7 @@ impl Printer {
                 let _ = writeln!(
                     std::io::stderr(),
                     "kin:   -> {status}: {}",
-                    shorten(first, 200)
+                    shown(first, 200)
                 );
             }
             _ => {}
@@ -188,9 +212,12 @@ impl Printer {
     }
 }
 
-fn shorten(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
+/// At most `max` characters of `text` for a stderr line, terminal escapes and other control
+/// characters made visible: the model and files choose this text, not the terminal's owner.
+fn shown(text: &str, max: usize) -> String {
+    let cut = match text.char_indices().nth(max) {
         Some((at, _)) => format!("{}…", &text[..at]),
         None => text.to_owned(),
-    }
+    };
+    crate::text::visible(&cut).into_owned()
 }

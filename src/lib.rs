@@ -3,8 +3,9 @@
 //!
 //! # Layout
 //! - [`rpc`]: JSON-RPC 2.0 peer over any byte streams (editor on stdio, children on pipes).
-//! - [`acp`]: the ACP boundary; requests in, `session/update`s out; the editor bridge over ACP;
-//!   [`acp::client`], kin as the ACP client of child agents.
+//! - [`acp`]: the ACP boundary with the editor; requests in, `session/update`s out; the editor
+//!   bridge over ACP.
+//! - [`acp_client`]: kin as the ACP client of child agent processes (the other direction).
 //! - [`headless`]: `kin run`, one turn without an editor.
 //! - [`runtime`]: wiring: puts the session host, background tasks and delegation together
 //!   into the one process-wide [`runtime::Runtime`], and opens, closes and deletes sessions
@@ -19,29 +20,38 @@
 //! - [`tasks`]: background tasks and the `task_*` tools.
 //! - [`tools`]: the tool trait and registry; the coding tools (`read`, `write`, `edit`, `glob`,
 //!   `grep`, `bash`) with confinement, permissions and the editor bridge trait.
+//! - [`process`]: the processes kin starts (commands, child agents): process groups, the
+//!   process guard, the scrubbed environment, output caps.
 //! - [`model`]: the model trait; the OpenAI-compatible HTTP client; replay of recorded scenarios.
 //! - [`config`]: where kin keeps its data; the model configuration (flags, env, config file).
 //! - [`session`]: the durable JSONL session log, its records and its folds.
+//! - [`sync`]: the one mutex `lock` helper.
 //! - [`scenario`]: drives `kin acp` through a recorded scenario (`kin demo`, tests, benches).
 //!
 //! Dependencies point down:
 //! `{acp, headless} -> runtime -> delegation -> agent -> tools -> model -> session`, where
-//! `delegation` also uses `tasks` (which uses `tools`), `acp` and `headless` also use `agent`
-//! directly, and `model` and `config` use each other (a model is built from its configuration).
-//! `session`, `rpc` and `time` use nothing else of kin; `scenario` uses `rpc` and `tools`.
-//! [`acp::client`] uses only `rpc`, `config` and `tools`; the `acp` provider in `delegation`
-//! uses it.
+//! `delegation` also uses `tasks` (which uses `tools`) and `acp_client`; `acp` and `headless`
+//! also use `agent` directly (`acp` also the depth keys of `acp_client`); `config` uses `model`
+//! (a model is built from its configuration).
+//! [`acp_client`] uses only `rpc`, `config` and `process`; `tools` and `config` use `process`,
+//! which uses nothing else of kin. `session` and `rpc` use only `sync`; `time`, `sync`, `text` and
+//! `limits` use nothing else of kin; `scenario` uses `rpc`, `session` and `process`.
 
 pub mod acp;
+pub mod acp_client;
 pub mod agent;
 pub mod config;
 pub mod delegation;
 pub mod headless;
+pub mod limits;
 pub mod model;
+pub mod process;
 pub mod rpc;
 pub mod runtime;
 pub mod scenario;
 pub mod session;
+pub mod sync;
 pub mod tasks;
+pub mod text;
 pub mod time;
 pub mod tools;

@@ -16,6 +16,7 @@ use kin::config::{self, Overrides};
 use kin::headless::{self, HeadlessOptions};
 use kin::model::{Model, ReplayModel};
 use kin::runtime::{Runtime, RuntimeOptions};
+use kin::tools::PermissionMode;
 
 #[derive(Parser)]
 #[command(name = "kin", version, about = "An ACP agent that delegates")]
@@ -49,6 +50,11 @@ enum Command {
         /// Serve the model from the recorded session logs in DIR (no key needed).
         #[arg(long, value_name = "DIR")]
         replay: Option<PathBuf>,
+        /// What tools may do: `ask` asks on the terminal before edits, commands and paths
+        /// outside the directory (refused without a terminal), `allow` lets them run,
+        /// `read-only` refuses edits and commands [default: ask, or a continued session's mode]
+        #[arg(long, value_name = "MODE", value_parser = parse_mode)]
+        mode: Option<PermissionMode>,
         #[command(flatten)]
         model: ModelFlags,
     },
@@ -100,7 +106,7 @@ impl ModelFlags {
 
 fn main() -> ExitCode {
     // `kin __guard ...` (how kin runs commands) guards one command and exits here.
-    kin::tools::guard::init();
+    kin::process::guard::init();
     // Colours only for a person watching a terminal, never in a file or an editor's log pane.
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
@@ -185,8 +191,17 @@ fn run_command(cli: Cli) -> anyhow::Result<u8> {
             json,
             session,
             replay,
+            mode,
             model,
-        } => runtime.block_on(Box::pin(run(prompt, json, session, replay, model))),
+        } => {
+            let options = RunArgs {
+                prompt,
+                json,
+                session,
+                mode,
+            };
+            runtime.block_on(Box::pin(run(options, replay, model)))
+        }
         Command::Config { model } => runtime.block_on(Box::pin(show_config(model))),
         Command::Demo => runtime
             .block_on(Box::pin(kin::scenario::demo::run()))
@@ -203,6 +218,7 @@ async fn model(replay: Option<&PathBuf>, flags: &ModelFlags) -> anyhow::Result<A
     // Resolved once here: the tool environment needs it even when a replay is the model.
     let config = config::resolve(&overrides, &config::process_env);
     config::configure_tool_env(&overrides, config.as_ref());
+    config::configure_limits(config.as_ref());
     Ok(match replay {
         Some(dir) => Arc::new(
             ReplayModel::from_dir(dir)
@@ -232,6 +248,13 @@ fn open_runtime(model: Arc<dyn Model>) -> anyhow::Result<Arc<Runtime>> {
 }
 
 async fn acp(replay: Option<PathBuf>, flags: ModelFlags) -> anyhow::Result<u8> {
+    // Somebody typed `kin acp` by hand: say what it waits for (stdout stays the protocol's).
+    if std::io::stdin().is_terminal() {
+        eprintln!(
+            "kin: `kin acp` serves the Agent Client Protocol (JSON-RPC) on stdin/stdout for an \
+             editor; to try kin by hand run `kin demo` or `kin run \"PROMPT\"` (Ctrl-D ends)"
+        );
+    }
     let runtime = open_runtime(model(replay.as_ref(), &flags).await?)?;
     let shutdown = CancellationToken::new();
     tokio::spawn(stop_on_signal(shutdown.clone()));
@@ -239,21 +262,32 @@ async fn acp(replay: Option<PathBuf>, flags: ModelFlags) -> anyhow::Result<u8> {
     Ok(0)
 }
 
-async fn run(
+/// A permission mode by its id (`ask`, `allow`, `read-only`).
+fn parse_mode(id: &str) -> Result<PermissionMode, String> {
+    PermissionMode::from_id(id).ok_or_else(|| {
+        let known: Vec<&str> = PermissionMode::ALL.iter().map(|m| m.id()).collect();
+        format!("unknown mode {id:?}; expected one of {}", known.join(", "))
+    })
+}
+
+/// `kin run`'s own arguments.
+struct RunArgs {
     prompt: String,
     json: bool,
     session: Option<String>,
-    replay: Option<PathBuf>,
-    flags: ModelFlags,
-) -> anyhow::Result<u8> {
+    mode: Option<PermissionMode>,
+}
+
+async fn run(args: RunArgs, replay: Option<PathBuf>, flags: ModelFlags) -> anyhow::Result<u8> {
     let runtime = open_runtime(model(replay.as_ref(), &flags).await?)?;
     let cancel = CancellationToken::new();
     tokio::spawn(stop_on_signal(cancel.clone()));
     let options = HeadlessOptions {
-        prompt,
-        session,
+        prompt: args.prompt,
+        session: args.session,
         cwd: std::env::current_dir().context("reading the current directory")?,
-        json,
+        json: args.json,
+        mode: args.mode,
     };
     let result = headless::run(&runtime, &options, cancel).await;
     // Background children the turn started are cancelled and settle (their logs end cleanly).
@@ -268,7 +302,9 @@ async fn run(
 async fn show_config(flags: ModelFlags) -> anyhow::Result<u8> {
     let config = config::resolve(&flags.overrides(), &config::process_env)?;
     let key = config::load_key(&config.key).await;
+    let agents = config::acp_agents(&config::process_env)?;
     print!("{}", config::render(&config, &key));
+    print!("{}", config::render_agents(&agents));
     Ok(0)
 }
 

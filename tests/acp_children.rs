@@ -8,8 +8,9 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use agent_client_protocol_schema::v1::StopReason;
 use common::Script;
-use kin::acp::client::{AcpChild, ChildCommand, ChildError, PromptOutcome, Steer};
+use kin::acp_client::{AcpChild, ChildCommand, ChildError, PromptOutcome, Steer};
 use kin::config::AcpPermission;
 use kin::scenario::{RunOptions, Runner, Step};
 use serde_json::{json, Value};
@@ -54,13 +55,14 @@ async fn assert_none_left(marker: &str) {
 
 fn command_for(mode: &str, marker: &str, cwd: &Path) -> ChildCommand {
     // Children run under the process guard, as in kin.
-    kin::tools::guard::enable(common::kin_binary());
+    kin::process::guard::enable(common::kin_binary());
     ChildCommand {
         program: fake_child().display().to_string(),
         args: vec![marker.to_owned(), mode.to_owned()],
         env: Vec::new(),
         cwd: cwd.to_owned(),
         permission: AcpPermission::Reject,
+        ceiling: None,
         depth: 1,
         initialize_timeout: Duration::from_secs(20),
         eof_grace: Duration::from_millis(200),
@@ -68,12 +70,22 @@ fn command_for(mode: &str, marker: &str, cwd: &Path) -> ChildCommand {
     }
 }
 
+/// One prompt with nothing steered into it.
+async fn prompt(
+    child: &mut AcpChild,
+    text: &str,
+    cancel: &CancellationToken,
+) -> Result<PromptOutcome, ChildError> {
+    let (_, mut no_steers) = tokio::sync::mpsc::unbounded_channel();
+    child.prompt_steered(text, cancel, &mut no_steers).await
+}
+
 /// Starts the fake child in `mode` and prompts it once; returns the answer text or the error,
 /// after the teardown.
 async fn run(command: ChildCommand) -> Result<String, ChildError> {
     let cancel = CancellationToken::new();
     let mut child = AcpChild::start(command, &cancel).await?;
-    let outcome = child.prompt("hello", &cancel).await;
+    let outcome = prompt(&mut child, "hello", &cancel).await;
     child.shutdown().await;
     outcome.map(|outcome| outcome.text)
 }
@@ -146,6 +158,21 @@ async fn garbage_output_is_named() {
 }
 
 #[tokio::test]
+async fn a_stop_reason_that_is_not_acp_is_named() {
+    let cwd = tempfile::tempdir().unwrap();
+    let marker = marker("bad-stop");
+    let error = run(command_for("bad-stop", &marker, cwd.path()))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, ChildError::BadAnswer { method, .. } if method == "session/prompt"),
+        "{error}"
+    );
+    assert!(error.to_string().contains("paused"), "{error}");
+    assert_none_left(&marker).await;
+}
+
+#[tokio::test]
 async fn a_flood_is_cut_off() {
     let cwd = tempfile::tempdir().unwrap();
     let marker = marker("flood");
@@ -183,8 +210,8 @@ async fn cancelling_a_prompt_tells_the_child_and_tears_it_down() {
         .unwrap();
     let prompting = CancellationToken::new();
     prompting.cancel();
-    let outcome = child.prompt("hello", &prompting).await.unwrap();
-    assert_eq!(outcome.stop_reason, "cancelled");
+    let outcome = prompt(&mut child, "hello", &prompting).await.unwrap();
+    assert_eq!(outcome.stop_reason, StopReason::Cancelled);
     child.shutdown().await;
     assert_none_left(&marker).await;
 }
@@ -237,7 +264,7 @@ async fn a_child_that_takes_a_second_prompt_is_steered_and_answers_both() {
     let (verdict, outcome) = steer_fake("steer").await;
     assert_eq!(verdict, Ok(()));
     let outcome = outcome.unwrap();
-    assert_eq!(outcome.stop_reason, "end_turn");
+    assert_eq!(outcome.stop_reason, StopReason::EndTurn);
     assert_eq!(outcome.text, "took: also this");
 }
 
@@ -246,7 +273,7 @@ async fn a_child_that_refuses_a_second_prompt_keeps_running_and_the_message_is_n
     let (verdict, outcome) = steer_fake("wait").await;
     assert_eq!(verdict, Err("busy with another prompt".to_owned()));
     // The refusal did not end the run: only the cancel after it did.
-    assert_eq!(outcome.unwrap().stop_reason, "cancelled");
+    assert_eq!(outcome.unwrap().stop_reason, StopReason::Cancelled);
 }
 
 #[tokio::test]
@@ -287,7 +314,7 @@ async fn a_busy_kin_child_refuses_a_steered_prompt_and_goes_on() {
     let reason = verdict.unwrap_err();
     assert!(reason.contains("is already running a prompt"), "{reason}");
     let outcome = outcome.unwrap();
-    assert_eq!(outcome.stop_reason, "cancelled");
+    assert_eq!(outcome.stop_reason, StopReason::Cancelled);
     assert_eq!(outcome.text, "Working on it");
 }
 
@@ -579,7 +606,7 @@ async fn a_kin_child_is_reopened_in_a_new_process_and_continues_its_session() {
     let (home, cwd) = (root.path().join("home"), root.path().join("cwd"));
     std::fs::create_dir_all(&cwd).unwrap();
     let replay = Script::new().text("ANSWER_FROM_THE_CHILD").dir();
-    kin::tools::guard::enable(common::kin_binary());
+    kin::process::guard::enable(common::kin_binary());
     let command = ChildCommand {
         program: common::kin_binary().display().to_string(),
         args: vec![
@@ -590,6 +617,7 @@ async fn a_kin_child_is_reopened_in_a_new_process_and_continues_its_session() {
         env: vec![("KIN_HOME".into(), home.display().to_string())],
         cwd: cwd.clone(),
         permission: AcpPermission::Reject,
+        ceiling: None,
         depth: 1,
         initialize_timeout: Duration::from_secs(20),
         eof_grace: Duration::from_secs(1),
@@ -599,7 +627,7 @@ async fn a_kin_child_is_reopened_in_a_new_process_and_continues_its_session() {
     let mut first = AcpChild::start(command.clone(), &cancel).await.unwrap();
     assert_eq!(first.continuation_method(), Some("session/resume"));
     let session = first.session_id.clone();
-    let answer = first.prompt("First.", &cancel).await.unwrap();
+    let answer = prompt(&mut first, "First.", &cancel).await.unwrap();
     assert_eq!(answer.text, "ANSWER_FROM_THE_CHILD");
     first.shutdown().await;
 
@@ -607,7 +635,7 @@ async fn a_kin_child_is_reopened_in_a_new_process_and_continues_its_session() {
         .await
         .unwrap();
     // A fresh process replays its script from the start: the same answer, one more turn.
-    let answer = second.prompt("Second.", &cancel).await.unwrap();
+    let answer = prompt(&mut second, "Second.", &cancel).await.unwrap();
     assert_eq!(answer.text, "ANSWER_FROM_THE_CHILD");
     second.shutdown().await;
 

@@ -1,6 +1,7 @@
 //! Continuable children across kin processes sharing one `KIN_HOME`: a child started by one
 //! process is continued by the next after a restart, and two processes never run the same
-//! child at once (the loser's task fails and says so).
+//! child at once (the parent's writer lock refuses the second process first; a child locked
+//! elsewhere fails the loser's task, which says so).
 
 mod common;
 
@@ -236,6 +237,38 @@ async fn a_child_running_in_one_process_is_refused_by_another() {
         &[("KIN_HOME", home.to_str().unwrap())],
     );
     other.initialize().await;
+    // The holder has the parent open: here it is only replayed, and a prompt is refused.
+    let holder_pid = holder.child.id().unwrap();
+    let cwd = other.cwd();
+    let (_, answer) = other
+        .request(
+            2,
+            "session/load",
+            json!({"sessionId": parent, "cwd": cwd, "mcpServers": []}),
+        )
+        .await;
+    assert_eq!(
+        answer["result"]["_meta"]["kin.readOnly"]["writerPid"],
+        holder_pid
+    );
+    let answer = prompt(&mut other, 3, &parent, "follow up").await;
+    assert_eq!(answer["error"]["code"], -32001, "{answer}");
+    assert_eq!(answer["error"]["data"]["pid"], holder_pid, "{answer}");
+    // The holder's child is untouched and still running.
+    assert!(!std::fs::read_to_string(&child_log)
+        .unwrap()
+        .contains(r#""type":"turn/end""#));
+    holder.close_stdin();
+    holder.child.wait().await.unwrap();
+
+    // The parent is free now, but another process (this test) runs the child: a message to
+    // it is refused, and says so.
+    let running = std::fs::File::open(&child_log).unwrap();
+    {
+        use std::os::fd::AsRawFd;
+        let locked = unsafe { libc::flock(running.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        assert_eq!(locked, 0, "the holder's lock went with it");
+    }
     load(&mut other, &parent).await;
     prompt(&mut other, 4, &parent, "follow up").await;
     let results = tool_results(&home, &parent);
@@ -250,10 +283,5 @@ async fn a_child_running_in_one_process_is_refused_by_another() {
             ),
         ]
     );
-    // The holder's child is untouched and still running.
-    assert!(!std::fs::read_to_string(&child_log)
-        .unwrap()
-        .contains(r#""type":"turn/end""#));
-    holder.close_stdin();
-    holder.child.wait().await.unwrap();
+    drop(running);
 }

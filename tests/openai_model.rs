@@ -521,6 +521,36 @@ async fn a_json_answer_to_a_streaming_request_is_a_clear_error() {
     let (_, error) = collect(&model(&server), request("hi")).await;
     let message = error.expect("an error").to_string();
     assert!(message.contains("instead of an event stream"), "{message}");
+    assert!(
+        message.contains("200") && message.contains("\"application/json\""),
+        "{message}"
+    );
+    assert!(message.contains(r#"{"choices""#), "{message}");
+}
+
+/// A 200 that is a web page (a wrong base URL, a captive portal) says what arrived: status,
+/// content type and the first bytes, controls escaped and cut.
+#[tokio::test]
+async fn a_non_stream_answer_says_what_arrived() {
+    let server = MockServer::start();
+    let page = format!("<html>\u{1b}[31mLogin\r\n{}</html>", "x".repeat(5000));
+    server.push(Reply::Status {
+        status: 200,
+        headers: vec![("content-type".into(), "text/html; charset=utf-8".into())],
+        body: page,
+    });
+    let (_, error) = collect(&model(&server), request("hi")).await;
+    let message = error.expect("an error").to_string();
+    assert!(
+        message.contains("200") && message.contains("text/html; charset=utf-8"),
+        "{message}"
+    );
+    assert!(
+        message.contains("<html>\\u{1b}[31mLogin\\r\\n"),
+        "{message}"
+    );
+    assert!(message.len() < 600, "{}", message.len());
+    assert!(!message.contains('\u{1b}'));
 }
 
 #[tokio::test]

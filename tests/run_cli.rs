@@ -419,3 +419,38 @@ fn logs_on_a_pipe_have_no_colour_codes() {
     assert!(stderr.contains("DEBUG"), "debug logs are on: {stderr}");
     assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
 }
+
+#[test]
+fn headless_edit_outside_the_workspace_quotes_nothing_of_the_file() {
+    let server = MockServer::start();
+    let dirs = Dirs::new();
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("credentials");
+    std::fs::write(&secret, "AWS_SECRET=hunter2\n").unwrap();
+    let arguments = serde_json::json!({
+        "path": secret.display().to_string(),
+        "patch": "@@ -1 +1 @@\n-AWS_SECRET=guess\n+x\n",
+    })
+    .to_string();
+    server.push(tool_calls_reply(&[("call_1", "edit", &arguments)]));
+    server.push(text_reply(&["Could not."]));
+    let out = dirs.run(Some(&server), Some("sk-run-000000010"), &["Edit it"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let result = &server.requests()[1].body["messages"][3];
+    assert_eq!(result["role"], "tool");
+    let told = result["content"].as_str().unwrap();
+    assert!(
+        told.contains("--mode"),
+        "refused for want of a terminal to ask: {told}"
+    );
+    assert!(!told.contains("hunter2"), "the model was told: {told}");
+    assert!(
+        !text(&out.stderr).contains("hunter2"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&secret).unwrap(),
+        "AWS_SECRET=hunter2\n"
+    );
+}

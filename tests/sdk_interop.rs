@@ -3,8 +3,9 @@
 //! session's whole life (tests/interop/python_sdk_client.py, which also writes the replay
 //! model script it expects).
 //!
-//! Without the SDK installed this test is skipped with a message, unless `CI` is set: CI
-//! installs it, so there a missing SDK is a failure.
+//! The interpreter is `$KIN_PYTHON` (`.ci/run` points it at the virtual environment it
+//! installs the SDK into), else `python3`. Without the SDK this test is skipped with a
+//! message, unless `KIN_PYTHON` is set: an interpreter chosen for the test must have it.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -18,20 +19,28 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Whether `python3` can import the SDK; `Err` says why not.
-fn sdk_available() -> Result<(), String> {
-    match Command::new("python3")
+/// The Python interpreter to run the SDK with, and whether it was chosen explicitly.
+fn python() -> (String, bool) {
+    match std::env::var("KIN_PYTHON") {
+        Ok(path) if !path.is_empty() => (path, true),
+        _ => ("python3".to_owned(), false),
+    }
+}
+
+/// Whether the interpreter can import the SDK; `Err` says why not.
+fn sdk_available(python: &str) -> Result<(), String> {
+    match Command::new(python)
         .args(["-c", "import acp"])
         .stdin(Stdio::null())
         .output()
     {
         Ok(out) if out.status.success() => Ok(()),
         Ok(out) => Err(format!(
-            "`python3 -c \"import acp\"` failed ({}): {}",
+            "`{python} -c \"import acp\"` failed ({}): {}",
             out.status,
             String::from_utf8_lossy(&out.stderr).trim()
         )),
-        Err(error) => Err(format!("could not run python3: {error}")),
+        Err(error) => Err(format!("could not run {python}: {error}")),
     }
 }
 
@@ -41,16 +50,17 @@ fn read(path: &Path) -> String {
 
 #[tokio::test]
 async fn official_python_sdk_drives_a_session_through_its_life() {
-    if let Err(why) = sdk_available() {
-        if std::env::var_os("CI").is_some() {
-            panic!(
-                "the ACP Python SDK is required when CI is set: {why}\n\
-                 install it with: python3 -m pip install -r tests/interop/requirements.txt"
-            );
+    let (python, chosen) = python();
+    if let Err(why) = sdk_available(&python) {
+        const HOW: &str = "python3 -m venv target/ci-venv && \
+            target/ci-venv/bin/pip install -r tests/interop/requirements.txt, \
+            then set KIN_PYTHON=target/ci-venv/bin/python (.ci/run does all this)";
+        if chosen {
+            panic!("the ACP Python SDK is required when KIN_PYTHON is set: {why}\nto install it: {HOW}");
         }
         let line = format!(
             "SKIPPED sdk_interop: the ACP Python SDK is not installed ({why}).\n\
-             To run this test: python3 -m pip install -r tests/interop/requirements.txt\n"
+             To run this test: {HOW}\n"
         );
         // Straight to the stderr handle: libtest captures eprintln!, hiding the notice.
         let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
@@ -70,7 +80,7 @@ async fn official_python_sdk_drives_a_session_through_its_life() {
     let stderr_path = temp.path().join("stderr.txt");
 
     let script = repo().join("tests/interop/python_sdk_client.py");
-    let mut child = tokio::process::Command::new("python3")
+    let mut child = tokio::process::Command::new(&python)
         .arg(&script)
         .arg(env!("CARGO_BIN_EXE_kin"))
         .arg(&replay)
@@ -83,7 +93,7 @@ async fn official_python_sdk_drives_a_session_through_its_life() {
         .stderr(File::create(&stderr_path).unwrap())
         .kill_on_drop(true)
         .spawn()
-        .unwrap_or_else(|e| panic!("running python3 {}: {e}", script.display()));
+        .unwrap_or_else(|e| panic!("running {python} {}: {e}", script.display()));
 
     // Waits on the exit itself; the deadline only turns a hang into a readable failure.
     let status = match tokio::time::timeout(DEADLINE, child.wait()).await {

@@ -93,3 +93,36 @@ async fn every_snapshot_replays_as_recorded() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
+
+/// A refresh of the demo (its background child races its parent) leaves every file as it is,
+/// run after run.
+#[tokio::test]
+async fn refreshing_the_demo_changes_no_file() {
+    let original = common::snapshot_dir("demo");
+    let copy = tempfile::tempdir().unwrap();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&original)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    for file in &files {
+        std::fs::copy(file, copy.path().join(file.file_name().unwrap())).unwrap();
+    }
+    let input = read_input(&original);
+    for run in 1..=3 {
+        let outcome = play(&original, &input).await;
+        write_expectations(copy.path(), &outcome);
+        for file in &files {
+            let name = file.file_name().unwrap();
+            let (before, after) = (
+                std::fs::read(file).unwrap(),
+                std::fs::read(copy.path().join(name)).unwrap(),
+            );
+            assert!(
+                before == after,
+                "refresh {run} rewrote {}",
+                name.to_string_lossy()
+            );
+        }
+    }
+}

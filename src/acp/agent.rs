@@ -29,6 +29,7 @@ use crate::model::Credentials;
 use crate::rpc::{Handler, Reply, RequestContext, RpcError};
 use crate::runtime::{Runtime, RuntimeError};
 use crate::session::{StoreError, UserPart};
+use crate::sync::lock;
 use crate::time::iso8601;
 use crate::tools::PermissionMode;
 
@@ -36,6 +37,10 @@ use crate::tools::PermissionMode;
 const RESOURCE_NOT_FOUND: i32 = -32002;
 /// ACP's "authentication required" code: a prompt while the model has no key.
 const AUTH_REQUIRED: i32 = -32000;
+/// kin's code for a session another process has open for writing (a server-defined code).
+const SESSION_LOCKED: i32 = -32001;
+/// Where a `session/load` answer says the session was opened read-only: `_meta` key.
+const READ_ONLY_META_KEY: &str = "kin.readOnly";
 /// The auth method kin advertises when the model has no API key: the client calls
 /// `authenticate` with it after the user has provided a key, and kin looks for it again.
 const API_KEY_METHOD: &str = "api-key";
@@ -49,10 +54,6 @@ pub struct AcpAgent {
     client: Mutex<ClientCapabilities>,
     /// Session events to the client as `session/update`s, from `initialize` on.
     updates: Mutex<Option<Subscription>>,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl AcpAgent {
@@ -91,8 +92,18 @@ fn session_not_found(id: &str, detail: Option<&str>) -> RpcError {
 fn store_error(error: StoreError) -> RpcError {
     match error {
         StoreError::NotFound { id } | StoreError::InvalidId { id } => session_not_found(&id, None),
+        locked @ StoreError::Locked { .. } => session_locked(locked),
         other => RpcError::internal(other.to_string()),
     }
+}
+
+/// `-32001` for a session another process has open for writing, naming that process.
+fn session_locked(error: StoreError) -> RpcError {
+    let StoreError::Locked { id, pid } = &error else {
+        return RpcError::internal(error.to_string());
+    };
+    let data = json!({ "sessionId": id, "pid": pid });
+    RpcError::new(SESSION_LOCKED, error.to_string()).with_data(data)
 }
 
 fn runtime_error(error: RuntimeError) -> RpcError {
@@ -131,7 +142,54 @@ fn check_roots(cwd: &Path, additional: &[PathBuf]) -> Result<Vec<String>, RpcErr
         .collect()
 }
 
+/// A warning for a workspace that is the whole filesystem or the user's home directory: every
+/// file under it counts as inside, so reads there never ask.
+fn broad_workspace(cwd: &Path, home: Option<&Path>) -> Option<String> {
+    let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    };
+    let what = if same(cwd, Path::new("/")) {
+        "the whole filesystem (/)"
+    } else if home.is_some_and(|home| same(cwd, home)) {
+        "your home directory"
+    } else {
+        return None;
+    };
+    Some(format!("The workspace is {what}"))
+}
+
+/// After the answer that opens a session in `cwd`: warns the user when the workspace is broad.
+fn warn_broad_workspace(
+    cx: &RequestContext,
+    client: &ClientCapabilities,
+    session: &str,
+    cwd: &Path,
+) {
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from);
+    let Some(title) = broad_workspace(cwd, home.as_deref()) else {
+        return;
+    };
+    let (peer, client, session) = (cx.peer.clone(), client.clone(), session.to_owned());
+    cx.after_answer(Box::new(move || {
+        super::notice::send(
+            &peer,
+            &client,
+            &session,
+            super::notice::Severity::Warning,
+            &title,
+            Some(
+                "Every file under it counts as inside the workspace: kin reads and searches \
+                 there without asking. Open a project directory instead to keep kin to it.",
+            ),
+        )
+    }));
+}
+
 fn prompt_parts(blocks: Vec<ContentBlock>) -> Result<Vec<UserPart>, RpcError> {
+    super::prompt_size::check(&blocks, &crate::limits::current())?;
     blocks
         .into_iter()
         .map(|block| match block {
@@ -158,6 +216,11 @@ fn prompt_parts(blocks: Vec<ContentBlock>) -> Result<Vec<UserPart>, RpcError> {
 impl Handler for AcpAgent {
     fn request(&self, method: String, params: Value, cx: RequestContext) -> Reply {
         let ready = Reply::Now;
+        if method == "session/prompt" && self.initialized.load(Ordering::Acquire) {
+            if let Err(error) = super::prompt_size::check_raw(&params, &crate::limits::current()) {
+                return ready(Err(error));
+            }
+        }
         let request = match ClientRequest::from_method_and_params(&method, &params) {
             Ok(request) => request,
             Err(MethodDispatchError::UnknownMethod { .. })
@@ -184,8 +247,7 @@ impl Handler for AcpAgent {
             );
             *lock(&self.updates) = Some(self.runtime.host().events().subscribe(forward));
             tracing::debug!(version = ?init.protocol_version, client = ?init.client_info, "initialize");
-            *self.client.lock().unwrap_or_else(|p| p.into_inner()) =
-                init.client_capabilities.clone();
+            *lock(&self.client) = init.client_capabilities.clone();
             let response = answer(Ok(initialize_response(&self.runtime)));
             // Warming the model's client up starts a thread: only once the answer is out.
             let model = self.runtime.host().model().clone();
@@ -308,18 +370,21 @@ async fn dispatch(
                 .host()
                 .create_session(req.cwd.clone(), additional, depth)
                 .map_err(runtime_error)?;
+            warn_broad_workspace(&cx, &client, &agent.id, &req.cwd);
             let mode = agent.permission_mode();
             Ok(NewSessionResponse::new(agent.id.clone())
                 .modes(modes::mode_state(mode))
                 .config_options(modes::config_options(mode)))
         })()),
         ClientRequest::LoadSessionRequest(req) => {
-            let agent = open_idle(
-                &runtime,
-                &req.session_id.0,
-                req.cwd,
-                req.additional_directories,
-            )?;
+            let id = &req.session_id.0;
+            let agent = match open_idle(&runtime, id, req.cwd, req.additional_directories)? {
+                Opened::Writable(agent) => agent,
+                Opened::LockedElsewhere(locked) => {
+                    return load_read_only(&runtime, id, locked, &cx);
+                }
+            };
+            warn_broad_workspace(&cx, &client, &agent.id, &agent.cwd);
             let replayed = agent.with_events(|events| updates::replay(events, &agent.tools));
             for update in replayed {
                 cx.peer.notify(
@@ -333,12 +398,13 @@ async fn dispatch(
                 .config_options(modes::config_options(mode))))
         }
         ClientRequest::ResumeSessionRequest(req) => {
-            let agent = open_idle(
-                &runtime,
-                &req.session_id.0,
-                req.cwd,
-                req.additional_directories,
-            )?;
+            let id = &req.session_id.0;
+            // Resuming is for continuing the session; another process is writing it.
+            let agent = match open_idle(&runtime, id, req.cwd, req.additional_directories)? {
+                Opened::Writable(agent) => agent,
+                Opened::LockedElsewhere(locked) => return Err(session_locked(locked)),
+            };
+            warn_broad_workspace(&cx, &client, &agent.id, &agent.cwd);
             let mode = agent.permission_mode();
             answer(Ok(ResumeSessionResponse::new()
                 .modes(modes::mode_state(mode))
@@ -381,7 +447,7 @@ async fn dispatch(
 /// The delegation depth of a new session: from the parent kin's `_meta`, else from the
 /// environment of a launcher that does not speak ACP, else 0 (a top-level session).
 fn delegation_depth(meta: Option<&serde_json::Map<String, Value>>) -> Result<u32, RpcError> {
-    use super::client::{DEPTH_ENV, DEPTH_META_KEY};
+    use crate::acp_client::{DEPTH_ENV, DEPTH_META_KEY};
     let invalid = |what: String| {
         RpcError::invalid_params(format!(
             "invalid params: {what} must be a non-negative integer"
@@ -403,6 +469,14 @@ fn delegation_depth(meta: Option<&serde_json::Map<String, Value>>) -> Result<u32
     }
 }
 
+/// What `open_idle` found.
+enum Opened {
+    /// Open in this process for writing (its lock held here).
+    Writable(Arc<Agent>),
+    /// Another process has it open for writing: the `StoreError::Locked` naming it.
+    LockedElsewhere(StoreError),
+}
+
 /// Opens a session for load or resume (after checking the roots the client sent); one with a
 /// prompt in flight is refused.
 fn open_idle(
@@ -410,17 +484,57 @@ fn open_idle(
     id: &str,
     cwd: PathBuf,
     additional: Vec<PathBuf>,
-) -> Result<Arc<Agent>, RpcError> {
+) -> Result<Opened, RpcError> {
     check_roots(&cwd, &additional)?;
-    let agent = runtime
-        .open_session(id, cwd, Some(additional))
-        .map_err(runtime_error)?;
+    // Opening restores the delegation records (interrupted background tasks show as such).
+    let agent = match runtime.open_session(id, cwd, Some(additional)) {
+        Ok(agent) => agent,
+        Err(RuntimeError::Store(locked @ StoreError::Locked { .. })) => {
+            return Ok(Opened::LockedElsewhere(locked))
+        }
+        Err(error) => return Err(runtime_error(error)),
+    };
     if agent.is_running() {
         return Err(RpcError::invalid_request(format!(
             "invalid request: session {id} is running a prompt; cancel it or wait for it first"
         )));
     }
-    Ok(agent)
+    Ok(Opened::Writable(agent))
+}
+
+/// `session/load` of a session another process is writing: its history as the file holds it
+/// now is replayed, and nothing is opened here (no lock, no write, a torn last line is that
+/// process's write in progress and is left alone). The answer says so in `_meta`; prompts
+/// and mode changes are refused with `-32001` until the session is loaded again after the
+/// other process has closed it.
+fn load_read_only(
+    runtime: &Runtime,
+    id: &str,
+    locked: StoreError,
+    cx: &RequestContext,
+) -> Result<Value, RpcError> {
+    let pid = match &locked {
+        StoreError::Locked { pid, .. } => *pid,
+        _ => None,
+    };
+    let loaded = runtime.host().store().load(id).map_err(store_error)?;
+    tracing::info!(session = id, writer = ?pid, "replaying a session another process is writing, read-only");
+    for update in updates::replay(&loaded.events, runtime.host().tools()) {
+        cx.peer.notify(
+            "session/update",
+            &SessionNotification::new(id.to_owned(), update),
+        );
+    }
+    let mode = crate::agent::restored_mode(&loaded.events);
+    let mut meta = serde_json::Map::new();
+    meta.insert(
+        READ_ONLY_META_KEY.into(),
+        json!({ "writerPid": pid, "reason": locked.to_string() }),
+    );
+    answer(Ok(LoadSessionResponse::new()
+        .modes(modes::mode_state(mode))
+        .config_options(modes::config_options(mode))
+        .meta(meta)))
 }
 
 fn list_sessions(
@@ -468,16 +582,23 @@ fn list_sessions(
     Ok(response)
 }
 
-/// The live agent of a session a request names; a stored but closed one says how to open it.
+/// The live agent of a session a request names; a stored but closed one says how to open it,
+/// or, while another process has it open for writing, names that process (`-32001`).
 fn live_agent(runtime: &Runtime, id: &str) -> Result<Arc<Agent>, RpcError> {
-    runtime.host().live(id).ok_or_else(|| {
-        let detail = runtime
-            .host()
-            .store()
-            .exists(id)
-            .then_some("it is stored but not open: call session/load or session/resume first");
-        session_not_found(id, detail)
-    })
+    if let Some(agent) = runtime.host().live(id) {
+        return Ok(agent);
+    }
+    let store = runtime.host().store();
+    if !store.exists(id) {
+        return Err(session_not_found(id, None));
+    }
+    match store.lock(id) {
+        Err(locked @ StoreError::Locked { .. }) => Err(session_locked(locked)),
+        _ => Err(session_not_found(
+            id,
+            Some("it is stored but not open: call session/load or session/resume first"),
+        )),
+    }
 }
 
 /// Switches a session's permission mode, logs it, and tells the editor's other view of it.
@@ -581,4 +702,24 @@ async fn prompt(
         }
     };
     answer(Ok(PromptResponse::new(stop)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn root_and_home_are_broad_workspaces_and_projects_are_not() {
+        let home = tempfile::tempdir().unwrap();
+        let project = home.path().join("project");
+        std::fs::create_dir(&project).unwrap();
+        assert!(broad_workspace(Path::new("/"), Some(home.path()))
+            .is_some_and(|w| w.contains("whole filesystem")));
+        assert!(broad_workspace(home.path(), Some(home.path()))
+            .is_some_and(|w| w.contains("home directory")));
+        // Another spelling of the same directory counts too.
+        assert!(broad_workspace(&project.join(".."), Some(home.path())).is_some());
+        assert_eq!(broad_workspace(&project, Some(home.path())), None);
+        assert_eq!(broad_workspace(&project, None), None);
+    }
 }

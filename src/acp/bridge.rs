@@ -2,6 +2,9 @@
 //! `session/request_permission` requests to the client, for one session. Cancelling a call sends
 //! `$/cancel_request`; the client still answers, and a cancelled answer becomes
 //! [`ClientError::Cancelled`].
+//!
+//! `fs/*` requests carry paths the tools have already decided on (see
+//! [`ClientBridge::read_text_file`]); the bridge adds no lookups of its own.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -91,19 +94,6 @@ fn option(id: &'static str, name: String, kind: PermissionOptionKind) -> Permiss
     PermissionOption::new(id, name, kind)
 }
 
-fn kind_word(prompt: &PermissionPrompt) -> &'static str {
-    use crate::tools::ToolKind::*;
-    match prompt.kind {
-        Read => "reads",
-        Edit => "edits",
-        Delete => "deletions",
-        Move => "moves",
-        Search => "searches",
-        Execute => "commands",
-        Think | Fetch | Other => "calls of this kind",
-    }
-}
-
 impl ClientBridge for AcpBridge {
     fn features(&self) -> ClientFeatures {
         self.features
@@ -145,9 +135,9 @@ impl ClientBridge for AcpBridge {
         prompt: PermissionPrompt,
         cancel: CancellationToken,
     ) -> ClientResult<PermissionAnswer> {
-        let words = kind_word(&prompt);
+        let words = prompt.always_words();
         let mut fields = ToolCallUpdateFields::new()
-            .title(prompt.title.clone())
+            .title(updates::field(&prompt.title))
             .kind(updates::acp_kind(prompt.kind))
             .status(ToolCallStatus::Pending);
         let content = updates::diff_content(&prompt.display);
@@ -158,7 +148,7 @@ impl ClientBridge for AcpBridge {
             fields = fields.locations(updates::locations(&prompt.display));
         }
         if let Some(raw) = prompt.raw_input.clone() {
-            fields = fields.raw_input(raw);
+            fields = fields.raw_input(updates::bounded_value(raw));
         }
         let options = vec![
             option(ALLOW_ONCE, "Allow".into(), PermissionOptionKind::AllowOnce),

@@ -1,12 +1,14 @@
 //! The ACP boundary: editor-facing requests become session-host calls, host events become
 //! `session/update` notifications ([`updates`]), tools reach the editor through [`bridge`], and
-//! the permission mode is shown as session modes and a config option ([`modes`]). The only
+//! the permission mode is shown as session modes and a config option ([`modes`]). With
+//! [`crate::acp_client`] (the other direction: kin as the client of child agents), the only
 //! module that knows ACP types.
 
 mod agent;
 pub mod bridge;
-pub mod client;
 pub mod modes;
+pub mod notice;
+mod prompt_size;
 mod subagents;
 pub mod updates;
 

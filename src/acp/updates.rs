@@ -13,8 +13,26 @@ use crate::session::{AssistantBlock, Chunk, Event, EventBody, ToolCall, ToolResu
 use crate::time::iso8601;
 use crate::tools::{ToolDisplay, ToolKind, ToolRegistry};
 
+/// The most text of one field (a message chunk, a tool's output, a diff side, a title) put in
+/// one update: several such fields, JSON-escaped, still fit a line the editor accepts
+/// (`rpc::MAX_LINE_BYTES`, 32 MiB). Longer text is cut with a note saying how much.
+pub const MAX_FIELD_BYTES: usize = 4 * 1024 * 1024;
+
+/// `text`, cut to [`MAX_FIELD_BYTES`].
+pub fn field(text: &str) -> String {
+    crate::text::bounded(text, MAX_FIELD_BYTES).into_owned()
+}
+
+/// A JSON value (tool input) whose text is over [`MAX_FIELD_BYTES`] becomes its cut text.
+pub fn bounded_value(value: Value) -> Value {
+    match serde_json::to_string(&value) {
+        Ok(text) if text.len() > MAX_FIELD_BYTES => Value::from(field(&text)),
+        _ => value,
+    }
+}
+
 fn text_chunk(text: &str) -> ContentChunk {
-    ContentChunk::new(ContentBlock::from(text.to_owned()))
+    ContentChunk::new(ContentBlock::from(field(text)))
 }
 
 /// The updates to send while a turn runs, for one freshly appended event.
@@ -48,10 +66,10 @@ fn tool_call(call: &ToolCall, tools: &ToolRegistry) -> SessionUpdate {
         None => (call.name.clone(), ToolKind::Other),
     };
     SessionUpdate::ToolCall(
-        AcpToolCall::new(call.call_id.clone(), title)
+        AcpToolCall::new(call.call_id.clone(), field(&crate::text::visible(&title)))
             .kind(acp_kind(kind))
             .status(ToolCallStatus::InProgress)
-            .raw_input(arguments),
+            .raw_input(bounded_value(arguments)),
     )
 }
 
@@ -71,7 +89,7 @@ fn tool_result(result: &ToolResult, live: bool) -> SessionUpdate {
         content.extend(diff_content(&display));
     }
     if content.is_empty() || failed {
-        content.push(ToolCallContent::from(result.text()));
+        content.push(ToolCallContent::from(field(&result.text())));
     }
     let mut fields = ToolCallUpdateFields::new().status(status).content(content);
     if !display.locations.is_empty() {
@@ -91,7 +109,8 @@ pub fn diff_content(display: &ToolDisplay) -> Vec<ToolCallContent> {
         .iter()
         .map(|diff| {
             ToolCallContent::from(
-                Diff::new(diff.path.clone(), diff.new_text.clone()).old_text(diff.old_text.clone()),
+                Diff::new(diff.path.clone(), field(&diff.new_text))
+                    .old_text(diff.old_text.as_deref().map(field)),
             )
         })
         .collect()
@@ -130,7 +149,7 @@ pub fn acp_kind(kind: ToolKind) -> AcpToolKind {
 
 fn user_block(part: &UserPart) -> ContentBlock {
     match part {
-        UserPart::Text { text } => ContentBlock::from(text.clone()),
+        UserPart::Text { text } => ContentBlock::from(field(text)),
         UserPart::ResourceLink {
             uri,
             name,
@@ -210,4 +229,25 @@ pub fn replay(events: &[Event], tools: &ToolRegistry) -> Vec<SessionUpdate> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_over_the_bound_are_cut_with_a_note() {
+        assert_eq!(field("short"), "short");
+        let long = "a".repeat(MAX_FIELD_BYTES + 10);
+        let cut = field(&long);
+        assert!(cut.len() < MAX_FIELD_BYTES + 100);
+        assert!(cut.ends_with(&format!("[kin: 10 of {} bytes cut]", long.len())));
+        let input = serde_json::json!({ "content": long });
+        let bounded = bounded_value(input);
+        assert!(bounded
+            .as_str()
+            .is_some_and(|text| text.len() < MAX_FIELD_BYTES + 100));
+        let small = serde_json::json!({ "path": "a" });
+        assert_eq!(bounded_value(small.clone()), small);
+    }
 }

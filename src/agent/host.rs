@@ -16,6 +16,7 @@ use tokio_util::task::TaskTracker;
 use super::{system_prompt, Agent, AgentOptions, AgentSpec, StopReason, TurnDeps, TurnError};
 use crate::model::Model;
 use crate::session::{Event, Header, SessionLog, SessionStore, StoreError, UserPart};
+use crate::sync::lock;
 use crate::time::unique_now_ms;
 use crate::tools::{ClientBridge, ToolRegistry};
 
@@ -90,10 +91,6 @@ impl HostEvents {
             listener(event);
         }
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 pub struct AgentHost {
@@ -348,7 +345,8 @@ impl AgentHost {
     }
 
     /// Deletes a session and, with it, the sessions it delegated to (they are listed nowhere
-    /// else). Live ones are closed first. A missing session is not an error.
+    /// else). Live ones are closed first. A missing session is not an error. While another
+    /// process has any of them open for writing, nothing is closed or deleted (`Locked`).
     pub async fn delete_session(&self, id: &str) -> Result<(), StoreError> {
         let summaries = self.store.list()?;
         let mut doomed = vec![id.to_owned()];
@@ -362,6 +360,16 @@ impl AgentHost {
                     .map(|s| s.id.clone()),
             );
             next += 1;
+        }
+        // All or nothing: every lock first (this process's own are shared, missing files
+        // skipped), held until the files are gone.
+        let mut locks = Vec::with_capacity(doomed.len());
+        for id in &doomed {
+            match self.store.lock(id) {
+                Ok(lock) => locks.push(lock),
+                Err(StoreError::NotFound { .. } | StoreError::InvalidId { .. }) => {}
+                Err(error) => return Err(error),
+            }
         }
         for id in &doomed {
             if let Some(agent) = self.unpublish(id) {

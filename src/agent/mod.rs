@@ -5,6 +5,7 @@
 //! every front end. Delegation reaches an agent only through its tools (looked up by session
 //! id), the records it queues (`record`, `record_in_next_turn`) and `steer`/`inject`.
 
+mod argument_cap;
 mod assemble;
 pub mod host;
 mod permissions;
@@ -15,19 +16,25 @@ mod turn;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 
 use tokio_util::sync::CancellationToken;
 
 use crate::model::{Model, ModelError};
 use crate::session::history::{HistoryFold, ModelHistory};
 use crate::session::{Event, EventBody, Header, SessionLog, StoreError, UserPart};
+use crate::sync::lock;
 use crate::tools::{ClientBridge, PermissionMode, Roots, SessionPermissions, ToolRegistry};
 
 pub use assemble::MessageAssembler;
 pub use structured::{StructuredCapture, STRUCTURED_TOOL};
 pub use system::system_prompt;
 pub use title::fallback_title;
+
+/// The permission mode a session's log restores (as opening it would).
+pub fn restored_mode(events: &[Event]) -> PermissionMode {
+    permissions::restore(events).mode()
+}
 
 /// How a turn ended: the one stop reason in kin. Each target maps it in one function beside
 /// itself: the log (`turn.rs`), ACP (`acp/agent.rs`), `subagent_update` (`acp/subagents.rs`),
@@ -167,10 +174,6 @@ struct AgentState {
     has_title: bool,
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 /// Why a message could not be steered into a turn.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("subagent child \"{id}\" is not running; the message was not delivered")]
@@ -244,6 +247,19 @@ impl Agent {
 
     pub fn permission_mode(&self) -> PermissionMode {
         self.permissions.mode()
+    }
+
+    /// The session's permission state (what tool calls are decided by).
+    pub fn permissions(&self) -> &Arc<SessionPermissions> {
+        &self.permissions
+    }
+
+    /// Bounds this session, a delegated child, by `parent`'s permissions: its calls are decided
+    /// under the strictest of its own mode and its ancestors' current ones. Once per session.
+    pub fn bind_permissions_to(&self, parent: &Agent) {
+        if !self.permissions.bind_to_parent(parent.permissions.clone()) {
+            tracing::debug!(session = %self.id, "permissions already bound to a parent");
+        }
     }
 
     /// Switches the permission mode; the change is written to the log now if the session is

@@ -6,6 +6,7 @@ use futures::StreamExt;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use super::argument_cap::ArgumentCap;
 use super::{
     permissions, Agent, AgentState, MessageAssembler, Observer, StopReason, TurnDeps, TurnError,
 };
@@ -245,6 +246,7 @@ impl Turn<'_> {
         let mut stream = self.deps.model.stream(request);
         let mut message = MessageAssembler::default();
         let mut chunk_seqs = Vec::new();
+        let mut argument_cap = ArgumentCap::new(crate::limits::current().tool_argument_bytes);
         let finish = loop {
             let next = tokio::select! {
                 biased;
@@ -259,6 +261,9 @@ impl Turn<'_> {
                         "the model stream ended without a finish chunk".into(),
                     )))
                 }
+            };
+            let Some(chunk) = argument_cap.filter(chunk) else {
+                continue;
             };
             message.push(&chunk);
             let finish = match &chunk {
@@ -356,8 +361,15 @@ impl Turn<'_> {
         let call_seq = call.seq;
         self.push(call);
         let captured = self.structured_captured();
+        let refused = super::argument_cap::refused(arguments);
         let output = if self.cancel.is_cancelled() || self.tool_cancelled {
             ToolOutput::cancelled()
+        } else if let Some(refused) = refused {
+            ToolOutput::error(
+                "ArgumentsTooLarge",
+                "ARGUMENTS_TOO_LARGE",
+                refused.message(),
+            )
         } else if captured {
             crate::agent::StructuredCapture::refusal(name)
         } else {

@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::file::DurationValue;
-use super::resolve::duration_value;
+use super::duration::{duration_value, DurationValue};
 use super::ConfigError;
 
 /// How kin answers the permission requests of a child agent.
@@ -22,6 +21,17 @@ pub enum AcpPermission {
     Allow,
     /// Meant for the editor to decide; until kin forwards them, answered as `reject`.
     Ask,
+}
+
+impl AcpPermission {
+    /// The value as the config file writes it.
+    pub fn id(self) -> &'static str {
+        match self {
+            Self::Reject => "reject",
+            Self::Allow => "allow",
+            Self::Ask => "ask",
+        }
+    }
 }
 
 /// One `[acp_agents.<name>]` table as written.
@@ -190,11 +200,12 @@ mod tests {
             error.to_string().contains("acp_agents.a.command"),
             "{error}"
         );
-        let error = parse("[acp_agents.a]\ncommand = \"x\"\nterm_grace = -1\n").unwrap_err();
-        assert!(
-            error.to_string().contains("acp_agents.a.term_grace"),
-            "{error}"
-        );
+        // A bad duration is refused as the file is read (with its line, see `file`).
+        let error = toml::from_str::<super::super::file::FileConfig>(
+            "[acp_agents.a]\ncommand = \"x\"\nterm_grace = -1\n",
+        )
+        .unwrap_err();
+        assert!(error.message().contains("not a positive"), "{error}");
         assert!(toml::from_str::<super::super::file::FileConfig>(
             "[acp_agents.a]\ncommand = \"x\"\nbogus = 1\n"
         )

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use super::duration::DurationValue;
 use super::{ConfigError, EnvLookup};
 
 /// The keys kin reads; others are kept so `kin config` can point them out.
@@ -22,21 +23,17 @@ pub struct FileConfig {
     pub connect_timeout: Option<DurationValue>,
     pub stall_timeout: Option<DurationValue>,
     pub retries: Option<u32>,
-    /// Credential-like variables tool processes may see (see `tools::child_env`).
+    /// Credential-like variables tool processes may see (see `process::child_env`).
     pub pass_env: Option<Vec<String>>,
+    /// Caps on sizes the model and the client choose (see `crate::limits`).
+    pub max_tool_argument_bytes: Option<u64>,
+    pub max_prompt_bytes: Option<u64>,
+    pub max_prompt_blocks: Option<u64>,
     /// Child agents over ACP (see `acp_agents`).
     #[serde(default)]
     pub acp_agents: BTreeMap<String, super::acp_agents::AcpAgentEntry>,
     #[serde(flatten)]
     pub unknown: BTreeMap<String, toml::Value>,
-}
-
-/// A duration written as seconds (`60`, `0.5`) or with a unit (`"200ms"`, `"60s"`, `"2m"`).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-pub enum DurationValue {
-    Seconds(f64),
-    Text(String),
 }
 
 /// Where the config file is looked for (it need not exist).
@@ -61,12 +58,62 @@ pub fn load(path: &Path) -> Result<Option<FileConfig>, ConfigError> {
             })
         }
     };
-    toml::from_str(&text)
-        .map(Some)
-        .map_err(|error| ConfigError::Parse {
+    // Syntax first: only text that is not TOML at all is "not valid TOML".
+    if let Err(error) = text.parse::<toml::Table>() {
+        return Err(ConfigError::Parse {
             path: path.to_owned(),
+            line: error.span().map_or(0, |span| line_of(&text, span.start)),
             message: error.message().to_owned(),
-        })
+        });
+    }
+    toml::from_str(&text).map(Some).map_err(|error| {
+        let at = error.span().map_or(0, |span| span.start);
+        ConfigError::Value {
+            path: path.to_owned(),
+            line: line_of(&text, at),
+            key: key_at(&text, at),
+            // serde names Rust types; the file's readers know TOML's.
+            message: error
+                .message()
+                .replace("expected u32", "expected a whole number"),
+        }
+    })
+}
+
+/// The 1-based line holding byte `at`.
+fn line_of(text: &str, at: usize) -> usize {
+    let at = at.min(text.len());
+    text.as_bytes()[..at]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+/// The dotted key whose value starts at byte `at`: the key on that line (`retries = ...`),
+/// under the table header above it (`[acp_agents.codex]`), or the header itself.
+fn key_at(text: &str, at: usize) -> String {
+    let before = text.get(..at).unwrap_or(text);
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let line = text[line_start..].lines().next().unwrap_or_default().trim();
+    let header = |line: &str| {
+        let inner = line.strip_prefix('[')?.split(']').next()?;
+        Some(inner.trim_matches(['[', ' ']).to_owned())
+    };
+    if line.starts_with('[') {
+        return header(line).unwrap_or_default();
+    }
+    let key = line.split('=').next().unwrap_or_default().trim();
+    let table = text[..line_start]
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|line| line.starts_with('['))
+        .and_then(header);
+    match table {
+        Some(table) if !table.is_empty() => format!("{table}.{key}"),
+        _ => key.to_owned(),
+    }
 }
 
 #[cfg(test)]
@@ -87,6 +134,31 @@ mod tests {
         assert!(file.unknown.contains_key("foo"));
     }
 
+    fn value_error(text: &str) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        std::fs::write(&path, text).unwrap();
+        let error = load(&path).unwrap_err();
+        assert!(matches!(error, ConfigError::Value { .. }), "{error}");
+        error.to_string()
+    }
+
+    #[test]
+    fn value_errors_name_the_file_line_key_and_expected_type() {
+        let error = value_error("model = \"m\"\nretries = \"three\"\n");
+        assert!(error.contains("config.toml:2: `retries`"), "{error}");
+        assert!(error.contains("expected a whole number"), "{error}");
+        assert!(!error.contains("not valid TOML"), "{error}");
+        let error = value_error("stall_timeout = true\n");
+        assert!(error.contains(":1: `stall_timeout`"), "{error}");
+        assert!(error.contains("expected a duration"), "{error}");
+        let error = value_error("connect_timeout = \"soon\"\n");
+        assert!(error.contains("\"soon\" is not a duration"), "{error}");
+        let error = value_error("[acp_agents.codex]\ncommand = \"x\"\nargs = \"nope\"\n");
+        assert!(error.contains(":3: `acp_agents.codex.args`"), "{error}");
+        assert!(error.contains("expected a sequence"), "{error}");
+    }
+
     #[test]
     fn a_missing_file_is_none_and_a_bad_one_names_itself() {
         let dir = tempfile::tempdir().unwrap();
@@ -95,7 +167,7 @@ mod tests {
         std::fs::write(&bad, "model = ").unwrap();
         let error = load(&bad).unwrap_err().to_string();
         assert!(
-            error.contains("config.toml") && error.contains("not valid TOML"),
+            error.contains("config.toml") && error.contains("not valid TOML (line 1)"),
             "{error}"
         );
     }

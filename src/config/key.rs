@@ -10,11 +10,11 @@ use crate::model::openai::{ApiKey, KeyState};
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The key the plan leads to, or why there is none. A key found is hidden from tool processes
-/// from then on (see `tools::child_env`).
+/// from then on (see `process::child_env`).
 pub async fn load(plan: &KeyPlan) -> KeyState {
     let state = find(plan).await;
     if let KeyState::Present(key) = &state {
-        crate::tools::child_env::hide_value(key.secret());
+        crate::process::child_env::hide_value(key.secret());
     }
     state
 }

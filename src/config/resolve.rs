@@ -5,7 +5,8 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::file::{self, DurationValue, FileConfig};
+use super::duration::{duration_value, parse_duration, DurationValue};
+use super::file::{self, FileConfig};
 use super::{ConfigError, EnvLookup};
 use crate::model::openai::{self, ApiKey, OpenAiSettings};
 
@@ -91,6 +92,9 @@ pub struct ModelConfig {
     pub pass_env: Setting<Vec<String>>,
     /// The variables the model key is, or could have been, read from.
     pub key_vars: Vec<String>,
+    pub max_tool_argument_bytes: Setting<usize>,
+    pub max_prompt_bytes: Setting<usize>,
+    pub max_prompt_blocks: Setting<usize>,
 }
 
 impl ModelConfig {
@@ -101,6 +105,15 @@ impl ModelConfig {
         settings.stall_timeout = self.stall_timeout.value;
         settings.retries = self.retries.value;
         settings
+    }
+
+    /// The size caps to enforce.
+    pub fn limits(&self) -> crate::limits::Limits {
+        crate::limits::Limits {
+            tool_argument_bytes: self.max_tool_argument_bytes.value,
+            prompt_bytes: self.max_prompt_bytes.value,
+            prompt_blocks: self.max_prompt_blocks.value,
+        }
     }
 }
 
@@ -197,6 +210,24 @@ pub fn resolve(overrides: &Overrides, env: EnvLookup<'_>) -> Result<ModelConfig,
         Vec::new(),
     );
     let key_vars = key_vars(overrides, &file, &key);
+    let cap = |value: Option<u64>, name: &str, default: usize| {
+        file_cap(value, name, &path).map(|value| pick(None, None, value, default))
+    };
+    let max_tool_argument_bytes = cap(
+        file.max_tool_argument_bytes,
+        "max_tool_argument_bytes",
+        crate::limits::DEFAULT_TOOL_ARGUMENT_BYTES,
+    )?;
+    let max_prompt_bytes = cap(
+        file.max_prompt_bytes,
+        "max_prompt_bytes",
+        crate::limits::DEFAULT_PROMPT_BYTES,
+    )?;
+    let max_prompt_blocks = cap(
+        file.max_prompt_blocks,
+        "max_prompt_blocks",
+        crate::limits::DEFAULT_PROMPT_BLOCKS,
+    )?;
     Ok(ModelConfig {
         unknown_keys: file.unknown.keys().cloned().collect(),
         file: path,
@@ -209,7 +240,28 @@ pub fn resolve(overrides: &Overrides, env: EnvLookup<'_>) -> Result<ModelConfig,
         key,
         pass_env,
         key_vars,
+        max_tool_argument_bytes,
+        max_prompt_bytes,
+        max_prompt_blocks,
     })
+}
+
+/// A size cap from the config file: a whole number above zero.
+fn file_cap(
+    value: Option<u64>,
+    name: &str,
+    path: &Option<PathBuf>,
+) -> Result<Option<(usize, PathBuf)>, ConfigError> {
+    let (Some(value), Some(path)) = (value, path) else {
+        return Ok(None);
+    };
+    match usize::try_from(value) {
+        Ok(cap) if cap > 0 => Ok(Some((cap, path.clone()))),
+        _ => Err(ConfigError::Invalid {
+            origin: Origin::File(path.clone()).to_string(),
+            reason: format!("`{name}` must be a whole number above zero, got {value}"),
+        }),
+    }
 }
 
 fn split_names(text: &str) -> Vec<String> {
@@ -243,6 +295,19 @@ fn check_url(base_url: &Setting<String>) -> Result<(), ConfigError> {
             ),
         });
     }
+    if url
+        .trim_end_matches('/')
+        .ends_with(openai::CHAT_COMPLETIONS)
+    {
+        tracing::warn!(
+            "base_url {url} ({}) already ends in {}: kin uses it as the endpoint as it is; \
+             base_url is meant to be the API root, e.g. {}",
+            base_url.origin,
+            openai::CHAT_COMPLETIONS,
+            url.trim_end_matches('/')
+                .trim_end_matches(openai::CHAT_COMPLETIONS)
+        );
+    }
     Ok(())
 }
 
@@ -275,41 +340,6 @@ fn file_duration(
             origin: format!("{key} in config file {}", path.display()),
             reason,
         })
-}
-
-/// A duration as the config file writes it.
-pub(super) fn duration_value(value: &DurationValue) -> Result<Duration, String> {
-    match value {
-        DurationValue::Seconds(seconds) => seconds_to_duration(*seconds),
-        DurationValue::Text(text) => parse_duration(text),
-    }
-}
-
-fn seconds_to_duration(seconds: f64) -> Result<Duration, String> {
-    if seconds.is_finite() && seconds > 0.0 && seconds < 1e9 {
-        Ok(Duration::from_secs_f64(seconds))
-    } else {
-        Err(format!("{seconds} is not a positive number of seconds"))
-    }
-}
-
-/// `60`, `1.5`, `60s`, `200ms`, `2m`: a positive duration (bare numbers are seconds).
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let (number, scale) = if let Some(n) = text.strip_suffix("ms") {
-        (n, 0.001)
-    } else if let Some(n) = text.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = text.strip_suffix('m') {
-        (n, 60.0)
-    } else {
-        (text, 1.0)
-    };
-    let value: f64 = number
-        .trim()
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration (try 60, 60s, 500ms or 2m)"))?;
-    seconds_to_duration(value * scale)
 }
 
 /// Where the key comes from: `--api-key-env`, then `KIN_API_KEY`, then the config file
@@ -525,15 +555,5 @@ mod tests {
             error.contains("KIN_BASE_URL") && error.contains("http"),
             "{error}"
         );
-    }
-
-    #[test]
-    fn durations_parse_with_units() {
-        assert_eq!(parse_duration("60"), Ok(Duration::from_secs(60)));
-        assert_eq!(parse_duration("200ms"), Ok(Duration::from_millis(200)));
-        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert!(parse_duration("0").is_err());
-        assert!(parse_duration("fast").is_err());
     }
 }

@@ -2,15 +2,17 @@
 
 use std::fmt::Write as _;
 
+use super::acp_agents::AcpAgentConfig;
 use super::resolve::{ModelConfig, Setting};
 use crate::model::openai::human_duration as human;
-use crate::model::openai::KeyState;
+use crate::model::openai::{ApiKey, KeyState};
+use crate::process::child_env::is_credential_name;
 
 /// The report `kin config` prints.
 pub fn render(config: &ModelConfig, key: &KeyState) -> String {
     let mut out = String::new();
     let mut row = |name: &str, value: &str, origin: &str| {
-        let line = format!("{name:<16} {value:<40} {origin}");
+        let line = format!("{name:<24} {value:<40} {origin}");
         let _ = writeln!(out, "{}", line.trim_end());
     };
     let file = match &config.file {
@@ -49,6 +51,17 @@ pub fn render(config: &ModelConfig, key: &KeyState) -> String {
         names => names.join(", "),
     };
     row("pass_env", &pass_env, &config.pass_env.origin.to_string());
+    for (name, setting) in [
+        ("max_tool_argument_bytes", &config.max_tool_argument_bytes),
+        ("max_prompt_bytes", &config.max_prompt_bytes),
+        ("max_prompt_blocks", &config.max_prompt_blocks),
+    ] {
+        row(
+            name,
+            &setting.value.to_string(),
+            &setting.origin.to_string(),
+        );
+    }
     if !config.unknown_keys.is_empty() {
         row(
             "ignored keys",
@@ -57,4 +70,77 @@ pub fn render(config: &ModelConfig, key: &KeyState) -> String {
         );
     }
     out
+}
+
+/// The `[acp_agents.<name>]` tables of the config file, as kin will launch them; values of
+/// credential-like variables in `env` are masked like the key.
+pub fn render_agents(agents: &[AcpAgentConfig]) -> String {
+    let mut out = String::new();
+    let mut row = |name: &str, value: &str| {
+        let line = format!("{name:<16} {value}");
+        let _ = writeln!(out, "{}", line.trim_end());
+    };
+    for agent in agents {
+        let command = std::iter::once(agent.command.as_str())
+            .chain(agent.args.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(" ");
+        row(&format!("[acp_agents.{}]", agent.name), "");
+        row("  command", &command);
+        row("  tool", &agent.tool);
+        row("  permission", agent.permission.id());
+        let env: Vec<String> = agent
+            .env
+            .iter()
+            .map(|(name, value)| match is_credential_name(name) {
+                true => format!("{name}={}", ApiKey::new(value.as_str(), "").masked()),
+                false => format!("{name}={value}"),
+            })
+            .collect();
+        if !env.is_empty() {
+            row("  env", &env.join(" "));
+        }
+        let cwd = agent.cwd.as_ref().map(|cwd| cwd.display().to_string());
+        row(
+            "  cwd",
+            cwd.as_deref().unwrap_or("(the delegating session's)"),
+        );
+        let continuable = match agent.continuable {
+            Some(true) => "yes (forced)",
+            Some(false) => "no (forced)",
+            None => "as the child's initialize answer says",
+        };
+        row("  continuable", continuable);
+        row(
+            "  timeouts",
+            &format!(
+                "initialize {}, eof_grace {}, term_grace {}",
+                human(agent.initialize_timeout),
+                human(agent.eof_grace),
+                human(agent.term_grace)
+            ),
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agent_tables_are_shown_with_credentials_masked() {
+        let mut agent = AcpAgentConfig::new("codex", "codex-acp", vec!["-c".into(), "x=1".into()]);
+        agent.env = vec![
+            ("RUST_LOG".into(), "warn".into()),
+            ("OPENAI_API_KEY".into(), "sk-secret-value-4321".into()),
+        ];
+        let text = render_agents(&[agent]);
+        assert!(text.contains("[acp_agents.codex]"), "{text}");
+        assert!(text.contains("codex-acp -c x=1"), "{text}");
+        assert!(text.contains("subagent_codex"), "{text}");
+        assert!(text.contains("RUST_LOG=warn"), "{text}");
+        assert!(text.contains("OPENAI_API_KEY=****4321"), "{text}");
+        assert!(!text.contains("secret-value"), "{text}");
+    }
 }

@@ -1,5 +1,5 @@
 //! The `acp` provider: a named child agent from the config file (`[acp_agents.<name>]`), run
-//! as an ACP subprocess through [`crate::acp::client`]. Each activation launches the child,
+//! as an ACP subprocess through [`crate::acp_client`]. Each activation launches the child,
 //! opens a session, sends one prompt and tears the child down. A message steered into a
 //! running activation goes to the child as one more `session/prompt`; it is delivered only if
 //! the child does not refuse it (kin itself refuses a prompt while one runs).
@@ -29,11 +29,12 @@ use serde_json::{json, Value};
 use super::provider::{Capabilities, Continuable, Provider, Run, RunControl, SteerRefusal};
 use super::request::{child_depth, Continuation, ResumeRequest, StartRequest};
 use super::{DelegationError, SubagentResult};
-use crate::acp::client::{AcpChild, ChildCommand, ChildError, PromptOutcome, Steer};
+use crate::acp_client::{AcpChild, ChildCommand, ChildError, PromptOutcome, Steer};
 use crate::agent::host::AgentHost;
-use crate::agent::StopReason;
+use crate::agent::{Agent, StopReason};
 use crate::config::AcpAgentConfig;
 use crate::session::{AssistantBlock, EventBody, Header, SessionStore, UserPart};
+use agent_client_protocol_schema::v1::StopReason as AcpStopReason;
 
 /// One configured child agent.
 pub(crate) struct AcpProvider {
@@ -77,10 +78,16 @@ impl AcpProvider {
                     )
                 })?,
         };
-        self.command_in(cwd, depth)
+        self.command_in(cwd, depth, &request.parent)
     }
 
-    fn command_in(&self, cwd: PathBuf, depth: u32) -> Result<ChildCommand, DelegationError> {
+    /// The launch of a child working for `parent`, whose permissions bound the child's answers.
+    fn command_in(
+        &self,
+        cwd: PathBuf,
+        depth: u32,
+        parent: &Agent,
+    ) -> Result<ChildCommand, DelegationError> {
         if !cwd.is_dir() {
             return Err(DelegationError::Setup(format!(
                 "the ACP child's working directory is not an accessible directory: {}",
@@ -94,6 +101,7 @@ impl AcpProvider {
             env: config.env.clone(),
             cwd,
             permission: config.permission,
+            ceiling: Some(parent.permissions().clone()),
             depth,
             initialize_timeout: config.initialize_timeout,
             eof_grace: config.eof_grace,
@@ -114,22 +122,30 @@ fn prompt_text(prompt: &[UserPart]) -> String {
         .join("\n\n")
 }
 
-/// The ACP stop reason in kin's terms; anything unknown (and a child out of turn requests:
-/// it did not answer) is a failure.
-fn stop_reason(acp: &str) -> StopReason {
+/// The ACP stop reason in kin's terms; anything else (a child out of turn requests: it did
+/// not answer) is a failure.
+fn stop_reason(acp: AcpStopReason) -> StopReason {
     match acp {
-        "end_turn" => StopReason::Completed,
-        "max_tokens" => StopReason::MaxTokens,
-        "refusal" => StopReason::Refusal,
-        "cancelled" => StopReason::Cancelled,
+        AcpStopReason::EndTurn => StopReason::Completed,
+        AcpStopReason::MaxTokens => StopReason::MaxTokens,
+        AcpStopReason::Refusal => StopReason::Refusal,
+        AcpStopReason::Cancelled => StopReason::Cancelled,
         _ => StopReason::Error,
     }
+}
+
+/// The stop reason as the child wrote it (`max_turn_requests`), for error messages.
+fn wire_name(acp: AcpStopReason) -> String {
+    serde_json::to_value(acp)
+        .ok()
+        .and_then(|name| name.as_str().map(str::to_owned))
+        .unwrap_or_default()
 }
 
 fn result_of(name: &str, outcome: Result<PromptOutcome, ChildError>) -> SubagentResult {
     match outcome {
         Ok(outcome) => {
-            let stop = stop_reason(&outcome.stop_reason);
+            let stop = stop_reason(outcome.stop_reason);
             SubagentResult {
                 output: if outcome.text.is_empty() {
                     Vec::new()
@@ -138,8 +154,12 @@ fn result_of(name: &str, outcome: Result<PromptOutcome, ChildError>) -> Subagent
                 },
                 structured: None,
                 stop_reason: stop,
-                error: (stop == StopReason::Error)
-                    .then(|| format!("the ACP child stopped with {:?}", outcome.stop_reason)),
+                error: (stop == StopReason::Error).then(|| {
+                    format!(
+                        "the ACP child stopped with {:?}",
+                        wire_name(outcome.stop_reason)
+                    )
+                }),
             }
         }
         Err(error) => {
@@ -257,7 +277,7 @@ impl Provider for AcpProvider {
             let depth = child_depth(&request.parent, None)?;
             Ok((
                 remote.to_owned(),
-                self.command_in(PathBuf::from(cwd), depth)?,
+                self.command_in(PathBuf::from(cwd), depth, &request.parent)?,
             ))
         })();
         let name = self.config.name.clone();
@@ -277,7 +297,7 @@ impl Provider for AcpProvider {
 
 /// Keeps what the child's `agentCapabilities` say about continuing sessions, and returns it.
 fn learn(learned: &Mutex<Option<bool>>, capabilities: &Value) -> bool {
-    let continuable = crate::acp::client::continuation_method(capabilities).is_some();
+    let continuable = crate::acp_client::continuation_method(capabilities).is_some();
     *learned.lock().unwrap_or_else(|p| p.into_inner()) = Some(continuable);
     continuable
 }
@@ -402,15 +422,25 @@ mod tests {
     #[test]
     fn maps_acp_stop_reasons() {
         for (acp, ours) in [
-            ("end_turn", StopReason::Completed),
-            ("max_tokens", StopReason::MaxTokens),
-            ("refusal", StopReason::Refusal),
-            ("cancelled", StopReason::Cancelled),
-            ("max_turn_requests", StopReason::Error),
-            ("something_new", StopReason::Error),
+            (AcpStopReason::EndTurn, StopReason::Completed),
+            (AcpStopReason::MaxTokens, StopReason::MaxTokens),
+            (AcpStopReason::Refusal, StopReason::Refusal),
+            (AcpStopReason::Cancelled, StopReason::Cancelled),
+            (AcpStopReason::MaxTurnRequests, StopReason::Error),
         ] {
-            assert_eq!(stop_reason(acp), ours, "{acp}");
+            assert_eq!(stop_reason(acp), ours, "{acp:?}");
         }
+        let stopped = result_of(
+            "x",
+            Ok(PromptOutcome {
+                stop_reason: AcpStopReason::MaxTurnRequests,
+                text: String::new(),
+            }),
+        );
+        assert_eq!(
+            stopped.error.as_deref(),
+            Some("the ACP child stopped with \"max_turn_requests\"")
+        );
     }
 
     #[test]
@@ -427,7 +457,7 @@ mod tests {
         let result = result_of(
             "x",
             Err(ChildError::Flood {
-                limit: crate::acp::client::MAX_OUTPUT_BYTES,
+                limit: crate::acp_client::MAX_OUTPUT_BYTES,
             }),
         );
         assert_eq!(result.stop_reason, StopReason::Error);
@@ -436,9 +466,8 @@ mod tests {
         let partial = result_of(
             "x",
             Ok(PromptOutcome {
-                stop_reason: "cancelled".into(),
+                stop_reason: AcpStopReason::Cancelled,
                 text: "part".into(),
-                updates: Vec::new(),
             }),
         );
         assert_eq!(partial.stop_reason, StopReason::Cancelled);

@@ -9,8 +9,7 @@
 //! the same child at once.
 
 use std::collections::HashMap;
-use std::fs::File;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
@@ -19,14 +18,15 @@ use tokio_util::sync::CancellationToken;
 use super::provider::{Run, SubagentResult};
 use super::DelegationError;
 use crate::agent::StopReason;
-use crate::session::SessionStore;
+use crate::session::{SessionLock, SessionStore, StoreError};
+use crate::sync::lock;
 use crate::tasks::{TaskId, TaskOutcome, TaskService};
 
 /// The task kind of every delegation task.
 pub(super) const TASK_KIND: &str = "subagent";
 
 /// A child's advisory lock, held for one activation (released on drop).
-pub(super) type ChildLock = nix::fcntl::Flock<File>;
+pub(super) type ChildLock = SessionLock;
 
 /// What an activation's task runs first: starts or resumes the child (and takes its lock).
 pub(super) type Begin = Box<
@@ -49,10 +49,6 @@ impl Activation {
     pub(super) fn run(&self) -> Option<Run> {
         lock(&self.run).clone()
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Continuable child id -> its running activation, in this process.
@@ -152,23 +148,20 @@ fn task_outcome(result: SubagentResult) -> TaskOutcome {
     }
 }
 
-/// Takes the advisory lock (`flock`) on the child's session file for one activation. Another
+/// Takes the child's session lock for one activation (see `session::SessionLock`). Another
 /// kin process holding it runs the child now.
 pub(super) fn lock_child(
     store: &SessionStore,
     child_id: &str,
 ) -> Result<ChildLock, DelegationError> {
-    use nix::errno::Errno;
-    use nix::fcntl::{Flock, FlockArg};
-    let unavailable = || DelegationError::Unavailable(child_id.to_owned());
-    let path = store.path(child_id).map_err(|_| unavailable())?;
-    let file = File::open(&path).map_err(|_| unavailable())?;
-    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+    match store.lock(child_id) {
         Ok(lock) => Ok(lock),
-        Err((_, Errno::EWOULDBLOCK)) => Err(DelegationError::ActiveElsewhere(child_id.to_owned())),
-        Err((_, error)) => {
+        Err(StoreError::Locked { .. }) => {
+            Err(DelegationError::ActiveElsewhere(child_id.to_owned()))
+        }
+        Err(error) => {
             tracing::warn!(%error, child = child_id, "could not lock a child's session file");
-            Err(unavailable())
+            Err(DelegationError::Unavailable(child_id.to_owned()))
         }
     }
 }

@@ -284,12 +284,15 @@ struct Turn<'a> {
     client: Option<Arc<dyn ClientBridge>>,
 }
 
-/// Puts the child under the parent's current permission mode (logged in the child), has the
-/// host publish it and run its turn, and wraps that as a [`Run`]; the error says what failed.
+/// Puts the child under the parent's current permission mode (logged in the child) and binds
+/// it to the parent's permissions, has the host publish it and run its turn, and wraps that as a [`Run`]; the error says what failed.
 fn drive(host: &Arc<AgentHost>, child: Arc<Agent>, turn: Turn<'_>) -> Result<Run, String> {
     child
         .set_permission_mode(turn.parent.permission_mode())
         .map_err(|e| e.to_string())?;
+    // Bound by the parent's permissions for the rest of its life: a later switch of the parent
+    // (to read-only, say) reaches the running child at once.
+    child.bind_permissions_to(turn.parent);
     let client = turn.client.map(|client| client.for_child(&child.id));
     let cancel = turn.cancel;
     let running = host

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
@@ -20,7 +20,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::message::is_negative_zero;
-use super::{classify, Frame, Incoming, LineReader, RpcError};
+use super::{classify, Frame, Incoming, LineReader, RpcError, MAX_LINE_BYTES};
+use crate::sync::lock;
 
 const CANCEL_REQUEST: &str = "$/cancel_request";
 
@@ -56,6 +57,15 @@ pub enum Reply {
 pub struct RequestContext {
     pub cancel: CancellationToken,
     pub peer: Peer,
+    after_answer: Arc<Mutex<Vec<AfterWrite>>>,
+}
+
+impl RequestContext {
+    /// Runs `work` just after this request's answer is queued, so whatever it sends follows
+    /// the answer (e.g. a notice about a session the answer creates).
+    pub fn after_answer(&self, work: AfterWrite) {
+        lock(&self.after_answer).push(work);
+    }
 }
 
 type PendingReply = oneshot::Sender<Result<Value, RpcError>>;
@@ -84,14 +94,8 @@ struct Inner {
     in_flight: Mutex<HashMap<String, CancellationToken>>,
     /// Tripped when the connection shuts down; every incoming request token is its child.
     closed: CancellationToken,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A poisoned lock only means another task panicked mid-update of a plain map; the map is
-    // still usable, and refusing to serve would be worse.
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    /// The longest line sent: `MAX_LINE_BYTES` (tests use less).
+    max_line: usize,
 }
 
 #[derive(Serialize)]
@@ -139,6 +143,13 @@ impl Peer {
     where
         W: AsyncWrite + Unpin + Send + 'static,
     {
+        Self::with_max_line(writer, MAX_LINE_BYTES)
+    }
+
+    fn with_max_line<W>(writer: W, max_line: usize) -> (Self, JoinHandle<()>)
+    where
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
         let (out, rx) = mpsc::unbounded_channel();
         let peer = Self {
             inner: Arc::new(Inner {
@@ -147,6 +158,7 @@ impl Peer {
                 pending: Mutex::new(HashMap::new()),
                 in_flight: Mutex::new(HashMap::new()),
                 closed: CancellationToken::new(),
+                max_line,
             }),
         };
         let writer = tokio::spawn(write_loop(rx, writer));
@@ -182,7 +194,13 @@ impl Peer {
                     handler.invalid(&error);
                     self.respond(&Value::Null, Err(error));
                 }
-                Ok(Some(Frame::Line(line))) => self.dispatch(&line, &handler, &tracker),
+                Ok(Some(Frame::Line(line))) => {
+                    self.dispatch(&line, &handler, &tracker);
+                    if line.len() >= RELEASE_AFTER_BYTES {
+                        drop(line);
+                        release_freed_memory();
+                    }
+                }
             }
         }
         self.inner.closed.cancel();
@@ -213,9 +231,11 @@ impl Peer {
                 let key = id.to_string();
                 let cancel = self.inner.closed.child_token();
                 lock(&self.inner.in_flight).insert(key.clone(), cancel.clone());
+                let after_answer = Arc::new(Mutex::new(Vec::new()));
                 let cx = RequestContext {
                     cancel,
                     peer: self.clone(),
+                    after_answer: after_answer.clone(),
                 };
                 let started = std::panic::catch_unwind(AssertUnwindSafe(|| {
                     handler.request(method, params, cx)
@@ -246,6 +266,10 @@ impl Peer {
                         .unwrap_or_else(|_| handler_panicked());
                     lock(&peer.inner.in_flight).remove(&key);
                     peer.respond(&id, answer);
+                    let after: Vec<AfterWrite> = std::mem::take(&mut *lock(&after_answer));
+                    for work in after {
+                        work();
+                    }
                 });
             }
             Incoming::Notification { method, params } if method == CANCEL_REQUEST => {
@@ -280,13 +304,29 @@ impl Peer {
         }
     }
 
-    fn send<P: Serialize>(&self, envelope: &Envelope<'_, P>) {
+    /// Queues the message; false (and nothing sent) when it cannot be encoded or its line would
+    /// be longer than any line we accept ourselves (`MAX_LINE_BYTES`): the other side would have
+    /// to drop it. Callers bound what they put in a message; this is the last guard.
+    fn send<P: Serialize>(&self, envelope: &Envelope<'_, P>) -> bool {
         match serde_json::to_string(envelope) {
+            Ok(line) if line.len() > self.inner.max_line => {
+                tracing::error!(
+                    bytes = line.len(),
+                    limit = self.inner.max_line,
+                    method = envelope.method.unwrap_or_default(),
+                    "an outgoing message is longer than a line may be; it is not sent"
+                );
+                false
+            }
             Ok(line) => {
                 // After shutdown the writer is gone; dropping late output is all we can do.
                 let _ = self.inner.out.send(Outgoing::Line(line));
+                true
             }
-            Err(error) => tracing::error!(%error, "could not encode an outgoing message"),
+            Err(error) => {
+                tracing::error!(%error, "could not encode an outgoing message");
+                false
+            }
         }
     }
 
@@ -297,7 +337,18 @@ impl Peer {
             Ok(result) => envelope.result = Some(result),
             Err(error) => envelope.error = Some(error),
         }
-        self.send(&envelope);
+        if !self.send(&envelope) {
+            // The request is still owed its one answer.
+            let error = RpcError::internal(format!(
+                "internal error: the answer could not be sent (longer than the {} bytes a line \
+                 may have, or not encodable)",
+                self.inner.max_line
+            ));
+            let mut envelope = Envelope::<()>::empty();
+            envelope.id = Some(id);
+            envelope.error = Some(&error);
+            self.send(&envelope);
+        }
     }
 
     /// Sends a notification; ordered after everything sent before it on this peer.
@@ -334,7 +385,14 @@ impl Peer {
         envelope.id = Some(&id);
         envelope.method = Some(method);
         envelope.params = Some(params);
-        self.send(&envelope);
+        if !self.send(&envelope) {
+            lock(&self.inner.pending).remove(&number);
+            return Err(RpcError::internal(format!(
+                "internal error: the {method} request could not be sent (longer than the {} \
+                 bytes a line may have, or not encodable)",
+                self.inner.max_line
+            )));
+        }
         tokio::select! {
             reply = &mut reply_rx => return reply.unwrap_or_else(|_| Err(RpcError::connection_closed())),
             _ = cancel.cancelled() => {}
@@ -348,6 +406,20 @@ impl Peer {
     /// Tripped once the connection has shut down.
     pub fn closed(&self) -> &CancellationToken {
         &self.inner.closed
+    }
+}
+
+/// Lines at least this long are followed by [`release_freed_memory`].
+const RELEASE_AFTER_BYTES: usize = 4 * 1024 * 1024;
+
+/// Gives memory freed since back to the system. Parsing one huge line (say a prompt of a
+/// million parts that is then refused) leaves hundreds of megabytes free but still resident in
+/// glibc's heap; they would count against kin for as long as it runs.
+fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free heap pages to the kernel; it takes no pointers.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 
@@ -410,6 +482,7 @@ mod tests {
                     Reply::NowThen(Ok(params), Box::new(move || peer.notify("after", &())))
                 }
                 "echo" => Reply::Later(async move { Ok(params) }.boxed()),
+                "big" => Reply::Now(Ok(Value::from("x".repeat(TEST_MAX_LINE)))),
                 "wait" => Reply::Later(
                     async move {
                         cx.cancel.cancelled().await;
@@ -428,12 +501,15 @@ mod tests {
 
     type Output = tokio::io::Lines<BufReader<tokio::io::DuplexStream>>;
 
+    /// The line cap of the test peer: small, so over-long messages are cheap to make.
+    const TEST_MAX_LINE: usize = 64 * 1024;
+
     /// A peer serving `TestHandler` over two in-memory pipes (one per direction, so dropping
     /// the test's input end is end of input); the test writes `input` and reads `output`.
     fn serve() -> (Peer, tokio::io::DuplexStream, Output, JoinHandle<()>) {
         let (input, their_read) = tokio::io::duplex(1 << 20);
         let (their_write, output) = tokio::io::duplex(1 << 20);
-        let (peer, writer) = Peer::new(their_write);
+        let (peer, writer) = Peer::with_max_line(their_write, TEST_MAX_LINE);
         let handler = Arc::new(TestHandler {
             notes: Mutex::new(Vec::new()),
         });
@@ -449,6 +525,28 @@ mod tests {
 
     async fn next(lines: &mut Output) -> Value {
         serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap()
+    }
+
+    /// No line goes out longer than we would accept: an over-long answer becomes an error
+    /// answer, an over-long request fails at once, an over-long notification is not sent.
+    #[tokio::test]
+    async fn no_outgoing_line_is_longer_than_an_incoming_one_may_be() {
+        let (peer, mut input, mut output, _task) = serve();
+        let huge = "y".repeat(TEST_MAX_LINE);
+        peer.notify("too/big", &huge);
+        let error = peer.request("too/big", &huge).await.unwrap_err();
+        assert!(error.to_string().contains("could not be sent"), "{error}");
+        input
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"big\"}\n")
+            .await
+            .unwrap();
+        let answer = next(&mut output).await;
+        assert_eq!(answer["id"], 7);
+        assert_eq!(answer["error"]["code"], RpcError::INTERNAL_ERROR);
+        assert!(answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("longer than"));
     }
 
     #[tokio::test]

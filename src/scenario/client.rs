@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::tools::process::Terminal;
+use crate::process::group::Terminal;
 
 /// One scripted answer to a `session/request_permission`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

@@ -268,6 +268,13 @@ pub async fn run() -> anyhow::Result<()> {
     let input: Input = serde_json::from_str(INPUT).context("the bundled demo input is invalid")?;
     // Kept afterwards (also on failure): the user is told where the session logs are.
     let root = std::env::temp_dir().join(format!("kin-demo-{}", uuid::Uuid::new_v4()));
+    // `create_dir`, not `create_dir_all`: a TMPDIR that does not exist is reported, never made.
+    std::fs::create_dir(&root).with_context(|| {
+        format!(
+            "creating the demo's directory {} (TMPDIR must be an existing directory)",
+            root.display()
+        )
+    })?;
     play(&input, &root)
         .await
         .with_context(|| format!("the demo's files are kept in {}", root.display()))
@@ -280,7 +287,7 @@ async fn play(input: &Input, root: &Path) -> anyhow::Result<()> {
         root.join("workspace"),
     );
     for dir in [&scenario, &home, &cwd] {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        std::fs::create_dir(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     for (name, text) in SCRIPTS {
         std::fs::write(scenario.join(name), text).context("writing the demo script")?;

@@ -158,6 +158,7 @@ pub fn completed_turn_prefix(events: &[Event]) -> &[Event] {
 mod tests {
     use super::*;
     use crate::session::event::*;
+    use crate::session::parse_event_line;
 
     /// The fold as a single pass over a whole log, the way it was written before it became
     /// incremental: the specification [`HistoryFold`] is checked against.

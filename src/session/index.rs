@@ -7,40 +7,45 @@
 //! directory: a `<id>.jsonl` with no entry (made by another program, or by a kin that died
 //! before indexing it) is summarized from its file and added; an entry with no file is dropped.
 //! A missing index is thus rebuilt from every file. When the records outnumber the sessions
-//! well, the listing rewrites the index compactly (temporary file, then rename). A process
-//! keeps what it has read and, while the file is the same one, reads only the records
-//! appended since its last listing.
+//! well, the listing rewrites the index compactly (temporary file, then rename). A store
+//! keeps what it has read ([`IndexCache`]) and, while the file is the same one, reads only the
+//! records appended since its last listing.
 
 use std::collections::{HashMap, HashSet};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::UNIX_EPOCH;
 
 use serde::{Deserialize, Serialize};
 
 use super::child::ChildInfo;
 use super::event::{EventBody, Header};
-use super::store::SessionSummary;
+use super::summary::SessionSummary;
+use crate::sync::lock;
 
 /// The index's file name inside the sessions directory: not `*.jsonl`, which are the logs.
 pub(crate) const INDEX_FILE: &str = ".index";
 
-/// This process's reading of the index, behind the lock that also serializes its index writes
-/// with compaction (which replaces the file). Other processes only append, a line per write; a
-/// record one of them appends while another compacts can be lost, which the next listing's
-/// check repairs for creates and deletes.
-static FOLDED: Mutex<Option<Folded>> = Mutex::new(None);
+/// A store's reading of the index, behind the lock that also serializes the store's index
+/// writes with compaction (which replaces the file). Each store (and its clones and logs)
+/// shares one. Other stores and processes only append, a line per write; a record one of them
+/// appends while another compacts can be lost, which the next listing's check repairs for
+/// creates and deletes.
+#[derive(Debug, Default)]
+pub(crate) struct IndexCache(Mutex<Option<Folded>>);
 
-fn folded() -> MutexGuard<'static, Option<Folded>> {
-    FOLDED.lock().unwrap_or_else(|p| p.into_inner())
+impl IndexCache {
+    fn folded(&self) -> MutexGuard<'_, Option<Folded>> {
+        lock(&self.0)
+    }
 }
 
 /// What the index's records fold to, as far as they were read: a listing reads only the records
 /// appended since the last one, unless the file was replaced.
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct Folded {
     dir: PathBuf,
     /// (device, inode) and first line of the file read, to notice a replaced one.
@@ -167,6 +172,7 @@ impl Record {
 /// One session's entry, kept by its writer and re-recorded when it changes.
 #[derive(Debug)]
 pub(crate) struct IndexEntry {
+    cache: Arc<IndexCache>,
     index: PathBuf,
     record: Record,
 }
@@ -174,12 +180,14 @@ pub(crate) struct IndexEntry {
 impl IndexEntry {
     /// `child` is what the log holds so far (for a child session).
     pub(crate) fn new(
+        cache: &Arc<IndexCache>,
         dir: &Path,
         header: &Header,
         title: Option<String>,
         child: Option<ChildInfo>,
     ) -> Self {
         Self {
+            cache: cache.clone(),
             index: dir.join(INDEX_FILE),
             record: Record {
                 id: header.id.clone(),
@@ -210,22 +218,22 @@ impl IndexEntry {
     /// Records the entry with `log`'s current modification time.
     pub(crate) fn refresh(&mut self, log: &File) -> io::Result<()> {
         self.record.updated_ns = modified_ns(&log.metadata()?);
-        append(&self.index, std::slice::from_ref(&self.record))
+        append(&self.cache, &self.index, std::slice::from_ref(&self.record))
     }
 }
 
 /// Records that session `id` is gone.
-pub(crate) fn remove(dir: &Path, id: &str) -> io::Result<()> {
+pub(crate) fn remove(cache: &IndexCache, dir: &Path, id: &str) -> io::Result<()> {
     let record = Record {
         id: id.to_owned(),
         deleted: true,
         ..Record::default()
     };
-    append(&dir.join(INDEX_FILE), &[record])
+    append(cache, &dir.join(INDEX_FILE), &[record])
 }
 
-fn append(index: &Path, records: &[Record]) -> io::Result<()> {
-    let _writing = folded();
+fn append(cache: &IndexCache, index: &Path, records: &[Record]) -> io::Result<()> {
+    let _writing = cache.folded();
     append_locked(index, records)
 }
 
@@ -251,12 +259,13 @@ pub(crate) fn modified_ns(metadata: &fs::Metadata) -> u64 {
 /// checking it against the directory (see the module doc). `summarize` reads one session file,
 /// for sessions the index lacks.
 pub(crate) fn list(
+    cache: &IndexCache,
     dir: &Path,
     parent: Option<&str>,
     summarize: impl Fn(&Path) -> Option<SessionSummary>,
 ) -> io::Result<Vec<SessionSummary>> {
     let index = dir.join(INDEX_FILE);
-    let mut state = folded();
+    let mut state = cache.folded();
     let on_disk = session_ids(dir)?;
     let mut folded = match state.take() {
         Some(folded) if folded.dir == dir => folded,

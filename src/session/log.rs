@@ -12,13 +12,17 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use super::error::StoreError;
 use super::event::{Event, EventBody, Header};
 use super::index::IndexEntry;
-use super::store::{last_title, StoreError};
+use super::lock::SessionLock;
+use super::summary::last_title;
 
 pub struct SessionLog {
     path: PathBuf,
     file: File,
+    /// This process's writer lock on the file, held as long as the log is open.
+    _lock: SessionLock,
     /// Length of the file up to the end of its last complete line.
     len: u64,
     /// A failed write may have left part of a line beyond `len` that could not be cut off
@@ -40,6 +44,7 @@ impl SessionLog {
     pub(crate) fn new(
         path: PathBuf,
         file: File,
+        lock: SessionLock,
         len: u64,
         next_seq: u64,
         index: IndexEntry,
@@ -47,6 +52,7 @@ impl SessionLog {
         Self {
             path,
             file,
+            _lock: lock,
             len,
             torn: false,
             line: Vec::with_capacity(512),
@@ -64,6 +70,7 @@ impl SessionLog {
 
     fn io(&self) -> impl FnOnce(io::Error) -> StoreError + '_ {
         |source| StoreError::Io {
+            op: "writing to the session log",
             path: self.path.clone(),
             source,
         }

@@ -3,18 +3,25 @@
 //! model API.
 
 mod child;
-mod delta_line;
+mod error;
 pub mod event;
 pub mod history;
 mod id;
 mod index;
+mod line;
+mod lock;
 mod log;
 pub mod records;
 mod store;
+mod summary;
 
 pub use child::ChildInfo;
+pub use error::StoreError;
 pub use event::*;
 pub use id::SessionId;
+pub use line::{parse_event_line, LineError};
+pub use lock::SessionLock;
 pub use log::SessionLog;
 pub use records::{Descriptor, TaskEnd, TaskStart, ToolFilter};
-pub use store::{parse_log, LoadedSession, SessionStore, SessionSummary, SetAsideLine, StoreError};
+pub use store::{parse_log, LoadedSession, SessionStore, SetAsideLine};
+pub use summary::SessionSummary;

@@ -2,44 +2,29 @@
 //! `session/list` reads (`index.rs`).
 //!
 //! Loading never refuses a session over a damaged line after the header: a torn last line (a
-//! crash mid-write) is dropped, and any other line that does not parse is set aside (reported,
-//! and copied beside the log when it is next opened for appending) while every good line is
-//! kept.
+//! crash mid-write, or a write in progress in the process holding the session's lock) is left
+//! out, and any other line that does not parse is set aside (reported, and copied beside the
+//! log when it is next opened for appending) while every good line is kept. Only the holder of
+//! the session's lock (`lock.rs`) writes, cuts or deletes its file.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::child::ChildInfo;
-use super::event::{parse_event_line, Event, EventBody, Header};
-use super::index::{self, IndexEntry};
+use super::error::StoreError;
+use super::event::{Event, EventBody, Header};
+use super::index::{self, IndexCache, IndexEntry};
+use super::line::parse_event_line;
+use super::lock::SessionLock;
 use super::log::SessionLog;
 use super::records::Descriptor;
+use super::summary::{last_title, SessionSummary};
 
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("session not found: {id}")]
-    NotFound { id: String },
-    #[error("invalid session id {id:?}: use letters, digits, '-', '_' and '.' only")]
-    InvalidId { id: String },
-    #[error("session already exists: {id}")]
-    Exists { id: String },
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error("{path}:{line}: corrupt session log line: {reason}")]
-    Corrupt {
-        path: PathBuf,
-        line: usize,
-        reason: String,
-    },
-}
-
-fn io_error(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
+fn io_error<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> StoreError + 'a {
     move |source| StoreError::Io {
+        op,
         path: path.to_owned(),
         source,
     }
@@ -73,25 +58,11 @@ impl LoadedSession {
     }
 }
 
-/// What `session/list` needs about one stored session.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SessionSummary {
-    pub id: String,
-    pub cwd: Option<String>,
-    pub additional_directories: Vec<String>,
-    pub title: Option<String>,
-    pub updated_ms: u64,
-    /// Full-precision modification time, for a stable newest-first order.
-    pub updated_ns: u128,
-    pub parent_session: Option<String>,
-    /// For a child session, what `list_agents` shows; `None` also for a child indexed by an
-    /// older kin (read its file instead).
-    pub child: Option<ChildInfo>,
-}
-
 #[derive(Debug, Clone)]
 pub struct SessionStore {
     dir: PathBuf,
+    /// What this store has read of its index; shared by its clones and its logs.
+    index: Arc<IndexCache>,
 }
 
 impl SessionStore {
@@ -100,6 +71,7 @@ impl SessionStore {
     pub fn open(home: &Path) -> Result<Self, StoreError> {
         Ok(Self {
             dir: home.join("sessions"),
+            index: Arc::default(),
         })
     }
 
@@ -128,7 +100,8 @@ impl SessionStore {
     /// Creates the file of a new session and writes its header.
     pub fn create(&self, header: &Header) -> Result<SessionLog, StoreError> {
         let path = self.path(&header.id)?;
-        fs::create_dir_all(&self.dir).map_err(io_error(&self.dir))?;
+        fs::create_dir_all(&self.dir)
+            .map_err(io_error("creating the sessions directory", &self.dir))?;
         let file = OpenOptions::new()
             .append(true)
             .create_new(true)
@@ -138,12 +111,21 @@ impl SessionStore {
                     id: header.id.clone(),
                 },
                 _ => StoreError::Io {
+                    op: "creating the session log",
                     path: path.clone(),
                     source,
                 },
             })?;
-        let entry = IndexEntry::new(&self.dir, header, None, ChildInfo::new(header));
-        let mut log = SessionLog::new(path.clone(), file, 0, 0, entry);
+        // Nobody else knows the new id yet, so this is only refused by a foreign program.
+        let lock = match SessionLock::acquire(&path, &header.id) {
+            Ok(lock) => lock,
+            Err(error) => {
+                let _ = fs::remove_file(&path);
+                return Err(error);
+            }
+        };
+        let entry = IndexEntry::new(&self.index, &self.dir, header, None, ChildInfo::new(header));
+        let mut log = SessionLog::new(path.clone(), file, lock, 0, 0, entry);
         // Handed to the OS now; made durable with the first turn's end (fsync per turn).
         if let Err(error) = log.write_header(header) {
             // A file without a header is no session: leave nothing behind.
@@ -160,6 +142,7 @@ impl SessionStore {
         let bytes = fs::read(&path).map_err(|source| match source.kind() {
             io::ErrorKind::NotFound => StoreError::NotFound { id: id.to_owned() },
             _ => StoreError::Io {
+                op: "reading the session log",
                 path: path.clone(),
                 source,
             },
@@ -167,10 +150,19 @@ impl SessionStore {
         parse_log(&path, &bytes)
     }
 
-    /// Reads a session and reopens it for appending. A torn tail is cut off first (and kept
-    /// beside the log as `<id>.jsonl.torn`), so new events never glue onto half a line; lines
-    /// set aside stay in the log and are copied to `<id>.jsonl.set-aside`.
+    /// Takes session `id`'s writer lock (shared with any handle this process already holds):
+    /// `Locked` when another process has the session open for writing.
+    pub fn lock(&self, id: &str) -> Result<SessionLock, StoreError> {
+        SessionLock::acquire(&self.path(id)?, id)
+    }
+
+    /// Takes the session's writer lock, reads it and reopens it for appending; the returned
+    /// log holds the lock. Under the lock a torn tail is a crash's, not a write in progress:
+    /// it is cut off first (and kept beside the log as `<id>.jsonl.torn`), so new events never
+    /// glue onto half a line. Lines set aside stay in the log and are copied to
+    /// `<id>.jsonl.set-aside`.
     pub fn open_for_append(&self, id: &str) -> Result<(LoadedSession, SessionLog), StoreError> {
+        let lock = self.lock(id)?;
         let loaded = self.load(id)?;
         let path = self.path(id)?;
         if !loaded.set_aside.is_empty() {
@@ -180,26 +172,28 @@ impl SessionStore {
                 copy.extend_from_slice(&line.bytes);
                 copy.push(b'\n');
             }
-            fs::write(&side, copy).map_err(io_error(&side))?;
+            fs::write(&side, copy).map_err(io_error("keeping set-aside lines in", &side))?;
             tracing::warn!(path = %path.display(), kept = %side.display(), lines = loaded.set_aside.len(), "opened a session log with lines set aside");
         }
         if let Some(tail) = &loaded.torn_tail {
             let side = path.with_extension("jsonl.torn");
-            fs::write(&side, tail).map_err(io_error(&side))?;
+            fs::write(&side, tail).map_err(io_error("keeping the torn last line in", &side))?;
             let file = OpenOptions::new()
                 .write(true)
                 .open(&path)
-                .map_err(io_error(&path))?;
-            file.set_len(loaded.valid_len).map_err(io_error(&path))?;
+                .map_err(io_error("opening for repair the session log", &path))?;
+            file.set_len(loaded.valid_len)
+                .map_err(io_error("cutting the torn last line off", &path))?;
             tracing::warn!(path = %path.display(), kept = %side.display(), "cut a torn last line off the session log");
         }
         let mut file = OpenOptions::new()
             .append(true)
             .open(&path)
-            .map_err(io_error(&path))?;
+            .map_err(io_error("opening for appending the session log", &path))?;
         let mut len = loaded.valid_len;
         if needs_newline(&path, len)? {
-            file.write_all(b"\n").map_err(io_error(&path))?;
+            file.write_all(b"\n")
+                .map_err(io_error("ending the last line of", &path))?;
             len += 1;
         }
         let title = loaded
@@ -211,8 +205,8 @@ impl SessionStore {
                 _ => None,
             });
         let child = ChildInfo::of_events(&loaded.header, &loaded.events);
-        let entry = IndexEntry::new(&self.dir, &loaded.header, title, child);
-        let log = SessionLog::new(path, file, len, loaded.next_seq(), entry);
+        let entry = IndexEntry::new(&self.index, &self.dir, &loaded.header, title, child);
+        let log = SessionLog::new(path, file, lock, len, loaded.next_seq(), entry);
         Ok((loaded, log))
     }
 
@@ -227,14 +221,16 @@ impl SessionStore {
     }
 
     fn list_where(&self, parent: Option<&str>) -> Result<Vec<SessionSummary>, StoreError> {
-        index::list(&self.dir, parent, |path| match summarize(path) {
-            Ok(summary) => summary,
-            Err(error) => {
-                tracing::warn!(%error, "skipping an unreadable session in the listing");
-                None
+        index::list(&self.index, &self.dir, parent, |path| {
+            match summarize(path) {
+                Ok(summary) => summary,
+                Err(error) => {
+                    tracing::warn!(%error, "skipping an unreadable session in the listing");
+                    None
+                }
             }
         })
-        .map_err(io_error(&self.dir))
+        .map_err(io_error("listing the sessions in", &self.dir))
     }
 
     /// A stored child's header and the resumable descriptor among its own events, read from
@@ -276,20 +272,31 @@ impl SessionStore {
         lines_up.then(|| bytes[body_start..end].to_vec())
     }
 
-    /// Removes a session's file; `Ok(false)` if there was none.
+    /// Removes a session's file; `Ok(false)` if there was none, `Locked` (and nothing
+    /// removed) while another process has it open for writing.
     pub fn delete(&self, id: &str) -> Result<bool, StoreError> {
         let path = self.path(id)?;
+        // Held until the file is gone: nobody opens it for writing meanwhile.
+        let _lock = match SessionLock::acquire(&path, id) {
+            Ok(lock) => lock,
+            Err(StoreError::NotFound { .. }) => return Ok(false),
+            Err(error) => return Err(error),
+        };
         let _ = fs::remove_file(path.with_extension("jsonl.torn"));
         let _ = fs::remove_file(path.with_extension("jsonl.set-aside"));
         match fs::remove_file(&path) {
             Ok(()) => {
-                if let Err(error) = index::remove(&self.dir, id) {
+                if let Err(error) = index::remove(&self.index, &self.dir, id) {
                     tracing::warn!(%error, "could not update the session index");
                 }
                 Ok(true)
             }
             Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(false),
-            Err(source) => Err(StoreError::Io { path, source }),
+            Err(source) => Err(StoreError::Io {
+                op: "deleting the session log",
+                path,
+                source,
+            }),
         }
     }
 }
@@ -300,11 +307,12 @@ fn needs_newline(path: &Path, valid_len: u64) -> Result<bool, StoreError> {
     if valid_len == 0 {
         return Ok(false);
     }
-    let mut file = File::open(path).map_err(io_error(path))?;
+    let op = "reading the last byte of";
+    let mut file = File::open(path).map_err(io_error(op, path))?;
     file.seek(SeekFrom::Start(valid_len - 1))
-        .map_err(io_error(path))?;
+        .map_err(io_error(op, path))?;
     let mut last = [0u8; 1];
-    file.read_exact(&mut last).map_err(io_error(path))?;
+    file.read_exact(&mut last).map_err(io_error(op, path))?;
     Ok(last[0] != b'\n')
 }
 
@@ -387,27 +395,8 @@ fn parse_line(
     parse_event_line(text, events).map_err(|e| e.to_string())
 }
 
-/// The title of the last `session/title` event in `lines` (log lines); only those are parsed.
-pub(crate) fn last_title(lines: &[u8]) -> Option<String> {
-    const NEEDLE: &[u8] = b"\"type\":\"session/title\"";
-    let mut title = None;
-    for line in lines.split(|&b| b == b'\n') {
-        if line.windows(NEEDLE.len()).any(|w| w == NEEDLE) {
-            let mut parsed = Vec::new();
-            if let Ok(text) = std::str::from_utf8(line) {
-                if parse_event_line(text, &mut parsed).is_ok() {
-                    if let Some(EventBody::SessionTitle(t)) = parsed.pop().map(|e| e.body) {
-                        title = Some(t.title);
-                    }
-                }
-            }
-        }
-    }
-    title
-}
-
 fn summarize(path: &Path) -> Result<Option<SessionSummary>, StoreError> {
-    let bytes = fs::read(path).map_err(io_error(path))?;
+    let bytes = fs::read(path).map_err(io_error("reading the session log", path))?;
     let first = bytes.split(|&b| b == b'\n').next().unwrap_or_default();
     let Ok(header) = serde_json::from_slice::<Header>(first) else {
         return Ok(None);
@@ -520,6 +509,31 @@ mod tests {
             .starts_with(&text));
         store.delete("s1").unwrap();
         assert!(!side.exists());
+    }
+
+    #[test]
+    fn a_session_locked_elsewhere_is_not_opened_cut_or_deleted() {
+        use nix::fcntl::{Flock, FlockArg};
+        let home = tempfile::tempdir().unwrap();
+        let store = SessionStore::open(home.path()).unwrap();
+        fs::create_dir_all(store.dir()).unwrap();
+        let path = store.path("s1").unwrap();
+        let text = format!("{HEADER}\n{}\n{{\"type\":\"step", step_line(0));
+        fs::write(&path, &text).unwrap();
+        // Another open file description holds the lock, as another process would.
+        let other = Flock::lock(File::open(&path).unwrap(), FlockArg::LockExclusiveNonblock)
+            .map_err(|(_, errno)| errno)
+            .unwrap();
+        let locked =
+            |error: StoreError| matches!(error, StoreError::Locked { ref id, .. } if id == "s1");
+        assert!(locked(store.open_for_append("s1").err().unwrap()));
+        assert!(locked(store.delete("s1").unwrap_err()));
+        assert_eq!(store.load("s1").unwrap().events.len(), 1);
+        assert_eq!(fs::read_to_string(&path).unwrap(), text, "untouched");
+        drop(other);
+        let (loaded, _log) = store.open_for_append("s1").unwrap();
+        assert_eq!(loaded.torn_tail.as_deref(), Some(&b"{\"type\":\"step"[..]));
+        assert!(store.delete("s1").unwrap());
     }
 
     #[test]

@@ -27,6 +27,9 @@ pub enum ClientError {
     Cancelled,
     #[error("the editor answered {method} with an error: {message}")]
     Failed { method: String, message: String },
+    /// Nobody can be asked (`kin run` without a terminal); the text says what to do instead.
+    #[error("{0}")]
+    NobodyToAsk(String),
 }
 
 /// What the user is asked to allow.
@@ -38,6 +41,23 @@ pub struct PermissionPrompt {
     /// What the call will do, e.g. the diff of an edit.
     pub display: ToolDisplay,
     pub raw_input: Option<Value>,
+}
+
+impl PermissionPrompt {
+    /// What an "always" answer covers, as the options shown to the user word it
+    /// ("Always allow commands this session").
+    pub fn always_words(&self) -> &'static str {
+        use ToolKind::*;
+        match self.kind {
+            Read => "reads",
+            Edit => "edits",
+            Delete => "deletions",
+            Move => "moves",
+            Search => "searches",
+            Execute => "commands",
+            Think | Fetch | Other => "calls of this kind",
+        }
+    }
 }
 
 /// The user's answer to a [`PermissionPrompt`].
@@ -88,10 +108,14 @@ pub trait ClientBridge: Send + Sync {
     /// child's requests under the child's id.
     fn for_child(self: Arc<Self>, _child_session: &str) -> Arc<dyn ClientBridge>;
 
-    /// The whole text of `path` as the editor sees it (its buffer, if open).
+    /// The whole text of `path` as the editor sees it (its buffer, if open). Callers have
+    /// already decided the call may touch `path` (a path outside the roots was allowed by the
+    /// mode or the user): the editor is never asked about a path before that, so its answer
+    /// (content, or an error saying the file is missing) cannot leak past a refusal.
     fn read_text_file(&self, path: PathBuf, cancel: CancellationToken) -> ClientResult<String>;
 
-    /// Replaces the text of `path` (the editor creates the file if missing).
+    /// Replaces the text of `path` (the editor creates the file if missing). Decided first,
+    /// as [`ClientBridge::read_text_file`].
     fn write_text_file(
         &self,
         path: PathBuf,

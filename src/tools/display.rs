@@ -50,6 +50,12 @@ impl ToolDisplay {
     }
 }
 
+/// A permission or tool-call title as it may be shown: control characters (newlines, terminal
+/// escapes) and bidi overrides from paths, commands or the model made visible.
+pub fn safe_title(title: &str) -> String {
+    crate::text::visible(title).into_owned()
+}
+
 /// A file (and line, 1-based) a tool call touched.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Location {
@@ -142,6 +148,20 @@ mod tests {
         assert!(big[0].old_text.as_deref().unwrap().contains("line 10\n"));
         assert!(big[0].new_text.contains("LINE TEN\n"));
         assert!(big[0].new_text.len() < 200);
+    }
+
+    #[test]
+    fn titles_show_newlines_escapes_and_bidi_overrides() {
+        assert_eq!(safe_title("Read /w/a.txt"), "Read /w/a.txt");
+        assert_eq!(
+            safe_title("Read /w/x\nEdit /etc/passwd"),
+            "Read /w/x\\nEdit /etc/passwd"
+        );
+        assert_eq!(
+            safe_title("Write /w/\u{202E}txt.exe"),
+            "Write /w/\\u{202e}txt.exe"
+        );
+        assert_eq!(safe_title("\u{1b}]0;x\u{7}"), "\\u{1b}]0;x\\u{7}");
     }
 
     #[test]

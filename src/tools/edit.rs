@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 
 use super::display::{file_diffs, Location};
 use super::fs::{self, FsError};
+use super::permission::Scope;
 use super::write::write_error;
 use super::{parse_arguments, title_with, Tool, ToolContext, ToolDisplay, ToolKind, ToolOutput};
 use crate::model::ToolSpec;
@@ -133,6 +134,20 @@ async fn run_inner(arguments: Value, cx: &ToolContext) -> Result<ToolOutput, Too
     let change = Change::from_params(&params).map_err(|e| e.output())?;
     let target = cx.resolve(&params.path)?;
     let shown = cx.roots.display(&target.path);
+    // Outside the roots the call is decided before the file is read or matched: a mismatch
+    // (which quotes the file) or a missing file is only reported once the user allowed it.
+    let outside = !target.inside;
+    if outside {
+        cx.authorize(
+            Scope::Outside,
+            cx.prompt(
+                ToolKind::Edit,
+                format!("Edit {shown}"),
+                ToolDisplay::at(&target.path, None),
+            ),
+        )
+        .await?;
+    }
     let old = fs::read_text(&cx, &target.path)
         .await
         .map_err(write_error)?
@@ -147,11 +162,13 @@ async fn run_inner(arguments: Value, cx: &ToolContext) -> Result<ToolOutput, Too
         diffs: file_diffs(&target.path, Some(&old), &edited.text),
         terminal_id: None,
     };
-    cx.authorize(
-        ToolContext::scope_of(&target),
-        cx.prompt(ToolKind::Edit, format!("Edit {shown}"), display.clone()),
-    )
-    .await?;
+    if !outside {
+        cx.authorize(
+            Scope::Workspace,
+            cx.prompt(ToolKind::Edit, format!("Edit {shown}"), display.clone()),
+        )
+        .await?;
+    }
     fs::write_text(&cx, &target.path, edited.text)
         .await
         .map_err(write_error)?;

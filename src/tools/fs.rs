@@ -1,12 +1,18 @@
 //! File text for the file tools: through the editor when it offers `readTextFile` /
 //! `writeTextFile` (so unsaved buffers are seen and edits land in them), else on the local disk.
 //! Paths given here are already resolved and authorized.
+//!
+//! On disk, a path inside the workspace roots is opened and written through [`confined`], so a
+//! symlink swapped in after the check cannot lead the open outside; an outside path (which the
+//! user allowed) is opened by name.
 
+use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 
 use super::client::ClientError;
-use super::ToolContext;
+use super::paths::Roots;
+use super::{confined, ToolContext};
 
 /// Files larger than this are not loaded whole (the read tool pages through them instead).
 pub const MAX_TEXT_BYTES: u64 = 16 * 1024 * 1024;
@@ -21,6 +27,8 @@ pub enum FsError {
     NotText { path: String },
     #[error("{path} is too large ({size} bytes; the limit is {MAX_TEXT_BYTES})")]
     TooLarge { path: String, size: u64 },
+    #[error("{path} changed while it was being opened: a symbolic link on the way leads out of the workspace")]
+    Escaped { path: String },
     #[error("{path}: {source}")]
     Io {
         path: String,
@@ -39,27 +47,37 @@ impl FsError {
 
 fn io_error(path: &Path, source: std::io::Error) -> FsError {
     let path = path.display().to_string();
+    if confined::is_escape(&source) {
+        return FsError::Escaped { path };
+    }
     match source.kind() {
         std::io::ErrorKind::NotFound => FsError::NotFound { path },
+        std::io::ErrorKind::IsADirectory => FsError::IsDirectory { path },
         _ => FsError::Io { path, source },
     }
 }
 
-/// Checks that `path` is an existing regular file on disk.
-pub fn check_file(path: &Path) -> Result<u64, FsError> {
-    let meta = std::fs::metadata(path).map_err(|e| io_error(path, e))?;
+/// Opens an existing regular file on disk for reading, with its size: confined beneath its
+/// root when inside the roots, by name when outside.
+pub fn open_file(roots: &Roots, path: &Path) -> Result<(File, u64), FsError> {
+    let file = match roots.beneath(path) {
+        Some((root, relative)) => confined::open_beneath(root, relative),
+        None => File::open(path),
+    }
+    .map_err(|e| io_error(path, e))?;
+    let meta = file.metadata().map_err(|e| io_error(path, e))?;
     if meta.is_dir() {
         return Err(FsError::IsDirectory {
             path: path.display().to_string(),
         });
     }
-    Ok(meta.len())
+    Ok((file, meta.len()))
 }
 
 /// Reads a whole text file; `Ok(None)` when it does not exist (neither on disk nor as a buffer
 /// the editor reports).
 pub async fn read_text(cx: &ToolContext, path: &Path) -> Result<Option<String>, FsError> {
-    let exists = match check_file(path) {
+    let exists = match open_file(&cx.roots, path) {
         Ok(_) => true,
         Err(FsError::NotFound { .. }) => false,
         Err(error) => return Err(error),
@@ -78,7 +96,8 @@ pub async fn read_text(cx: &ToolContext, path: &Path) -> Result<Option<String>, 
         return Ok(None);
     }
     let path = path.to_path_buf();
-    tokio::task::spawn_blocking(move || read_local(&path))
+    let roots = cx.roots.clone();
+    tokio::task::spawn_blocking(move || read_local(&roots, &path))
         .await
         .unwrap_or_else(|join| {
             Err(FsError::Io {
@@ -89,8 +108,8 @@ pub async fn read_text(cx: &ToolContext, path: &Path) -> Result<Option<String>, 
         .map(Some)
 }
 
-fn read_local(path: &Path) -> Result<String, FsError> {
-    let size = check_file(path)?;
+fn read_local(roots: &Roots, path: &Path) -> Result<String, FsError> {
+    let (mut file, size) = open_file(roots, path)?;
     if size > MAX_TEXT_BYTES {
         return Err(FsError::TooLarge {
             path: path.display().to_string(),
@@ -98,8 +117,7 @@ fn read_local(path: &Path) -> Result<String, FsError> {
         });
     }
     let mut bytes = Vec::with_capacity(size as usize);
-    std::fs::File::open(path)
-        .and_then(|mut file| file.read_to_end(&mut bytes))
+    file.read_to_end(&mut bytes)
         .map_err(|e| io_error(path, e))?;
     text_of(path, bytes)
 }
@@ -117,23 +135,67 @@ pub fn text_of(path: &Path, bytes: Vec<u8>) -> Result<String, FsError> {
 
 /// Writes a whole text file, creating missing parent directories.
 pub async fn write_text(cx: &ToolContext, path: &Path, content: String) -> Result<(), FsError> {
-    if path.is_dir() {
-        return Err(FsError::IsDirectory {
-            path: path.display().to_string(),
-        });
-    }
-    if let Some(parent) = path.parent() {
-        tokio::fs::create_dir_all(parent)
-            .await
-            .map_err(|e| io_error(parent, e))?;
-    }
-    if let Some(client) = cx.client.as_ref().filter(|c| c.features().write_text_file) {
-        return client
+    let roots = cx.roots.clone();
+    let target = path.to_path_buf();
+    let through_editor = cx.client_with(|f| f.write_text_file).is_some();
+    let local = tokio::task::spawn_blocking(move || {
+        prepare_or_write(&roots, &target, content, through_editor)
+    })
+    .await
+    .unwrap_or_else(|join| {
+        Err(FsError::Io {
+            path: String::new(),
+            source: std::io::Error::other(join.to_string()),
+        })
+    })?;
+    let Some(content) = local else {
+        return Ok(());
+    };
+    match cx.client_with(|f| f.write_text_file) {
+        Some(client) => client
             .write_text_file(path.to_path_buf(), content, cx.cancel.clone())
             .await
-            .map_err(FsError::Client);
+            .map_err(FsError::Client),
+        None => Ok(()),
     }
-    tokio::fs::write(path, content)
-        .await
-        .map_err(|e| io_error(path, e))
+}
+
+/// On disk: writes the file (`Ok(None)`). For the editor: refuses a directory and creates the
+/// missing parents, handing the content back for the editor to write (`Ok(Some)`).
+fn prepare_or_write(
+    roots: &Roots,
+    path: &Path,
+    content: String,
+    through_editor: bool,
+) -> Result<Option<String>, FsError> {
+    let is_dir = || FsError::IsDirectory {
+        path: path.display().to_string(),
+    };
+    let Some((root, relative)) = roots.beneath(path) else {
+        if path.is_dir() {
+            return Err(is_dir());
+        }
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| io_error(parent, e))?;
+        }
+        if through_editor {
+            return Ok(Some(content));
+        }
+        std::fs::write(path, content).map_err(|e| io_error(path, e))?;
+        return Ok(None);
+    };
+    if !through_editor {
+        confined::write_beneath(root, relative, content.as_bytes())
+            .map_err(|e| io_error(path, e))?;
+        return Ok(None);
+    }
+    if let Ok(file) = confined::open_beneath(root, relative) {
+        if file.metadata().is_ok_and(|meta| meta.is_dir()) {
+            return Err(is_dir());
+        }
+    }
+    if let Some(parent) = relative.parent() {
+        confined::create_dirs_beneath(root, parent).map_err(|e| io_error(path, e))?;
+    }
+    Ok(Some(content))
 }

@@ -85,13 +85,8 @@ pub async fn search_base(
 ) -> Result<(PathBuf, String), ToolOutput> {
     let target = cx.resolve(path.unwrap_or("."))?;
     let shown = cx.roots.display(&target.path);
-    if !target.path.exists() {
-        return Err(ToolOutput::error(
-            "NotFound",
-            "NOT_FOUND",
-            format!("Error: {shown} does not exist"),
-        ));
-    }
+    // Decided before the path is looked at: an outside path's existence is only told once
+    // the search there is allowed.
     cx.authorize(
         ToolContext::scope_of(&target),
         cx.prompt(
@@ -101,6 +96,13 @@ pub async fn search_base(
         ),
     )
     .await?;
+    if !target.path.exists() {
+        return Err(ToolOutput::error(
+            "NotFound",
+            "NOT_FOUND",
+            format!("Error: {shown} does not exist"),
+        ));
+    }
     Ok((target.path, shown))
 }
 

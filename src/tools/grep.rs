@@ -12,7 +12,9 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
+use super::fs;
 use super::glob::{search_base, walk};
+use super::paths::Roots;
 use super::{parse_arguments, title_with, Tool, ToolContext, ToolDisplay, ToolKind, ToolOutput};
 use crate::model::ToolSpec;
 
@@ -116,12 +118,9 @@ async fn run(arguments: Value, cx: ToolContext) -> Result<ToolOutput, ToolOutput
         by_name,
         limit,
     };
-    let found =
-        tokio::task::spawn_blocking(move || search.run(&base, &cancel, |p| roots.display(p)))
-            .await
-            .map_err(|e| {
-                ToolOutput::error("SearchFailed", "SEARCH_FAILED", format!("Error: {e}"))
-            })?;
+    let found = tokio::task::spawn_blocking(move || search.run(&base, &cancel, &roots))
+        .await
+        .map_err(|e| ToolOutput::error("SearchFailed", "SEARCH_FAILED", format!("Error: {e}")))?;
     let mut text = found.lines.join("\n");
     if found.lines.is_empty() {
         text = format!("No matches for {:?}.", params.pattern);
@@ -159,12 +158,7 @@ impl Search {
         }
     }
 
-    fn run(
-        &self,
-        base: &Path,
-        cancel: &CancellationToken,
-        show: impl Fn(&Path) -> String,
-    ) -> Found {
+    fn run(&self, base: &Path, cancel: &CancellationToken, roots: &Roots) -> Found {
         let mut found = Found {
             lines: Vec::new(),
             more: false,
@@ -180,10 +174,19 @@ impl Search {
             if !entry.file_type().is_some_and(|t| t.is_file()) || !self.wanted(base, entry.path()) {
                 continue;
             }
-            let shown = show(entry.path());
-            let result = searcher.search_path(
+            let shown = roots.display(entry.path());
+            // Opened confined, not by name: a file or directory swapped for a symlink since
+            // the walk listed it cannot lead the search out of the roots.
+            let file = match fs::open_file(roots, entry.path()) {
+                Ok((file, _)) => file,
+                Err(error) => {
+                    tracing::debug!(%error, "grep skipped a file");
+                    continue;
+                }
+            };
+            let result = searcher.search_file(
                 &self.matcher,
-                entry.path(),
+                &file,
                 UTF8(|number, line| {
                     if found.lines.len() >= self.limit {
                         found.more = true;

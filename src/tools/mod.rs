@@ -7,28 +7,29 @@
 //!
 //! - [`paths`]: workspace roots and confinement; [`permission`]: modes, asking, "always";
 //! - [`client`]: the editor bridge trait; [`fs`]: file text through the editor or the disk;
-//! - [`process`]: commands in their own process group; [`truncate`]: head-and-tail output caps;
-//! - [`guard`]: nothing a command starts outlives it or kin; [`child_env`]: no secrets in the
-//!   environment of tool processes;
+//!   [`confined`]: race-free opens and writes beneath a root;
+//! - processes (the shell's commands, their guard, their environment, output caps) are
+//!   [`crate::process`];
 //! - [`display`]: locations, diffs and terminals shown by editors;
 //! - the tools: [`read`], [`write`], [`edit`], [`glob`], [`grep`], [`shell`] (`bash`).
 
-pub mod child_env;
 pub mod client;
+pub mod confined;
+#[cfg(test)]
+mod disclosure_tests;
 pub mod display;
 pub mod edit;
 pub mod fs;
 pub mod glob;
 pub mod grep;
-pub mod guard;
 pub mod paths;
 pub mod permission;
-pub mod process;
 pub mod read;
 pub mod shell;
 #[cfg(test)]
+mod swap_tests;
+#[cfg(test)]
 pub mod testing;
-pub mod truncate;
 pub mod write;
 
 use std::collections::BTreeMap;

@@ -4,9 +4,14 @@
 //! Resolution follows `..` and symlinks the way the operating system will when the file is
 //! opened, so a path that leaves the roots is seen as outside however it is spelled
 //! (`../x`, `/etc/x`, `link-to-outside/x`, a dangling link whose target is outside). Components
-//! that do not exist yet (a file about to be written) are taken as written. Knows nothing of
-//! permissions: whether an outside path may be used is decided elsewhere.
+//! that do not exist yet (a file about to be written) are taken as written.
+//!
+//! Only what lies inside the roots is looked at: the walk stops at the first component beyond
+//! them and takes the rest as written, so resolving an outside path stats nothing outside and
+//! its result tells nothing about what is there. Knows nothing of permissions: whether an
+//! outside path may be used is decided elsewhere, before anything touches it.
 
+use std::ffi::{OsStr, OsString};
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
@@ -40,17 +45,23 @@ pub struct Resolved {
 #[derive(Debug, Clone)]
 pub struct Roots {
     cwd: PathBuf,
+    /// The roots as given, cwd first (absolute paths under them are taken as under `real`).
+    given: Vec<PathBuf>,
     /// The roots with their own symlinks resolved, cwd first.
     real: Vec<PathBuf>,
 }
 
 impl Roots {
     pub fn new(cwd: PathBuf, additional: Vec<PathBuf>) -> Self {
-        let real = std::iter::once(&cwd)
+        let given: Vec<PathBuf> = std::iter::once(&cwd)
             .chain(additional.iter())
-            .map(|root| physical(root).unwrap_or_else(|_| lexical(root)))
+            .map(|root| lexical(root))
             .collect();
-        Self { cwd, real }
+        let real = given
+            .iter()
+            .map(|root| physical(root).unwrap_or_else(|_| root.clone()))
+            .collect();
+        Self { cwd, given, real }
     }
 
     /// The session cwd as given (not resolved).
@@ -70,13 +81,103 @@ impl Roots {
         }
         let raw = Path::new(raw);
         let joined = if raw.is_absolute() {
-            raw.to_path_buf()
+            self.rebase(raw)
         } else {
-            self.cwd.join(raw)
+            self.real.first().unwrap_or(&self.cwd).join(raw)
         };
-        let path = physical(&joined)?;
-        let inside = self.contains(&path);
-        Ok(Resolved { path, inside })
+        self.walk(&joined)
+    }
+
+    /// An absolute path spelled under a root as given, moved under that root resolved, so that
+    /// the walk starts inside it (a cwd reached through a symlink stays the workspace).
+    fn rebase(&self, raw: &Path) -> PathBuf {
+        let under = self.given.iter().zip(&self.real).find_map(|(given, real)| {
+            let rest = raw.strip_prefix(given).ok()?;
+            (given != real).then(|| real.join(rest))
+        });
+        under.unwrap_or_else(|| raw.to_path_buf())
+    }
+
+    /// Whether `path` is a proper ancestor of a root (the way to a root, known to exist).
+    fn leads_to_a_root(&self, path: &Path) -> bool {
+        self.real
+            .iter()
+            .any(|root| root != path && root.starts_with(path))
+    }
+
+    /// Resolves an absolute path component by component, following symlinks like `open(2)`
+    /// does, while it stays inside the roots (or on the way to one). Once a component is
+    /// missing, the rest is taken lexically; once one lies outside, the rest is taken as
+    /// written (`..` kept) and the path is outside, without anything there being looked at.
+    fn walk(&self, path: &Path) -> Result<Resolved, PathError> {
+        let mut pending = Vec::new();
+        push_parts(&mut pending, path);
+        let mut out = PathBuf::from("/");
+        let mut missing = false;
+        let mut links = 0;
+        while let Some(component) = pending.pop() {
+            let name = match component {
+                Part::Root => {
+                    out = PathBuf::from("/");
+                    continue;
+                }
+                Part::Parent => {
+                    out.pop();
+                    continue;
+                }
+                Part::Name(name) => name,
+            };
+            let next = out.join(name);
+            if missing || self.leads_to_a_root(&next) {
+                out = next;
+                continue;
+            }
+            if !self.contains(&next) {
+                let mut path = next;
+                path.extend(pending.iter().rev().map(Part::as_os_str));
+                return Ok(Resolved {
+                    path,
+                    inside: false,
+                });
+            }
+            match std::fs::symlink_metadata(&next) {
+                Ok(meta) if meta.file_type().is_symlink() => {
+                    links += 1;
+                    if links > MAX_LINKS {
+                        return Err(PathError::TooManyLinks {
+                            path: path.display().to_string(),
+                        });
+                    }
+                    let target = std::fs::read_link(&next).map_err(|source| PathError::Io {
+                        path: next.display().to_string(),
+                        source,
+                    })?;
+                    // A relative target is relative to the link's directory (`out`).
+                    push_parts(&mut pending, &target);
+                }
+                Ok(_) => out = next,
+                Err(error) if error.kind() == io::ErrorKind::NotFound => {
+                    missing = true;
+                    out = next;
+                }
+                Err(source) => {
+                    return Err(PathError::Io {
+                        path: next.display().to_string(),
+                        source,
+                    })
+                }
+            }
+        }
+        let inside = self.contains(&out);
+        Ok(Resolved { path: out, inside })
+    }
+
+    /// The root a resolved path lies beneath, and the path relative to it.
+    pub fn beneath<'a>(&'a self, resolved: &'a Path) -> Option<(&'a Path, &'a Path)> {
+        self.real.iter().find_map(|root| {
+            let relative = resolved.strip_prefix(root).ok()?;
+            Some((root.as_path(), relative))
+        })
     }
 
     /// Whether a resolved path lies inside one of the roots.
@@ -96,6 +197,35 @@ impl Roots {
             None => resolved.to_string_lossy().into_owned(),
         }
     }
+}
+
+/// One step of a path still to walk.
+enum Part {
+    Root,
+    Parent,
+    Name(OsString),
+}
+
+impl Part {
+    fn as_os_str(&self) -> &OsStr {
+        match self {
+            Self::Root => OsStr::new("/"),
+            Self::Parent => OsStr::new(".."),
+            Self::Name(name) => name,
+        }
+    }
+}
+
+/// Puts `path`'s steps on the stack `pending` (its first step on top).
+fn push_parts(pending: &mut Vec<Part>, path: &Path) {
+    let parts = path.components().filter_map(|component| match component {
+        Component::Prefix(_) | Component::CurDir => None,
+        Component::RootDir => Some(Part::Root),
+        Component::ParentDir => Some(Part::Parent),
+        Component::Normal(name) => Some(Part::Name(name.to_owned())),
+    });
+    let parts: Vec<Part> = parts.collect();
+    pending.extend(parts.into_iter().rev());
 }
 
 /// `..` and `.` removed without looking at the disk (a fallback for roots that do not exist).
@@ -239,5 +369,32 @@ mod tests {
             Err(PathError::TooManyLinks { .. })
         ));
         assert!(matches!(roots.resolve(" "), Err(PathError::Empty)));
+    }
+
+    #[test]
+    fn nothing_beyond_the_roots_is_looked_at() {
+        let (dir, roots, ws) = setup();
+        // Were the outside link followed, this would resolve into the workspace.
+        symlink(ws.join("src"), dir.path().join("outside/back")).unwrap();
+        let through = roots.resolve("../outside/back/x.rs").unwrap();
+        assert!(!through.inside, "{through:?}");
+        assert!(through.path.ends_with("outside/back/x.rs"));
+        // The rest of an outside path is kept as written, `..` included.
+        let back = roots.resolve("../outside/../ws/x").unwrap();
+        assert!(!back.inside);
+        assert!(back.path.ends_with("outside/../ws/x"), "{back:?}");
+    }
+
+    #[test]
+    fn a_cwd_reached_through_a_symlink_is_still_the_workspace() {
+        let (dir, _roots, ws) = setup();
+        let alias = dir.path().join("alias");
+        symlink(&ws, &alias).unwrap();
+        let roots = Roots::new(alias.clone(), Vec::new());
+        assert_eq!(roots.resolve("src/a.rs").unwrap().path, ws.join("src/a.rs"));
+        let absolute = alias.join("src/a.rs").display().to_string();
+        let r = roots.resolve(&absolute).unwrap();
+        assert!(r.inside, "{r:?}");
+        assert_eq!(roots.display(&r.path), "src/a.rs");
     }
 }

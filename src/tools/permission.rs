@@ -11,7 +11,7 @@
 //! the agent loop drains the queue (it owns the log). Knows nothing of ACP or of the log format.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
@@ -42,6 +42,26 @@ impl PermissionMode {
 
     pub fn from_id(id: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|mode| mode.id() == id)
+    }
+
+    /// The stricter of two modes: `read-only` over `ask` over `allow`.
+    pub fn strictest(self, other: Self) -> Self {
+        let rank = |mode: Self| match mode {
+            Self::Allow => 0,
+            Self::Ask => 1,
+            Self::ReadOnly => 2,
+        };
+        if rank(other) > rank(self) {
+            other
+        } else {
+            self
+        }
+    }
+
+    /// Whether a call of this kind may change things at all in this mode (`read-only` refuses
+    /// edits and commands whoever asks).
+    pub fn permits_changes(self, kind: ToolKind) -> bool {
+        self != Self::ReadOnly || !changes_things(kind)
     }
 
     pub fn name(self) -> &'static str {
@@ -132,16 +152,17 @@ struct State {
 }
 
 impl State {
-    fn verdict(&self, kind: ToolKind, scope: Scope) -> Verdict {
+    /// What the rules say under `mode`, the session's own mode bounded by its ancestors'.
+    fn verdict(&self, mode: PermissionMode, kind: ToolKind, scope: Scope) -> Verdict {
         let changes = changes_things(kind);
-        if self.mode == PermissionMode::ReadOnly && changes {
+        if mode == PermissionMode::ReadOnly && changes {
             return Verdict::Refuse(
                 "Error: the session is in read-only mode, so edits and commands are refused. \
                  Tell the user what you would change; they can switch the mode."
                     .into(),
             );
         }
-        if self.mode == PermissionMode::Allow || (scope == Scope::Workspace && !changes) {
+        if mode == PermissionMode::Allow || (scope == Scope::Workspace && !changes) {
             return Verdict::Allow;
         }
         match self.remembered.get(&(kind, scope)) {
@@ -161,6 +182,10 @@ impl State {
 pub struct SessionPermissions {
     state: Mutex<State>,
     changed: Notify,
+    /// The parent session's permissions, for a delegated child: the child's calls are decided
+    /// under the strictest mode of its own and every ancestor's, read at each call, so a
+    /// parent's switch to `read-only` reaches its running children at once.
+    ceiling: OnceLock<Arc<SessionPermissions>>,
 }
 
 impl SessionPermissions {
@@ -174,8 +199,25 @@ impl SessionPermissions {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The session's own mode (what it was set to, and what its log records).
     pub fn mode(&self) -> PermissionMode {
         self.lock().mode
+    }
+
+    /// The mode calls are decided under: the strictest of this session's own mode and every
+    /// ancestor's current one.
+    pub fn effective_mode(&self) -> PermissionMode {
+        let own = self.mode();
+        match self.ceiling.get() {
+            Some(parent) => own.strictest(parent.effective_mode()),
+            None => own,
+        }
+    }
+
+    /// Bounds this session by `parent`'s permissions for the rest of its life. A session is
+    /// bound once (a child has one parent); a second call is ignored and returns `false`.
+    pub fn bind_to_parent(&self, parent: Arc<SessionPermissions>) -> bool {
+        self.ceiling.set(parent).is_ok()
     }
 
     /// Switches the mode; returns whether it changed (a change is queued for the log).
@@ -240,13 +282,23 @@ impl SessionPermissions {
     pub async fn authorize(
         &self,
         scope: Scope,
-        prompt: PermissionPrompt,
+        mut prompt: PermissionPrompt,
         cx: &ToolContext,
     ) -> Result<(), ToolOutput> {
+        // Whatever built the title, the user sees every character of it.
+        prompt.title = super::display::safe_title(&prompt.title);
         let kind = prompt.kind;
-        let verdict = self.lock().verdict(kind, scope);
+        let mode = self.effective_mode();
         let refuse =
             |text: String| ToolOutput::error("PermissionDenied", "PERMISSION_DENIED", text);
+        if !mode.permits_changes(kind) && self.mode() != mode {
+            return Err(refuse(
+                "Error: a session this one works for is in read-only mode, so edits and commands \
+                 are refused here too. Report what you would change instead."
+                    .into(),
+            ));
+        }
+        let verdict = self.lock().verdict(mode, kind, scope);
         match verdict {
             Verdict::Allow => return Ok(()),
             Verdict::Refuse(text) => return Err(refuse(text)),
@@ -302,11 +354,7 @@ mod tests {
     use super::*;
 
     fn verdict(mode: PermissionMode, kind: ToolKind, scope: Scope) -> Verdict {
-        let state = State {
-            mode,
-            ..State::default()
-        };
-        state.verdict(kind, scope)
+        State::default().verdict(mode, kind, scope)
     }
 
     #[test]
@@ -350,13 +398,17 @@ mod tests {
             always: true,
         });
         let state = permissions.lock();
+        let ask = PermissionMode::Ask;
         assert_eq!(
-            state.verdict(ToolKind::Edit, Scope::Workspace),
+            state.verdict(ask, ToolKind::Edit, Scope::Workspace),
             Verdict::Allow
         );
-        assert_eq!(state.verdict(ToolKind::Edit, Scope::Outside), Verdict::Ask);
+        assert_eq!(
+            state.verdict(ask, ToolKind::Edit, Scope::Outside),
+            Verdict::Ask
+        );
         assert!(matches!(
-            state.verdict(ToolKind::Execute, Scope::Workspace),
+            state.verdict(ask, ToolKind::Execute, Scope::Workspace),
             Verdict::Refuse(text) if text.contains("always reject execute")
         ));
         drop(state);
@@ -381,5 +433,41 @@ mod tests {
             Some(PermissionMode::ReadOnly)
         );
         assert_eq!(PermissionMode::from_id("yolo"), None);
+    }
+
+    #[test]
+    fn a_child_is_bounded_by_every_ancestor_at_each_call() {
+        use PermissionMode::*;
+        let grandparent = Arc::new(SessionPermissions::new(Allow));
+        let parent = Arc::new(SessionPermissions::new(Allow));
+        let child = SessionPermissions::new(Allow);
+        assert!(parent.bind_to_parent(grandparent.clone()));
+        assert!(child.bind_to_parent(parent.clone()));
+        assert!(!child.bind_to_parent(Arc::new(SessionPermissions::new(Allow))));
+        assert_eq!(child.effective_mode(), Allow);
+
+        grandparent.set_mode(ReadOnly);
+        assert_eq!(child.effective_mode(), ReadOnly);
+        assert_eq!(child.mode(), Allow, "the child's own mode is not rewritten");
+        grandparent.set_mode(Ask);
+        assert_eq!(child.effective_mode(), Ask);
+        // A child cannot widen what its parent allows, whatever it sets itself.
+        parent.set_mode(ReadOnly);
+        grandparent.set_mode(Allow);
+        child.set_mode(Allow);
+        assert_eq!(child.effective_mode(), ReadOnly);
+        assert!(!child.effective_mode().permits_changes(ToolKind::Execute));
+        assert!(child.effective_mode().permits_changes(ToolKind::Read));
+    }
+
+    #[test]
+    fn strictest_orders_read_only_over_ask_over_allow() {
+        use PermissionMode::*;
+        for mode in PermissionMode::ALL {
+            assert_eq!(mode.strictest(mode), mode);
+            assert_eq!(mode.strictest(ReadOnly), ReadOnly);
+            assert_eq!(Allow.strictest(mode), mode);
+        }
+        assert_eq!(Ask.strictest(Allow), Ask);
     }
 }

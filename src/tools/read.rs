@@ -10,6 +10,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::fs::{self, FsError};
+use super::paths::Roots;
 use super::{parse_arguments, title_with, Tool, ToolContext, ToolDisplay, ToolKind, ToolOutput};
 use crate::model::ToolSpec;
 
@@ -124,7 +125,8 @@ async fn run_inner(arguments: Value, cx: &ToolContext) -> Result<ToolOutput, Too
         Window::collect(&mut lines, offset, limit)
     } else {
         let path = target.path.clone();
-        tokio::task::spawn_blocking(move || read_local(&path, offset, limit))
+        let roots = cx.roots.clone();
+        tokio::task::spawn_blocking(move || read_local(&roots, &path, offset, limit))
             .await
             .map_err(|e| ToolOutput::error("ReadFailed", "READ_FAILED", format!("Error: {e}")))?
     }
@@ -132,12 +134,8 @@ async fn run_inner(arguments: Value, cx: &ToolContext) -> Result<ToolOutput, Too
     Ok(ToolOutput::ok(window.render(&shown, offset)).with_display(display))
 }
 
-fn read_local(path: &Path, offset: usize, limit: usize) -> Result<Window, FsError> {
-    fs::check_file(path)?;
-    let file = std::fs::File::open(path).map_err(|source| FsError::Io {
-        path: path.display().to_string(),
-        source,
-    })?;
+fn read_local(roots: &Roots, path: &Path, offset: usize, limit: usize) -> Result<Window, FsError> {
+    let (file, _) = fs::open_file(roots, path)?;
     let mut reader = std::io::BufReader::new(file);
     let mut lines = std::iter::from_fn(move || {
         let mut line = Vec::new();

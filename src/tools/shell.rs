@@ -13,10 +13,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::client::{ClientBridge, ClientError, TerminalExit, TerminalSpec};
 use super::permission::Scope;
-use super::process::{describe_status, GroupChild};
-use super::truncate::head_tail;
 use super::{parse_arguments, Tool, ToolContext, ToolDisplay, ToolKind, ToolOutput};
 use crate::model::ToolSpec;
+use crate::process::group::{describe_status, GroupChild};
+use crate::process::truncate::head_tail;
 
 pub const NAME: &str = "bash";
 const DEFAULT_TIMEOUT_SECS: u64 = 120;
@@ -56,20 +56,20 @@ impl Tool for ShellTool {
         ToolKind::Execute
     }
 
+    /// The whole command, never cut (a hidden second line is what a prompt must not hide), its
+    /// controls made visible; a command of several lines says so first.
     fn title(&self, arguments: &Value) -> String {
         let command = arguments
             .get("command")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        let first = command.lines().next().unwrap_or_default();
-        let mut title: String = first.chars().take(120).collect();
-        if title.len() < command.len() {
-            title.push_str(" …");
+        if command.trim().is_empty() {
+            return "Run a command".into();
         }
-        if title.is_empty() {
-            "Run a command".into()
-        } else {
-            title
+        let shown = crate::text::visible(command.trim_end_matches('\n'));
+        match command.trim_end_matches('\n').lines().count() {
+            0 | 1 => shown.into_owned(),
+            lines => format!("[{lines} lines] {shown}"),
         }
     }
 
@@ -284,6 +284,17 @@ mod tests {
     use crate::tools::client::PermissionAnswer;
     use crate::tools::testing::{call, wait_for_exit, Workspace};
     use crate::tools::PermissionMode;
+
+    #[test]
+    fn titles_show_the_whole_command_and_mark_several_lines() {
+        let title = |command: &str| ShellTool.title(&json!({ "command": command }));
+        assert_eq!(title("ls -la"), "ls -la");
+        assert_eq!(title(""), "Run a command");
+        assert_eq!(title("ls\nrm -rf ~\n"), "[2 lines] ls\\nrm -rf ~");
+        let long = format!("echo {} && rm -rf ~", "a".repeat(300));
+        assert_eq!(title(&long), long);
+        assert_eq!(title("printf '\u{1b}[2J'"), "printf '\\u{1b}[2J'");
+    }
 
     #[tokio::test]
     async fn runs_in_the_cwd_and_reports_output_and_exit_code() {

@@ -11,10 +11,10 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::client::*;
-use super::process::Terminal;
 use super::{
     PermissionMode, Roots, SessionPermissions, Tool, ToolContext, ToolOutput, ToolRegistry,
 };
+use crate::process::group::Terminal;
 
 /// `<tmp>/ws` (the cwd) and `<tmp>/outside`.
 pub struct Workspace {

@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 
 use super::display::{file_diffs, Location};
 use super::fs::{self, FsError};
+use super::permission::Scope;
 use super::{parse_arguments, title_with, Tool, ToolContext, ToolDisplay, ToolKind, ToolOutput};
 use crate::model::ToolSpec;
 
@@ -86,6 +87,21 @@ async fn run_inner(arguments: Value, cx: &ToolContext) -> Result<ToolOutput, Too
     let params: Params = parse_arguments(NAME, arguments)?;
     let target = cx.resolve(&params.path)?;
     let shown = cx.roots.display(&target.path);
+    // Outside the roots the call is decided before anything there is looked at (whether the
+    // file exists, is a directory or is text), so a refusal tells the model nothing about it.
+    let outside = !target.inside;
+    if outside {
+        let display = ToolDisplay {
+            locations: vec![Location::new(&target.path, None)],
+            diffs: file_diffs(&target.path, None, &params.content),
+            terminal_id: None,
+        };
+        cx.authorize(
+            Scope::Outside,
+            cx.prompt(ToolKind::Edit, format!("Write {shown}"), display),
+        )
+        .await?;
+    }
     let old = match fs::read_text(&cx, &target.path).await {
         Ok(old) => old,
         // A binary file is replaced wholesale; there is no text diff to show.
@@ -97,12 +113,14 @@ async fn run_inner(arguments: Value, cx: &ToolContext) -> Result<ToolOutput, Too
         diffs: file_diffs(&target.path, old.as_deref(), &params.content),
         terminal_id: None,
     };
-    let verb = if old.is_some() { "Overwrite" } else { "Create" };
-    cx.authorize(
-        ToolContext::scope_of(&target),
-        cx.prompt(ToolKind::Edit, format!("{verb} {shown}"), display.clone()),
-    )
-    .await?;
+    if !outside {
+        let verb = if old.is_some() { "Overwrite" } else { "Create" };
+        cx.authorize(
+            Scope::Workspace,
+            cx.prompt(ToolKind::Edit, format!("{verb} {shown}"), display.clone()),
+        )
+        .await?;
+    }
     let lines = params.content.lines().count();
     let bytes = params.content.len();
     fs::write_text(&cx, &target.path, params.content)

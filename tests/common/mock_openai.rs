@@ -275,9 +275,16 @@ async fn write_reply(socket: &mut TcpStream, reply: &Reply) -> std::io::Result<(
             body,
         } => {
             let mut head = format!(
-                "HTTP/1.1 {status} Scripted\r\ncontent-type: application/json\r\ncontent-length: {}\r\n",
+                "HTTP/1.1 {status} Scripted\r\ncontent-length: {}\r\n",
                 body.len()
             );
+            // JSON unless the script names another content type.
+            if !headers
+                .iter()
+                .any(|(name, _)| name.eq_ignore_ascii_case("content-type"))
+            {
+                head.push_str("content-type: application/json\r\n");
+            }
             for (name, value) in headers {
                 head.push_str(&format!("{name}: {value}\r\n"));
             }

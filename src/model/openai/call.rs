@@ -235,11 +235,19 @@ impl Call {
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
             .to_ascii_lowercase();
-        if content_type.starts_with("application/json") {
-            let body = error_body(response, self.settings.stall_timeout).await;
+        // No content type at all is taken on trust (some proxies drop it); anything else that
+        // is not an event stream is reported as what it is.
+        if !content_type.is_empty() && !content_type.starts_with("text/event-stream") {
+            let status = response.status().as_u16();
+            let start = first_bytes(response, self.settings.stall_timeout).await;
+            let hint = if content_type.starts_with("application/json") {
+                " (JSON instead of an event stream: does the endpoint support `stream: true`?)"
+            } else {
+                " instead of an event stream (is the base URL that of an OpenAI-compatible API?)"
+            };
             return Attempt::Fail(ModelError::Malformed(format!(
-                "the endpoint answered JSON instead of an event stream (does it support \
-                 `stream: true`?): {body}"
+                "the endpoint answered {status} with content type {content_type:?}{hint}; the \
+                 answer began: {start}"
             )));
         }
         Attempt::Streaming(Box::new(SseDecoder::new(
@@ -261,6 +269,31 @@ async fn error_body(mut response: reqwest::Response, stall: Duration) -> String 
         }
     }
     readable_error(&String::from_utf8_lossy(&bytes))
+}
+
+/// How much of a non-stream answer is quoted.
+const FIRST_BYTES: usize = 200;
+
+/// The first bytes of an answer, quoted with controls made visible, `(empty body)` if none.
+async fn first_bytes(mut response: reqwest::Response, stall: Duration) -> String {
+    let mut bytes = Vec::new();
+    while let Ok(Ok(Some(chunk))) = tokio::time::timeout(stall, response.chunk()).await {
+        bytes.extend_from_slice(&chunk);
+        if bytes.len() >= FIRST_BYTES {
+            break;
+        }
+    }
+    if bytes.is_empty() {
+        return "(empty body)".into();
+    }
+    let cut = bytes.len() > FIRST_BYTES;
+    bytes.truncate(FIRST_BYTES);
+    let text = String::from_utf8_lossy(&bytes);
+    format!(
+        "\"{}\"{}",
+        crate::text::visible(&text),
+        if cut { "…" } else { "" }
+    )
 }
 
 fn error_body_of(error: &ModelError) -> &str {

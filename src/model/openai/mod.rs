@@ -63,11 +63,19 @@ impl OpenAiSettings {
         }
     }
 
-    /// The URL requests are posted to.
+    /// The URL requests are posted to: the API root with `/chat/completions` appended, or the
+    /// base URL itself when it already ends in `/chat/completions` (never doubled).
     pub fn endpoint(&self) -> String {
-        format!("{}/chat/completions", self.base_url.trim_end_matches('/'))
+        let root = self.base_url.trim_end_matches('/');
+        if root.ends_with(CHAT_COMPLETIONS) {
+            return root.to_owned();
+        }
+        format!("{root}{CHAT_COMPLETIONS}")
     }
 }
+
+/// The path of the Chat Completions API under an API root.
+pub const CHAT_COMPLETIONS: &str = "/chat/completions";
 
 /// `200 ms`, `1.5 s`, `60 s`.
 pub fn human_duration(duration: Duration) -> String {
@@ -345,6 +353,8 @@ mod tests {
             OpenAiSettings::new(DEFAULT_BASE_URL, DEFAULT_MODEL).endpoint(),
             "https://api.deepseek.com/chat/completions"
         );
+        let full = OpenAiSettings::new("http://127.0.0.1:8080/v1/chat/completions/", "m");
+        assert_eq!(full.endpoint(), "http://127.0.0.1:8080/v1/chat/completions");
     }
 
     #[test]

@@ -1,0 +1,25 @@
+//! kin as the client of an ACP agent subprocess (a child agent): launch, handshake, one prompt
+//! at a time, and a teardown that leaves no process behind. Below `acp` (the editor-facing
+//! server) and the delegation code that uses it; uses only `rpc`, `config` and `process`.
+//!
+//! - [`command`]: what to launch and the limits of a run;
+//! - [`process`]: the OS process, its stderr tail and its teardown;
+//! - [`inbound`]: the child's notifications and requests, decoded with the ACP schema types;
+//! - [`session`]: [`AcpChild`], the ACP session (`initialize`, new or continued session,
+//!   steered prompts);
+//! - [`error`]: [`ChildError`]: a start failure, no answer to `initialize` in time, an exit
+//!   (status and last stderr lines), output that is not JSON-RPC or not ACP, or output beyond
+//!   [`MAX_OUTPUT_BYTES`].
+//!
+//! The child speaks JSON-RPC on its stdin/stdout through the same [`crate::rpc::Peer`] that
+//! serves the editor. Only `agent_message_chunk` text collected during a prompt is the answer.
+
+mod command;
+mod error;
+mod inbound;
+mod process;
+mod session;
+
+pub use command::{ChildCommand, DEPTH_ENV, DEPTH_META_KEY, MAX_OUTPUT_BYTES};
+pub use error::{ChildError, StderrTail};
+pub use session::{continuation_method, AcpChild, PromptOutcome, Steer};

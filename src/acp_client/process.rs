@@ -1,0 +1,200 @@
+//! The child agent's OS process: launched in a process group of its own (under the process
+//! guard when kin runs it), with the scrubbed environment plus what its configuration adds; its
+//! exit status watched, the last lines of its stderr kept, and a teardown that escalates from
+//! end of input to SIGTERM to SIGKILL. Dropping it without a teardown kills the group.
+
+use std::collections::VecDeque;
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
+use tokio::process::{ChildStdin, ChildStdout};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::command::{ChildCommand, DEPTH_ENV};
+use super::error::{ChildError, StderrTail};
+use crate::process::child_env;
+use crate::process::group::describe_status;
+use crate::process::guard::{self, Lifeline};
+use crate::sync::lock;
+
+/// Stderr lines kept for error reports, and the longest kept line.
+const STDERR_LINES: usize = 10;
+const STDERR_LINE_BYTES: usize = 400;
+
+/// The child process: its group, its guard's lifeline, its exit status and its stderr.
+pub(super) struct Process {
+    pgid: Option<Pid>,
+    exit: watch::Receiver<Option<ExitStatus>>,
+    stderr: Arc<Mutex<VecDeque<String>>>,
+    stderr_reader: Option<JoinHandle<()>>,
+    lifeline: Option<Lifeline>,
+}
+
+/// The pipes kin speaks ACP over.
+pub(super) struct Pipes {
+    pub stdin: ChildStdin,
+    pub stdout: ChildStdout,
+}
+
+impl Process {
+    /// Starts `command` with piped stdin, stdout and stderr.
+    pub fn launch(command: &ChildCommand) -> Result<(Self, Pipes), ChildError> {
+        let spawn_error = |error: std::io::Error| ChildError::Spawn {
+            program: command.program.clone(),
+            reason: error.to_string(),
+        };
+        let (mut launcher, lifeline) =
+            guard::command(&command.program, &command.args).map_err(spawn_error)?;
+        launcher
+            .current_dir(&command.cwd)
+            .env_clear()
+            .envs(child_env::scrubbed())
+            .envs(command.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .env(DEPTH_ENV, command.depth.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            // A guard is stopped through its lifeline and the group signals below.
+            .kill_on_drop(lifeline.is_none());
+        let mut process = launcher.spawn().map_err(spawn_error)?;
+        drop(launcher);
+        let pgid = process
+            .id()
+            .and_then(|id| i32::try_from(id).ok())
+            .map(Pid::from_raw);
+        let (Some(stdin), Some(stdout), Some(stderr)) = (
+            process.stdin.take(),
+            process.stdout.take(),
+            process.stderr.take(),
+        ) else {
+            return Err(spawn_error(std::io::Error::other("missing pipes")));
+        };
+        let (exit_tx, exit) = watch::channel(None);
+        tokio::spawn(async move {
+            if let Ok(status) = process.wait().await {
+                let _ = exit_tx.send(Some(status));
+            }
+        });
+        let stderr_lines = Arc::new(Mutex::new(VecDeque::new()));
+        let stderr_reader = tokio::spawn(keep_last_lines(stderr, stderr_lines.clone()));
+        let process = Self {
+            pgid,
+            exit,
+            stderr: stderr_lines,
+            stderr_reader: Some(stderr_reader),
+            lifeline,
+        };
+        Ok((process, Pipes { stdin, stdout }))
+    }
+
+    pub fn exited(&self) -> Option<ExitStatus> {
+        *self.exit.borrow()
+    }
+
+    /// How the process ended, as an error detail.
+    pub fn status(&self) -> String {
+        match self.exited() {
+            Some(status) => describe_status(status),
+            None => "it closed its output but is still running".to_owned(),
+        }
+    }
+
+    /// Waits up to `limit` for the exit; true when it has exited.
+    pub async fn wait_exit(&self, limit: Duration) -> bool {
+        let mut exit = self.exit.clone();
+        let waited = tokio::time::timeout(limit, exit.wait_for(Option::is_some)).await;
+        // A closed channel means the waiter is gone: nothing left to wait for.
+        waited.is_ok()
+    }
+
+    fn signal(&self, signal: Signal) {
+        if let Some(pgid) = self.pgid {
+            if let Err(error) = killpg(pgid, signal) {
+                if error != nix::errno::Errno::ESRCH {
+                    tracing::warn!(%error, pgid = pgid.as_raw(), "could not signal a child agent");
+                }
+            }
+        }
+    }
+
+    /// The last stderr lines: those read so far, or (with a `limit`) once the stderr pipe
+    /// has ended or `limit` has passed.
+    pub async fn stderr_tail(&mut self, limit: Option<Duration>) -> StderrTail {
+        if let Some(reader) = limit.and_then(|_| self.stderr_reader.take()) {
+            let abort = reader.abort_handle();
+            if tokio::time::timeout(limit.unwrap_or_default(), reader)
+                .await
+                .is_err()
+            {
+                abort.abort();
+            }
+        }
+        StderrTail(lock(&self.stderr).iter().cloned().collect())
+    }
+
+    /// Once its input is closed: waits `eof_grace`, SIGTERMs the group, waits `term_grace`,
+    /// SIGKILLs it. Returns the stderr reader, still to be stopped.
+    pub async fn stop(&mut self, command: &ChildCommand) -> Option<JoinHandle<()>> {
+        if !self.wait_exit(command.eof_grace).await {
+            self.signal(Signal::SIGTERM);
+            if !self.wait_exit(command.term_grace).await {
+                self.signal(Signal::SIGKILL);
+                if !self.wait_exit(command.term_grace).await {
+                    tracing::warn!(program = command.program, "a child agent survived SIGKILL");
+                }
+            }
+        }
+        // Gone or not, nothing is left to ask of it: drop the lifeline.
+        self.lifeline = None;
+        self.stderr_reader.take()
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        // Dropped without a teardown (a cancelled caller, a panic): nothing may survive.
+        if self.exited().is_none() {
+            self.signal(Signal::SIGKILL);
+        }
+    }
+}
+
+/// Reads `pipe` to its end, keeping the last [`STDERR_LINES`] lines (each cut to
+/// [`STDERR_LINE_BYTES`]).
+async fn keep_last_lines(pipe: impl AsyncRead + Unpin, kept: Arc<Mutex<VecDeque<String>>>) {
+    let mut lines = BufReader::new(pipe);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        // Bounded reads: a line without end must not grow without end.
+        match (&mut lines)
+            .take(64 * 1024)
+            .read_until(b'\n', &mut line)
+            .await
+        {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {
+                let text = String::from_utf8_lossy(&line);
+                let text = text.trim_end();
+                if text.is_empty() {
+                    continue;
+                }
+                let mut cut: String = text.chars().take(STDERR_LINE_BYTES).collect();
+                if cut.len() < text.len() {
+                    cut.push('…');
+                }
+                let mut kept = lock(&kept);
+                if kept.len() == STDERR_LINES {
+                    kept.pop_front();
+                }
+                kept.push_back(cut);
+            }
+        }
+    }
+}

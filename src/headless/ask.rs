@@ -1,0 +1,232 @@
+//! Permission asks of `kin run` in mode `ask`: on the terminal when stdin and stderr are one,
+//! with the choices an editor offers; refused, naming `--mode`, when there is nobody to ask.
+//! This is the only editor service `kin run` has: files and commands stay local.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use futures::FutureExt;
+use tokio_util::sync::CancellationToken;
+
+use crate::tools::client::{
+    ClientError, ClientFeatures, ClientResult, PermissionAnswer, PermissionPrompt, TerminalExit,
+    TerminalOutput, TerminalSpec,
+};
+use crate::tools::ClientBridge;
+
+/// What a refused ask tells the model and the user.
+pub const NO_TERMINAL: &str = "there is no terminal to ask on (kin run's stdin or stderr is not \
+     a terminal); choose what it may do with `kin run --mode allow` or `--mode read-only`";
+
+/// Asks on the terminal, one question at a time (parallel tool calls wait their turn).
+pub struct TerminalAsk {
+    interactive: bool,
+    one_at_a_time: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl TerminalAsk {
+    /// Asks on the terminal if stdin and stderr are both one, else refuses every ask.
+    pub fn new() -> Self {
+        Self {
+            interactive: std::io::stdin().is_terminal() && std::io::stderr().is_terminal(),
+            one_at_a_time: Arc::default(),
+        }
+    }
+}
+
+impl Default for TerminalAsk {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The question for `prompt`, with the options an editor shows for it.
+fn question(prompt: &PermissionPrompt) -> String {
+    let words = prompt.always_words();
+    format!(
+        "kin: permission needed: {title}\n\
+         kin:   [y] Allow  [a] Always allow {words} this session  \
+         [n] Reject  [never] Always reject {words} this session\n\
+         kin: allow? [y/a/n/never] ",
+        title = prompt.title
+    )
+}
+
+/// Reads a typed answer; `None` asks again. An empty line is no.
+fn parse_answer(line: &str) -> Option<PermissionAnswer> {
+    match line.trim().to_ascii_lowercase().as_str() {
+        "y" | "yes" => Some(PermissionAnswer::AllowOnce),
+        "a" | "always" => Some(PermissionAnswer::AllowAlways),
+        "" | "n" | "no" => Some(PermissionAnswer::RejectOnce),
+        "never" => Some(PermissionAnswer::RejectAlways),
+        _ => None,
+    }
+}
+
+/// Asks until an answer parses; the end of input is no.
+fn ask_blocking(question: &str) -> PermissionAnswer {
+    let stdin = std::io::stdin();
+    loop {
+        let mut err = std::io::stderr().lock();
+        let _ = err.write_all(question.as_bytes());
+        let _ = err.flush();
+        drop(err);
+        let mut line = String::new();
+        match stdin.lock().read_line(&mut line) {
+            Ok(0) | Err(_) => return PermissionAnswer::RejectOnce,
+            Ok(_) => {
+                if let Some(answer) = parse_answer(&line) {
+                    return answer;
+                }
+            }
+        }
+    }
+}
+
+fn no_service<T: Send + 'static>(what: &str) -> ClientResult<T> {
+    let error = ClientError::Failed {
+        method: what.to_owned(),
+        message: "kin run has no editor".into(),
+    };
+    futures::future::ready(Err(error)).boxed()
+}
+
+impl ClientBridge for TerminalAsk {
+    fn features(&self) -> ClientFeatures {
+        ClientFeatures::default()
+    }
+
+    fn for_child(self: Arc<Self>, _child_session: &str) -> Arc<dyn ClientBridge> {
+        self
+    }
+
+    fn read_text_file(&self, _path: PathBuf, _cancel: CancellationToken) -> ClientResult<String> {
+        no_service("fs/read_text_file")
+    }
+
+    fn write_text_file(
+        &self,
+        _path: PathBuf,
+        _content: String,
+        _cancel: CancellationToken,
+    ) -> ClientResult<()> {
+        no_service("fs/write_text_file")
+    }
+
+    fn request_permission(
+        &self,
+        prompt: PermissionPrompt,
+        cancel: CancellationToken,
+    ) -> ClientResult<PermissionAnswer> {
+        if !self.interactive {
+            let error = ClientError::NobodyToAsk(NO_TERMINAL.into());
+            return futures::future::ready(Err(error)).boxed();
+        }
+        let one_at_a_time = self.one_at_a_time.clone();
+        async move {
+            let _turn = tokio::select! {
+                turn = one_at_a_time.lock_owned() => turn,
+                () = cancel.cancelled() => return Ok(PermissionAnswer::Cancelled),
+            };
+            let question = question(&prompt);
+            // A blocked read cannot be interrupted; on cancel it is left to the process exit.
+            let answer = tokio::task::spawn_blocking(move || ask_blocking(&question));
+            tokio::select! {
+                answer = answer => Ok(answer.unwrap_or(PermissionAnswer::RejectOnce)),
+                () = cancel.cancelled() => Ok(PermissionAnswer::Cancelled),
+            }
+        }
+        .boxed()
+    }
+
+    fn create_terminal(
+        &self,
+        _call_id: String,
+        _spec: TerminalSpec,
+        _cancel: CancellationToken,
+    ) -> ClientResult<String> {
+        no_service("terminal/create")
+    }
+
+    fn terminal_output(&self, _terminal_id: String) -> ClientResult<TerminalOutput> {
+        no_service("terminal/output")
+    }
+
+    fn wait_for_terminal_exit(
+        &self,
+        _terminal_id: String,
+        _cancel: CancellationToken,
+    ) -> ClientResult<TerminalExit> {
+        no_service("terminal/wait_for_exit")
+    }
+
+    fn kill_terminal(&self, _terminal_id: String) -> ClientResult<()> {
+        no_service("terminal/kill")
+    }
+
+    fn release_terminal(&self, _terminal_id: String) -> ClientResult<()> {
+        no_service("terminal/release")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::{ToolDisplay, ToolKind};
+
+    #[test]
+    fn answers_parse_as_typed_and_anything_else_asks_again() {
+        use PermissionAnswer::*;
+        for (typed, answer) in [
+            ("y\n", Some(AllowOnce)),
+            ("YES\n", Some(AllowOnce)),
+            ("a\n", Some(AllowAlways)),
+            (" always \n", Some(AllowAlways)),
+            ("n\n", Some(RejectOnce)),
+            ("\n", Some(RejectOnce)),
+            ("never\n", Some(RejectAlways)),
+            ("sure\n", None),
+        ] {
+            assert_eq!(parse_answer(typed), answer, "{typed:?}");
+        }
+    }
+
+    #[test]
+    fn the_question_shows_the_title_and_the_editor_options() {
+        let prompt = PermissionPrompt {
+            call_id: "c1".into(),
+            title: "Run `ls -la`".into(),
+            kind: ToolKind::Execute,
+            display: ToolDisplay::default(),
+            raw_input: None,
+        };
+        let text = question(&prompt);
+        assert!(text.contains("Run `ls -la`"), "{text}");
+        assert!(
+            text.contains("Always allow commands this session"),
+            "{text}"
+        );
+        assert!(text.contains("[y/a/n/never]"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn without_a_terminal_asks_are_refused_naming_the_mode_flag() {
+        let ask = TerminalAsk {
+            interactive: false,
+            one_at_a_time: Arc::default(),
+        };
+        let prompt = PermissionPrompt {
+            call_id: "c1".into(),
+            title: "Run `true`".into(),
+            kind: ToolKind::Execute,
+            display: ToolDisplay::default(),
+            raw_input: None,
+        };
+        let error = ask
+            .request_permission(prompt, CancellationToken::new())
+            .await
+            .unwrap_err();
+        assert!(error.to_string().contains("--mode allow"), "{error}");
+    }
+}

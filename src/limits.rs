@@ -1,0 +1,45 @@
+//! Caps on sizes the model and the client choose: a tool call's arguments, a prompt's content.
+//! Set once at start from the configuration (`config`), read wherever a size is checked; tests
+//! and embedders that set nothing get the defaults. Uses nothing else of kin.
+
+use std::sync::RwLock;
+
+/// Tool-call arguments longer than this are refused (the model gets an error result).
+pub const DEFAULT_TOOL_ARGUMENT_BYTES: usize = 1024 * 1024;
+/// A `session/prompt` whose content is longer in total is refused.
+pub const DEFAULT_PROMPT_BYTES: usize = 32 * 1024 * 1024;
+/// A `session/prompt` with more content blocks is refused.
+pub const DEFAULT_PROMPT_BLOCKS: usize = 10_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub tool_argument_bytes: usize,
+    pub prompt_bytes: usize,
+    pub prompt_blocks: usize,
+}
+
+impl Limits {
+    pub const DEFAULT: Self = Self {
+        tool_argument_bytes: DEFAULT_TOOL_ARGUMENT_BYTES,
+        prompt_bytes: DEFAULT_PROMPT_BYTES,
+        prompt_blocks: DEFAULT_PROMPT_BLOCKS,
+    };
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+static LIMITS: RwLock<Limits> = RwLock::new(Limits::DEFAULT);
+
+/// Sets the caps for the rest of the process.
+pub fn configure(limits: Limits) {
+    *LIMITS.write().unwrap_or_else(|p| p.into_inner()) = limits;
+}
+
+/// The caps in force.
+pub fn current() -> Limits {
+    *LIMITS.read().unwrap_or_else(|p| p.into_inner())
+}

@@ -1,0 +1,12 @@
+//! The processes kin starts (tool commands, editor-less terminals, child agents) and how none
+//! of them outlives its caller or kin. Knows nothing of tools, ACP or sessions.
+//!
+//! - [`guard`]: kin's own copy of itself that reaps whatever a command leaves behind;
+//! - [`group`]: a command in its own process group, its output collected;
+//! - [`child_env`]: no secrets in the environment of started processes;
+//! - [`truncate`]: head-and-tail caps on large outputs.
+
+pub mod child_env;
+pub mod group;
+pub mod guard;
+pub mod truncate;

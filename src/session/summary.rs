@@ -1,0 +1,40 @@
+//! What a listing knows about one stored session, and reading a title out of log lines.
+
+use super::child::ChildInfo;
+use super::event::EventBody;
+use super::line::parse_event_line;
+
+/// What `session/list` needs about one stored session.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionSummary {
+    pub id: String,
+    pub cwd: Option<String>,
+    pub additional_directories: Vec<String>,
+    pub title: Option<String>,
+    pub updated_ms: u64,
+    /// Full-precision modification time, for a stable newest-first order.
+    pub updated_ns: u128,
+    pub parent_session: Option<String>,
+    /// For a child session, what `list_agents` shows; `None` also for a child indexed by an
+    /// older kin (read its file instead).
+    pub child: Option<ChildInfo>,
+}
+
+/// The title of the last `session/title` event in `lines` (log lines); only those are parsed.
+pub(crate) fn last_title(lines: &[u8]) -> Option<String> {
+    const NEEDLE: &[u8] = b"\"type\":\"session/title\"";
+    let mut title = None;
+    for line in lines.split(|&b| b == b'\n') {
+        if line.windows(NEEDLE.len()).any(|w| w == NEEDLE) {
+            let mut parsed = Vec::new();
+            if let Ok(text) = std::str::from_utf8(line) {
+                if parse_event_line(text, &mut parsed).is_ok() {
+                    if let Some(EventBody::SessionTitle(t)) = parsed.pop().map(|e| e.body) {
+                        title = Some(t.title);
+                    }
+                }
+            }
+        }
+    }
+    title
+}
