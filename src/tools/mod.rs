@@ -25,6 +25,7 @@ pub mod fs;
 pub mod glob;
 pub mod grep;
 pub mod guard;
+mod ignore_rules;
 pub mod paths;
 pub mod permission;
 pub mod process;
@@ -35,6 +36,9 @@ mod swap_tests;
 #[cfg(test)]
 pub mod testing;
 pub mod truncate;
+pub mod walk;
+#[cfg(test)]
+mod walk_swap_tests;
 pub mod write;
 
 use std::collections::BTreeMap;
