@@ -330,3 +330,203 @@ fn kind_of_mode(mode: u32) -> Kind {
         Kind::Other
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    /// `<tmp>/ws` (the root) inside `<tmp>`, whose `.gitignore` the walk reads as a parent's.
+    fn tree() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let top = dir.path().canonicalize().unwrap();
+        let ws = top.join("ws");
+        let files = [
+            ("../.gitignore", "from-above.txt\n"),
+            (
+                ".gitignore",
+                "*.log\n!keep.log\nbuild/\n/top-only.txt\nblocked.txt\n",
+            ),
+            (".ignore", "secret*\n!secret-ok\n!blocked.txt\n"),
+            (".git/HEAD", "ref: refs/heads/main\n"),
+            (".git/info/exclude", "excluded.txt\n"),
+            (".hidden/file", ""),
+            (".env", ""),
+            ("a", ""),
+            ("a.b", ""),
+            ("a-b", ""),
+            ("B", ""),
+            ("\u{e4}", ""),
+            ("a.log", ""),
+            ("keep.log", ""),
+            ("top-only.txt", ""),
+            ("blocked.txt", ""),
+            ("excluded.txt", ""),
+            ("from-above.txt", ""),
+            ("secret", ""),
+            ("secret-ok", ""),
+            ("build/out.txt", ""),
+            ("sub/.gitignore", "\u{feff}!*.log\nlocal.txt\n"),
+            ("sub/x.log", ""),
+            ("sub/local.txt", ""),
+            ("sub/top-only.txt", ""),
+            ("sub/excluded.txt", ""),
+            ("sub/deeper/a.rs", ""),
+            ("sub/deeper/build/b.rs", ""),
+            ("wt/.git", "gitdir: nowhere\n"),
+            ("wt/file", ""),
+        ];
+        for (name, text) in files {
+            let path = ws.join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        // A worktree: its `.git` file names a git dir whose common dir has the exclude file.
+        let git_dir = top.join("repo/.git/worktrees/wt2");
+        std::fs::create_dir_all(&git_dir).unwrap();
+        std::fs::create_dir_all(top.join("repo/.git/info")).unwrap();
+        std::fs::write(git_dir.join("commondir"), "../..\n").unwrap();
+        std::fs::write(top.join("repo/.git/info/exclude"), "wt-excluded.txt\n").unwrap();
+        std::fs::create_dir_all(ws.join("wt2")).unwrap();
+        let dot_git = format!("gitdir: {}\n", git_dir.display());
+        std::fs::write(ws.join("wt2/.git"), dot_git).unwrap();
+        std::fs::write(ws.join("wt2/wt-excluded.txt"), "").unwrap();
+        std::fs::write(ws.join("wt2/kept.txt"), "").unwrap();
+        symlink(ws.join("sub"), ws.join("link-to-sub")).unwrap();
+        symlink(&top, ws.join("link-out")).unwrap();
+        (dir, ws)
+    }
+
+    /// What the `ignore` crate's walk (as glob and grep used it) lists: relative path and
+    /// whether it is a directory.
+    fn crate_walk(base: &Path) -> Vec<(PathBuf, bool)> {
+        ignore::WalkBuilder::new(base)
+            .hidden(false)
+            .require_git(false)
+            .filter_entry(|entry| entry.file_name() != ".git")
+            .sort_by_file_path(|a, b| a.cmp(b))
+            .build()
+            .flatten()
+            .map(|entry| {
+                let relative = entry.path().strip_prefix(base).unwrap().to_path_buf();
+                (relative, entry.file_type().is_some_and(|t| t.is_dir()))
+            })
+            .collect()
+    }
+
+    fn confined_walk(roots: &Roots, base: &Path) -> Vec<(PathBuf, bool)> {
+        let mut listed = Vec::new();
+        Walk::open(roots, base)
+            .unwrap()
+            .run(&CancellationToken::new(), |entry| {
+                listed.push((entry.relative.to_path_buf(), entry.kind == Kind::Dir));
+                ControlFlow::Continue(())
+            });
+        listed
+    }
+
+    #[test]
+    fn lists_what_the_ignore_crate_walk_listed() {
+        let (_dir, ws) = tree();
+        let roots = Roots::new(ws.clone(), Vec::new());
+        for base in [ws.clone(), ws.join("sub"), ws.join("sub/x.log")] {
+            let listed = confined_walk(&roots, &base);
+            assert_eq!(listed, crate_walk(&base), "from {}", base.display());
+        }
+        let names: Vec<_> = confined_walk(&roots, &ws)
+            .into_iter()
+            .map(|(path, _)| path.display().to_string())
+            .collect();
+        // Spot checks, so that a change shared by both walks is seen too.
+        let kept = [
+            ".env",
+            ".hidden/file",
+            "keep.log",
+            "secret-ok",
+            "blocked.txt",
+            "wt2/kept.txt",
+        ];
+        for kept in kept {
+            assert!(names.iter().any(|n| n == kept), "{kept} kept: {names:?}");
+        }
+        let gone = [
+            "a.log",
+            "build",
+            "secret",
+            "excluded.txt",
+            "from-above.txt",
+            ".git",
+            "wt2/wt-excluded.txt",
+        ];
+        for gone in gone {
+            assert!(
+                !names.iter().any(|n| n == gone),
+                "{gone} ignored: {names:?}"
+            );
+        }
+        assert!(names.iter().any(|n| n == "sub/x.log"));
+        assert!(names.iter().any(|n| n == "link-out"));
+        assert!(!names.iter().any(|n| n.starts_with("link-out/")));
+    }
+
+    #[test]
+    fn a_base_outside_the_roots_is_walked_by_handle_too() {
+        let (_dir, ws) = tree();
+        let roots = Roots::new(ws.join("sub/deeper"), Vec::new());
+        assert_eq!(confined_walk(&roots, &ws), crate_walk(&ws));
+    }
+
+    #[test]
+    fn a_directory_swapped_for_a_symlink_is_not_entered() {
+        let (_dir, ws) = tree();
+        let roots = Roots::new(ws.clone(), Vec::new());
+        let mut listed = Vec::new();
+        Walk::open(&roots, &ws)
+            .unwrap()
+            .run(&CancellationToken::new(), |entry| {
+                // The walk listed `sub` as a directory; it becomes a link to outside before
+                // the walk opens it.
+                if entry.relative == Path::new("sub") {
+                    std::fs::rename(ws.join("sub"), ws.join("sub-moved")).unwrap();
+                    symlink(ws.parent().unwrap(), ws.join("sub")).unwrap();
+                }
+                listed.push(entry.relative.to_path_buf());
+                ControlFlow::Continue(())
+            });
+        assert!(listed.contains(&PathBuf::from("sub")));
+        assert!(
+            !listed
+                .iter()
+                .any(|p| p.starts_with("sub") && p != Path::new("sub")),
+            "nothing below the swapped directory: {listed:?}"
+        );
+        let error = Walk::open(&roots, &ws.join("sub")).err().unwrap();
+        assert!(confined::is_escape(&error), "{error}");
+    }
+
+    #[test]
+    fn stops_when_cancelled_or_told() {
+        let (_dir, ws) = tree();
+        let roots = Roots::new(ws.clone(), Vec::new());
+        let mut seen = 0;
+        Walk::open(&roots, &ws)
+            .unwrap()
+            .run(&CancellationToken::new(), |_| {
+                seen += 1;
+                if seen == 3 {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                }
+            });
+        assert_eq!(seen, 3);
+        let cancel = CancellationToken::new();
+        cancel.cancel();
+        let mut seen = 0;
+        Walk::open(&roots, &ws).unwrap().run(&cancel, |_| {
+            seen += 1;
+            ControlFlow::Continue(())
+        });
+        assert_eq!(seen, 1, "only the base");
+    }
+}
