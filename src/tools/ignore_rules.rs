@@ -46,23 +46,23 @@ impl Rules {
         open: impl Fn(&Path) -> io::Result<File>,
         open_by_name: impl Fn(&Path) -> io::Result<File>,
     ) -> Option<Rules> {
-        let from_file = |name: &str| match open(Path::new(name)) {
-            Ok(file) => matcher(dir, &dir.join(name), file),
-            Err(_) => Gitignore::empty(),
+        let from_file = |present: bool, name: &str| {
+            if !present {
+                return Gitignore::empty();
+            }
+            match open(Path::new(name)) {
+                Ok(file) => matcher(dir, &dir.join(name), file),
+                Err(_) => Gitignore::empty(),
+            }
         };
         let rules = Rules {
-            ignore: present
-                .ignore
-                .then(|| from_file(".ignore"))
-                .unwrap_or_else(Gitignore::empty),
-            git: present
-                .gitignore
-                .then(|| from_file(".gitignore"))
-                .unwrap_or_else(Gitignore::empty),
-            exclude: present
-                .git
-                .then(|| exclude(dir, &open, &open_by_name))
-                .unwrap_or_else(Gitignore::empty),
+            ignore: from_file(present.ignore, ".ignore"),
+            git: from_file(present.gitignore, ".gitignore"),
+            exclude: if present.git {
+                exclude(dir, &open, &open_by_name)
+            } else {
+                Gitignore::empty()
+            },
         };
         let empty = rules.ignore.is_empty() && rules.git.is_empty() && rules.exclude.is_empty();
         (!empty).then_some(rules)
