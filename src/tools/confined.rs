@@ -15,7 +15,7 @@
 use std::ffi::OsStr;
 use std::fs::File;
 use std::io::{self, Write};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Component, Path};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -46,8 +46,21 @@ pub fn is_escape(error: &io::Error) -> bool {
 pub fn open_beneath(root: &Path, relative: &Path) -> io::Result<File> {
     normal_parts(relative)?;
     let root = open_root(root)?;
-    let fd = open_at(&root, relative, READ_FLAGS)?;
+    let fd = open_at(root.as_fd(), relative, READ_FLAGS)?;
     Ok(File::from(fd))
+}
+
+/// Opens `relative` beneath the open directory `dir` for reading, as [`open_beneath`] does
+/// beneath a root (for the ignore files of a directory being walked).
+pub fn open_in(dir: BorrowedFd<'_>, relative: &Path) -> io::Result<File> {
+    normal_parts(relative)?;
+    Ok(File::from(open_at(dir, relative, READ_FLAGS)?))
+}
+
+/// Opens the subdirectory `name` of the open directory `dir` without following a symlink
+/// (an escape, see [`is_escape`]), for listing.
+pub fn open_subdir(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<OwnedFd> {
+    Ok(open_dir(dir, name)?)
 }
 
 /// Replaces (or creates) `relative` beneath `root` with `content`, creating missing parent
@@ -138,7 +151,7 @@ fn normal_parts(relative: &Path) -> io::Result<Vec<&OsStr>> {
 }
 
 fn open_or_make_dir(dir: &OwnedFd, name: &OsStr) -> io::Result<OwnedFd> {
-    match open_dir(dir, name) {
+    match open_dir(dir.as_fd(), name) {
         Err(Errno::ENOENT) => {}
         other => return Ok(other?),
     }
@@ -146,12 +159,12 @@ fn open_or_make_dir(dir: &OwnedFd, name: &OsStr) -> io::Result<OwnedFd> {
         Ok(()) | Err(Errno::EEXIST) => {}
         Err(errno) => return Err(errno.into()),
     }
-    Ok(open_dir(dir, name)?)
+    Ok(open_dir(dir.as_fd(), name)?)
 }
 
 /// Opens the directory `name` in `dir` without following a symlink; a symlink there is
 /// `ELOOP` (the kernel says `ENOTDIR`, as for a file).
-fn open_dir(dir: &OwnedFd, name: &OsStr) -> nix::Result<OwnedFd> {
+fn open_dir(dir: BorrowedFd<'_>, name: &OsStr) -> nix::Result<OwnedFd> {
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     openat(dir, name, flags, Mode::empty()).map_err(|errno| {
         let is_link = || {
@@ -168,7 +181,7 @@ fn open_dir(dir: &OwnedFd, name: &OsStr) -> nix::Result<OwnedFd> {
 }
 
 /// Opens `relative` beneath `dir` with `flags` (plus `O_CLOEXEC`).
-fn open_at(dir: &OwnedFd, relative: &Path, flags: OFlag) -> io::Result<OwnedFd> {
+fn open_at(dir: BorrowedFd<'_>, relative: &Path, flags: OFlag) -> io::Result<OwnedFd> {
     #[cfg(target_os = "linux")]
     if let Some(result) = linux::open_beneath(dir, relative, flags) {
         return result;
@@ -177,17 +190,17 @@ fn open_at(dir: &OwnedFd, relative: &Path, flags: OFlag) -> io::Result<OwnedFd> 
 }
 
 /// The fallback: one `openat(O_NOFOLLOW)` per component.
-fn walk_open(root: &OwnedFd, relative: &Path, flags: OFlag) -> io::Result<OwnedFd> {
+fn walk_open(root: BorrowedFd<'_>, relative: &Path, flags: OFlag) -> io::Result<OwnedFd> {
     let parts = normal_parts(relative)?;
     let Some((last, parents)) = parts.split_last() else {
         return Ok(openat(root, ".", flags | OFlag::O_CLOEXEC, Mode::empty())?);
     };
     let mut dir: Option<OwnedFd> = None;
     for part in parents {
-        let from = dir.as_ref().unwrap_or(root);
+        let from = dir.as_ref().map_or(root, |dir| dir.as_fd());
         dir = Some(open_dir(from, part)?);
     }
-    let from = dir.as_ref().unwrap_or(root);
+    let from = dir.as_ref().map_or(root, |dir| dir.as_fd());
     let last_flags = flags | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     Ok(openat(from, *last, last_flags, Mode::empty())?)
 }
@@ -195,7 +208,7 @@ fn walk_open(root: &OwnedFd, relative: &Path, flags: OFlag) -> io::Result<OwnedF
 #[cfg(target_os = "linux")]
 mod linux {
     use std::io;
-    use std::os::fd::OwnedFd;
+    use std::os::fd::{BorrowedFd, OwnedFd};
     use std::path::Path;
     use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -207,7 +220,7 @@ mod linux {
 
     /// `None` when the kernel has no `openat2`.
     pub fn open_beneath(
-        dir: &OwnedFd,
+        dir: BorrowedFd<'_>,
         relative: &Path,
         flags: OFlag,
     ) -> Option<io::Result<OwnedFd>> {
@@ -236,7 +249,7 @@ mod linux {
 #[doc(hidden)]
 pub fn open_beneath_by_walk(root: &Path, relative: &Path) -> io::Result<File> {
     let root = open_root(root)?;
-    Ok(File::from(walk_open(&root, relative, READ_FLAGS)?))
+    Ok(File::from(walk_open(root.as_fd(), relative, READ_FLAGS)?))
 }
 
 #[cfg(test)]

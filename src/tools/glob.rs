@@ -1,7 +1,8 @@
 //! `glob`: lists files and directories under a directory whose relative paths match a glob,
-//! honouring `.gitignore` (and `.ignore`) files through the `ignore` crate. Also the directory
-//! walk `grep` uses.
+//! honouring `.gitignore` (and `.ignore`) files, over the confined walk of [`super::walk`].
+//! Also the search base `grep` uses.
 
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
 use futures::future::BoxFuture;
@@ -10,7 +11,11 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-use super::{parse_arguments, title_with, Tool, ToolContext, ToolDisplay, ToolKind, ToolOutput};
+use super::fs::FsError;
+use super::paths::Roots;
+use super::walk::{Kind, Walk};
+use super::{confined, parse_arguments, title_with};
+use super::{Tool, ToolContext, ToolDisplay, ToolKind, ToolOutput};
 use crate::model::ToolSpec;
 
 pub const NAME: &str = "glob";
@@ -67,17 +72,6 @@ pub fn parameters() -> Value {
     })
 }
 
-/// A gitignore-aware walk of `base` in path order; `.git` itself is skipped, other hidden files
-/// are kept. `.gitignore` applies even outside a git repository.
-pub fn walk(base: &Path) -> ignore::Walk {
-    ignore::WalkBuilder::new(base)
-        .hidden(false)
-        .require_git(false)
-        .filter_entry(|entry| entry.file_name() != ".git")
-        .sort_by_file_path(|a, b| a.cmp(b))
-        .build()
-}
-
 /// Resolves the optional directory argument and checks it may be searched.
 pub async fn search_base(
     cx: &ToolContext,
@@ -124,11 +118,9 @@ async fn run(arguments: Value, cx: ToolContext) -> Result<ToolOutput, ToolOutput
     let roots = cx.roots.clone();
     let cancel = cx.cancel.clone();
     let display = ToolDisplay::at(&base, None);
-    let found = tokio::task::spawn_blocking(move || {
-        list(&base, &matcher, limit, &cancel, |p| roots.display(p))
-    })
-    .await
-    .map_err(|e| ToolOutput::error("SearchFailed", "SEARCH_FAILED", format!("Error: {e}")))?;
+    let found = tokio::task::spawn_blocking(move || list(&roots, &base, &matcher, limit, &cancel))
+        .await
+        .map_err(|e| ToolOutput::error("SearchFailed", "SEARCH_FAILED", format!("Error: {e}")))??;
     let mut text = found.entries.join("\n");
     if found.entries.is_empty() {
         text = format!("No paths match {:?}.", params.pattern);
@@ -148,36 +140,50 @@ struct Found {
 }
 
 fn list(
+    roots: &Roots,
     base: &Path,
     matcher: &globset::GlobMatcher,
     limit: usize,
     cancel: &CancellationToken,
-    show: impl Fn(&Path) -> String,
-) -> Found {
+) -> Result<Found, ToolOutput> {
     let mut found = Found {
         entries: Vec::new(),
         total: 0,
     };
-    for entry in walk(base).flatten() {
-        if cancel.is_cancelled() {
-            break;
-        }
-        let Ok(relative) = entry.path().strip_prefix(base) else {
-            continue;
-        };
-        if relative.as_os_str().is_empty() || !matcher.is_match(relative) {
-            continue;
+    let walk = match Walk::open(roots, base) {
+        Ok(walk) => walk,
+        Err(error) => return walk_failed(roots, base, error).map(|()| found),
+    };
+    walk.run(cancel, |entry| {
+        if entry.relative.as_os_str().is_empty() || !matcher.is_match(entry.relative) {
+            return ControlFlow::Continue(());
         }
         found.total += 1;
         if found.entries.len() < limit {
-            let mut shown = show(entry.path());
-            if entry.file_type().is_some_and(|t| t.is_dir()) {
+            let mut shown = roots.display(entry.path);
+            if entry.kind == Kind::Dir {
                 shown.push('/');
             }
             found.entries.push(shown);
         }
+        ControlFlow::Continue(())
+    });
+    Ok(found)
+}
+
+/// When the search base cannot be opened: a symlink swapped in on the way is an error; anything
+/// else (an unreadable directory) finds nothing, as before.
+pub fn walk_failed(roots: &Roots, base: &Path, error: std::io::Error) -> Result<(), ToolOutput> {
+    if confined::is_escape(&error) {
+        let path = roots.display(base);
+        return Err(ToolOutput::error(
+            "SearchFailed",
+            "SEARCH_FAILED",
+            format!("Error: {}", FsError::Escaped { path }),
+        ));
     }
-    found
+    tracing::debug!(%error, path = %base.display(), "the search base could not be opened");
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,6 +1,9 @@
 //! `grep`: searches file contents for a regular expression with the ripgrep library crates
-//! (`grep-regex`, `grep-searcher`), over a gitignore-aware walk. Binary files are skipped.
+//! (`grep-regex`, `grep-searcher`), over the gitignore-aware confined walk of [`super::walk`];
+//! each file is opened through the handle of the directory it was listed from. Binary files
+//! are skipped.
 
+use std::ops::ControlFlow;
 use std::path::Path;
 
 use futures::future::BoxFuture;
@@ -12,9 +15,9 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-use super::fs;
-use super::glob::{search_base, walk};
+use super::glob::{search_base, walk_failed};
 use super::paths::Roots;
+use super::walk::{Kind, Walk};
 use super::{parse_arguments, title_with, Tool, ToolContext, ToolDisplay, ToolKind, ToolOutput};
 use crate::model::ToolSpec;
 
@@ -120,7 +123,7 @@ async fn run(arguments: Value, cx: ToolContext) -> Result<ToolOutput, ToolOutput
     };
     let found = tokio::task::spawn_blocking(move || search.run(&base, &cancel, &roots))
         .await
-        .map_err(|e| ToolOutput::error("SearchFailed", "SEARCH_FAILED", format!("Error: {e}")))?;
+        .map_err(|e| ToolOutput::error("SearchFailed", "SEARCH_FAILED", format!("Error: {e}")))??;
     let mut text = found.lines.join("\n");
     if found.lines.is_empty() {
         text = format!("No matches for {:?}.", params.pattern);
@@ -146,44 +149,50 @@ struct Found {
 }
 
 impl Search {
-    fn wanted(&self, base: &Path, path: &Path) -> bool {
+    fn wanted(&self, path: &Path, relative: &Path) -> bool {
         let Some(filter) = &self.filter else {
             return true;
         };
         if self.by_name {
             path.file_name().is_some_and(|name| filter.is_match(name))
         } else {
-            path.strip_prefix(base)
-                .is_ok_and(|rel| filter.is_match(rel))
+            filter.is_match(relative)
         }
     }
 
-    fn run(&self, base: &Path, cancel: &CancellationToken, roots: &Roots) -> Found {
+    fn run(
+        &self,
+        base: &Path,
+        cancel: &CancellationToken,
+        roots: &Roots,
+    ) -> Result<Found, ToolOutput> {
         let mut found = Found {
             lines: Vec::new(),
             more: false,
+        };
+        let walk = match Walk::open(roots, base) {
+            Ok(walk) => walk,
+            Err(error) => return walk_failed(roots, base, error).map(|()| found),
         };
         let mut searcher = SearcherBuilder::new()
             .binary_detection(BinaryDetection::quit(0))
             .line_number(true)
             .build();
-        for entry in walk(base).flatten() {
-            if cancel.is_cancelled() || found.more {
-                break;
+        walk.run(cancel, |entry| {
+            if entry.kind != Kind::File || !self.wanted(entry.path, entry.relative) {
+                return ControlFlow::Continue(());
             }
-            if !entry.file_type().is_some_and(|t| t.is_file()) || !self.wanted(base, entry.path()) {
-                continue;
-            }
-            let shown = roots.display(entry.path());
-            // Opened confined, not by name: a file or directory swapped for a symlink since
-            // the walk listed it cannot lead the search out of the roots.
-            let file = match fs::open_file(roots, entry.path()) {
-                Ok((file, _)) => file,
+            // Opened through the handle the walk listed it from, never following a symlink:
+            // a file swapped for a link since cannot lead the search out of the roots.
+            let file = match entry.open() {
+                Ok(file) if file.metadata().is_ok_and(|meta| meta.is_file()) => file,
+                Ok(_) => return ControlFlow::Continue(()),
                 Err(error) => {
                     tracing::debug!(%error, "grep skipped a file");
-                    continue;
+                    return ControlFlow::Continue(());
                 }
             };
+            let shown = roots.display(entry.path);
             let result = searcher.search_file(
                 &self.matcher,
                 &file,
@@ -202,10 +211,15 @@ impl Search {
                 }),
             );
             if let Err(error) = result {
-                tracing::debug!(%error, path = %entry.path().display(), "grep skipped a file");
+                tracing::debug!(%error, path = %entry.path.display(), "grep skipped a file");
             }
-        }
-        found
+            if found.more {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        });
+        Ok(found)
     }
 }
 

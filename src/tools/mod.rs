@@ -22,6 +22,7 @@ pub mod edit;
 pub mod fs;
 pub mod glob;
 pub mod grep;
+mod ignore_rules;
 pub mod paths;
 pub mod permission;
 pub mod read;
@@ -30,6 +31,9 @@ pub mod shell;
 mod swap_tests;
 #[cfg(test)]
 pub mod testing;
+pub mod walk;
+#[cfg(test)]
+mod walk_swap_tests;
 pub mod write;
 
 use std::collections::BTreeMap;

@@ -17,14 +17,14 @@ use super::{read::ReadTool, write::WriteTool, PermissionMode, SessionPermissions
 const TRIES: usize = 5_000;
 
 /// Swaps `ws/d` (a directory) and `ws/swap` (a symlink to outside) until stopped.
-struct Swapper {
+pub(super) struct Swapper {
     stop: Arc<AtomicBool>,
     swaps: Arc<AtomicUsize>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Swapper {
-    fn start(ws: &Workspace) -> Self {
+    pub(super) fn start(ws: &Workspace) -> Self {
         let dir = std::fs::File::open(ws.path("")).unwrap();
         let (stop, swaps) = (
             Arc::new(AtomicBool::new(false)),
@@ -45,7 +45,7 @@ impl Swapper {
     }
 
     /// Stops the thread; how many swaps it made.
-    fn finish(mut self) -> usize {
+    pub(super) fn finish(mut self) -> usize {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(thread) = self.thread.take() {
             thread.join().unwrap();
