@@ -8,7 +8,7 @@ mod reloadable;
 mod resolve;
 mod show;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub use acp_agents::{AcpAgentConfig, AcpPermission};
 pub use key::load as load_key;
@@ -22,6 +22,12 @@ pub use show::render;
 
 /// Reads an environment variable; empty values count as unset.
 pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// kin's config directory (`$XDG_CONFIG_HOME/kin`, else `~/.config/kin`), where user-wide
+/// slash commands live in `commands/`.
+pub fn config_dir(env: EnvLookup<'_>) -> Option<PathBuf> {
+    file::path(env).and_then(|path| path.parent().map(Path::to_owned))
+}
 
 /// The process environment as an [`EnvLookup`].
 pub fn process_env(name: &str) -> Option<String> {

@@ -6,7 +6,11 @@
 mod agent;
 pub mod bridge;
 pub mod client;
+mod commands;
 pub mod modes;
+pub mod notice;
+mod prompt;
+mod prompt_content;
 mod subagents;
 pub mod updates;
 

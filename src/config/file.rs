@@ -22,6 +22,8 @@ pub struct FileConfig {
     pub connect_timeout: Option<DurationValue>,
     pub stall_timeout: Option<DurationValue>,
     pub retries: Option<u32>,
+    /// Whether the model takes images (see `ModelConfig::images`).
+    pub images: Option<bool>,
     /// Credential-like variables tool processes may see (see `tools::child_env`).
     pub pass_env: Option<Vec<String>>,
     /// Child agents over ACP (see `acp_agents`).

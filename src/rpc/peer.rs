@@ -56,6 +56,15 @@ pub enum Reply {
 pub struct RequestContext {
     pub cancel: CancellationToken,
     pub peer: Peer,
+    after_answer: Arc<Mutex<Vec<AfterWrite>>>,
+}
+
+impl RequestContext {
+    /// Runs `work` just after this request's answer is queued, so whatever it sends follows
+    /// the answer (e.g. the commands of a session the answer creates).
+    pub fn after_answer(&self, work: AfterWrite) {
+        lock(&self.after_answer).push(work);
+    }
 }
 
 type PendingReply = oneshot::Sender<Result<Value, RpcError>>;
@@ -213,9 +222,11 @@ impl Peer {
                 let key = id.to_string();
                 let cancel = self.inner.closed.child_token();
                 lock(&self.inner.in_flight).insert(key.clone(), cancel.clone());
+                let after_answer = Arc::new(Mutex::new(Vec::new()));
                 let cx = RequestContext {
                     cancel,
                     peer: self.clone(),
+                    after_answer: after_answer.clone(),
                 };
                 let started = std::panic::catch_unwind(AssertUnwindSafe(|| {
                     handler.request(method, params, cx)
@@ -246,6 +257,10 @@ impl Peer {
                         .unwrap_or_else(|_| handler_panicked());
                     lock(&peer.inner.in_flight).remove(&key);
                     peer.respond(&id, answer);
+                    let after: Vec<AfterWrite> = std::mem::take(&mut *lock(&after_answer));
+                    for work in after {
+                        work();
+                    }
                 });
             }
             Incoming::Notification { method, params } if method == CANCEL_REQUEST => {

@@ -9,6 +9,7 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::delta_line::read_delta_line;
+pub use super::user_part::UserPart;
 
 /// Line 1 of every session log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -174,30 +175,6 @@ pub struct UserMessage {
     pub source: Value,
     pub role: String,
     pub id: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(
-    tag = "type",
-    rename_all = "kebab-case",
-    rename_all_fields = "camelCase"
-)]
-pub enum UserPart {
-    Text {
-        text: String,
-    },
-    ResourceLink {
-        uri: String,
-        name: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        mime_type: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        title: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        description: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        size: Option<i64>,
-    },
 }
 
 /// A message delivered into a running turn (`send_message` to a working child).

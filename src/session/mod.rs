@@ -1,6 +1,7 @@
 //! Durable sessions: the event vocabulary, the JSONL store, and folds of a log into what the
 //! model sees. Knows nothing of ACP or of any model API.
 
+pub mod blobs;
 mod child;
 mod delta_line;
 mod error;
@@ -12,6 +13,7 @@ mod lock;
 mod log;
 mod store;
 mod summary;
+mod user_part;
 
 pub use child::ChildInfo;
 pub use error::StoreError;

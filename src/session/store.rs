@@ -86,6 +86,11 @@ impl SessionStore {
         Ok(self.dir.join(format!("{id}.jsonl")))
     }
 
+    /// Where the session's large prompt payloads are kept (see [`super::blobs`]).
+    pub fn blob_dir(&self, id: &str) -> Result<PathBuf, StoreError> {
+        Ok(super::blobs::dir_of(&self.path(id)?))
+    }
+
     pub fn exists(&self, id: &str) -> bool {
         self.path(id).is_ok_and(|path| path.is_file())
     }
@@ -263,6 +268,7 @@ impl SessionStore {
         };
         let _ = fs::remove_file(path.with_extension("jsonl.torn"));
         let _ = fs::remove_file(path.with_extension("jsonl.set-aside"));
+        let _ = fs::remove_dir_all(super::blobs::dir_of(&path));
         match fs::remove_file(&path) {
             Ok(()) => {
                 if let Err(error) = index::remove(&self.dir, id) {

@@ -27,6 +27,7 @@ pub mod grep;
 pub mod guard;
 pub mod paths;
 pub mod permission;
+pub mod plan;
 pub mod process;
 pub mod read;
 pub mod shell;
@@ -368,7 +369,8 @@ impl ToolRegistry {
     }
 }
 
-/// The built-in coding tools: `read`, `write`, `edit`, `glob`, `grep` and `bash`.
+/// The built-in coding tools: `read`, `write`, `edit`, `glob`, `grep` and `bash`, and
+/// `update_plan`.
 pub fn builtin() -> ToolRegistry {
     let mut registry = ToolRegistry::new();
     registry.register(Arc::new(read::ReadTool));
@@ -377,6 +379,7 @@ pub fn builtin() -> ToolRegistry {
     registry.register(Arc::new(glob::GlobTool));
     registry.register(Arc::new(grep::GrepTool));
     registry.register(Arc::new(shell::ShellTool));
+    registry.register(Arc::new(plan::PlanTool));
     registry
 }
 
