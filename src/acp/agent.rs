@@ -17,9 +17,13 @@ use agent_client_protocol_schema::v1::{
 };
 use agent_client_protocol_schema::{MethodDispatchError, ProtocolVersion};
 use futures::FutureExt;
-use serde::Serialize;
+
 use serde_json::{json, Value};
 
+use super::answers::{
+    answer, live_agent, runtime_error, session_locked, session_not_found, store_error, switch_mode,
+    unknown_mode, AUTH_REQUIRED,
+};
 use super::notice::{self, Severity};
 use super::prompt::Announced;
 use super::{modes, updates};
@@ -32,12 +36,6 @@ use crate::session::StoreError;
 use crate::time::iso8601;
 use crate::tools::PermissionMode;
 
-/// ACP's "resource not found" code, used for unknown sessions.
-const RESOURCE_NOT_FOUND: i32 = -32002;
-/// ACP's "authentication required" code: a prompt while the model has no key.
-const AUTH_REQUIRED: i32 = -32000;
-/// kin's code for a session another process has open for writing (a server-defined code).
-const SESSION_LOCKED: i32 = -32001;
 /// Where a `session/load` answer says the session was opened read-only: `_meta` key.
 const READ_ONLY_META_KEY: &str = "kin.readOnly";
 /// The auth method kin advertises when the model has no API key: the client calls
@@ -77,45 +75,6 @@ impl AcpAgent {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
-    }
-}
-
-pub(super) fn answer<T: Serialize>(result: Result<T, RpcError>) -> Result<Value, RpcError> {
-    result.and_then(|value| {
-        serde_json::to_value(value)
-            .map_err(|e| RpcError::internal(format!("encoding the answer failed: {e}")))
-    })
-}
-
-fn session_not_found(id: &str, detail: Option<&str>) -> RpcError {
-    let message = match detail {
-        Some(detail) => format!("session not found: {id} ({detail})"),
-        None => format!("session not found: {id}"),
-    };
-    RpcError::new(RESOURCE_NOT_FOUND, message).with_data(json!({ "sessionId": id }))
-}
-
-fn store_error(error: StoreError) -> RpcError {
-    match error {
-        StoreError::NotFound { id } | StoreError::InvalidId { id } => session_not_found(&id, None),
-        locked @ StoreError::Locked { .. } => session_locked(locked),
-        other => RpcError::internal(other.to_string()),
-    }
-}
-
-/// `-32001` for a session another process has open for writing, naming that process.
-fn session_locked(error: StoreError) -> RpcError {
-    let StoreError::Locked { id, pid } = &error else {
-        return RpcError::internal(error.to_string());
-    };
-    let data = json!({ "sessionId": id, "pid": pid });
-    RpcError::new(SESSION_LOCKED, error.to_string()).with_data(data)
-}
-
-fn runtime_error(error: RuntimeError) -> RpcError {
-    match error {
-        RuntimeError::Store(error) => store_error(error),
-        other => RpcError::internal(other.to_string()),
     }
 }
 
@@ -248,13 +207,6 @@ fn auth_methods(runtime: &Runtime) -> Vec<AuthMethod> {
         )],
         Credentials::NotNeeded | Credentials::Present { .. } => Vec::new(),
     }
-}
-
-pub(super) fn auth_required(hint: &str) -> RpcError {
-    RpcError::new(
-        AUTH_REQUIRED,
-        format!("authentication required: kin has no API key for its model: {hint}"),
-    )
 }
 
 /// `authenticate` with kin's method: reads the whole model configuration again (config file,
@@ -553,52 +505,6 @@ fn list_sessions(
         response.next_cursor = Some(format!("kin1:{end}"));
     }
     Ok(response)
-}
-
-/// The live agent of a session a request names; a stored but closed one says how to open it,
-/// or, while another process has it open for writing, names that process (`-32001`).
-pub(super) fn live_agent(runtime: &Runtime, id: &str) -> Result<Arc<Agent>, RpcError> {
-    if let Some(agent) = runtime.host().live(id) {
-        return Ok(agent);
-    }
-    let store = runtime.host().store();
-    if !store.exists(id) {
-        return Err(session_not_found(id, None));
-    }
-    match store.lock(id) {
-        Err(locked @ StoreError::Locked { .. }) => Err(session_locked(locked)),
-        _ => Err(session_not_found(
-            id,
-            Some("it is stored but not open: call session/load or session/resume first"),
-        )),
-    }
-}
-
-/// Switches a session's permission mode, logs it, and tells the editor's other view of it.
-pub(super) fn switch_mode(
-    agent: &Agent,
-    mode: PermissionMode,
-    cx: &RequestContext,
-    echo: fn(PermissionMode) -> agent_client_protocol_schema::v1::SessionUpdate,
-) -> Result<(), RpcError> {
-    let changed = agent
-        .set_permission_mode(mode)
-        .map_err(|e| RpcError::internal(format!("could not record the mode change: {e}")))?;
-    if changed {
-        cx.peer.notify(
-            "session/update",
-            &SessionNotification::new(agent.id.clone(), echo(mode)),
-        );
-    }
-    Ok(())
-}
-
-pub(super) fn unknown_mode(id: &str) -> RpcError {
-    let known: Vec<&str> = PermissionMode::ALL.iter().map(|m| m.id()).collect();
-    RpcError::invalid_params(format!(
-        "invalid params: unknown mode {id:?}; kin's modes are {}",
-        known.join(", ")
-    ))
 }
 
 fn set_mode(

@@ -4,6 +4,7 @@
 //! module that knows ACP types.
 
 mod agent;
+mod answers;
 pub mod bridge;
 pub mod client;
 mod commands;

@@ -12,7 +12,7 @@ use agent_client_protocol_schema::v1::{
 };
 use serde_json::Value;
 
-use super::agent::{answer, auth_required, live_agent, switch_mode, unknown_mode};
+use super::answers::{answer, auth_required, live_agent, switch_mode, unknown_mode};
 use super::bridge::AcpBridge;
 use super::commands::{self, Builtin, Commands, Invoked};
 use super::modes;
