@@ -17,7 +17,6 @@ use agent_client_protocol_schema::v1::{
 };
 use agent_client_protocol_schema::{MethodDispatchError, ProtocolVersion};
 use futures::FutureExt;
-
 use serde_json::{json, Value};
 
 use super::answers::{
