@@ -72,7 +72,10 @@ fn main() {
         let env = [
             ("KIN_BASE_URL", url.as_str()),
             ("KIN_API_KEY", "sk-bench-0000000000000000"),
-            ("XDG_CONFIG_HOME", config_home.to_str().expect("UTF-8 temp path")),
+            (
+                "XDG_CONFIG_HOME",
+                config_home.to_str().expect("UTF-8 temp path"),
+            ),
         ];
         let mut kin = Kin::spawn_with(home.path(), cwd.path(), &[], &env);
         kin.initialize();
@@ -98,7 +101,10 @@ fn main() {
                 if image {
                     let last = &body["messages"].as_array().expect("messages")
                         [body["messages"].as_array().map_or(0, |m| m.len() - 1)];
-                    assert_eq!(last["content"][1]["type"], "image_url", "the image was sent");
+                    assert_eq!(
+                        last["content"][1]["type"], "image_url",
+                        "the image was sent"
+                    );
                     let text = std::fs::read_to_string(
                         home.path().join(format!("sessions/{session}.jsonl")),
                     )

@@ -47,6 +47,27 @@ fn tempfile_in(dir: &Path, name: &str) -> io::Result<(PathBuf, fs::File)> {
     Ok((path, file))
 }
 
+/// Gives `to` every blob of `from` (hard links, else copies), for a fork whose seed names the
+/// parent's blobs. Best effort: a blob that cannot be shared becomes a placeholder later.
+pub fn share(from: &Path, to: &Path) {
+    let Ok(entries) = fs::read_dir(from) else {
+        return;
+    };
+    if fs::create_dir_all(to).is_err() {
+        return;
+    }
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let target = to.join(&name);
+        if name.to_string_lossy().starts_with('.') || target.exists() {
+            continue;
+        }
+        if fs::hard_link(entry.path(), &target).is_err() {
+            let _ = fs::copy(entry.path(), &target);
+        }
+    }
+}
+
 /// Reads blob `name` from `dir`; `None` when it is missing or the name is not a SHA-256 (a
 /// log edited by hand must not reach outside the directory).
 pub fn get(dir: &Path, name: &str) -> Option<Vec<u8>> {
@@ -79,5 +100,8 @@ mod tests {
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
         assert!(get(&dir, "../s1.jsonl").is_none());
         assert!(get(&dir, &"0".repeat(64)).is_none());
+        let fork = dir_of(&home.path().join("s2.jsonl"));
+        share(&dir, &fork);
+        assert_eq!(get(&fork, &name).unwrap(), b"abc");
     }
 }

@@ -91,6 +91,12 @@ impl SessionStore {
         Ok(super::blobs::dir_of(&self.path(id)?))
     }
 
+    /// Lets session `to` (a fork) read the blobs of session `from` (its parent).
+    pub fn share_blobs(&self, from: &str, to: &str) -> Result<(), StoreError> {
+        super::blobs::share(&self.blob_dir(from)?, &self.blob_dir(to)?);
+        Ok(())
+    }
+
     pub fn exists(&self, id: &str) -> bool {
         self.path(id).is_ok_and(|path| path.is_file())
     }
