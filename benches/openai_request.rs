@@ -44,6 +44,7 @@ fn main() {
         .into(),
         tools: Vec::new(),
         max_tokens: None,
+        blobs: None,
     };
     let mut samples = Vec::with_capacity(REQUESTS);
     runtime.block_on(async {

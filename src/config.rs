@@ -9,7 +9,7 @@ mod reloadable;
 mod resolve;
 mod show;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub use acp_agents::{AcpAgentConfig, AcpPermission};
 pub use duration::parse_duration;
@@ -24,6 +24,12 @@ pub use show::{render, render_agents};
 
 /// Reads an environment variable; empty values count as unset.
 pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// kin's config directory (`$XDG_CONFIG_HOME/kin`, else `~/.config/kin`), where user-wide
+/// slash commands live in `commands/`.
+pub fn config_dir(env: EnvLookup<'_>) -> Option<PathBuf> {
+    file::path(env).and_then(|path| path.parent().map(Path::to_owned))
+}
 
 /// The process environment as an [`EnvLookup`].
 pub fn process_env(name: &str) -> Option<String> {

@@ -58,6 +58,7 @@ fn request(text: &str) -> ModelRequest {
             parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
         }],
         max_tokens: None,
+        blobs: None,
     }
 }
 

@@ -58,6 +58,7 @@ fn every_tool_has_a_schema_file_matching_its_parameters() {
             "task_kill",
             "task_list",
             "task_output",
+            "update_plan",
             "write"
         ]
     );
@@ -152,6 +153,17 @@ fn the_schemas_accept_and_refuse_the_expected_arguments() {
             false,
         ),
         ("list_agents", json!({}), true),
+        (
+            "update_plan",
+            json!({"entries": [{"content": "c", "priority": "high", "status": "in_progress"}]}),
+            true,
+        ),
+        (
+            "update_plan",
+            json!({"entries": [{"content": "c", "priority": "urgent", "status": "pending"}]}),
+            false,
+        ),
+        ("update_plan", json!({}), false),
     ];
     for (tool, arguments, valid) in cases {
         let path = schema_dir().join(format!("{tool}.json"));

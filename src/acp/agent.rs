@@ -7,38 +7,35 @@ use std::sync::{Arc, Mutex};
 
 use agent_client_protocol_schema::v1::{
     AgentCapabilities, AuthMethod, AuthMethodAgent, AuthenticateResponse, CancelNotification,
-    ClientCapabilities, ClientNotification, ClientRequest, CloseSessionResponse, ContentBlock,
+    ClientCapabilities, ClientNotification, ClientRequest, CloseSessionResponse,
     DeleteSessionResponse, Implementation, InitializeResponse, ListSessionsResponse,
-    LoadSessionResponse, NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse,
-    ResumeSessionResponse, SessionAdditionalDirectoriesCapabilities, SessionCapabilities,
-    SessionCloseCapabilities, SessionDeleteCapabilities, SessionInfo, SessionListCapabilities,
-    SessionNotification, SessionResumeCapabilities, SetSessionConfigOptionRequest,
-    SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse, StopReason,
+    LoadSessionResponse, NewSessionResponse, PromptCapabilities, ResumeSessionResponse,
+    SessionAdditionalDirectoriesCapabilities, SessionCapabilities, SessionCloseCapabilities,
+    SessionDeleteCapabilities, SessionInfo, SessionListCapabilities, SessionNotification,
+    SessionResumeCapabilities, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
+    SetSessionModeRequest, SetSessionModeResponse,
 };
 use agent_client_protocol_schema::{MethodDispatchError, ProtocolVersion};
 use futures::FutureExt;
-use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::bridge::AcpBridge;
+use super::answers::{
+    answer, live_agent, runtime_error, session_locked, session_not_found, store_error, switch_mode,
+    unknown_mode, AUTH_REQUIRED,
+};
+use super::notice::{self, Severity};
+use super::prompt::Announced;
 use super::{modes, updates};
 use crate::agent::host::Subscription;
-use crate::agent::StopReason as TurnStop;
-use crate::agent::{Agent, TurnError};
+use crate::agent::Agent;
 use crate::model::Credentials;
 use crate::rpc::{Handler, Reply, RequestContext, RpcError};
 use crate::runtime::{Runtime, RuntimeError};
-use crate::session::{StoreError, UserPart};
+use crate::session::StoreError;
 use crate::sync::lock;
 use crate::time::iso8601;
 use crate::tools::PermissionMode;
 
-/// ACP's "resource not found" code, used for unknown sessions.
-const RESOURCE_NOT_FOUND: i32 = -32002;
-/// ACP's "authentication required" code: a prompt while the model has no key.
-const AUTH_REQUIRED: i32 = -32000;
-/// kin's code for a session another process has open for writing (a server-defined code).
-const SESSION_LOCKED: i32 = -32001;
 /// Where a `session/load` answer says the session was opened read-only: `_meta` key.
 const READ_ONLY_META_KEY: &str = "kin.readOnly";
 /// The auth method kin advertises when the model has no API key: the client calls
@@ -54,6 +51,8 @@ pub struct AcpAgent {
     client: Mutex<ClientCapabilities>,
     /// Session events to the client as `session/update`s, from `initialize` on.
     updates: Mutex<Option<Subscription>>,
+    /// The slash commands each session's client was last sent.
+    announced: Arc<Announced>,
 }
 
 impl AcpAgent {
@@ -63,6 +62,7 @@ impl AcpAgent {
             initialized: AtomicBool::new(false),
             client: Mutex::new(ClientCapabilities::new()),
             updates: Mutex::new(None),
+            announced: Arc::default(),
         }
     }
 
@@ -71,45 +71,6 @@ impl AcpAgent {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
-    }
-}
-
-fn answer<T: Serialize>(result: Result<T, RpcError>) -> Result<Value, RpcError> {
-    result.and_then(|value| {
-        serde_json::to_value(value)
-            .map_err(|e| RpcError::internal(format!("encoding the answer failed: {e}")))
-    })
-}
-
-fn session_not_found(id: &str, detail: Option<&str>) -> RpcError {
-    let message = match detail {
-        Some(detail) => format!("session not found: {id} ({detail})"),
-        None => format!("session not found: {id}"),
-    };
-    RpcError::new(RESOURCE_NOT_FOUND, message).with_data(json!({ "sessionId": id }))
-}
-
-fn store_error(error: StoreError) -> RpcError {
-    match error {
-        StoreError::NotFound { id } | StoreError::InvalidId { id } => session_not_found(&id, None),
-        locked @ StoreError::Locked { .. } => session_locked(locked),
-        other => RpcError::internal(other.to_string()),
-    }
-}
-
-/// `-32001` for a session another process has open for writing, naming that process.
-fn session_locked(error: StoreError) -> RpcError {
-    let StoreError::Locked { id, pid } = &error else {
-        return RpcError::internal(error.to_string());
-    };
-    let data = json!({ "sessionId": id, "pid": pid });
-    RpcError::new(SESSION_LOCKED, error.to_string()).with_data(data)
-}
-
-fn runtime_error(error: RuntimeError) -> RpcError {
-    match error {
-        RuntimeError::Store(error) => store_error(error),
-        other => RpcError::internal(other.to_string()),
     }
 }
 
@@ -188,38 +149,16 @@ fn warn_broad_workspace(
     }));
 }
 
-fn prompt_parts(blocks: Vec<ContentBlock>) -> Result<Vec<UserPart>, RpcError> {
-    super::prompt_size::check(&blocks, &crate::limits::current())?;
-    blocks
-        .into_iter()
-        .map(|block| match block {
-            ContentBlock::Text(text) => Ok(UserPart::Text { text: text.text }),
-            ContentBlock::ResourceLink(link) => Ok(UserPart::ResourceLink {
-                uri: link.uri,
-                name: link.name,
-                mime_type: link.mime_type,
-                title: link.title,
-                description: link.description,
-                size: link.size,
-            }),
-            other => Err(RpcError::invalid_params(format!(
-                "invalid params: prompt content of type {:?} is not supported (see promptCapabilities)",
-                serde_json::to_value(&other)
-                    .ok()
-                    .and_then(|v| v.get("type").and_then(Value::as_str).map(str::to_owned))
-                    .unwrap_or_else(|| "unknown".into())
-            ))),
-        })
-        .collect()
-}
-
 impl Handler for AcpAgent {
-    fn request(&self, method: String, params: Value, cx: RequestContext) -> Reply {
+    fn request(&self, method: String, mut params: Value, cx: RequestContext) -> Reply {
         let ready = Reply::Now;
         if method == "session/prompt" && self.initialized.load(Ordering::Acquire) {
             if let Err(error) = super::prompt_size::check_raw(&params, &crate::limits::current()) {
                 return ready(Err(error));
             }
+        }
+        if method == "initialize" {
+            numeric_protocol_version(&mut params);
         }
         let request = match ClientRequest::from_method_and_params(&method, &params) {
             Ok(request) => request,
@@ -258,7 +197,10 @@ impl Handler for AcpAgent {
         }
         let runtime = self.runtime.clone();
         let client = self.client_capabilities();
-        Reply::Later(async move { dispatch(runtime, client, request, method, cx).await }.boxed())
+        let announced = self.announced.clone();
+        Reply::Later(
+            async move { dispatch(runtime, client, announced, request, method, cx).await }.boxed(),
+        )
     }
 
     fn notification(&self, method: String, params: Value) {
@@ -276,6 +218,20 @@ impl Handler for AcpAgent {
             Ok(_) => {}
             Err(error) => tracing::debug!(%error, "ignoring a notification"),
         }
+    }
+}
+
+/// Reads a `protocolVersion` sent as a numeric string (`"1"`, as some clients do) as that
+/// number; anything else is left for the usual decoding to judge.
+fn numeric_protocol_version(params: &mut Value) {
+    let Some(version) = params.get_mut("protocolVersion") else {
+        return;
+    };
+    if let Some(number) = version
+        .as_str()
+        .and_then(|text| text.trim().parse::<u16>().ok())
+    {
+        *version = Value::from(number);
     }
 }
 
@@ -297,13 +253,6 @@ fn auth_methods(runtime: &Runtime) -> Vec<AuthMethod> {
         )],
         Credentials::NotNeeded | Credentials::Present { .. } => Vec::new(),
     }
-}
-
-fn auth_required(hint: &str) -> RpcError {
-    RpcError::new(
-        AUTH_REQUIRED,
-        format!("authentication required: kin has no API key for its model: {hint}"),
-    )
 }
 
 /// `authenticate` with kin's method: reads the whole model configuration again (config file,
@@ -340,7 +289,7 @@ fn initialize_response(runtime: &Runtime) -> InitializeResponse {
         .additional_directories(SessionAdditionalDirectoriesCapabilities::new());
     let capabilities = AgentCapabilities::new()
         .load_session(true)
-        .prompt_capabilities(PromptCapabilities::new())
+        .prompt_capabilities(PromptCapabilities::new().image(true).embedded_context(true))
         .session_capabilities(sessions);
     InitializeResponse::new(ProtocolVersion::V1)
         .agent_capabilities(capabilities)
@@ -351,6 +300,7 @@ fn initialize_response(runtime: &Runtime) -> InitializeResponse {
 async fn dispatch(
     runtime: Arc<Runtime>,
     client: ClientCapabilities,
+    announced: Arc<Announced>,
     request: ClientRequest,
     method: String,
     cx: RequestContext,
@@ -359,18 +309,24 @@ async fn dispatch(
         ClientRequest::AuthenticateRequest(req) => authenticate(&runtime, &req.method_id.0).await,
         ClientRequest::NewSessionRequest(req) => answer((|| {
             let additional = check_roots(&req.cwd, &req.additional_directories)?;
-            if !req.mcp_servers.is_empty() {
-                tracing::warn!(
-                    count = req.mcp_servers.len(),
-                    "MCP servers are not supported yet; ignoring them"
-                );
-            }
             let depth = delegation_depth(req.meta.as_ref())?;
             let agent = runtime
                 .host()
                 .create_session(req.cwd.clone(), additional, depth)
                 .map_err(runtime_error)?;
             warn_broad_workspace(&cx, &client, &agent.id, &req.cwd);
+            let (peer, session, mcp) = (cx.peer.clone(), agent.clone(), req.mcp_servers.len());
+            let announced = announced.clone();
+            // After the answer: the client knows the session once it has it.
+            cx.after_answer(Box::new(move || {
+                if mcp > 0 {
+                    let title = format!(
+                        "kin does not support MCP servers yet: {mcp} configured server(s) ignored"
+                    );
+                    notice::send(&peer, &client, &session.id, Severity::Warning, &title, None);
+                }
+                announced.refresh(&peer, &session);
+            }));
             let mode = agent.permission_mode();
             Ok(NewSessionResponse::new(agent.id.clone())
                 .modes(modes::mode_state(mode))
@@ -385,13 +341,17 @@ async fn dispatch(
                 }
             };
             warn_broad_workspace(&cx, &client, &agent.id, &agent.cwd);
-            let replayed = agent.with_events(|events| updates::replay(events, &agent.tools));
+            let blob_dir = agent.blob_dir();
+            let replayed =
+                agent.with_events(|events| updates::replay(events, &agent.tools, Some(&blob_dir)));
             for update in replayed {
                 cx.peer.notify(
                     "session/update",
                     &SessionNotification::new(agent.id.clone(), update),
                 );
             }
+            announced.forget(&agent.id);
+            announced.refresh(&cx.peer, &agent);
             let mode = agent.permission_mode();
             answer(Ok(LoadSessionResponse::new()
                 .modes(modes::mode_state(mode))
@@ -405,6 +365,10 @@ async fn dispatch(
                 Opened::LockedElsewhere(locked) => return Err(session_locked(locked)),
             };
             warn_broad_workspace(&cx, &client, &agent.id, &agent.cwd);
+            announced.forget(&agent.id);
+            let (peer, session) = (cx.peer.clone(), agent.clone());
+            let announced = announced.clone();
+            cx.after_answer(Box::new(move || announced.refresh(&peer, &session)));
             let mode = agent.permission_mode();
             answer(Ok(ResumeSessionResponse::new()
                 .modes(modes::mode_state(mode))
@@ -439,7 +403,9 @@ async fn dispatch(
                 .map_err(store_error)?;
             answer(Ok(DeleteSessionResponse::new()))
         }
-        ClientRequest::PromptRequest(req) => prompt(runtime, client, req, cx).await,
+        ClientRequest::PromptRequest(req) => {
+            super::prompt::prompt(runtime, client, announced, req, cx).await
+        }
         _ => Err(RpcError::method_not_found(&method)),
     }
 }
@@ -519,7 +485,8 @@ fn load_read_only(
     };
     let loaded = runtime.host().store().load(id).map_err(store_error)?;
     tracing::info!(session = id, writer = ?pid, "replaying a session another process is writing, read-only");
-    for update in updates::replay(&loaded.events, runtime.host().tools()) {
+    let blob_dir = runtime.host().store().blob_dir(id).ok();
+    for update in updates::replay(&loaded.events, runtime.host().tools(), blob_dir.as_deref()) {
         cx.peer.notify(
             "session/update",
             &SessionNotification::new(id.to_owned(), update),
@@ -582,52 +549,6 @@ fn list_sessions(
     Ok(response)
 }
 
-/// The live agent of a session a request names; a stored but closed one says how to open it,
-/// or, while another process has it open for writing, names that process (`-32001`).
-fn live_agent(runtime: &Runtime, id: &str) -> Result<Arc<Agent>, RpcError> {
-    if let Some(agent) = runtime.host().live(id) {
-        return Ok(agent);
-    }
-    let store = runtime.host().store();
-    if !store.exists(id) {
-        return Err(session_not_found(id, None));
-    }
-    match store.lock(id) {
-        Err(locked @ StoreError::Locked { .. }) => Err(session_locked(locked)),
-        _ => Err(session_not_found(
-            id,
-            Some("it is stored but not open: call session/load or session/resume first"),
-        )),
-    }
-}
-
-/// Switches a session's permission mode, logs it, and tells the editor's other view of it.
-fn switch_mode(
-    agent: &Agent,
-    mode: PermissionMode,
-    cx: &RequestContext,
-    echo: fn(PermissionMode) -> agent_client_protocol_schema::v1::SessionUpdate,
-) -> Result<(), RpcError> {
-    let changed = agent
-        .set_permission_mode(mode)
-        .map_err(|e| RpcError::internal(format!("could not record the mode change: {e}")))?;
-    if changed {
-        cx.peer.notify(
-            "session/update",
-            &SessionNotification::new(agent.id.clone(), echo(mode)),
-        );
-    }
-    Ok(())
-}
-
-fn unknown_mode(id: &str) -> RpcError {
-    let known: Vec<&str> = PermissionMode::ALL.iter().map(|m| m.id()).collect();
-    RpcError::invalid_params(format!(
-        "invalid params: unknown mode {id:?}; kin's modes are {}",
-        known.join(", ")
-    ))
-}
-
 fn set_mode(
     runtime: &Runtime,
     req: &SetSessionModeRequest,
@@ -662,46 +583,6 @@ fn set_config_option(
     // Set through config options; keep the modes view in step.
     switch_mode(&agent, mode, cx, modes::current_mode_update)?;
     Ok(mode)
-}
-
-async fn prompt(
-    runtime: Arc<Runtime>,
-    client: ClientCapabilities,
-    req: PromptRequest,
-    cx: RequestContext,
-) -> Result<Value, RpcError> {
-    let id = req.session_id.0.to_string();
-    let agent = live_agent(&runtime, &id)?;
-    let parts = prompt_parts(req.prompt)?;
-    if let Credentials::Missing { hint } = runtime.host().model().credentials() {
-        return Err(auth_required(&hint));
-    }
-    let bridge = Arc::new(AcpBridge::new(cx.peer.clone(), agent.id.clone(), &client));
-    // The turn's events reach the client through the host's event stream (see `initialize`).
-    let cancel = cx.cancel.child_token();
-    let outcome = runtime
-        .host()
-        .start_turn(agent, parts, Some(bridge), cancel.clone())
-        .await;
-    if let Err(error @ TurnError::Busy { .. }) = &outcome {
-        return Err(RpcError::invalid_request(format!(
-            "invalid request: {error}"
-        )));
-    }
-    let stop = match TurnStop::of(&outcome, cancel.is_cancelled()) {
-        TurnStop::Completed => StopReason::EndTurn,
-        TurnStop::MaxTokens => StopReason::MaxTokens,
-        TurnStop::Refusal => StopReason::Refusal,
-        TurnStop::Cancelled => StopReason::Cancelled,
-        TurnStop::MaxSteps => StopReason::MaxTurnRequests,
-        TurnStop::Error => {
-            let detail = outcome
-                .err()
-                .map_or_else(|| "the turn failed".into(), |e| e.to_string());
-            return Err(RpcError::internal(detail));
-        }
-    };
-    answer(Ok(PromptResponse::new(stop)))
 }
 
 #[cfg(test)]

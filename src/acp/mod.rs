@@ -5,9 +5,13 @@
 //! module that knows ACP types.
 
 mod agent;
+mod answers;
 pub mod bridge;
+mod commands;
 pub mod modes;
 pub mod notice;
+mod prompt;
+mod prompt_content;
 mod prompt_size;
 mod subagents;
 pub mod updates;

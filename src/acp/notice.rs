@@ -1,6 +1,7 @@
 //! Telling the user something about a session through the editor: an ACP `notice` update when
 //! the client advertised `session.notices`, else an agent message chunk, which every editor
-//! shows. A notice is live only: nothing is stored in the session log.
+//! shows; stderr always gets a log line. A notice is live only: nothing is stored in the
+//! session log.
 
 use agent_client_protocol_schema::v1::{
     ClientCapabilities, ContentBlock, ContentChunk, Notice, NoticeSeverity, SessionNotification,
@@ -63,6 +64,12 @@ pub fn send(
     title: &str,
     description: Option<&str>,
 ) {
+    // The log keeps a line of it whatever the client shows.
+    match severity {
+        Severity::Info => tracing::info!(session, description, "{title}"),
+        Severity::Warning => tracing::warn!(session, description, "{title}"),
+        Severity::Error => tracing::error!(session, description, "{title}"),
+    }
     let update = update(client, severity, title, description);
     peer.notify(
         "session/update",

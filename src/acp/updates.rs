@@ -2,15 +2,22 @@
 //! (`session/load`), so an editor sees the same conversation both ways. The one difference: a
 //! command's editor terminal is shown live, its output text on replay (the terminal is gone).
 
+use std::path::Path;
+
 use agent_client_protocol_schema::v1::{
-    ContentBlock, ContentChunk, Diff, ResourceLink, SessionInfoUpdate, SessionUpdate, Terminal,
+    BlobResourceContents, ContentBlock, ContentChunk, Diff, EmbeddedResource,
+    EmbeddedResourceResource, ImageContent, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus,
+    ResourceLink, SessionInfoUpdate, SessionUpdate, Terminal, TextResourceContents,
     ToolCall as AcpToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate,
     ToolCallUpdateFields, ToolKind as AcpToolKind,
 };
 use serde_json::Value;
 
-use crate::session::{AssistantBlock, Chunk, Event, EventBody, ToolCall, ToolResult, UserPart};
+use crate::session::{
+    blobs, AssistantBlock, Chunk, Event, EventBody, ToolCall, ToolResult, UserPart,
+};
 use crate::time::iso8601;
+use crate::tools::plan::{self, Priority, Status};
 use crate::tools::{ToolDisplay, ToolKind, ToolRegistry};
 
 /// The most text of one field (a message chunk, a tool's output, a diff side, a title) put in
@@ -47,8 +54,9 @@ pub fn live(event: &Event, tools: &ToolRegistry) -> Option<SessionUpdate> {
             }
             _ => None,
         },
+        EventBody::ToolCall(call) if call.name == plan::NAME => plan_update(&call.arguments),
         EventBody::ToolCall(call) => Some(tool_call(call, tools)),
-        EventBody::ToolResult(result) => Some(tool_result(result, true)),
+        EventBody::ToolResult(result) => tool_result(result, true),
         EventBody::SessionTitle(title) => Some(SessionUpdate::SessionInfoUpdate(
             SessionInfoUpdate::new()
                 .title(title.title.clone())
@@ -73,14 +81,41 @@ fn tool_call(call: &ToolCall, tools: &ToolRegistry) -> SessionUpdate {
     )
 }
 
-fn tool_result(result: &ToolResult, live: bool) -> SessionUpdate {
+/// An `update_plan` call as the plan it sets (nothing for arguments that are not a plan: the
+/// tool refuses them).
+fn plan_update(arguments: &str) -> Option<SessionUpdate> {
+    let entries = plan::entries(arguments)?;
+    let entries = entries
+        .into_iter()
+        .map(|entry| {
+            let priority = match entry.priority {
+                Priority::High => PlanEntryPriority::High,
+                Priority::Medium => PlanEntryPriority::Medium,
+                Priority::Low => PlanEntryPriority::Low,
+            };
+            let status = match entry.status {
+                Status::Pending => PlanEntryStatus::Pending,
+                Status::InProgress => PlanEntryStatus::InProgress,
+                Status::Completed => PlanEntryStatus::Completed,
+            };
+            PlanEntry::new(entry.content, priority, status)
+        })
+        .collect();
+    Some(SessionUpdate::Plan(Plan::new(entries)))
+}
+
+/// A result as an update of its call; none for a call editors are not shown (`hidden`).
+fn tool_result(result: &ToolResult, live: bool) -> Option<SessionUpdate> {
+    let display = ToolDisplay::from_meta(result.meta.as_ref());
+    if display.hidden {
+        return None;
+    }
     let failed = result.is_error();
     let status = if failed {
         ToolCallStatus::Failed
     } else {
         ToolCallStatus::Completed
     };
-    let display = ToolDisplay::from_meta(result.meta.as_ref());
     let mut content = Vec::new();
     if live {
         content.extend(display.terminal_id.clone().map(terminal_content));
@@ -95,7 +130,10 @@ fn tool_result(result: &ToolResult, live: bool) -> SessionUpdate {
     if !display.locations.is_empty() {
         fields = fields.locations(locations(&display));
     }
-    SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(result.call_id().to_owned(), fields))
+    Some(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+        result.call_id().to_owned(),
+        fields,
+    )))
 }
 
 fn terminal_content(terminal_id: String) -> ToolCallContent {
@@ -147,9 +185,52 @@ pub fn acp_kind(kind: ToolKind) -> AcpToolKind {
     }
 }
 
-fn user_block(part: &UserPart) -> ContentBlock {
-    match part {
+/// A logged prompt part as the content block the client sent; `None` for a file kin attached
+/// for a link (the link itself is replayed). Payloads come from the blob directory; one that
+/// is missing there is replayed as a note.
+fn user_block(part: &UserPart, blob_dir: Option<&Path>) -> Option<ContentBlock> {
+    let read = |sha256: &str| blob_dir.and_then(|dir| blobs::get_text(dir, sha256));
+    let missing = |what: &str| ContentBlock::from(format!("[{what}: its data is missing]"));
+    Some(match part {
         UserPart::Text { text } => ContentBlock::from(field(text)),
+        UserPart::Image {
+            mime_type,
+            sha256,
+            uri,
+            ..
+        } => match read(sha256) {
+            Some(data) => {
+                let mut image = ImageContent::new(data, mime_type.clone());
+                image.uri.clone_from(uri);
+                ContentBlock::Image(image)
+            }
+            None => missing("image"),
+        },
+        UserPart::Resource {
+            from_link: true, ..
+        } => return None,
+        UserPart::Resource {
+            uri,
+            mime_type,
+            text,
+            sha256,
+            binary,
+            ..
+        } => {
+            let Some(content) = text.clone().or_else(|| sha256.as_deref().and_then(read)) else {
+                return Some(missing(uri));
+            };
+            let resource = if *binary {
+                let mut blob = BlobResourceContents::new(content, uri.clone());
+                blob.mime_type.clone_from(mime_type);
+                EmbeddedResourceResource::BlobResourceContents(blob)
+            } else {
+                let mut text = TextResourceContents::new(content, uri.clone());
+                text.mime_type.clone_from(mime_type);
+                EmbeddedResourceResource::TextResourceContents(text)
+            };
+            ContentBlock::Resource(EmbeddedResource::new(resource))
+        }
         UserPart::ResourceLink {
             uri,
             name,
@@ -165,13 +246,17 @@ fn user_block(part: &UserPart) -> ContentBlock {
             link.size = *size;
             ContentBlock::ResourceLink(link)
         }
-    }
+    })
 }
 
 /// The whole stored conversation as updates, for `session/load`: user prompts, the model's
 /// reasoning and text, tool calls with their results, and the title. Text a cancelled step
 /// streamed before it was cut off is replayed too, though it never became a message.
-pub fn replay(events: &[Event], tools: &ToolRegistry) -> Vec<SessionUpdate> {
+pub fn replay(
+    events: &[Event],
+    tools: &ToolRegistry,
+    blob_dir: Option<&Path>,
+) -> Vec<SessionUpdate> {
     let mut out = Vec::new();
     let mut partial: Vec<(bool, String)> = Vec::new();
     let mut step_has_message = false;
@@ -180,8 +265,9 @@ pub fn replay(events: &[Event], tools: &ToolRegistry) -> Vec<SessionUpdate> {
             EventBody::UserMessage(message)
                 if message.source.get("kind").and_then(Value::as_str) == Some("user") =>
             {
-                out.extend(message.content.iter().map(|part| {
-                    SessionUpdate::UserMessageChunk(ContentChunk::new(user_block(part)))
+                out.extend(message.content.iter().filter_map(|part| {
+                    let block = user_block(part, blob_dir)?;
+                    Some(SessionUpdate::UserMessageChunk(ContentChunk::new(block)))
                 }));
             }
             EventBody::StepStart(_) => {
@@ -221,7 +307,7 @@ pub fn replay(events: &[Event], tools: &ToolRegistry) -> Vec<SessionUpdate> {
                     });
                 }
             }
-            EventBody::ToolResult(result) => out.push(tool_result(result, false)),
+            EventBody::ToolResult(result) => out.extend(tool_result(result, false)),
             EventBody::ToolCall(_) | EventBody::SessionTitle(_) => {
                 out.extend(live(event, tools));
             }

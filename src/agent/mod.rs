@@ -130,6 +130,8 @@ pub struct Agent {
     /// Set for a child that must report a structured result.
     pub structured: Option<Arc<StructuredCapture>>,
     header: Header,
+    /// Where the log's images and attached files are kept (`<id>.blobs`).
+    blob_dir: PathBuf,
     /// Where tools may reach: cwd plus additional directories.
     roots: Arc<Roots>,
     /// Permission mode and remembered answers, restored from the log.
@@ -202,8 +204,10 @@ impl Agent {
             .iter()
             .map(PathBuf::from)
             .collect();
+        let blob_dir = crate::session::blobs::dir_of(spec.log.path());
         Self {
             id: spec.header.id.clone(),
+            blob_dir,
             roots: Arc::new(Roots::new(spec.cwd.clone(), additional)),
             permissions: Arc::new(permissions::restore(&spec.events)),
             cwd: spec.cwd,
@@ -243,6 +247,11 @@ impl Agent {
 
     pub fn roots(&self) -> &Arc<Roots> {
         &self.roots
+    }
+
+    /// The session's blob directory (images and attached files of its prompts).
+    pub fn blob_dir(&self) -> PathBuf {
+        self.blob_dir.clone()
     }
 
     pub fn permission_mode(&self) -> PermissionMode {

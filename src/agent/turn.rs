@@ -143,7 +143,7 @@ impl Turn<'_> {
             .iter()
             .filter_map(|part| match part {
                 UserPart::Text { text } => Some(text.as_str()),
-                UserPart::ResourceLink { .. } => None,
+                _ => None,
             })
             .collect::<Vec<_>>()
             .join(" ");
@@ -242,6 +242,7 @@ impl Turn<'_> {
             history: self.agent.model_history(),
             tools: self.agent.tools.specs(),
             max_tokens: self.agent.options.max_tokens,
+            blobs: Some(self.agent.blob_dir()),
         };
         let mut stream = self.deps.model.stream(request);
         let mut message = MessageAssembler::default();

@@ -23,6 +23,8 @@ pub struct FileConfig {
     pub connect_timeout: Option<DurationValue>,
     pub stall_timeout: Option<DurationValue>,
     pub retries: Option<u32>,
+    /// Whether the model takes images (see `ModelConfig::images`).
+    pub images: Option<bool>,
     /// Credential-like variables tool processes may see (see `process::child_env`).
     pub pass_env: Option<Vec<String>>,
     /// Caps on sizes the model and the client choose (see `crate::limits`).

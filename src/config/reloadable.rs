@@ -108,6 +108,10 @@ impl Model for ReloadableModel {
         self.model().prepare()
     }
 
+    fn accepts_images(&self) -> bool {
+        self.model().accepts_images()
+    }
+
     /// Reads the whole configuration again and serves the model it describes from now on. A
     /// configuration that no longer resolves (say, the file is not valid TOML) leaves the
     /// model as it was and is reported as the reason there is no key.

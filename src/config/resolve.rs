@@ -87,6 +87,8 @@ pub struct ModelConfig {
     pub connect_timeout: Setting<Duration>,
     pub stall_timeout: Setting<Duration>,
     pub retries: Setting<u32>,
+    /// Whether prompt images are sent to the model as images; the file's `images` key.
+    pub images: bool,
     pub key: KeyPlan,
     /// Credential-like variables tool processes may see anyway.
     pub pass_env: Setting<Vec<String>>,
@@ -104,6 +106,7 @@ impl ModelConfig {
         settings.connect_timeout = self.connect_timeout.value;
         settings.stall_timeout = self.stall_timeout.value;
         settings.retries = self.retries.value;
+        settings.images = self.images;
         settings
     }
 
@@ -237,6 +240,7 @@ pub fn resolve(overrides: &Overrides, env: EnvLookup<'_>) -> Result<ModelConfig,
         connect_timeout,
         stall_timeout,
         retries,
+        images: file.images.unwrap_or(false),
         key,
         pass_env,
         key_vars,

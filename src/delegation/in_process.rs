@@ -202,6 +202,8 @@ fn start(
             .and_then(|()| log.append(EventBody::SessionEndSeed(Empty {}), crate::time::now_ms()))
             .and_then(|event| log.flush().map(|()| event));
         events.push(end_seed.map_err(|e| abandon(&e))?);
+        // The seed's images and attachments: the fork reads them from its own blob directory.
+        let _ = host.store().share_blobs(&parent.id, &id);
     }
     let boundary = events.len();
     let child = Arc::new(Agent::new(AgentSpec {

@@ -173,7 +173,7 @@ pub(super) fn resume_label(message: &[UserPart]) -> String {
         .iter()
         .filter_map(|part| match part {
             UserPart::Text { text } => Some(text.as_str()),
-            UserPart::ResourceLink { .. } => None,
+            _ => None,
         })
         .collect();
     let line = text.split_whitespace().collect::<Vec<_>>().join(" ");

@@ -40,6 +40,9 @@ pub struct ModelRequest {
     pub tools: Vec<ToolSpec>,
     /// Output-token cap for this call, if any.
     pub max_tokens: Option<u32>,
+    /// The session's blob directory, where the images and attached files its user messages
+    /// name are kept (`None`: parts naming a blob get a placeholder).
+    pub blobs: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -133,4 +136,9 @@ pub trait Model: Send + Sync {
     /// Starts, in the background, any costly set-up the first call would otherwise pay (TLS
     /// roots); returns at once. Called once the client has been answered `initialize`.
     fn prepare(&self) {}
+    /// Whether image parts are sent to this model as images (else as a one-line placeholder).
+    /// The per-model seam: `images = true` in the config file sets it for now.
+    fn accepts_images(&self) -> bool {
+        false
+    }
 }

@@ -516,6 +516,7 @@ mod tests {
             history: Default::default(),
             tools: Vec::new(),
             max_tokens: None,
+            blobs: None,
         }
     }
 

@@ -62,7 +62,7 @@ pub struct RequestContext {
 
 impl RequestContext {
     /// Runs `work` just after this request's answer is queued, so whatever it sends follows
-    /// the answer (e.g. a notice about a session the answer creates).
+    /// the answer (e.g. a notice about, or the commands of, a session the answer creates).
     pub fn after_answer(&self, work: AfterWrite) {
         lock(&self.after_answer).push(work);
     }

@@ -353,9 +353,13 @@ impl<'a> Runner<'a> {
             .await?;
         self.open_prompts.insert(id);
         let session = session.to_owned();
+        // The session's slash commands are announced when it opens, not by the prompt.
         self.read_until("waiting for the prompt's first update", |m| {
             m.get("method").and_then(Value::as_str) == Some("session/update")
                 && m.pointer("/params/sessionId").and_then(Value::as_str) == Some(session.as_str())
+                && m.pointer("/params/update/sessionUpdate")
+                    .and_then(Value::as_str)
+                    != Some("available_commands_update")
         })
         .await?;
         Ok(())

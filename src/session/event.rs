@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::records::{Descriptor, TaskEnd, TaskStart};
+pub use super::user_part::UserPart;
 
 /// Line 1 of every session log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -191,30 +192,6 @@ pub struct UserMessage {
     pub source: Value,
     pub role: String,
     pub id: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(
-    tag = "type",
-    rename_all = "kebab-case",
-    rename_all_fields = "camelCase"
-)]
-pub enum UserPart {
-    Text {
-        text: String,
-    },
-    ResourceLink {
-        uri: String,
-        name: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        mime_type: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        title: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        description: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        size: Option<i64>,
-    },
 }
 
 /// A message delivered into a running turn (`send_message` to a working child).

@@ -2,6 +2,7 @@
 //! JSONL store, and folds of a log into what the model sees. Knows nothing of ACP or of any
 //! model API.
 
+pub mod blobs;
 mod child;
 mod error;
 pub mod event;
@@ -14,6 +15,7 @@ mod log;
 pub mod records;
 mod store;
 mod summary;
+mod user_part;
 
 pub use child::ChildInfo;
 pub use error::StoreError;

@@ -93,6 +93,17 @@ impl SessionStore {
         Ok(self.dir.join(format!("{id}.jsonl")))
     }
 
+    /// Where the session's large prompt payloads are kept (see [`super::blobs`]).
+    pub fn blob_dir(&self, id: &str) -> Result<PathBuf, StoreError> {
+        Ok(super::blobs::dir_of(&self.path(id)?))
+    }
+
+    /// Lets session `to` (a fork) read the blobs of session `from` (its parent).
+    pub fn share_blobs(&self, from: &str, to: &str) -> Result<(), StoreError> {
+        super::blobs::share(&self.blob_dir(from)?, &self.blob_dir(to)?);
+        Ok(())
+    }
+
     pub fn exists(&self, id: &str) -> bool {
         self.path(id).is_ok_and(|path| path.is_file())
     }
@@ -284,6 +295,7 @@ impl SessionStore {
         };
         let _ = fs::remove_file(path.with_extension("jsonl.torn"));
         let _ = fs::remove_file(path.with_extension("jsonl.set-aside"));
+        let _ = fs::remove_dir_all(super::blobs::dir_of(&path));
         match fs::remove_file(&path) {
             Ok(()) => {
                 if let Err(error) = index::remove(&self.index, &self.dir, id) {

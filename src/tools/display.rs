@@ -21,11 +21,17 @@ pub struct ToolDisplay {
     /// The editor terminal the command ran in (only valid during the live turn).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub terminal_id: Option<String>,
+    /// Not shown as a tool call at all (`update_plan`: editors are shown a plan instead).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hidden: bool,
 }
 
 impl ToolDisplay {
     pub fn is_empty(&self) -> bool {
-        self.locations.is_empty() && self.diffs.is_empty() && self.terminal_id.is_none()
+        self.locations.is_empty()
+            && self.diffs.is_empty()
+            && self.terminal_id.is_none()
+            && !self.hidden
     }
 
     pub fn at(path: &std::path::Path, line: Option<u32>) -> Self {

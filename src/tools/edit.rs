@@ -161,6 +161,7 @@ async fn run_inner(arguments: Value, cx: &ToolContext) -> Result<ToolOutput, Too
         locations: vec![Location::new(&target.path, Some(edited.first_line))],
         diffs: file_diffs(&target.path, Some(&old), &edited.text),
         terminal_id: None,
+        hidden: false,
     };
     if !outside {
         cx.authorize(

@@ -25,6 +25,7 @@ pub mod grep;
 mod ignore_rules;
 pub mod paths;
 pub mod permission;
+pub mod plan;
 pub mod read;
 pub mod shell;
 #[cfg(test)]
@@ -363,7 +364,8 @@ impl ToolRegistry {
     }
 }
 
-/// The built-in coding tools: `read`, `write`, `edit`, `glob`, `grep` and `bash`.
+/// The built-in coding tools: `read`, `write`, `edit`, `glob`, `grep` and `bash`, and
+/// `update_plan`.
 pub fn builtin() -> ToolRegistry {
     let mut registry = ToolRegistry::new();
     registry.register(Arc::new(read::ReadTool));
@@ -372,6 +374,7 @@ pub fn builtin() -> ToolRegistry {
     registry.register(Arc::new(glob::GlobTool));
     registry.register(Arc::new(grep::GrepTool));
     registry.register(Arc::new(shell::ShellTool));
+    registry.register(Arc::new(plan::PlanTool));
     registry
 }
 

@@ -95,6 +95,7 @@ async fn run_inner(arguments: Value, cx: &ToolContext) -> Result<ToolOutput, Too
             locations: vec![Location::new(&target.path, None)],
             diffs: file_diffs(&target.path, None, &params.content),
             terminal_id: None,
+            hidden: false,
         };
         cx.authorize(
             Scope::Outside,
@@ -112,6 +113,7 @@ async fn run_inner(arguments: Value, cx: &ToolContext) -> Result<ToolOutput, Too
         locations: vec![Location::new(&target.path, None)],
         diffs: file_diffs(&target.path, old.as_deref(), &params.content),
         terminal_id: None,
+        hidden: false,
     };
     if !outside {
         let verb = if old.is_some() { "Overwrite" } else { "Create" };

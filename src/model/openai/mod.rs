@@ -14,6 +14,7 @@ pub mod decode;
 pub mod request;
 pub mod retry;
 pub mod sse;
+mod user_content;
 
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
@@ -47,6 +48,8 @@ pub struct OpenAiSettings {
     pub retries: u32,
     /// The first retry waits about this long; each further one twice as long.
     pub retry_base: Duration,
+    /// Whether the model takes image parts (off by default: DeepSeek's chat models do not).
+    pub images: bool,
 }
 
 impl OpenAiSettings {
@@ -60,6 +63,7 @@ impl OpenAiSettings {
             stall_timeout: DEFAULT_STALL_TIMEOUT,
             retries: DEFAULT_RETRIES,
             retry_base: DEFAULT_RETRY_BASE,
+            images: false,
         }
     }
 
@@ -286,7 +290,7 @@ impl Model for OpenAiModel {
         };
         let recent = || self.encoded.lock().unwrap_or_else(|p| p.into_inner());
         let mut encoded = recent().take(&request.session_id);
-        let body = encoded.body(&self.settings.model, &request);
+        let body = encoded.body(&self.settings.model, &request, self.settings.images);
         recent().put(request.session_id, encoded);
         call::stream(call::Call::new(client, self.settings.clone(), key, body))
     }
@@ -305,6 +309,10 @@ impl Model for OpenAiModel {
 
     fn credentials(&self) -> Credentials {
         credentials(&self.key())
+    }
+
+    fn accepts_images(&self) -> bool {
+        self.settings.images
     }
 
     fn prepare(&self) {

@@ -19,13 +19,14 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
+use super::user_content::{self, UserEncoding};
 use crate::model::{ModelRequest, ToolSpec};
 use crate::session::history::HistoryItem;
-use crate::session::{AssistantBlock, UserPart};
+use crate::session::AssistantBlock;
 
 /// The request body for `model`, encoding every message (no earlier request to reuse).
-pub fn body(model: &str, request: &ModelRequest) -> Bytes {
-    EncodedHistory::default().body(model, request)
+pub fn body(model: &str, request: &ModelRequest, images: bool) -> Bytes {
+    EncodedHistory::default().body(model, request, images)
 }
 
 fn tool(spec: &ToolSpec) -> Value {
@@ -92,7 +93,11 @@ impl EncodedHistory {
     /// last body is kept up to the first item that is not the one at its place last time
     /// (the same shared item, or an equal one) or whose stretch now makes another reasoning
     /// decision; the items from there on are encoded afresh.
-    pub fn body(&mut self, model: &str, request: &ModelRequest) -> Bytes {
+    pub fn body(&mut self, model: &str, request: &ModelRequest, images: bool) -> Bytes {
+        let how = UserEncoding {
+            images,
+            blobs: request.blobs.as_deref(),
+        };
         let history = request.history.items();
         let head = head(model, &request.system);
         let same = self
@@ -139,7 +144,7 @@ impl EncodedHistory {
         self.items.truncate(keep);
         for (at, item) in history.iter().enumerate().skip(keep) {
             let send_reasoning = decisions[at];
-            if let Some(message) = message(item, send_reasoning) {
+            if let Some(message) = message(item, send_reasoning, how) {
                 // The array's first message follows its `[`; any other, a comma.
                 if out.last() != Some(&b'[') {
                     out.push(b',');
@@ -231,9 +236,12 @@ fn reasoning_decisions(kinds: &[Kind]) -> Vec<bool> {
     decisions
 }
 
-fn message(item: &HistoryItem, send_reasoning: bool) -> Option<Value> {
+fn message(item: &HistoryItem, send_reasoning: bool, how: UserEncoding<'_>) -> Option<Value> {
     match item {
-        HistoryItem::User(parts) => Some(json!({"role": "user", "content": user_text(parts)})),
+        HistoryItem::User(parts) => Some(json!({
+            "role": "user",
+            "content": user_content::content(parts, how),
+        })),
         HistoryItem::Assistant(blocks) => assistant(blocks, send_reasoning),
         HistoryItem::ToolResult { call_id, text, .. } => Some(json!({
             "role": "tool",
@@ -241,17 +249,6 @@ fn message(item: &HistoryItem, send_reasoning: bool) -> Option<Value> {
             "content": text,
         })),
     }
-}
-
-fn user_text(parts: &[UserPart]) -> String {
-    parts
-        .iter()
-        .map(|part| match part {
-            UserPart::Text { text } => text.clone(),
-            UserPart::ResourceLink { uri, name, .. } => format!("[{name}]({uri})"),
-        })
-        .collect::<Vec<_>>()
-        .join("\n\n")
 }
 
 /// An assistant message; `None` for one with neither text nor tool calls (a reasoning-only or
@@ -297,6 +294,7 @@ fn assistant(blocks: &[AssistantBlock], send_reasoning: bool) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::session::UserPart;
 
     fn user(text: &str) -> HistoryItem {
         HistoryItem::User(vec![UserPart::Text { text: text.into() }])
@@ -314,11 +312,12 @@ mod tests {
                 parameters: json!({"type": "object"}),
             }],
             max_tokens: None,
+            blobs: None,
         }
     }
 
     fn parsed_body(request: &ModelRequest) -> Value {
-        serde_json::from_slice(&body("m", request)).unwrap()
+        serde_json::from_slice(&body("m", request, false)).unwrap()
     }
 
     fn messages(request: &ModelRequest) -> Vec<Value> {
@@ -448,8 +447,8 @@ mod tests {
         let mut cache = EncodedHistory::default();
         let mut request = request(history.clone());
         let check = |request: &ModelRequest, cache: &mut EncodedHistory| {
-            let kept = cache.body("m", request);
-            assert_eq!(kept, body("m", request));
+            let kept = cache.body("m", request, false);
+            assert_eq!(kept, body("m", request, false));
             let reparsed: Value = serde_json::from_slice(&kept).unwrap();
             assert_eq!(
                 kept,
@@ -498,12 +497,12 @@ mod tests {
             request.history = fold.history();
             // While the call is open the view ends in an interrupted result, which the
             // next step's real result replaces.
-            let kept = cache.body("m", &request);
-            assert_eq!(kept, body("m", &request));
+            let kept = cache.body("m", &request, false);
+            assert_eq!(kept, body("m", &request, false));
             // A body still held (a call in flight) is never written over; a released one's
             // buffer is reused.
             if at % 2 == 0 {
-                held.push((kept, body("m", &request)));
+                held.push((kept, body("m", &request, false)));
             }
         }
         for (kept, fresh) in held {

@@ -1,0 +1,206 @@
+//! `session/prompt`: slash commands first (built-ins answer without the model, user commands
+//! expand), then the content is converted ([`super::prompt_content`]) and the turn runs.
+//! Also the `available_commands_update`s a session gets when it opens and when its commands
+//! change.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use agent_client_protocol_schema::v1::{
+    AvailableCommandsUpdate, ClientCapabilities, ContentBlock, ContentChunk, PromptRequest,
+    PromptResponse, SessionNotification, SessionUpdate, StopReason,
+};
+use serde_json::Value;
+
+use super::answers::{answer, auth_required, live_agent, switch_mode, unknown_mode};
+use super::bridge::AcpBridge;
+use super::commands::{self, Builtin, Commands, Invoked};
+use super::modes;
+use super::notice::{self, Severity};
+use super::prompt_content::{self, PromptContext};
+use crate::agent::StopReason as TurnStop;
+use crate::agent::{Agent, TurnError};
+use crate::model::Credentials;
+use crate::rpc::{Peer, RequestContext, RpcError};
+use crate::runtime::Runtime;
+use crate::session::UserPart;
+use crate::tools::PermissionMode;
+
+/// The command set last sent to the client for each session, so a change is sent once.
+#[derive(Default)]
+pub struct Announced(Mutex<HashMap<String, Commands>>);
+
+impl Announced {
+    /// Sends `session`'s commands (as found now) unless the client has them already.
+    pub fn refresh(&self, peer: &Peer, agent: &Agent) {
+        let config_dir = crate::config::config_dir(&crate::config::process_env);
+        let found = Commands::load(&commands::dirs(&agent.cwd, config_dir.as_deref()));
+        let mut sent = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if sent.get(&agent.id) == Some(&found) {
+            return;
+        }
+        let update = AvailableCommandsUpdate::new(found.available());
+        peer.notify(
+            "session/update",
+            &SessionNotification::new(
+                agent.id.clone(),
+                SessionUpdate::AvailableCommandsUpdate(update),
+            ),
+        );
+        sent.insert(agent.id.clone(), found);
+    }
+
+    /// Sends the commands afresh next time (the session was opened again).
+    pub fn forget(&self, session: &str) {
+        let mut sent = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        sent.remove(session);
+    }
+
+    /// The commands last sent for `session`.
+    fn current(&self, session: &str) -> Commands {
+        let sent = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        sent.get(session).cloned().unwrap_or_default()
+    }
+}
+
+/// Sends agent text the client shows as the answer to a built-in command.
+fn reply(peer: &Peer, session: &str, text: String) {
+    let chunk = ContentChunk::new(ContentBlock::from(text));
+    peer.notify(
+        "session/update",
+        &SessionNotification::new(session.to_owned(), SessionUpdate::AgentMessageChunk(chunk)),
+    );
+}
+
+/// Runs a built-in command; its answer is agent text, and the model is not called.
+fn run_builtin(
+    runtime: &Runtime,
+    agent: &Agent,
+    builtin: Builtin,
+    args: &str,
+    cx: &RequestContext,
+) -> Result<(), RpcError> {
+    let text = match builtin {
+        Builtin::Agents => agents_text(runtime, &agent.id),
+        Builtin::Mode => {
+            let ids: Vec<&str> = PermissionMode::ALL.iter().map(|m| m.id()).collect();
+            if args.is_empty() {
+                format!(
+                    "The mode is {}. Modes: {}.",
+                    agent.permission_mode().id(),
+                    ids.join(", ")
+                )
+            } else {
+                let mode = PermissionMode::from_id(args).ok_or_else(|| unknown_mode(args))?;
+                switch_mode(agent, mode, cx, modes::current_mode_update)?;
+                cx.peer.notify(
+                    "session/update",
+                    &SessionNotification::new(agent.id.clone(), modes::config_option_update(mode)),
+                );
+                format!("The mode is now {}.", mode.id())
+            }
+        }
+    };
+    reply(&cx.peer, &agent.id, text);
+    Ok(())
+}
+
+/// `/agents`: the session's children, one line each.
+fn agents_text(runtime: &Runtime, session: &str) -> String {
+    let children = runtime.delegation().list(session);
+    if children.is_empty() {
+        return "This session has no subagents.".into();
+    }
+    let lines: Vec<String> = children
+        .iter()
+        .map(|child| {
+            let state = match (&child.task, &child.last_stop) {
+                (Some(_), _) => "running".to_owned(),
+                (None, Some(stop)) => format!("idle (last turn: {stop})"),
+                (None, None) => "idle".to_owned(),
+            };
+            let label = child.description.as_deref().unwrap_or("(untitled)");
+            format!(
+                "- {} ({}): {label} — {state}, {} turns",
+                child.id, child.kind, child.turns
+            )
+        })
+        .collect();
+    format!("Subagents of this session:\n{}", lines.join("\n"))
+}
+
+pub async fn prompt(
+    runtime: Arc<Runtime>,
+    client: ClientCapabilities,
+    announced: Arc<Announced>,
+    req: PromptRequest,
+    cx: RequestContext,
+) -> Result<Value, RpcError> {
+    let id = req.session_id.0.to_string();
+    let agent = live_agent(&runtime, &id)?;
+    announced.refresh(&cx.peer, &agent);
+    let commands = announced.current(&id);
+    let blocks = req.prompt;
+    super::prompt_size::check(&blocks, &crate::limits::current())?;
+    // A prompt opening with `/name` runs or expands that command; an unknown one goes on as is.
+    let opening = match blocks.first() {
+        Some(ContentBlock::Text(text)) => Some(text.text.clone()),
+        _ => None,
+    };
+    let mut expansion = None;
+    if let Some(text) = &opening {
+        match commands.invoked(text) {
+            Some(Invoked::Builtin(builtin, args)) => {
+                run_builtin(&runtime, &agent, builtin, args, &cx)?;
+                return answer(Ok(PromptResponse::new(StopReason::EndTurn)));
+            }
+            Some(Invoked::User(command, args)) => expansion = Some(command.expand(args)),
+            None => {}
+        }
+    }
+    let blob_dir = agent.blob_dir();
+    let images = runtime.host().model().accepts_images();
+    let context = PromptContext {
+        blob_dir: &blob_dir,
+        roots: agent.roots(),
+        images,
+    };
+    let converted = prompt_content::convert(blocks, &context)?;
+    let mut parts = converted.parts;
+    // Logged as the user wrote it, then the command's text.
+    if let Some(expansion) = expansion {
+        parts.insert(1.min(parts.len()), UserPart::text(expansion));
+    }
+    if let Credentials::Missing { hint } = runtime.host().model().credentials() {
+        return Err(auth_required(&hint));
+    }
+    for text in &converted.notices {
+        notice::send(&cx.peer, &client, &id, Severity::Warning, text, None);
+    }
+    let bridge = Arc::new(AcpBridge::new(cx.peer.clone(), agent.id.clone(), &client));
+    // The turn's events reach the client through the host's event stream (see `initialize`).
+    let cancel = cx.cancel.child_token();
+    let outcome = runtime
+        .host()
+        .start_turn(agent, parts, Some(bridge), cancel.clone())
+        .await;
+    if let Err(error @ TurnError::Busy { .. }) = &outcome {
+        return Err(RpcError::invalid_request(format!(
+            "invalid request: {error}"
+        )));
+    }
+    let stop = match TurnStop::of(&outcome, cancel.is_cancelled()) {
+        TurnStop::Completed => StopReason::EndTurn,
+        TurnStop::MaxTokens => StopReason::MaxTokens,
+        TurnStop::Refusal => StopReason::Refusal,
+        TurnStop::Cancelled => StopReason::Cancelled,
+        TurnStop::MaxSteps => StopReason::MaxTurnRequests,
+        TurnStop::Error => {
+            let detail = outcome
+                .err()
+                .map_or_else(|| "the turn failed".into(), |e| e.to_string());
+            return Err(RpcError::internal(detail));
+        }
+    };
+    answer(Ok(PromptResponse::new(stop)))
+}

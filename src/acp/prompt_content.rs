@@ -1,0 +1,275 @@
+//! A prompt's ACP content blocks -> the user parts kin logs and gives the model.
+//!
+//! Images and large resources are stored in the session's blob directory and named by hash;
+//! a `resource_link` to a file inside the roots is read and attached after the link (up to
+//! [`LINK_CAP`] bytes). A link outside the roots is passed on as a link: the model can `read`
+//! it, which asks the user as every read outside the workspace does.
+
+use std::io::Read;
+use std::path::Path;
+
+use agent_client_protocol_schema::v1::{ContentBlock, EmbeddedResourceResource};
+use serde_json::Value;
+
+use crate::rpc::RpcError;
+use crate::session::{blobs, UserPart};
+use crate::tools::Roots;
+
+/// Text resources longer than this go to the blob directory instead of the log line.
+pub const INLINE_MAX: usize = 4 * 1024;
+/// Most bytes of a linked file attached to the prompt.
+pub const LINK_CAP: u64 = 256 * 1024;
+
+/// What converting needs: where blobs go, the roots, whether the model takes images.
+pub struct PromptContext<'a> {
+    pub blob_dir: &'a Path,
+    pub roots: &'a Roots,
+    pub images: bool,
+}
+
+/// The parts, and what the user should be told about them.
+#[derive(Debug, Default)]
+pub struct Converted {
+    pub parts: Vec<UserPart>,
+    pub notices: Vec<String>,
+}
+
+fn unsupported(block: &ContentBlock) -> RpcError {
+    RpcError::invalid_params(format!(
+        "invalid params: prompt content of type {:?} is not supported (see promptCapabilities)",
+        serde_json::to_value(block)
+            .ok()
+            .and_then(|v| v.get("type").and_then(Value::as_str).map(str::to_owned))
+            .unwrap_or_else(|| "unknown".into())
+    ))
+}
+
+fn store(dir: &Path, bytes: &[u8]) -> Result<String, RpcError> {
+    blobs::put(dir, bytes).map_err(|e| {
+        RpcError::internal(format!(
+            "could not store a prompt attachment in {}: {e}",
+            dir.display()
+        ))
+    })
+}
+
+/// Converts `blocks`; audio (not advertised) is refused with `-32602`.
+pub fn convert(blocks: Vec<ContentBlock>, cx: &PromptContext<'_>) -> Result<Converted, RpcError> {
+    let mut out = Converted::default();
+    for block in blocks {
+        match block {
+            ContentBlock::Text(text) => out.parts.push(UserPart::Text { text: text.text }),
+            ContentBlock::Image(image) => {
+                let sha256 = store(cx.blob_dir, image.data.as_bytes())?;
+                if !cx.images {
+                    out.notices.push(format!(
+                        "The model does not take images: an image ({}) was replaced by a placeholder",
+                        image.mime_type
+                    ));
+                }
+                out.parts.push(UserPart::Image {
+                    size: image.data.len() as u64,
+                    mime_type: image.mime_type,
+                    sha256,
+                    uri: image.uri,
+                });
+            }
+            ContentBlock::Resource(embedded) => {
+                match embedded.resource {
+                    EmbeddedResourceResource::TextResourceContents(text) => {
+                        let size = text.text.len() as u64;
+                        let (inline, sha256) = if text.text.len() <= INLINE_MAX {
+                            (Some(text.text), None)
+                        } else {
+                            (None, Some(store(cx.blob_dir, text.text.as_bytes())?))
+                        };
+                        out.parts.push(UserPart::Resource {
+                            uri: text.uri,
+                            mime_type: text.mime_type,
+                            text: inline,
+                            sha256,
+                            size,
+                            binary: false,
+                            from_link: false,
+                            cap: None,
+                        });
+                    }
+                    EmbeddedResourceResource::BlobResourceContents(blob) => {
+                        let sha256 = store(cx.blob_dir, blob.blob.as_bytes())?;
+                        let size = blob.blob.len() as u64;
+                        let mime = blob.mime_type.clone().unwrap_or_default();
+                        if mime.starts_with("image/") {
+                            if !cx.images {
+                                out.notices.push(format!(
+                                "The model does not take images: {} was replaced by a placeholder",
+                                blob.uri
+                            ));
+                            }
+                            out.parts.push(UserPart::Image {
+                                mime_type: mime,
+                                sha256,
+                                size,
+                                uri: Some(blob.uri),
+                            });
+                        } else {
+                            out.parts.push(UserPart::Resource {
+                                uri: blob.uri,
+                                mime_type: blob.mime_type,
+                                text: None,
+                                sha256: Some(sha256),
+                                size,
+                                binary: true,
+                                from_link: false,
+                                cap: None,
+                            });
+                        }
+                    }
+                    _ => return Err(RpcError::invalid_params(
+                        "invalid params: an embedded resource must have `text` or `blob` contents",
+                    )),
+                }
+            }
+            ContentBlock::ResourceLink(link) => {
+                let attached = attach_link(&link.uri, cx)?;
+                out.parts.push(UserPart::ResourceLink {
+                    uri: link.uri,
+                    name: link.name,
+                    mime_type: link.mime_type,
+                    title: link.title,
+                    description: link.description,
+                    size: link.size,
+                });
+                out.parts.extend(attached);
+            }
+            other => return Err(unsupported(&other)),
+        }
+    }
+    Ok(out)
+}
+
+/// The file a `file://` link names, read and attached when it is a text file inside the roots.
+fn attach_link(uri: &str, cx: &PromptContext<'_>) -> Result<Option<UserPart>, RpcError> {
+    let Some(path) = file_path(uri) else {
+        return Ok(None);
+    };
+    let Ok(resolved) = cx.roots.resolve(&path) else {
+        return Ok(None);
+    };
+    if !resolved.inside {
+        return Ok(None);
+    }
+    let Ok(file) = std::fs::File::open(&resolved.path) else {
+        return Ok(None);
+    };
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return Ok(None);
+    }
+    let mut bytes = Vec::new();
+    if file.take(LINK_CAP + 1).read_to_end(&mut bytes).is_err() {
+        return Ok(None);
+    }
+    let cap = (bytes.len() as u64 > LINK_CAP).then_some(LINK_CAP);
+    bytes.truncate(LINK_CAP as usize);
+    // A cut may split a character: keep the valid prefix; a binary file is not attached.
+    let text = match String::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(error) if cap.is_some() && error.utf8_error().error_len().is_none() => {
+            let valid = error.utf8_error().valid_up_to();
+            let mut bytes = error.into_bytes();
+            bytes.truncate(valid);
+            String::from_utf8(bytes).unwrap_or_default()
+        }
+        Err(_) => return Ok(None),
+    };
+    let size = text.len() as u64;
+    let (inline, sha256) = if text.len() <= INLINE_MAX {
+        (Some(text), None)
+    } else {
+        (None, Some(store(cx.blob_dir, text.as_bytes())?))
+    };
+    Ok(Some(UserPart::Resource {
+        uri: uri.to_owned(),
+        mime_type: None,
+        text: inline,
+        sha256,
+        size,
+        binary: false,
+        from_link: true,
+        cap,
+    }))
+}
+
+/// The path of a `file://` URI, percent-decoded; `None` for other schemes or a remote host.
+fn file_path(uri: &str) -> Option<String> {
+    let rest = uri.strip_prefix("file://")?;
+    let rest = rest.strip_prefix("localhost").unwrap_or(rest);
+    if !rest.starts_with('/') {
+        return None;
+    }
+    let raw = rest.split(['?', '#']).next()?.as_bytes();
+    let mut out = Vec::with_capacity(raw.len());
+    let mut at = 0;
+    while at < raw.len() {
+        let hex = raw
+            .get(at + 1..at + 3)
+            .and_then(|h| std::str::from_utf8(h).ok());
+        match (raw[at], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                at += 3;
+            }
+            (byte, _) => {
+                out.push(byte);
+                at += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_uris_become_paths() {
+        assert_eq!(
+            file_path("file:///w/a%20b.md").as_deref(),
+            Some("/w/a b.md")
+        );
+        assert_eq!(file_path("file://localhost/w/x").as_deref(), Some("/w/x"));
+        assert_eq!(file_path("https://example.com/x"), None);
+        assert_eq!(file_path("file://host/x"), None);
+    }
+
+    #[test]
+    fn a_linked_file_inside_the_roots_is_attached_capped_and_one_outside_is_not() {
+        let work = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let roots = Roots::new(work.path().to_owned(), Vec::new());
+        let blobs = work.path().join(".blobs");
+        std::fs::write(work.path().join("small.md"), "hi").unwrap();
+        std::fs::write(
+            work.path().join("big.txt"),
+            "x".repeat(LINK_CAP as usize + 10),
+        )
+        .unwrap();
+        std::fs::write(outside.path().join("secret.md"), "no").unwrap();
+        let cx = PromptContext {
+            blob_dir: &blobs,
+            roots: &roots,
+            images: false,
+        };
+        let uri = |p: &Path| format!("file://{}", p.display());
+        let small = attach_link(&uri(&work.path().join("small.md")), &cx).unwrap();
+        assert!(
+            matches!(small, Some(UserPart::Resource { text: Some(t), cap: None, .. }) if t == "hi")
+        );
+        let big = attach_link(&uri(&work.path().join("big.txt")), &cx).unwrap();
+        assert!(
+            matches!(big, Some(UserPart::Resource { sha256: Some(_), cap: Some(c), .. }) if c == LINK_CAP)
+        );
+        let secret = attach_link(&uri(&outside.path().join("secret.md")), &cx).unwrap();
+        assert!(secret.is_none());
+    }
+}

@@ -1,0 +1,178 @@
+//! A user message's parts -> the `content` of a Chat Completions user message.
+//!
+//! Text, links and attached files become text; a message whose parts are all text is sent as
+//! one string (as it always was). Images become `image_url` parts (base64 data URLs) when the
+//! model takes images, else a one-line placeholder. Payloads are read from the session's blob
+//! directory; one that is missing there becomes a placeholder too.
+
+use std::path::Path;
+
+use serde_json::{json, Value};
+
+use crate::session::{blobs, UserPart};
+
+/// How to encode: whether images go as images, and where the blobs are.
+#[derive(Clone, Copy)]
+pub struct UserEncoding<'a> {
+    pub images: bool,
+    pub blobs: Option<&'a Path>,
+}
+
+enum Piece {
+    Text(String),
+    Image { mime_type: String, base64: String },
+}
+
+/// The `content` value for `parts`.
+pub fn content(parts: &[UserPart], how: UserEncoding<'_>) -> Value {
+    let pieces: Vec<Piece> = parts.iter().map(|part| piece(part, how)).collect();
+    if pieces.iter().all(|p| matches!(p, Piece::Text(_))) {
+        let texts: Vec<String> = pieces
+            .into_iter()
+            .filter_map(|p| match p {
+                Piece::Text(text) => Some(text),
+                Piece::Image { .. } => None,
+            })
+            .collect();
+        return Value::String(texts.join("\n\n"));
+    }
+    Value::Array(
+        pieces
+            .into_iter()
+            .map(|p| match p {
+                Piece::Text(text) => json!({"type": "text", "text": text}),
+                Piece::Image { mime_type, base64 } => json!({
+                    "type": "image_url",
+                    "image_url": {"url": format!("data:{mime_type};base64,{base64}")},
+                }),
+            })
+            .collect(),
+    )
+}
+
+fn read_text(how: UserEncoding<'_>, sha256: &str) -> Option<String> {
+    how.blobs.and_then(|dir| blobs::get_text(dir, sha256))
+}
+
+fn piece(part: &UserPart, how: UserEncoding<'_>) -> Piece {
+    match part {
+        UserPart::Text { text } => Piece::Text(text.clone()),
+        UserPart::ResourceLink { uri, name, .. } => Piece::Text(format!("[{name}]({uri})")),
+        UserPart::Image {
+            mime_type,
+            sha256,
+            size,
+            ..
+        } => {
+            let data = how.images.then(|| read_text(how, sha256)).flatten();
+            match data {
+                Some(base64) => Piece::Image {
+                    mime_type: mime_type.clone(),
+                    base64,
+                },
+                None if how.images => Piece::Text(format!(
+                    "[image ({mime_type}, {size} bytes of base64) not shown: its data is missing]"
+                )),
+                None => Piece::Text(image_placeholder(mime_type, *size)),
+            }
+        }
+        UserPart::Resource {
+            uri,
+            mime_type,
+            text,
+            sha256,
+            size,
+            binary,
+            cap,
+            ..
+        } => {
+            let mime = mime_type.as_deref().unwrap_or("application/octet-stream");
+            if *binary {
+                return Piece::Text(format!(
+                    "[attached file {uri} ({mime}, {size} bytes of base64): binary content not shown]"
+                ));
+            }
+            let body = match (text, sha256) {
+                (Some(text), _) => Some(text.clone()),
+                (None, Some(sha256)) => read_text(how, sha256),
+                (None, None) => None,
+            };
+            let Some(body) = body else {
+                return Piece::Text(format!("[attached file {uri}: its content is missing]"));
+            };
+            let capped = match cap {
+                Some(cap) => format!(" (only its first {cap} bytes are attached)"),
+                None => String::new(),
+            };
+            Piece::Text(format!(
+                "Attached file {uri}{capped}:\n<attached-file uri=\"{uri}\">\n{body}\n</attached-file>"
+            ))
+        }
+    }
+}
+
+/// What a model that does not take images gets for one.
+pub fn image_placeholder(mime_type: &str, size: u64) -> String {
+    format!(
+        "[an image ({mime_type}, {size} bytes of base64) was attached here; this model does not take images]"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn image(sha256: &str) -> UserPart {
+        UserPart::Image {
+            mime_type: "image/png".into(),
+            sha256: sha256.into(),
+            size: 4,
+            uri: None,
+        }
+    }
+
+    #[test]
+    fn all_text_stays_one_string_and_images_become_parts_only_when_taken() {
+        let home = tempfile::tempdir().unwrap();
+        let sha = blobs::put(home.path(), b"iVBO").unwrap();
+        let parts = vec![UserPart::text("look"), image(&sha)];
+        let with = UserEncoding {
+            images: true,
+            blobs: Some(home.path()),
+        };
+        assert_eq!(
+            content(&parts, with),
+            json!([{"type": "text", "text": "look"}, {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBO"}}])
+        );
+        let without = UserEncoding {
+            images: false,
+            ..with
+        };
+        let text = content(&parts, without);
+        assert!(text.as_str().unwrap().contains("does not take images"));
+        let missing = content(&[image(&"0".repeat(64))], with);
+        assert!(missing.as_str().unwrap().contains("missing"));
+    }
+
+    #[test]
+    fn an_attached_text_file_carries_its_uri_and_cap() {
+        let part = UserPart::Resource {
+            uri: "file:///w/a.md".into(),
+            mime_type: None,
+            text: Some("hello".into()),
+            sha256: None,
+            size: 5,
+            binary: false,
+            from_link: false,
+            cap: Some(5),
+        };
+        let how = UserEncoding {
+            images: false,
+            blobs: None,
+        };
+        let text = content(&[part], how);
+        let text = text.as_str().unwrap();
+        assert!(text.contains("<attached-file uri=\"file:///w/a.md\">\nhello\n</attached-file>"));
+        assert!(text.contains("first 5 bytes"));
+    }
+}

@@ -1,0 +1,101 @@
+//! The parts of a user-role message as the log keeps them: text, links, images and attached
+//! resources. Large payloads are not in the log line: a part names them by the SHA-256 of the
+//! file holding them in the session's blob directory (see [`super::blobs`]).
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(
+    tag = "type",
+    rename_all = "kebab-case",
+    rename_all_fields = "camelCase"
+)]
+pub enum UserPart {
+    Text {
+        text: String,
+    },
+    ResourceLink {
+        uri: String,
+        name: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mime_type: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        title: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        description: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        size: Option<i64>,
+    },
+    /// An image; its base64 text, as the client sent it, is the blob `sha256`.
+    Image {
+        mime_type: String,
+        sha256: String,
+        /// Length of the base64 text.
+        size: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        uri: Option<String>,
+    },
+    /// A resource given to the model as an attached file: one the client embedded, or a
+    /// file kin read for the resource link before it (`fromLink`).
+    Resource {
+        uri: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mime_type: Option<String>,
+        /// The text itself, when small.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
+        /// The blob holding the content otherwise (text, or base64 when `binary`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sha256: Option<String>,
+        /// Length of the content in bytes (of the base64 text when `binary`).
+        size: u64,
+        #[serde(default, skip_serializing_if = "is_false")]
+        binary: bool,
+        #[serde(default, skip_serializing_if = "is_false")]
+        from_link: bool,
+        /// Set when only the first `cap` bytes of the file were attached.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cap: Option<u64>,
+    },
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
+}
+
+impl UserPart {
+    /// A plain text part.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self::Text { text: text.into() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parts_round_trip_and_small_fields_stay_out() {
+        let part = UserPart::Resource {
+            uri: "file:///w/a.md".into(),
+            mime_type: None,
+            text: Some("hi".into()),
+            sha256: None,
+            size: 2,
+            binary: false,
+            from_link: true,
+            cap: None,
+        };
+        let wire = serde_json::to_value(&part).unwrap();
+        assert_eq!(
+            wire,
+            serde_json::json!({"type": "resource", "uri": "file:///w/a.md", "text": "hi", "size": 2, "fromLink": true})
+        );
+        assert_eq!(serde_json::from_value::<UserPart>(wire).unwrap(), part);
+        let image: UserPart = serde_json::from_str(
+            r#"{"type":"image","mimeType":"image/png","sha256":"ab","size":4}"#,
+        )
+        .unwrap();
+        assert!(matches!(image, UserPart::Image { size: 4, .. }));
+    }
+}
