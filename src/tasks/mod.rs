@@ -7,7 +7,7 @@
 //! A task that was running when an earlier kin process ended is restored as `interrupted`
 //! when its owner's session is opened again. Knows nothing of what the work is.
 
-mod tools;
+pub(crate) mod tools;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
