@@ -81,7 +81,7 @@ fn parse_arguments<A: DeserializeOwned>(tool: &str, arguments: Value) -> Result<
 }
 
 /// A title of `verb` followed by `subject` (a path or a pattern) when there is one.
-pub fn titled(verb: &str, subject: Option<&str>) -> String {
+pub(crate) fn titled(verb: &str, subject: Option<&str>) -> String {
     match subject {
         Some(subject) if !subject.is_empty() => format!("{verb} {subject}"),
         _ => verb.to_owned(),
@@ -89,7 +89,7 @@ pub fn titled(verb: &str, subject: Option<&str>) -> String {
 }
 
 /// The parameters schema of `A`, in the contract's plain form (see the module docs).
-pub fn parameters<A: JsonSchema>() -> Value {
+pub(crate) fn parameters<A: JsonSchema>() -> Value {
     let generator = SchemaSettings::draft2020_12()
         .with(|settings| {
             settings.meta_schema = None;
