@@ -9,7 +9,7 @@
 //! owners learn how they ended, go to a [`Record`] sink (delegation logs them, so a later
 //! process knows which were left unfinished). Knows nothing of what the work is.
 
-mod tools;
+pub(crate) mod tools;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -3,31 +3,36 @@
 //! error that says what did not match and where. The change is shown as a diff and, in `ask`
 //! mode, approved before it is written.
 
-use futures::future::BoxFuture;
-use futures::FutureExt;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{json, Value};
 
 use super::display::{file_diffs, Location};
 use super::fs::{self, FsError};
 use super::permission::Scope;
+use super::typed::{titled, TypedTool};
 use super::write::write_error;
-use super::{parse_arguments, title_with, Tool, ToolContext, ToolDisplay, ToolKind, ToolOutput};
-use crate::model::ToolSpec;
+use super::{ToolContext, ToolDisplay, ToolKind, ToolOutput};
 
 pub const NAME: &str = "edit";
 /// Line numbers listed when a string matches more than once.
 const MAX_LISTED: usize = 10;
 
-#[derive(Deserialize)]
-struct Params {
+/// The arguments of an `edit` call.
+#[derive(Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct EditArgs {
+    /// The file to change, absolute or relative to the working directory.
     path: String,
+    /// Exact text to replace; must occur exactly once unless replace_all is true.
     #[serde(default)]
     old_string: Option<String>,
+    /// The text to put in its place.
     #[serde(default)]
     new_string: Option<String>,
+    /// Replace every occurrence of old_string. Default false.
     #[serde(default)]
     replace_all: bool,
+    /// A unified diff of this file, used instead of old_string/new_string.
     #[serde(default)]
     patch: Option<String>,
 }
@@ -35,45 +40,27 @@ struct Params {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct EditTool;
 
-impl Tool for EditTool {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: NAME.into(),
-            description: "Change part of a text file. Either give `old_string` (exact text, \
-                including whitespace, that must occur exactly once; add surrounding lines to make \
-                it unique, or set `replace_all`) and `new_string`, or give `patch`: a unified diff \
-                of this one file (hunks starting with `@@`). Read the file first."
-                .into(),
-            parameters: parameters(),
-        }
-    }
+impl TypedTool for EditTool {
+    const NAME: &'static str = NAME;
+    const DESCRIPTION: &'static str = "Change part of a text file. Either give `old_string` \
+        (exact text, including whitespace, that must occur exactly once; add surrounding lines \
+        to make it unique, or set `replace_all`) and `new_string`, or give `patch`: a unified \
+        diff of this one file (hunks starting with `@@`). Read the file first.";
+    type Args = EditArgs;
 
     fn kind(&self) -> ToolKind {
         ToolKind::Edit
     }
 
-    fn title(&self, arguments: &Value) -> String {
-        title_with(arguments, "path", "Edit")
+    fn title(&self, args: Option<&EditArgs>) -> String {
+        titled("Edit", args.map(|a| a.path.as_str()))
     }
 
-    fn call(&self, arguments: Value, cx: ToolContext) -> BoxFuture<'static, ToolOutput> {
-        async move { run(arguments, cx).await.unwrap_or_else(|output| output) }.boxed()
+    async fn run(&self, args: EditArgs, cx: ToolContext) -> Result<ToolOutput, ToolOutput> {
+        let path = args.path.clone();
+        let result = run(args, &cx).await;
+        cx.name_path_as_given(Some(&path), result)
     }
-}
-
-pub fn parameters() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "path": {"type": "string", "description": "The file to change, absolute or relative to the working directory."},
-            "old_string": {"type": "string", "description": "Exact text to replace; must occur exactly once unless replace_all is true."},
-            "new_string": {"type": "string", "description": "The text to put in its place."},
-            "replace_all": {"type": "boolean", "description": "Replace every occurrence of old_string. Default false."},
-            "patch": {"type": "string", "description": "A unified diff of this file, used instead of old_string/new_string."}
-        },
-        "required": ["path"],
-        "additionalProperties": false
-    })
 }
 
 /// Why an edit could not be made; told to the model.
@@ -119,18 +106,8 @@ impl EditError {
     }
 }
 
-async fn run(arguments: Value, cx: ToolContext) -> Result<ToolOutput, ToolOutput> {
-    let path = arguments
-        .get("path")
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    let result = run_inner(arguments, &cx).await;
-    cx.name_path_as_given(path.as_deref(), result)
-}
-
-async fn run_inner(arguments: Value, cx: &ToolContext) -> Result<ToolOutput, ToolOutput> {
+async fn run(params: EditArgs, cx: &ToolContext) -> Result<ToolOutput, ToolOutput> {
     let cx = cx.clone();
-    let params: Params = parse_arguments(NAME, arguments)?;
     let change = Change::from_params(&params).map_err(|e| e.output())?;
     let target = cx.resolve(&params.path)?;
     let shown = cx.roots.display(&target.path);
@@ -194,7 +171,7 @@ struct Edited {
 }
 
 impl<'a> Change<'a> {
-    fn from_params(params: &'a Params) -> Result<Self, EditError> {
+    fn from_params(params: &'a EditArgs) -> Result<Self, EditError> {
         match (&params.patch, &params.old_string, &params.new_string) {
             (Some(_), Some(_), _) | (Some(_), _, Some(_)) => Err(EditError::Both),
             (Some(patch), None, None) => Ok(Self::Patch(patch)),
@@ -394,6 +371,8 @@ fn mismatch_detail(lines: &[&str], old: &[&str], wanted: usize) -> String {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
     use crate::tools::testing::{call, Workspace};
     use crate::tools::PermissionMode;

@@ -5,71 +5,57 @@
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
-use futures::future::BoxFuture;
-use futures::FutureExt;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
+use super::confined;
 use super::fs::FsError;
 use super::paths::Roots;
+use super::typed::{titled, TypedTool};
 use super::walk::{Kind, Walk};
-use super::{confined, parse_arguments, title_with};
-use super::{Tool, ToolContext, ToolDisplay, ToolKind, ToolOutput};
-use crate::model::ToolSpec;
+use super::{ToolContext, ToolDisplay, ToolKind, ToolOutput};
 
 pub const NAME: &str = "glob";
 const DEFAULT_LIMIT: usize = 500;
 
-#[derive(Deserialize)]
-struct Params {
+/// The arguments of a `glob` call.
+#[derive(Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct GlobArgs {
+    /// Glob matched against paths relative to `path`, e.g. `*`, `**/*.rs`, `docs/*.md`.
     pattern: String,
+    /// The directory to search. Default: the working directory.
     #[serde(default)]
     path: Option<String>,
+    /// The most entries to return. Default 500.
     #[serde(default)]
+    #[schemars(range(min = 1))]
     limit: Option<usize>,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GlobTool;
 
-impl Tool for GlobTool {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: NAME.into(),
-            description: "List files and directories whose paths (relative to `path`, default \
-                the working directory) match a glob: `*` stays within one directory, `**` crosses \
-                directories, e.g. `*` lists the top level, `src/**/*.rs` finds Rust files under \
-                src. Directories end with `/`. Files ignored by .gitignore are left out."
-                .into(),
-            parameters: parameters(),
-        }
-    }
+impl TypedTool for GlobTool {
+    const NAME: &'static str = NAME;
+    const DESCRIPTION: &'static str = "List files and directories whose paths (relative to \
+        `path`, default the working directory) match a glob: `*` stays within one directory, \
+        `**` crosses directories, e.g. `*` lists the top level, `src/**/*.rs` finds Rust files \
+        under src. Directories end with `/`. Files ignored by .gitignore are left out.";
+    type Args = GlobArgs;
 
     fn kind(&self) -> ToolKind {
         ToolKind::Search
     }
 
-    fn title(&self, arguments: &Value) -> String {
-        title_with(arguments, "pattern", "Find")
+    fn title(&self, args: Option<&GlobArgs>) -> String {
+        titled("Find", args.map(|a| a.pattern.as_str()))
     }
 
-    fn call(&self, arguments: Value, cx: ToolContext) -> BoxFuture<'static, ToolOutput> {
-        async move { run(arguments, cx).await.unwrap_or_else(|output| output) }.boxed()
+    async fn run(&self, args: GlobArgs, cx: ToolContext) -> Result<ToolOutput, ToolOutput> {
+        run(args, cx).await
     }
-}
-
-pub fn parameters() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "pattern": {"type": "string", "description": "Glob matched against paths relative to `path`, e.g. `*`, `**/*.rs`, `docs/*.md`."},
-            "path": {"type": "string", "description": "The directory to search. Default: the working directory."},
-            "limit": {"type": "integer", "minimum": 1, "description": "The most entries to return. Default 500."}
-        },
-        "required": ["pattern"],
-        "additionalProperties": false
-    })
 }
 
 /// Resolves the optional directory argument and checks it may be searched.
@@ -100,8 +86,7 @@ pub async fn search_base(
     Ok((target.path, shown))
 }
 
-async fn run(arguments: Value, cx: ToolContext) -> Result<ToolOutput, ToolOutput> {
-    let params: Params = parse_arguments(NAME, arguments)?;
+async fn run(params: GlobArgs, cx: ToolContext) -> Result<ToolOutput, ToolOutput> {
     let matcher = globset::GlobBuilder::new(&params.pattern)
         .literal_separator(true)
         .build()
@@ -188,6 +173,8 @@ pub fn walk_failed(roots: &Roots, base: &Path, error: std::io::Error) -> Result<
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
     use crate::tools::testing::{call, Workspace};
 

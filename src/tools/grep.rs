@@ -6,85 +6,70 @@
 use std::ops::ControlFlow;
 use std::path::Path;
 
-use futures::future::BoxFuture;
-use futures::FutureExt;
 use grep_regex::RegexMatcherBuilder;
 use grep_searcher::sinks::UTF8;
 use grep_searcher::{BinaryDetection, SearcherBuilder};
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::glob::{search_base, walk_failed};
 use super::paths::Roots;
+use super::typed::{titled, TypedTool};
 use super::walk::{Kind, Walk};
-use super::{parse_arguments, title_with, Tool, ToolContext, ToolDisplay, ToolKind, ToolOutput};
-use crate::model::ToolSpec;
+use super::{ToolContext, ToolDisplay, ToolKind, ToolOutput};
 
 pub const NAME: &str = "grep";
 const DEFAULT_LIMIT: usize = 200;
 /// Characters of a matching line shown.
 const MAX_LINE_CHARS: usize = 300;
 
-#[derive(Deserialize)]
-struct Params {
+/// The arguments of a `grep` call.
+#[derive(Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct GrepArgs {
+    /// The regular expression to look for.
     pattern: String,
+    /// A file or directory to search. Default: the working directory.
     #[serde(default)]
     path: Option<String>,
+    /// Only search files matching this glob; without a `/` it matches file names, e.g. `*.rs`.
     #[serde(default)]
     glob: Option<String>,
+    /// Match case-insensitively. Default false.
     #[serde(default)]
     ignore_case: bool,
+    /// The most matching lines to return. Default 200.
     #[serde(default)]
+    #[schemars(range(min = 1))]
     limit: Option<usize>,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GrepTool;
 
-impl Tool for GrepTool {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: NAME.into(),
-            description: "Search file contents for a regular expression (Rust regex syntax). \
-                Returns matching lines as `path:line:text`. Searches `path` (a file or a \
-                directory, default the working directory), skipping binary files and files \
-                ignored by .gitignore; `glob` filters the files searched (e.g. `*.rs`)."
-                .into(),
-            parameters: parameters(),
-        }
-    }
+impl TypedTool for GrepTool {
+    const NAME: &'static str = NAME;
+    const DESCRIPTION: &'static str = "Search file contents for a regular expression (Rust \
+        regex syntax). Returns matching lines as `path:line:text`. Searches `path` (a file or a \
+        directory, default the working directory), skipping binary files and files ignored by \
+        .gitignore; `glob` filters the files searched (e.g. `*.rs`).";
+    type Args = GrepArgs;
 
     fn kind(&self) -> ToolKind {
         ToolKind::Search
     }
 
-    fn title(&self, arguments: &Value) -> String {
-        title_with(arguments, "pattern", "Search for")
+    fn title(&self, args: Option<&GrepArgs>) -> String {
+        titled("Search for", args.map(|a| a.pattern.as_str()))
     }
 
-    fn call(&self, arguments: Value, cx: ToolContext) -> BoxFuture<'static, ToolOutput> {
-        async move { run(arguments, cx).await.unwrap_or_else(|output| output) }.boxed()
+    async fn run(&self, args: GrepArgs, cx: ToolContext) -> Result<ToolOutput, ToolOutput> {
+        run(args, cx).await
     }
 }
 
-pub fn parameters() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "pattern": {"type": "string", "description": "The regular expression to look for."},
-            "path": {"type": "string", "description": "A file or directory to search. Default: the working directory."},
-            "glob": {"type": "string", "description": "Only search files matching this glob; without a `/` it matches file names, e.g. `*.rs`."},
-            "ignore_case": {"type": "boolean", "description": "Match case-insensitively. Default false."},
-            "limit": {"type": "integer", "minimum": 1, "description": "The most matching lines to return. Default 200."}
-        },
-        "required": ["pattern"],
-        "additionalProperties": false
-    })
-}
-
-async fn run(arguments: Value, cx: ToolContext) -> Result<ToolOutput, ToolOutput> {
-    let params: Params = parse_arguments(NAME, arguments)?;
+async fn run(params: GrepArgs, cx: ToolContext) -> Result<ToolOutput, ToolOutput> {
     let matcher = RegexMatcherBuilder::new()
         .case_insensitive(params.ignore_case)
         .build(&params.pattern)
@@ -225,6 +210,8 @@ impl Search {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
     use crate::tools::testing::{call, Workspace};
 

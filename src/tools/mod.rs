@@ -11,6 +11,8 @@
 //! - processes (the shell's commands, their guard, their environment, output caps) are
 //!   [`crate::process`];
 //! - [`display`]: locations, diffs and terminals shown by editors;
+//! - [`typed`]: [`TypedTool`](typed::TypedTool), how a tool declares its arguments, and the
+//!   blanket [`Tool`] impl that parses them and builds the schema;
 //! - the tools: [`read`], [`write`], [`edit`], [`glob`], [`grep`], [`shell`] (`bash`).
 
 pub mod client;
@@ -32,6 +34,7 @@ pub mod shell;
 mod swap_tests;
 #[cfg(test)]
 pub mod testing;
+pub mod typed;
 pub mod walk;
 #[cfg(test)]
 mod walk_swap_tests;
@@ -376,28 +379,6 @@ pub fn builtin() -> ToolRegistry {
     registry.register(Arc::new(shell::ShellTool));
     registry.register(Arc::new(plan::PlanTool));
     registry
-}
-
-/// Reads a tool's arguments into its parameter type; an error result says what is wrong.
-pub fn parse_arguments<T: serde::de::DeserializeOwned>(
-    tool: &str,
-    arguments: Value,
-) -> Result<T, ToolOutput> {
-    serde_json::from_value(arguments).map_err(|error| {
-        ToolOutput::error(
-            "InvalidArguments",
-            "INVALID_ARGUMENTS",
-            format!("Error: invalid arguments for `{tool}`: {error}"),
-        )
-    })
-}
-
-/// A call title: `verb` followed by the string argument `key` (a path or a pattern) if present.
-pub fn title_with(arguments: &Value, key: &str, verb: &str) -> String {
-    match arguments.get(key).and_then(Value::as_str) {
-        Some(value) if !value.is_empty() => format!("{verb} {value}"),
-        _ => verb.to_owned(),
-    }
 }
 
 #[cfg(test)]

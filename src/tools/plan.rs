@@ -8,7 +8,8 @@ use futures::FutureExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::{parse_arguments, Tool, ToolContext, ToolDisplay, ToolKind, ToolOutput};
+use super::typed::parse_arguments;
+use super::{Tool, ToolContext, ToolDisplay, ToolKind, ToolOutput};
 use crate::model::ToolSpec;
 
 pub const NAME: &str = "update_plan";

@@ -4,15 +4,13 @@
 use std::io::BufRead;
 use std::path::Path;
 
-use futures::future::BoxFuture;
-use futures::FutureExt;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{json, Value};
 
 use super::fs::{self, FsError};
 use super::paths::Roots;
-use super::{parse_arguments, title_with, Tool, ToolContext, ToolDisplay, ToolKind, ToolOutput};
-use crate::model::ToolSpec;
+use super::typed::{titled, TypedTool};
+use super::{ToolContext, ToolDisplay, ToolKind, ToolOutput};
 
 pub const NAME: &str = "read";
 /// Lines returned when the call gives no `limit`.
@@ -22,55 +20,45 @@ const MAX_BYTES: usize = 50 * 1024;
 /// Characters kept of one line.
 const MAX_LINE_CHARS: usize = 2000;
 
-#[derive(Deserialize)]
-struct Params {
+/// The arguments of a `read` call.
+#[derive(Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct ReadArgs {
+    /// The file to read, absolute or relative to the working directory.
     path: String,
+    /// The first line to return (1-based). Default 1.
     #[serde(default)]
+    #[schemars(range(min = 1))]
     offset: Option<usize>,
+    /// How many lines to return at most. Default 2000.
     #[serde(default)]
+    #[schemars(range(min = 1))]
     limit: Option<usize>,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ReadTool;
 
-impl Tool for ReadTool {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: NAME.into(),
-            description: "Read a text file. Returns its lines prefixed with line numbers \
-                (1-based). Long files come in windows: pass `offset` (first line) and `limit` \
-                (number of lines) to read further. Relative paths are taken from the working \
-                directory."
-                .into(),
-            parameters: parameters(),
-        }
-    }
+impl TypedTool for ReadTool {
+    const NAME: &'static str = NAME;
+    const DESCRIPTION: &'static str = "Read a text file. Returns its lines prefixed with line \
+        numbers (1-based). Long files come in windows: pass `offset` (first line) and `limit` \
+        (number of lines) to read further. Relative paths are taken from the working directory.";
+    type Args = ReadArgs;
 
     fn kind(&self) -> ToolKind {
         ToolKind::Read
     }
 
-    fn title(&self, arguments: &Value) -> String {
-        title_with(arguments, "path", "Read")
+    fn title(&self, args: Option<&ReadArgs>) -> String {
+        titled("Read", args.map(|a| a.path.as_str()))
     }
 
-    fn call(&self, arguments: Value, cx: ToolContext) -> BoxFuture<'static, ToolOutput> {
-        async move { run(arguments, cx).await.unwrap_or_else(|output| output) }.boxed()
+    async fn run(&self, args: ReadArgs, cx: ToolContext) -> Result<ToolOutput, ToolOutput> {
+        let path = args.path.clone();
+        let result = run(args, &cx).await;
+        cx.name_path_as_given(Some(&path), result)
     }
-}
-
-pub fn parameters() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "path": {"type": "string", "description": "The file to read, absolute or relative to the working directory."},
-            "offset": {"type": "integer", "minimum": 1, "description": "The first line to return (1-based). Default 1."},
-            "limit": {"type": "integer", "minimum": 1, "description": "How many lines to return at most. Default 2000."}
-        },
-        "required": ["path"],
-        "additionalProperties": false
-    })
 }
 
 fn fs_error(error: FsError) -> ToolOutput {
@@ -90,18 +78,8 @@ fn fs_error(error: FsError) -> ToolOutput {
     ToolOutput::error(name, code, format!("Error: {error}{hint}"))
 }
 
-async fn run(arguments: Value, cx: ToolContext) -> Result<ToolOutput, ToolOutput> {
-    let path = arguments
-        .get("path")
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    let result = run_inner(arguments, &cx).await;
-    cx.name_path_as_given(path.as_deref(), result)
-}
-
-async fn run_inner(arguments: Value, cx: &ToolContext) -> Result<ToolOutput, ToolOutput> {
+async fn run(params: ReadArgs, cx: &ToolContext) -> Result<ToolOutput, ToolOutput> {
     let cx = cx.clone();
-    let params: Params = parse_arguments(NAME, arguments)?;
     let target = cx.resolve(&params.path)?;
     let shown = cx.roots.display(&target.path);
     let offset = params.offset.unwrap_or(1).max(1);
@@ -233,6 +211,8 @@ impl Window {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
     use crate::tools::testing::{call, Workspace};
 

@@ -5,16 +5,16 @@
 
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use futures::FutureExt;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::client::{ClientBridge, ClientError, TerminalExit, TerminalSpec};
 use super::permission::Scope;
-use super::{parse_arguments, Tool, ToolContext, ToolDisplay, ToolKind, ToolOutput};
-use crate::model::ToolSpec;
+use super::typed::TypedTool;
+use super::{ToolContext, ToolDisplay, ToolKind, ToolOutput};
 use crate::process::group::{describe_status, GroupChild};
 use crate::process::truncate::head_tail;
 
@@ -29,28 +29,28 @@ const TERMINAL_OUTPUT_LIMIT: u64 = 64 * 1024;
 const TERMINAL_SETTLE: Duration = Duration::from_secs(5);
 const SHELL: &str = "bash";
 
-#[derive(Deserialize)]
-struct Params {
+/// The arguments of a `bash` call.
+#[derive(Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct ShellArgs {
+    /// The command line, run as `bash -c <command>` in the working directory.
     command: String,
+    /// Seconds before the command is killed. Default 120.
     #[serde(default)]
+    #[schemars(range(min = 1, max = MAX_TIMEOUT_SECS))]
     timeout: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ShellTool;
 
-impl Tool for ShellTool {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: NAME.into(),
-            description: "Run a shell command with bash in the working directory and return its \
-                output (stdout and stderr together) and exit code. Has no input; interactive \
-                programs will not work. Stopped, with everything it started, after `timeout` \
-                seconds (default 120). Long output is shortened to its beginning and end."
-                .into(),
-            parameters: parameters(),
-        }
-    }
+impl TypedTool for ShellTool {
+    const NAME: &'static str = NAME;
+    const DESCRIPTION: &'static str = "Run a shell command with bash in the working directory and \
+        return its output (stdout and stderr together) and exit code. Has no input; interactive \
+        programs will not work. Stopped, with everything it started, after `timeout` seconds \
+        (default 120). Long output is shortened to its beginning and end.";
+    type Args = ShellArgs;
 
     fn kind(&self) -> ToolKind {
         ToolKind::Execute
@@ -58,11 +58,8 @@ impl Tool for ShellTool {
 
     /// The whole command, never cut (a hidden second line is what a prompt must not hide), its
     /// controls made visible; a command of several lines says so first.
-    fn title(&self, arguments: &Value) -> String {
-        let command = arguments
-            .get("command")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
+    fn title(&self, args: Option<&ShellArgs>) -> String {
+        let command = args.map_or("", |a| a.command.as_str());
         if command.trim().is_empty() {
             return "Run a command".into();
         }
@@ -73,27 +70,10 @@ impl Tool for ShellTool {
         }
     }
 
-    fn call(&self, arguments: Value, cx: ToolContext) -> BoxFuture<'static, ToolOutput> {
-        let title = self.title(&arguments);
-        async move {
-            run(arguments, title, cx)
-                .await
-                .unwrap_or_else(|output| output)
-        }
-        .boxed()
+    async fn run(&self, args: ShellArgs, cx: ToolContext) -> Result<ToolOutput, ToolOutput> {
+        let title = TypedTool::title(self, Some(&args));
+        run(args, title, cx).await
     }
-}
-
-pub fn parameters() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "command": {"type": "string", "description": "The command line, run as `bash -c <command>` in the working directory."},
-            "timeout": {"type": "integer", "minimum": 1, "maximum": MAX_TIMEOUT_SECS, "description": "Seconds before the command is killed. Default 120."}
-        },
-        "required": ["command"],
-        "additionalProperties": false
-    })
 }
 
 /// How a run ended.
@@ -103,8 +83,7 @@ enum Ended {
     Cancelled,
 }
 
-async fn run(arguments: Value, title: String, cx: ToolContext) -> Result<ToolOutput, ToolOutput> {
-    let params: Params = parse_arguments(NAME, arguments)?;
+async fn run(params: ShellArgs, title: String, cx: ToolContext) -> Result<ToolOutput, ToolOutput> {
     if params.command.trim().is_empty() {
         return Err(ToolOutput::error(
             "InvalidArguments",
@@ -283,11 +262,11 @@ mod tests {
     use super::*;
     use crate::tools::client::PermissionAnswer;
     use crate::tools::testing::{call, wait_for_exit, Workspace};
-    use crate::tools::PermissionMode;
+    use crate::tools::{PermissionMode, Tool};
 
     #[test]
     fn titles_show_the_whole_command_and_mark_several_lines() {
-        let title = |command: &str| ShellTool.title(&json!({ "command": command }));
+        let title = |command: &str| Tool::title(&ShellTool, &json!({ "command": command }));
         assert_eq!(title("ls -la"), "ls -la");
         assert_eq!(title(""), "Run a command");
         assert_eq!(title("ls\nrm -rf ~\n"), "[2 lines] ls\\nrm -rf ~");

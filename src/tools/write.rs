@@ -1,62 +1,50 @@
 //! `write`: creates or replaces a whole text file. The change is shown (and, in `ask` mode,
 //! approved) as a diff before it is made; through the editor when it offers `writeTextFile`.
 
-use futures::future::BoxFuture;
-use futures::FutureExt;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{json, Value};
 
 use super::display::{file_diffs, Location};
 use super::fs::{self, FsError};
 use super::permission::Scope;
-use super::{parse_arguments, title_with, Tool, ToolContext, ToolDisplay, ToolKind, ToolOutput};
-use crate::model::ToolSpec;
+use super::typed::{titled, TypedTool};
+use super::{ToolContext, ToolDisplay, ToolKind, ToolOutput};
 
 pub const NAME: &str = "write";
 
-#[derive(Deserialize)]
-struct Params {
+/// The arguments of a `write` call.
+#[derive(Deserialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub struct WriteArgs {
+    /// The file to write, absolute or relative to the working directory.
     path: String,
+    /// The complete new text of the file.
     content: String,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WriteTool;
 
-impl Tool for WriteTool {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: NAME.into(),
-            description: "Create a text file, or replace all of an existing one, with `content`. \
-                Missing parent directories are created. To change part of a file, use `edit`."
-                .into(),
-            parameters: parameters(),
-        }
-    }
+impl TypedTool for WriteTool {
+    const NAME: &'static str = NAME;
+    const DESCRIPTION: &'static str = "Create a text file, or replace all of an existing one, \
+        with `content`. Missing parent directories are created. To change part of a file, use \
+        `edit`.";
+    type Args = WriteArgs;
 
     fn kind(&self) -> ToolKind {
         ToolKind::Edit
     }
 
-    fn title(&self, arguments: &Value) -> String {
-        title_with(arguments, "path", "Write")
+    fn title(&self, args: Option<&WriteArgs>) -> String {
+        titled("Write", args.map(|a| a.path.as_str()))
     }
 
-    fn call(&self, arguments: Value, cx: ToolContext) -> BoxFuture<'static, ToolOutput> {
-        async move { run(arguments, cx).await.unwrap_or_else(|output| output) }.boxed()
+    async fn run(&self, args: WriteArgs, cx: ToolContext) -> Result<ToolOutput, ToolOutput> {
+        let path = args.path.clone();
+        let result = run(args, &cx).await;
+        cx.name_path_as_given(Some(&path), result)
     }
-}
-
-pub fn parameters() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "path": {"type": "string", "description": "The file to write, absolute or relative to the working directory."},
-            "content": {"type": "string", "description": "The complete new text of the file."}
-        },
-        "required": ["path", "content"],
-        "additionalProperties": false
-    })
 }
 
 /// An error result for a failed file operation (shared by `write` and `edit`).
@@ -73,18 +61,8 @@ pub fn write_error(error: FsError) -> ToolOutput {
     ToolOutput::error(name, code, format!("Error: {error}"))
 }
 
-async fn run(arguments: Value, cx: ToolContext) -> Result<ToolOutput, ToolOutput> {
-    let path = arguments
-        .get("path")
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    let result = run_inner(arguments, &cx).await;
-    cx.name_path_as_given(path.as_deref(), result)
-}
-
-async fn run_inner(arguments: Value, cx: &ToolContext) -> Result<ToolOutput, ToolOutput> {
+async fn run(params: WriteArgs, cx: &ToolContext) -> Result<ToolOutput, ToolOutput> {
     let cx = cx.clone();
-    let params: Params = parse_arguments(NAME, arguments)?;
     let target = cx.resolve(&params.path)?;
     let shown = cx.roots.display(&target.path);
     // Outside the roots the call is decided before anything there is looked at (whether the
@@ -137,6 +115,8 @@ async fn run_inner(arguments: Value, cx: &ToolContext) -> Result<ToolOutput, Too
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
     use crate::tools::client::PermissionAnswer;
     use crate::tools::testing::{call, Workspace};
