@@ -30,6 +30,8 @@ pub struct RuntimeOptions {
     pub subagent_max_depth: u32,
     /// Child agents over ACP, each with its own delegation tool.
     pub acp_agents: Vec<AcpAgentConfig>,
+    /// The configured models (`None`: only the model given to [`Runtime::new`]).
+    pub models: Option<crate::model::ModelCatalog>,
 }
 
 impl Default for RuntimeOptions {
@@ -38,6 +40,7 @@ impl Default for RuntimeOptions {
             max_steps: DEFAULT_MAX_STEPS,
             subagent_max_depth: DEFAULT_MAX_DEPTH,
             acp_agents: Vec::new(),
+            models: None,
         }
     }
 }
@@ -107,7 +110,11 @@ impl Runtime {
             tools.register(Arc::new(TaskOutputTool(tasks.clone())));
             tools.register(Arc::new(TaskListTool(tasks.clone())));
             tools.register(Arc::new(TaskKillTool(tasks.clone())));
-            AgentHost::new(store, model, Arc::new(tools), options.max_steps)
+            let host = AgentHost::new(store, model, Arc::new(tools), options.max_steps);
+            match options.models.clone() {
+                Some(models) => host.with_models(models),
+                None => host,
+            }
         });
         // A background task that settles unseen leaves its owner a notice for the next call.
         let weak = Arc::downgrade(&host);

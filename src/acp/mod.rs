@@ -1,11 +1,13 @@
 //! The ACP boundary: editor-facing requests become session-host calls, host events become
 //! `session/update` notifications ([`updates`]), tools reach the editor through [`bridge`], and
-//! the permission mode is shown as session modes and a config option ([`modes`]). The only
+//! the permission mode is shown as session modes and a config option ([`modes`]), the model,
+//! usage and compactions as [`models`] says. The only
 //! module that knows ACP types.
 
 mod agent;
 pub mod bridge;
 pub mod client;
+pub mod models;
 pub mod modes;
 mod subagents;
 pub mod updates;

@@ -150,7 +150,7 @@ fn user_block(part: &UserPart) -> ContentBlock {
 }
 
 /// The whole stored conversation as updates, for `session/load`: user prompts, the model's
-/// reasoning and text, tool calls with their results, and the title. Text a cancelled step
+/// reasoning and text, tool calls with their results, the title, and compactions. Text a cancelled step
 /// streamed before it was cut off is replayed too, though it never became a message.
 pub fn replay(events: &[Event], tools: &ToolRegistry) -> Vec<SessionUpdate> {
     let mut out = Vec::new();
@@ -205,6 +205,9 @@ pub fn replay(events: &[Event], tools: &ToolRegistry) -> Vec<SessionUpdate> {
             EventBody::ToolResult(result) => out.push(tool_result(result, false)),
             EventBody::ToolCall(_) | EventBody::SessionTitle(_) => {
                 out.extend(live(event, tools));
+            }
+            EventBody::CompactionStart(_) | EventBody::CompactionEnd(_) => {
+                out.extend(super::models::compaction_updates(event));
             }
             _ => {}
         }

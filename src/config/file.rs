@@ -24,6 +24,14 @@ pub struct FileConfig {
     pub retries: Option<u32>,
     /// Credential-like variables tool processes may see (see `tools::child_env`).
     pub pass_env: Option<Vec<String>>,
+    /// What kin knows of the default model (see `models`).
+    #[serde(flatten)]
+    pub profile: super::models::ProfileEntry,
+    /// Share of the context window at which sessions are compacted (0 < x <= 1).
+    pub compact_at: Option<f64>,
+    /// More models, by id (see `models`).
+    #[serde(default)]
+    pub models: BTreeMap<String, super::models::ModelEntry>,
     /// Child agents over ACP (see `acp_agents`).
     #[serde(default)]
     pub acp_agents: BTreeMap<String, super::acp_agents::AcpAgentEntry>,

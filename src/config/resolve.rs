@@ -91,6 +91,12 @@ pub struct ModelConfig {
     pub pass_env: Setting<Vec<String>>,
     /// The variables the model key is, or could have been, read from.
     pub key_vars: Vec<String>,
+    /// What kin knows of the default model (top-level `context_window`, prices, ...).
+    pub profile: crate::model::ModelProfile,
+    /// Share of the context window at which sessions are compacted.
+    pub compact_at: f64,
+    /// The `[models.<id>]` tables.
+    pub models: Vec<super::models::ConfiguredModel>,
 }
 
 impl ModelConfig {
@@ -197,9 +203,19 @@ pub fn resolve(overrides: &Overrides, env: EnvLookup<'_>) -> Result<ModelConfig,
         Vec::new(),
     );
     let key_vars = key_vars(overrides, &file, &key);
-    Ok(ModelConfig {
+    let profile = super::models::profile(
+        crate::model::DEFAULT_MODEL_ID,
+        &model.value,
+        &file.profile,
+        &path.as_ref().map_or_else(
+            || "the config file".into(),
+            |p| format!("config file {}", p.display()),
+        ),
+    )?;
+    let compact_at = super::models::compact_at(file.compact_at, path.as_deref())?;
+    let mut config = ModelConfig {
         unknown_keys: file.unknown.keys().cloned().collect(),
-        file: path,
+        file: path.clone(),
         file_found,
         model,
         base_url,
@@ -209,7 +225,12 @@ pub fn resolve(overrides: &Overrides, env: EnvLookup<'_>) -> Result<ModelConfig,
         key,
         pass_env,
         key_vars,
-    })
+        profile,
+        compact_at,
+        models: Vec::new(),
+    };
+    config.models = super::models::resolve(&file.models, &config, path.as_ref(), env)?;
+    Ok(config)
 }
 
 fn split_names(text: &str) -> Vec<String> {
@@ -233,7 +254,7 @@ fn key_vars(overrides: &Overrides, file: &FileConfig, key: &KeyPlan) -> Vec<Stri
     vars
 }
 
-fn check_url(base_url: &Setting<String>) -> Result<(), ConfigError> {
+pub(super) fn check_url(base_url: &Setting<String>) -> Result<(), ConfigError> {
     let url = &base_url.value;
     if !(url.starts_with("http://") || url.starts_with("https://")) || openai::host(url).is_none() {
         return Err(ConfigError::Invalid {

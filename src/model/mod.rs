@@ -3,6 +3,7 @@
 //! [`openai`] over HTTP, [`ReplayModel`] from recorded logs. Models know nothing of ACP, tools'
 //! behaviour or the agent loop.
 
+mod catalog;
 pub mod openai;
 mod replay;
 mod unconfigured;
@@ -15,6 +16,10 @@ use serde_json::Value;
 
 use crate::session::history::ModelHistory;
 pub use crate::session::Chunk;
+pub use catalog::{
+    ModelCatalog, ModelChoice, ModelProfile, Prices, UnknownModel, DEFAULT_COMPACT_AT,
+    DEFAULT_MODEL_ID,
+};
 pub use openai::OpenAiModel;
 pub use replay::{ReplayError, ReplayModel};
 pub use unconfigured::UnconfiguredModel;
@@ -85,6 +90,23 @@ pub enum ModelError {
     /// The endpoint sent something that is not a valid event stream of chat completion chunks.
     #[error("model stream is malformed: {0}")]
     Malformed(String),
+}
+
+impl ModelError {
+    /// Whether the endpoint refused the request for its length (OpenAI's
+    /// `context_length_exceeded`, and the wordings of DeepSeek, vLLM and llama.cpp).
+    pub fn is_context_overflow(&self) -> bool {
+        let text = match self {
+            Self::Http { status, body, .. } if matches!(status, 400 | 413 | 422) => body,
+            Self::Failed(text) | Self::Recorded(text) => text,
+            _ => return false,
+        };
+        let text = text.to_ascii_lowercase();
+        text.contains("context_length_exceeded")
+            || (text.contains("context") && (text.contains("length") || text.contains("too long")))
+            || text.contains("maximum context")
+            || text.contains("prompt is too long")
+    }
 }
 
 fn after_attempts(attempts: u32) -> String {

@@ -98,6 +98,9 @@ pub enum EventBody {
     SteeringMessage(SteeringMessage),
     PermissionMode(PermissionModeSet),
     PermissionDecision(PermissionDecision),
+    ModelSet(super::context::ModelSet),
+    CompactionStart(super::context::CompactionStart),
+    CompactionEnd(super::context::CompactionEnd),
     Other(OtherEvent),
 }
 
@@ -150,6 +153,9 @@ event_kinds! {
     SteeringMessage => "steering/message",
     PermissionMode => "permission/mode",
     PermissionDecision => "permission/decision",
+    ModelSet => "model/set",
+    CompactionStart => "compaction/start",
+    CompactionEnd => "compaction/end",
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -487,6 +493,8 @@ impl ToolResult {
 pub struct TurnEnd {
     pub turn: u32,
     pub reason: TurnEndReason,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<super::context::TurnUsage>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

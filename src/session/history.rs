@@ -50,6 +50,38 @@ impl ModelHistory {
     pub fn items(&self) -> &[Arc<HistoryItem>] {
         &self.0
     }
+
+    /// Bytes of text in messages `from..` (for token estimates).
+    pub fn text_len_from(&self, from: usize) -> usize {
+        self.0.iter().skip(from).map(|item| item.text_len()).sum()
+    }
+}
+
+impl HistoryItem {
+    /// Bytes of text the model reads in this message.
+    pub fn text_len(&self) -> usize {
+        match self {
+            Self::User(parts) => parts
+                .iter()
+                .map(|part| match part {
+                    UserPart::Text { text } => text.len(),
+                    UserPart::ResourceLink { uri, name, .. } => uri.len() + name.len(),
+                })
+                .sum(),
+            Self::Assistant(blocks) => blocks
+                .iter()
+                .map(|block| match block {
+                    AssistantBlock::Text { text } | AssistantBlock::Reasoning { text } => {
+                        text.len()
+                    }
+                    AssistantBlock::ToolCall {
+                        name, arguments, ..
+                    } => name.len() + arguments.len(),
+                })
+                .sum(),
+            Self::ToolResult { text, .. } => text.len(),
+        }
+    }
 }
 
 impl From<Vec<HistoryItem>> for ModelHistory {
@@ -70,7 +102,17 @@ pub struct HistoryFold {
     items: Arc<Vec<Arc<HistoryItem>>>,
     /// Tool calls of the assistant messages so far that have no result yet.
     open_calls: Vec<String>,
+    /// How many of `items` belong to completed turns (as of the last `turn/end`).
+    completed_len: usize,
+    /// Whether `items` opens with a compaction summary.
+    summarised: bool,
+    /// Where a compaction under way cuts (`completed_len` when it started).
+    compaction_cut: Option<usize>,
 }
+
+/// How a compaction summary opens the conversation it replaces.
+pub const SUMMARY_PREFIX: &str =
+    "[Summary of the earlier conversation, written by kin's compaction]";
 
 impl HistoryFold {
     pub fn new(events: &[Event]) -> Self {
@@ -110,8 +152,39 @@ impl HistoryFold {
                     is_error: result.is_error(),
                 });
             }
+            EventBody::TurnEnd(_) => self.completed_len = self.items.len(),
+            EventBody::CompactionStart(_) => self.compaction_cut = Some(self.completed_len),
+            EventBody::CompactionEnd(end) => {
+                let cut = self.compaction_cut.take();
+                if let (Some(cut), Some(summary)) = (cut, &end.summary) {
+                    self.replace_prefix(cut, summary);
+                }
+            }
             _ => {}
         }
+    }
+
+    /// The completed turns' messages, replaced by one user message carrying `summary`; the
+    /// turn in flight keeps its messages.
+    fn replace_prefix(&mut self, cut: usize, summary: &str) {
+        let cut = cut.min(self.items.len());
+        let mut items = Vec::with_capacity(self.items.len() - cut + 1);
+        items.push(Arc::new(HistoryItem::User(vec![UserPart::Text {
+            text: format!("{SUMMARY_PREFIX}\n\n{summary}"),
+        }])));
+        items.extend(self.items[cut..].iter().cloned());
+        self.completed_len = self.completed_len.saturating_sub(cut) + 1;
+        self.items = Arc::new(items);
+        self.summarised = true;
+    }
+
+    /// The completed turns' messages, a compaction summary included: what a compaction
+    /// summarises. Empty when there is nothing new to summarise.
+    pub fn completed_prefix(&self) -> Vec<Arc<HistoryItem>> {
+        if self.completed_len <= usize::from(self.summarised) {
+            return Vec::new();
+        }
+        self.items[..self.completed_len].to_vec()
     }
 
     /// The conversation as it stands, with an interrupted result for each call still open.

@@ -2,6 +2,7 @@
 //! model sees. Knows nothing of ACP or of any model API.
 
 mod child;
+pub mod context;
 mod delta_line;
 mod error;
 pub mod event;
@@ -14,6 +15,7 @@ mod store;
 mod summary;
 
 pub use child::ChildInfo;
+pub use context::{CompactionEnd, CompactionStart, CompactionTrigger, ModelSet, TurnUsage};
 pub use error::StoreError;
 pub use event::*;
 pub use id::SessionId;
