@@ -6,6 +6,28 @@ use super::resolve::{ModelConfig, Setting};
 use crate::model::openai::human_duration as human;
 use crate::model::openai::KeyState;
 
+/// A model's name and profile in one line, e.g. `deepseek-chat, 128000 tokens, images,
+/// 0.27/1.1 USD per M in/out`.
+fn describe(profile: &crate::model::ModelProfile, model: &str) -> String {
+    let mut text = model.to_owned();
+    if let Some(window) = profile.context_window {
+        text.push_str(&format!(", {window} tokens"));
+    }
+    if let Some(max) = profile.max_output {
+        text.push_str(&format!(", max output {max}"));
+    }
+    if profile.images {
+        text.push_str(", images");
+    }
+    if let Some(prices) = &profile.prices {
+        text.push_str(&format!(
+            ", {}/{}/{} {} per M in/cached/out",
+            prices.input, prices.cached_input, prices.output, prices.currency
+        ));
+    }
+    text
+}
+
 /// The report `kin config` prints.
 pub fn render(config: &ModelConfig, key: &KeyState) -> String {
     let mut out = String::new();
@@ -49,6 +71,26 @@ pub fn render(config: &ModelConfig, key: &KeyState) -> String {
         names => names.join(", "),
     };
     row("pass_env", &pass_env, &config.pass_env.origin.to_string());
+    row("compact_at", &config.compact_at.to_string(), "");
+    row(
+        "profile",
+        &describe(&config.profile, &config.model.value),
+        "",
+    );
+    for model in &config.models {
+        let id = format!("models.{}", model.profile.id);
+        let key = match &model.config.key {
+            super::KeyPlan::Found(key) => key.masked(),
+            super::KeyPlan::Command { source, .. } => format!("(from {source})"),
+            super::KeyPlan::Missing { hint } => format!("(none: {hint})"),
+        };
+        let what = format!(
+            "{} at {}, key {key}",
+            describe(&model.profile, &model.config.model.value),
+            model.config.base_url.value
+        );
+        row(&id, &what, "");
+    }
     if !config.unknown_keys.is_empty() {
         row(
             "ignored keys",
