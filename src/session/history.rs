@@ -227,6 +227,33 @@ pub fn completed_turn_prefix(events: &[Event]) -> &[Event] {
     &events[..end]
 }
 
+/// What a fork is seeded with: the completed-turn prefix, and the compactions finished since
+/// (they summarise only completed turns), so the child starts from the compacted view.
+pub fn completed_turn_seed(events: &[Event]) -> Vec<Event> {
+    let prefix = completed_turn_prefix(events);
+    let rest = &events[prefix.len()..];
+    let finished: Vec<&str> = rest
+        .iter()
+        .filter_map(|event| match &event.body {
+            EventBody::CompactionEnd(end) => Some(end.compaction_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    let mut seed = prefix.to_vec();
+    seed.extend(
+        rest.iter()
+            .filter(|event| match &event.body {
+                EventBody::CompactionStart(start) => {
+                    finished.contains(&start.compaction_id.as_str())
+                }
+                EventBody::CompactionEnd(_) => true,
+                _ => false,
+            })
+            .cloned(),
+    );
+    seed
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -429,6 +456,100 @@ mod tests {
         ] {
             assert!(kinds.contains(&kind), "{kind} is covered");
         }
+    }
+
+    fn typed(seq: u64, body: EventBody) -> Event {
+        let mut events = Vec::new();
+        let line = format!(
+            r#"{{"type":"{}","seq":{seq},"time":0,"data":{}}}"#,
+            body.kind(),
+            serde_json::to_string(&body).unwrap()
+        );
+        parse_event_line(&line, &mut events).unwrap();
+        events.remove(0)
+    }
+
+    fn said(seq: u64, text: &str) -> Event {
+        typed(
+            seq,
+            EventBody::UserMessage(UserMessage {
+                content: vec![UserPart::Text { text: text.into() }],
+                source: serde_json::json!({"kind": "user"}),
+                role: "user".into(),
+                id: "u".into(),
+            }),
+        )
+    }
+
+    fn turn_end(seq: u64, turn: u32) -> Event {
+        typed(
+            seq,
+            EventBody::TurnEnd(TurnEnd {
+                turn,
+                reason: TurnEndReason::Completed,
+                usage: None,
+            }),
+        )
+    }
+
+    fn compaction(seq: u64, id: &str, summary: Option<&str>) -> [Event; 2] {
+        let start = EventBody::CompactionStart(crate::session::CompactionStart {
+            compaction_id: id.into(),
+            through_turn: 1,
+            trigger: crate::session::CompactionTrigger::Request,
+        });
+        let end = EventBody::CompactionEnd(crate::session::CompactionEnd {
+            compaction_id: id.into(),
+            summary: summary.map(str::to_owned),
+            error: summary.is_none().then(|| "no".to_owned()),
+            usage: None,
+        });
+        [typed(seq, start), typed(seq + 1, end)]
+    }
+
+    fn texts(history: &ModelHistory) -> Vec<String> {
+        history
+            .iter()
+            .map(|item| match item {
+                HistoryItem::User(parts) => match &parts[0] {
+                    UserPart::Text { text } => text.clone(),
+                    other => format!("{other:?}"),
+                },
+                other => format!("{other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_compaction_replaces_the_completed_turns_with_its_summary() {
+        let mut log = vec![said(1, "one"), turn_end(2, 1), said(3, "two")];
+        // A failed compaction changes nothing.
+        log.extend(compaction(4, "c0", None));
+        assert_eq!(texts(&HistoryFold::new(&log).history()), ["one", "two"]);
+        log.extend(compaction(6, "c1", Some("S")));
+        let fold = HistoryFold::new(&log);
+        let after = texts(&fold.history());
+        assert_eq!(after.len(), 2, "{after:?}");
+        assert!(after[0].starts_with(SUMMARY_PREFIX) && after[0].ends_with("S"));
+        assert_eq!(after[1], "two", "the turn in flight keeps its messages");
+        assert!(
+            fold.completed_prefix().is_empty(),
+            "nothing new to summarise"
+        );
+        log.push(turn_end(8, 2));
+        assert_eq!(HistoryFold::new(&log).completed_prefix().len(), 2);
+    }
+
+    #[test]
+    fn a_fork_seed_carries_the_compactions_after_the_last_turn() {
+        let mut log = vec![said(1, "one"), turn_end(2, 1)];
+        log.extend(compaction(3, "c1", Some("S")));
+        log.push(said(5, "in flight"));
+        let seed = completed_turn_seed(&log);
+        assert_eq!(seed.len(), 4, "prefix, then the finished compaction");
+        let history = texts(&HistoryFold::new(&seed).history());
+        assert_eq!(history.len(), 1);
+        assert!(history[0].ends_with("S"));
     }
 
     #[test]

@@ -10,7 +10,7 @@ use futures::FutureExt;
 use super::host::ChildHost;
 use super::inprocess::{resume, start, upgrade};
 use super::{Capabilities, Provider, ResumeRequest, Run, StartRequest, SubagentError};
-use crate::session::history::completed_turn_prefix;
+use crate::session::history::completed_turn_seed;
 
 pub struct ForkProvider {
     host: Weak<dyn ChildHost>,
@@ -38,9 +38,7 @@ impl Provider for ForkProvider {
     }
 
     fn start(&self, request: StartRequest) -> BoxFuture<'static, Result<Run, SubagentError>> {
-        let seed = request
-            .parent
-            .with_events(|events| completed_turn_prefix(events).to_vec());
+        let seed = request.parent.with_events(completed_turn_seed);
         let started = upgrade(&self.host).and_then(|host| start(host, request, seed));
         std::future::ready(started).boxed()
     }
