@@ -67,6 +67,12 @@ impl Runtime {
         let shutdown = CancellationToken::new();
         let tasks = Arc::new(TaskService::new(shutdown.child_token()));
         let subagents = Arc::new(SubagentService::new());
+        let models = Arc::new(
+            options
+                .models
+                .clone()
+                .unwrap_or_else(|| crate::model::ModelCatalog::single(model.clone())),
+        );
         // The host's tools reach the providers, which reach the host: weakly.
         let mut control = None;
         let host = Arc::new_cyclic(|weak: &Weak<AgentHost>| {
@@ -92,14 +98,15 @@ impl Runtime {
             }
             let mut tools = base_tools;
             for (provider, tool) in providers {
-                tools.register(Arc::new(SubagentTool::new(
+                let subagent_tool = SubagentTool::new(
                     &tool,
                     provider.name(),
                     provider.inherits_parent_context(),
                     Some(options.subagent_max_depth),
                     subagents.clone(),
                     continuable.clone(),
-                )));
+                );
+                tools.register(Arc::new(subagent_tool.with_models(models.clone())));
                 if let Err(error) = subagents.register(provider) {
                     tracing::error!(%error, "registering a subagent provider failed");
                 }
@@ -110,11 +117,7 @@ impl Runtime {
             tools.register(Arc::new(TaskOutputTool(tasks.clone())));
             tools.register(Arc::new(TaskListTool(tasks.clone())));
             tools.register(Arc::new(TaskKillTool(tasks.clone())));
-            let host = AgentHost::new(store, model, Arc::new(tools), options.max_steps);
-            match options.models.clone() {
-                Some(models) => host.with_models(models),
-                None => host,
-            }
+            AgentHost::new(store, model, Arc::new(tools), options.max_steps).with_models(models)
         });
         // A background task that settles unseen leaves its owner a notice for the next call.
         let weak = Arc::downgrade(&host);

@@ -5,7 +5,9 @@
 
 mod common;
 
-use common::mock_openai::{chunk, done, error_reply, event, text_reply, usage, MockServer, Reply};
+use common::mock_openai::{
+    chunk, done, error_reply, event, text_reply, tool_calls_reply, usage, MockServer, Reply,
+};
 use common::{AcpSchema, Wire};
 use serde_json::{json, Value};
 
@@ -309,4 +311,45 @@ async fn a_context_length_error_compacts_and_the_turn_goes_on() {
         .find(|e| e["type"] == "compaction/start")
         .unwrap();
     assert_eq!(began["data"]["trigger"], "overflow");
+}
+
+#[tokio::test]
+async fn a_child_runs_on_the_model_it_names_and_its_cost_reaches_the_parent() {
+    let server = MockServer::start();
+    let mut kin = start(&server, home_with(CONFIG));
+    initialize(&mut kin).await;
+    let session = kin.new_session().await;
+    let call = r#"{"description":"cheap work","prompt":"do it","model":"small"}"#;
+    // Parent: 20 in, 5 out (2 and 8 per M); child on small: 100 in (1 per M); parent: 50 in.
+    server.push(tool_calls_reply(&[("call_1", "subagent", call)]));
+    server.push(answer_with_usage("child result", 100, 0));
+    server.push(answer_with_usage("all done", 50, 0));
+    let (updates, answer) = kin
+        .request(2, "session/prompt", prompt(&session, "go"))
+        .await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let requests = server.requests();
+    assert_eq!(requests[0].body["model"], "mock-model");
+    assert_eq!(requests[1].body["model"], "mock-small", "the child's call");
+    assert_eq!(requests[2].body["model"], "mock-model");
+    let last = of_kind(&updates, "usage_update")
+        .last()
+        .cloned()
+        .unwrap()
+        .clone();
+    let cost = last["cost"]["amount"].as_f64().unwrap();
+    let expected = (20.0 * 2.0 + 5.0 * 8.0 + 100.0 * 1.0 + 50.0 * 2.0) / 1e6;
+    assert!((cost - expected).abs() < 1e-12, "{cost} vs {expected}");
+
+    // An unknown id is told to the model, with the ids it may use.
+    let bad = r#"{"description":"x","prompt":"y","model":"huge"}"#;
+    server.push(tool_calls_reply(&[("call_2", "subagent", bad)]));
+    server.push(text_reply(&["ok"]));
+    kin.request(3, "session/prompt", prompt(&session, "again"))
+        .await;
+    let told = server.requests()[4].body["messages"].to_string();
+    assert!(
+        told.contains("unknown model") && told.contains("default, small"),
+        "{told}"
+    );
 }

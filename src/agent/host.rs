@@ -176,9 +176,9 @@ impl AgentHost {
     }
 
     /// This host serving `models` (their default replaces the model given to `new`).
-    pub fn with_models(mut self, models: ModelCatalog) -> Self {
+    pub fn with_models(mut self, models: Arc<ModelCatalog>) -> Self {
         self.model = models.default_choice().model.clone();
-        self.models = Arc::new(models);
+        self.models = models;
         self
     }
 
@@ -254,6 +254,10 @@ impl AgentHost {
         let Some(name) = options.model.as_deref().filter(|n| *n != self.model.name()) else {
             return self.model.clone();
         };
+        // A configured model's id.
+        if let Some(choice) = self.models.get(name) {
+            return choice.model.clone();
+        }
         let mut named = lock(&self.named_models);
         if let Some(model) = named.get(name) {
             return model.clone();

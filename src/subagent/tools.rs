@@ -32,6 +32,8 @@ pub struct SubagentTool {
     tasks: Arc<TaskService>,
     /// Runs background children of providers that can resume (continuable children).
     control: Arc<SubagentControl>,
+    /// The configured models a child may be started on (`model`).
+    models: Option<Arc<crate::model::ModelCatalog>>,
 }
 
 impl SubagentTool {
@@ -51,7 +53,14 @@ impl SubagentTool {
             tasks: control.tasks().clone(),
             subagents,
             control,
+            models: None,
         }
+    }
+
+    /// Lets the model start children on any of `models` (the `model` argument).
+    pub fn with_models(mut self, models: Arc<crate::model::ModelCatalog>) -> Self {
+        self.models = Some(models);
+        self
     }
 
     /// Whether background children of this tool can be messaged again, if known yet (an ACP
@@ -141,7 +150,8 @@ impl Tool for SubagentTool {
                 "properties": {
                     "description": {"type": "string", "description": "A short (3-5 word) label for the task, for display."},
                     "prompt": {"type": "string", "description": prompt},
-                    "run_in_background": {"type": "boolean", "description": background}
+                    "run_in_background": {"type": "boolean", "description": background},
+                    "model": {"type": "string", "description": "The id of a configured model to run the child on (default: the model you run on)."}
                 },
                 "required": ["description", "prompt"]
             }),
@@ -163,6 +173,7 @@ impl Tool for SubagentTool {
         let provider = self.provider.clone();
         let max_depth = self.max_depth;
         let control = self.control.clone();
+        let models = self.models.clone();
         async move {
             let (Some(label), Some(prompt)) = (
                 text_of(&arguments, "description"),
@@ -194,6 +205,26 @@ impl Tool for SubagentTool {
                 parent,
                 cx.cancel.clone(),
             );
+            // The child runs on the model named, else on the one its parent runs on now.
+            let model = match (text_of(&arguments, "model"), &models) {
+                (Some(id), Some(models)) => match models.lookup(&id) {
+                    Ok(_) => Some(id),
+                    Err(unknown) => {
+                        return ToolOutput::error(
+                            "ToolArgsError",
+                            "UNKNOWN_MODEL",
+                            format!("Error: {unknown}"),
+                        )
+                    }
+                },
+                (Some(id), None) => Some(id),
+                (None, _) => request.parent.context.selected(),
+            };
+            if let Some(model) = model {
+                let mut options = request.parent.options.clone();
+                options.model = Some(model);
+                request.agent_options = Some(options);
+            }
             request.max_depth = max_depth;
             request.label = Some(label.clone());
             request.client = cx.client.clone();
