@@ -587,7 +587,7 @@ fn switch_mode(
     agent: &Agent,
     mode: PermissionMode,
     cx: &RequestContext,
-    echo: fn(PermissionMode) -> agent_client_protocol_schema::v1::SessionUpdate,
+    echo: &dyn Fn(PermissionMode) -> agent_client_protocol_schema::v1::SessionUpdate,
 ) -> Result<(), RpcError> {
     let changed = agent
         .set_permission_mode(mode)
@@ -618,7 +618,8 @@ fn set_mode(
     let mode =
         PermissionMode::from_id(&req.mode_id.0).ok_or_else(|| unknown_mode(&req.mode_id.0))?;
     // The mode was set through modes; keep the config option view in step.
-    switch_mode(&agent, mode, cx, modes::config_option_update)
+    let options = |_| models::options_update(runtime.host(), &agent);
+    switch_mode(&agent, mode, cx, &options)
 }
 
 fn set_config_option(
@@ -640,7 +641,7 @@ fn set_config_option(
     })?;
     let mode = PermissionMode::from_id(&value.0).ok_or_else(|| unknown_mode(&value.0))?;
     // Set through config options; keep the modes view in step.
-    switch_mode(agent, mode, cx, modes::current_mode_update)?;
+    switch_mode(agent, mode, cx, &modes::current_mode_update)?;
     Ok(mode)
 }
 

@@ -3,9 +3,9 @@
 //! and a compaction's `compaction_update` / `compaction_summary_chunk` updates.
 
 use agent_client_protocol_schema::v1::{
-    CompactionStatus, CompactionSummaryChunk, CompactionUpdate, ContentBlock, Cost,
-    SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption, SessionUpdate,
-    SetSessionConfigOptionRequest, UsageUpdate,
+    CompactionStatus, CompactionSummaryChunk, CompactionUpdate, ConfigOptionUpdate, ContentBlock,
+    Cost, SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption,
+    SessionUpdate, SetSessionConfigOptionRequest, UsageUpdate,
 };
 
 use crate::agent::host::{AgentHost, SwitchModelError};
@@ -52,6 +52,11 @@ pub fn options_of(host: &AgentHost, agent: &Agent) -> Vec<SessionConfigOption> {
         agent.permission_mode(),
         &host.model_id(agent),
     )
+}
+
+/// The `config_option_update` that shows a live session's options as they are now.
+pub fn options_update(host: &AgentHost, agent: &Agent) -> SessionUpdate {
+    SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(options_of(host, agent)))
 }
 
 /// [`config_options`] of a stored session's `events` (opened read-only).

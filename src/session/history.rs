@@ -240,17 +240,17 @@ pub fn completed_turn_seed(events: &[Event]) -> Vec<Event> {
         })
         .collect();
     let mut seed = prefix.to_vec();
-    seed.extend(
-        rest.iter()
-            .filter(|event| match &event.body {
-                EventBody::CompactionStart(start) => {
-                    finished.contains(&start.compaction_id.as_str())
-                }
-                EventBody::CompactionEnd(_) => true,
-                _ => false,
-            })
-            .cloned(),
-    );
+    let compactions = rest.iter().filter(|event| match &event.body {
+        EventBody::CompactionStart(start) => finished.contains(&start.compaction_id.as_str()),
+        EventBody::CompactionEnd(_) => true,
+        _ => false,
+    });
+    // Renumbered: a seed's seqs are 0..N-1 (session-log.md §6).
+    for event in compactions {
+        let mut event = event.clone();
+        event.seq = seed.len() as u64;
+        seed.push(event);
+    }
     seed
 }
 
@@ -542,14 +542,18 @@ mod tests {
 
     #[test]
     fn a_fork_seed_carries_the_compactions_after_the_last_turn() {
-        let mut log = vec![said(1, "one"), turn_end(2, 1)];
+        let mut log = vec![said(0, "one"), turn_end(1, 1), said(2, "in flight")];
         log.extend(compaction(3, "c1", Some("S")));
-        log.push(said(5, "in flight"));
         let seed = completed_turn_seed(&log);
-        assert_eq!(seed.len(), 4, "prefix, then the finished compaction");
+        let seqs: Vec<u64> = seed.iter().map(|e| e.seq).collect();
+        assert_eq!(
+            seqs,
+            [0, 1, 2, 3],
+            "the prefix, then the compaction renumbered"
+        );
         let history = texts(&HistoryFold::new(&seed).history());
-        assert_eq!(history.len(), 1);
-        assert!(history[0].ends_with("S"));
+        assert_eq!(history.len(), 1, "{history:?}");
+        assert!(history[0].ends_with('S'));
     }
 
     #[test]
