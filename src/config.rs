@@ -13,12 +13,11 @@ use std::path::PathBuf;
 
 pub use acp_agents::{AcpAgentConfig, AcpPermission};
 pub use key::load as load_key;
-pub use models::ConfiguredModel;
 pub use reloadable::ReloadableModel;
 pub use resolve::{
-    parse_duration, resolve, KeyPlan, ModelConfig, Origin, Overrides, Setting, ENV_API_KEY,
-    ENV_BASE_URL, ENV_CONNECT_TIMEOUT, ENV_DEEPSEEK_KEY, ENV_MODEL, ENV_OPENAI_KEY, ENV_RETRIES,
-    ENV_STALL_TIMEOUT,
+    parse_duration, resolve, ConfiguredModel, KeyPlan, ModelConfig, Origin, Overrides, Setting,
+    ENV_API_KEY, ENV_BASE_URL, ENV_CONNECT_TIMEOUT, ENV_DEEPSEEK_KEY, ENV_MODEL, ENV_OPENAI_KEY,
+    ENV_RETRIES, ENV_STALL_TIMEOUT,
 };
 pub use show::render;
 

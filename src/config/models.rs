@@ -5,67 +5,21 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
-
-use super::resolve::{KeyPlan, ModelConfig, Origin, Setting};
+use super::file::{ModelEntry, ProfileEntry};
+use super::key::KeyPlan;
 use super::{ConfigError, EnvLookup};
 use crate::model::openai::ApiKey;
 use crate::model::{ModelProfile, Prices};
 
-/// The profile keys, at the top level (the default model) or in a `[models.<id>]` table.
-#[derive(Debug, Default, Clone, Deserialize)]
-pub struct ProfileEntry {
-    pub context_window: Option<u64>,
-    pub max_output: Option<u32>,
-    pub images: Option<bool>,
-    /// Prices per million tokens.
-    pub input_price: Option<f64>,
-    pub cached_input_price: Option<f64>,
-    pub output_price: Option<f64>,
-    pub currency: Option<String>,
-}
-
-/// One `[models.<id>]` table.
-#[derive(Debug, Default, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ModelEntry {
-    /// Shown in the editor's model selector (default: the id).
-    pub name: Option<String>,
-    /// The model name the endpoint knows (default: the id).
-    pub model: Option<String>,
-    pub base_url: Option<String>,
-    pub api_key: Option<String>,
-    pub api_key_env: Option<String>,
-    pub api_key_command: Option<String>,
-    pub context_window: Option<u64>,
-    pub max_output: Option<u32>,
-    pub images: Option<bool>,
-    pub input_price: Option<f64>,
-    pub cached_input_price: Option<f64>,
-    pub output_price: Option<f64>,
-    pub currency: Option<String>,
-}
-
-impl ModelEntry {
-    fn profile_entry(&self) -> ProfileEntry {
-        ProfileEntry {
-            context_window: self.context_window,
-            max_output: self.max_output,
-            images: self.images,
-            input_price: self.input_price,
-            cached_input_price: self.cached_input_price,
-            output_price: self.output_price,
-            currency: self.currency.clone(),
-        }
-    }
-}
-
-/// A configured model besides the default: its profile and how to reach it.
+/// What a `[models.<id>]` table changes of the default model's settings.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ConfiguredModel {
+pub struct EntrySettings {
     pub profile: ModelProfile,
-    /// The default model's settings with this entry's model, base URL and key.
-    pub config: ModelConfig,
+    /// The endpoint's model name.
+    pub model: String,
+    pub base_url: Option<String>,
+    /// The table's own key source, if it names one.
+    pub key: Option<KeyPlan>,
 }
 
 fn invalid(origin: &str, reason: String) -> ConfigError {
@@ -138,13 +92,12 @@ fn origin_in(path: Option<&Path>, key: &str) -> String {
     }
 }
 
-/// The `[models.<id>]` tables of the file at `path`, over the default model's `base`.
-pub fn resolve(
+/// The `[models.<id>]` tables of the file at `path`.
+pub fn entries(
     entries: &std::collections::BTreeMap<String, ModelEntry>,
-    base: &ModelConfig,
     path: Option<&PathBuf>,
     env: EnvLookup<'_>,
-) -> Result<Vec<ConfiguredModel>, ConfigError> {
+) -> Result<Vec<EntrySettings>, ConfigError> {
     let mut models = Vec::new();
     for (id, entry) in entries {
         let origin = origin_in(path.map(PathBuf::as_path), &format!("[models.{id}]"));
@@ -154,27 +107,12 @@ pub fn resolve(
                 format!("the id {id:?} is taken by the default model; choose another"),
             ));
         }
-        let file_origin = || path.map_or(Origin::Default, |p| Origin::File(p.clone()));
-        let mut config = base.clone();
-        config.model = Setting {
-            value: entry.model.clone().unwrap_or_else(|| id.clone()),
-            origin: file_origin(),
-        };
-        if let Some(base_url) = &entry.base_url {
-            config.base_url = Setting {
-                value: base_url.clone(),
-                origin: file_origin(),
-            };
-            super::resolve::check_url(&config.base_url)?;
-        }
-        if let Some(key) = key_plan(entry, &origin, env) {
-            config.key = key;
-        }
-        config.models = Vec::new();
         let name = entry.name.clone().unwrap_or_else(|| id.clone());
-        models.push(ConfiguredModel {
+        models.push(EntrySettings {
             profile: profile(id, &name, &entry.profile_entry(), &origin)?,
-            config,
+            model: entry.model.clone().unwrap_or_else(|| id.clone()),
+            base_url: entry.base_url.clone(),
+            key: key_plan(entry, &origin, env),
         });
     }
     Ok(models)

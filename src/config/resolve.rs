@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::file::{self, DurationValue, FileConfig};
+pub use super::key::KeyPlan;
 use super::{ConfigError, EnvLookup};
 use crate::model::openai::{self, ApiKey, OpenAiSettings};
 
@@ -60,20 +61,6 @@ pub struct Setting<T> {
     pub origin: Origin,
 }
 
-/// Where the API key is to come from.
-#[derive(Debug, Clone, PartialEq)]
-pub enum KeyPlan {
-    Found(ApiKey),
-    /// Run this shell command; its output is the key.
-    Command {
-        command: String,
-        source: String,
-    },
-    Missing {
-        hint: String,
-    },
-}
-
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelConfig {
     /// The config file looked at, and whether it exists.
@@ -96,7 +83,15 @@ pub struct ModelConfig {
     /// Share of the context window at which sessions are compacted.
     pub compact_at: f64,
     /// The `[models.<id>]` tables.
-    pub models: Vec<super::models::ConfiguredModel>,
+    pub models: Vec<ConfiguredModel>,
+}
+
+/// A configured model besides the default: its profile and how to reach it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfiguredModel {
+    pub profile: crate::model::ModelProfile,
+    /// The default model's settings with this table's model, base URL and key.
+    pub config: ModelConfig,
 }
 
 impl ModelConfig {
@@ -229,7 +224,28 @@ pub fn resolve(overrides: &Overrides, env: EnvLookup<'_>) -> Result<ModelConfig,
         compact_at,
         models: Vec::new(),
     };
-    config.models = super::models::resolve(&file.models, &config, path.as_ref(), env)?;
+    for entry in super::models::entries(&file.models, path.as_ref(), env)? {
+        let file_origin = || path.clone().map_or(Origin::Default, Origin::File);
+        let mut table = config.clone();
+        table.model = Setting {
+            value: entry.model,
+            origin: file_origin(),
+        };
+        if let Some(base_url) = entry.base_url {
+            table.base_url = Setting {
+                value: base_url,
+                origin: file_origin(),
+            };
+            check_url(&table.base_url)?;
+        }
+        if let Some(key) = entry.key {
+            table.key = key;
+        }
+        config.models.push(ConfiguredModel {
+            profile: entry.profile,
+            config: table,
+        });
+    }
     Ok(config)
 }
 
@@ -254,7 +270,7 @@ fn key_vars(overrides: &Overrides, file: &FileConfig, key: &KeyPlan) -> Vec<Stri
     vars
 }
 
-pub(super) fn check_url(base_url: &Setting<String>) -> Result<(), ConfigError> {
+fn check_url(base_url: &Setting<String>) -> Result<(), ConfigError> {
     let url = &base_url.value;
     if !(url.starts_with("http://") || url.starts_with("https://")) || openai::host(url).is_none() {
         return Err(ConfigError::Invalid {
@@ -556,5 +572,54 @@ mod tests {
         assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
         assert!(parse_duration("0").is_err());
         assert!(parse_duration("fast").is_err());
+    }
+
+    #[test]
+    fn model_tables_inherit_the_default_endpoint_and_key_unless_they_name_their_own() {
+        let config = Fixture::new(Some(
+            "context_window = 1000\ninput_price = 1\noutput_price = 2\n\
+             [models.a]\nmodel = \"m-a\"\nimages = true\n\
+             [models.b]\nbase_url = \"http://127.0.0.1:9/v1\"\napi_key_env = \"OTHER_KEY\"\n",
+        ))
+        .set("KIN_API_KEY", "sk-default-key-0001")
+        .set("OTHER_KEY", "sk-other-key-00002")
+        .resolve(&Overrides::default())
+        .unwrap();
+        assert_eq!(config.profile.context_window, Some(1000));
+        let prices = config.profile.prices.as_ref().unwrap();
+        assert_eq!(
+            (prices.input, prices.cached_input, prices.output),
+            (1.0, 1.0, 2.0)
+        );
+        assert_eq!(prices.currency, "USD");
+        let [a, b] = config.models.as_slice() else {
+            panic!("{:?}", config.models)
+        };
+        assert_eq!(a.config.model.value, "m-a");
+        assert!(a.profile.images && !b.profile.images);
+        assert_eq!(a.config.base_url.value, config.base_url.value);
+        assert_eq!(a.config.key, config.key);
+        assert_eq!(
+            b.config.model.value, "b",
+            "the id is the model name by default"
+        );
+        assert_eq!(b.config.base_url.value, "http://127.0.0.1:9/v1");
+        assert!(matches!(&b.config.key, KeyPlan::Found(key) if key.source() == "OTHER_KEY"));
+    }
+
+    #[test]
+    fn bad_model_tables_say_which_and_why() {
+        let error = |file: &str| {
+            Fixture::new(Some(file))
+                .resolve(&Overrides::default())
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(error("[models.default]\n").contains("taken by the default model"));
+        assert!(
+            error("[models.x]\ninput_price = 1\n").contains("both input_price and output_price")
+        );
+        assert!(error("[models.x]\nbogus = 1\n").contains("not valid TOML"));
+        assert!(error("compact_at = 1.5\n").contains("compact_at"));
     }
 }

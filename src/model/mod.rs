@@ -97,7 +97,11 @@ impl ModelError {
     /// `context_length_exceeded`, and the wordings of DeepSeek, vLLM and llama.cpp).
     pub fn is_context_overflow(&self) -> bool {
         let text = match self {
-            Self::Http { status, body, .. } if matches!(status, 400 | 413 | 422) => body,
+            Self::Http {
+                status: 400 | 413 | 422,
+                body,
+                ..
+            } => body,
             Self::Failed(text) | Self::Recorded(text) => text,
             _ => return false,
         };
@@ -155,4 +159,25 @@ pub trait Model: Send + Sync {
     /// Starts, in the background, any costly set-up the first call would otherwise pay (TLS
     /// roots); returns at once. Called once the client has been answered `initialize`.
     fn prepare(&self) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ModelError;
+
+    #[test]
+    fn context_length_refusals_are_told_apart() {
+        let http = |status, body: &str| ModelError::Http {
+            status,
+            body: body.into(),
+            attempts: 1,
+        };
+        assert!(
+            http(400, "This model's maximum context length is 8192 tokens").is_context_overflow()
+        );
+        assert!(http(400, "{\"code\":\"context_length_exceeded\"}").is_context_overflow());
+        assert!(http(413, "prompt is too long").is_context_overflow());
+        assert!(!http(400, "invalid tool schema").is_context_overflow());
+        assert!(!http(500, "maximum context length").is_context_overflow());
+    }
 }
