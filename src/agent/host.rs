@@ -201,6 +201,11 @@ impl AgentHost {
             .clone()
     }
 
+    /// Whether prompts of `agent` may carry images: its model's `images` setting.
+    pub fn accepts_images(&self, agent: &Agent) -> bool {
+        self.models.accepts_images(&self.model_id(agent))
+    }
+
     /// Switches `agent` to configured model `id` from its next model call (`/model <id>`,
     /// `session/set_config_option model`); logged, and restored when the session is opened.
     pub fn switch_model(&self, agent: &Agent, id: &str) -> Result<(), SwitchModelError> {

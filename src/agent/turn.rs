@@ -167,14 +167,17 @@ impl Turn<'_> {
             self.state.log.flush()?;
         }
         let mut compacted_on_overflow = false;
+        // One threshold compaction a turn: a failed one is not retried at every step.
+        let mut compacted_on_threshold = false;
         for step in 1..=self.deps.max_steps {
             if self.cancel.is_cancelled() {
                 return Ok(TurnOutcome::Cancelled);
             }
             self.deliver_pending()?;
             let choice = self.choice();
-            if self.over_threshold(&choice) {
-                self.compact(&choice, CompactionTrigger::Threshold).await?;
+            if !compacted_on_threshold && self.over_threshold(&choice) {
+                let outcome = self.compact(&choice, CompactionTrigger::Threshold).await?;
+                compacted_on_threshold = outcome != CompactionOutcome::NothingToCompact;
             }
             self.emit(EventBody::StepStart(StepRef { turn, step }))?;
             let result = self.step(step, &choice).await;
