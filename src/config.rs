@@ -5,6 +5,7 @@ mod acp_agents;
 mod duration;
 mod file;
 mod key;
+mod models;
 mod reloadable;
 mod resolve;
 mod show;
@@ -16,8 +17,8 @@ pub use duration::parse_duration;
 pub use key::load as load_key;
 pub use reloadable::ReloadableModel;
 pub use resolve::{
-    resolve, KeyPlan, ModelConfig, Origin, Overrides, Setting, ENV_API_KEY, ENV_BASE_URL,
-    ENV_CONNECT_TIMEOUT, ENV_DEEPSEEK_KEY, ENV_MODEL, ENV_OPENAI_KEY, ENV_RETRIES,
+    resolve, ConfiguredModel, KeyPlan, ModelConfig, Origin, Overrides, Setting, ENV_API_KEY,
+    ENV_BASE_URL, ENV_CONNECT_TIMEOUT, ENV_DEEPSEEK_KEY, ENV_MODEL, ENV_OPENAI_KEY, ENV_RETRIES,
     ENV_STALL_TIMEOUT,
 };
 pub use show::{render, render_agents};
@@ -72,6 +73,33 @@ pub async fn build_model(
     config: ModelConfig,
 ) -> Result<ReloadableModel, ConfigError> {
     ReloadableModel::new(overrides, config).await
+}
+
+/// Every configured model: the default (as [`build_model`]) first, then the `[models.<id>]`
+/// tables, each with its own endpoint model, base URL and key when it names them.
+pub async fn build_models(
+    overrides: &Overrides,
+    config: ModelConfig,
+) -> Result<crate::model::ModelCatalog, ConfigError> {
+    use crate::model::{ModelCatalog, ModelChoice, OpenAiModel};
+    use std::sync::Arc;
+    let profile = config.profile.clone();
+    let compact_at = config.compact_at;
+    let others = config.models.clone();
+    let default = ModelChoice {
+        profile,
+        model: Arc::new(build_model(overrides, config).await?),
+    };
+    let mut choices = Vec::with_capacity(others.len());
+    for other in others {
+        let key = load_key(&other.config.key).await;
+        let model = OpenAiModel::new(other.config.settings(), key)?;
+        choices.push(ModelChoice {
+            profile: other.profile,
+            model: Arc::new(model),
+        });
+    }
+    Ok(ModelCatalog::new(default, choices, compact_at))
 }
 
 /// `$KIN_HOME`, else `$XDG_DATA_HOME/kin`, else `~/.local/share/kin`, else `./.kin`.

@@ -128,6 +128,9 @@ pub async fn run(
         .start_turn(agent.clone(), prompt, Some(asker), cancel.clone())
         .await;
     printer.finish();
+    if let Some(line) = usage_line(host, &agent) {
+        let _ = writeln!(std::io::stderr(), "{line}");
+    }
     let _ = writeln!(
         std::io::stderr(),
         "kin: session {id} (continue it with --session {id})",
@@ -139,6 +142,29 @@ pub async fn run(
             .map_or(HeadlessError::Turn(TurnError::Stopped), HeadlessError::Turn)),
         stop => Ok(stop),
     }
+}
+
+/// The last turn's tokens and cost (from its `turn/end`), e.g.
+/// `kin: tokens 1200 in (800 cached), 85 out; cost 0.000915 USD`.
+fn usage_line(host: &crate::agent::host::AgentHost, agent: &crate::agent::Agent) -> Option<String> {
+    let usage = agent.with_events(|events| {
+        events.iter().rev().find_map(|event| match &event.body {
+            EventBody::TurnEnd(end) => Some(end.usage.clone()),
+            _ => None,
+        })
+    })??;
+    let mut line = format!("kin: tokens {} in", usage.input_tokens);
+    if let Some(cached) = usage.cache_read_tokens {
+        line.push_str(&format!(" ({cached} cached)"));
+    }
+    line.push_str(&format!(", {} out", usage.output_tokens));
+    let choice = agent
+        .model_choice(host.models())
+        .unwrap_or_else(|| host.models().default_choice());
+    if let (Some(cost), Some(prices)) = (usage.cost, &choice.profile.prices) {
+        line.push_str(&format!("; cost {cost:.6} {}", prices.currency));
+    }
+    Some(line)
 }
 
 /// Writes events as they happen. Write errors (a closed pipe) are ignored: the turn still

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use kin::config::{self, Overrides};
 use kin::headless::{self, HeadlessOptions};
-use kin::model::{Model, ReplayModel};
+use kin::model::{ModelCatalog, ReplayModel};
 use kin::runtime::{Runtime, RuntimeOptions};
 use kin::tools::PermissionMode;
 
@@ -213,25 +213,26 @@ fn run_command(cli: Cli) -> anyhow::Result<u8> {
 }
 
 /// The model to serve: the replay of `replay`, else the configured OpenAI-compatible one.
-async fn model(replay: Option<&PathBuf>, flags: &ModelFlags) -> anyhow::Result<Arc<dyn Model>> {
+async fn model(replay: Option<&PathBuf>, flags: &ModelFlags) -> anyhow::Result<ModelCatalog> {
     let overrides = flags.overrides();
     // Resolved once here: the tool environment needs it even when a replay is the model.
     let config = config::resolve(&overrides, &config::process_env);
     config::configure_tool_env(&overrides, config.as_ref());
     config::configure_limits(config.as_ref());
     Ok(match replay {
-        Some(dir) => Arc::new(
-            ReplayModel::from_dir(dir)
-                .with_context(|| format!("loading the replay scenario in {}", dir.display()))?,
-        ),
+        Some(dir) => {
+            ModelCatalog::single(Arc::new(ReplayModel::from_dir(dir).with_context(|| {
+                format!("loading the replay scenario in {}", dir.display())
+            })?))
+        }
         None => {
-            let model = async { config::build_model(&overrides, config?).await };
-            Arc::new(model.await.context("configuring the model")?)
+            let models = async { config::build_models(&overrides, config?).await };
+            models.await.context("configuring the model")?
         }
     })
 }
 
-fn open_runtime(model: Arc<dyn Model>) -> anyhow::Result<Arc<Runtime>> {
+fn open_runtime(models: ModelCatalog) -> anyhow::Result<Arc<Runtime>> {
     let home = config::kin_home();
     let mut options = RuntimeOptions::default();
     if let Some(depth) = std::env::var("KIN_SUBAGENT_MAX_DEPTH")
@@ -243,6 +244,8 @@ fn open_runtime(model: Arc<dyn Model>) -> anyhow::Result<Arc<Runtime>> {
         })?;
     }
     options.acp_agents = config::acp_agents(&config::process_env)?;
+    let model = models.default_choice().model.clone();
+    options.models = Some(models);
     Runtime::new(&home, model, kin::tools::builtin(), options)
         .with_context(|| format!("opening the session store in {}", home.display()))
 }

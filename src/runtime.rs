@@ -29,6 +29,8 @@ pub struct RuntimeOptions {
     pub subagent_max_depth: u32,
     /// Child agents over ACP, each with its own delegation tool.
     pub acp_agents: Vec<AcpAgentConfig>,
+    /// The configured models (`None`: only the model given to [`Runtime::new`]).
+    pub models: Option<crate::model::ModelCatalog>,
 }
 
 impl Default for RuntimeOptions {
@@ -37,6 +39,7 @@ impl Default for RuntimeOptions {
             max_steps: DEFAULT_MAX_STEPS,
             subagent_max_depth: DEFAULT_MAX_DEPTH,
             acp_agents: Vec::new(),
+            models: None,
         }
     }
 }
@@ -60,6 +63,12 @@ impl Runtime {
         let store = SessionStore::open(home)?;
         let shutdown = CancellationToken::new();
         let tasks = Arc::new(TaskService::new(shutdown.child_token()));
+        let models = Arc::new(
+            options
+                .models
+                .clone()
+                .unwrap_or_else(|| crate::model::ModelCatalog::single(model.clone())),
+        );
         let delegation = Delegation::new(
             store.clone(),
             tasks.clone(),
@@ -73,12 +82,9 @@ impl Runtime {
         tools.register(Arc::new(TaskOutputTool(tasks.clone())));
         tools.register(Arc::new(TaskListTool(tasks.clone())));
         tools.register(Arc::new(TaskKillTool(tasks.clone())));
-        let host = Arc::new(AgentHost::new(
-            store,
-            model,
-            Arc::new(tools),
-            options.max_steps,
-        ));
+        let host = Arc::new(
+            AgentHost::new(store, model, Arc::new(tools), options.max_steps).with_models(models),
+        );
         delegation.attach(&host);
         Ok(Arc::new(Self {
             host,

@@ -25,7 +25,7 @@ use super::answers::{
 };
 use super::notice::{self, Severity};
 use super::prompt::Announced;
-use super::{modes, updates};
+use super::{models, modes, updates};
 use crate::agent::host::Subscription;
 use crate::agent::Agent;
 use crate::model::Credentials;
@@ -180,9 +180,12 @@ impl Handler for AcpAgent {
         if let ClientRequest::InitializeRequest(init) = &request {
             // Set before the next line is read, so pipelined requests see it.
             self.initialized.store(true, Ordering::Release);
+            let session = init.client_capabilities.session.as_ref();
             let forward = super::subagents::forward(
                 cx.peer.clone(),
                 init.client_capabilities.subagents.is_some(),
+                session.is_some_and(|s| s.compaction.is_some()),
+                self.runtime.host().models().clone(),
             );
             *lock(&self.updates) = Some(self.runtime.host().events().subscribe(forward));
             tracing::debug!(version = ?init.protocol_version, client = ?init.client_info, "initialize");
@@ -330,20 +333,21 @@ async fn dispatch(
             let mode = agent.permission_mode();
             Ok(NewSessionResponse::new(agent.id.clone())
                 .modes(modes::mode_state(mode))
-                .config_options(modes::config_options(mode)))
+                .config_options(models::options_of(runtime.host(), &agent)))
         })()),
         ClientRequest::LoadSessionRequest(req) => {
             let id = &req.session_id.0;
             let agent = match open_idle(&runtime, id, req.cwd, req.additional_directories)? {
                 Opened::Writable(agent) => agent,
                 Opened::LockedElsewhere(locked) => {
-                    return load_read_only(&runtime, id, locked, &cx);
+                    return load_read_only(&runtime, &client, id, locked, &cx);
                 }
             };
             warn_broad_workspace(&cx, &client, &agent.id, &agent.cwd);
             let blob_dir = agent.blob_dir();
-            let replayed =
+            let mut replayed =
                 agent.with_events(|events| updates::replay(events, &agent.tools, Some(&blob_dir)));
+            replayed.retain(|update| compaction(&client) || !models::is_compaction(update));
             for update in replayed {
                 cx.peer.notify(
                     "session/update",
@@ -355,7 +359,7 @@ async fn dispatch(
             let mode = agent.permission_mode();
             answer(Ok(LoadSessionResponse::new()
                 .modes(modes::mode_state(mode))
-                .config_options(modes::config_options(mode))))
+                .config_options(models::options_of(runtime.host(), &agent))))
         }
         ClientRequest::ResumeSessionRequest(req) => {
             let id = &req.session_id.0;
@@ -372,17 +376,25 @@ async fn dispatch(
             let mode = agent.permission_mode();
             answer(Ok(ResumeSessionResponse::new()
                 .modes(modes::mode_state(mode))
-                .config_options(modes::config_options(mode))))
+                .config_options(models::options_of(runtime.host(), &agent))))
         }
         ClientRequest::SetSessionModeRequest(req) => {
             set_mode(&runtime, &req, &cx)?;
             answer(Ok(SetSessionModeResponse::new()))
         }
         ClientRequest::SetSessionConfigOptionRequest(req) => {
-            let mode = set_config_option(&runtime, &req, &cx)?;
-            answer(Ok(SetSessionConfigOptionResponse::new(
-                modes::config_options(mode),
-            )))
+            let agent = live_agent(&runtime, &req.session_id.0)?;
+            if &*req.config_id.0 == models::MODEL_OPTION
+                && runtime.host().models().choices().len() > 1
+            {
+                models::set_model(runtime.host(), &agent, &req)?;
+            } else {
+                set_config_option(&agent, &req, &cx)?;
+            }
+            answer(Ok(SetSessionConfigOptionResponse::new(models::options_of(
+                runtime.host(),
+                &agent,
+            ))))
         }
         ClientRequest::ListSessionsRequest(req) => answer(list_sessions(
             &runtime,
@@ -475,6 +487,7 @@ fn open_idle(
 /// other process has closed it.
 fn load_read_only(
     runtime: &Runtime,
+    client: &ClientCapabilities,
     id: &str,
     locked: StoreError,
     cx: &RequestContext,
@@ -486,13 +499,18 @@ fn load_read_only(
     let loaded = runtime.host().store().load(id).map_err(store_error)?;
     tracing::info!(session = id, writer = ?pid, "replaying a session another process is writing, read-only");
     let blob_dir = runtime.host().store().blob_dir(id).ok();
+    let compaction = compaction(client);
     for update in updates::replay(&loaded.events, runtime.host().tools(), blob_dir.as_deref()) {
+        if !compaction && models::is_compaction(&update) {
+            continue;
+        }
         cx.peer.notify(
             "session/update",
             &SessionNotification::new(id.to_owned(), update),
         );
     }
     let mode = crate::agent::restored_mode(&loaded.events);
+    let options = models::options_of_log(runtime.host(), &loaded.events);
     let mut meta = serde_json::Map::new();
     meta.insert(
         READ_ONLY_META_KEY.into(),
@@ -500,8 +518,16 @@ fn load_read_only(
     );
     answer(Ok(LoadSessionResponse::new()
         .modes(modes::mode_state(mode))
-        .config_options(modes::config_options(mode))
+        .config_options(options)
         .meta(meta)))
+}
+
+/// Whether the client takes compaction updates (`session.compaction`).
+fn compaction(client: &ClientCapabilities) -> bool {
+    client
+        .session
+        .as_ref()
+        .is_some_and(|session| session.compaction.is_some())
 }
 
 fn list_sessions(
@@ -558,15 +584,15 @@ fn set_mode(
     let mode =
         PermissionMode::from_id(&req.mode_id.0).ok_or_else(|| unknown_mode(&req.mode_id.0))?;
     // The mode was set through modes; keep the config option view in step.
-    switch_mode(&agent, mode, cx, modes::config_option_update)
+    let options = |_| models::options_update(runtime.host(), &agent);
+    switch_mode(&agent, mode, cx, &options)
 }
 
 fn set_config_option(
-    runtime: &Runtime,
+    agent: &Arc<Agent>,
     req: &SetSessionConfigOptionRequest,
     cx: &RequestContext,
 ) -> Result<PermissionMode, RpcError> {
-    let agent = live_agent(runtime, &req.session_id.0)?;
     if &*req.config_id.0 != modes::MODE_OPTION {
         return Err(RpcError::invalid_params(format!(
             "invalid params: unknown config option {:?}; kin has {:?}",
@@ -581,7 +607,7 @@ fn set_config_option(
     })?;
     let mode = PermissionMode::from_id(&value.0).ok_or_else(|| unknown_mode(&value.0))?;
     // Set through config options; keep the modes view in step.
-    switch_mode(&agent, mode, cx, modes::current_mode_update)?;
+    switch_mode(agent, mode, cx, &modes::current_mode_update)?;
     Ok(mode)
 }
 

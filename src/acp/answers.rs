@@ -90,7 +90,7 @@ pub(super) fn switch_mode(
     agent: &Agent,
     mode: PermissionMode,
     cx: &RequestContext,
-    echo: fn(PermissionMode) -> agent_client_protocol_schema::v1::SessionUpdate,
+    echo: &dyn Fn(PermissionMode) -> agent_client_protocol_schema::v1::SessionUpdate,
 ) -> Result<(), RpcError> {
     let changed = agent
         .set_permission_mode(mode)

@@ -1,6 +1,7 @@
 //! The ACP boundary: editor-facing requests become session-host calls, host events become
 //! `session/update` notifications ([`updates`]), tools reach the editor through [`bridge`], and
-//! the permission mode is shown as session modes and a config option ([`modes`]). With
+//! the permission mode is shown as session modes and a config option ([`modes`]), the model,
+//! usage and compactions as [`models`] says. With
 //! [`crate::acp_client`] (the other direction: kin as the client of child agents), the only
 //! module that knows ACP types.
 
@@ -8,6 +9,7 @@ mod agent;
 mod answers;
 pub mod bridge;
 mod commands;
+pub mod models;
 pub mod modes;
 pub mod notice;
 mod prompt;

@@ -1,10 +1,11 @@
 //! The permission mode as the editor sees it: ACP session modes (`modes`, `session/set_mode`,
 //! `current_mode_update`) and, kept in step with them, a `mode` select config option
-//! (`configOptions`, `session/set_config_option`, `config_option_update`).
+//! (`configOptions`, `session/set_config_option`; `config_option_update` is sent through
+//! `models`, which adds the model option).
 
 use agent_client_protocol_schema::v1::{
-    ConfigOptionUpdate, CurrentModeUpdate, SessionConfigOption, SessionConfigOptionCategory,
-    SessionConfigSelectOption, SessionMode, SessionModeState, SessionUpdate,
+    CurrentModeUpdate, SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption,
+    SessionMode, SessionModeState, SessionUpdate,
 };
 
 use crate::tools::PermissionMode;
@@ -39,8 +40,4 @@ pub fn config_options(current: PermissionMode) -> Vec<SessionConfigOption> {
 
 pub fn current_mode_update(current: PermissionMode) -> SessionUpdate {
     SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(current.id()))
-}
-
-pub fn config_option_update(current: PermissionMode) -> SessionUpdate {
-    SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(config_options(current)))
 }

@@ -92,10 +92,13 @@ fn run_builtin(
                 )
             } else {
                 let mode = PermissionMode::from_id(args).ok_or_else(|| unknown_mode(args))?;
-                switch_mode(agent, mode, cx, modes::current_mode_update)?;
+                switch_mode(agent, mode, cx, &modes::current_mode_update)?;
                 cx.peer.notify(
                     "session/update",
-                    &SessionNotification::new(agent.id.clone(), modes::config_option_update(mode)),
+                    &SessionNotification::new(
+                        agent.id.clone(),
+                        super::models::options_update(runtime.host(), agent),
+                    ),
                 );
                 format!("The mode is now {}.", mode.id())
             }

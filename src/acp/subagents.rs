@@ -9,11 +9,15 @@ use agent_client_protocol_schema::v1::{
     SessionUpdate, StateUpdate, SubagentUpdate,
 };
 
-use super::updates;
+use std::sync::Arc;
+
+use super::{models, updates};
 use crate::agent::host::HostEvent;
 use crate::agent::Agent;
 use crate::agent::StopReason;
+use crate::model::ModelCatalog;
 use crate::rpc::Peer;
+use crate::session::EventBody;
 
 fn idle(stop: StopReason) -> IdleStopReason {
     match stop {
@@ -32,17 +36,33 @@ fn is_child(agent: &Agent) -> bool {
 
 /// Turns host events into `session/update`s for the client on `peer`: the events of the
 /// sessions it prompts always, those of children only if it opted in (`subagents`).
-pub fn forward(peer: Peer, subagents: bool) -> impl Fn(&HostEvent<'_>) + Send + Sync + 'static {
+/// After each model call, a `usage_update` (see [`models::usage_update`]); compaction
+/// updates only when the client takes them (`compaction`).
+pub fn forward(
+    peer: Peer,
+    subagents: bool,
+    compaction: bool,
+    catalog: Arc<ModelCatalog>,
+) -> impl Fn(&HostEvent<'_>) + Send + Sync + 'static {
     move |event| {
         let (session, update) = match *event {
             HostEvent::Appended { agent, event } => {
                 if is_child(agent) && !subagents {
                     return;
                 }
-                match updates::live(event, &agent.tools) {
-                    Some(update) => (agent.id.clone(), update),
-                    None => return,
+                let mut out: Vec<SessionUpdate> =
+                    updates::live(event, &agent.tools).into_iter().collect();
+                if matches!(event.body, EventBody::AssistantMessage(_)) {
+                    out.extend(models::usage_update(&catalog, agent));
                 }
+                if compaction {
+                    out.extend(models::compaction_updates(event));
+                }
+                for update in out {
+                    let note = SessionNotification::new(agent.id.clone(), update);
+                    peer.notify("session/update", &note);
+                }
+                return;
             }
             HostEvent::ChildStarted { .. } | HostEvent::TurnEnded { .. } if !subagents => return,
             HostEvent::ChildStarted {

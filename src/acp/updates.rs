@@ -250,7 +250,7 @@ fn user_block(part: &UserPart, blob_dir: Option<&Path>) -> Option<ContentBlock> 
 }
 
 /// The whole stored conversation as updates, for `session/load`: user prompts, the model's
-/// reasoning and text, tool calls with their results, and the title. Text a cancelled step
+/// reasoning and text, tool calls with their results, the title, and compactions. Text a cancelled step
 /// streamed before it was cut off is replayed too, though it never became a message.
 pub fn replay(
     events: &[Event],
@@ -310,6 +310,9 @@ pub fn replay(
             EventBody::ToolResult(result) => out.extend(tool_result(result, false)),
             EventBody::ToolCall(_) | EventBody::SessionTitle(_) => {
                 out.extend(live(event, tools));
+            }
+            EventBody::CompactionStart(_) | EventBody::CompactionEnd(_) => {
+                out.extend(super::models::compaction_updates(event));
             }
             _ => {}
         }

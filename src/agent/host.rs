@@ -13,8 +13,11 @@ use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::{system_prompt, Agent, AgentOptions, AgentSpec, StopReason, TurnDeps, TurnError};
-use crate::model::Model;
+use super::{
+    system_prompt, Agent, AgentOptions, AgentSpec, CompactionOutcome, StopReason, TurnDeps,
+    TurnError,
+};
+use crate::model::{Model, ModelCatalog, UnknownModel};
 use crate::session::{Event, Header, SessionLog, SessionStore, StoreError, UserPart};
 use crate::sync::lock;
 use crate::time::unique_now_ms;
@@ -29,6 +32,14 @@ pub enum HostError {
     Store(#[from] StoreError),
     #[error("session {id} is already open in this process")]
     AlreadyLive { id: String },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SwitchModelError {
+    #[error(transparent)]
+    Unknown(#[from] UnknownModel),
+    #[error("could not record the model switch: {0}")]
+    Store(#[from] StoreError),
 }
 
 /// What the host reports, in order, to its listeners.
@@ -105,6 +116,8 @@ pub struct AgentHost {
     agents: Mutex<HashMap<String, Arc<Agent>>>,
     /// Models for sessions whose options name another model than `model`, by name.
     named_models: Mutex<HashMap<String, Arc<dyn Model>>>,
+    /// The configured models (the default, `model`, first).
+    models: Arc<ModelCatalog>,
 }
 
 impl AgentHost {
@@ -116,6 +129,7 @@ impl AgentHost {
     ) -> Self {
         Self {
             store,
+            models: Arc::new(ModelCatalog::single(model.clone())),
             model,
             tools,
             max_steps,
@@ -126,8 +140,62 @@ impl AgentHost {
         }
     }
 
+    /// This host serving `models` (their default replaces the model given to `new`).
+    pub fn with_models(mut self, models: Arc<ModelCatalog>) -> Self {
+        self.model = models.default_choice().model.clone();
+        self.models = models;
+        self
+    }
+
     pub fn store(&self) -> &SessionStore {
         &self.store
+    }
+
+    /// The configured models.
+    pub fn models(&self) -> &Arc<ModelCatalog> {
+        &self.models
+    }
+
+    /// The id of the configured model `agent` runs on.
+    pub fn model_id(&self, agent: &Agent) -> String {
+        agent
+            .model_choice(&self.models)
+            .unwrap_or_else(|| self.models.default_choice())
+            .profile
+            .id
+            .clone()
+    }
+
+    /// Whether prompts of `agent` may carry images: its model's `images` setting.
+    pub fn accepts_images(&self, agent: &Agent) -> bool {
+        self.models.accepts_images(&self.model_id(agent))
+    }
+
+    /// Switches `agent` to configured model `id` from its next model call (`/model <id>`,
+    /// `session/set_config_option model`); logged, and restored when the session is opened.
+    pub fn switch_model(&self, agent: &Agent, id: &str) -> Result<(), SwitchModelError> {
+        self.models.lookup(id)?;
+        agent.select_model(id)?;
+        Ok(())
+    }
+
+    /// Compacts `agent`'s conversation now (`/compact`) with the model it runs on; its events
+    /// reach the host's listeners like a turn's. Refused (`Busy`) while a turn runs.
+    pub async fn compact(
+        &self,
+        agent: &Arc<Agent>,
+        cancel: CancellationToken,
+    ) -> Result<CompactionOutcome, TurnError> {
+        let choice = match agent.model_choice(&self.models) {
+            Some(choice) => choice.clone(),
+            None => crate::model::ModelChoice {
+                profile: self.models.default_choice().profile.clone(),
+                model: self.model_for(&agent.options),
+            },
+        };
+        let events = self.events.clone();
+        let observe = |event: &Event| events.emit(&HostEvent::Appended { agent, event });
+        agent.compact(&choice, &observe, cancel).await
     }
 
     /// The model sessions run on unless their options name another.
@@ -156,6 +224,10 @@ impl AgentHost {
         let Some(name) = options.model.as_deref().filter(|n| *n != self.model.name()) else {
             return self.model.clone();
         };
+        // A configured model's id.
+        if let Some(choice) = self.models.get(name) {
+            return choice.model.clone();
+        }
         let mut named = lock(&self.named_models);
         if let Some(model) = named.get(name) {
             return model.clone();
@@ -176,6 +248,7 @@ impl AgentHost {
     pub fn turn_deps(&self, agent: &Agent) -> TurnDeps {
         TurnDeps {
             model: self.model_for(&agent.options),
+            models: self.models.clone(),
             system: system_prompt(agent),
             max_steps: self.max_steps,
             client: None,
@@ -195,7 +268,14 @@ impl AgentHost {
         let mut deps = self.turn_deps(&agent);
         deps.client = client;
         let events = self.events.clone();
+        // A child's cost reaches its parent when its turn settles.
+        let parent = agent
+            .header()
+            .parent_session
+            .as_deref()
+            .and_then(|id| self.live(id));
         let task = self.turns.spawn(async move {
+            let cost_before = agent.context.usage().cost;
             let observe = |event: &Event| {
                 events.emit(&HostEvent::Appended {
                     agent: &agent,
@@ -205,6 +285,10 @@ impl AgentHost {
             let result = agent
                 .run_turn(prompt, &deps, &observe, cancel.clone())
                 .await;
+            let cost = agent.context.usage().cost - cost_before;
+            if let Some(parent) = parent.filter(|_| cost > 0.0) {
+                parent.context.add_cost(cost);
+            }
             // A turn refused as busy never started: it has no end to report.
             if !matches!(result, Err(TurnError::Busy { .. })) {
                 events.emit(&HostEvent::TurnEnded {

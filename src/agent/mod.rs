@@ -7,6 +7,8 @@
 
 mod argument_cap;
 mod assemble;
+mod compact;
+pub mod context;
 pub mod host;
 mod permissions;
 pub mod structured;
@@ -20,13 +22,15 @@ use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::model::{Model, ModelError};
+use crate::model::{Model, ModelCatalog, ModelChoice, ModelError};
 use crate::session::history::{HistoryFold, ModelHistory};
 use crate::session::{Event, EventBody, Header, SessionLog, StoreError, UserPart};
 use crate::sync::lock;
 use crate::tools::{ClientBridge, PermissionMode, Roots, SessionPermissions, ToolRegistry};
 
 pub use assemble::MessageAssembler;
+pub use compact::{CompactionOutcome, COMPACTION_INSTRUCTION};
+pub use context::{ContextUsage, SessionContext};
 pub use structured::{StructuredCapture, STRUCTURED_TOOL};
 pub use system::system_prompt;
 pub use title::fallback_title;
@@ -97,7 +101,10 @@ pub struct AgentOptions {
 /// What a turn runs with.
 #[derive(Clone)]
 pub struct TurnDeps {
+    /// The model of the session's options (the default, or a child's named model).
     pub model: Arc<dyn Model>,
+    /// The configured models: a session that switched to one runs there.
+    pub models: Arc<ModelCatalog>,
     pub system: String,
     pub max_steps: u32,
     /// The editor, for tools that can work through it and for permission prompts.
@@ -153,6 +160,8 @@ pub struct Agent {
     /// Log-only records to write as soon as possible: now when idle, else by the running turn
     /// at its next write (e.g. the owner's `task/start`, `task/end`).
     pending: Mutex<Vec<EventBody>>,
+    /// The configured model it runs on, and its usage and cost figures.
+    pub context: SessionContext,
 }
 
 pub use crate::session::UserMessage;
@@ -210,6 +219,7 @@ impl Agent {
             blob_dir,
             roots: Arc::new(Roots::new(spec.cwd.clone(), additional)),
             permissions: Arc::new(permissions::restore(&spec.events)),
+            context: SessionContext::restore(&spec.events),
             cwd: spec.cwd,
             options: spec.options,
             persona: spec.persona,
@@ -331,6 +341,68 @@ impl Agent {
         transcript.events.push(event);
     }
 
+    /// The completed turns' messages as the model sees them (what a compaction summarises).
+    fn completed_prefix(&self) -> Vec<Arc<crate::session::history::HistoryItem>> {
+        self.transcript().history.completed_prefix()
+    }
+
+    /// The number of the last turn that ended (0: none yet).
+    fn last_completed_turn(&self) -> u32 {
+        self.with_events(|events| {
+            events.iter().rev().find_map(|event| match &event.body {
+                EventBody::TurnEnd(end) => Some(end.turn),
+                _ => None,
+            })
+        })
+        .unwrap_or(0)
+    }
+
+    /// The configured model this session runs on: the one switched to, else the one its
+    /// options name, if either is in `models`.
+    pub fn model_choice<'a>(&self, models: &'a ModelCatalog) -> Option<&'a ModelChoice> {
+        self.context
+            .selected()
+            .and_then(|id| models.get(&id))
+            .or_else(|| self.options.model.as_deref().and_then(|id| models.get(id)))
+    }
+
+    /// Switches the session to configured model `id` from its next model call; the switch
+    /// is logged now if the session is idle, else by the running turn before that call.
+    pub fn select_model(&self, id: &str) -> Result<(), StoreError> {
+        self.context.select(id);
+        if let Ok(mut state) = self.state.try_lock() {
+            if let Some(model) = self.context.take_unlogged_switch() {
+                let body = model_set(model);
+                let event = state.log.append(body, crate::time::now_ms())?;
+                self.push_event(event);
+                state.log.sync()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Compacts the conversation now (`/compact`), with `choice`'s model; refused while a
+    /// turn runs. Its events are handed to `observe`.
+    pub async fn compact(
+        self: &Arc<Self>,
+        choice: &ModelChoice,
+        observe: Observer<'_>,
+        cancel: CancellationToken,
+    ) -> Result<CompactionOutcome, TurnError> {
+        if self.running.swap(true, Ordering::AcqRel) {
+            return Err(TurnError::Busy {
+                id: self.id.clone(),
+            });
+        }
+        let result = {
+            let mut state = self.state.lock().await;
+            let trigger = crate::session::CompactionTrigger::Request;
+            compact::compact(self, &mut state, choice, trigger, observe, &cancel).await
+        };
+        self.running.store(false, Ordering::Release);
+        Ok(result?)
+    }
+
     /// Cancels the running turn, if any; it settles as `Cancelled`.
     pub fn cancel(&self) {
         if let Some(token) = lock(&self.turn_cancel).as_ref() {
@@ -440,4 +512,12 @@ impl Agent {
         }
         result
     }
+}
+
+/// The log record of a switch to configured model `model`.
+fn model_set(model: String) -> EventBody {
+    EventBody::ModelSet(crate::session::ModelSet {
+        model,
+        source: serde_json::json!({"kind": "client"}),
+    })
 }

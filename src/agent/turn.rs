@@ -7,10 +7,12 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::argument_cap::ArgumentCap;
+use super::compact::{compact, CompactionOutcome};
+use super::context::estimate_tokens;
 use super::{
     permissions, Agent, AgentState, MessageAssembler, Observer, StopReason, TurnDeps, TurnError,
 };
-use crate::model::{ModelError, ModelRequest};
+use crate::model::{ModelChoice, ModelError, ModelRequest};
 use crate::session::*;
 use crate::time::now_ms;
 use crate::tools::{ToolContext, ToolOutput};
@@ -53,6 +55,7 @@ pub(super) async fn run(
         turn,
         tool_cancelled: false,
     };
+    agent.context.begin_turn();
     let result = this.run(prompt).await;
     let result = match this.log_permission_records(None) {
         Ok(()) => result,
@@ -73,8 +76,14 @@ pub(super) async fn run(
             failure: None,
         },
     };
+    let priced = this.choice().profile.prices.is_some();
+    let usage = agent.context.turn_usage(priced);
     let ended = this
-        .emit(EventBody::TurnEnd(TurnEnd { turn, reason }))
+        .emit(EventBody::TurnEnd(TurnEnd {
+            turn,
+            reason,
+            usage,
+        }))
         .and_then(|()| this.state.log.sync());
     match (result, ended) {
         (Ok(outcome), Ok(())) => Ok(outcome),
@@ -176,15 +185,36 @@ impl Turn<'_> {
             // On disk at once: a child that crashes in its first step stays continuable.
             self.state.log.flush()?;
         }
+        let mut compacted_on_overflow = false;
+        // One threshold compaction a turn: a failed one is not retried at every step.
+        let mut compacted_on_threshold = false;
         for step in 1..=self.deps.max_steps {
             if self.cancel.is_cancelled() {
                 return Ok(StopReason::Cancelled);
             }
             self.deliver_pending()?;
+            let choice = self.choice();
+            if !compacted_on_threshold && self.over_threshold(&choice) {
+                let outcome = self.compact(&choice, CompactionTrigger::Threshold).await?;
+                compacted_on_threshold = outcome != CompactionOutcome::NothingToCompact;
+            }
             self.emit(EventBody::StepStart(StepRef { turn, step }))?;
-            let result = self.step(step).await;
+            let result = self.step(step, &choice).await;
             self.emit(EventBody::StepEnd(StepRef { turn, step }))?;
             self.state.log.flush()?;
+            let result = match result {
+                // Too long for the endpoint: compact once and call again.
+                Err(TurnError::Model { ref error, .. })
+                    if error.is_context_overflow() && !compacted_on_overflow =>
+                {
+                    compacted_on_overflow = true;
+                    match self.compact(&choice, CompactionTrigger::Overflow).await? {
+                        CompactionOutcome::Compacted { .. } => continue,
+                        _ => result,
+                    }
+                }
+                result => result,
+            };
             match result? {
                 StepEnd::Continue => {}
                 // A message steered in before the turn closed still gets its answer.
@@ -205,6 +235,58 @@ impl Turn<'_> {
             .is_some_and(|s| s.is_captured())
     }
 
+    /// The model of the next call: the configured one the session runs on, else the deps'.
+    fn choice(&self) -> ModelChoice {
+        match self.agent.model_choice(&self.deps.models) {
+            Some(choice) => choice.clone(),
+            None => ModelChoice {
+                profile: self.deps.models.default_choice().profile.clone(),
+                model: self.deps.model.clone(),
+            },
+        }
+    }
+
+    /// Whether the next request would pass the compaction share of `choice`'s window.
+    fn over_threshold(&self, choice: &ModelChoice) -> bool {
+        let Some(window) = choice.profile.context_window else {
+            return false;
+        };
+        let limit = (window as f64 * self.deps.models.compact_at()) as u64;
+        self.next_request_tokens() > limit
+    }
+
+    /// The tokens of the next request: the context after the last call plus an estimate of
+    /// what came since (the whole conversation estimated when nothing was counted yet).
+    fn next_request_tokens(&self) -> u64 {
+        let history = self.agent.model_history();
+        let usage = self.agent.context.usage();
+        if usage.counted_items == 0 || usage.counted_items > history.len() {
+            estimate_tokens(self.deps.system.len() + history.text_len_from(0))
+        } else {
+            usage.used + estimate_tokens(history.text_len_from(usage.counted_items))
+        }
+    }
+
+    async fn compact(
+        &mut self,
+        choice: &ModelChoice,
+        trigger: CompactionTrigger,
+    ) -> Result<CompactionOutcome, StoreError> {
+        let outcome = compact(
+            self.agent,
+            self.state,
+            choice,
+            trigger,
+            self.observe,
+            self.cancel,
+        )
+        .await?;
+        if let CompactionOutcome::Failed { reason } = &outcome {
+            tracing::warn!(session = %self.agent.id, %reason, "compaction failed");
+        }
+        Ok(outcome)
+    }
+
     /// Writes the records queued for the running turn (`Agent::record`).
     fn write_pending(&mut self) -> Result<(), StoreError> {
         for body in self.agent.take_pending() {
@@ -213,9 +295,13 @@ impl Turn<'_> {
         Ok(())
     }
 
-    /// Logs the notices and steering messages that arrived since the last model call.
+    /// Logs the notices and steering messages that arrived since the last model call, and a
+    /// model switch made while the turn ran.
     fn deliver_pending(&mut self) -> Result<(), StoreError> {
         self.write_pending()?;
+        if let Some(model) = self.agent.context.take_unlogged_switch() {
+            self.emit(super::model_set(model))?;
+        }
         for (notice, record) in self.agent.take_inbox() {
             self.emit_surface(EventBody::UserMessage(notice), None)?;
             if let Some(record) = record {
@@ -232,19 +318,21 @@ impl Turn<'_> {
         Ok(())
     }
 
-    async fn step(&mut self, step: u32) -> Result<StepEnd, TurnError> {
+    async fn step(&mut self, step: u32, choice: &ModelChoice) -> Result<StepEnd, TurnError> {
         let turn = self.turn;
         let model_error = |error| TurnError::Model { turn, step, error };
+        let history = self.agent.model_history();
+        let request_len = self.deps.system.len() + history.text_len_from(0);
         let request = ModelRequest {
             session_id: self.agent.id.clone(),
             cwd: Some(self.agent.cwd.clone()),
             system: self.deps.system.clone(),
-            history: self.agent.model_history(),
+            history,
             tools: self.agent.tools.specs(),
-            max_tokens: self.agent.options.max_tokens,
+            max_tokens: self.agent.options.max_tokens.or(choice.profile.max_output),
             blobs: Some(self.agent.blob_dir()),
         };
-        let mut stream = self.deps.model.stream(request);
+        let mut stream = choice.model.stream(request);
         let mut message = MessageAssembler::default();
         let mut chunk_seqs = Vec::new();
         let mut argument_cap = ArgumentCap::new(crate::limits::current().tool_argument_bytes);
@@ -290,6 +378,20 @@ impl Turn<'_> {
             return Err(model_error(ModelError::Failed(detail)));
         }
         let blocks = message.blocks();
+        // Counted before the message is logged: its observers see the figures after it.
+        let reply_len: usize = blocks
+            .iter()
+            .map(|block| crate::session::history::HistoryItem::Assistant(vec![block.clone()]))
+            .map(|item| item.text_len())
+            .sum();
+        let (used, usage) = match &message.usage {
+            Some(usage) => (usage.input_tokens + usage.output_tokens, usage.clone()),
+            None => (estimate_tokens(request_len + reply_len), Usage::default()),
+        };
+        let items = self.agent.model_history().len() + 1;
+        self.agent
+            .context
+            .record_call(&usage, &choice.profile, used, items);
         let calls: Vec<(String, String, String)> = blocks
             .iter()
             .filter_map(|block| match block {
@@ -310,8 +412,8 @@ impl Turn<'_> {
                     content: blocks,
                     source: json!({
                         "kind": "model",
-                        "provider": self.deps.model.provider(),
-                        "model": self.deps.model.name(),
+                        "provider": choice.model.provider(),
+                        "model": choice.model.name(),
                     }),
                     id: uuid::Uuid::new_v4().to_string(),
                 },
@@ -530,8 +632,10 @@ mod tests {
             tools: Arc::new(tools),
             structured: None,
         }));
+        let model: Arc<dyn Model> = Arc::new(CallsBroken);
         let deps = TurnDeps {
-            model: Arc::new(CallsBroken),
+            models: Arc::new(crate::model::ModelCatalog::single(model.clone())),
+            model,
             system: String::new(),
             max_steps: 5,
             client: None,

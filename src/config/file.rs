@@ -23,19 +23,73 @@ pub struct FileConfig {
     pub connect_timeout: Option<DurationValue>,
     pub stall_timeout: Option<DurationValue>,
     pub retries: Option<u32>,
-    /// Whether the model takes images (see `ModelConfig::images`).
-    pub images: Option<bool>,
     /// Credential-like variables tool processes may see (see `process::child_env`).
     pub pass_env: Option<Vec<String>>,
     /// Caps on sizes the model and the client choose (see `crate::limits`).
     pub max_tool_argument_bytes: Option<u64>,
     pub max_prompt_bytes: Option<u64>,
     pub max_prompt_blocks: Option<u64>,
+    /// What kin knows of the default model (see `models`).
+    #[serde(flatten)]
+    pub profile: ProfileEntry,
+    /// Share of the context window at which sessions are compacted (0 < x <= 1).
+    pub compact_at: Option<f64>,
+    /// More models, by id (see `models`).
+    #[serde(default)]
+    pub models: BTreeMap<String, ModelEntry>,
     /// Child agents over ACP (see `acp_agents`).
     #[serde(default)]
     pub acp_agents: BTreeMap<String, super::acp_agents::AcpAgentEntry>,
     #[serde(flatten)]
     pub unknown: BTreeMap<String, toml::Value>,
+}
+
+/// The profile keys, at the top level (the default model) or in a `[models.<id>]` table.
+#[derive(Debug, Default, Clone, Deserialize)]
+pub struct ProfileEntry {
+    pub context_window: Option<u64>,
+    pub max_output: Option<u32>,
+    pub images: Option<bool>,
+    /// Prices per million tokens.
+    pub input_price: Option<f64>,
+    pub cached_input_price: Option<f64>,
+    pub output_price: Option<f64>,
+    pub currency: Option<String>,
+}
+
+/// One `[models.<id>]` table.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelEntry {
+    /// Shown in the editor's model selector (default: the id).
+    pub name: Option<String>,
+    /// The model name the endpoint knows (default: the id).
+    pub model: Option<String>,
+    pub base_url: Option<String>,
+    pub api_key: Option<String>,
+    pub api_key_env: Option<String>,
+    pub api_key_command: Option<String>,
+    pub context_window: Option<u64>,
+    pub max_output: Option<u32>,
+    pub images: Option<bool>,
+    pub input_price: Option<f64>,
+    pub cached_input_price: Option<f64>,
+    pub output_price: Option<f64>,
+    pub currency: Option<String>,
+}
+
+impl ModelEntry {
+    pub fn profile_entry(&self) -> ProfileEntry {
+        ProfileEntry {
+            context_window: self.context_window,
+            max_output: self.max_output,
+            images: self.images,
+            input_price: self.input_price,
+            cached_input_price: self.cached_input_price,
+            output_price: self.output_price,
+            currency: self.currency.clone(),
+        }
+    }
 }
 
 /// Where the config file is looked for (it need not exist).

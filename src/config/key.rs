@@ -3,8 +3,21 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use super::resolve::KeyPlan;
 use crate::model::openai::{ApiKey, KeyState};
+
+/// Where the API key is to come from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum KeyPlan {
+    Found(ApiKey),
+    /// Run this shell command; its output is the key.
+    Command {
+        command: String,
+        source: String,
+    },
+    Missing {
+        hint: String,
+    },
+}
 
 /// A key command that takes longer than this is given up on.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::duration::{duration_value, parse_duration, DurationValue};
 use super::file::{self, FileConfig};
+pub use super::key::KeyPlan;
 use super::{ConfigError, EnvLookup};
 use crate::model::openai::{self, ApiKey, OpenAiSettings};
 
@@ -61,20 +62,6 @@ pub struct Setting<T> {
     pub origin: Origin,
 }
 
-/// Where the API key is to come from.
-#[derive(Debug, Clone, PartialEq)]
-pub enum KeyPlan {
-    Found(ApiKey),
-    /// Run this shell command; its output is the key.
-    Command {
-        command: String,
-        source: String,
-    },
-    Missing {
-        hint: String,
-    },
-}
-
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelConfig {
     /// The config file looked at, and whether it exists.
@@ -97,6 +84,20 @@ pub struct ModelConfig {
     pub max_tool_argument_bytes: Setting<usize>,
     pub max_prompt_bytes: Setting<usize>,
     pub max_prompt_blocks: Setting<usize>,
+    /// What kin knows of the default model (top-level `context_window`, prices, ...).
+    pub profile: crate::model::ModelProfile,
+    /// Share of the context window at which sessions are compacted.
+    pub compact_at: f64,
+    /// The `[models.<id>]` tables.
+    pub models: Vec<ConfiguredModel>,
+}
+
+/// A configured model besides the default: its profile and how to reach it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfiguredModel {
+    pub profile: crate::model::ModelProfile,
+    /// The default model's settings with this table's model, base URL and key.
+    pub config: ModelConfig,
 }
 
 impl ModelConfig {
@@ -231,23 +232,59 @@ pub fn resolve(overrides: &Overrides, env: EnvLookup<'_>) -> Result<ModelConfig,
         "max_prompt_blocks",
         crate::limits::DEFAULT_PROMPT_BLOCKS,
     )?;
-    Ok(ModelConfig {
+    let profile = super::models::profile(
+        crate::model::DEFAULT_MODEL_ID,
+        &model.value,
+        &file.profile,
+        &path.as_ref().map_or_else(
+            || "the config file".into(),
+            |p| format!("config file {}", p.display()),
+        ),
+    )?;
+    let compact_at = super::models::compact_at(file.compact_at, path.as_deref())?;
+    let mut config = ModelConfig {
         unknown_keys: file.unknown.keys().cloned().collect(),
-        file: path,
+        file: path.clone(),
         file_found,
         model,
         base_url,
         connect_timeout,
         stall_timeout,
         retries,
-        images: file.images.unwrap_or(false),
+        images: file.profile.images.unwrap_or(false),
         key,
         pass_env,
         key_vars,
         max_tool_argument_bytes,
         max_prompt_bytes,
         max_prompt_blocks,
-    })
+        profile,
+        compact_at,
+        models: Vec::new(),
+    };
+    for entry in super::models::entries(&file.models, path.as_ref(), env)? {
+        let file_origin = || path.clone().map_or(Origin::Default, Origin::File);
+        let mut table = config.clone();
+        table.model = Setting {
+            value: entry.model,
+            origin: file_origin(),
+        };
+        if let Some(base_url) = entry.base_url {
+            table.base_url = Setting {
+                value: base_url,
+                origin: file_origin(),
+            };
+            check_url(&table.base_url)?;
+        }
+        if let Some(key) = entry.key {
+            table.key = key;
+        }
+        config.models.push(ConfiguredModel {
+            profile: entry.profile,
+            config: table,
+        });
+    }
+    Ok(config)
 }
 
 /// A size cap from the config file: a whole number above zero.
@@ -559,5 +596,54 @@ mod tests {
             error.contains("KIN_BASE_URL") && error.contains("http"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn model_tables_inherit_the_default_endpoint_and_key_unless_they_name_their_own() {
+        let config = Fixture::new(Some(
+            "context_window = 1000\ninput_price = 1\noutput_price = 2\n\
+             [models.a]\nmodel = \"m-a\"\nimages = true\n\
+             [models.b]\nbase_url = \"http://127.0.0.1:9/v1\"\napi_key_env = \"OTHER_KEY\"\n",
+        ))
+        .set("KIN_API_KEY", "sk-default-key-0001")
+        .set("OTHER_KEY", "sk-other-key-00002")
+        .resolve(&Overrides::default())
+        .unwrap();
+        assert_eq!(config.profile.context_window, Some(1000));
+        let prices = config.profile.prices.as_ref().unwrap();
+        assert_eq!(
+            (prices.input, prices.cached_input, prices.output),
+            (1.0, 1.0, 2.0)
+        );
+        assert_eq!(prices.currency, "USD");
+        let [a, b] = config.models.as_slice() else {
+            panic!("{:?}", config.models)
+        };
+        assert_eq!(a.config.model.value, "m-a");
+        assert!(a.profile.images && !b.profile.images);
+        assert_eq!(a.config.base_url.value, config.base_url.value);
+        assert_eq!(a.config.key, config.key);
+        assert_eq!(
+            b.config.model.value, "b",
+            "the id is the model name by default"
+        );
+        assert_eq!(b.config.base_url.value, "http://127.0.0.1:9/v1");
+        assert!(matches!(&b.config.key, KeyPlan::Found(key) if key.source() == "OTHER_KEY"));
+    }
+
+    #[test]
+    fn bad_model_tables_say_which_and_why() {
+        let error = |file: &str| {
+            Fixture::new(Some(file))
+                .resolve(&Overrides::default())
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(error("[models.default]\n").contains("taken by the default model"));
+        assert!(
+            error("[models.x]\ninput_price = 1\n").contains("both input_price and output_price")
+        );
+        assert!(error("[models.x]\nbogus = 1\n").contains("bogus"));
+        assert!(error("compact_at = 1.5\n").contains("compact_at"));
     }
 }

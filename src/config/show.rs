@@ -8,6 +8,28 @@ use crate::model::openai::human_duration as human;
 use crate::model::openai::{ApiKey, KeyState};
 use crate::process::child_env::is_credential_name;
 
+/// A model's name and profile in one line, e.g. `deepseek-chat, 128000 tokens, images,
+/// 0.27/1.1 USD per M in/out`.
+fn describe(profile: &crate::model::ModelProfile, model: &str) -> String {
+    let mut text = model.to_owned();
+    if let Some(window) = profile.context_window {
+        text.push_str(&format!(", {window} tokens"));
+    }
+    if let Some(max) = profile.max_output {
+        text.push_str(&format!(", max output {max}"));
+    }
+    if profile.images {
+        text.push_str(", images");
+    }
+    if let Some(prices) = &profile.prices {
+        text.push_str(&format!(
+            ", {}/{}/{} {} per M in/cached/out",
+            prices.input, prices.cached_input, prices.output, prices.currency
+        ));
+    }
+    text
+}
+
 /// The report `kin config` prints.
 pub fn render(config: &ModelConfig, key: &KeyState) -> String {
     let mut out = String::new();
@@ -61,6 +83,26 @@ pub fn render(config: &ModelConfig, key: &KeyState) -> String {
             &setting.value.to_string(),
             &setting.origin.to_string(),
         );
+    }
+    row("compact_at", &config.compact_at.to_string(), "");
+    row(
+        "profile",
+        &describe(&config.profile, &config.model.value),
+        "",
+    );
+    for model in &config.models {
+        let id = format!("models.{}", model.profile.id);
+        let key = match &model.config.key {
+            super::KeyPlan::Found(key) => key.masked(),
+            super::KeyPlan::Command { source, .. } => format!("(from {source})"),
+            super::KeyPlan::Missing { hint } => format!("(none: {hint})"),
+        };
+        let what = format!(
+            "{} at {}, key {key}",
+            describe(&model.profile, &model.config.model.value),
+            model.config.base_url.value
+        );
+        row(&id, &what, "");
     }
     if !config.unknown_keys.is_empty() {
         row(

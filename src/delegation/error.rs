@@ -23,6 +23,9 @@ pub enum DelegationError {
     AbortedBeforePublication,
     #[error("unknown global tool \"{0}\" in the subagent tool filter")]
     UnknownTool(String),
+    /// The `model` a delegation named is not configured (the text lists the ones that are).
+    #[error("{0}")]
+    UnknownModel(String),
     #[error("{0}")]
     Schema(String),
     #[error(
@@ -95,6 +98,7 @@ impl DelegationError {
             | Self::CancelledDuringLookup
             | Self::ActiveElsewhere(_) => "SubagentControlError",
             Self::Task(_) | Self::TaskFence(_) => "TaskError",
+            Self::UnknownModel(_) => "ToolArgsError",
             Self::AbortedBeforePublication | Self::UnknownTool(_) | Self::Setup(_) => "Error",
         }
     }
@@ -108,6 +112,7 @@ impl DelegationError {
             Self::Depth { .. } | Self::DepthOverflow => "DEPTH_EXCEEDED",
             Self::AbortedBeforePublication => "ABORTED",
             Self::UnknownTool(_) => "UNKNOWN_TOOL",
+            Self::UnknownModel(_) => "UNKNOWN_MODEL",
             Self::Schema(_) => "INVALID_SCHEMA",
             Self::NoSteer(_)
             | Self::NotRunning(_)

@@ -21,7 +21,7 @@ use super::{DelegationError, SubagentResult};
 use crate::agent::host::AgentHost;
 use crate::agent::structured::StructuredOutputTool;
 use crate::agent::{Agent, AgentOptions, AgentSpec, StopReason, StructuredCapture, TurnError};
-use crate::session::history::completed_turn_prefix;
+use crate::session::history::completed_turn_seed;
 use crate::session::{AssistantBlock, Empty, Event, EventBody, Header, UserPart};
 use crate::time::unique_now_ms;
 use crate::tools::{ClientBridge, ToolRegistry};
@@ -79,9 +79,7 @@ impl Provider for InProcessProvider {
     ) -> BoxFuture<'static, Result<Run, DelegationError>> {
         let seed = match self.seed {
             Seed::Fresh => Vec::new(),
-            Seed::CompletedTurns => request
-                .parent
-                .with_events(|events| completed_turn_prefix(events).to_vec()),
+            Seed::CompletedTurns => request.parent.with_events(completed_turn_seed),
         };
         let started = start(host, request, seed);
         std::future::ready(started).boxed()

@@ -63,6 +63,8 @@ pub struct Request {
     pub client: Option<Arc<dyn ClientBridge>>,
     /// The tool call's: cancels a foreground child (a background one has its task's).
     pub cancel: CancellationToken,
+    /// The configured model to run the child on; by default the one the caller runs on now.
+    pub model: Option<String>,
 }
 
 /// Where a message went.
@@ -231,7 +233,23 @@ impl Delegation {
     ) -> Result<Delegated, DelegationError> {
         let parent = self.caller(caller)?;
         let provider = self.provider(&request.provider)?;
+        // The child runs on the model named (one the host knows), else on its parent's.
+        let model = match request.model {
+            Some(id) => {
+                let host = self.host()?;
+                host.models()
+                    .lookup(&id)
+                    .map_err(|unknown| DelegationError::UnknownModel(unknown.to_string()))?;
+                Some(id)
+            }
+            None => parent.context.selected(),
+        };
         let mut start = StartRequest::new(request.prompt, parent, request.cancel);
+        if let Some(model) = model {
+            let mut options = start.parent.options.clone();
+            options.model = Some(model);
+            start.agent_options = Some(options);
+        }
         start.max_depth = Some(self.max_depth);
         start.label = Some(request.label.clone());
         start.client = request.client;

@@ -125,7 +125,8 @@ impl Tool for SubagentTool {
                 "properties": {
                     "description": {"type": "string", "description": "A short (3-5 word) label for the task, for display."},
                     "prompt": {"type": "string", "description": prompt},
-                    "run_in_background": {"type": "boolean", "description": background}
+                    "run_in_background": {"type": "boolean", "description": background},
+                    "model": {"type": "string", "description": "The id of a configured model to run the child on (default: the model you run on)."}
                 },
                 "required": ["description", "prompt"]
             }),
@@ -165,6 +166,7 @@ impl Tool for SubagentTool {
                 label,
                 client: cx.client.clone(),
                 cancel: cx.cancel.clone(),
+                model: text_of(&arguments, "model"),
             };
             match delegation.delegate(&cx.session_id, request, mode).await {
                 Ok(Delegated::Continuable { child, task }) => {

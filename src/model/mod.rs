@@ -3,6 +3,7 @@
 //! [`openai`] over HTTP, [`ReplayModel`] from recorded logs. Models know nothing of ACP, tools'
 //! behaviour or the agent loop.
 
+mod catalog;
 pub mod openai;
 mod replay;
 mod unconfigured;
@@ -15,6 +16,10 @@ use serde_json::Value;
 
 use crate::session::history::ModelHistory;
 pub use crate::session::Chunk;
+pub use catalog::{
+    ModelCatalog, ModelChoice, ModelProfile, Prices, UnknownModel, DEFAULT_COMPACT_AT,
+    DEFAULT_MODEL_ID,
+};
 pub use openai::OpenAiModel;
 pub use replay::{ReplayError, ReplayModel};
 pub use unconfigured::UnconfiguredModel;
@@ -90,6 +95,27 @@ pub enum ModelError {
     Malformed(String),
 }
 
+impl ModelError {
+    /// Whether the endpoint refused the request for its length (OpenAI's
+    /// `context_length_exceeded`, and the wordings of DeepSeek, vLLM and llama.cpp).
+    pub fn is_context_overflow(&self) -> bool {
+        let text = match self {
+            Self::Http {
+                status: 400 | 413 | 422,
+                body,
+                ..
+            } => body,
+            Self::Failed(text) | Self::Recorded(text) => text,
+            _ => return false,
+        };
+        let text = text.to_ascii_lowercase();
+        text.contains("context_length_exceeded")
+            || (text.contains("context") && (text.contains("length") || text.contains("too long")))
+            || text.contains("maximum context")
+            || text.contains("prompt is too long")
+    }
+}
+
 fn after_attempts(attempts: u32) -> String {
     if attempts > 1 {
         format!(" (gave up after {attempts} attempts)")
@@ -140,5 +166,26 @@ pub trait Model: Send + Sync {
     /// The per-model seam: `images = true` in the config file sets it for now.
     fn accepts_images(&self) -> bool {
         false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ModelError;
+
+    #[test]
+    fn context_length_refusals_are_told_apart() {
+        let http = |status, body: &str| ModelError::Http {
+            status,
+            body: body.into(),
+            attempts: 1,
+        };
+        assert!(
+            http(400, "This model's maximum context length is 8192 tokens").is_context_overflow()
+        );
+        assert!(http(400, "{\"code\":\"context_length_exceeded\"}").is_context_overflow());
+        assert!(http(413, "prompt is too long").is_context_overflow());
+        assert!(!http(400, "invalid tool schema").is_context_overflow());
+        assert!(!http(500, "maximum context length").is_context_overflow());
     }
 }

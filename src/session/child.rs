@@ -197,6 +197,7 @@ mod tests {
                 EventBody::TurnEnd(TurnEnd {
                     turn: 2,
                     reason: TurnEndReason::Aborted,
+                    usage: None,
                 }),
             ),
         ];

@@ -101,6 +101,9 @@ pub enum EventBody {
     SubagentDescriptor(Descriptor),
     TaskStart(TaskStart),
     TaskEnd(TaskEnd),
+    ModelSet(super::context::ModelSet),
+    CompactionStart(super::context::CompactionStart),
+    CompactionEnd(super::context::CompactionEnd),
     Other(OtherEvent),
 }
 
@@ -163,6 +166,9 @@ event_kinds! {
     SteeringMessage => "steering/message",
     PermissionMode => "permission/mode",
     PermissionDecision => "permission/decision",
+    ModelSet => "model/set",
+    CompactionStart => "compaction/start",
+    CompactionEnd => "compaction/end",
     ;
     lenient:
     SubagentDescriptor => Descriptor::KIND,
@@ -481,6 +487,8 @@ impl ToolResult {
 pub struct TurnEnd {
     pub turn: u32,
     pub reason: TurnEndReason,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<super::context::TurnUsage>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -50,6 +50,43 @@ impl ModelHistory {
     pub fn items(&self) -> &[Arc<HistoryItem>] {
         &self.0
     }
+
+    /// Bytes of text in messages `from..` (for token estimates).
+    pub fn text_len_from(&self, from: usize) -> usize {
+        self.0.iter().skip(from).map(|item| item.text_len()).sum()
+    }
+}
+
+impl HistoryItem {
+    /// Bytes of text the model reads in this message.
+    pub fn text_len(&self) -> usize {
+        match self {
+            Self::User(parts) => parts
+                .iter()
+                .map(|part| match part {
+                    UserPart::Text { text } => text.len(),
+                    UserPart::ResourceLink { uri, name, .. } => uri.len() + name.len(),
+                    UserPart::Resource { text, size, .. } => {
+                        text.as_ref().map_or(*size as usize, String::len)
+                    }
+                    // An image is counted by its stored size: an upper bound of what it costs.
+                    UserPart::Image { size, .. } => *size as usize,
+                })
+                .sum(),
+            Self::Assistant(blocks) => blocks
+                .iter()
+                .map(|block| match block {
+                    AssistantBlock::Text { text } | AssistantBlock::Reasoning { text } => {
+                        text.len()
+                    }
+                    AssistantBlock::ToolCall {
+                        name, arguments, ..
+                    } => name.len() + arguments.len(),
+                })
+                .sum(),
+            Self::ToolResult { text, .. } => text.len(),
+        }
+    }
 }
 
 impl From<Vec<HistoryItem>> for ModelHistory {
@@ -70,7 +107,17 @@ pub struct HistoryFold {
     items: Arc<Vec<Arc<HistoryItem>>>,
     /// Tool calls of the assistant messages so far that have no result yet.
     open_calls: Vec<String>,
+    /// How many of `items` belong to completed turns (as of the last `turn/end`).
+    completed_len: usize,
+    /// Whether `items` opens with a compaction summary.
+    summarised: bool,
+    /// Where a compaction under way cuts (`completed_len` when it started).
+    compaction_cut: Option<usize>,
 }
+
+/// How a compaction summary opens the conversation it replaces.
+pub const SUMMARY_PREFIX: &str =
+    "[Summary of the earlier conversation, written by kin's compaction]";
 
 impl HistoryFold {
     pub fn new(events: &[Event]) -> Self {
@@ -110,8 +157,39 @@ impl HistoryFold {
                     is_error: result.is_error(),
                 });
             }
+            EventBody::TurnEnd(_) => self.completed_len = self.items.len(),
+            EventBody::CompactionStart(_) => self.compaction_cut = Some(self.completed_len),
+            EventBody::CompactionEnd(end) => {
+                let cut = self.compaction_cut.take();
+                if let (Some(cut), Some(summary)) = (cut, &end.summary) {
+                    self.replace_prefix(cut, summary);
+                }
+            }
             _ => {}
         }
+    }
+
+    /// The completed turns' messages, replaced by one user message carrying `summary`; the
+    /// turn in flight keeps its messages.
+    fn replace_prefix(&mut self, cut: usize, summary: &str) {
+        let cut = cut.min(self.items.len());
+        let mut items = Vec::with_capacity(self.items.len() - cut + 1);
+        items.push(Arc::new(HistoryItem::User(vec![UserPart::Text {
+            text: format!("{SUMMARY_PREFIX}\n\n{summary}"),
+        }])));
+        items.extend(self.items[cut..].iter().cloned());
+        self.completed_len = self.completed_len.saturating_sub(cut) + 1;
+        self.items = Arc::new(items);
+        self.summarised = true;
+    }
+
+    /// The completed turns' messages, a compaction summary included: what a compaction
+    /// summarises. Empty when there is nothing new to summarise.
+    pub fn completed_prefix(&self) -> Vec<Arc<HistoryItem>> {
+        if self.completed_len <= usize::from(self.summarised) {
+            return Vec::new();
+        }
+        self.items[..self.completed_len].to_vec()
     }
 
     /// The conversation as it stands, with an interrupted result for each call still open.
@@ -152,6 +230,33 @@ pub fn completed_turn_prefix(events: &[Event]) -> &[Event] {
         .rposition(|event| matches!(event.body, EventBody::TurnEnd(_)))
         .map_or(0, |at| at + 1);
     &events[..end]
+}
+
+/// What a fork is seeded with: the completed-turn prefix, and the compactions finished since
+/// (they summarise only completed turns), so the child starts from the compacted view.
+pub fn completed_turn_seed(events: &[Event]) -> Vec<Event> {
+    let prefix = completed_turn_prefix(events);
+    let rest = &events[prefix.len()..];
+    let finished: Vec<&str> = rest
+        .iter()
+        .filter_map(|event| match &event.body {
+            EventBody::CompactionEnd(end) => Some(end.compaction_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    let mut seed = prefix.to_vec();
+    let compactions = rest.iter().filter(|event| match &event.body {
+        EventBody::CompactionStart(start) => finished.contains(&start.compaction_id.as_str()),
+        EventBody::CompactionEnd(_) => true,
+        _ => false,
+    });
+    // Renumbered: a seed's seqs are 0..N-1 (session-log.md §6).
+    for event in compactions {
+        let mut event = event.clone();
+        event.seq = seed.len() as u64;
+        seed.push(event);
+    }
+    seed
 }
 
 #[cfg(test)]
@@ -357,6 +462,104 @@ mod tests {
         ] {
             assert!(kinds.contains(&kind), "{kind} is covered");
         }
+    }
+
+    fn typed(seq: u64, body: EventBody) -> Event {
+        let mut events = Vec::new();
+        let line = format!(
+            r#"{{"type":"{}","seq":{seq},"time":0,"data":{}}}"#,
+            body.kind(),
+            serde_json::to_string(&body).unwrap()
+        );
+        parse_event_line(&line, &mut events).unwrap();
+        events.remove(0)
+    }
+
+    fn said(seq: u64, text: &str) -> Event {
+        typed(
+            seq,
+            EventBody::UserMessage(UserMessage {
+                content: vec![UserPart::Text { text: text.into() }],
+                source: serde_json::json!({"kind": "user"}),
+                role: "user".into(),
+                id: "u".into(),
+            }),
+        )
+    }
+
+    fn turn_end(seq: u64, turn: u32) -> Event {
+        typed(
+            seq,
+            EventBody::TurnEnd(TurnEnd {
+                turn,
+                reason: TurnEndReason::Completed,
+                usage: None,
+            }),
+        )
+    }
+
+    fn compaction(seq: u64, id: &str, summary: Option<&str>) -> [Event; 2] {
+        let start = EventBody::CompactionStart(crate::session::CompactionStart {
+            compaction_id: id.into(),
+            through_turn: 1,
+            trigger: crate::session::CompactionTrigger::Request,
+        });
+        let end = EventBody::CompactionEnd(crate::session::CompactionEnd {
+            compaction_id: id.into(),
+            summary: summary.map(str::to_owned),
+            error: summary.is_none().then(|| "no".to_owned()),
+            usage: None,
+        });
+        [typed(seq, start), typed(seq + 1, end)]
+    }
+
+    fn texts(history: &ModelHistory) -> Vec<String> {
+        history
+            .iter()
+            .map(|item| match item {
+                HistoryItem::User(parts) => match &parts[0] {
+                    UserPart::Text { text } => text.clone(),
+                    other => format!("{other:?}"),
+                },
+                other => format!("{other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_compaction_replaces_the_completed_turns_with_its_summary() {
+        let mut log = vec![said(1, "one"), turn_end(2, 1), said(3, "two")];
+        // A failed compaction changes nothing.
+        log.extend(compaction(4, "c0", None));
+        assert_eq!(texts(&HistoryFold::new(&log).history()), ["one", "two"]);
+        log.extend(compaction(6, "c1", Some("S")));
+        let fold = HistoryFold::new(&log);
+        let after = texts(&fold.history());
+        assert_eq!(after.len(), 2, "{after:?}");
+        assert!(after[0].starts_with(SUMMARY_PREFIX) && after[0].ends_with("S"));
+        assert_eq!(after[1], "two", "the turn in flight keeps its messages");
+        assert!(
+            fold.completed_prefix().is_empty(),
+            "nothing new to summarise"
+        );
+        log.push(turn_end(8, 2));
+        assert_eq!(HistoryFold::new(&log).completed_prefix().len(), 2);
+    }
+
+    #[test]
+    fn a_fork_seed_carries_the_compactions_after_the_last_turn() {
+        let mut log = vec![said(0, "one"), turn_end(1, 1), said(2, "in flight")];
+        log.extend(compaction(3, "c1", Some("S")));
+        let seed = completed_turn_seed(&log);
+        let seqs: Vec<u64> = seed.iter().map(|e| e.seq).collect();
+        assert_eq!(
+            seqs,
+            [0, 1, 2, 3],
+            "the prefix, then the compaction renumbered"
+        );
+        let history = texts(&HistoryFold::new(&seed).history());
+        assert_eq!(history.len(), 1, "{history:?}");
+        assert!(history[0].ends_with('S'));
     }
 
     #[test]

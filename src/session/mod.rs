@@ -4,6 +4,7 @@
 
 pub mod blobs;
 mod child;
+pub mod context;
 mod error;
 pub mod event;
 pub mod history;
@@ -18,6 +19,7 @@ mod summary;
 mod user_part;
 
 pub use child::ChildInfo;
+pub use context::{CompactionEnd, CompactionStart, CompactionTrigger, ModelSet, TurnUsage};
 pub use error::StoreError;
 pub use event::*;
 pub use id::SessionId;

@@ -277,8 +277,12 @@ impl SessionStore {
             parse_event_line(text, &mut parsed).ok()?;
             (parsed.len() == 1).then(|| parsed[0].seq)
         };
+        // The last line must be the last event itself, not only carry its seq: a fork seed
+        // may end with renumbered events (compactions after the completed-turn prefix).
+        let last_is_same = serde_json::to_vec(last)
+            .is_ok_and(|encoded| encoded == bytes[last_line.0..last_line.1]);
         let lines_up = seq_of(&bytes[body_start..first_line_end]) == Some(first.seq)
-            && seq_of(&bytes[last_line.0..last_line.1]) == Some(last.seq)
+            && last_is_same
             && last.seq - first.seq + 1 == events.len() as u64;
         lines_up.then(|| bytes[body_start..end].to_vec())
     }

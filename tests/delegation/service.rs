@@ -20,6 +20,7 @@ fn request(provider: &str) -> Request {
         label: "a task".into(),
         client: None,
         cancel: CancellationToken::new(),
+        model: None,
     }
 }
 

@@ -73,7 +73,10 @@ async fn tools_are_offered_sorted_with_the_contracted_parameters() {
             .unwrap()
             .keys()
             .collect();
-        assert_eq!(properties, ["description", "prompt", "run_in_background"]);
+        assert_eq!(
+            properties,
+            ["description", "prompt", "run_in_background", "model"]
+        );
         assert_eq!(
             spec.parameters["required"],
             json!(["description", "prompt"])

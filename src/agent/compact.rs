@@ -1,0 +1,151 @@
+//! Compaction: the model summarises the conversation through the last completed turn, and the
+//! summary replaces those messages in later requests (the fold of `compaction/end`, see
+//! `session::history`). The log keeps everything; a compaction that fails changes nothing.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use tokio_util::sync::CancellationToken;
+
+use super::context::estimate_tokens;
+use super::{Agent, AgentState, Observer};
+use crate::model::{ModelChoice, ModelRequest};
+use crate::session::history::{HistoryItem, ModelHistory};
+use crate::session::{
+    Chunk, CompactionEnd, CompactionStart, CompactionTrigger, EventBody, StoreError, UserPart,
+};
+use crate::time::now_ms;
+
+/// The fixed instruction the summary is written to (documented in protocol/session-log.md).
+pub const COMPACTION_INSTRUCTION: &str = "The conversation above is being compacted: it will be \
+replaced by the summary you write now, and the work goes on from that summary alone. Write it \
+for yourself: the user's goals and constraints, what was decided and why, what was done (files \
+read or changed, commands run, results), what failed, and what is still open. Keep names, paths, \
+numbers and exact identifiers. Answer with the summary only, no tool calls.";
+
+/// How a compaction ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CompactionOutcome {
+    /// The summary now stands for turns 1..=`through_turn`.
+    Compacted {
+        through_turn: u32,
+        summary: String,
+    },
+    /// Nothing to compact: no completed turn since the last compaction.
+    NothingToCompact,
+    /// It failed; the conversation is as it was.
+    Failed {
+        reason: String,
+    },
+    Cancelled,
+}
+
+/// Runs one compaction with `choice`'s model, writing its events through `state`'s log.
+pub(super) async fn compact(
+    agent: &Arc<Agent>,
+    state: &mut AgentState,
+    choice: &ModelChoice,
+    trigger: CompactionTrigger,
+    observe: Observer<'_>,
+    cancel: &CancellationToken,
+) -> Result<CompactionOutcome, StoreError> {
+    let prefix = agent.completed_prefix();
+    if prefix.is_empty() {
+        return Ok(CompactionOutcome::NothingToCompact);
+    }
+    let through_turn = agent.last_completed_turn();
+    let compaction_id = uuid::Uuid::new_v4().to_string();
+    let emit = |state: &mut AgentState, body: EventBody| -> Result<(), StoreError> {
+        let event = state.log.append(body, now_ms())?;
+        observe(&event);
+        agent.push_event(event);
+        Ok(())
+    };
+    emit(
+        state,
+        EventBody::CompactionStart(CompactionStart {
+            compaction_id: compaction_id.clone(),
+            through_turn,
+            trigger,
+        }),
+    )?;
+    let mut items: Vec<HistoryItem> = prefix.iter().map(|item| (**item).clone()).collect();
+    items.push(HistoryItem::User(vec![UserPart::Text {
+        text: COMPACTION_INSTRUCTION.into(),
+    }]));
+    let request = ModelRequest {
+        session_id: agent.id.clone(),
+        cwd: Some(agent.cwd.clone()),
+        system: String::new(),
+        history: ModelHistory::from(items),
+        tools: Vec::new(),
+        max_tokens: choice.profile.max_output,
+        blobs: Some(agent.blob_dir()),
+    };
+    let mut stream = choice.model.stream(request);
+    let mut summary = String::new();
+    let mut usage = None;
+    let mut failure = None;
+    loop {
+        let next = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => {
+                failure = Some("cancelled".to_owned());
+                break;
+            }
+            next = stream.next() => next,
+        };
+        match next {
+            Some(Ok(Chunk::TextDelta { text, .. })) => summary.push_str(&text),
+            Some(Ok(Chunk::Usage { usage: u })) => usage = Some(u),
+            Some(Ok(Chunk::Finish { reason })) => {
+                if reason.kind == crate::session::FinishKind::Error {
+                    failure = Some("the model reported an error".to_owned());
+                }
+                break;
+            }
+            Some(Ok(_)) => {}
+            Some(Err(error)) => {
+                failure = Some(error.to_string());
+                break;
+            }
+            None => {
+                failure = Some("the model stream ended without a finish chunk".to_owned());
+                break;
+            }
+        }
+    }
+    drop(stream);
+    let summary = summary.trim().to_owned();
+    if failure.is_none() && summary.is_empty() {
+        failure = Some("the model wrote an empty summary".to_owned());
+    }
+    let cancelled = cancel.is_cancelled();
+    let end = CompactionEnd {
+        compaction_id,
+        summary: failure.is_none().then(|| summary.clone()),
+        error: failure.clone(),
+        usage: usage.clone(),
+    };
+    emit(state, EventBody::CompactionEnd(end))?;
+    state.log.flush()?;
+    if let Some(usage) = &usage {
+        if let Some(prices) = &choice.profile.prices {
+            agent.context.add_cost(prices.cost(usage));
+        }
+    }
+    Ok(match failure {
+        _ if cancelled => CompactionOutcome::Cancelled,
+        Some(reason) => CompactionOutcome::Failed { reason },
+        None => {
+            let history = agent.model_history();
+            agent
+                .context
+                .set_used(estimate_tokens(history.text_len_from(0)), history.len());
+            CompactionOutcome::Compacted {
+                through_turn,
+                summary,
+            }
+        }
+    })
+}

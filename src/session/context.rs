@@ -1,0 +1,63 @@
+//! The log's records of a session's model and context: which configured model it runs on
+//! (`model/set`), what its turns used and cost (`turn/end`'s `usage`), and the compactions
+//! that replaced the start of its conversation with a summary (`compaction/start`, `/end`).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The session switched to configured model `model` (an id); it runs there from its next
+/// model call. The last one in the log is the session's model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelSet {
+    pub model: String,
+    /// Who switched it, e.g. `{"kind":"client"}`.
+    pub source: Value,
+}
+
+/// What a turn used: the sums of its model calls, and their cost (with the costs of the
+/// children that settled during it) when prices are configured.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_read_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
+}
+
+/// Why a compaction ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CompactionTrigger {
+    /// The next request would pass the configured share of the context window.
+    Threshold,
+    /// The endpoint answered that the request is too long.
+    Overflow,
+    /// Asked for (`/compact`).
+    Request,
+}
+
+/// A compaction began: the conversation through turn `throughTurn` is being summarised.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompactionStart {
+    pub compaction_id: String,
+    pub through_turn: u32,
+    pub trigger: CompactionTrigger,
+}
+
+/// A compaction ended: with `summary`, which replaces the summarised part of the conversation
+/// in later requests; or with `error`, and the conversation stays as it was.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompactionEnd {
+    pub compaction_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<super::Usage>,
+}
