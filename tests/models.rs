@@ -353,3 +353,61 @@ async fn a_child_runs_on_the_model_it_names_and_its_cost_reaches_the_parent() {
         "{told}"
     );
 }
+
+#[tokio::test]
+async fn slash_compact_and_slash_model_act_through_the_binary() {
+    let server = MockServer::start();
+    let mut kin = start(&server, home_with(CONFIG));
+    initialize(&mut kin).await;
+    let session = kin.new_session().await;
+    server.push(answer_with_usage("first answer", 100, 10));
+    let (_, answer) = kin
+        .request(2, "session/prompt", prompt(&session, "first"))
+        .await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+
+    // `/compact`: one summary call, its updates, its log events; no turn of its own.
+    server.push(text_reply(&["SUMMARY-ON-REQUEST"]));
+    let (updates, answer) = kin
+        .request(3, "session/prompt", prompt(&session, "/compact"))
+        .await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert_eq!(server.requests().len(), 2, "one summary call");
+    let chunks = of_kind(&updates, "compaction_summary_chunk");
+    assert_eq!(chunks[0]["content"]["text"], "SUMMARY-ON-REQUEST");
+    let log = log_of(&kin, &session);
+    let end = log.iter().find(|e| e["type"] == "compaction/end").unwrap();
+    assert_eq!(end["data"]["summary"], "SUMMARY-ON-REQUEST");
+
+    // `/model small`: logged, and the next call goes to that model.
+    let (_, answer) = kin
+        .request(4, "session/prompt", prompt(&session, "/model small"))
+        .await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert_eq!(server.requests().len(), 2, "no model call for /model");
+    server.push(answer_with_usage("on the small one", 50, 5));
+    let (_, answer) = kin
+        .request(5, "session/prompt", prompt(&session, "hello"))
+        .await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let requests = server.requests();
+    assert_eq!(requests.last().unwrap().body["model"], "mock-small");
+    let log = log_of(&kin, &session);
+    assert!(
+        log.iter()
+            .any(|e| e["type"] == "model/set" && e["data"]["model"] == "small"),
+        "{log:?}"
+    );
+    // An unknown model is refused with the known ones named.
+    let (_, answer) = kin
+        .request(6, "session/prompt", prompt(&session, "/model nope"))
+        .await;
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("small"),
+        "{answer}"
+    );
+}

@@ -273,7 +273,10 @@ async fn user_commands_expand_their_arguments_and_are_announced() {
         .iter()
         .map(|c| c["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["agents", "mode", "explain", "review"]);
+    assert_eq!(
+        names,
+        ["agents", "mode", "model", "compact", "explain", "review"]
+    );
 
     let prompt =
         |text: &str| json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]});

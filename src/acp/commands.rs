@@ -19,6 +19,10 @@ pub enum Builtin {
     Agents,
     /// Switches the permission mode.
     Mode,
+    /// Shows or switches the session's model.
+    Model,
+    /// Compacts the conversation now.
+    Compact,
 }
 
 /// The built-ins: name, what it does, the hint for its input. (`/model` and `/compact` are
@@ -35,6 +39,18 @@ const BUILTINS: &[(Builtin, &str, &str, Option<&str>)] = &[
         "mode",
         "Switch the permission mode",
         Some("<mode id>"),
+    ),
+    (
+        Builtin::Model,
+        "model",
+        "Show the configured models, or switch this session to one",
+        Some("<model id>"),
+    ),
+    (
+        Builtin::Compact,
+        "compact",
+        "Summarise the conversation so far to free context",
+        None,
     ),
 ];
 
@@ -231,6 +247,6 @@ mod tests {
         );
         assert_eq!(commands.invoked("/unknown x"), None);
         assert_eq!(commands.invoked("no slash"), None);
-        assert_eq!(commands.available().len(), 4);
+        assert_eq!(commands.available().len(), 6);
     }
 }

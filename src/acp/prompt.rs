@@ -19,7 +19,7 @@ use super::modes;
 use super::notice::{self, Severity};
 use super::prompt_content::{self, PromptContext};
 use crate::agent::StopReason as TurnStop;
-use crate::agent::{Agent, TurnError};
+use crate::agent::{Agent, CompactionOutcome, TurnError};
 use crate::model::Credentials;
 use crate::rpc::{Peer, RequestContext, RpcError};
 use crate::runtime::Runtime;
@@ -72,10 +72,11 @@ fn reply(peer: &Peer, session: &str, text: String) {
     );
 }
 
-/// Runs a built-in command; its answer is agent text, and the model is not called.
-fn run_builtin(
+/// Runs a built-in command; its answer is agent text. Only `/compact` calls the model (for
+/// the summary).
+async fn run_builtin(
     runtime: &Runtime,
-    agent: &Agent,
+    agent: &Arc<Agent>,
     builtin: Builtin,
     args: &str,
     cx: &RequestContext,
@@ -101,6 +102,55 @@ fn run_builtin(
                     ),
                 );
                 format!("The mode is now {}.", mode.id())
+            }
+        }
+        Builtin::Model => {
+            let host = runtime.host();
+            if args.is_empty() {
+                let ids: Vec<&str> = host
+                    .models()
+                    .choices()
+                    .iter()
+                    .map(|c| c.profile.id.as_str())
+                    .collect();
+                format!(
+                    "The model is {}. Models: {}.",
+                    host.model_id(agent),
+                    ids.join(", ")
+                )
+            } else {
+                host.switch_model(agent, args).map_err(|error| {
+                    RpcError::invalid_params(format!("invalid params: {error}"))
+                })?;
+                cx.peer.notify(
+                    "session/update",
+                    &SessionNotification::new(
+                        agent.id.clone(),
+                        super::models::options_update(host, agent),
+                    ),
+                );
+                format!("The model is now {args}, from the next model call.")
+            }
+        }
+        Builtin::Compact => {
+            let outcome = runtime
+                .host()
+                .compact(agent, cx.cancel.child_token())
+                .await
+                .map_err(|error| RpcError::invalid_request(format!("invalid request: {error}")))?;
+            match outcome {
+                CompactionOutcome::Compacted { through_turn, .. } => {
+                    format!("Compacted: a summary now stands for turns 1 to {through_turn}.")
+                }
+                CompactionOutcome::NothingToCompact => {
+                    "Nothing to compact: no completed turn since the last compaction.".into()
+                }
+                CompactionOutcome::Failed { reason } => {
+                    format!("The compaction failed, and the conversation is as it was: {reason}")
+                }
+                CompactionOutcome::Cancelled => {
+                    "The compaction was cancelled; the conversation is as it was.".into()
+                }
             }
         }
     };
@@ -154,7 +204,7 @@ pub async fn prompt(
     if let Some(text) = &opening {
         match commands.invoked(text) {
             Some(Invoked::Builtin(builtin, args)) => {
-                run_builtin(&runtime, &agent, builtin, args, &cx)?;
+                run_builtin(&runtime, &agent, builtin, args, &cx).await?;
                 return answer(Ok(PromptResponse::new(StopReason::EndTurn)));
             }
             Some(Invoked::User(command, args)) => expansion = Some(command.expand(args)),
@@ -162,7 +212,8 @@ pub async fn prompt(
         }
     }
     let blob_dir = agent.blob_dir();
-    let images = runtime.host().model().accepts_images();
+    // The model the session runs on decides (a `/model` switch included).
+    let images = runtime.host().accepts_images(&agent);
     let context = PromptContext {
         blob_dir: &blob_dir,
         roots: agent.roots(),
