@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::swap_tests::Swapper;
 use super::testing::{call, Workspace};
-use super::{glob::GlobTool, grep::GrepTool, PermissionMode};
+use super::{glob::GlobTool, grep::GrepTool, PermissionMode, Tool};
 
 /// Calls of `glob`, which listed outside names before its walk was confined (415 of 10,000).
 const TRIES: usize = 10_000;
@@ -26,21 +26,31 @@ fn workspace() -> Workspace {
     ws
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_symlink_swapped_in_during_a_glob_never_lists_outside_names() {
+/// Calls `tool` `tries` times in read-only mode while the swapper runs; returns how many
+/// outputs named the outside file, how many named the inside one, and how many swaps ran.
+async fn race(
+    tool: &(impl Tool + Clone + 'static),
+    arguments: serde_json::Value,
+    tries: usize,
+) -> (usize, usize, usize) {
     let ws = workspace();
     let cx = ws.cx_in_mode(PermissionMode::ReadOnly);
     let swapper = Swapper::start(&ws);
     let (mut escapes, mut inside) = (0, 0);
-    for _ in 0..TRIES {
-        let out = call(&GlobTool, json!({"pattern": "**"}), &cx).await;
+    for _ in 0..tries {
+        let out = call(tool, arguments.clone(), &cx).await;
         if out.text.contains("OUTSIDE") {
             escapes += 1;
         } else if out.text.contains("inside.txt") {
             inside += 1;
         }
     }
-    let swaps = swapper.finish();
+    (escapes, inside, swapper.finish())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_symlink_swapped_in_during_a_glob_never_lists_outside_names() {
+    let (escapes, inside, swaps) = race(&GlobTool, json!({"pattern": "**"}), TRIES).await;
     assert_eq!(
         escapes, 0,
         "{escapes} of {TRIES} globs listed outside names"
@@ -53,19 +63,7 @@ async fn a_symlink_swapped_in_during_a_glob_never_lists_outside_names() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_symlink_swapped_in_during_a_grep_never_names_outside_files() {
-    let ws = workspace();
-    let cx = ws.cx_in_mode(PermissionMode::ReadOnly);
-    let swapper = Swapper::start(&ws);
-    let (mut escapes, mut inside) = (0, 0);
-    for _ in 0..GREP_TRIES {
-        let out = call(&GrepTool, json!({"pattern": "needle"}), &cx).await;
-        if out.text.contains("OUTSIDE") {
-            escapes += 1;
-        } else if out.text.contains("inside.txt") {
-            inside += 1;
-        }
-    }
-    let swaps = swapper.finish();
+    let (escapes, inside, swaps) = race(&GrepTool, json!({"pattern": "needle"}), GREP_TRIES).await;
     assert_eq!(
         escapes, 0,
         "{escapes} of {GREP_TRIES} greps named outside files"
