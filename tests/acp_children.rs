@@ -67,6 +67,7 @@ fn command_for(mode: &str, marker: &str, cwd: &Path) -> ChildCommand {
         initialize_timeout: Duration::from_secs(20),
         eof_grace: Duration::from_millis(200),
         term_grace: Duration::from_millis(200),
+        link: None,
     }
 }
 
@@ -191,11 +192,21 @@ async fn permission_requests_follow_the_policy() {
     allow.permission = AcpPermission::Allow;
     let answer: Value = serde_json::from_str(&run(allow).await.unwrap()).unwrap();
     assert_eq!(answer, json!({"outcome": "selected", "optionId": "yes"}));
+    // Rejecting picks the child's reject option (`cancelled` would abort its run); `ask`
+    // with no editor to ask rejects.
     for policy in [AcpPermission::Reject, AcpPermission::Ask] {
         let mut command = command_for("permission", &marker, cwd.path());
         command.permission = policy;
+        // Under an `allow` parent (or none), `ask` allows as the parent's own tools would.
+        command.ceiling = Some(std::sync::Arc::new(
+            kin::tools::SessionPermissions::new(kin::tools::PermissionMode::Ask),
+        ));
         let answer: Value = serde_json::from_str(&run(command).await.unwrap()).unwrap();
-        assert_eq!(answer, json!({"outcome": "cancelled"}), "{policy:?}");
+        assert_eq!(
+            answer,
+            json!({"outcome": "selected", "optionId": "no"}),
+            "{policy:?}"
+        );
     }
     assert_none_left(&marker).await;
 }
@@ -622,6 +633,7 @@ async fn a_kin_child_is_reopened_in_a_new_process_and_continues_its_session() {
         initialize_timeout: Duration::from_secs(20),
         eof_grace: Duration::from_secs(1),
         term_grace: Duration::from_secs(1),
+        link: None,
     };
     let cancel = CancellationToken::new();
     let mut first = AcpChild::start(command.clone(), &cancel).await.unwrap();

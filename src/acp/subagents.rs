@@ -1,13 +1,17 @@
 //! ACP subagent sessions: for a client that opted in (`clientCapabilities.subagents`), each
 //! in-process child is announced on its parent with `subagent_update` before anything carries
 //! its id, its own events flow as `session/update`s under its own session id, and its state
-//! goes `running` -> `idle` with the stop reason. Clients that did not opt in see children only
-//! as the parent's tool calls.
+//! goes `running` -> `idle` with the stop reason. A child agent process is announced and its
+//! updates passed on the same way, under ids kin allocated (`acp_client::forward`). Clients
+//! that did not opt in see children only as the parent's tool calls, which for a child process
+//! carry a summary of what it did.
 
 use agent_client_protocol_schema::v1::{
-    ErrorStopReason, IdleStateUpdate, IdleStopReason, RunningStateUpdate, SessionNotification,
-    SessionUpdate, StateUpdate, SubagentUpdate,
+    ContentBlock, ErrorStopReason, IdleStateUpdate, IdleStopReason, RunningStateUpdate,
+    SessionNotification, SessionUpdate, StateUpdate, SubagentUpdate, ToolCallContent,
+    ToolCallUpdate, ToolCallUpdateFields,
 };
+use serde_json::json;
 
 use std::sync::Arc;
 
@@ -63,6 +67,27 @@ pub fn forward(
                     peer.notify("session/update", &note);
                 }
                 return;
+            }
+            HostEvent::ChildUpdate { session, update } => {
+                if subagents {
+                    let note = json!({"sessionId": session, "update": update});
+                    peer.notify("session/update", &note);
+                }
+                return;
+            }
+            HostEvent::ChildSummary {
+                parent,
+                call_id,
+                text,
+            } => {
+                if !subagents {
+                    let content = ToolCallContent::from(ContentBlock::from(text.to_owned()));
+                    let fields = ToolCallUpdateFields::new().content(vec![content]);
+                    let update = ToolCallUpdate::new(call_id.to_owned(), fields);
+                    (parent.to_owned(), SessionUpdate::ToolCallUpdate(update))
+                } else {
+                    return;
+                }
             }
             HostEvent::ChildStarted { .. } | HostEvent::TurnEnded { .. } if !subagents => return,
             HostEvent::ChildStarted {

@@ -32,4 +32,7 @@ pub struct ChildCommand {
     /// Teardown: after stdin closes, the wait before SIGTERM; after SIGTERM, before SIGKILL.
     pub eof_grace: Duration,
     pub term_grace: Duration,
+    /// The child's place in kin's tree: its updates are passed on, its permission requests
+    /// and file requests served through the delegating session's editor.
+    pub link: Option<super::forward::ChildLink>,
 }

@@ -1,24 +1,26 @@
 //! What the child sends kin unasked, decoded with the ACP schema types: `session/update`
 //! notifications (only agent message text during a prompt is output; other updates only count
-//! against the output cap) and its requests to the client (only `session/request_permission` is
-//! answered, by the configured policy).
+//! against the output cap, and are passed on to kin's tree, see [`super::forward`]) and its
+//! requests to the client: `session/request_permission` ([`super::permission`]) and the file
+//! services ([`super::services`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use agent_client_protocol_schema::v1::{
-    AgentNotification, AgentRequest, ContentBlock, ContentChunk, PermissionOptionKind,
-    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
-    SelectedPermissionOutcome, SessionNotification, SessionUpdate,
+    AgentNotification, AgentRequest, ContentBlock, ContentChunk, SessionNotification, SessionUpdate,
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::command::MAX_OUTPUT_BYTES;
+use super::forward::Forwarder;
+use super::permission::{self, Asker};
+use super::services::FileServices;
 use crate::config::AcpPermission;
 use crate::rpc::{Handler, Reply, RequestContext, RpcError};
 use crate::sync::lock;
-use crate::tools::{PermissionMode, SessionPermissions, ToolKind};
+use crate::tools::{PermissionMode, SessionPermissions};
 
 /// A fault seen while reading the child.
 #[derive(Debug, Clone)]
@@ -97,37 +99,73 @@ impl Collected {
     }
 }
 
-/// Answers the child's requests to its client.
+/// Answers the child's requests to its client and passes its updates on.
 pub(super) struct ClientHandler {
     pub collected: Arc<Collected>,
     pub permission: AcpPermission,
     pub ceiling: Option<Arc<SessionPermissions>>,
+    /// The child's place in kin's tree, when it has one.
+    pub forwarder: Option<Arc<Forwarder>>,
+    /// Its file services (offered when it has a place in the tree).
+    pub files: Option<FileServices>,
+}
+
+impl ClientHandler {
+    /// The delegating session's current mode.
+    fn mode(&self) -> PermissionMode {
+        self.ceiling
+            .as_ref()
+            .map_or(PermissionMode::Allow, |ceiling| ceiling.effective_mode())
+    }
+
+    /// Who asks the editor for the child's session `session` (its own id).
+    fn asker(&self, session: &str) -> Option<Asker> {
+        let forwarder = self.forwarder.as_ref()?;
+        let link = forwarder.link();
+        Some(Asker {
+            client: link.client.clone()?,
+            session: forwarder
+                .kin_id(session)
+                .unwrap_or_else(|| link.child.clone()),
+            name: link.title.clone(),
+        })
+    }
 }
 
 impl Handler for ClientHandler {
-    fn request(&self, method: String, params: Value, _cx: RequestContext) -> Reply {
-        Reply::Now(
-            match AgentRequest::from_method_and_params(&method, &params) {
-                Ok(AgentRequest::RequestPermissionRequest(request)) => {
-                    let mode = self
-                        .ceiling
-                        .as_ref()
-                        .map_or(PermissionMode::Allow, |ceiling| ceiling.effective_mode());
-                    serde_json::to_value(permission_answer(self.permission, mode, &request))
-                        .map_err(|error| RpcError::internal(error.to_string()))
-                }
-                Ok(_)
-                | Err(agent_client_protocol_schema::MethodDispatchError::UnknownMethod {
-                    ..
-                }) => Err(RpcError::method_not_found(&method)),
-                Err(error) => Err(RpcError::invalid_params(error.to_string())),
-            },
-        )
+    fn request(&self, method: String, params: Value, cx: RequestContext) -> Reply {
+        let request = match AgentRequest::from_method_and_params(&method, &params) {
+            Ok(request) => request,
+            Err(agent_client_protocol_schema::MethodDispatchError::UnknownMethod { .. }) => {
+                return Reply::Now(Err(RpcError::method_not_found(&method)))
+            }
+            Err(error) => return Reply::Now(Err(RpcError::invalid_params(error.to_string()))),
+        };
+        match (request, &self.files) {
+            (AgentRequest::RequestPermissionRequest(request), _) => {
+                let asker = self.asker(&request.session_id.0);
+                permission::reply(self.permission, self.mode(), request, asker, cx.cancel)
+            }
+            (AgentRequest::ReadTextFileRequest(request), Some(files)) => {
+                files.read(request, cx.cancel)
+            }
+            (AgentRequest::WriteTextFileRequest(request), Some(files)) => {
+                files.write(request, self.mode(), cx.cancel)
+            }
+            _ => Reply::Now(Err(RpcError::method_not_found(&method))),
+        }
     }
 
     fn notification(&self, method: String, params: Value) {
         if method == "session/update" {
             self.collected.update(&params);
+            if let Some(forwarder) = &self.forwarder {
+                if self.collected.collecting.load(Ordering::Acquire) {
+                    if let Ok(note) = serde_json::from_value::<SessionNotification>(params) {
+                        forwarder.update(note);
+                    }
+                }
+            }
         }
     }
 
@@ -136,127 +174,11 @@ impl Handler for ClientHandler {
     }
 }
 
-/// Answers a child's permission request within `policy` and `mode`, the delegating session's
-/// current mode. `allow` picks the child's one-time allowing option: never `allow_always`, which
-/// would grant the child more than this one call on the parent's behalf. Everything else is
-/// `cancelled`: the `reject` and `ask` policies, a request with no one-time allowing option, and
-/// under a `read-only` parent any request to change things (a kind kin cannot read counts as one).
-fn permission_answer(
-    policy: AcpPermission,
-    mode: PermissionMode,
-    request: &RequestPermissionRequest,
-) -> RequestPermissionResponse {
-    if policy == AcpPermission::Ask {
-        tracing::info!("a child agent asked for permission; `ask` is answered as `reject` for now");
-    }
-    // ACP's kinds and kin's share their names; one kin does not know is `other`.
-    let kind = request
-        .tool_call
-        .fields
-        .kind
-        .and_then(|kind| serde_json::to_value(kind).ok())
-        .and_then(|kind| serde_json::from_value::<ToolKind>(kind).ok())
-        .unwrap_or(ToolKind::Other);
-    let permitted = mode.permits_changes(kind);
-    if !permitted {
-        tracing::info!(
-            ?kind,
-            "a child agent asked to change things under a read-only parent"
-        );
-    }
-    let allowing = (policy == AcpPermission::Allow && permitted)
-        .then(|| {
-            request
-                .options
-                .iter()
-                .find(|option| option.kind == PermissionOptionKind::AllowOnce)
-        })
-        .flatten();
-    RequestPermissionResponse::new(match allowing {
-        Some(option) => RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(
-            option.option_id.clone(),
-        )),
-        None => RequestPermissionOutcome::Cancelled,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
-
-    fn answer(policy: AcpPermission, mode: PermissionMode, call: Value, options: Value) -> Value {
-        let params = json!({"sessionId": "s", "toolCall": call, "options": options});
-        let request: RequestPermissionRequest =
-            serde_json::from_value(params).expect("a permission request");
-        serde_json::to_value(permission_answer(policy, mode, &request)).expect("an answer")
-    }
-
-    #[test]
-    fn permission_policies() {
-        let call = || json!({"toolCallId": "t"});
-        let options = json!([
-            {"optionId": "no", "kind": "reject_once", "name": "No"},
-            {"optionId": "always", "kind": "allow_always", "name": "Always"},
-            {"optionId": "yes", "kind": "allow_once", "name": "Yes"},
-        ]);
-        let selected = |policy| answer(policy, PermissionMode::Ask, call(), options.clone());
-        assert_eq!(
-            selected(AcpPermission::Allow),
-            json!({"outcome": {"outcome": "selected", "optionId": "yes"}})
-        );
-        for policy in [AcpPermission::Reject, AcpPermission::Ask] {
-            assert_eq!(
-                selected(policy),
-                json!({"outcome": {"outcome": "cancelled"}})
-            );
-        }
-        let only_always = json!([
-            {"optionId": "no", "kind": "reject_once", "name": "No"},
-            {"optionId": "always", "kind": "allow_always", "name": "Always"},
-        ]);
-        assert_eq!(
-            answer(
-                AcpPermission::Allow,
-                PermissionMode::Allow,
-                call(),
-                only_always
-            ),
-            json!({"outcome": {"outcome": "cancelled"}}),
-            "allow_always is never chosen on the parent's behalf"
-        );
-    }
-
-    #[test]
-    fn a_read_only_parent_refuses_its_childs_changes_whatever_the_policy() {
-        let options = || json!([{"optionId": "yes", "kind": "allow_once", "name": "Yes"}]);
-        let with_kind = |mode, kind: &str| {
-            let call = json!({"toolCallId": "c", "kind": kind});
-            answer(AcpPermission::Allow, mode, call, options())
-        };
-        let cancelled = json!({"outcome": {"outcome": "cancelled"}});
-        let yes = json!({"outcome": {"outcome": "selected", "optionId": "yes"}});
-        for kind in ["edit", "execute", "delete", "move", "other", "unheard-of"] {
-            assert_eq!(
-                with_kind(PermissionMode::ReadOnly, kind),
-                cancelled,
-                "{kind}"
-            );
-            assert_eq!(with_kind(PermissionMode::Ask, kind), yes, "{kind}");
-        }
-        assert_eq!(with_kind(PermissionMode::ReadOnly, "read"), yes);
-        let no_kind = json!({"toolCallId": "c"});
-        assert_eq!(
-            answer(
-                AcpPermission::Allow,
-                PermissionMode::ReadOnly,
-                no_kind,
-                options()
-            ),
-            cancelled
-        );
-    }
 
     fn chunk(kind: &str, text: &str) -> Value {
         json!({"sessionId": "s", "update": {"sessionUpdate": kind, "content": {"type": "text", "text": text}}})

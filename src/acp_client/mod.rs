@@ -5,6 +5,9 @@
 //! - [`command`]: what to launch and the limits of a run;
 //! - [`process`]: the OS process, its stderr tail and its teardown;
 //! - [`inbound`]: the child's notifications and requests, decoded with the ACP schema types;
+//! - [`forward`]: the child's place in kin's tree: its updates passed on under kin's ids;
+//! - [`permission`]: its permission requests, decided by policy and mode or asked of the editor;
+//! - [`services`]: the file services kin offers it, confined to its working directory;
 //! - [`session`]: [`AcpChild`], the ACP session (`initialize`, new or continued session,
 //!   steered prompts);
 //! - [`error`]: [`ChildError`]: a start failure, no answer to `initialize` in time, an exit
@@ -16,10 +19,14 @@
 
 mod command;
 mod error;
+mod forward;
 mod inbound;
+mod permission;
 mod process;
+mod services;
 mod session;
 
 pub use command::{ChildCommand, DEPTH_ENV, DEPTH_META_KEY, MAX_OUTPUT_BYTES};
 pub use error::{ChildError, StderrTail};
+pub use forward::{ChildLink, ChildSink};
 pub use session::{continuation_method, AcpChild, PromptOutcome, Steer};

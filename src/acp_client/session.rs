@@ -16,8 +16,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::command::{ChildCommand, DEPTH_META_KEY, MAX_OUTPUT_BYTES};
 use super::error::ChildError;
+use super::forward::Forwarder;
 use super::inbound::{ClientHandler, Collected, Fault};
 use super::process::Process;
+use super::services::FileServices;
 use crate::rpc::{Peer, RpcError};
 
 /// How long a closed connection may wait for the exit status that explains it.
@@ -52,6 +54,8 @@ pub struct AcpChild {
     pub capabilities: Value,
     /// The child's own session id.
     pub session_id: String,
+    /// Passes the child's traffic on, when it has a place in kin's tree.
+    forwarder: Option<Arc<Forwarder>>,
 }
 
 impl AcpChild {
@@ -130,10 +134,24 @@ impl AcpChild {
     fn launch(command: ChildCommand) -> Result<Self, ChildError> {
         let (process, pipes) = Process::launch(&command)?;
         let collected = Arc::new(Collected::default());
+        let forwarder = command
+            .link
+            .clone()
+            .map(|link| Arc::new(Forwarder::new(link)));
+        let files = command.link.as_ref().map(|link| FileServices {
+            roots: Arc::new(crate::tools::Roots::new(command.cwd.clone(), Vec::new())),
+            client: link
+                .client
+                .clone()
+                .map(|client| client.for_child(&link.child)),
+            session: link.child.clone(),
+        });
         let handler = Arc::new(ClientHandler {
             collected: collected.clone(),
             permission: command.permission,
             ceiling: command.ceiling.clone(),
+            forwarder: forwarder.clone(),
+            files,
         });
         let (peer, writer) = Peer::new(pipes.stdin);
         let reading = peer.clone();
@@ -151,13 +169,21 @@ impl AcpChild {
             process,
             capabilities: Value::Null,
             session_id: String::new(),
+            forwarder,
         })
     }
 
     async fn initialize(&mut self, cancel: &CancellationToken) -> Result<(), ChildError> {
+        // A child with a place in the tree may show its own children and use kin's files.
+        let client_capabilities = match self.forwarder {
+            Some(_) => {
+                json!({"fs": {"readTextFile": true, "writeTextFile": true}, "subagents": {}})
+            }
+            None => json!({}),
+        };
         let initialize = json!({
             "protocolVersion": 1,
-            "clientCapabilities": {},
+            "clientCapabilities": client_capabilities,
             "clientInfo": {"name": "kin", "version": env!("CARGO_PKG_VERSION")},
         });
         let timeout = self.command.initialize_timeout;
@@ -193,6 +219,9 @@ impl AcpChild {
             return Err(ChildError::NoSessionId);
         }
         self.session_id = id.to_string();
+        if let Some(forwarder) = &self.forwarder {
+            forwarder.root(&self.session_id);
+        }
         Ok(())
     }
 
@@ -208,6 +237,9 @@ impl AcpChild {
         // Updates before a prompt (a loaded history) are not collected.
         self.call(method, &params, cancel).await?;
         self.session_id = session_id.to_owned();
+        if let Some(forwarder) = &self.forwarder {
+            forwarder.root(session_id);
+        }
         Ok(())
     }
 
@@ -222,9 +254,16 @@ impl AcpChild {
         steers: &mut mpsc::UnboundedReceiver<Steer>,
     ) -> Result<PromptOutcome, ChildError> {
         self.collected.take();
+        if let Some(forwarder) = &self.forwarder {
+            forwarder.announce(&self.command.cwd);
+            forwarder.prompted(text);
+        }
         self.collected.collecting.store(true, Ordering::Release);
         let answered = self.answer_prompts(text, cancel, steers).await;
         self.collected.collecting.store(false, Ordering::Release);
+        if let Some(forwarder) = &self.forwarder {
+            forwarder.finish(answered.as_ref().ok().copied());
+        }
         // Whatever is still queued comes too late (its verdict is dropped unsent).
         steers.close();
         while steers.try_recv().is_ok() {}
@@ -315,6 +354,9 @@ impl AcpChild {
                 }
                 steer = steers.recv(), if open => match steer {
                     Some(steer) => {
+                        if let Some(forwarder) = &self.forwarder {
+                            forwarder.prompted(&steer.text);
+                        }
                         in_flight.push(request(
                             self.peer.clone(),
                             self.session_id.clone(),

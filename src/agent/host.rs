@@ -54,6 +54,20 @@ pub enum HostEvent<'a> {
     Appended { agent: &'a Agent, event: &'a Event },
     /// A turn ended (its `turn/end` is in the log).
     TurnEnded { agent: &'a Agent, stop: StopReason },
+    /// An update of a child agent process (or of a child it announced), under kin's session
+    /// id: the ACP JSON of a `session/update`'s `update`, for clients that show children as
+    /// sessions. Live only: nothing of it is in a log.
+    ChildUpdate {
+        session: &'a str,
+        update: &'a serde_json::Value,
+    },
+    /// What a child agent process did so far (its tool calls, then its answer), for clients
+    /// that do not show children as sessions: shown on the parent's delegating tool call.
+    ChildSummary {
+        parent: &'a str,
+        call_id: &'a str,
+        text: &'a str,
+    },
 }
 
 type Listener = Arc<dyn Fn(&HostEvent<'_>) + Send + Sync>;

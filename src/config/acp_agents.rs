@@ -10,16 +10,17 @@ use serde::Deserialize;
 use super::duration::{duration_value, DurationValue};
 use super::ConfigError;
 
-/// How kin answers the permission requests of a child agent.
+/// How kin answers the permission requests of a child agent (always within the delegating
+/// session's current mode; see `acp_client::permission`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AcpPermission {
-    /// Every request is answered `cancelled`.
-    #[default]
+    /// The child's rejecting option is picked.
     Reject,
-    /// The first option that allows is picked.
+    /// The child's one-time allowing option is picked.
     Allow,
-    /// Meant for the editor to decide; until kin forwards them, answered as `reject`.
+    /// The editor asks the user, attributed to the child.
+    #[default]
     Ask,
 }
 
@@ -184,7 +185,7 @@ mod tests {
         assert_eq!(agents[0].eof_grace, Duration::from_millis(200));
         assert_eq!(agents[0].term_grace, DEFAULT_TERM_GRACE);
         assert_eq!(agents[1].tool, "ask_kin");
-        assert_eq!(agents[1].permission, AcpPermission::Reject);
+        assert_eq!(agents[1].permission, AcpPermission::Ask);
         assert_eq!(agents[1].cwd, None);
         assert_eq!(agents[0].continuable, None);
         let forced = parse("[acp_agents.a]\ncommand = \"x\"\ncontinuable = false\n").unwrap();

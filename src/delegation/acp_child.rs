@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use serde_json::{json, Value};
 
+use super::acp_tree;
 use super::provider::{Capabilities, Continuable, Provider, Run, RunControl, SteerRefusal};
 use super::request::{child_depth, Continuation, ResumeRequest, StartRequest};
 use super::{DelegationError, SubagentResult};
@@ -106,6 +107,7 @@ impl AcpProvider {
             initialize_timeout: config.initialize_timeout,
             eof_grace: config.eof_grace,
             term_grace: config.term_grace,
+            link: None,
         })
     }
 }
@@ -206,24 +208,33 @@ impl Provider for AcpProvider {
         // Where the record of a continuable child goes.
         let store = host.store().clone();
         let learned = self.learned.clone();
+        let id = match &request.continuation {
+            Some(continuation) => continuation.session_id.clone(),
+            None => uuid::Uuid::new_v4().to_string(),
+        };
+        let link = acp_tree::link(
+            host.events(),
+            &request.parent.id,
+            &id,
+            request.call_id.clone(),
+            request.label.clone(),
+            request.client.clone(),
+        );
         async move {
-            let command = prepared?;
+            let mut command = prepared?;
+            command.link = Some(link);
             let depth = command.depth;
             let child = AcpChild::start(command, &request.cancel)
                 .await
                 .map_err(setup_error)?;
             learn(&learned, &child.capabilities);
-            let id = match &request.continuation {
-                Some(continuation) => {
-                    let recorded = record(&store, continuation, &request, depth, &child);
-                    if let Err(error) = recorded {
-                        child.shutdown().await;
-                        return Err(error);
-                    }
-                    continuation.session_id.clone()
+            if let Some(continuation) = &request.continuation {
+                let recorded = record(&store, continuation, &request, depth, &child);
+                if let Err(error) = recorded {
+                    child.shutdown().await;
+                    return Err(error);
                 }
-                None => uuid::Uuid::new_v4().to_string(),
-            };
+            }
             let text = prompt_text(&request.prompt);
             Ok(run(id, name, child, text, &request.cancel))
         }
@@ -265,7 +276,7 @@ impl Provider for AcpProvider {
 
     fn resume(
         &self,
-        _host: &Arc<AgentHost>,
+        host: &Arc<AgentHost>,
         request: ResumeRequest,
     ) -> BoxFuture<'static, Result<Run, DelegationError>> {
         let prepared = (|| {
@@ -282,8 +293,25 @@ impl Provider for AcpProvider {
         })();
         let name = self.config.name.clone();
         let learned = self.learned.clone();
+        // The title it was started with is kept in its descriptor (across restarts).
+        let title = request
+            .descriptor
+            .provider_data
+            .as_ref()
+            .and_then(|data| data.get("title"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let link = acp_tree::link(
+            host.events(),
+            &request.parent.id,
+            &request.session_id,
+            None,
+            title,
+            request.client.clone(),
+        );
         async move {
-            let (remote, command) = prepared?;
+            let (remote, mut command) = prepared?;
+            command.link = Some(link);
             let child = AcpChild::reopen(command, &remote, &request.cancel)
                 .await
                 .map_err(setup_error)?;
@@ -338,7 +366,11 @@ fn record(
         return Ok(());
     }
     let mut descriptor = continuation.descriptor.clone();
-    descriptor.provider_data = Some(json!({"sessionId": child.session_id, "cwd": cwd}));
+    let mut data = json!({"sessionId": child.session_id, "cwd": cwd});
+    if let Some(label) = &request.label {
+        data["title"] = label.as_str().into();
+    }
+    descriptor.provider_data = Some(data);
     log.append(
         EventBody::SubagentDescriptor(descriptor),
         crate::time::now_ms(),

@@ -20,6 +20,7 @@
 //! a task that settled unseen, `task/start` and `task/end` (`records.rs`).
 
 mod acp_child;
+mod acp_tree;
 mod activation;
 mod error;
 mod in_process;
@@ -65,6 +66,8 @@ pub struct Request {
     pub cancel: CancellationToken,
     /// The configured model to run the child on; by default the one the caller runs on now.
     pub model: Option<String>,
+    /// The delegating tool call (a foreground child process's summary is shown on it).
+    pub call_id: Option<String>,
 }
 
 /// Where a message went.
@@ -253,6 +256,8 @@ impl Delegation {
         start.max_depth = Some(self.max_depth);
         start.label = Some(request.label.clone());
         start.client = request.client;
+        // A background delegation's call is over at once: nothing more is shown on it.
+        start.call_id = request.call_id.filter(|_| mode == Mode::Foreground);
         if mode == Mode::Foreground {
             let run = self.start(&provider, start).await?;
             let result = run.result().await;

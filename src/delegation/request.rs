@@ -51,6 +51,8 @@ pub struct StartRequest {
     /// The editor of the delegating session: the child asks it for permissions and uses its
     /// files and terminals, as the parent would.
     pub client: Option<Arc<dyn ClientBridge>>,
+    /// The delegating tool call of a foreground child.
+    pub call_id: Option<String>,
     /// Set by the service for a continuable child: the id to publish it under and the
     /// descriptor its first turn records.
     pub(crate) continuation: Option<Continuation>,
@@ -76,6 +78,7 @@ impl StartRequest {
             persona: None,
             label: None,
             client: None,
+            call_id: None,
             continuation: None,
         }
     }

@@ -167,6 +167,7 @@ impl Tool for SubagentTool {
                 client: cx.client.clone(),
                 cancel: cx.cancel.clone(),
                 model: text_of(&arguments, "model"),
+                call_id: Some(cx.call_id.clone()),
             };
             match delegation.delegate(&cx.session_id, request, mode).await {
                 Ok(Delegated::Continuable { child, task }) => {

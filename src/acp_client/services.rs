@@ -1,0 +1,179 @@
+//! The file services kin offers a child (`fs/read_text_file`, `fs/write_text_file`): served
+//! through the delegating session's editor when it has them (so unsaved buffers count), else
+//! on the local disk, and only inside the child's roots (its cwd): a path that resolves
+//! outside, through `..` or a symlink, is refused. Writes are refused under a `read-only`
+//! parent.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use agent_client_protocol_schema::v1::{
+    ReadTextFileRequest, ReadTextFileResponse, WriteTextFileRequest, WriteTextFileResponse,
+};
+use futures::FutureExt;
+use tokio_util::sync::CancellationToken;
+
+use crate::rpc::{Reply, RpcError};
+use crate::tools::fs::{read_text, write_text};
+use crate::tools::{ClientBridge, PermissionMode, Roots, ToolContext};
+
+/// Where one child's file requests are served.
+#[derive(Clone)]
+pub(super) struct FileServices {
+    pub roots: Arc<Roots>,
+    /// The editor, as the child's session (kin's id for it).
+    pub client: Option<Arc<dyn ClientBridge>>,
+    pub session: String,
+}
+
+impl FileServices {
+    fn context(&self, cancel: CancellationToken) -> ToolContext {
+        let mut cx = ToolContext::new(self.session.clone(), self.roots.cwd().to_owned(), cancel);
+        cx.roots = self.roots.clone();
+        cx.client = self.client.clone();
+        cx
+    }
+
+    /// The path as the child named it, if it lies inside the child's roots.
+    fn confine(&self, path: &std::path::Path) -> Result<PathBuf, RpcError> {
+        let raw = path.to_string_lossy();
+        if !path.is_absolute() {
+            return Err(RpcError::invalid_params(format!(
+                "the path must be absolute: {raw}"
+            )));
+        }
+        let resolved = self
+            .roots
+            .resolve(&raw)
+            .map_err(|error| RpcError::invalid_params(error.to_string()))?;
+        if !resolved.inside {
+            return Err(RpcError::invalid_params(format!(
+                "{raw} is outside the child agent's working directory"
+            )));
+        }
+        Ok(resolved.path)
+    }
+
+    pub fn read(&self, request: ReadTextFileRequest, cancel: CancellationToken) -> Reply {
+        let path = match self.confine(&request.path) {
+            Ok(path) => path,
+            Err(error) => return Reply::Now(Err(error)),
+        };
+        let cx = self.context(cancel);
+        Reply::Later(
+            async move {
+                let text = read_text(&cx, &path)
+                    .await
+                    .map_err(|error| RpcError::internal(error.to_string()))?
+                    .ok_or_else(|| {
+                        RpcError::internal(format!("{} does not exist", path.display()))
+                    })?;
+                let text = lines(&text, request.line, request.limit);
+                serde_json::to_value(ReadTextFileResponse::new(text))
+                    .map_err(|error| RpcError::internal(error.to_string()))
+            }
+            .boxed(),
+        )
+    }
+
+    pub fn write(
+        &self,
+        request: WriteTextFileRequest,
+        mode: PermissionMode,
+        cancel: CancellationToken,
+    ) -> Reply {
+        if mode == PermissionMode::ReadOnly {
+            return Reply::Now(Err(RpcError::invalid_params(
+                "the delegating session is read-only: the child agent may not write files",
+            )));
+        }
+        let path = match self.confine(&request.path) {
+            Ok(path) => path,
+            Err(error) => return Reply::Now(Err(error)),
+        };
+        let cx = self.context(cancel);
+        Reply::Later(
+            async move {
+                write_text(&cx, &path, request.content)
+                    .await
+                    .map_err(|error| RpcError::internal(error.to_string()))?;
+                serde_json::to_value(WriteTextFileResponse::new())
+                    .map_err(|error| RpcError::internal(error.to_string()))
+            }
+            .boxed(),
+        )
+    }
+}
+
+/// `limit` lines from line `line` (1-based), as `fs/read_text_file` asks.
+fn lines(text: &str, line: Option<u32>, limit: Option<u32>) -> String {
+    if line.is_none() && limit.is_none() {
+        return text.to_owned();
+    }
+    let skip = line.map_or(0, |line| line.saturating_sub(1) as usize);
+    let take = limit.map_or(usize::MAX, |limit| limit as usize);
+    text.split_inclusive('\n').skip(skip).take(take).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn services(dir: &std::path::Path) -> FileServices {
+        FileServices {
+            roots: Arc::new(Roots::new(dir.to_owned(), Vec::new())),
+            client: None,
+            session: "child".into(),
+        }
+    }
+
+    async fn answer(reply: Reply) -> Result<serde_json::Value, RpcError> {
+        match reply {
+            Reply::Now(answer) | Reply::NowThen(answer, _) => answer,
+            Reply::Later(answer) => answer.await,
+        }
+    }
+
+    #[tokio::test]
+    async fn reads_and_writes_inside_the_roots_only() {
+        let root = tempfile::tempdir().unwrap();
+        let work = root.path().join("work");
+        std::fs::create_dir(&work).unwrap();
+        std::os::unix::fs::symlink(root.path(), work.join("out")).unwrap();
+        let services = services(&work);
+        let write = |path: PathBuf| {
+            let request = WriteTextFileRequest::new("s", path, "text");
+            services.write(request, PermissionMode::Ask, CancellationToken::new())
+        };
+        answer(write(work.join("a.txt"))).await.unwrap();
+        let read = services.read(
+            ReadTextFileRequest::new("s", work.join("a.txt")),
+            CancellationToken::new(),
+        );
+        assert_eq!(answer(read).await.unwrap()["content"], "text");
+        for outside in [
+            work.join("../b.txt"),
+            work.join("out/c.txt"),
+            "/etc/passwd".into(),
+        ] {
+            let error = answer(write(outside.clone())).await.unwrap_err();
+            assert!(error.message.contains("outside"), "{outside:?}: {error:?}");
+        }
+        assert!(!root.path().join("b.txt").exists());
+        assert!(!root.path().join("c.txt").exists());
+        let read_only = services.write(
+            WriteTextFileRequest::new("s", work.join("a.txt"), "new"),
+            PermissionMode::ReadOnly,
+            CancellationToken::new(),
+        );
+        assert!(answer(read_only).await.is_err());
+        assert_eq!(std::fs::read_to_string(work.join("a.txt")).unwrap(), "text");
+    }
+
+    #[test]
+    fn line_windows() {
+        assert_eq!(lines("a\nb\nc\n", Some(2), Some(1)), "b\n");
+        assert_eq!(lines("a\nb\nc", None, Some(2)), "a\nb\n");
+        assert_eq!(lines("a\nb", None, None), "a\nb");
+    }
+}
