@@ -198,9 +198,9 @@ async fn permission_requests_follow_the_policy() {
         let mut command = command_for("permission", &marker, cwd.path());
         command.permission = policy;
         // Under an `allow` parent (or none), `ask` allows as the parent's own tools would.
-        command.ceiling = Some(std::sync::Arc::new(
-            kin::tools::SessionPermissions::new(kin::tools::PermissionMode::Ask),
-        ));
+        command.ceiling = Some(std::sync::Arc::new(kin::tools::SessionPermissions::new(
+            kin::tools::PermissionMode::Ask,
+        )));
         let answer: Value = serde_json::from_str(&run(command).await.unwrap()).unwrap();
         assert_eq!(
             answer,

@@ -1,0 +1,241 @@
+//! The whole tree in the editor: kin delegating to kin over ACP, the child delegating to an
+//! in-process grandchild and running `bash` (which asks for permission). A client that opted
+//! into subagents sees the child and the grandchild announced before their traffic, every
+//! update under their ids, the child's permission request attributed to it; one that did not
+//! sees no child text, only a summary on the delegating tool call. Every message kin writes is
+//! valid against the ACP schema.
+
+mod common;
+
+use std::collections::HashMap;
+
+use common::{AcpSchema, Script};
+use kin::scenario::{PermissionAnswerEntry, RunOptions, Runner, Step};
+use serde_json::{json, Value};
+
+/// The child's script: a grandchild, then `bash`, then its answer. The grandchild's own
+/// script is the replay's second session.
+fn child_dir() -> tempfile::TempDir {
+    let child = Script::new()
+        .calls(&[(
+            "deeper",
+            "subagent",
+            json!({"description": "Go deeper", "prompt": "Say GRANDCHILD_SAYS."}),
+        )])
+        .calls(&[("sh", "bash", json!({"command": "echo CHILD_RAN_BASH"}))])
+        .text("ANSWER_FROM_THE_CHILD");
+    let dir = child.dir();
+    let grandchild = Script::new().text("GRANDCHILD_SAYS").dir();
+    std::fs::copy(
+        grandchild.path().join("session.jsonl"),
+        dir.path().join("session.1.jsonl"),
+    )
+    .unwrap();
+    dir
+}
+
+/// Runs the parent with one prompt under `capabilities`, the editor answering permission
+/// prompts with `answers`; returns kin's stdout, one JSON message a line.
+async fn run_tree(capabilities: Value, answers: &[&str]) -> Vec<Value> {
+    let parent = Script::new()
+        .calls(&[(
+            "ask-kin",
+            "subagent_kin",
+            json!({"description": "Ask kin", "prompt": "Say CHILD_OK."}),
+        )])
+        .text("PARENT_DONE");
+    let parent_dir = parent.dir();
+    let child = child_dir();
+    let root = tempfile::tempdir().unwrap();
+    let (home, cwd, config) = (
+        root.path().join("home"),
+        root.path().join("cwd"),
+        root.path().join("config"),
+    );
+    for dir in [&home, &cwd, &config.join("kin")] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    std::fs::write(
+        config.join("kin/config.toml"),
+        format!(
+            "[acp_agents.kin]\ncommand = {:?}\nargs = [\"acp\", \"--replay\", {:?}]\nenv = {{ KIN_SUBAGENT_MAX_DEPTH = \"2\" }}\n",
+            common::kin_binary().display().to_string(),
+            child.path().display().to_string(),
+        ),
+    )
+    .unwrap();
+    let options = RunOptions {
+        binary: common::kin_binary(),
+        replay_dir: Some(parent_dir.path().to_owned()),
+        env: vec![("XDG_CONFIG_HOME".into(), config.display().to_string())],
+        home,
+        cwd,
+    };
+    let mut runner = Runner::start(&options, |_| {}).unwrap();
+    let answers: Vec<PermissionAnswerEntry> = answers
+        .iter()
+        .map(|kind| serde_json::from_value(json!({"kind": kind})).unwrap())
+        .collect();
+    runner.script_permissions(Some(&answers));
+    for step in [
+        Step::Initialize {
+            client_capabilities: Some(capabilities),
+        },
+        Step::NewSession { cwd: None },
+        Step::Prompt {
+            text: "Ask kin.".into(),
+            session: None,
+        },
+    ] {
+        runner.play(&step).await.unwrap();
+    }
+    let (stdout, stderr) = runner.finish().await.unwrap();
+    let messages: Vec<Value> = stdout
+        .iter()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let mut schema = AcpSchema::load();
+    for message in &messages {
+        if message.get("method").is_some() {
+            schema
+                .check_agent_message(message, &HashMap::new())
+                .unwrap_or_else(|error| panic!("{error}: {message}"));
+        }
+    }
+    assert!(
+        stdout.iter().any(|line| line.contains("PARENT_DONE")),
+        "the parent finished its turn: {stderr}"
+    );
+    messages
+}
+
+fn update_of(message: &Value) -> Option<(&str, &Value)> {
+    (message["method"] == "session/update").then(|| {
+        (
+            message["params"]["sessionId"].as_str().unwrap_or(""),
+            &message["params"]["update"],
+        )
+    })
+}
+
+/// The session a `subagent_update` on `parent` announced first.
+fn announced_on(messages: &[Value], parent: &str) -> Option<(usize, String)> {
+    messages.iter().enumerate().find_map(|(at, message)| {
+        let (session, update) = update_of(message)?;
+        (session == parent && update["sessionUpdate"] == "subagent_update")
+            .then(|| (at, update["sessionId"].as_str().unwrap_or("").to_owned()))
+    })
+}
+
+/// Where the first message carrying `session` (as the update's or the request's session) is.
+fn first_traffic(messages: &[Value], session: &str) -> Option<usize> {
+    messages
+        .iter()
+        .position(|message| message["params"]["sessionId"] == session)
+}
+
+fn texts_in(messages: &[Value], session: &str) -> String {
+    messages
+        .iter()
+        .filter_map(update_of)
+        .filter(|(id, _)| *id == session)
+        .filter_map(|(_, update)| update["content"]["text"].as_str())
+        .collect()
+}
+
+fn parent_session(messages: &[Value]) -> String {
+    messages
+        .iter()
+        .find_map(|message| message["result"]["sessionId"].as_str())
+        .unwrap()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_client_with_subagents_sees_the_kin_child_and_its_grandchild_as_sessions() {
+    for answer in ["allow_once", "reject_once"] {
+        let messages = run_tree(json!({"subagents": {}}), &[answer]).await;
+        let parent = parent_session(&messages);
+        let (announced, child) = announced_on(&messages, &parent).expect("the child is announced");
+        assert!(first_traffic(&messages, &child) > Some(announced));
+        let announcement = update_of(&messages[announced]).unwrap().1;
+        assert_eq!(announcement["title"], "Ask kin");
+        assert_eq!(announcement["capabilities"], json!({"cancel": {}}));
+        let (re_announced, grandchild) =
+            announced_on(&messages, &child).expect("the grandchild is re-announced under it");
+        assert!(first_traffic(&messages, &grandchild) > Some(re_announced));
+        assert!(texts_in(&messages, &grandchild).contains("GRANDCHILD_SAYS"));
+        let child_text = texts_in(&messages, &child);
+        assert!(child_text.contains("ANSWER_FROM_THE_CHILD"), "{child_text}");
+        let prompted = messages.iter().filter_map(update_of).any(|(id, u)| {
+            id == child
+                && u["sessionUpdate"] == "session_message"
+                && u["senderSessionId"] == parent.as_str()
+                && u["content"][0]["text"] == "Say CHILD_OK."
+        });
+        assert!(
+            prompted,
+            "the parent's prompt is a session_message in the child"
+        );
+        assert!(!texts_in(&messages, &parent).contains("ANSWER_FROM_THE_CHILD"));
+        // The child's permission request was the editor's to answer, attributed to the child.
+        let asked: Vec<&Value> = messages
+            .iter()
+            .filter(|m| m["method"] == "session/request_permission")
+            .collect();
+        assert_eq!(asked.len(), 1, "{asked:?}");
+        assert_eq!(asked[0]["params"]["sessionId"], child.as_str());
+        // Allowed or rejected, the child finishes its run.
+        let last_state = messages
+            .iter()
+            .filter_map(update_of)
+            .filter(|(id, u)| {
+                *id == parent
+                    && u["sessionUpdate"] == "subagent_update"
+                    && u["sessionId"] == child.as_str()
+            })
+            .filter_map(|(_, u)| u.get("state"))
+            .last()
+            .cloned();
+        assert_eq!(
+            last_state,
+            Some(json!({"state": "idle", "stopReason": "end_turn"})),
+            "{answer}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_client_without_subagents_sees_no_child_text_only_a_summary_on_the_tool_call() {
+    let messages = run_tree(json!({}), &["allow_once"]).await;
+    let parent = parent_session(&messages);
+    for message in &messages {
+        if let Some(session) = message["params"]["sessionId"].as_str() {
+            assert_eq!(session, parent, "only the parent's session: {message}");
+        }
+        if let Some((_, update)) = update_of(message) {
+            assert_ne!(update["sessionUpdate"], "subagent_update");
+        }
+    }
+    assert!(!texts_in(&messages, &parent).contains("ANSWER_FROM_THE_CHILD"));
+    assert!(!texts_in(&messages, &parent).contains("GRANDCHILD_SAYS"));
+    let summaries: Vec<&str> = messages
+        .iter()
+        .filter_map(update_of)
+        .filter(|(_, u)| u["sessionUpdate"] == "tool_call_update" && u["toolCallId"] == "ask-kin")
+        .filter_map(|(_, u)| u.pointer("/content/0/content/text").and_then(Value::as_str))
+        .filter(|text| text.starts_with("- "))
+        .collect();
+    let last = summaries.last().expect("a summary on the delegating call");
+    assert!(last.contains("Go deeper"), "{last}");
+    assert!(last.contains("echo CHILD_RAN_BASH"), "{last}");
+    assert!(last.ends_with("ANSWER_FROM_THE_CHILD"), "{last}");
+    assert_eq!(
+        messages
+            .iter()
+            .filter(|m| m["method"] == "session/request_permission")
+            .count(),
+        1,
+        "the child's bash was asked about on the parent"
+    );
+}
