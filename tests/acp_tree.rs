@@ -239,3 +239,79 @@ async fn a_client_without_subagents_sees_no_child_text_only_a_summary_on_the_too
         "the child's bash was asked about on the parent"
     );
 }
+
+/// The fake child, built with the tests (`cargo test` builds examples).
+fn fake_child() -> std::path::PathBuf {
+    let deps = std::env::current_exe().unwrap();
+    let path = deps
+        .parent()
+        .and_then(std::path::Path::parent)
+        .unwrap()
+        .join("examples/fake_acp_child");
+    assert!(path.is_file(), "{} is missing", path.display());
+    path
+}
+
+#[tokio::test]
+async fn the_editor_cancels_the_acp_child_alone_and_the_parent_goes_on() {
+    let parent = Script::new()
+        .calls(&[(
+            "ask-fake",
+            "subagent_fake",
+            json!({"description": "Wait", "prompt": "Wait for a cancel."}),
+        )])
+        .text("PARENT_DONE");
+    let parent_dir = parent.dir();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join("config/kin")).unwrap();
+    std::fs::write(
+        home.path().join("config/kin/config.toml"),
+        format!(
+            "[acp_agents.fake]\ncommand = {:?}\nargs = [\"tree-cancel\", \"wait\"]\n",
+            fake_child().display().to_string()
+        ),
+    )
+    .unwrap();
+    let mut kin = common::Wire::start_in(Some(parent_dir.path()), home);
+    let (_, answer) = kin
+        .request(
+            0,
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {"subagents": {}}}),
+        )
+        .await;
+    assert_eq!(answer["result"]["protocolVersion"], 1);
+    let parent = kin.new_session().await;
+    kin.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "session/prompt", "params": {"sessionId": parent, "prompt": [{"type": "text", "text": "go"}]}}))
+        .await;
+    let child = loop {
+        let message = kin.read().await.expect("kin announces the child");
+        if let Some((session, update)) = update_of(&message) {
+            if session == parent && update["sessionUpdate"] == "subagent_update" {
+                break update["sessionId"].as_str().unwrap().to_owned();
+            }
+        }
+    };
+    kin.send(
+        &json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": child}}),
+    )
+    .await;
+    let (before, answer) = kin.answer(&json!(1)).await;
+    assert_eq!(
+        answer["result"]["stopReason"], "end_turn",
+        "the parent was not cancelled"
+    );
+    let idle = before
+        .iter()
+        .filter_map(update_of)
+        .find_map(|(session, update)| {
+            (session == parent && update["sessionId"] == child.as_str())
+                .then(|| update.get("state").cloned())
+                .flatten()
+        });
+    assert_eq!(
+        idle,
+        Some(json!({"state": "idle", "stopReason": "cancelled"}))
+    );
+    assert!(before.iter().any(|m| m.to_string().contains("PARENT_DONE")));
+}

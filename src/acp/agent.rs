@@ -214,8 +214,13 @@ impl Handler for AcpAgent {
             Ok(ClientNotification::CancelNotification(CancelNotification {
                 session_id, ..
             })) => {
-                if let Some(agent) = self.runtime.host().live(&session_id.0) {
-                    agent.cancel();
+                let host = self.runtime.host();
+                match host.live(&session_id.0) {
+                    Some(agent) => agent.cancel(),
+                    // A child agent process: its activation alone.
+                    None => {
+                        host.remote_children().cancel(&session_id.0);
+                    }
                 }
             }
             Ok(_) => {}

@@ -8,8 +8,9 @@
 
 use agent_client_protocol_schema::v1::{
     ContentBlock, ErrorStopReason, IdleStateUpdate, IdleStopReason, RunningStateUpdate,
-    SessionNotification, SessionUpdate, StateUpdate, SubagentUpdate, ToolCallContent,
-    ToolCallUpdate, ToolCallUpdateFields,
+    SessionCancelCapabilities, SessionNotification, SessionUpdate, StateUpdate,
+    SubagentSessionCapabilities, SubagentUpdate, ToolCallContent, ToolCallUpdate,
+    ToolCallUpdateFields,
 };
 use serde_json::json;
 
@@ -95,9 +96,13 @@ pub fn forward(
                 child,
                 label,
             } => {
+                // The client may cancel the child's turn (`session/cancel` on its id).
+                let cancel =
+                    SubagentSessionCapabilities::new().cancel(SessionCancelCapabilities::new());
                 let mut update = SubagentUpdate::new(child.id.clone())
                     .state(StateUpdate::Running(RunningStateUpdate::new()))
-                    .cwd(child.cwd.clone());
+                    .cwd(child.cwd.clone())
+                    .capabilities(cancel);
                 if let Some(label) = label {
                     update = update.title(label.to_owned());
                 }

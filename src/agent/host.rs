@@ -132,6 +132,8 @@ pub struct AgentHost {
     named_models: Mutex<HashMap<String, Arc<dyn Model>>>,
     /// The configured models (the default, `model`, first).
     models: Arc<ModelCatalog>,
+    /// The child agent processes running now, for the editor to cancel one.
+    remote_children: Arc<super::remote_children::RemoteChildren>,
 }
 
 impl AgentHost {
@@ -151,6 +153,7 @@ impl AgentHost {
             events: Arc::new(HostEvents::default()),
             agents: Mutex::new(HashMap::new()),
             named_models: Mutex::new(HashMap::new()),
+            remote_children: Arc::default(),
         }
     }
 
@@ -210,6 +213,10 @@ impl AgentHost {
         let events = self.events.clone();
         let observe = |event: &Event| events.emit(&HostEvent::Appended { agent, event });
         agent.compact(&choice, &observe, cancel).await
+    }
+
+    pub fn remote_children(&self) -> &Arc<super::remote_children::RemoteChildren> {
+        &self.remote_children
     }
 
     /// The model sessions run on unless their options name another.

@@ -11,6 +11,7 @@ mod compact;
 pub mod context;
 pub mod host;
 mod permissions;
+pub mod remote_children;
 pub mod structured;
 mod system;
 mod title;

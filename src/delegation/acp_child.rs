@@ -32,6 +32,7 @@ use super::request::{child_depth, Continuation, ResumeRequest, StartRequest};
 use super::{DelegationError, SubagentResult};
 use crate::acp_client::{AcpChild, ChildCommand, ChildError, PromptOutcome, Steer};
 use crate::agent::host::AgentHost;
+use crate::agent::remote_children::RemoteChildren;
 use crate::agent::{Agent, StopReason};
 use crate::config::AcpAgentConfig;
 use crate::session::{AssistantBlock, EventBody, Header, SessionStore, UserPart};
@@ -208,6 +209,7 @@ impl Provider for AcpProvider {
         // Where the record of a continuable child goes.
         let store = host.store().clone();
         let learned = self.learned.clone();
+        let children = host.remote_children().clone();
         let id = match &request.continuation {
             Some(continuation) => continuation.session_id.clone(),
             None => uuid::Uuid::new_v4().to_string(),
@@ -236,7 +238,7 @@ impl Provider for AcpProvider {
                 }
             }
             let text = prompt_text(&request.prompt);
-            Ok(run(id, name, child, text, &request.cancel))
+            Ok(run(id, name, child, text, &request.cancel, children))
         }
         .boxed()
     }
@@ -293,6 +295,7 @@ impl Provider for AcpProvider {
         })();
         let name = self.config.name.clone();
         let learned = self.learned.clone();
+        let children = host.remote_children().clone();
         // The title it was started with is kept in its descriptor (across restarts).
         let title = request
             .descriptor
@@ -317,7 +320,8 @@ impl Provider for AcpProvider {
                 .map_err(setup_error)?;
             learn(&learned, &child.capabilities);
             let text = prompt_text(&request.prompt);
-            Ok(run(request.session_id, name, child, text, &request.cancel))
+            let id = request.session_id;
+            Ok(run(id, name, child, text, &request.cancel, children))
         }
         .boxed()
     }
@@ -381,14 +385,25 @@ fn record(
 
 /// Publishes one activation: the prompt runs on its own task, which tears the child down
 /// once the result is in or the run is cancelled (with the request, or by dispose).
-fn run(id: String, name: String, child: AcpChild, text: String, cancel: &CancellationToken) -> Run {
+fn run(
+    id: String,
+    name: String,
+    child: AcpChild,
+    text: String,
+    cancel: &CancellationToken,
+    remote: Arc<RemoteChildren>,
+) -> Run {
     let stop = cancel.child_token();
+    // The editor may cancel this activation alone (`session/cancel` on the child's id).
+    remote.insert(&id, stop.clone());
+    let key = id.clone();
     let (result_tx, result_rx) = tokio::sync::oneshot::channel();
     let (steer_tx, mut steers) = tokio::sync::mpsc::unbounded_channel();
     let running = stop.clone();
     let task = tokio::spawn(async move {
         let mut child = child;
         let outcome = child.prompt_steered(&text, &running, &mut steers).await;
+        remote.remove(&key);
         let _ = result_tx.send(result_of(&name, outcome));
         child.shutdown().await;
     });
