@@ -14,7 +14,10 @@
 //!   a second prompt meanwhile is refused with an error, as kin refuses one;
 //! - `steer`: a prompt waits for a second one, answers it with `took: <its text>` and then
 //!   ends both `end_turn` (a child that accepts a prompt while busy);
-//! - `permission`: a prompt asks for permission and answers with the outcome it got.
+//! - `permission`: a prompt asks for permission and answers with the outcome it got;
+//! - `fs-escape`: a prompt writes `inside.txt`, `../escaped.txt` and `link/escaped.txt` under
+//!   its cwd through its client's `fs/write_text_file` and answers with what each got
+//!   (`ok` or `error`), space-separated.
 
 use std::io::{BufRead, Write};
 use std::time::Duration;
@@ -52,6 +55,7 @@ fn main() -> std::io::Result<()> {
     let stdin = std::io::stdin();
     let mut out = std::io::stdout().lock();
     let mut depth = Value::Null;
+    let mut cwd = String::new();
     let mut lines = stdin.lock().lines();
     while let Some(line) = lines.next() {
         let message: Value = serde_json::from_str(&line?).unwrap_or(Value::Null);
@@ -73,6 +77,11 @@ fn main() -> std::io::Result<()> {
                 )?,
             },
             Some("session/new") => {
+                cwd = message
+                    .pointer("/params/cwd")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
                 depth = message
                     .pointer("/params/_meta/kin.delegationDepth")
                     .cloned()
@@ -130,6 +139,27 @@ fn main() -> std::io::Result<()> {
                 }
                 "bad-stop" => {
                     send(&mut out, &reply(json!({"stopReason": "paused"})))?;
+                }
+                "fs-escape" => {
+                    let mut got = Vec::new();
+                    for (n, name) in ["inside.txt", "../escaped.txt", "link/escaped.txt"]
+                        .iter()
+                        .enumerate()
+                    {
+                        send(
+                            &mut out,
+                            &json!({"jsonrpc": "2.0", "id": format!("fs-{n}"), "method": "fs/write_text_file",
+                                "params": {"sessionId": "fake-session", "path": format!("{cwd}/{name}"), "content": "x"}}),
+                        )?;
+                        let answer = lines.next().transpose()?.unwrap_or_default();
+                        let answer: Value = serde_json::from_str(&answer).unwrap_or(Value::Null);
+                        got.push(if answer.get("result").is_some() { "ok" } else { "error" });
+                    }
+                    send(
+                        &mut out,
+                        &chunk("fake-session", "agent_message_chunk", &got.join(" ")),
+                    )?;
+                    send(&mut out, &reply(json!({"stopReason": "end_turn"})))?;
                 }
                 "permission" => {
                     send(

@@ -1003,3 +1003,36 @@ async fn claude_agent_acp_answers_a_delegation_from_the_mock_model() {
         "claude-agent-acp asked the mock model"
     );
 }
+
+/// Takes a linked child's passed-on traffic and drops it.
+struct Nowhere;
+
+impl kin::acp_client::ChildSink for Nowhere {
+    fn update(&self, _: &str, _: &Value) {}
+    fn summary(&self, _: &str, _: &str, _: &str) {}
+}
+
+#[tokio::test]
+async fn a_misbehaving_child_cannot_write_outside_its_cwd_through_the_fs_bridge() {
+    let root = tempfile::tempdir().unwrap();
+    let cwd = root.path().join("work");
+    let elsewhere = root.path().join("elsewhere");
+    std::fs::create_dir_all(&cwd).unwrap();
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, cwd.join("link")).unwrap();
+    let marker = marker("fs-escape");
+    let mut command = command_for("fs-escape", &marker, &cwd);
+    command.link = Some(kin::acp_client::ChildLink {
+        parent: "parent".into(),
+        child: "child".into(),
+        call_id: None,
+        title: None,
+        sink: std::sync::Arc::new(Nowhere),
+        client: None,
+    });
+    assert_eq!(run(command).await.unwrap(), "ok error error");
+    assert_eq!(std::fs::read_to_string(cwd.join("inside.txt")).unwrap(), "x");
+    assert!(!root.path().join("escaped.txt").exists());
+    assert!(!elsewhere.join("escaped.txt").exists());
+    assert_none_left(&marker).await;
+}
