@@ -66,6 +66,7 @@ fn command(replay: &Path, home: &Path, cwd: &Path) -> ChildCommand {
         eof_grace: Duration::from_secs(1),
         term_grace: Duration::from_secs(2),
         link: None,
+        remote_cwd: None,
     }
 }
 

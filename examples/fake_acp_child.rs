@@ -153,7 +153,11 @@ fn main() -> std::io::Result<()> {
                         )?;
                         let answer = lines.next().transpose()?.unwrap_or_default();
                         let answer: Value = serde_json::from_str(&answer).unwrap_or(Value::Null);
-                        got.push(if answer.get("result").is_some() { "ok" } else { "error" });
+                        got.push(if answer.get("result").is_some() {
+                            "ok"
+                        } else {
+                            "error"
+                        });
                     }
                     send(
                         &mut out,

@@ -68,6 +68,7 @@ fn command_for(mode: &str, marker: &str, cwd: &Path) -> ChildCommand {
         eof_grace: Duration::from_millis(200),
         term_grace: Duration::from_millis(200),
         link: None,
+        remote_cwd: None,
     }
 }
 
@@ -123,6 +124,22 @@ async fn a_crash_names_its_exit_status_and_stderr() {
     assert!(
         error.contains("exited during initialize (exit code 3)")
             && error.contains("fake child: crashing on purpose"),
+        "{error}"
+    );
+    assert_none_left(&marker).await;
+}
+
+#[tokio::test]
+async fn a_remote_child_that_goes_away_is_a_broken_connection() {
+    let cwd = tempfile::tempdir().unwrap();
+    let marker = marker("remote-crash");
+    let mut command = command_for("crash", &marker, cwd.path());
+    command.remote_cwd = Some("/on/the/other/host".into());
+    let error = run(command).await.unwrap_err().to_string();
+    assert!(
+        error.starts_with(
+            "the connection to the remote ACP child broke during initialize (exit code 3)"
+        ),
         "{error}"
     );
     assert_none_left(&marker).await;
@@ -634,6 +651,7 @@ async fn a_kin_child_is_reopened_in_a_new_process_and_continues_its_session() {
         eof_grace: Duration::from_secs(1),
         term_grace: Duration::from_secs(1),
         link: None,
+        remote_cwd: None,
     };
     let cancel = CancellationToken::new();
     let mut first = AcpChild::start(command.clone(), &cancel).await.unwrap();
@@ -1031,7 +1049,10 @@ async fn a_misbehaving_child_cannot_write_outside_its_cwd_through_the_fs_bridge(
         client: None,
     });
     assert_eq!(run(command).await.unwrap(), "ok error error");
-    assert_eq!(std::fs::read_to_string(cwd.join("inside.txt")).unwrap(), "x");
+    assert_eq!(
+        std::fs::read_to_string(cwd.join("inside.txt")).unwrap(),
+        "x"
+    );
     assert!(!root.path().join("escaped.txt").exists());
     assert!(!elsewhere.join("escaped.txt").exists());
     assert_none_left(&marker).await;

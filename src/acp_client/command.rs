@@ -14,6 +14,16 @@ pub const DEPTH_ENV: &str = "KIN_DELEGATION_DEPTH";
 /// The most a child may send in agent message text and other updates in one run.
 pub const MAX_OUTPUT_BYTES: usize = 4 << 20;
 
+impl ChildCommand {
+    /// The working directory the child is told on `session/new`: the remote one, if any.
+    pub fn session_cwd(&self) -> String {
+        match &self.remote_cwd {
+            Some(remote) => remote.clone(),
+            None => self.cwd.to_string_lossy().into_owned(),
+        }
+    }
+}
+
 /// What to launch, and how to treat it.
 #[derive(Debug, Clone)]
 pub struct ChildCommand {
@@ -21,7 +31,12 @@ pub struct ChildCommand {
     pub args: Vec<String>,
     /// Added after the credential scrub.
     pub env: Vec<(String, String)>,
+    /// Where the local command runs.
     pub cwd: PathBuf,
+    /// The child's working directory on the far side of a channel (`ssh`, `docker exec -i`),
+    /// sent on `session/new` instead of `cwd`. Such a child gets no file services (its paths
+    /// are not this machine's), and its end is a broken connection.
+    pub remote_cwd: Option<String>,
     pub permission: AcpPermission,
     /// The delegating session's permissions: the child's requests are answered within their
     /// current mode, whatever `permission` says (a `read-only` parent refuses edits and commands).

@@ -32,6 +32,12 @@ pub enum ChildError {
         status: String,
         stderr: StderrTail,
     },
+    #[error("the connection to the remote ACP child broke during {stage} ({status}){stderr}")]
+    ConnectionLost {
+        stage: String,
+        status: String,
+        stderr: StderrTail,
+    },
     #[error("the ACP child wrote output that is not JSON-RPC ({detail}){stderr}")]
     Garbage { detail: String, stderr: StderrTail },
     #[error("the ACP child flooded its output: more than {limit} bytes in one run")]

@@ -138,7 +138,12 @@ impl AcpChild {
             .link
             .clone()
             .map(|link| Arc::new(Forwarder::new(link)));
-        let files = command.link.as_ref().map(|link| FileServices {
+        // A remote child's paths are not this machine's: no file services for it.
+        let local = command
+            .link
+            .as_ref()
+            .filter(|_| command.remote_cwd.is_none());
+        let files = local.map(|link| FileServices {
             roots: Arc::new(crate::tools::Roots::new(command.cwd.clone(), Vec::new())),
             client: link
                 .client
@@ -175,11 +180,12 @@ impl AcpChild {
 
     async fn initialize(&mut self, cancel: &CancellationToken) -> Result<(), ChildError> {
         // A child with a place in the tree may show its own children and use kin's files.
-        let client_capabilities = match self.forwarder {
-            Some(_) => {
+        let client_capabilities = match (&self.forwarder, &self.command.remote_cwd) {
+            (Some(_), None) => {
                 json!({"fs": {"readTextFile": true, "writeTextFile": true}, "subagents": {}})
             }
-            None => json!({}),
+            (Some(_), Some(_)) => json!({"subagents": {}}),
+            (None, _) => json!({}),
         };
         let initialize = json!({
             "protocolVersion": 1,
@@ -207,7 +213,7 @@ impl AcpChild {
         let mut meta = serde_json::Map::new();
         meta.insert(DEPTH_META_KEY.into(), self.command.depth.into());
         let new_session = json!({
-            "cwd": self.command.cwd,
+            "cwd": self.command.session_cwd(),
             "mcpServers": [],
             "_meta": meta,
         });
@@ -233,7 +239,8 @@ impl AcpChild {
         let method = self
             .continuation_method()
             .ok_or(ChildError::NotContinuable)?;
-        let params = json!({"sessionId": session_id, "cwd": self.command.cwd, "mcpServers": []});
+        let params =
+            json!({"sessionId": session_id, "cwd": self.command.session_cwd(), "mcpServers": []});
         // Updates before a prompt (a loaded history) are not collected.
         self.call(method, &params, cancel).await?;
         self.session_id = session_id.to_owned();
@@ -255,7 +262,7 @@ impl AcpChild {
     ) -> Result<PromptOutcome, ChildError> {
         self.collected.take();
         if let Some(forwarder) = &self.forwarder {
-            forwarder.announce(&self.command.cwd);
+            forwarder.announce(std::path::Path::new(&self.command.session_cwd()));
             forwarder.prompted(text);
         }
         self.collected.collecting.store(true, Ordering::Release);
@@ -421,10 +428,19 @@ impl AcpChild {
     /// The child closed its stdout: report how it ended.
     async fn closed_error(&mut self, method: &str) -> ChildError {
         self.process.wait_exit(EXIT_REPORT_WAIT).await;
-        ChildError::Exited {
-            stage: method.to_owned(),
-            status: self.process.status(),
-            stderr: self.process.stderr_tail(Some(EXIT_REPORT_WAIT)).await,
+        let (stage, status) = (method.to_owned(), self.process.status());
+        let stderr = self.process.stderr_tail(Some(EXIT_REPORT_WAIT)).await;
+        match self.command.remote_cwd {
+            Some(_) => ChildError::ConnectionLost {
+                stage,
+                status,
+                stderr,
+            },
+            None => ChildError::Exited {
+                stage,
+                status,
+                stderr,
+            },
         }
     }
 

@@ -45,6 +45,7 @@ pub struct AcpAgentEntry {
     #[serde(default)]
     env: BTreeMap<String, String>,
     cwd: Option<PathBuf>,
+    remote_cwd: Option<String>,
     #[serde(default)]
     permission: AcpPermission,
     tool: Option<String>,
@@ -64,6 +65,10 @@ pub struct AcpAgentConfig {
     pub env: Vec<(String, String)>,
     /// `None`: the delegating session's cwd.
     pub cwd: Option<PathBuf>,
+    /// For a child reached through a channel (`ssh host kin acp`, `docker exec -i`): the
+    /// working directory on the other side, sent on `session/new` and not checked here. The
+    /// local command still runs in `cwd`.
+    pub remote_cwd: Option<String>,
     pub permission: AcpPermission,
     /// The delegation tool's name (default `subagent_<name>`).
     pub tool: String,
@@ -92,6 +97,7 @@ impl AcpAgentConfig {
             args,
             env: Vec::new(),
             cwd: None,
+            remote_cwd: None,
             permission: AcpPermission::default(),
             tool: format!("subagent_{name}"),
             continuable: None,
@@ -125,6 +131,14 @@ pub fn resolve(
                     ));
                 }
             }
+            if let Some(remote) = &entry.remote_cwd {
+                if !remote.starts_with('/') {
+                    return Err(invalid(
+                        "remote_cwd",
+                        format!("must be an absolute path on the remote side: {remote:?}"),
+                    ));
+                }
+            }
             let tool = entry
                 .tool
                 .clone()
@@ -147,6 +161,7 @@ pub fn resolve(
             let mut agent = AcpAgentConfig::new(name, &entry.command, entry.args.clone());
             agent.env = entry.env.clone().into_iter().collect();
             agent.cwd = entry.cwd.clone();
+            agent.remote_cwd = entry.remote_cwd.clone();
             agent.permission = entry.permission;
             agent.tool = tool;
             agent.continuable = entry.continuable;
@@ -188,6 +203,11 @@ mod tests {
         assert_eq!(agents[1].permission, AcpPermission::Ask);
         assert_eq!(agents[1].cwd, None);
         assert_eq!(agents[0].continuable, None);
+        assert_eq!(agents[0].remote_cwd, None);
+        let remote = parse("[acp_agents.r]\ncommand = \"ssh\"\nremote_cwd = \"/srv/w\"\n").unwrap();
+        assert_eq!(remote[0].remote_cwd.as_deref(), Some("/srv/w"));
+        let relative = parse("[acp_agents.r]\ncommand = \"ssh\"\nremote_cwd = \"w\"\n");
+        assert!(relative.unwrap_err().to_string().contains("remote_cwd"));
         let forced = parse("[acp_agents.a]\ncommand = \"x\"\ncontinuable = false\n").unwrap();
         assert_eq!(forced[0].continuable, Some(false));
     }

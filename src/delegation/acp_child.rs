@@ -102,6 +102,7 @@ impl AcpProvider {
             args: config.args.clone(),
             env: config.env.clone(),
             cwd,
+            remote_cwd: config.remote_cwd.clone(),
             permission: config.permission,
             ceiling: Some(parent.permissions().clone()),
             depth,
