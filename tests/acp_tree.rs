@@ -195,7 +195,7 @@ async fn a_client_with_subagents_sees_the_kin_child_and_its_grandchild_as_sessio
                     && u["sessionId"] == child.as_str()
             })
             .filter_map(|(_, u)| u.get("state"))
-            .last()
+            .next_back()
             .cloned();
         assert_eq!(
             last_state,

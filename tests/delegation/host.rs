@@ -21,6 +21,8 @@ fn record(world: &World) -> (Arc<Mutex<Vec<String>>>, kin::agent::host::Subscrip
                 format!("started {} on {parent}", child.id)
             }
             HostEvent::TurnEnded { agent, stop } => format!("ended {} {stop:?}", agent.id),
+            HostEvent::ChildUpdate { session, .. } => format!("child update {session}"),
+            HostEvent::ChildSummary { call_id, .. } => format!("child summary {call_id}"),
         };
         sink.lock().unwrap().push(line);
     });
