@@ -443,11 +443,13 @@ async fn kin_parent_of(parent: Script, config_text: &str, marker: &str) -> Vec<(
     session_logs(&home)
 }
 
-/// The log of the session at `depth` (there is one).
+/// The log of the session at `depth` that ran a model (there is one; the parent's record of
+/// an ACP child, at the same depth as the child's own session, ran none).
 fn log_at_depth(logs: &[(Value, String)], depth: u32) -> &str {
     let found: Vec<&str> = logs
         .iter()
         .filter(|(header, _)| header["delegationDepth"] == depth)
+        .filter(|(_, text)| text.contains(r#""type":"step/start""#))
         .map(|(_, text)| text.as_str())
         .collect();
     assert_eq!(found.len(), 1, "one session at depth {depth}");
@@ -712,10 +714,15 @@ async fn a_continuable_kin_child_answers_a_follow_up_in_a_new_process() {
             "task_output",
             json!({"task_id": "subagent-2", "wait": true}),
         )])
+        .calls(&[("listed", "list_agents", json!({}))])
         .text("PARENT_DONE");
     // Not configured: kin's initialize advertises resume and load, so the child is continuable.
     let logs = kin_parent_of_kin(parent, child, "").await;
     let parent_log = log_at_depth(&logs, 0);
+    assert!(
+        parent_log.contains("turns: 2, last stop: completed") && parent_log.contains("— Ask kin"),
+        "list_agents shows the ACP child's turns, last stop and title: {parent_log}"
+    );
     assert!(
         parent_log.contains("message started task subagent-2 continuing subagent"),
         "{parent_log}"
@@ -732,11 +739,17 @@ async fn a_continuable_kin_child_answers_a_follow_up_in_a_new_process() {
         .filter(|(header, _)| header["delegationDepth"] == 1)
         .collect();
     assert_eq!(children.len(), 2);
-    let (record, session) = if children[0].0.get("parentSession").is_some() {
+    let (record, session) = if children[0].1.contains(r#""type":"subagent/descriptor""#) {
         (children[0], children[1])
     } else {
         (children[1], children[0])
     };
+    // The child kin's session names the record (kin's id for the child) as its parent; the
+    // record keeps the turns the parent gave it, titled by the delegation's description.
+    assert_eq!(session.0["parentSession"], record.0["id"]);
+    assert_eq!(record.1.matches(r#""type":"turn/start""#).count(), 2);
+    assert_eq!(record.1.matches(r#""type":"turn/end""#).count(), 2);
+    assert!(record.1.contains(r#""title":"Ask kin""#), "{}", record.1);
     let remote = session.0["id"].as_str().unwrap();
     assert!(
         record

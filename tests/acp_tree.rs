@@ -36,7 +36,7 @@ fn child_dir() -> tempfile::TempDir {
 
 /// Runs the parent with one prompt under `capabilities`, the editor answering permission
 /// prompts with `answers`; returns kin's stdout, one JSON message a line.
-async fn run_tree(capabilities: Value, answers: &[&str]) -> Vec<Value> {
+async fn run_tree(capabilities: Value, answers: &[&str], then: Vec<Step>) -> Vec<Value> {
     let parent = Script::new()
         .calls(&[(
             "ask-kin",
@@ -86,7 +86,10 @@ async fn run_tree(capabilities: Value, answers: &[&str]) -> Vec<Value> {
             text: "Ask kin.".into(),
             session: None,
         },
-    ] {
+    ]
+    .into_iter()
+    .chain(then)
+    {
         runner.play(&step).await.unwrap();
     }
     let (stdout, stderr) = runner.finish().await.unwrap();
@@ -154,7 +157,7 @@ fn parent_session(messages: &[Value]) -> String {
 #[tokio::test]
 async fn a_client_with_subagents_sees_the_kin_child_and_its_grandchild_as_sessions() {
     for answer in ["allow_once", "reject_once"] {
-        let messages = run_tree(json!({"subagents": {}}), &[answer]).await;
+        let messages = run_tree(json!({"subagents": {}}), &[answer], Vec::new()).await;
         let parent = parent_session(&messages);
         let (announced, child) = announced_on(&messages, &parent).expect("the child is announced");
         assert!(first_traffic(&messages, &child) > Some(announced));
@@ -207,7 +210,7 @@ async fn a_client_with_subagents_sees_the_kin_child_and_its_grandchild_as_sessio
 
 #[tokio::test]
 async fn a_client_without_subagents_sees_no_child_text_only_a_summary_on_the_tool_call() {
-    let messages = run_tree(json!({}), &["allow_once"]).await;
+    let messages = run_tree(json!({}), &["allow_once"], Vec::new()).await;
     let parent = parent_session(&messages);
     for message in &messages {
         if let Some(session) = message["params"]["sessionId"].as_str() {
@@ -314,4 +317,47 @@ async fn the_editor_cancels_the_acp_child_alone_and_the_parent_goes_on() {
         Some(json!({"state": "idle", "stopReason": "cancelled"}))
     );
     assert!(before.iter().any(|m| m.to_string().contains("PARENT_DONE")));
+}
+
+#[tokio::test]
+async fn a_reloaded_parent_replays_its_tree_and_the_kin_childs_session_is_not_top_level() {
+    let then = vec![
+        Step::LoadSession { session: None },
+        Step::ListSessions {
+            filter_cwd: false,
+            cursor: None,
+        },
+    ];
+    let messages = run_tree(json!({"subagents": {}}), &["allow_once"], then).await;
+    let parent = parent_session(&messages);
+    let (_, child) = announced_on(&messages, &parent).unwrap();
+    // After the prompt's answer, the load: its replay ends with the child's announcement.
+    let prompt_answered = messages
+        .iter()
+        .position(|m| m["result"]["stopReason"] == "end_turn")
+        .unwrap();
+    let replayed: Vec<&Value> = messages[prompt_answered..]
+        .iter()
+        .filter_map(update_of)
+        .filter(|(id, u)| *id == parent && u["sessionUpdate"] == "subagent_update")
+        .map(|(_, u)| u)
+        .collect();
+    assert_eq!(replayed.len(), 1, "{replayed:?}");
+    assert_eq!(replayed[0]["sessionId"], child.as_str());
+    assert_eq!(replayed[0]["title"], "Ask kin");
+    assert_eq!(
+        replayed[0]["state"],
+        json!({"state": "idle", "stopReason": "end_turn"})
+    );
+    // The kin child's own session is listed under its parent, not at the top level.
+    let listed = messages
+        .iter()
+        .rev()
+        .find_map(|m| m["result"]["sessions"].as_array())
+        .unwrap();
+    let ids: Vec<&str> = listed
+        .iter()
+        .filter_map(|s| s["sessionId"].as_str())
+        .collect();
+    assert_eq!(ids, [parent.as_str()], "only the parent is top-level");
 }

@@ -318,9 +318,17 @@ async fn dispatch(
         ClientRequest::NewSessionRequest(req) => answer((|| {
             let additional = check_roots(&req.cwd, &req.additional_directories)?;
             let depth = delegation_depth(req.meta.as_ref())?;
+            // A kin parent names its id for this session: listed as its child, not top-level.
+            let parent = req
+                .meta
+                .as_ref()
+                .and_then(|meta| meta.get(crate::acp_client::PARENT_META_KEY))
+                .and_then(Value::as_str)
+                .filter(|id| !id.is_empty() && id.len() <= 128)
+                .map(str::to_owned);
             let agent = runtime
                 .host()
-                .create_session(req.cwd.clone(), additional, depth)
+                .create_session_under(req.cwd.clone(), additional, depth, parent)
                 .map_err(runtime_error)?;
             warn_broad_workspace(&cx, &client, &agent.id, &req.cwd);
             let (peer, session, mcp) = (cx.peer.clone(), agent.clone(), req.mcp_servers.len());
@@ -358,6 +366,9 @@ async fn dispatch(
                     "session/update",
                     &SessionNotification::new(agent.id.clone(), update),
                 );
+            }
+            if client.subagents.is_some() {
+                super::tree_replay::announce_children(&cx.peer, runtime.host().store(), &agent.id);
             }
             announced.forget(&agent.id);
             announced.refresh(&cx.peer, &agent);

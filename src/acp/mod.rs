@@ -16,6 +16,7 @@ mod prompt;
 mod prompt_content;
 mod prompt_size;
 mod subagents;
+mod tree_replay;
 pub mod updates;
 
 pub use agent::AcpAgent;

@@ -9,6 +9,9 @@ use crate::tools::SessionPermissions;
 
 /// Where the delegation depth goes on `session/new`: `_meta` key.
 pub const DEPTH_META_KEY: &str = "kin.delegationDepth";
+/// Where kin's id for the child goes on `session/new` (`_meta` key): a kin child records it as
+/// its session's parent.
+pub const PARENT_META_KEY: &str = "kin.parentSession";
 /// ... and the environment variable, for launchers that do not speak ACP.
 pub const DEPTH_ENV: &str = "KIN_DELEGATION_DEPTH";
 /// The most a child may send in agent message text and other updates in one run.

@@ -26,7 +26,7 @@ mod process;
 mod services;
 mod session;
 
-pub use command::{ChildCommand, DEPTH_ENV, DEPTH_META_KEY, MAX_OUTPUT_BYTES};
+pub use command::{ChildCommand, DEPTH_ENV, DEPTH_META_KEY, MAX_OUTPUT_BYTES, PARENT_META_KEY};
 pub use error::{ChildError, StderrTail};
 pub use forward::{ChildLink, ChildSink};
 pub use session::{continuation_method, AcpChild, PromptOutcome, Steer};

@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::command::{ChildCommand, DEPTH_META_KEY, MAX_OUTPUT_BYTES};
+use super::command::{ChildCommand, DEPTH_META_KEY, MAX_OUTPUT_BYTES, PARENT_META_KEY};
 use super::error::ChildError;
 use super::forward::Forwarder;
 use super::inbound::{ClientHandler, Collected, Fault};
@@ -126,6 +126,11 @@ impl AcpChild {
         &self.command.cwd
     }
 
+    /// The working directory the child was told (the remote one, if any).
+    pub fn command_cwd(&self) -> String {
+        self.command.session_cwd()
+    }
+
     /// How this child can continue a session of an earlier launch (see [`continuation_method`]).
     pub fn continuation_method(&self) -> Option<&'static str> {
         continuation_method(&self.capabilities)
@@ -212,6 +217,9 @@ impl AcpChild {
     async fn new_session(&mut self, cancel: &CancellationToken) -> Result<(), ChildError> {
         let mut meta = serde_json::Map::new();
         meta.insert(DEPTH_META_KEY.into(), self.command.depth.into());
+        if let Some(link) = &self.command.link {
+            meta.insert(PARENT_META_KEY.into(), link.child.clone().into());
+        }
         let new_session = json!({
             "cwd": self.command.session_cwd(),
             "mcpServers": [],

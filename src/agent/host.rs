@@ -349,6 +349,19 @@ impl AgentHost {
         additional_directories: Vec<String>,
         delegation_depth: u32,
     ) -> Result<Arc<Agent>, HostError> {
+        self.create_session_under(cwd, additional_directories, delegation_depth, None)
+    }
+
+    /// As [`AgentHost::create_session`], for a client that is itself a session (kin
+    /// delegating over ACP): `parent` is recorded in the header, so the session is listed as
+    /// that session's child, not as a top-level one.
+    pub fn create_session_under(
+        &self,
+        cwd: PathBuf,
+        additional_directories: Vec<String>,
+        delegation_depth: u32,
+        parent: Option<String>,
+    ) -> Result<Arc<Agent>, HostError> {
         let mut header = Header::new(
             uuid::Uuid::new_v4().to_string(),
             unique_now_ms(),
@@ -356,6 +369,7 @@ impl AgentHost {
             additional_directories,
         );
         header.delegation_depth = delegation_depth;
+        header.parent_session = parent;
         let log = self.store.create(&header)?;
         let agent = self.top_level(header, cwd, log, Vec::new());
         self.publish(agent.clone())?;

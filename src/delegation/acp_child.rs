@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use serde_json::{json, Value};
 
+use super::acp_record::ChildRecord;
 use super::acp_tree;
 use super::provider::{Capabilities, Continuable, Provider, Run, RunControl, SteerRefusal};
 use super::request::{child_depth, Continuation, ResumeRequest, StartRequest};
@@ -231,15 +232,23 @@ impl Provider for AcpProvider {
                 .await
                 .map_err(setup_error)?;
             learn(&learned, &child.capabilities);
+            let mut turns = None;
+            if request.continuation.is_none() {
+                let cwd = child.command_cwd();
+                let created = ChildRecord::create(&store, &id, &request.parent.id, depth, &cwd);
+                turns = created.map(|created| (created, request.label.clone()));
+            }
             if let Some(continuation) = &request.continuation {
                 let recorded = record(&store, continuation, &request, depth, &child);
                 if let Err(error) = recorded {
                     child.shutdown().await;
                     return Err(error);
                 }
+                let opened = ChildRecord::open(&store, &id);
+                turns = opened.map(|opened| (opened, request.label.clone()));
             }
             let text = prompt_text(&request.prompt);
-            Ok(run(id, name, child, text, &request.cancel, children))
+            Ok(run(id, name, child, text, &request.cancel, children, turns))
         }
         .boxed()
     }
@@ -297,6 +306,7 @@ impl Provider for AcpProvider {
         let name = self.config.name.clone();
         let learned = self.learned.clone();
         let children = host.remote_children().clone();
+        let store = host.store().clone();
         // The title it was started with is kept in its descriptor (across restarts).
         let title = request
             .descriptor
@@ -322,7 +332,8 @@ impl Provider for AcpProvider {
             learn(&learned, &child.capabilities);
             let text = prompt_text(&request.prompt);
             let id = request.session_id;
-            Ok(run(id, name, child, text, &request.cancel, children))
+            let turns = ChildRecord::open(&store, &id).map(|opened| (opened, None));
+            Ok(run(id, name, child, text, &request.cancel, children, turns))
         }
         .boxed()
     }
@@ -393,6 +404,7 @@ fn run(
     text: String,
     cancel: &CancellationToken,
     remote: Arc<RemoteChildren>,
+    record: Option<(ChildRecord, Option<String>)>,
 ) -> Run {
     let stop = cancel.child_token();
     // The editor may cancel this activation alone (`session/cancel` on the child's id).
@@ -403,9 +415,17 @@ fn run(
     let running = stop.clone();
     let task = tokio::spawn(async move {
         let mut child = child;
+        let mut record = record;
+        if let Some((record, title)) = &mut record {
+            record.begin(&text, title.as_deref());
+        }
         let outcome = child.prompt_steered(&text, &running, &mut steers).await;
         remote.remove(&key);
-        let _ = result_tx.send(result_of(&name, outcome));
+        let result = result_of(&name, outcome);
+        if let Some((record, _)) = record {
+            record.end(result.stop_reason, result.error.as_deref());
+        }
+        let _ = result_tx.send(result);
         child.shutdown().await;
     });
     let result = async move {
