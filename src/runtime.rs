@@ -124,14 +124,27 @@ impl Runtime {
     /// Closes a session: the background work it owns is stopped, and it leaves the live
     /// sessions (its turn cancelled and settled). `false` if it is neither live nor stored.
     pub async fn close_session(&self, id: &str) -> bool {
+        let owned: Vec<_> = self
+            .tasks
+            .list(id)
+            .into_iter()
+            .filter(|task| task.owner.as_deref() == Some(id) && !task.status.is_terminal())
+            .map(|task| task.id)
+            .collect();
         self.tasks.cancel_owned(id);
-        match self.host.unpublish(id) {
+        let closed = match self.host.unpublish(id) {
             Some(agent) => {
                 agent.settle().await;
                 true
             }
             None => self.host.store().exists(id),
+        };
+        // Its children report their end before the close is answered: nothing about the
+        // session is sent after that.
+        for task in owned {
+            self.tasks.until_settled(task.as_str()).await;
         }
+        closed
     }
 
     /// Deletes a session and the sessions it delegated to, after stopping the work it owns.

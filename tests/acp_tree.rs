@@ -361,3 +361,74 @@ async fn a_reloaded_parent_replays_its_tree_and_the_kin_childs_session_is_not_to
         .collect();
     assert_eq!(ids, [parent.as_str()], "only the parent is top-level");
 }
+
+#[tokio::test]
+async fn closing_a_parent_with_a_running_background_child_sends_nothing_after_the_answer() {
+    let parent = Script::new()
+        .calls(&[(
+            "start",
+            "subagent_fake",
+            json!({"description": "Wait", "prompt": "Wait.", "run_in_background": true}),
+        )])
+        .text("PARENT_DONE");
+    let parent_dir = parent.dir();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join("config/kin")).unwrap();
+    std::fs::write(
+        home.path().join("config/kin/config.toml"),
+        format!(
+            "[acp_agents.fake]\ncommand = {:?}\nargs = [\"tree-close\", \"wait\"]\n",
+            fake_child().display().to_string()
+        ),
+    )
+    .unwrap();
+    let mut kin = common::Wire::start_in(Some(parent_dir.path()), home);
+    kin.request(
+        0,
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {"subagents": {}}}),
+    )
+    .await;
+    let parent = kin.new_session().await;
+    let (before, _) = kin
+        .request(
+            1,
+            "session/prompt",
+            json!({"sessionId": parent, "prompt": [{"type": "text", "text": "go"}]}),
+        )
+        .await;
+    // The child runs on in the background: announced (perhaps after the answer), not idle.
+    let child = match announced_on(&before, &parent) {
+        Some((_, child)) => child,
+        None => loop {
+            let message = kin.read().await.expect("kin announces the child");
+            if let Some((_, child)) = announced_on(std::slice::from_ref(&message), &parent) {
+                break child;
+            }
+        },
+    };
+    let (closing, answer) = kin
+        .request(2, "session/close", json!({"sessionId": parent}))
+        .await;
+    assert_eq!(answer["result"], json!({}));
+    let idle = closing
+        .iter()
+        .filter_map(update_of)
+        .any(|(session, update)| {
+            session == parent
+                && update["sessionId"] == child.as_str()
+                && update["state"]["state"] == "idle"
+        });
+    assert!(
+        idle,
+        "the child's end is reported before the answer: {closing:?}"
+    );
+    kin.close_stdin();
+    while let Some(message) = kin.read().await {
+        let session = message["params"]["sessionId"].as_str().unwrap_or_default();
+        assert!(
+            session != parent && session != child,
+            "nothing about the closed tree after the answer: {message}"
+        );
+    }
+}

@@ -252,15 +252,6 @@ fn resume(host: &Arc<AgentHost>, request: ResumeRequest) -> Result<Run, Delegati
     };
     let tools = child_tools(host.tools(), descriptor.tool_filter.as_ref(), None)?;
     let boundary = loaded.events.len();
-    // Re-announced under its stored title, also after a restart.
-    let title = loaded
-        .events
-        .iter()
-        .rev()
-        .find_map(|event| match &event.body {
-            crate::session::EventBody::SessionTitle(title) => Some(title.title.clone()),
-            _ => None,
-        });
     let child = Arc::new(Agent::new(AgentSpec {
         header: loaded.header,
         cwd: parent.cwd.clone(),
@@ -273,7 +264,7 @@ fn resume(host: &Arc<AgentHost>, request: ResumeRequest) -> Result<Run, Delegati
     }));
     let turn = Turn {
         parent,
-        label: title.as_deref(),
+        label: None,
         prompt: request.prompt.clone(),
         cancel: request.cancel.child_token(),
         boundary,
