@@ -33,7 +33,8 @@
 //! `delegation` also uses `tasks` (which uses `tools`) and `acp_client`; `acp` and `headless`
 //! also use `agent` directly (`acp` also the depth keys of `acp_client`); `config` uses `model`
 //! (a model is built from its configuration).
-//! [`acp_client`] uses only `rpc`, `config` and `process`; `tools` and `config` use `process`,
+//! [`acp_client`] uses `rpc`, `config`, `process` and, to serve a child's requests, `tools`
+//! (the editor bridge, permissions, confined file access); `tools` and `config` use `process`,
 //! which uses nothing else of kin. `session` and `rpc` use only `sync`; `time`, `sync`, `text` and
 //! `limits` use nothing else of kin; `scenario` uses `rpc`, `session` and `process`.
 

@@ -1,6 +1,6 @@
 //! kin as the client of an ACP agent subprocess (a child agent): launch, handshake, one prompt
 //! at a time, and a teardown that leaves no process behind. Below `acp` (the editor-facing
-//! server) and the delegation code that uses it; uses only `rpc`, `config` and `process`.
+//! server) and the delegation code that uses it; uses `rpc`, `config`, `process` and `tools`.
 //!
 //! - [`command`]: what to launch and the limits of a run;
 //! - [`process`]: the OS process, its stderr tail and its teardown;
