@@ -5,8 +5,8 @@
 //! as the parent's tool calls.
 
 use agent_client_protocol_schema::v1::{
-    ErrorStopReason, IdleStateUpdate, IdleStopReason, RunningStateUpdate, SessionNotification,
-    SessionUpdate, StateUpdate, SubagentUpdate,
+    ErrorStopReason, IdleStateUpdate, IdleStopReason, OtherStopReason, RunningStateUpdate,
+    SessionNotification, SessionUpdate, StateUpdate, SubagentUpdate,
 };
 
 use std::sync::Arc;
@@ -26,6 +26,10 @@ fn idle(stop: StopReason) -> IdleStopReason {
         StopReason::Refusal => IdleStopReason::Refusal,
         StopReason::Cancelled => IdleStopReason::Cancelled,
         StopReason::MaxSteps | StopReason::Error => IdleStopReason::Error(ErrorStopReason::new()),
+        // ACP has no stop reason for a limit; `_`-prefixed reasons are the extension space.
+        StopReason::TimedOut => {
+            IdleStopReason::Other(OtherStopReason::new("_timed_out", Default::default()))
+        }
     }
 }
 

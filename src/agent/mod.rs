@@ -15,6 +15,7 @@ pub mod structured;
 mod system;
 mod title;
 mod turn;
+mod watch;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,6 +35,7 @@ pub use context::{ContextUsage, SessionContext};
 pub use structured::{StructuredCapture, STRUCTURED_TOOL};
 pub use system::system_prompt;
 pub use title::fallback_title;
+pub use watch::Watch;
 
 /// The permission mode a session's log restores (as opening it would).
 pub fn restored_mode(events: &[Event]) -> PermissionMode {
@@ -53,6 +55,8 @@ pub enum StopReason {
     MaxSteps,
     /// The turn failed (the error says why). A turn that runs returns an error instead.
     Error,
+    /// A delegation time limit (wall clock or idle watchdog) stopped the turn.
+    TimedOut,
 }
 
 impl StopReason {
@@ -61,6 +65,8 @@ impl StopReason {
     pub fn of(result: &Result<StopReason, TurnError>, cancelled: bool) -> Self {
         match result {
             Ok(Self::Completed) => Self::Completed,
+            // A limit stops a turn by cancelling it, and says so.
+            Ok(Self::TimedOut) => Self::TimedOut,
             _ if cancelled => Self::Cancelled,
             Ok(reason) => *reason,
             Err(_) => Self::Error,
@@ -162,6 +168,8 @@ pub struct Agent {
     pending: Mutex<Vec<EventBody>>,
     /// The configured model it runs on, and its usage and cost figures.
     pub context: SessionContext,
+    /// Its progress clock and limit stops, for delegation's watchdog.
+    pub watch: Arc<Watch>,
 }
 
 pub use crate::session::UserMessage;
@@ -241,6 +249,7 @@ impl Agent {
             inbox: Mutex::new(Vec::new()),
             records: Mutex::new(Vec::new()),
             pending: Mutex::new(Vec::new()),
+            watch: Arc::default(),
         }
     }
 
@@ -336,6 +345,7 @@ impl Agent {
     }
 
     fn push_event(&self, event: Event) {
+        self.watch.progressed();
         let mut transcript = self.transcript.write().unwrap_or_else(|p| p.into_inner());
         transcript.history.push(&event);
         transcript.events.push(event);

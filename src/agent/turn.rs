@@ -57,6 +57,11 @@ pub(super) async fn run(
     };
     agent.context.begin_turn();
     let result = this.run(prompt).await;
+    // A limit that cancelled the turn names the reason it ended with.
+    let result = match agent.watch.take_cause() {
+        Some(cause) if cancel.is_cancelled() => Ok(cause),
+        _ => result,
+    };
     let result = match this.log_permission_records(None) {
         Ok(()) => result,
         Err(error) => result.and(Err(error.into())),
@@ -100,6 +105,7 @@ fn end_reason(stop: StopReason) -> TurnEndReason {
         StopReason::Refusal => TurnEndReason::Refusal,
         StopReason::Cancelled => TurnEndReason::Aborted,
         StopReason::MaxSteps => TurnEndReason::MaxSteps,
+        StopReason::TimedOut => TurnEndReason::TimedOut,
         StopReason::Error => TurnEndReason::Error {
             step: None,
             message: None,

@@ -139,6 +139,7 @@ fn task_outcome(result: SubagentResult) -> TaskOutcome {
         StopReason::Cancelled => return TaskOutcome::killed(),
         StopReason::MaxTokens => "max-tokens",
         StopReason::Refusal => "refusal",
+        StopReason::TimedOut => "timed_out",
         // A child that runs out of steps has not answered: its run failed.
         StopReason::MaxSteps | StopReason::Error => "error",
     };

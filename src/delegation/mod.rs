@@ -23,6 +23,7 @@ mod acp_child;
 mod activation;
 mod error;
 mod in_process;
+mod limits;
 mod provider;
 mod records;
 mod request;
@@ -37,7 +38,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::host::AgentHost;
 use crate::agent::{Agent, StructuredCapture, UserMessage};
-use crate::config::AcpAgentConfig;
+use crate::config::{AcpAgentConfig, DelegationSettings};
 use crate::session::{SessionStore, UserPart};
 use crate::tasks::{Notice, TaskId, TaskOutcome, TaskService};
 use crate::tools::{ClientBridge, Tool};
@@ -47,6 +48,7 @@ use activation::{lock_child, Activations, Begin};
 pub(crate) use acp_child::AcpProvider;
 pub use error::DelegationError;
 use in_process::{InProcessProvider, Seed};
+pub use limits::TimeLimits;
 use provider::{Continuable, Provider};
 pub use provider::{Run, SubagentResult};
 use request::{Continuation, ResumeRequest};
@@ -65,6 +67,8 @@ pub struct Request {
     pub cancel: CancellationToken,
     /// The configured model to run the child on; by default the one the caller runs on now.
     pub model: Option<String>,
+    /// The child's wall-clock limit, instead of the configured `[delegation] timeout`.
+    pub timeout: Option<std::time::Duration>,
 }
 
 /// Where a message went.
@@ -123,6 +127,8 @@ pub struct Delegation {
     /// tools, so it is held weakly).
     host: OnceLock<Weak<AgentHost>>,
     activations: Arc<Activations>,
+    /// Time limits, caps and budgets (`[delegation]`).
+    settings: DelegationSettings,
 }
 
 impl Delegation {
@@ -133,6 +139,7 @@ impl Delegation {
         tasks: Arc<TaskService>,
         max_depth: u32,
         acp_agents: &[AcpAgentConfig],
+        settings: DelegationSettings,
     ) -> Arc<Self> {
         let mut providers: Vec<Arc<dyn Provider>> = vec![
             Arc::new(InProcessProvider::new(Seed::Fresh)),
@@ -156,6 +163,7 @@ impl Delegation {
             max_depth,
             host: OnceLock::new(),
             activations: Arc::default(),
+            settings,
         });
         let weak = Arc::downgrade(&delegation);
         delegation.tasks.set_notice_sink(Box::new(move |notice| {
@@ -251,6 +259,7 @@ impl Delegation {
             start.agent_options = Some(options);
         }
         start.max_depth = Some(self.max_depth);
+        start.timeout = request.timeout;
         start.label = Some(request.label.clone());
         start.client = request.client;
         if mode == Mode::Foreground {
@@ -321,7 +330,19 @@ impl Delegation {
                 .map_err(|e| DelegationError::Schema(e.to_string()))?;
         }
         let host = self.host()?;
-        provider.start(&host, request).await
+        let limits = self.time_limits(request.timeout);
+        Ok(limits::watched(
+            provider.start(&host, request).await?,
+            limits,
+        ))
+    }
+
+    /// The time limits of an activation: the call's wall clock, else the configured one.
+    fn time_limits(&self, timeout: Option<std::time::Duration>) -> TimeLimits {
+        TimeLimits {
+            wall: timeout.or(self.settings.timeout),
+            idle: self.settings.idle_timeout,
+        }
     }
 
     /// Starts a continuable child of `request` in the background through `provider`, as
@@ -378,7 +399,11 @@ impl Delegation {
             return Err(DelegationError::NoResume(name));
         }
         let host = self.host()?;
-        provider.resume(&host, request).await
+        let limits = self.time_limits(None);
+        Ok(limits::watched(
+            provider.resume(&host, request).await?,
+            limits,
+        ))
     }
 
     /// `send_message`: delivers a message to a child of `caller`, into its running

@@ -48,6 +48,8 @@ pub struct StartRequest {
     pub persona: Option<String>,
     /// A short label shown to the user (the tool's `description`).
     pub label: Option<String>,
+    /// The wall-clock limit of the child's activation, instead of the configured one.
+    pub timeout: Option<std::time::Duration>,
     /// The editor of the delegating session: the child asks it for permissions and uses its
     /// files and terminals, as the parent would.
     pub client: Option<Arc<dyn ClientBridge>>,
@@ -75,6 +77,7 @@ impl StartRequest {
             tool_filter: None,
             persona: None,
             label: None,
+            timeout: None,
             client: None,
             continuation: None,
         }

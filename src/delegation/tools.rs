@@ -34,6 +34,9 @@ pub(super) struct SubagentArgs {
     /// The id of a configured model to run the child on (default: the model you run on).
     #[serde(default)]
     model: Option<String>,
+    /// The most seconds the child may run (default: the configured `[delegation] timeout`, else no limit). At 80% it is asked to wrap up; at the limit it stops as `timed_out`.
+    #[serde(default)]
+    timeout: Option<f64>,
 }
 
 /// One delegation tool, bound to one provider.
@@ -121,6 +124,15 @@ fn stop_error(reason: StopReason) -> Option<&'static str> {
         StopReason::MaxSteps | StopReason::Error => Some("subagent run failed"),
         StopReason::MaxTokens => Some("subagent run hit its token limit before finishing"),
         StopReason::Refusal => Some("subagent declined the task"),
+        StopReason::TimedOut => Some("subagent run timed_out"),
+    }
+}
+
+/// The error code of a failed foreground run: a limit has its own.
+fn failure_code(reason: StopReason) -> &'static str {
+    match reason {
+        StopReason::TimedOut => "SUBAGENT_TIMED_OUT",
+        _ => "SUBAGENT_FAILED",
     }
 }
 
@@ -179,6 +191,19 @@ impl TypedTool for SubagentTool {
                 "Error: `description` and `prompt` must be non-empty strings",
             ));
         };
+        let timeout = match args.timeout {
+            None => None,
+            Some(seconds) if seconds.is_finite() && seconds > 0.0 && seconds < 1e9 => {
+                Some(std::time::Duration::from_secs_f64(seconds))
+            }
+            Some(_) => {
+                return Err(ToolOutput::error(
+                    "ToolArgsError",
+                    "INVALID_ARGS",
+                    "Error: `timeout` must be a positive number of seconds",
+                ))
+            }
+        };
         let mode = match args.run_in_background {
             Some(true) => Mode::Background,
             _ => Mode::Foreground,
@@ -190,6 +215,7 @@ impl TypedTool for SubagentTool {
             client: cx.client.clone(),
             cancel: cx.cancel.clone(),
             model: non_empty(args.model.as_ref()),
+            timeout,
         };
         Ok(
             match self
@@ -209,7 +235,7 @@ impl TypedTool for SubagentTool {
                         (None, _) => ToolOutput::ok(result.text()),
                         (Some(message), error) => ToolOutput::error(
                             "SubagentError",
-                            "SUBAGENT_FAILED",
+                            failure_code(result.stop_reason),
                             match error {
                                 Some(error) => format!("Error: {message}: {error}"),
                                 None => format!("Error: {message}"),

@@ -502,6 +502,10 @@ pub enum TurnEndReason {
     Interrupted,
     /// kin's step limit was reached while the model still wanted tools.
     MaxSteps,
+    /// A delegation time limit stopped a child's turn (its wall-clock limit or its idle
+    /// watchdog).
+    #[serde(rename = "timed_out")]
+    TimedOut,
     Error {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         step: Option<u32>,

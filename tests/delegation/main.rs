@@ -5,6 +5,7 @@
 mod control;
 mod host;
 mod inprocess;
+mod limits;
 mod service;
 mod structured;
 mod support;

@@ -21,6 +21,7 @@ fn request(provider: &str) -> Request {
         client: None,
         cancel: CancellationToken::new(),
         model: None,
+        timeout: None,
     }
 }
 
