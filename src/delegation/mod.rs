@@ -24,7 +24,9 @@ mod activation;
 mod error;
 mod in_process;
 mod limits;
+mod listing;
 mod provider;
+mod queue;
 mod records;
 mod request;
 mod tools;
@@ -93,6 +95,8 @@ pub struct ChildSummary {
     pub model: Option<String>,
     /// The task of the running activation, if one runs in this process.
     pub task: Option<TaskId>,
+    /// That task waits for a slot under the concurrency cap.
+    pub queued: bool,
     /// How its last turn ended (`turn/end` reason), if one did.
     pub last_stop: Option<String>,
     /// Turns the child ran itself (a fork's inherited turns are not counted).
@@ -156,13 +160,14 @@ impl Delegation {
             }
             providers.push(Arc::new(provider));
         }
+        let queue = queue::RunQueue::new(settings.max_running, settings.max_running_per_process);
         let delegation = Arc::new(Self {
             providers,
             tasks,
             store,
             max_depth,
             host: OnceLock::new(),
-            activations: Arc::default(),
+            activations: Arc::new(Activations::new(queue)),
             settings,
         });
         let weak = Arc::downgrade(&delegation);
@@ -217,6 +222,20 @@ impl Delegation {
 
     fn live(&self, id: &str) -> Option<Arc<Agent>> {
         self.host.get()?.upgrade()?.live(id)
+    }
+
+    /// The root session of `agent`'s delegation tree: up through the live parents (a parent
+    /// not live in this process is taken as the root).
+    fn root_of(&self, agent: &Agent) -> String {
+        let mut root = agent.id.clone();
+        let mut parent = agent.header().parent_session.clone();
+        while let Some(id) = parent {
+            parent = self
+                .live(&id)
+                .and_then(|above| above.header().parent_session.clone());
+            root = id;
+        }
+        root
     }
 
     /// The calling agent: the live session the tool context names.
@@ -278,14 +297,15 @@ impl Delegation {
             return Ok(Delegated::Continuable { child, task });
         }
         let owner = start.parent.id.clone();
+        let root = self.root_of(&start.parent);
         let service = self.clone();
         let begin: Begin = Box::new(move |cancel| {
             start.cancel = cancel;
             async move { Ok((service.start(&provider, start).await?, None)) }.boxed()
         });
-        let task = self
-            .activations
-            .start(&self.tasks, None, &request.label, &owner, begin)?;
+        let task =
+            self.activations
+                .start(&self.tasks, &root, None, &request.label, &owner, begin)?;
         Ok(Delegated::OneShot(task))
     }
 
@@ -372,6 +392,8 @@ impl Delegation {
             descriptor: request.descriptor(provider.name()),
         });
         let owner = request.parent.id.clone();
+        let root = self.root_of(&request.parent);
+        let provider_name = provider.name().to_owned();
         let service = self.clone();
         let provider = provider.clone();
         let id = child_id.clone();
@@ -385,9 +407,12 @@ impl Delegation {
             }
             .boxed()
         });
-        let task = self
-            .activations
-            .start(&self.tasks, Some(&child_id), label, &owner, begin)?;
+        let task =
+            self.activations
+                .start(&self.tasks, &root, Some(&child_id), label, &owner, begin)?;
+        if let Some(activation) = self.activations.get(&child_id) {
+            let _ = activation.pending.set((provider_name, label.to_owned()));
+        }
         Ok((child_id, task))
     }
 
@@ -459,10 +484,16 @@ impl Delegation {
             let task = self.failed_at_once(parent, child_id, &label, unavailable)?;
             return Ok(std::future::ready(Ok(Delivery::Started(task))).boxed());
         }
+        let root = self.root_of(parent);
         let begin = self.resume_producer(parent.clone(), child_id.to_owned(), message, client);
-        let task =
-            self.activations
-                .start(&self.tasks, Some(child_id), &label, &parent.id, begin)?;
+        let task = self.activations.start(
+            &self.tasks,
+            &root,
+            Some(child_id),
+            &label,
+            &parent.id,
+            begin,
+        )?;
         Ok(std::future::ready(Ok(Delivery::Started(task))).boxed())
     }
 
@@ -571,42 +602,6 @@ impl Delegation {
     /// The task of the child's running activation in this process, if any.
     pub fn running_task(&self, child_id: &str) -> Option<TaskId> {
         self.activations.get(child_id)?.task_id.get().cloned()
-    }
-
-    /// `list_agents`: the continuable children of `caller` in the store, oldest first, with
-    /// the task of any activation running now. Read from the session index; only a child
-    /// indexed by an older kin (no child record) has its file read. Ids that never reached
-    /// the store are not listed.
-    pub fn list(&self, caller: &str) -> Vec<ChildSummary> {
-        let sessions = match self.store.list_children(caller) {
-            Ok(sessions) => sessions,
-            Err(error) => {
-                tracing::warn!(%error, "could not list the stored sessions");
-                return Vec::new();
-            }
-        };
-        let mut found: Vec<(u64, ChildSummary)> = sessions
-            .into_iter()
-            .filter_map(|session| {
-                let child = match session.child {
-                    Some(child) => child,
-                    None => self.store.summarize(&session.id)?.child?,
-                };
-                let summary = ChildSummary {
-                    task: self.running_task(&session.id),
-                    id: session.id,
-                    description: session.title,
-                    kind: child.kind?,
-                    provider: child.agent_provider,
-                    model: child.agent_model,
-                    last_stop: child.last_stop,
-                    turns: child.turns,
-                };
-                Some((child.created_at, summary))
-            })
-            .collect();
-        found.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.id.cmp(&b.1.id)));
-        found.into_iter().map(|(_, child)| child).collect()
     }
 
     /// Restores, as `interrupted`, the background tasks `parent`'s log shows started and

@@ -15,6 +15,7 @@ use super::{
 };
 use crate::agent::StopReason;
 use crate::session::UserPart;
+use crate::tasks::{TaskId, TaskStatus};
 use crate::tools::typed::{parameters, TypedTool};
 use crate::tools::{ToolContext, ToolKind, ToolOutput};
 
@@ -128,6 +129,20 @@ fn stop_error(reason: StopReason) -> Option<&'static str> {
     }
 }
 
+impl SubagentTool {
+    /// A second line for a background start that waits for a slot, else nothing.
+    fn queued_note(&self, task: &TaskId, caller: &str) -> String {
+        match self.delegation.tasks().peek(task, caller) {
+            Ok(snapshot) if snapshot.status == TaskStatus::Queued => format!(
+                "\n(queued: {} background subagents already run in this session's tree; it \
+                 starts when one finishes)",
+                self.delegation.activations.cap()
+            ),
+            _ => String::new(),
+        }
+    }
+}
+
 /// The error code of a failed foreground run: a limit has its own.
 fn failure_code(reason: StopReason) -> &'static str {
     match reason {
@@ -223,12 +238,14 @@ impl TypedTool for SubagentTool {
                 .delegate(&cx.session_id, request, mode)
                 .await
             {
-                Ok(Delegated::Continuable { child, task }) => {
-                    ToolOutput::ok(format!("started subagent {child} as task {task}"))
-                }
+                Ok(Delegated::Continuable { child, task }) => ToolOutput::ok(format!(
+                    "started subagent {child} as task {task}{}",
+                    self.queued_note(&task, &cx.session_id)
+                )),
                 Ok(Delegated::OneShot(task)) => ToolOutput::ok(format!(
                     "started background subagent task {task}\n(one-shot: this child cannot \
-                     be continued, send_message cannot reach it)"
+                     be continued, send_message cannot reach it){}",
+                    self.queued_note(&task, &cx.session_id)
                 )),
                 Ok(Delegated::Answer(result)) => {
                     match (stop_error(result.stop_reason), &result.error) {

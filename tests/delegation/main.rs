@@ -6,6 +6,7 @@ mod control;
 mod host;
 mod inprocess;
 mod limits;
+mod queue;
 mod service;
 mod structured;
 mod support;
