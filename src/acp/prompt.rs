@@ -248,7 +248,9 @@ pub async fn prompt(
         TurnStop::MaxTokens => StopReason::MaxTokens,
         TurnStop::Refusal => StopReason::Refusal,
         // Limits stop children only; a session the editor prompts is never timed out.
-        TurnStop::Cancelled | TurnStop::TimedOut => StopReason::Cancelled,
+        TurnStop::Cancelled | TurnStop::TimedOut | TurnStop::BudgetExhausted => {
+            StopReason::Cancelled
+        }
         TurnStop::MaxSteps => StopReason::MaxTurnRequests,
         TurnStop::Error => {
             let detail = outcome

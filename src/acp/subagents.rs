@@ -30,6 +30,10 @@ fn idle(stop: StopReason) -> IdleStopReason {
         StopReason::TimedOut => {
             IdleStopReason::Other(OtherStopReason::new("_timed_out", Default::default()))
         }
+        StopReason::BudgetExhausted => IdleStopReason::Other(OtherStopReason::new(
+            "_budget_exhausted",
+            Default::default(),
+        )),
     }
 }
 

@@ -35,7 +35,7 @@ pub use context::{ContextUsage, SessionContext};
 pub use structured::{StructuredCapture, STRUCTURED_TOOL};
 pub use system::system_prompt;
 pub use title::fallback_title;
-pub use watch::Watch;
+pub use watch::{Budget, Spend, Watch};
 
 /// The permission mode a session's log restores (as opening it would).
 pub fn restored_mode(events: &[Event]) -> PermissionMode {
@@ -57,6 +57,8 @@ pub enum StopReason {
     Error,
     /// A delegation time limit (wall clock or idle watchdog) stopped the turn.
     TimedOut,
+    /// The child reached its token or cost budget (after the step that reached it).
+    BudgetExhausted,
 }
 
 impl StopReason {

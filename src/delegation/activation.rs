@@ -195,6 +195,7 @@ fn task_outcome(result: SubagentResult) -> TaskOutcome {
         StopReason::MaxTokens => "max-tokens",
         StopReason::Refusal => "refusal",
         StopReason::TimedOut => "timed_out",
+        StopReason::BudgetExhausted => "budget_exhausted",
         // A child that runs out of steps has not answered: its run failed.
         StopReason::MaxSteps | StopReason::Error => "error",
     };

@@ -21,6 +21,7 @@
 
 mod acp_child;
 mod activation;
+mod budget;
 mod error;
 mod in_process;
 mod limits;
@@ -69,6 +70,8 @@ pub struct Request {
     pub cancel: CancellationToken,
     /// The configured model to run the child on; by default the one the caller runs on now.
     pub model: Option<String>,
+    /// The child's token budget, instead of the configured `child_budget_tokens`.
+    pub budget_tokens: Option<u64>,
     /// The child's wall-clock limit, instead of the configured `[delegation] timeout`.
     pub timeout: Option<std::time::Duration>,
 }
@@ -133,6 +136,7 @@ pub struct Delegation {
     activations: Arc<Activations>,
     /// Time limits, caps and budgets (`[delegation]`).
     settings: DelegationSettings,
+    budgets: budget::Budgets,
 }
 
 impl Delegation {
@@ -168,6 +172,7 @@ impl Delegation {
             max_depth,
             host: OnceLock::new(),
             activations: Arc::new(Activations::new(queue)),
+            budgets: budget::Budgets::new(&settings),
             settings,
         });
         let weak = Arc::downgrade(&delegation);
@@ -238,6 +243,15 @@ impl Delegation {
         root
     }
 
+    /// What `caller`'s tree has spent of its budget, if it has one (for `list_agents`).
+    pub fn budget_summary(&self, caller: &str) -> Option<String> {
+        let root = match self.live(caller) {
+            Some(agent) => self.root_of(&agent),
+            None => caller.to_owned(),
+        };
+        self.budgets.summary(&root)
+    }
+
     /// The calling agent: the live session the tool context names.
     fn caller(&self, id: &str) -> Result<Arc<Agent>, DelegationError> {
         self.live(id).ok_or(DelegationError::NoCaller)
@@ -260,6 +274,7 @@ impl Delegation {
     ) -> Result<Delegated, DelegationError> {
         let parent = self.caller(caller)?;
         let provider = self.provider(&request.provider)?;
+        self.budgets.check(&self.root_of(&parent))?;
         // The child runs on the model named (one the host knows), else on its parent's.
         let model = match request.model {
             Some(id) => {
@@ -279,6 +294,7 @@ impl Delegation {
         }
         start.max_depth = Some(self.max_depth);
         start.timeout = request.timeout;
+        start.budget_tokens = request.budget_tokens;
         start.label = Some(request.label.clone());
         start.client = request.client;
         if mode == Mode::Foreground {
@@ -322,8 +338,10 @@ impl Delegation {
     async fn start(
         &self,
         provider: &Arc<dyn Provider>,
-        request: StartRequest,
+        mut request: StartRequest,
     ) -> Result<Run, DelegationError> {
+        let root = self.root_of(&request.parent);
+        request.budget = Some(self.budgets.child(&root, request.budget_tokens));
         let caps = provider.capabilities();
         let wanted = [
             (
@@ -417,7 +435,9 @@ impl Delegation {
     }
 
     /// Cold-resumes a stored child through the provider that made it.
-    async fn resume(&self, request: ResumeRequest) -> Result<Run, DelegationError> {
+    async fn resume(&self, mut request: ResumeRequest) -> Result<Run, DelegationError> {
+        let root = self.root_of(&request.parent);
+        request.budget = Some(self.budgets.child(&root, None));
         let name = request.descriptor.provider.clone();
         let provider = self.provider(&name)?;
         if provider.continuable() == Continuable::Known(false) {
@@ -474,6 +494,7 @@ impl Delegation {
         if let Some(activation) = activation {
             return self.steer(&activation, parent, child_id, message);
         }
+        self.budgets.check(&self.root_of(parent))?;
         let label = records::resume_label(&message);
         if !self.store.exists(child_id) {
             if self.tasks.peek(child_id, &parent.id).is_ok() {
@@ -573,6 +594,7 @@ impl Delegation {
                     cancel,
                     descriptor,
                     client,
+                    budget: None,
                 };
                 Ok((service.resume(request).await?, Some(held)))
             }

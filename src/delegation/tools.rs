@@ -38,6 +38,10 @@ pub(super) struct SubagentArgs {
     /// The most seconds the child may run (default: the configured `[delegation] timeout`, else no limit). At 80% it is asked to wrap up; at the limit it stops as `timed_out`.
     #[serde(default)]
     timeout: Option<f64>,
+    /// The most tokens the child may spend (default: the configured `[delegation] child_budget_tokens`, else no limit). It stops as `budget_exhausted` after the step that reaches it.
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    budget_tokens: Option<u64>,
 }
 
 /// One delegation tool, bound to one provider.
@@ -126,6 +130,7 @@ fn stop_error(reason: StopReason) -> Option<&'static str> {
         StopReason::MaxTokens => Some("subagent run hit its token limit before finishing"),
         StopReason::Refusal => Some("subagent declined the task"),
         StopReason::TimedOut => Some("subagent run timed_out"),
+        StopReason::BudgetExhausted => Some("subagent run budget_exhausted"),
     }
 }
 
@@ -147,6 +152,7 @@ impl SubagentTool {
 fn failure_code(reason: StopReason) -> &'static str {
     match reason {
         StopReason::TimedOut => "SUBAGENT_TIMED_OUT",
+        StopReason::BudgetExhausted => "SUBAGENT_BUDGET_EXHAUSTED",
         _ => "SUBAGENT_FAILED",
     }
 }
@@ -231,6 +237,7 @@ impl TypedTool for SubagentTool {
             cancel: cx.cancel.clone(),
             model: non_empty(args.model.as_ref()),
             timeout,
+            budget_tokens: args.budget_tokens,
         };
         Ok(
             match self
@@ -396,6 +403,8 @@ impl TypedTool for ListAgentsTool {
                 )
             })
             .collect();
+        let mut lines = lines;
+        lines.extend(self.0.budget_summary(&cx.session_id));
         Ok(ToolOutput::ok(lines.join("\n")))
     }
 }

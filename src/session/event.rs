@@ -506,6 +506,9 @@ pub enum TurnEndReason {
     /// watchdog).
     #[serde(rename = "timed_out")]
     TimedOut,
+    /// A delegated child reached its token or cost budget.
+    #[serde(rename = "budget_exhausted")]
+    BudgetExhausted,
     Error {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         step: Option<u32>,

@@ -2,6 +2,7 @@
 //! and fork, structured output, background tasks and the model-facing tools — against the real
 //! agent loop and session store, with a scripted model.
 
+mod budget;
 mod control;
 mod host;
 mod inprocess;

@@ -22,6 +22,7 @@ fn request(provider: &str) -> Request {
         cancel: CancellationToken::new(),
         model: None,
         timeout: None,
+        budget_tokens: None,
     }
 }
 
