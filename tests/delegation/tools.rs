@@ -80,7 +80,8 @@ async fn tools_are_offered_sorted_with_the_contracted_parameters() {
                 "prompt",
                 "run_in_background",
                 "model",
-                "timeout"
+                "timeout",
+                "budget_tokens"
             ]
         );
         assert_eq!(
