@@ -2,6 +2,7 @@
 //! command-line flags, environment variables and the config file (see `resolve`).
 
 mod acp_agents;
+mod delegation;
 mod duration;
 mod file;
 mod key;
@@ -13,6 +14,7 @@ mod show;
 use std::path::{Path, PathBuf};
 
 pub use acp_agents::{AcpAgentConfig, AcpPermission};
+pub use delegation::{DelegationSettings, DEFAULT_MAX_RUNNING, DEFAULT_MAX_RUNNING_PER_PROCESS};
 pub use duration::parse_duration;
 pub use key::load as load_key;
 pub use reloadable::ReloadableModel;
@@ -147,6 +149,17 @@ pub fn configure_limits(config: Result<&ModelConfig, &ConfigError>) {
     if let Ok(config) = config {
         crate::limits::configure(config.limits());
     }
+}
+
+/// The delegation limits of the config file's `[delegation]` table (defaults without one).
+pub fn delegation_settings(env: EnvLookup<'_>) -> Result<DelegationSettings, ConfigError> {
+    let Some(path) = file::path(env) else {
+        return Ok(DelegationSettings::default());
+    };
+    Ok(file::load(&path)?
+        .and_then(|config| config.delegation)
+        .map(|entry| DelegationSettings::from_entry(&entry))
+        .unwrap_or_default())
 }
 
 /// The child agents of the config file's `[acp_agents.<name>]` tables (none without a file).

@@ -71,6 +71,11 @@ pub fn exit_status(
             )),
         ),
         Ok(StopReason::Error) => (1, Some("the turn failed".into())),
+        Ok(StopReason::TimedOut) => (EXIT_STOPPED, Some("the turn ran out of time".into())),
+        Ok(StopReason::BudgetExhausted) => (
+            EXIT_STOPPED,
+            Some("the turn reached its budget".into()),
+        ),
         // Errors quote the endpoint, files and the model: made visible, not interpreted.
         Err(error) => (1, Some(crate::text::visible(&error.to_string()).into_owned())),
     }

@@ -244,6 +244,7 @@ fn open_runtime(models: ModelCatalog) -> anyhow::Result<Arc<Runtime>> {
         })?;
     }
     options.acp_agents = config::acp_agents(&config::process_env)?;
+    options.delegation = config::delegation_settings(&config::process_env)?;
     let model = models.default_choice().model.clone();
     options.models = Some(models);
     Runtime::new(&home, model, kin::tools::builtin(), options)

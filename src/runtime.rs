@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::host::AgentHost;
 use crate::agent::Agent;
-use crate::config::AcpAgentConfig;
+use crate::config::{AcpAgentConfig, DelegationSettings};
 use crate::delegation::{Delegation, DEFAULT_MAX_DEPTH};
 use crate::model::Model;
 use crate::session::{SessionStore, StoreError};
@@ -31,6 +31,8 @@ pub struct RuntimeOptions {
     pub acp_agents: Vec<AcpAgentConfig>,
     /// The configured models (`None`: only the model given to [`Runtime::new`]).
     pub models: Option<crate::model::ModelCatalog>,
+    /// Time limits, caps and budgets of delegated children (`[delegation]`).
+    pub delegation: DelegationSettings,
 }
 
 impl Default for RuntimeOptions {
@@ -40,6 +42,7 @@ impl Default for RuntimeOptions {
             subagent_max_depth: DEFAULT_MAX_DEPTH,
             acp_agents: Vec::new(),
             models: None,
+            delegation: DelegationSettings::default(),
         }
     }
 }
@@ -74,6 +77,7 @@ impl Runtime {
             tasks.clone(),
             options.subagent_max_depth,
             &options.acp_agents,
+            options.delegation.clone(),
         );
         let mut tools = base_tools;
         for tool in delegation.tools() {

@@ -1068,5 +1068,30 @@ async fn a_misbehaving_child_cannot_write_outside_its_cwd_through_the_fs_bridge(
     );
     assert!(!root.path().join("escaped.txt").exists());
     assert!(!elsewhere.join("escaped.txt").exists());
+}
+
+#[tokio::test]
+async fn an_acp_child_past_its_time_limit_is_cancelled_and_reports_timed_out() {
+    // The fake child in `wait` mode answers its prompt only when cancelled: the call's
+    // `timeout` is what ends it.
+    let marker = marker("acp-timeout");
+    let table = format!(
+        "[acp_agents.fake]\ncommand = {:?}\nargs = [{marker:?}, \"wait\"]\n",
+        fake_child().display().to_string(),
+    );
+    let parent = Script::new()
+        .calls(&[(
+            "ask",
+            "subagent_fake",
+            json!({"description": "Ask fake", "prompt": "Hello.", "timeout": 0.5}),
+        )])
+        .text("PARENT_DONE");
+    let logs = kin_parent_of(parent, &table, &marker).await;
+    let parent_log = log_at_depth(&logs, 0);
+    assert!(
+        parent_log.contains("Error: subagent run timed_out: the time limit of 0.5s was reached"),
+        "{parent_log}"
+    );
+    assert!(parent_log.contains("SUBAGENT_TIMED_OUT"), "{parent_log}");
     assert_none_left(&marker).await;
 }

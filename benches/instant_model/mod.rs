@@ -56,8 +56,19 @@ pub fn answer_ok() -> ChunkStream {
 
 /// Runs `body` on a 2-worker tokio runtime with a kin `Runtime` over `model` (no base tools) in
 /// a temporary home, given a temporary working directory; shuts the runtime down after.
+#[allow(dead_code)]
 pub fn in_process<F: Future<Output = ()>>(
     model: Arc<dyn Model>,
+    body: impl FnOnce(Arc<Runtime>, PathBuf) -> F,
+) {
+    in_process_with(model, RuntimeOptions::default(), body)
+}
+
+/// [`in_process`] with the runtime's options given.
+#[allow(dead_code)]
+pub fn in_process_with<F: Future<Output = ()>>(
+    model: Arc<dyn Model>,
+    options: RuntimeOptions,
     body: impl FnOnce(Arc<Runtime>, PathBuf) -> F,
 ) {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -68,7 +79,6 @@ pub fn in_process<F: Future<Output = ()>>(
     rt.block_on(async {
         let home = tempfile::tempdir().unwrap();
         let cwd = tempfile::tempdir().unwrap();
-        let options = RuntimeOptions::default();
         let runtime = Runtime::new(home.path(), model, ToolRegistry::new(), options).unwrap();
         body(runtime.clone(), cwd.path().to_owned()).await;
         runtime.shutdown().await;

@@ -247,7 +247,10 @@ pub async fn prompt(
         TurnStop::Completed => StopReason::EndTurn,
         TurnStop::MaxTokens => StopReason::MaxTokens,
         TurnStop::Refusal => StopReason::Refusal,
-        TurnStop::Cancelled => StopReason::Cancelled,
+        // Limits stop children only; a session the editor prompts is never timed out.
+        TurnStop::Cancelled | TurnStop::TimedOut | TurnStop::BudgetExhausted => {
+            StopReason::Cancelled
+        }
         TurnStop::MaxSteps => StopReason::MaxTurnRequests,
         TurnStop::Error => {
             let detail = outcome

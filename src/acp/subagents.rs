@@ -7,8 +7,8 @@
 //! carry a summary of what it did.
 
 use agent_client_protocol_schema::v1::{
-    ContentBlock, ErrorStopReason, IdleStateUpdate, IdleStopReason, RunningStateUpdate,
-    SessionCancelCapabilities, SessionNotification, SessionUpdate, StateUpdate,
+    ContentBlock, ErrorStopReason, IdleStateUpdate, IdleStopReason, OtherStopReason,
+    RunningStateUpdate, SessionCancelCapabilities, SessionNotification, SessionUpdate, StateUpdate,
     SubagentSessionCapabilities, SubagentUpdate, ToolCallContent, ToolCallUpdate,
     ToolCallUpdateFields,
 };
@@ -31,6 +31,14 @@ fn idle(stop: StopReason) -> IdleStopReason {
         StopReason::Refusal => IdleStopReason::Refusal,
         StopReason::Cancelled => IdleStopReason::Cancelled,
         StopReason::MaxSteps | StopReason::Error => IdleStopReason::Error(ErrorStopReason::new()),
+        // ACP has no stop reason for a limit; `_`-prefixed reasons are the extension space.
+        StopReason::TimedOut => {
+            IdleStopReason::Other(OtherStopReason::new("_timed_out", Default::default()))
+        }
+        StopReason::BudgetExhausted => IdleStopReason::Other(OtherStopReason::new(
+            "_budget_exhausted",
+            Default::default(),
+        )),
     }
 }
 

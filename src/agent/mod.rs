@@ -16,6 +16,8 @@ pub mod structured;
 mod system;
 mod title;
 mod turn;
+pub(crate) use turn::end_reason;
+mod watch;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -35,6 +37,7 @@ pub use context::{ContextUsage, SessionContext};
 pub use structured::{StructuredCapture, STRUCTURED_TOOL};
 pub use system::system_prompt;
 pub use title::fallback_title;
+pub use watch::{Budget, Spend, Watch};
 
 /// The permission mode a session's log restores (as opening it would).
 pub fn restored_mode(events: &[Event]) -> PermissionMode {
@@ -54,6 +57,10 @@ pub enum StopReason {
     MaxSteps,
     /// The turn failed (the error says why). A turn that runs returns an error instead.
     Error,
+    /// A delegation time limit (wall clock or idle watchdog) stopped the turn.
+    TimedOut,
+    /// The child reached its token or cost budget (after the step that reached it).
+    BudgetExhausted,
 }
 
 impl StopReason {
@@ -62,6 +69,8 @@ impl StopReason {
     pub fn of(result: &Result<StopReason, TurnError>, cancelled: bool) -> Self {
         match result {
             Ok(Self::Completed) => Self::Completed,
+            // A limit stops a turn by cancelling it, and says so.
+            Ok(Self::TimedOut) => Self::TimedOut,
             _ if cancelled => Self::Cancelled,
             Ok(reason) => *reason,
             Err(_) => Self::Error,
@@ -163,6 +172,8 @@ pub struct Agent {
     pending: Mutex<Vec<EventBody>>,
     /// The configured model it runs on, and its usage and cost figures.
     pub context: SessionContext,
+    /// Its progress clock and limit stops, for delegation's watchdog.
+    pub watch: Arc<Watch>,
 }
 
 pub use crate::session::UserMessage;
@@ -242,6 +253,7 @@ impl Agent {
             inbox: Mutex::new(Vec::new()),
             records: Mutex::new(Vec::new()),
             pending: Mutex::new(Vec::new()),
+            watch: Arc::default(),
         }
     }
 
@@ -337,6 +349,7 @@ impl Agent {
     }
 
     fn push_event(&self, event: Event) {
+        self.watch.progressed();
         let mut transcript = self.transcript.write().unwrap_or_else(|p| p.into_inner());
         transcript.history.push(&event);
         transcript.events.push(event);

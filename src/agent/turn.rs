@@ -57,6 +57,11 @@ pub(super) async fn run(
     };
     agent.context.begin_turn();
     let result = this.run(prompt).await;
+    // A limit that cancelled the turn names the reason it ended with.
+    let result = match agent.watch.take_cause() {
+        Some(cause) if cancel.is_cancelled() => Ok(cause),
+        _ => result,
+    };
     let result = match this.log_permission_records(None) {
         Ok(()) => result,
         Err(error) => result.and(Err(error.into())),
@@ -93,13 +98,15 @@ pub(super) async fn run(
 }
 
 /// The log's `turn/end` reason for a turn that ran to an end.
-fn end_reason(stop: StopReason) -> TurnEndReason {
+pub(crate) fn end_reason(stop: StopReason) -> TurnEndReason {
     match stop {
         StopReason::Completed => TurnEndReason::Completed,
         StopReason::MaxTokens => TurnEndReason::MaxTokens,
         StopReason::Refusal => TurnEndReason::Refusal,
         StopReason::Cancelled => TurnEndReason::Aborted,
         StopReason::MaxSteps => TurnEndReason::MaxSteps,
+        StopReason::TimedOut => TurnEndReason::TimedOut,
+        StopReason::BudgetExhausted => TurnEndReason::BudgetExhausted,
         StopReason::Error => TurnEndReason::Error {
             step: None,
             message: None,
@@ -216,6 +223,10 @@ impl Turn<'_> {
                 result => result,
             };
             match result? {
+                // A child at its budget stops after the step that reached it.
+                StepEnd::Continue if self.agent.watch.over_budget() => {
+                    return Ok(StopReason::BudgetExhausted)
+                }
                 StepEnd::Continue => {}
                 // A message steered in before the turn closed still gets its answer.
                 // (Not after a structured result: that ends the run.)
@@ -389,9 +400,12 @@ impl Turn<'_> {
             None => (estimate_tokens(request_len + reply_len), Usage::default()),
         };
         let items = self.agent.model_history().len() + 1;
+        let cost_before = self.agent.context.usage().cost;
         self.agent
             .context
             .record_call(&usage, &choice.profile, used, items);
+        let cost = self.agent.context.usage().cost - cost_before;
+        self.agent.watch.spend(used, cost);
         let calls: Vec<(String, String, String)> = blocks
             .iter()
             .filter_map(|block| match block {

@@ -40,6 +40,9 @@ pub struct FileConfig {
     /// Child agents over ACP (see `acp_agents`).
     #[serde(default)]
     pub acp_agents: BTreeMap<String, super::acp_agents::AcpAgentEntry>,
+    /// Limits of delegated children (see `delegation`).
+    #[serde(default)]
+    pub delegation: Option<super::delegation::DelegationEntry>,
     #[serde(flatten)]
     pub unknown: BTreeMap<String, toml::Value>,
 }

@@ -117,18 +117,19 @@ impl ChildRecord {
 
     /// The activation ended with `stop` (`error`: why it failed).
     pub(super) fn end(mut self, stop: StopReason, error: Option<&str>) {
-        let reason = match stop {
-            StopReason::Completed => TurnEndReason::Completed,
-            StopReason::Cancelled => TurnEndReason::Aborted,
-            StopReason::MaxTokens => TurnEndReason::MaxTokens,
-            StopReason::Refusal => TurnEndReason::Refusal,
-            StopReason::MaxSteps => TurnEndReason::MaxSteps,
-            StopReason::Error => TurnEndReason::Error {
-                step: None,
+        let reason = match crate::agent::end_reason(stop) {
+            TurnEndReason::Error {
+                step,
+                code,
+                failure,
+                ..
+            } => TurnEndReason::Error {
+                step,
                 message: error.map(str::to_owned),
-                code: None,
-                failure: None,
+                code,
+                failure,
             },
+            other => other,
         };
         let end = EventBody::TurnEnd(TurnEnd {
             turn: self.turn,

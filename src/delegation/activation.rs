@@ -16,6 +16,7 @@ use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 
 use super::provider::{Run, SubagentResult};
+use super::queue::{Admission, RunQueue};
 use super::DelegationError;
 use crate::agent::StopReason;
 use crate::session::{SessionLock, SessionStore, StoreError};
@@ -43,6 +44,9 @@ pub(super) struct Activation {
     pub(super) task_id: OnceLock<TaskId>,
     /// Set once the provider published the child.
     run: Mutex<Option<Run>>,
+    /// For a continuable start: the child's kind (its provider) and label, so it can be
+    /// listed while it waits for a slot, before it exists in the store.
+    pub(super) pending: OnceLock<(String, String)>,
 }
 
 impl Activation {
@@ -51,15 +55,36 @@ impl Activation {
     }
 }
 
-/// Continuable child id -> its running activation, in this process.
-#[derive(Default)]
+/// Continuable child id -> its running activation, in this process; and the cap they run
+/// under.
 pub(super) struct Activations {
     map: Mutex<HashMap<String, Arc<Activation>>>,
+    queue: RunQueue,
 }
 
 impl Activations {
+    pub(super) fn new(queue: RunQueue) -> Self {
+        Self {
+            map: Mutex::default(),
+            queue,
+        }
+    }
+
+    /// The most background activations of one tree that run at once.
+    pub(super) fn cap(&self) -> usize {
+        self.queue.per_tree()
+    }
+
     pub(super) fn get(&self, child_id: &str) -> Option<Arc<Activation>> {
         lock(&self.map).get(child_id).cloned()
+    }
+
+    /// Every continuable child with an activation in this process.
+    pub(super) fn all(&self) -> Vec<(String, Arc<Activation>)> {
+        lock(&self.map)
+            .iter()
+            .map(|(id, activation)| (id.clone(), activation.clone()))
+            .collect()
     }
 
     /// Removes the association if it still is this activation.
@@ -73,25 +98,48 @@ impl Activations {
         }
     }
 
-    /// Starts one activation as a task of `owner`. With `child` (a continuable child's id),
-    /// the association is installed first and removed before the task settles.
+    /// Starts one activation as a task of `owner`, in the tree of `root` (queued while the
+    /// tree or the process runs its cap). With `child` (a continuable child's id), the
+    /// association is installed first and removed before the task settles.
     pub(super) fn start(
         self: &Arc<Self>,
         tasks: &Arc<TaskService>,
+        root: &str,
         child: Option<&str>,
         label: &str,
         owner: &str,
         begin: Begin,
     ) -> Result<TaskId, DelegationError> {
         let activation = Arc::new(Activation::default());
+        let admission = self.queue.admit(root);
+        let queued = matches!(admission, Admission::Queued(_));
+        // The task's id reaches its work once known (the work may run before `start` returns).
+        let (id_tx, id_rx) = tokio::sync::oneshot::channel::<TaskId>();
+        let service = tasks.clone();
         if let Some(child) = child {
             lock(&self.map).insert(child.to_owned(), activation.clone());
         }
         let map = Arc::clone(self);
         let this = activation.clone();
         let key = child.map(str::to_owned);
-        let started = tasks.start_for(TASK_KIND, label, Some(owner.into()), child, move |cancel| {
+        let work = move |cancel: CancellationToken| {
             async move {
+                let _slot = match admission {
+                    Admission::Now(slot) => Some(slot),
+                    Admission::Queued(waiting) => {
+                        // Killed while queued: it still begins, with its token cancelled, so a
+                        // continuable child whose id was given out reaches the store.
+                        let slot = tokio::select! {
+                            biased;
+                            _ = cancel.cancelled() => None,
+                            slot = waiting => slot.ok(),
+                        };
+                        if let Ok(id) = id_rx.await {
+                            service.mark_running(id.as_str());
+                        }
+                        slot
+                    }
+                };
                 let outcome = match begin(cancel.clone()).await {
                     Ok((run, held)) => {
                         *lock(&this.run) = Some(run.clone());
@@ -108,10 +156,17 @@ impl Activations {
                 outcome
             }
             .boxed()
-        });
+        };
+        let owner = Some(owner.into());
+        let started = if queued {
+            tasks.start_queued_for(TASK_KIND, label, owner, child, work)
+        } else {
+            tasks.start_for(TASK_KIND, label, owner, child, work)
+        };
         match started {
             Ok(task_id) => {
                 let _ = activation.task_id.set(task_id.clone());
+                let _ = id_tx.send(task_id.clone());
                 Ok(task_id)
             }
             Err(error) => {
@@ -139,6 +194,8 @@ fn task_outcome(result: SubagentResult) -> TaskOutcome {
         StopReason::Cancelled => return TaskOutcome::killed(),
         StopReason::MaxTokens => "max-tokens",
         StopReason::Refusal => "refusal",
+        StopReason::TimedOut => "timed_out",
+        StopReason::BudgetExhausted => "budget_exhausted",
         // A child that runs out of steps has not answered: its run failed.
         StopReason::MaxSteps | StopReason::Error => "error",
     };

@@ -15,6 +15,9 @@ pub enum DelegationError {
     },
     #[error("subagent provider \"{0}\" does not support resuming persisted children (no resume capability)")]
     NoResume(String),
+    /// The tree's token or cost budget is spent (the text says which and how much).
+    #[error("{0}; no subagent can be started or continued in this session's tree")]
+    BudgetSpent(String),
     #[error("subagent depth {attempted} exceeds maxDepth {max}")]
     Depth { attempted: u32, max: u32 },
     #[error("subagent child depth exceeds the safe-integer range")]
@@ -80,9 +83,11 @@ impl DelegationError {
             Self::Depth { .. } => "SubagentDepthError",
             Self::DepthOverflow => "RangeError",
             Self::Schema(_) => "JsonSchemaError",
-            Self::NoCaller | Self::NoProvider(_) | Self::Unsupported { .. } | Self::NoResume(_) => {
-                "SubagentError"
-            }
+            Self::NoCaller
+            | Self::NoProvider(_)
+            | Self::Unsupported { .. }
+            | Self::NoResume(_)
+            | Self::BudgetSpent(_) => "SubagentError",
             Self::NoSteer(_)
             | Self::NotRunning(_)
             | Self::SteerRefused { .. }
@@ -107,6 +112,7 @@ impl DelegationError {
     pub fn code(&self) -> &'static str {
         match self {
             Self::NoCaller => "NO_CALLER",
+            Self::BudgetSpent(_) => "BUDGET_EXHAUSTED",
             Self::NoProvider(_) => "NO_PROVIDER",
             Self::Unsupported { .. } | Self::NoResume(_) => "UNSUPPORTED_CAPABILITY",
             Self::Depth { .. } | Self::DepthOverflow => "DEPTH_EXCEEDED",

@@ -214,6 +214,9 @@ fn start(
         tools: Arc::new(tools),
         structured,
     }));
+    if let Some(budget) = &request.budget {
+        child.watch.set_budget(budget.clone());
+    }
     if let Some(continuation) = &request.continuation {
         child.record_in_next_turn(EventBody::SubagentDescriptor(
             continuation.descriptor.clone(),
@@ -262,6 +265,9 @@ fn resume(host: &Arc<AgentHost>, request: ResumeRequest) -> Result<Run, Delegati
         tools: Arc::new(tools),
         structured: None,
     }));
+    if let Some(budget) = &request.budget {
+        child.watch.set_budget(budget.clone());
+    }
     let turn = Turn {
         parent,
         label: None,

@@ -23,9 +23,13 @@ mod acp_child;
 mod acp_record;
 mod acp_tree;
 mod activation;
+mod budget;
 mod error;
 mod in_process;
+mod limits;
+mod listing;
 mod provider;
+mod queue;
 mod records;
 mod request;
 mod tools;
@@ -39,7 +43,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::host::AgentHost;
 use crate::agent::{Agent, StructuredCapture, UserMessage};
-use crate::config::AcpAgentConfig;
+use crate::config::{AcpAgentConfig, DelegationSettings};
 use crate::session::{SessionStore, UserPart};
 use crate::tasks::{Notice, TaskId, TaskOutcome, TaskService};
 use crate::tools::{ClientBridge, Tool};
@@ -49,6 +53,7 @@ use activation::{lock_child, Activations, Begin};
 pub(crate) use acp_child::AcpProvider;
 pub use error::DelegationError;
 use in_process::{InProcessProvider, Seed};
+pub use limits::TimeLimits;
 use provider::{Continuable, Provider};
 pub use provider::{Run, SubagentResult};
 use request::{Continuation, ResumeRequest};
@@ -69,6 +74,10 @@ pub struct Request {
     pub model: Option<String>,
     /// The delegating tool call (a foreground child process's summary is shown on it).
     pub call_id: Option<String>,
+    /// The child's token budget, instead of the configured `child_budget_tokens`.
+    pub budget_tokens: Option<u64>,
+    /// The child's wall-clock limit, instead of the configured `[delegation] timeout`.
+    pub timeout: Option<std::time::Duration>,
 }
 
 /// Where a message went.
@@ -93,6 +102,8 @@ pub struct ChildSummary {
     pub model: Option<String>,
     /// The task of the running activation, if one runs in this process.
     pub task: Option<TaskId>,
+    /// That task waits for a slot under the concurrency cap.
+    pub queued: bool,
     /// How its last turn ended (`turn/end` reason), if one did.
     pub last_stop: Option<String>,
     /// Turns the child ran itself (a fork's inherited turns are not counted).
@@ -127,6 +138,9 @@ pub struct Delegation {
     /// tools, so it is held weakly).
     host: OnceLock<Weak<AgentHost>>,
     activations: Arc<Activations>,
+    /// Time limits, caps and budgets (`[delegation]`).
+    settings: DelegationSettings,
+    budgets: budget::Budgets,
 }
 
 impl Delegation {
@@ -137,6 +151,7 @@ impl Delegation {
         tasks: Arc<TaskService>,
         max_depth: u32,
         acp_agents: &[AcpAgentConfig],
+        settings: DelegationSettings,
     ) -> Arc<Self> {
         let mut providers: Vec<Arc<dyn Provider>> = vec![
             Arc::new(InProcessProvider::new(Seed::Fresh)),
@@ -153,13 +168,16 @@ impl Delegation {
             }
             providers.push(Arc::new(provider));
         }
+        let queue = queue::RunQueue::new(settings.max_running, settings.max_running_per_process);
         let delegation = Arc::new(Self {
             providers,
             tasks,
             store,
             max_depth,
             host: OnceLock::new(),
-            activations: Arc::default(),
+            activations: Arc::new(Activations::new(queue)),
+            budgets: budget::Budgets::new(&settings),
+            settings,
         });
         let weak = Arc::downgrade(&delegation);
         delegation.tasks.set_notice_sink(Box::new(move |notice| {
@@ -215,6 +233,29 @@ impl Delegation {
         self.host.get()?.upgrade()?.live(id)
     }
 
+    /// The root session of `agent`'s delegation tree: up through the live parents (a parent
+    /// not live in this process is taken as the root).
+    fn root_of(&self, agent: &Agent) -> String {
+        let mut root = agent.id.clone();
+        let mut parent = agent.header().parent_session.clone();
+        while let Some(id) = parent {
+            parent = self
+                .live(&id)
+                .and_then(|above| above.header().parent_session.clone());
+            root = id;
+        }
+        root
+    }
+
+    /// What `caller`'s tree has spent of its budget, if it has one (for `list_agents`).
+    pub fn budget_summary(&self, caller: &str) -> Option<String> {
+        let root = match self.live(caller) {
+            Some(agent) => self.root_of(&agent),
+            None => caller.to_owned(),
+        };
+        self.budgets.summary(&root)
+    }
+
     /// The calling agent: the live session the tool context names.
     fn caller(&self, id: &str) -> Result<Arc<Agent>, DelegationError> {
         self.live(id).ok_or(DelegationError::NoCaller)
@@ -237,6 +278,7 @@ impl Delegation {
     ) -> Result<Delegated, DelegationError> {
         let parent = self.caller(caller)?;
         let provider = self.provider(&request.provider)?;
+        self.budgets.check(&self.root_of(&parent))?;
         // The child runs on the model named (one the host knows), else on its parent's.
         let model = match request.model {
             Some(id) => {
@@ -255,6 +297,8 @@ impl Delegation {
             start.agent_options = Some(options);
         }
         start.max_depth = Some(self.max_depth);
+        start.timeout = request.timeout;
+        start.budget_tokens = request.budget_tokens;
         start.label = Some(request.label.clone());
         start.client = request.client;
         // A background delegation's call is over at once: nothing more is shown on it.
@@ -275,14 +319,15 @@ impl Delegation {
             return Ok(Delegated::Continuable { child, task });
         }
         let owner = start.parent.id.clone();
+        let root = self.root_of(&start.parent);
         let service = self.clone();
         let begin: Begin = Box::new(move |cancel| {
             start.cancel = cancel;
             async move { Ok((service.start(&provider, start).await?, None)) }.boxed()
         });
-        let task = self
-            .activations
-            .start(&self.tasks, None, &request.label, &owner, begin)?;
+        let task =
+            self.activations
+                .start(&self.tasks, &root, None, &request.label, &owner, begin)?;
         Ok(Delegated::OneShot(task))
     }
 
@@ -299,8 +344,10 @@ impl Delegation {
     async fn start(
         &self,
         provider: &Arc<dyn Provider>,
-        request: StartRequest,
+        mut request: StartRequest,
     ) -> Result<Run, DelegationError> {
+        let root = self.root_of(&request.parent);
+        request.budget = Some(self.budgets.child(&root, request.budget_tokens));
         let caps = provider.capabilities();
         let wanted = [
             (
@@ -327,7 +374,19 @@ impl Delegation {
                 .map_err(|e| DelegationError::Schema(e.to_string()))?;
         }
         let host = self.host()?;
-        provider.start(&host, request).await
+        let limits = self.time_limits(request.timeout);
+        Ok(limits::watched(
+            provider.start(&host, request).await?,
+            limits,
+        ))
+    }
+
+    /// The time limits of an activation: the call's wall clock, else the configured one.
+    fn time_limits(&self, timeout: Option<std::time::Duration>) -> TimeLimits {
+        TimeLimits {
+            wall: timeout.or(self.settings.timeout),
+            idle: self.settings.idle_timeout,
+        }
     }
 
     /// Starts a continuable child of `request` in the background through `provider`, as
@@ -357,6 +416,8 @@ impl Delegation {
             descriptor: request.descriptor(provider.name()),
         });
         let owner = request.parent.id.clone();
+        let root = self.root_of(&request.parent);
+        let provider_name = provider.name().to_owned();
         let service = self.clone();
         let provider = provider.clone();
         let id = child_id.clone();
@@ -370,21 +431,30 @@ impl Delegation {
             }
             .boxed()
         });
-        let task = self
-            .activations
-            .start(&self.tasks, Some(&child_id), label, &owner, begin)?;
+        let task =
+            self.activations
+                .start(&self.tasks, &root, Some(&child_id), label, &owner, begin)?;
+        if let Some(activation) = self.activations.get(&child_id) {
+            let _ = activation.pending.set((provider_name, label.to_owned()));
+        }
         Ok((child_id, task))
     }
 
     /// Cold-resumes a stored child through the provider that made it.
-    async fn resume(&self, request: ResumeRequest) -> Result<Run, DelegationError> {
+    async fn resume(&self, mut request: ResumeRequest) -> Result<Run, DelegationError> {
+        let root = self.root_of(&request.parent);
+        request.budget = Some(self.budgets.child(&root, None));
         let name = request.descriptor.provider.clone();
         let provider = self.provider(&name)?;
         if provider.continuable() == Continuable::Known(false) {
             return Err(DelegationError::NoResume(name));
         }
         let host = self.host()?;
-        provider.resume(&host, request).await
+        let limits = self.time_limits(None);
+        Ok(limits::watched(
+            provider.resume(&host, request).await?,
+            limits,
+        ))
     }
 
     /// `send_message`: delivers a message to a child of `caller`, into its running
@@ -430,6 +500,7 @@ impl Delegation {
         if let Some(activation) = activation {
             return self.steer(&activation, parent, child_id, message);
         }
+        self.budgets.check(&self.root_of(parent))?;
         let label = records::resume_label(&message);
         if !self.store.exists(child_id) {
             if self.tasks.peek(child_id, &parent.id).is_ok() {
@@ -440,10 +511,16 @@ impl Delegation {
             let task = self.failed_at_once(parent, child_id, &label, unavailable)?;
             return Ok(std::future::ready(Ok(Delivery::Started(task))).boxed());
         }
+        let root = self.root_of(parent);
         let begin = self.resume_producer(parent.clone(), child_id.to_owned(), message, client);
-        let task =
-            self.activations
-                .start(&self.tasks, Some(child_id), &label, &parent.id, begin)?;
+        let task = self.activations.start(
+            &self.tasks,
+            &root,
+            Some(child_id),
+            &label,
+            &parent.id,
+            begin,
+        )?;
         Ok(std::future::ready(Ok(Delivery::Started(task))).boxed())
     }
 
@@ -523,6 +600,7 @@ impl Delegation {
                     cancel,
                     descriptor,
                     client,
+                    budget: None,
                 };
                 Ok((service.resume(request).await?, Some(held)))
             }
@@ -552,42 +630,6 @@ impl Delegation {
     /// The task of the child's running activation in this process, if any.
     pub fn running_task(&self, child_id: &str) -> Option<TaskId> {
         self.activations.get(child_id)?.task_id.get().cloned()
-    }
-
-    /// `list_agents`: the continuable children of `caller` in the store, oldest first, with
-    /// the task of any activation running now. Read from the session index; only a child
-    /// indexed by an older kin (no child record) has its file read. Ids that never reached
-    /// the store are not listed.
-    pub fn list(&self, caller: &str) -> Vec<ChildSummary> {
-        let sessions = match self.store.list_children(caller) {
-            Ok(sessions) => sessions,
-            Err(error) => {
-                tracing::warn!(%error, "could not list the stored sessions");
-                return Vec::new();
-            }
-        };
-        let mut found: Vec<(u64, ChildSummary)> = sessions
-            .into_iter()
-            .filter_map(|session| {
-                let child = match session.child {
-                    Some(child) => child,
-                    None => self.store.summarize(&session.id)?.child?,
-                };
-                let summary = ChildSummary {
-                    task: self.running_task(&session.id),
-                    id: session.id,
-                    description: session.title,
-                    kind: child.kind?,
-                    provider: child.agent_provider,
-                    model: child.agent_model,
-                    last_stop: child.last_stop,
-                    turns: child.turns,
-                };
-                Some((child.created_at, summary))
-            })
-            .collect();
-        found.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.id.cmp(&b.1.id)));
-        found.into_iter().map(|(_, child)| child).collect()
     }
 
     /// Restores, as `interrupted`, the background tasks `parent`'s log shows started and

@@ -153,6 +153,11 @@ impl Run {
         }
     }
 
+    /// The same activation with its result read through `result` (a watchdog's, say).
+    pub(crate) fn with_result(self, result: Shared<BoxFuture<'static, SubagentResult>>) -> Self {
+        Self { result, ..self }
+    }
+
     /// The outcome of this activation; never fails for child-level failures.
     pub async fn result(&self) -> SubagentResult {
         self.result.clone().await

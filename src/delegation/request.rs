@@ -7,7 +7,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::DelegationError;
-use crate::agent::{Agent, AgentOptions};
+use crate::agent::{Agent, AgentOptions, Budget};
 use crate::session::{Descriptor, UserPart};
 use crate::tools::ClientBridge;
 
@@ -48,6 +48,12 @@ pub struct StartRequest {
     pub persona: Option<String>,
     /// A short label shown to the user (the tool's `description`).
     pub label: Option<String>,
+    /// The wall-clock limit of the child's activation, instead of the configured one.
+    pub timeout: Option<std::time::Duration>,
+    /// The child's token budget, instead of the configured `child_budget_tokens`.
+    pub budget_tokens: Option<u64>,
+    /// Set by the service: the budget the child runs under.
+    pub(crate) budget: Option<Budget>,
     /// The editor of the delegating session: the child asks it for permissions and uses its
     /// files and terminals, as the parent would.
     pub client: Option<Arc<dyn ClientBridge>>,
@@ -77,6 +83,9 @@ impl StartRequest {
             tool_filter: None,
             persona: None,
             label: None,
+            timeout: None,
+            budget_tokens: None,
+            budget: None,
             client: None,
             call_id: None,
             continuation: None,
@@ -120,6 +129,8 @@ pub(crate) struct ResumeRequest {
     pub descriptor: Descriptor,
     /// The editor of the parent session, as for a start.
     pub client: Option<Arc<dyn ClientBridge>>,
+    /// Set by the service: the budget the activation runs under.
+    pub budget: Option<Budget>,
 }
 
 /// The depth of a child of `parent`, checked against `max_depth`.

@@ -6,19 +6,46 @@
 
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
-use futures::FutureExt;
-use serde_json::{json, Value};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
 
 use super::{
     Continuable, Delegated, Delegation, DelegationError, Delivery, Mode, Provider, Request,
 };
 use crate::agent::StopReason;
-use crate::model::ToolSpec;
 use crate::session::UserPart;
-use crate::tools::{Tool, ToolContext, ToolKind, ToolOutput};
+use crate::tasks::{TaskId, TaskStatus};
+use crate::tools::typed::{parameters, TypedTool};
+use crate::tools::{ToolContext, ToolKind, ToolOutput};
+
+/// The arguments of a delegation tool call. The texts are optional to serde so that a missing
+/// or empty one gets the tool's own error, as before typed arguments.
+#[derive(Deserialize, JsonSchema)]
+pub(super) struct SubagentArgs {
+    /// A short (3-5 word) label for the task, for display.
+    #[schemars(required)]
+    description: Option<String>,
+    /// The complete task for the child, with everything it needs: it does not see this conversation.
+    #[schemars(required)]
+    prompt: Option<String>,
+    /// Run in the background and return its subagent id and a task id at once; collect the answer with task_output, stop it with task_kill, follow up with send_message.
+    #[serde(default)]
+    run_in_background: Option<bool>,
+    /// The id of a configured model to run the child on (default: the model you run on).
+    #[serde(default)]
+    model: Option<String>,
+    /// The most seconds the child may run (default: the configured `[delegation] timeout`, else no limit). At 80% it is asked to wrap up; at the limit it stops as `timed_out`.
+    #[serde(default)]
+    timeout: Option<f64>,
+    /// The most tokens the child may spend (default: the configured `[delegation] child_budget_tokens`, else no limit). It stops as `budget_exhausted` after the step that reaches it.
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    budget_tokens: Option<u64>,
+}
 
 /// One delegation tool, bound to one provider.
+#[derive(Clone)]
 pub(super) struct SubagentTool {
     provider: Arc<dyn Provider>,
     delegation: Arc<Delegation>,
@@ -45,7 +72,7 @@ impl SubagentTool {
         self.provider.inherits_parent_context()
     }
 
-    fn description(&self) -> String {
+    fn what_it_does(&self) -> String {
         let what = if self.inherits_context() {
             "Hand a task to a child agent that starts from this conversation: it sees every \
              completed turn so far (not the turn in progress) and returns only its final answer. \
@@ -77,12 +104,16 @@ impl SubagentTool {
     }
 }
 
-fn text_of(arguments: &Value, key: &str) -> Option<String> {
-    arguments
-        .get(key)
-        .and_then(Value::as_str)
-        .filter(|s| !s.trim().is_empty())
-        .map(str::to_owned)
+/// A text argument that says something.
+fn non_empty(text: Option<&String>) -> Option<String> {
+    text.filter(|s| !s.trim().is_empty()).cloned()
+}
+
+/// Rewords the description of one property of a generated schema.
+fn describe(schema: &mut Value, property: &str, description: &str) {
+    if let Some(slot) = schema.pointer_mut(&format!("/properties/{property}/description")) {
+        *slot = Value::String(description.to_owned());
+    }
 }
 
 fn failure(error: &DelegationError) -> ToolOutput {
@@ -98,91 +129,138 @@ fn stop_error(reason: StopReason) -> Option<&'static str> {
         StopReason::MaxSteps | StopReason::Error => Some("subagent run failed"),
         StopReason::MaxTokens => Some("subagent run hit its token limit before finishing"),
         StopReason::Refusal => Some("subagent declined the task"),
+        StopReason::TimedOut => Some("subagent run timed_out"),
+        StopReason::BudgetExhausted => Some("subagent run budget_exhausted"),
     }
 }
 
-impl Tool for SubagentTool {
-    fn spec(&self) -> ToolSpec {
-        let prompt = if self.inherits_context() {
-            "The task for the child. It already knows this conversation's completed turns, so \
-             state only what is new."
-        } else {
-            "The complete task for the child, with everything it needs: it does not see this \
-             conversation."
-        };
-        let background = if self.continuable() == Some(true) {
-            "Run in the background and return its subagent id and a task id at once; collect \
-             the answer with task_output, stop it with task_kill, follow up with send_message."
-        } else {
-            "Run in the background and return a task id at once; collect the answer with \
-             task_output, stop it with task_kill."
-        };
-        ToolSpec {
-            name: self.provider.tool().to_owned(),
-            description: self.description(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "description": {"type": "string", "description": "A short (3-5 word) label for the task, for display."},
-                    "prompt": {"type": "string", "description": prompt},
-                    "run_in_background": {"type": "boolean", "description": background},
-                    "model": {"type": "string", "description": "The id of a configured model to run the child on (default: the model you run on)."}
-                },
-                "required": ["description", "prompt"]
-            }),
+impl SubagentTool {
+    /// A second line for a background start that waits for a slot, else nothing.
+    fn queued_note(&self, task: &TaskId, caller: &str) -> String {
+        match self.delegation.tasks().peek(task, caller) {
+            Ok(snapshot) if snapshot.status == TaskStatus::Queued => format!(
+                "\n(queued: {} background subagents already run in this session's tree; it \
+                 starts when one finishes)",
+                self.delegation.activations.cap()
+            ),
+            _ => String::new(),
         }
+    }
+}
+
+/// The error code of a failed foreground run: a limit has its own.
+fn failure_code(reason: StopReason) -> &'static str {
+    match reason {
+        StopReason::TimedOut => "SUBAGENT_TIMED_OUT",
+        StopReason::BudgetExhausted => "SUBAGENT_BUDGET_EXHAUSTED",
+        _ => "SUBAGENT_FAILED",
+    }
+}
+
+impl TypedTool for SubagentTool {
+    const NAME: &'static str = "subagent";
+    const DESCRIPTION: &'static str = "";
+    type Args = SubagentArgs;
+
+    fn name(&self) -> &str {
+        self.provider.tool()
+    }
+
+    fn description(&self) -> String {
+        self.what_it_does()
+    }
+
+    fn parameters(&self) -> Value {
+        let mut schema = parameters::<SubagentArgs>();
+        if self.inherits_context() {
+            describe(
+                &mut schema,
+                "prompt",
+                "The task for the child. It already knows this conversation's completed turns, \
+                 so state only what is new.",
+            );
+        }
+        if self.continuable() != Some(true) {
+            describe(
+                &mut schema,
+                "run_in_background",
+                "Run in the background and return a task id at once; collect the answer with \
+                 task_output, stop it with task_kill.",
+            );
+        }
+        schema
     }
 
     fn kind(&self) -> ToolKind {
         ToolKind::Think
     }
 
-    fn title(&self, arguments: &Value) -> String {
-        let label = text_of(arguments, "description").unwrap_or_else(|| "delegated task".into());
+    fn title(&self, args: Option<&SubagentArgs>) -> String {
+        let label = non_empty(args.and_then(|args| args.description.as_ref()))
+            .unwrap_or_else(|| "delegated task".into());
         format!("{}: {label}", self.provider.tool())
     }
 
-    fn call(&self, arguments: Value, cx: ToolContext) -> BoxFuture<'static, ToolOutput> {
-        let delegation = self.delegation.clone();
-        let provider = self.provider.name().to_owned();
-        async move {
-            let (Some(label), Some(prompt)) = (
-                text_of(&arguments, "description"),
-                text_of(&arguments, "prompt"),
-            ) else {
-                return ToolOutput::error(
+    async fn run(&self, args: SubagentArgs, cx: ToolContext) -> Result<ToolOutput, ToolOutput> {
+        let (Some(label), Some(prompt)) = (
+            non_empty(args.description.as_ref()),
+            non_empty(args.prompt.as_ref()),
+        ) else {
+            return Err(ToolOutput::error(
+                "ToolArgsError",
+                "INVALID_ARGS",
+                "Error: `description` and `prompt` must be non-empty strings",
+            ));
+        };
+        let timeout = match args.timeout {
+            None => None,
+            Some(seconds) if seconds.is_finite() && seconds > 0.0 && seconds < 1e9 => {
+                Some(std::time::Duration::from_secs_f64(seconds))
+            }
+            Some(_) => {
+                return Err(ToolOutput::error(
                     "ToolArgsError",
                     "INVALID_ARGS",
-                    "Error: `description` and `prompt` must be non-empty strings",
-                );
-            };
-            let mode = match arguments.get("run_in_background").and_then(Value::as_bool) {
-                Some(true) => Mode::Background,
-                _ => Mode::Foreground,
-            };
-            let request = Request {
-                provider,
-                prompt: vec![UserPart::Text { text: prompt }],
-                label,
-                client: cx.client.clone(),
-                cancel: cx.cancel.clone(),
-                model: text_of(&arguments, "model"),
-                call_id: Some(cx.call_id.clone()),
-            };
-            match delegation.delegate(&cx.session_id, request, mode).await {
-                Ok(Delegated::Continuable { child, task }) => {
-                    ToolOutput::ok(format!("started subagent {child} as task {task}"))
-                }
+                    "Error: `timeout` must be a positive number of seconds",
+                ))
+            }
+        };
+        let mode = match args.run_in_background {
+            Some(true) => Mode::Background,
+            _ => Mode::Foreground,
+        };
+        let request = Request {
+            provider: self.provider.name().to_owned(),
+            prompt: vec![UserPart::Text { text: prompt }],
+            label,
+            client: cx.client.clone(),
+            cancel: cx.cancel.clone(),
+            model: non_empty(args.model.as_ref()),
+            timeout,
+            budget_tokens: args.budget_tokens,
+            call_id: Some(cx.call_id.clone()),
+        };
+        Ok(
+            match self
+                .delegation
+                .delegate(&cx.session_id, request, mode)
+                .await
+            {
+                Ok(Delegated::Continuable { child, task }) => ToolOutput::ok(format!(
+                    "started subagent {child} as task {task}{}",
+                    self.queued_note(&task, &cx.session_id)
+                )),
                 Ok(Delegated::OneShot(task)) => ToolOutput::ok(format!(
                     "started background subagent task {task}\n(one-shot: this child cannot \
-                     be continued, send_message cannot reach it)"
+                     be continued, send_message cannot reach it){}",
+                    self.queued_note(&task, &cx.session_id)
                 )),
                 Ok(Delegated::Answer(result)) => {
                     match (stop_error(result.stop_reason), &result.error) {
                         (None, _) => ToolOutput::ok(result.text()),
                         (Some(message), error) => ToolOutput::error(
                             "SubagentError",
-                            "SUBAGENT_FAILED",
+                            failure_code(result.stop_reason),
                             match error {
                                 Some(error) => format!("Error: {message}: {error}"),
                                 None => format!("Error: {message}"),
@@ -196,70 +274,61 @@ impl Tool for SubagentTool {
                     "Error: subagent tool requires a calling agent",
                 ),
                 Err(error) => failure(&error),
-            }
-        }
-        .boxed()
+            },
+        )
     }
+}
+
+/// The arguments of a `send_message` call; optional to serde so that a missing one gets the
+/// tool's own error (which says the message was not delivered).
+#[derive(Deserialize, JsonSchema)]
+pub(super) struct SendMessageArgs {
+    /// The subagent id returned when the background subagent was started.
+    #[schemars(required)]
+    subagent_id: Option<String>,
+    /// What to tell the subagent.
+    #[schemars(required)]
+    message: Option<String>,
 }
 
 /// `send_message`: a follow-up to a background child of this session, by its subagent id.
+#[derive(Clone)]
 pub(super) struct SendMessageTool(pub(super) Arc<Delegation>);
 
-impl SendMessageTool {
+impl TypedTool for SendMessageTool {
     const NAME: &'static str = "send_message";
-}
-
-impl Tool for SendMessageTool {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: Self::NAME.into(),
-            description: "Send a follow-up message to one of your background subagents, by the \
-                subagent id you got when you started it. A subagent that is still working gets \
-                the message in its current task; one that has finished continues its own \
-                conversation in a new task. Either way, read the reply through the task id this \
-                returns, with `task_output`. An error means the message was NOT delivered."
-                .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "subagent_id": {"type": "string", "description": "The subagent id returned when the background subagent was started."},
-                    "message": {"type": "string", "description": "What to tell the subagent."}
-                },
-                "required": ["subagent_id", "message"]
-            }),
-        }
-    }
+    const DESCRIPTION: &'static str = "Send a follow-up message to one of your background \
+        subagents, by the subagent id you got when you started it. A subagent that is still \
+        working gets the message in its current task; one that has finished continues its own \
+        conversation in a new task. Either way, read the reply through the task id this \
+        returns, with `task_output`. An error means the message was NOT delivered.";
+    type Args = SendMessageArgs;
 
     fn kind(&self) -> ToolKind {
         ToolKind::Think
     }
 
-    fn title(&self, arguments: &Value) -> String {
-        match text_of(arguments, "subagent_id") {
+    fn title(&self, args: Option<&SendMessageArgs>) -> String {
+        match non_empty(args.and_then(|args| args.subagent_id.as_ref())) {
             Some(id) => format!("send_message: {id}"),
             None => "send_message".into(),
         }
     }
 
-    fn call(&self, arguments: Value, cx: ToolContext) -> BoxFuture<'static, ToolOutput> {
-        let delegation = self.0.clone();
-        async move {
-            let (Some(child), Some(message)) = (
-                arguments.get("subagent_id").and_then(Value::as_str),
-                arguments.get("message").and_then(Value::as_str),
-            ) else {
-                return ToolOutput::error(
-                    "ToolArgsError",
-                    "INVALID_ARGS",
-                    "Error: `subagent_id` and `message` must be strings; the message was not \
-                     delivered",
-                );
-            };
-            let content = vec![UserPart::Text {
-                text: message.to_owned(),
-            }];
-            match delegation
-                .send_message(&cx.session_id, child, content, cx.client.clone())
+    async fn run(&self, args: SendMessageArgs, cx: ToolContext) -> Result<ToolOutput, ToolOutput> {
+        let (Some(child), Some(message)) = (args.subagent_id, args.message) else {
+            return Err(ToolOutput::error(
+                "ToolArgsError",
+                "INVALID_ARGS",
+                "Error: `subagent_id` and `message` must be strings; the message was not \
+                 delivered",
+            ));
+        };
+        let content = vec![UserPart::Text { text: message }];
+        Ok(
+            match self
+                .0
+                .send_message(&cx.session_id, &child, content, cx.client.clone())
                 .await
             {
                 Ok(Delivery::Steered(task)) => {
@@ -274,75 +343,69 @@ impl Tool for SendMessageTool {
                     "Error: send_message requires a calling agent; the message was not delivered",
                 ),
                 Err(error) => failure(&error),
-            }
-        }
-        .boxed()
+            },
+        )
     }
 }
+
+/// `list_agents` takes no arguments (and ignores any it is given).
+#[derive(Deserialize, JsonSchema)]
+pub(super) struct ListAgentsArgs {}
 
 /// `list_agents`: this session's continuable background children and what each is doing.
+#[derive(Clone)]
 pub(super) struct ListAgentsTool(pub(super) Arc<Delegation>);
 
-impl ListAgentsTool {
+impl TypedTool for ListAgentsTool {
     const NAME: &'static str = "list_agents";
-}
-
-impl Tool for ListAgentsTool {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: Self::NAME.into(),
-            description: "List the background subagents this session started, oldest first: \
-                subagent id, how it was made, whether a task of it is running, how its last \
-                turn ended, how many turns it has run, and its model. Any of them can be \
-                continued with `send_message`."
-                .into(),
-            parameters: json!({"type": "object", "properties": {}}),
-        }
-    }
+    const DESCRIPTION: &'static str = "List the background subagents this session started, \
+        oldest first: subagent id, how it was made, whether a task of it is running, how its \
+        last turn ended, how many turns it has run, and its model. Any of them can be \
+        continued with `send_message`.";
+    type Args = ListAgentsArgs;
 
     fn kind(&self) -> ToolKind {
         ToolKind::Read
     }
 
-    fn title(&self, _arguments: &Value) -> String {
+    fn title(&self, _args: Option<&ListAgentsArgs>) -> String {
         Self::NAME.into()
     }
 
-    fn call(&self, _arguments: Value, cx: ToolContext) -> BoxFuture<'static, ToolOutput> {
+    async fn run(&self, _args: ListAgentsArgs, cx: ToolContext) -> Result<ToolOutput, ToolOutput> {
         let delegation = self.0.clone();
-        async move {
-            let parent = cx.session_id.clone();
-            let children = tokio::task::spawn_blocking(move || delegation.list(&parent))
-                .await
-                .unwrap_or_default();
-            if children.is_empty() {
-                return ToolOutput::ok("(no background subagents)");
-            }
-            let lines: Vec<String> = children
-                .iter()
-                .map(|child| {
-                    let state = match &child.task {
-                        Some(task) => format!("running task {task}"),
-                        None => "idle".into(),
-                    };
-                    let model = match (&child.provider, &child.model) {
-                        (Some(provider), Some(model)) => format!("{provider}/{model}"),
-                        (None, Some(model)) => model.clone(),
-                        (Some(provider), None) => provider.clone(),
-                        (None, None) => "default".into(),
-                    };
-                    format!(
-                        "{} [{}] {state}, turns: {}, last stop: {}, model: {model} — {}",
-                        child.id,
-                        child.kind,
-                        child.turns,
-                        child.last_stop.as_deref().unwrap_or("none"),
-                        child.description.as_deref().unwrap_or("(untitled)")
-                    )
-                })
-                .collect();
-            ToolOutput::ok(lines.join("\n"))
+        let parent = cx.session_id.clone();
+        let children = tokio::task::spawn_blocking(move || delegation.list(&parent))
+            .await
+            .unwrap_or_default();
+        if children.is_empty() {
+            return Ok(ToolOutput::ok("(no background subagents)"));
         }
-        .boxed()
+        let lines: Vec<String> = children
+            .iter()
+            .map(|child| {
+                let state = match &child.task {
+                    Some(task) => format!("running task {task}"),
+                    None => "idle".into(),
+                };
+                let model = match (&child.provider, &child.model) {
+                    (Some(provider), Some(model)) => format!("{provider}/{model}"),
+                    (None, Some(model)) => model.clone(),
+                    (Some(provider), None) => provider.clone(),
+                    (None, None) => "default".into(),
+                };
+                format!(
+                    "{} [{}] {state}, turns: {}, last stop: {}, model: {model} — {}",
+                    child.id,
+                    child.kind,
+                    child.turns,
+                    child.last_stop.as_deref().unwrap_or("none"),
+                    child.description.as_deref().unwrap_or("(untitled)")
+                )
+            })
+            .collect();
+        let mut lines = lines;
+        lines.extend(self.0.budget_summary(&cx.session_id));
+        Ok(ToolOutput::ok(lines.join("\n")))
     }
 }

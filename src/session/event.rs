@@ -502,6 +502,13 @@ pub enum TurnEndReason {
     Interrupted,
     /// kin's step limit was reached while the model still wanted tools.
     MaxSteps,
+    /// A delegation time limit stopped a child's turn (its wall-clock limit or its idle
+    /// watchdog).
+    #[serde(rename = "timed_out")]
+    TimedOut,
+    /// A delegated child reached its token or cost budget.
+    #[serde(rename = "budget_exhausted")]
+    BudgetExhausted,
     Error {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         step: Option<u32>,

@@ -1,6 +1,7 @@
 //! Background tasks: work that outlives the tool call that started it.
 //!
-//! Ids are `<kind>-N` (a counter per kind, from 1). A task is `running`, maybe `stopping`
+//! Ids are `<kind>-N` (a counter per kind, from 1). A task is `running` (first `queued` when
+//! its work waits for a slot under a cap), maybe `stopping`
 //! after a kill, then settles once as `completed`, `killed` or `failed`. Tasks may belong to a
 //! session: only that session can read, wait for or kill them. When a task settles and nobody
 //! has seen the result yet (no terminal read or wait, no kill), its owner gets one notice.
@@ -9,6 +10,7 @@
 //! owners learn how they ended, go to a [`Record`] sink (delegation logs them, so a later
 //! process knows which were left unfinished). Knows nothing of what the work is.
 
+mod status;
 pub(crate) mod tools;
 
 use std::collections::HashMap;
@@ -23,38 +25,8 @@ use tokio_util::task::TaskTracker;
 
 use crate::session::SessionId;
 
+pub use status::TaskStatus;
 pub use tools::{TaskKillTool, TaskListTool, TaskOutputTool};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TaskStatus {
-    Running,
-    Stopping,
-    Completed,
-    Killed,
-    Failed,
-    /// Started by an earlier kin process that ended before the result was read.
-    Interrupted,
-}
-
-impl TaskStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Running => "running",
-            Self::Stopping => "stopping",
-            Self::Completed => "completed",
-            Self::Killed => "killed",
-            Self::Failed => "failed",
-            Self::Interrupted => "interrupted",
-        }
-    }
-
-    pub fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            Self::Completed | Self::Killed | Self::Failed | Self::Interrupted
-        )
-    }
-}
 
 /// A task's id, `<kind>-N`: what `start` hands out and the `task_*` tools name. Reads as the
 /// `str` it is (the model gives ids back as plain strings).
@@ -301,7 +273,41 @@ impl TaskService {
         subject: Option<&str>,
         work: impl FnOnce(CancellationToken) -> BoxFuture<'static, TaskOutcome>,
     ) -> Result<TaskId, TaskError> {
-        let (id, cancel, settled_tx) = self.register(kind, label, owner, subject)?;
+        self.start_in(TaskStatus::Running, kind, label, owner, subject, work)
+    }
+
+    /// [`TaskService::start_for`] for work that first waits for a slot: the task shows as
+    /// `queued` until the work calls [`TaskService::mark_running`].
+    pub fn start_queued_for(
+        self: &Arc<Self>,
+        kind: &str,
+        label: &str,
+        owner: Option<SessionId>,
+        subject: Option<&str>,
+        work: impl FnOnce(CancellationToken) -> BoxFuture<'static, TaskOutcome>,
+    ) -> Result<TaskId, TaskError> {
+        self.start_in(TaskStatus::Queued, kind, label, owner, subject, work)
+    }
+
+    /// A queued task has its slot: it shows as `running` (unless it was stopped meanwhile).
+    pub fn mark_running(&self, id: &str) {
+        if let Some(task) = self.state().tasks.get_mut(id) {
+            if task.snapshot.status == TaskStatus::Queued {
+                task.snapshot.status = TaskStatus::Running;
+            }
+        }
+    }
+
+    fn start_in(
+        self: &Arc<Self>,
+        status: TaskStatus,
+        kind: &str,
+        label: &str,
+        owner: Option<SessionId>,
+        subject: Option<&str>,
+        work: impl FnOnce(CancellationToken) -> BoxFuture<'static, TaskOutcome>,
+    ) -> Result<TaskId, TaskError> {
+        let (id, cancel, settled_tx) = self.register(kind, label, owner, subject, status)?;
         let future = work(cancel);
         let service = Arc::clone(self);
         let task_id = id.clone();
@@ -327,7 +333,8 @@ impl TaskService {
         subject: Option<&str>,
         outcome: TaskOutcome,
     ) -> Result<TaskId, TaskError> {
-        let (id, _, settled_tx) = self.register(kind, label, owner, subject)?;
+        let (id, _, settled_tx) =
+            self.register(kind, label, owner, subject, TaskStatus::Running)?;
         self.settle(&id, outcome);
         let _ = settled_tx.send(true);
         Ok(id)
@@ -340,6 +347,7 @@ impl TaskService {
         label: &str,
         owner: Option<SessionId>,
         subject: Option<&str>,
+        status: TaskStatus,
     ) -> Result<(TaskId, CancellationToken, watch::Sender<bool>), TaskError> {
         if kind.is_empty() || label.is_empty() {
             return Err(TaskError::BadStart);
@@ -369,7 +377,7 @@ impl TaskService {
                     kind: kind.to_owned(),
                     label: label.to_owned(),
                     owner,
-                    status: TaskStatus::Running,
+                    status,
                     detail: None,
                     output: None,
                 },
@@ -441,7 +449,10 @@ impl TaskService {
         let mut state = self.state();
         for task in state.tasks.values_mut() {
             if task.snapshot.owner.as_deref() == Some(owner)
-                && task.snapshot.status == TaskStatus::Running
+                && matches!(
+                    task.snapshot.status,
+                    TaskStatus::Running | TaskStatus::Queued
+                )
             {
                 task.cancel.cancel();
                 task.snapshot.status = TaskStatus::Stopping;

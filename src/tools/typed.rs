@@ -28,6 +28,19 @@ pub trait TypedTool: Clone + Send + Sync + 'static {
     /// The arguments; their schema is the tool's `parameters`.
     type Args: DeserializeOwned + JsonSchema + Send;
 
+    /// The name of this instance: [`Self::NAME`] unless the tool is bound to something that
+    /// names it (a delegation provider).
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+    /// What the model is told, when it depends on the instance.
+    fn description(&self) -> String {
+        Self::DESCRIPTION.into()
+    }
+    /// The parameters schema: generated from `Args`; an instance may reword descriptions.
+    fn parameters(&self) -> Value {
+        parameters::<Self::Args>()
+    }
     fn kind(&self) -> ToolKind;
     /// A short human title for the call; `None` when its arguments do not parse.
     fn title(&self, args: Option<&Self::Args>) -> String;
@@ -43,9 +56,9 @@ pub trait TypedTool: Clone + Send + Sync + 'static {
 impl<T: TypedTool> Tool for T {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
-            name: T::NAME.into(),
-            description: T::DESCRIPTION.into(),
-            parameters: parameters::<T::Args>(),
+            name: TypedTool::name(self).into(),
+            description: TypedTool::description(self),
+            parameters: TypedTool::parameters(self),
         }
     }
 
@@ -60,8 +73,9 @@ impl<T: TypedTool> Tool for T {
 
     fn call(&self, arguments: Value, cx: ToolContext) -> BoxFuture<'static, ToolOutput> {
         let tool = self.clone();
+        let name = TypedTool::name(self).to_owned();
         async move {
-            let args = parse_arguments::<T::Args>(T::NAME, arguments)?;
+            let args = parse_arguments::<T::Args>(&name, arguments)?;
             tool.run(args, cx).await
         }
         .map(|result| result.unwrap_or_else(|output| output))

@@ -2,9 +2,12 @@
 //! and fork, structured output, background tasks and the model-facing tools — against the real
 //! agent loop and session store, with a scripted model.
 
+mod budget;
 mod control;
 mod host;
 mod inprocess;
+mod limits;
+mod queue;
 mod service;
 mod structured;
 mod support;

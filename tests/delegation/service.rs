@@ -22,6 +22,8 @@ fn request(provider: &str) -> Request {
         cancel: CancellationToken::new(),
         model: None,
         call_id: None,
+        timeout: None,
+        budget_tokens: None,
     }
 }
 

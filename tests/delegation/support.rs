@@ -20,6 +20,8 @@ pub enum Reply {
     Fail(&'static str),
     /// Signals `gate.entered`, then answers once `gate.open` gives a permit.
     Gated(Arc<Gate>, Vec<Chunk>),
+    /// A slow model: answers after the delay.
+    Slow(std::time::Duration, Vec<Chunk>),
 }
 
 /// Holds a model call open until the test lets it go.
@@ -108,6 +110,14 @@ impl Model for ScriptedModel {
                     stream::iter(chunks.into_iter().map(Ok))
                 };
                 Box::pin(stream::once(opened).flatten())
+            }
+            Reply::Slow(delay, chunks) => {
+                use futures::StreamExt;
+                let later = async move {
+                    tokio::time::sleep(delay).await;
+                    stream::iter(chunks.into_iter().map(Ok))
+                };
+                Box::pin(stream::once(later).flatten())
             }
         }
     }

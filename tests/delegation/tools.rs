@@ -75,7 +75,14 @@ async fn tools_are_offered_sorted_with_the_contracted_parameters() {
             .collect();
         assert_eq!(
             properties,
-            ["description", "prompt", "run_in_background", "model"]
+            [
+                "description",
+                "prompt",
+                "run_in_background",
+                "model",
+                "timeout",
+                "budget_tokens"
+            ]
         );
         assert_eq!(
             spec.parameters["required"],

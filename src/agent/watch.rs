@@ -1,0 +1,153 @@
+//! What delegation's limits need from an agent: when it last made progress (any event
+//! appended: a model chunk, a tool's update or result), why it was stopped when the stop came
+//! from a limit rather than a user (the turn then ends with that reason, not `aborted`), and
+//! what it spent against its budget (each model call's tokens and cost, also added to its
+//! tree's [`Spend`]).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use tokio::time::Instant;
+
+use super::StopReason;
+use crate::sync::lock;
+
+/// Tokens and cost spent, counted from many tasks at once.
+#[derive(Debug, Default)]
+pub struct Spend {
+    tokens: AtomicU64,
+    /// In millionths, so it adds atomically.
+    cost_micros: AtomicU64,
+}
+
+impl Spend {
+    pub fn add(&self, tokens: u64, cost: f64) {
+        self.tokens.fetch_add(tokens, Ordering::Relaxed);
+        if cost > 0.0 && cost.is_finite() {
+            let micros = (cost * 1e6).round() as u64;
+            self.cost_micros.fetch_add(micros, Ordering::Relaxed);
+        }
+    }
+
+    pub fn tokens(&self) -> u64 {
+        self.tokens.load(Ordering::Relaxed)
+    }
+
+    pub fn cost(&self) -> f64 {
+        self.cost_micros.load(Ordering::Relaxed) as f64 / 1e6
+    }
+}
+
+/// What one child activation may spend, and the tree its spending also counts for.
+#[derive(Debug, Clone, Default)]
+pub struct Budget {
+    pub tokens: Option<u64>,
+    pub cost: Option<f64>,
+    pub tree: Option<Arc<Spend>>,
+}
+
+/// The progress clock, the limit stop and the budget of one agent.
+#[derive(Debug)]
+pub struct Watch {
+    last_progress: Mutex<Instant>,
+    /// Set by a limit just before it cancels the turn.
+    cause: Mutex<Option<StopReason>>,
+    budget: OnceLock<Budget>,
+    spent: Spend,
+}
+
+impl Default for Watch {
+    fn default() -> Self {
+        Self {
+            last_progress: Mutex::new(Instant::now()),
+            cause: Mutex::new(None),
+            budget: OnceLock::new(),
+            spent: Spend::default(),
+        }
+    }
+}
+
+impl Watch {
+    /// Puts the agent under `budget` (once, before it runs).
+    pub fn set_budget(&self, budget: Budget) {
+        let _ = self.budget.set(budget);
+    }
+
+    /// Counts one model call.
+    pub fn spend(&self, tokens: u64, cost: f64) {
+        self.spent.add(tokens, cost);
+        if let Some(tree) = self.budget.get().and_then(|b| b.tree.as_ref()) {
+            tree.add(tokens, cost);
+        }
+    }
+
+    /// What this agent spent (in this process).
+    pub fn spent(&self) -> &Spend {
+        &self.spent
+    }
+
+    /// Whether the agent has reached its own budget.
+    pub fn over_budget(&self) -> bool {
+        let Some(budget) = self.budget.get() else {
+            return false;
+        };
+        budget.tokens.is_some_and(|max| self.spent.tokens() >= max)
+            || budget.cost.is_some_and(|max| self.spent.cost() >= max)
+    }
+
+    /// Marks progress now.
+    pub fn progressed(&self) {
+        *lock(&self.last_progress) = Instant::now();
+    }
+
+    /// When the agent last made progress.
+    pub fn last_progress(&self) -> Instant {
+        *lock(&self.last_progress)
+    }
+
+    /// Says why the turn is about to be cancelled (a limit, e.g. [`StopReason::TimedOut`]).
+    pub fn stop_with(&self, reason: StopReason) {
+        *lock(&self.cause) = Some(reason);
+    }
+
+    /// The limit that stopped the turn, if one did; taken once, at the turn's end.
+    pub(super) fn take_cause(&self) -> Option<StopReason> {
+        lock(&self.cause).take()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn progress_moves_the_clock_and_a_cause_is_taken_once() {
+        let watch = Watch::default();
+        let before = watch.last_progress();
+        tokio::time::advance(std::time::Duration::from_secs(5)).await;
+        watch.progressed();
+        assert_eq!(
+            watch.last_progress() - before,
+            std::time::Duration::from_secs(5)
+        );
+        watch.stop_with(StopReason::TimedOut);
+        assert_eq!(watch.take_cause(), Some(StopReason::TimedOut));
+        assert_eq!(watch.take_cause(), None);
+    }
+
+    #[test]
+    fn spending_counts_for_the_agent_and_its_tree_and_stops_at_the_budget() {
+        let tree = Arc::new(Spend::default());
+        let watch = Watch::default();
+        watch.set_budget(Budget {
+            tokens: Some(100),
+            cost: None,
+            tree: Some(tree.clone()),
+        });
+        watch.spend(60, 0.25);
+        assert!(!watch.over_budget());
+        watch.spend(40, 0.5);
+        assert!(watch.over_budget());
+        assert_eq!((tree.tokens(), tree.cost()), (100, 0.75));
+    }
+}
