@@ -3,21 +3,17 @@
 //! editors are shown them as a plan (see `acp::updates`), not as a tool call, live and on
 //! replay alike, so the tool itself only checks them and answers.
 
-use futures::future::BoxFuture;
-use futures::FutureExt;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
 
-use super::typed::parse_arguments;
-use super::{Tool, ToolContext, ToolDisplay, ToolKind, ToolOutput};
-use crate::model::ToolSpec;
+use super::typed::TypedTool;
+use super::{ToolContext, ToolKind, ToolOutput};
 
 pub const NAME: &str = "update_plan";
 
-/// Most entries a plan may have (a plan is for a person to read).
 const MAX_ENTRIES: usize = 50;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Priority {
     High,
@@ -25,7 +21,7 @@ pub enum Priority {
     Low,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     Pending,
@@ -33,105 +29,80 @@ pub enum Status {
     Completed,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+// One step of the plan (ACP's `PlanEntry`); no doc comment, which would enter the schema.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Entry {
+    /// What this step does, in a short sentence.
     pub content: String,
     pub priority: Priority,
     pub status: Status,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Arguments {
+pub struct PlanArgs {
+    /// The whole plan, in order; each call replaces the previous plan.
+    #[schemars(length(max = 50))]
     entries: Vec<Entry>,
 }
 
-/// The plan in a call's arguments (as logged), if they are a valid plan.
+/// The plan in a logged `update_plan` call's arguments, if they are a valid plan.
 pub fn entries(arguments: &str) -> Option<Vec<Entry>> {
-    let parsed: Arguments = serde_json::from_str(arguments).ok()?;
+    let parsed: PlanArgs = serde_json::from_str(arguments).ok()?;
     (parsed.entries.len() <= MAX_ENTRIES).then_some(parsed.entries)
 }
 
+#[derive(Clone)]
 pub struct PlanTool;
 
-pub fn parameters() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "entries": {
-                "type": "array",
-                "maxItems": MAX_ENTRIES,
-                "description": "The whole plan, in order; each call replaces the previous plan.",
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "content": {"type": "string", "description": "What this step does, in a short sentence."},
-                        "priority": {"type": "string", "enum": ["high", "medium", "low"]},
-                        "status": {"type": "string", "enum": ["pending", "in_progress", "completed"]}
-                    },
-                    "required": ["content", "priority", "status"],
-                    "additionalProperties": false
-                }
-            }
-        },
-        "required": ["entries"],
-        "additionalProperties": false
-    })
-}
-
-impl Tool for PlanTool {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: NAME.into(),
-            description: "Shows the user your plan for multi-step work and how far along it is. \
-                Call it with every step when you start a task of three or more steps, and again \
-                (with the whole list) whenever a step starts or finishes. Skip it for simple \
-                questions and one-step changes."
-                .into(),
-            parameters: parameters(),
-        }
-    }
+impl TypedTool for PlanTool {
+    const NAME: &'static str = NAME;
+    const DESCRIPTION: &'static str = "Shows the user your plan for multi-step work and how far \
+        along it is. Call it with every step when you start a task of three or more steps, and \
+        again (with the whole list) whenever a step starts or finishes. Skip it for simple \
+        questions and one-step changes.";
+    type Args = PlanArgs;
 
     fn kind(&self) -> ToolKind {
         ToolKind::Think
     }
 
-    fn title(&self, _arguments: &Value) -> String {
+    fn hidden(&self) -> bool {
+        true
+    }
+
+    fn title(&self, _args: Option<&PlanArgs>) -> String {
         "Update plan".into()
     }
 
-    fn call(&self, arguments: Value, _cx: ToolContext) -> BoxFuture<'static, ToolOutput> {
-        let hidden = ToolDisplay {
-            hidden: true,
-            ..ToolDisplay::default()
-        };
-        let output = match parse_arguments::<Arguments>(NAME, arguments) {
-            Ok(args) if args.entries.len() > MAX_ENTRIES => ToolOutput::error(
+    async fn run(&self, args: PlanArgs, _cx: ToolContext) -> Result<ToolOutput, ToolOutput> {
+        let output = if args.entries.len() > MAX_ENTRIES {
+            ToolOutput::error(
                 "InvalidArguments",
                 "INVALID_ARGUMENTS",
                 format!("Error: a plan has at most {MAX_ENTRIES} entries"),
-            ),
-            Ok(args) => {
-                let done = args
-                    .entries
-                    .iter()
-                    .filter(|e| e.status == Status::Completed)
-                    .count();
-                ToolOutput::ok(format!(
-                    "Plan updated: {} entries, {done} completed.",
-                    args.entries.len()
-                ))
-            }
-            Err(error) => error,
+            )
+        } else {
+            let done = args
+                .entries
+                .iter()
+                .filter(|e| e.status == Status::Completed)
+                .count();
+            ToolOutput::ok(format!(
+                "Plan updated: {} entries, {done} completed.",
+                args.entries.len()
+            ))
         };
-        std::future::ready(output.with_display(hidden)).boxed()
+        Ok(output)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::Tool;
+    use serde_json::json;
 
     #[test]
     fn a_plan_is_read_from_its_arguments_and_checked() {

@@ -16,7 +16,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::{Tool, ToolContext, ToolKind, ToolOutput};
+use super::{Tool, ToolContext, ToolDisplay, ToolKind, ToolOutput};
 use crate::model::ToolSpec;
 
 /// A model-facing tool with typed arguments; see the module docs.
@@ -42,6 +42,11 @@ pub trait TypedTool: Clone + Send + Sync + 'static {
         parameters::<Self::Args>()
     }
     fn kind(&self) -> ToolKind;
+    /// Whether every result, an argument error included, is hidden from the editor's tool
+    /// calls (`update_plan` is shown as a plan instead).
+    fn hidden(&self) -> bool {
+        false
+    }
     /// A short human title for the call; `None` when its arguments do not parse.
     fn title(&self, args: Option<&Self::Args>) -> String;
     /// Runs the call; `Err` is an error result like any other. Must return promptly once
@@ -74,11 +79,22 @@ impl<T: TypedTool> Tool for T {
     fn call(&self, arguments: Value, cx: ToolContext) -> BoxFuture<'static, ToolOutput> {
         let tool = self.clone();
         let name = TypedTool::name(self).to_owned();
+        let hidden = TypedTool::hidden(self);
         async move {
             let args = parse_arguments::<T::Args>(&name, arguments)?;
             tool.run(args, cx).await
         }
-        .map(|result| result.unwrap_or_else(|output| output))
+        .map(move |result| {
+            let output = result.unwrap_or_else(|output| output);
+            if hidden {
+                output.with_display(ToolDisplay {
+                    hidden: true,
+                    ..ToolDisplay::default()
+                })
+            } else {
+                output
+            }
+        })
         .boxed()
     }
 }
