@@ -31,7 +31,7 @@ use crate::agent::Agent;
 use crate::model::Credentials;
 use crate::rpc::{Handler, Reply, RequestContext, RpcError};
 use crate::runtime::{Runtime, RuntimeError};
-use crate::session::StoreError;
+use crate::session::{ListCursor, StoreError};
 use crate::sync::lock;
 use crate::time::iso8601;
 use crate::tools::PermissionMode;
@@ -530,49 +530,49 @@ fn compaction(client: &ClientCapabilities) -> bool {
         .is_some_and(|session| session.compaction.is_some())
 }
 
+/// `session/list`: a page of top-level sessions. The cursor names the last session of the
+/// page before (`kin2:<updatedNs>:<id>`), so paging neither repeats nor skips a session
+/// while others are created or deleted.
 fn list_sessions(
     runtime: &Runtime,
     cwd: Option<&Path>,
     cursor: Option<&str>,
 ) -> Result<ListSessionsResponse, RpcError> {
-    let start = match cursor {
-        None => 0,
-        Some(cursor) => cursor
-            .strip_prefix("kin1:")
-            .and_then(|n| n.parse::<usize>().ok())
-            .ok_or_else(|| {
-                RpcError::invalid_params(format!("invalid params: unknown cursor {cursor:?}"))
-            })?,
-    };
+    let from = cursor.map(parse_cursor).transpose()?;
     let cwd = cwd.map(|c| c.to_string_lossy().into_owned());
-    let sessions: Vec<_> = runtime
+    let (sessions, more) = runtime
         .host()
         .store()
-        .list()
-        .map_err(store_error)?
-        .into_iter()
-        .filter(|s| s.parent_session.is_none())
-        .filter(|s| cwd.is_none() || s.cwd == cwd)
-        .collect();
+        .list_page(cwd.as_deref(), from.as_ref(), LIST_PAGE)
+        .map_err(store_error)?;
+    let next = sessions
+        .last()
+        .filter(|_| more)
+        .map(|s| format!("{CURSOR_PREFIX}{}:{}", s.updated_ns, s.id));
     let page: Vec<SessionInfo> = sessions
-        .iter()
-        .skip(start)
-        .take(LIST_PAGE)
+        .into_iter()
         .map(|s| {
-            let mut info = SessionInfo::new(s.id.clone(), s.cwd.clone().unwrap_or_default());
+            let mut info = SessionInfo::new(s.id, s.cwd.unwrap_or_default());
             info.additional_directories =
                 s.additional_directories.iter().map(PathBuf::from).collect();
-            info.title.clone_from(&s.title);
+            info.title = s.title;
             info.updated_at = Some(iso8601(s.updated_ms));
             info
         })
         .collect();
-    let end = start + page.len();
     let mut response = ListSessionsResponse::new(page);
-    if end < sessions.len() {
-        response.next_cursor = Some(format!("kin1:{end}"));
-    }
+    response.next_cursor = next;
     Ok(response)
+}
+
+const CURSOR_PREFIX: &str = "kin2:";
+
+fn parse_cursor(cursor: &str) -> Result<ListCursor, RpcError> {
+    cursor
+        .strip_prefix(CURSOR_PREFIX)
+        .and_then(|rest| rest.split_once(':'))
+        .and_then(|(ns, id)| Some(ListCursor::new(ns.parse().ok()?, id.to_owned())))
+        .ok_or_else(|| RpcError::invalid_params(format!("invalid params: unknown cursor {cursor:?}")))
 }
 
 fn set_mode(

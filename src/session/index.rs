@@ -3,21 +3,26 @@
 //!
 //! Each line is a record: a session's whole summary (the last one per id wins) or its removal.
 //! Writers append a record on create, title, delete and at every `sync` (turn end), so the
-//! index follows the logs without being rewritten. A listing checks the index against the
-//! directory: a `<id>.jsonl` with no entry (made by another program, or by a kin that died
-//! before indexing it) is summarized from its file and added; an entry with no file is dropped.
-//! A missing index is thus rebuilt from every file. When the records outnumber the sessions
-//! well, the listing rewrites the index compactly (temporary file, then rename). A store
-//! keeps what it has read ([`IndexCache`]) and, while the file is the same one, reads only the
-//! records appended since its last listing.
+//! index follows the logs without being rewritten. When the records outnumber the sessions
+//! well, a listing rewrites the index compactly (temporary file, then rename).
+//!
+//! A store reads the index once and keeps it in memory ([`IndexCache`]), in listing order, so
+//! a page is served from memory. Before each listing it checks two stamps: the index file's
+//! identity and length (only the records appended since are read; the whole file again only
+//! if another process replaced it), and the directory's modification time. When the latter
+//! moved, the directory is compared with the entries: a `<id>.jsonl` with no entry (made by
+//! another program, or by a kin that died before indexing it) is summarized from its file and
+//! added, and an entry with no file is dropped. A missing index is thus rebuilt from every file.
 
-use std::collections::{HashMap, HashSet};
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::UNIX_EPOCH;
+use std::ops::Bound::{Excluded, Unbounded};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
@@ -32,14 +37,32 @@ pub(crate) const INDEX_FILE: &str = ".index";
 /// A store's reading of the index, behind the lock that also serializes the store's index
 /// writes with compaction (which replaces the file). Each store (and its clones and logs)
 /// shares one. Other stores and processes only append, a line per write; a record one of them
-/// appends while another compacts can be lost, which the next listing's check repairs for
-/// creates and deletes.
+/// appends while another compacts can be lost, which the next check of the directory repairs
+/// for creates and deletes.
 #[derive(Debug, Default)]
 pub(crate) struct IndexCache(Mutex<Option<Folded>>);
 
 impl IndexCache {
     fn folded(&self) -> MutexGuard<'_, Option<Folded>> {
         lock(&self.0)
+    }
+}
+
+/// Where a listing page starts: after the session with this sort key (newest first, then by
+/// id). A key names a place in the order, not an offset, so it stays valid while sessions
+/// are created or deleted.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ListCursor {
+    newest_first: Reverse<u64>,
+    id: String,
+}
+
+impl ListCursor {
+    pub fn new(updated_ns: u64, id: String) -> Self {
+        Self {
+            newest_first: Reverse(updated_ns),
+            id,
+        }
     }
 }
 
@@ -56,6 +79,11 @@ struct Folded {
     lines: usize,
     unreadable: usize,
     entries: HashMap<String, Record>,
+    /// Every entry's place in the listing order.
+    order: BTreeSet<ListCursor>,
+    /// The directory's modification time when its files were last compared with the entries;
+    /// `None` until then, or when that time was too recent to tell later changes from it.
+    dir_checked: Option<SystemTime>,
 }
 
 impl Folded {
@@ -66,26 +94,45 @@ impl Folded {
         }
     }
 
+    fn put(&mut self, record: Record) {
+        let key = record.cursor();
+        if let Some(old) = self.entries.insert(record.id.clone(), record) {
+            self.order.remove(&old.cursor());
+        }
+        self.order.insert(key);
+    }
+
+    fn take(&mut self, id: &str) {
+        if let Some(old) = self.entries.remove(id) {
+            self.order.remove(&old.cursor());
+        }
+    }
+
     /// Reads the records appended to `index` since the last call (all, if it was replaced).
     fn catch_up(&mut self, index: &Path) -> io::Result<()> {
         let mut file = match File::open(index) {
             Ok(file) => file,
             Err(error) if error.kind() == io::ErrorKind::NotFound => {
-                *self = Self::new(&self.dir);
+                if self.file.is_some() {
+                    self.restart(None);
+                }
                 return Ok(());
             }
             Err(error) => return Err(error),
         };
         let metadata = file.metadata()?;
         let identity = Some((metadata.dev(), metadata.ino()));
+        if self.file == identity && metadata.len() == self.len {
+            // Unchanged since the last read (the stamp: same file, same length).
+            return Ok(());
+        }
         let mut head = vec![0; self.first_line.len()];
         let same = self.file == identity
             && metadata.len() >= self.len
             && file.read_exact(&mut head).is_ok()
             && head == self.first_line;
         if !same {
-            *self = Self::new(&self.dir);
-            self.file = identity;
+            self.restart(identity);
         }
         file.seek(SeekFrom::Start(self.len))?;
         let mut tail = Vec::new();
@@ -104,19 +151,110 @@ impl Folded {
             }
             self.lines += 1;
             match serde_json::from_slice::<Record>(line) {
-                Ok(record) if record.deleted => {
-                    self.entries.remove(&record.id);
-                }
-                Ok(record) => {
-                    self.entries.insert(record.id.clone(), record);
-                }
+                Ok(record) if record.deleted => self.take(&record.id),
+                Ok(record) => self.put(record),
                 Err(_) => self.unreadable += 1,
             }
         }
         self.len += complete as u64;
         Ok(())
     }
+
+    /// Forgets what was read: the file was replaced (by another process) or removed.
+    fn restart(&mut self, identity: Option<(u64, u64)>) {
+        *self = Self::new(&self.dir);
+        self.file = identity;
+    }
+
+    /// Compares the entries with the `<id>.jsonl` files when the directory changed since the
+    /// last comparison; returns the records that bring the index file in line.
+    fn check_dir(
+        &mut self,
+        summarize: &impl Fn(&Path) -> Option<SessionSummary>,
+    ) -> io::Result<Vec<Record>> {
+        let modified = match fs::metadata(&self.dir) {
+            Ok(metadata) => metadata.modified().ok(),
+            Err(error) if error.kind() == io::ErrorKind::NotFound => None,
+            Err(error) => return Err(error),
+        };
+        if modified.is_some() && modified == self.dir_checked {
+            return Ok(Vec::new());
+        }
+        // File times come from a coarse clock: a change made within the same tick as the
+        // time read here would not move it, so a time that recent is not trusted next time.
+        let settled = modified.filter(|&time| {
+            SystemTime::now()
+                .duration_since(time)
+                .is_ok_and(|age| age > CLOCK_TICK)
+        });
+        let on_disk = session_ids(&self.dir)?;
+        let mut changes = Vec::new();
+        let gone: Vec<String> = self
+            .entries
+            .keys()
+            .filter(|id| !on_disk.contains(*id))
+            .cloned()
+            .collect();
+        for id in gone {
+            self.take(&id);
+            changes.push(Record::removal(id));
+        }
+        for id in &on_disk {
+            if !self.entries.contains_key(id) {
+                if let Some(summary) = summarize(&self.dir.join(format!("{id}.jsonl"))) {
+                    let record = Record::from_summary(summary);
+                    changes.push(record.clone());
+                    self.put(record);
+                }
+            }
+        }
+        self.dir_checked = settled;
+        Ok(changes)
+    }
+
+    /// Writes `changes`, or the whole index anew when it holds many more records than
+    /// sessions (or lines it cannot read); what was read stays valid either way.
+    fn record(&mut self, index: &Path, changes: &[Record]) -> io::Result<()> {
+        if self.unreadable > 0 || self.lines + changes.len() > 2 * self.entries.len() + 64 {
+            let first_line = rewrite(index, self.entries.values())?;
+            let metadata = fs::metadata(index)?;
+            self.file = Some((metadata.dev(), metadata.ino()));
+            self.len = metadata.len();
+            self.first_line = first_line;
+            self.lines = self.entries.len();
+            self.unreadable = 0;
+        } else if !changes.is_empty() {
+            append_locked(index, changes)?;
+            // Read back by the next catch-up like any other append (they are already folded).
+        }
+        Ok(())
+    }
+
+    /// Reads what changed in the index file and the directory and records the repairs.
+    fn sync(
+        &mut self,
+        index: &Path,
+        summarize: &impl Fn(&Path) -> Option<SessionSummary>,
+    ) -> io::Result<()> {
+        self.catch_up(index)?;
+        let changes = self.check_dir(summarize)?;
+        self.record(index, &changes)
+    }
+
+    fn summaries<'a>(
+        &'a self,
+        from: Option<&'a ListCursor>,
+    ) -> impl Iterator<Item = &'a Record> + 'a {
+        let range = match from {
+            Some(cursor) => self.order.range((Excluded(cursor), Unbounded)),
+            None => self.order.range::<ListCursor, _>(..),
+        };
+        range.filter_map(|key| self.entries.get(&key.id))
+    }
 }
+
+/// Longer than the kernel's file time granularity (a scheduler tick, at most 10 ms).
+const CLOCK_TICK: Duration = Duration::from_millis(50);
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -153,6 +291,18 @@ impl Record {
             updated_ns: u64::try_from(summary.updated_ns).unwrap_or(u64::MAX),
             child: summary.child,
         }
+    }
+
+    fn removal(id: String) -> Self {
+        Self {
+            id,
+            deleted: true,
+            ..Self::default()
+        }
+    }
+
+    fn cursor(&self) -> ListCursor {
+        ListCursor::new(self.updated_ns, self.id.clone())
     }
 
     fn into_summary(self) -> SessionSummary {
@@ -224,12 +374,7 @@ impl IndexEntry {
 
 /// Records that session `id` is gone.
 pub(crate) fn remove(cache: &IndexCache, dir: &Path, id: &str) -> io::Result<()> {
-    let record = Record {
-        id: id.to_owned(),
-        deleted: true,
-        ..Record::default()
-    };
-    append(cache, &dir.join(INDEX_FILE), &[record])
+    append(cache, &dir.join(INDEX_FILE), &[Record::removal(id.to_owned())])
 }
 
 fn append(cache: &IndexCache, index: &Path, records: &[Record]) -> io::Result<()> {
@@ -255,61 +400,65 @@ pub(crate) fn modified_ns(metadata: &fs::Metadata) -> u64 {
         .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
-/// Every session in `dir` (only the children of `parent`, if given), from the index, after
-/// checking it against the directory (see the module doc). `summarize` reads one session file,
-/// for sessions the index lacks.
+/// Runs `read` on the index of `dir`, brought up to date first (see the module doc).
+/// `summarize` reads one session file, for sessions the index lacks.
+fn with_index<T>(
+    cache: &IndexCache,
+    dir: &Path,
+    summarize: impl Fn(&Path) -> Option<SessionSummary>,
+    read: impl FnOnce(&Folded) -> T,
+) -> io::Result<T> {
+    let mut state = cache.folded();
+    let mut folded = match state.take() {
+        Some(folded) if folded.dir == dir => folded,
+        _ => Folded::new(dir),
+    };
+    let synced = folded.sync(&dir.join(INDEX_FILE), &summarize);
+    let out = read(&folded);
+    *state = Some(folded);
+    synced.map(|()| out)
+}
+
+/// Every session in `dir` (only the children of `parent`, if given), newest first.
 pub(crate) fn list(
     cache: &IndexCache,
     dir: &Path,
     parent: Option<&str>,
     summarize: impl Fn(&Path) -> Option<SessionSummary>,
 ) -> io::Result<Vec<SessionSummary>> {
-    let index = dir.join(INDEX_FILE);
-    let mut state = cache.folded();
-    let on_disk = session_ids(dir)?;
-    let mut folded = match state.take() {
-        Some(folded) if folded.dir == dir => folded,
-        _ => Folded::new(dir),
-    };
-    folded.catch_up(&index)?;
-    let entries = &mut folded.entries;
-    let mut changes = Vec::new();
-    entries.retain(|id, _| {
-        let kept = on_disk.contains(id);
-        if !kept {
-            changes.push(Record {
-                id: id.clone(),
-                deleted: true,
-                ..Record::default()
-            });
-        }
-        kept
-    });
-    for id in &on_disk {
-        if !entries.contains_key(id) {
-            if let Some(summary) = summarize(&dir.join(format!("{id}.jsonl"))) {
-                let record = Record::from_summary(summary);
-                changes.push(record.clone());
-                entries.insert(id.clone(), record);
-            }
-        }
-    }
-    let mut out: Vec<SessionSummary> = entries
-        .values()
-        .filter(|record| parent.is_none() || record.parent_session.as_deref() == parent)
-        .cloned()
-        .map(Record::into_summary)
-        .collect();
-    out.sort_by(|a, b| b.updated_ns.cmp(&a.updated_ns).then(a.id.cmp(&b.id)));
-    if folded.unreadable > 0 || folded.lines + changes.len() > 2 * entries.len() + 64 {
-        rewrite(&index, entries.values())?;
-        // The next listing reads the new file from scratch.
-        folded = Folded::new(dir);
-    } else if !changes.is_empty() {
-        append_locked(&index, &changes)?;
-    }
-    *state = Some(folded);
-    Ok(out)
+    with_index(cache, dir, summarize, |folded| {
+        folded
+            .summaries(None)
+            .filter(|record| parent.is_none() || record.parent_session.as_deref() == parent)
+            .cloned()
+            .map(Record::into_summary)
+            .collect()
+    })
+}
+
+/// Up to `limit` top-level sessions in `dir` (in `cwd`, if given) after `from`, newest first,
+/// and whether more follow.
+pub(crate) fn page(
+    cache: &IndexCache,
+    dir: &Path,
+    cwd: Option<&str>,
+    from: Option<&ListCursor>,
+    limit: usize,
+    summarize: impl Fn(&Path) -> Option<SessionSummary>,
+) -> io::Result<(Vec<SessionSummary>, bool)> {
+    with_index(cache, dir, summarize, |folded| {
+        let mut matching = folded.summaries(from).filter(|record| {
+            record.parent_session.is_none() && (cwd.is_none() || record.cwd.as_deref() == cwd)
+        });
+        let page: Vec<SessionSummary> = matching
+            .by_ref()
+            .take(limit)
+            .cloned()
+            .map(Record::into_summary)
+            .collect();
+        let more = matching.next().is_some();
+        (page, more)
+    })
 }
 
 /// The ids of the `<id>.jsonl` files in `dir` (none if it does not exist yet).
@@ -332,8 +481,8 @@ fn session_ids(dir: &Path) -> io::Result<HashSet<String>> {
     Ok(ids)
 }
 
-/// Replaces the index with one record per session.
-fn rewrite<'a>(index: &Path, records: impl Iterator<Item = &'a Record>) -> io::Result<()> {
+/// Replaces the index with one record per session; returns its first line.
+fn rewrite<'a>(index: &Path, records: impl Iterator<Item = &'a Record>) -> io::Result<Vec<u8>> {
     let mut lines = Vec::new();
     for record in records {
         serde_json::to_writer(&mut lines, record)?;
@@ -341,5 +490,7 @@ fn rewrite<'a>(index: &Path, records: impl Iterator<Item = &'a Record>) -> io::R
     }
     let temporary = index.with_extension("tmp");
     fs::write(&temporary, &lines)?;
-    fs::rename(&temporary, index)
+    fs::rename(&temporary, index)?;
+    let first = lines.iter().position(|&b| b == b'\n').unwrap_or(0);
+    Ok(lines[..first].to_vec())
 }

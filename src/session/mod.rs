@@ -24,6 +24,7 @@ pub use context::{CompactionEnd, CompactionStart, CompactionTrigger, ModelSet, T
 pub use error::StoreError;
 pub use event::*;
 pub use id::SessionId;
+pub use index::ListCursor;
 pub use line::{parse_event_line, LineError};
 pub use loaded::{parse_log, LoadedSession, SetAsideLine};
 pub use lock::SessionLock;

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use super::child::ChildInfo;
 use super::error::StoreError;
 use super::event::{Event, EventBody, Header};
-use super::index::{self, IndexCache, IndexEntry};
+use super::index::{self, IndexCache, IndexEntry, ListCursor};
 use super::line::parse_event_line;
 use super::loaded::{parse_log, LoadedSession};
 use super::lock::SessionLock;
@@ -204,17 +204,20 @@ impl SessionStore {
         self.list_where(Some(parent))
     }
 
+    /// Up to `limit` top-level sessions (in `cwd`, if given) after `from`, newest first, and
+    /// whether more follow; served from what this store keeps of the index.
+    pub fn list_page(
+        &self,
+        cwd: Option<&str>,
+        from: Option<&ListCursor>,
+        limit: usize,
+    ) -> Result<(Vec<SessionSummary>, bool), StoreError> {
+        index::page(&self.index, &self.dir, cwd, from, limit, summarize_or_skip)
+            .map_err(io_error("listing the sessions in", &self.dir))
+    }
+
     fn list_where(&self, parent: Option<&str>) -> Result<Vec<SessionSummary>, StoreError> {
-        index::list(&self.index, &self.dir, parent, |path| {
-            match summarize(path) {
-                Ok(summary) => summary,
-                Err(error) => {
-                    tracing::warn!(%error, "skipping an unreadable session in the listing");
-                    None
-                }
-            }
-        })
-        .map_err(io_error("listing the sessions in", &self.dir))
+        index::list(&self.index, &self.dir, parent, summarize_or_skip).map_err(io_error("listing the sessions in", &self.dir))
     }
 
     /// A stored child's header and the resumable descriptor among its own events, read from
@@ -303,6 +306,13 @@ fn needs_newline(path: &Path, valid_len: u64) -> Result<bool, StoreError> {
     let mut last = [0u8; 1];
     file.read_exact(&mut last).map_err(io_error(op, path))?;
     Ok(last[0] != b'\n')
+}
+
+fn summarize_or_skip(path: &Path) -> Option<SessionSummary> {
+    summarize(path).unwrap_or_else(|error| {
+        tracing::warn!(%error, "skipping an unreadable session in the listing");
+        None
+    })
 }
 
 fn summarize(path: &Path) -> Result<Option<SessionSummary>, StoreError> {
