@@ -572,7 +572,9 @@ fn parse_cursor(cursor: &str) -> Result<ListCursor, RpcError> {
         .strip_prefix(CURSOR_PREFIX)
         .and_then(|rest| rest.split_once(':'))
         .and_then(|(ns, id)| Some(ListCursor::new(ns.parse().ok()?, id.to_owned())))
-        .ok_or_else(|| RpcError::invalid_params(format!("invalid params: unknown cursor {cursor:?}")))
+        .ok_or_else(|| {
+            RpcError::invalid_params(format!("invalid params: unknown cursor {cursor:?}"))
+        })
 }
 
 fn set_mode(

@@ -18,10 +18,10 @@ use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::ops::Bound::{Excluded, Unbounded};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::ops::Bound::{Excluded, Unbounded};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -374,7 +374,11 @@ impl IndexEntry {
 
 /// Records that session `id` is gone.
 pub(crate) fn remove(cache: &IndexCache, dir: &Path, id: &str) -> io::Result<()> {
-    append(cache, &dir.join(INDEX_FILE), &[Record::removal(id.to_owned())])
+    append(
+        cache,
+        &dir.join(INDEX_FILE),
+        &[Record::removal(id.to_owned())],
+    )
 }
 
 fn append(cache: &IndexCache, index: &Path, records: &[Record]) -> io::Result<()> {

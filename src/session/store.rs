@@ -217,7 +217,8 @@ impl SessionStore {
     }
 
     fn list_where(&self, parent: Option<&str>) -> Result<Vec<SessionSummary>, StoreError> {
-        index::list(&self.index, &self.dir, parent, summarize_or_skip).map_err(io_error("listing the sessions in", &self.dir))
+        index::list(&self.index, &self.dir, parent, summarize_or_skip)
+            .map_err(io_error("listing the sessions in", &self.dir))
     }
 
     /// A stored child's header and the resumable descriptor among its own events, read from
