@@ -423,7 +423,8 @@ fn with_index<T>(
     synced.map(|()| out)
 }
 
-/// Every session in `dir` (only the children of `parent`, if given), newest first.
+/// The sessions in `dir` whose parent is `parent` (the top-level ones for `None`), newest
+/// first.
 pub(crate) fn list(
     cache: &IndexCache,
     dir: &Path,
@@ -433,7 +434,7 @@ pub(crate) fn list(
     with_index(cache, dir, summarize, |folded| {
         folded
             .summaries(None)
-            .filter(|record| parent.is_none() || record.parent_session.as_deref() == parent)
+            .filter(|record| record.parent_session.as_deref() == parent)
             .cloned()
             .map(Record::into_summary)
             .collect()
@@ -463,6 +464,30 @@ pub(crate) fn page(
         let more = matching.next().is_some();
         (page, more)
     })
+}
+
+/// Moves the records of sessions `ids` from the index in `from` to the one in `to` (their
+/// files moved there), leaving `from`'s index without them.
+pub(crate) fn move_records(
+    (from_cache, from): (&IndexCache, &Path),
+    (to_cache, to): (&IndexCache, &Path),
+    ids: &[String],
+) -> io::Result<()> {
+    let mut state = from_cache.folded();
+    let mut folded = Folded::new(from);
+    folded.catch_up(&from.join(INDEX_FILE))?;
+    let records: Vec<Record> = ids
+        .iter()
+        .filter_map(|id| folded.entries.get(id).cloned())
+        .collect();
+    for id in ids {
+        folded.take(id);
+    }
+    append(to_cache, &to.join(INDEX_FILE), &records)?;
+    rewrite(&from.join(INDEX_FILE), folded.entries.values())?;
+    // Read anew by the next listing.
+    *state = None;
+    Ok(())
 }
 
 /// The ids of the `<id>.jsonl` files in `dir` (none if it does not exist yet).

@@ -15,7 +15,8 @@ use std::sync::Arc;
 use super::child::ChildInfo;
 use super::error::StoreError;
 use super::event::{Event, EventBody, Header};
-use super::index::{self, IndexCache, IndexEntry, ListCursor};
+use super::index::{self, IndexEntry, ListCursor};
+use super::layout::Layout;
 use super::line::parse_event_line;
 use super::loaded::{parse_log, LoadedSession};
 use super::lock::SessionLock;
@@ -33,9 +34,9 @@ fn io_error<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> S
 
 #[derive(Debug, Clone)]
 pub struct SessionStore {
-    dir: PathBuf,
-    /// What this store has read of its index; shared by its clones and its logs.
-    index: Arc<IndexCache>,
+    /// The two directories (top level, children) and what this store has read of their
+    /// indexes; shared by its clones and its logs.
+    layout: Arc<Layout>,
 }
 
 impl SessionStore {
@@ -43,27 +44,20 @@ impl SessionStore {
     /// not here: starting kin writes nothing.
     pub fn open(home: &Path) -> Result<Self, StoreError> {
         Ok(Self {
-            dir: home.join("sessions"),
-            index: Arc::default(),
+            layout: Arc::new(Layout::new(home.join("sessions"))),
         })
     }
 
+    /// The sessions directory (top-level sessions; children are in its `children/`).
     pub fn dir(&self) -> &Path {
-        &self.dir
+        &self.layout.top.dir
     }
 
-    /// The file of session `id`; refuses ids that could escape the store directory.
+    /// The file of session `id` (where a top-level one would be, if there is none); refuses
+    /// ids that could escape the store directory.
     pub fn path(&self, id: &str) -> Result<PathBuf, StoreError> {
-        let valid = !id.is_empty()
-            && id.len() <= 128
-            && !id.starts_with('.')
-            && id
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
-        if !valid {
-            return Err(StoreError::InvalidId { id: id.to_owned() });
-        }
-        Ok(self.dir.join(format!("{id}.jsonl")))
+        check_id(id)?;
+        Ok(self.layout.find(id))
     }
 
     /// Where the session's large prompt payloads are kept (see [`super::blobs`]).
@@ -83,9 +77,18 @@ impl SessionStore {
 
     /// Creates the file of a new session and writes its header.
     pub fn create(&self, header: &Header) -> Result<SessionLog, StoreError> {
-        let path = self.path(&header.id)?;
-        fs::create_dir_all(&self.dir)
-            .map_err(io_error("creating the sessions directory", &self.dir))?;
+        check_id(&header.id)?;
+        let shelf = self.layout.shelf_of(header);
+        let path = shelf.file(&header.id);
+        if header.parent_session.is_none() && self.layout.children.file(&header.id).exists()
+            || header.parent_session.is_some() && self.layout.top.file(&header.id).exists()
+        {
+            return Err(StoreError::Exists {
+                id: header.id.clone(),
+            });
+        }
+        fs::create_dir_all(&shelf.dir)
+            .map_err(io_error("creating the sessions directory", &shelf.dir))?;
         let file = OpenOptions::new()
             .append(true)
             .create_new(true)
@@ -108,7 +111,13 @@ impl SessionStore {
                 return Err(error);
             }
         };
-        let entry = IndexEntry::new(&self.index, &self.dir, header, None, ChildInfo::new(header));
+        let entry = IndexEntry::new(
+            &shelf.index,
+            &shelf.dir,
+            header,
+            None,
+            ChildInfo::new(header),
+        );
         let mut log = SessionLog::new(path.clone(), file, lock, 0, 0, entry);
         // Handed to the OS now; made durable with the first turn's end (fsync per turn).
         if let Err(error) = log.write_header(header) {
@@ -189,12 +198,13 @@ impl SessionStore {
                 _ => None,
             });
         let child = ChildInfo::of_events(&loaded.header, &loaded.events);
-        let entry = IndexEntry::new(&self.index, &self.dir, &loaded.header, title, child);
+        let shelf = self.layout.shelf_holding(&path);
+        let entry = IndexEntry::new(&shelf.index, &shelf.dir, &loaded.header, title, child);
         let log = SessionLog::new(path, file, lock, len, loaded.next_seq(), entry);
         Ok((loaded, log))
     }
 
-    /// Every stored session, newest first, read from the index (see `index.rs`).
+    /// Every stored top-level session, newest first, read from the index (see `index.rs`).
     pub fn list(&self) -> Result<Vec<SessionSummary>, StoreError> {
         self.list_where(None)
     }
@@ -212,13 +222,20 @@ impl SessionStore {
         from: Option<&ListCursor>,
         limit: usize,
     ) -> Result<(Vec<SessionSummary>, bool), StoreError> {
-        index::page(&self.index, &self.dir, cwd, from, limit, summarize_or_skip)
-            .map_err(io_error("listing the sessions in", &self.dir))
+        self.layout.migrate();
+        let top = &self.layout.top;
+        index::page(&top.index, &top.dir, cwd, from, limit, summarize_or_skip)
+            .map_err(io_error("listing the sessions in", &top.dir))
     }
 
     fn list_where(&self, parent: Option<&str>) -> Result<Vec<SessionSummary>, StoreError> {
-        index::list(&self.index, &self.dir, parent, summarize_or_skip)
-            .map_err(io_error("listing the sessions in", &self.dir))
+        self.layout.migrate();
+        let shelf = match parent {
+            None => &self.layout.top,
+            Some(_) => &self.layout.children,
+        };
+        index::list(&shelf.index, &shelf.dir, parent, summarize_or_skip)
+            .map_err(io_error("listing the sessions in", &shelf.dir))
     }
 
     /// A stored child's header and the resumable descriptor among its own events, read from
@@ -279,7 +296,8 @@ impl SessionStore {
         let _ = fs::remove_dir_all(super::blobs::dir_of(&path));
         match fs::remove_file(&path) {
             Ok(()) => {
-                if let Err(error) = index::remove(&self.index, &self.dir, id) {
+                let shelf = self.layout.shelf_holding(&path);
+                if let Err(error) = index::remove(&shelf.index, &shelf.dir, id) {
                     tracing::warn!(%error, "could not update the session index");
                 }
                 Ok(true)
@@ -291,6 +309,21 @@ impl SessionStore {
                 source,
             }),
         }
+    }
+}
+
+/// Refuses ids that could escape the store directory.
+fn check_id(id: &str) -> Result<(), StoreError> {
+    let valid = !id.is_empty()
+        && id.len() <= 128
+        && !id.starts_with('.')
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if valid {
+        Ok(())
+    } else {
+        Err(StoreError::InvalidId { id: id.to_owned() })
     }
 }
 
@@ -606,5 +639,50 @@ mod tests {
         let listed = store.list().unwrap();
         assert_eq!(fs::read_to_string(&index).unwrap().lines().count(), 1);
         assert_eq!(store.list().unwrap(), listed);
+    }
+
+    #[test]
+    fn an_old_flat_store_moves_its_children_once_and_keeps_finding_them() {
+        let home = tempfile::tempdir().unwrap();
+        let store = SessionStore::open(home.path()).unwrap();
+        let mut child_header = Header::new("c".into(), 2, "/w".into(), vec![]);
+        child_header.parent_session = Some("p".into());
+        drop(
+            store
+                .create(&Header::new("p".into(), 1, "/w".into(), vec![]))
+                .unwrap(),
+        );
+        drop(store.create(&child_header).unwrap());
+        // As an older kin left it: the child beside its parent, one index for both.
+        let dir = store.dir().to_owned();
+        let children = dir.join(super::super::layout::CHILDREN_DIR);
+        fs::rename(children.join("c.jsonl"), dir.join("c.jsonl")).unwrap();
+        let old_index = fs::read_to_string(children.join(index::INDEX_FILE)).unwrap();
+        fs::remove_file(children.join(index::INDEX_FILE)).unwrap();
+        let mut flat = fs::OpenOptions::new()
+            .append(true)
+            .open(dir.join(index::INDEX_FILE))
+            .unwrap();
+        flat.write_all(old_index.as_bytes()).unwrap();
+        fs::create_dir(dir.join("c.blobs")).unwrap();
+
+        let old = SessionStore::open(home.path()).unwrap();
+        assert_eq!(old.load("c").unwrap().header.id, "c", "found before moving");
+        let ids =
+            |listed: Vec<SessionSummary>| listed.into_iter().map(|s| s.id).collect::<Vec<_>>();
+        assert_eq!(ids(old.list().unwrap()), ["p"]);
+        assert!(children.join("c.jsonl").is_file() && children.join("c.blobs").is_dir());
+        assert!(!dir.join("c.jsonl").exists() && dir.join(".layout").is_file());
+        assert!(!fs::read_to_string(dir.join(index::INDEX_FILE))
+            .unwrap()
+            .contains(r#""id":"c""#));
+        let listed = old.list_children("p").unwrap();
+        assert_eq!(ids(listed), ["c"]);
+        // Moved with its index record: the child's file is not read to list it.
+        fs::write(children.join("c.jsonl"), "not a log").unwrap();
+        let fresh = SessionStore::open(home.path()).unwrap();
+        assert_eq!(ids(fresh.list_children("p").unwrap()), ["c"]);
+        assert!(fresh.delete("c").unwrap());
+        assert!(fresh.list_children("p").unwrap().is_empty());
     }
 }
