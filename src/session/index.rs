@@ -81,9 +81,10 @@ struct Folded {
     entries: HashMap<String, Record>,
     /// Every entry's place in the listing order.
     order: BTreeSet<ListCursor>,
-    /// The directory's modification time when its files were last compared with the entries;
-    /// `None` until then, or when that time was too recent to tell later changes from it.
-    dir_checked: Option<SystemTime>,
+    /// The directory's modification time (ns) when its files were last compared with the
+    /// entries (here or by the process that wrote the last stamp record read); `None` until
+    /// then, or when that time was too recent to tell later changes from it.
+    dir_checked: Option<u64>,
 }
 
 impl Folded {
@@ -151,6 +152,9 @@ impl Folded {
             }
             self.lines += 1;
             match serde_json::from_slice::<Record>(line) {
+                Ok(record) if record.dir_modified_ns.is_some() => {
+                    self.dir_checked = record.dir_modified_ns;
+                }
                 Ok(record) if record.deleted => self.take(&record.id),
                 Ok(record) => self.put(record),
                 Err(_) => self.unreadable += 1,
@@ -172,17 +176,19 @@ impl Folded {
         &mut self,
         summarize: &impl Fn(&Path) -> Option<SessionSummary>,
     ) -> io::Result<Vec<Record>> {
-        let modified = match fs::metadata(&self.dir) {
-            Ok(metadata) => metadata.modified().ok(),
+        let metadata = match fs::metadata(&self.dir) {
+            Ok(metadata) => Some(metadata),
             Err(error) if error.kind() == io::ErrorKind::NotFound => None,
             Err(error) => return Err(error),
         };
-        if modified.is_some() && modified == self.dir_checked {
+        let modified = metadata.as_ref().and_then(|m| m.modified().ok());
+        let modified_ns = metadata.as_ref().map(modified_ns);
+        if modified_ns.is_some() && modified_ns == self.dir_checked {
             return Ok(Vec::new());
         }
         // File times come from a coarse clock: a change made within the same tick as the
-        // time read here would not move it, so a time that recent is not trusted next time.
-        let settled = modified.filter(|&time| {
+        // time read here would not move it, so a time that recent is not trusted later.
+        let settled = modified.is_some_and(|time| {
             SystemTime::now()
                 .duration_since(time)
                 .is_ok_and(|age| age > CLOCK_TICK)
@@ -208,7 +214,14 @@ impl Folded {
                 }
             }
         }
-        self.dir_checked = settled;
+        self.dir_checked = modified_ns.filter(|_| settled);
+        if let Some(ns) = self.dir_checked {
+            // For the next process: it need not scan the directory while the time stays.
+            changes.push(Record {
+                dir_modified_ns: Some(ns),
+                ..Record::default()
+            });
+        }
         Ok(changes)
     }
 
@@ -216,6 +229,7 @@ impl Folded {
     /// sessions (or lines it cannot read); what was read stays valid either way.
     fn record(&mut self, index: &Path, changes: &[Record]) -> io::Result<()> {
         if self.unreadable > 0 || self.lines + changes.len() > 2 * self.entries.len() + 64 {
+            // The rename moves the directory's time: the next listing scans it again.
             let first_line = rewrite(index, self.entries.values())?;
             let metadata = fs::metadata(index)?;
             self.file = Some((metadata.dev(), metadata.ino()));
@@ -259,6 +273,8 @@ const CLOCK_TICK: Duration = Duration::from_millis(50);
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Record {
+    /// Empty on a stamp record (below).
+    #[serde(default)]
     id: String,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     deleted: bool,
@@ -277,6 +293,10 @@ struct Record {
     /// existed lack it: their children are summarized from their files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     child: Option<ChildInfo>,
+    /// On a stamp record only: the directory's modification time (ns) when its files were
+    /// last found to match the records before this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    dir_modified_ns: Option<u64>,
 }
 
 impl Record {
@@ -290,6 +310,7 @@ impl Record {
             title: summary.title,
             updated_ns: u64::try_from(summary.updated_ns).unwrap_or(u64::MAX),
             child: summary.child,
+            dir_modified_ns: None,
         }
     }
 
@@ -348,6 +369,7 @@ impl IndexEntry {
                 title,
                 updated_ns: 0,
                 child,
+                dir_modified_ns: None,
             },
         }
     }
@@ -417,8 +439,11 @@ fn with_index<T>(
         Some(folded) if folded.dir == dir => folded,
         _ => Folded::new(dir),
     };
+    let start = std::time::Instant::now();
     let synced = folded.sync(&dir.join(INDEX_FILE), &summarize);
+    let synced_at = start.elapsed();
     let out = read(&folded);
+    tracing::debug!(dir = %dir.display(), sessions = folded.entries.len(), sync_us = synced_at.as_micros(), read_us = (start.elapsed() - synced_at).as_micros(), "read the session index");
     *state = Some(folded);
     synced.map(|()| out)
 }
@@ -522,4 +547,68 @@ fn rewrite<'a>(index: &Path, records: impl Iterator<Item = &'a Record>) -> io::R
     fs::rename(&temporary, index)?;
     let first = lines.iter().position(|&b| b == b'\n').unwrap_or(0);
     Ok(lines[..first].to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary_of(path: &Path) -> Option<SessionSummary> {
+        let id = path.file_stem()?.to_str()?.to_owned();
+        Some(SessionSummary {
+            id,
+            cwd: None,
+            additional_directories: Vec::new(),
+            title: None,
+            updated_ms: 0,
+            updated_ns: 1,
+            parent_session: None,
+            child: None,
+        })
+    }
+
+    fn set_dir_time(dir: &Path, time: SystemTime) {
+        File::open(dir).unwrap().set_modified(time).unwrap();
+    }
+
+    fn ids(dir: &Path) -> Vec<String> {
+        let fresh = IndexCache::default();
+        let listed = list(&fresh, dir, None, summary_of).unwrap();
+        listed.into_iter().map(|s| s.id).collect()
+    }
+
+    #[test]
+    fn a_fresh_reader_trusts_the_stamp_until_the_directory_changes() {
+        let home = tempfile::tempdir().unwrap();
+        let dir = home.path();
+        fs::write(dir.join("a.jsonl"), "").unwrap();
+        let past = UNIX_EPOCH + Duration::from_secs(1_600_000_000);
+        set_dir_time(dir, past);
+        assert_eq!(ids(dir), ["a"]);
+        let index = fs::read_to_string(dir.join(INDEX_FILE)).unwrap();
+        assert!(index.contains("dirModifiedNs"), "{index}");
+
+        // A file added behind the index's back, the directory's time put back: not scanned.
+        fs::write(dir.join("b.jsonl"), "").unwrap();
+        set_dir_time(dir, past);
+        assert_eq!(ids(dir), ["a"]);
+        // Once the time moves, the next reader scans and finds it.
+        set_dir_time(dir, past + Duration::from_secs(1));
+        assert_eq!(ids(dir), ["a", "b"]);
+    }
+
+    #[test]
+    fn a_recent_directory_time_is_not_trusted() {
+        let home = tempfile::tempdir().unwrap();
+        let dir = home.path();
+        fs::write(dir.join("a.jsonl"), "").unwrap();
+        let future = SystemTime::now() + Duration::from_secs(3600);
+        set_dir_time(dir, future);
+        let cache = IndexCache::default();
+        assert_eq!(list(&cache, dir, None, summary_of).unwrap().len(), 1);
+        // Same time, yet a new file is seen: the time was too recent to stamp.
+        fs::write(dir.join("b.jsonl"), "").unwrap();
+        set_dir_time(dir, future);
+        assert_eq!(list(&cache, dir, None, summary_of).unwrap().len(), 2);
+    }
 }

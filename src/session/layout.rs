@@ -92,6 +92,16 @@ impl Layout {
         }
     }
 
+    /// Makes `shelf`'s directory; a new store is marked with the layout at once, so it never
+    /// needs the migration.
+    pub(crate) fn make_dir(&self, shelf: &Shelf) -> io::Result<()> {
+        if !self.top.dir.is_dir() {
+            fs::create_dir_all(&self.top.dir)?;
+            fs::write(self.top.dir.join(MARKER), format!("{VERSION}\n"))?;
+        }
+        fs::create_dir_all(&shelf.dir)
+    }
+
     /// Moves the children of an old flat store into `children/` (once per store and
     /// process; a store with the marker is left alone). Their index records move with them,
     /// so no child's file is read again. A failure is logged and tried again next time.

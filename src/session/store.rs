@@ -87,7 +87,8 @@ impl SessionStore {
                 id: header.id.clone(),
             });
         }
-        fs::create_dir_all(&shelf.dir)
+        self.layout
+            .make_dir(shelf)
             .map_err(io_error("creating the sessions directory", &shelf.dir))?;
         let file = OpenOptions::new()
             .append(true)
@@ -665,6 +666,7 @@ mod tests {
             .unwrap();
         flat.write_all(old_index.as_bytes()).unwrap();
         fs::create_dir(dir.join("c.blobs")).unwrap();
+        fs::remove_file(dir.join(".layout")).unwrap();
 
         let old = SessionStore::open(home.path()).unwrap();
         assert_eq!(old.load("c").unwrap().header.id, "c", "found before moving");
