@@ -11,9 +11,9 @@ use agent_client_protocol_schema::v1::{
     DeleteSessionResponse, Implementation, InitializeResponse, ListSessionsResponse,
     LoadSessionResponse, NewSessionResponse, PromptCapabilities, ResumeSessionResponse,
     SessionAdditionalDirectoriesCapabilities, SessionCapabilities, SessionCloseCapabilities,
-    SessionDeleteCapabilities, SessionInfo, SessionListCapabilities, SessionNotification,
-    SessionResumeCapabilities, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
-    SetSessionModeRequest, SetSessionModeResponse,
+    SessionDeleteCapabilities, SessionInfo, SessionListCapabilities, SessionResumeCapabilities,
+    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest,
+    SetSessionModeResponse,
 };
 use agent_client_protocol_schema::{MethodDispatchError, ProtocolVersion};
 use futures::FutureExt;
@@ -31,7 +31,7 @@ use crate::agent::Agent;
 use crate::model::Credentials;
 use crate::rpc::{Handler, Reply, RequestContext, RpcError};
 use crate::runtime::{Runtime, RuntimeError};
-use crate::session::{ListCursor, StoreError};
+use crate::session::{EventBody, ListCursor, StoreError};
 use crate::sync::lock;
 use crate::time::iso8601;
 use crate::tools::PermissionMode;
@@ -345,15 +345,13 @@ async fn dispatch(
             };
             warn_broad_workspace(&cx, &client, &agent.id, &agent.cwd);
             let blob_dir = agent.blob_dir();
-            let mut replayed =
-                agent.with_events(|events| updates::replay(events, &agent.tools, Some(&blob_dir)));
-            replayed.retain(|update| compaction(&client) || !models::is_compaction(update));
-            for update in replayed {
-                cx.peer.notify(
-                    "session/update",
-                    &SessionNotification::new(agent.id.clone(), update),
-                );
-            }
+            // Sent as each event is replayed: no list of every update is built.
+            let mut replay = updates::Replayed::new(&cx, &agent.id, compaction(&client));
+            agent.with_events(|events| {
+                for event in events {
+                    replay.push(event, &agent.tools, Some(&blob_dir));
+                }
+            });
             announced.forget(&agent.id);
             announced.refresh(&cx.peer, &agent);
             let mode = agent.permission_mode();
@@ -496,21 +494,28 @@ fn load_read_only(
         StoreError::Locked { pid, .. } => *pid,
         _ => None,
     };
-    let loaded = runtime.host().store().load(id).map_err(store_error)?;
     tracing::info!(session = id, writer = ?pid, "replaying a session another process is writing, read-only");
-    let blob_dir = runtime.host().store().blob_dir(id).ok();
-    let compaction = compaction(client);
-    for update in updates::replay(&loaded.events, runtime.host().tools(), blob_dir.as_deref()) {
-        if !compaction && models::is_compaction(&update) {
-            continue;
-        }
-        cx.peer.notify(
-            "session/update",
-            &SessionNotification::new(id.to_owned(), update),
-        );
-    }
-    let mode = crate::agent::restored_mode(&loaded.events);
-    let options = models::options_of_log(runtime.host(), &loaded.events);
+    let store = runtime.host().store();
+    let blob_dir = store.blob_dir(id).ok();
+    // Streamed: each event is replayed and sent as it is read, and only the few events the
+    // mode and model options are restored from are kept.
+    let mut replay = updates::Replayed::new(cx, id, compaction(client));
+    let mut settings = Vec::new();
+    store
+        .read_events(id, |event| {
+            replay.push(&event, runtime.host().tools(), blob_dir.as_deref());
+            if matches!(
+                event.body,
+                EventBody::PermissionMode(_)
+                    | EventBody::PermissionDecision(_)
+                    | EventBody::ModelSet(_)
+            ) {
+                settings.push(event);
+            }
+        })
+        .map_err(store_error)?;
+    let mode = crate::agent::restored_mode(&settings);
+    let options = models::options_of_log(runtime.host(), &settings);
     let mut meta = serde_json::Map::new();
     meta.insert(
         READ_ONLY_META_KEY.into(),

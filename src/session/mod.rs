@@ -27,7 +27,7 @@ pub use event::*;
 pub use id::SessionId;
 pub use index::ListCursor;
 pub use line::{parse_event_line, LineError};
-pub use loaded::{parse_log, LoadedSession, SetAsideLine};
+pub use loaded::{parse_log, read_log, LoadedSession, LogRead, SetAsideLine};
 pub use lock::SessionLock;
 pub use log::SessionLog;
 pub use records::{Descriptor, TaskEnd, TaskStart, ToolFilter};

@@ -8,7 +8,7 @@
 //! the session's lock (`lock.rs`) writes, cuts or deletes its file.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -18,11 +18,14 @@ use super::event::{Event, EventBody, Header};
 use super::index::{self, IndexEntry, ListCursor};
 use super::layout::Layout;
 use super::line::parse_event_line;
-use super::loaded::{parse_log, LoadedSession};
+use super::loaded::{read_log, LoadedSession, LogRead};
 use super::lock::SessionLock;
 use super::log::SessionLog;
 use super::records::Descriptor;
 use super::summary::{last_title, SessionSummary};
+
+/// Bytes read from a log at a time.
+const READ_BUFFER: usize = 256 * 1024;
 
 fn io_error<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> StoreError + 'a {
     move |source| StoreError::Io {
@@ -132,8 +135,20 @@ impl SessionStore {
 
     /// Reads a whole session.
     pub fn load(&self, id: &str) -> Result<LoadedSession, StoreError> {
+        let mut events = Vec::new();
+        let read = self.read_events(id, |event| events.push(event))?;
+        Ok(read.into_loaded(events))
+    }
+
+    /// Reads session `id` as a stream: each event goes to `on_event`, in order, as its line
+    /// is read, so memory holds one line, not the log (see [`read_log`]).
+    pub fn read_events(
+        &self,
+        id: &str,
+        on_event: impl FnMut(Event),
+    ) -> Result<LogRead, StoreError> {
         let path = self.path(id)?;
-        let bytes = fs::read(&path).map_err(|source| match source.kind() {
+        let file = File::open(&path).map_err(|source| match source.kind() {
             io::ErrorKind::NotFound => StoreError::NotFound { id: id.to_owned() },
             _ => StoreError::Io {
                 op: "reading the session log",
@@ -141,7 +156,7 @@ impl SessionStore {
                 source,
             },
         })?;
-        parse_log(&path, &bytes)
+        read_log(&path, BufReader::with_capacity(READ_BUFFER, file), on_event)
     }
 
     /// Takes session `id`'s writer lock (shared with any handle this process already holds):
