@@ -90,4 +90,7 @@ fn main() {
         "load_big: session/load of a {mib} MiB log ({events} events): median {time:.0} ms \
          (target < 3000), peak RSS median {peak:.0} MiB (target < 256); {LOADS} fresh processes"
     );
+    // Explicitly, to hear of a store that could not be removed (it is large).
+    home.close().expect("removing the bench store");
+    cwd.close().expect("removing the bench cwd");
 }

@@ -170,4 +170,7 @@ fn main() {
          page in a fresh process median {first:.1} ms (target < 100); session/new median \
          {new:.3} ms, p90 {new_p90:.3} ({SAMPLES} calls, one process; target < 1)"
     );
+    // Explicitly, to hear of a store that could not be removed (it is large).
+    home.close().expect("removing the bench store");
+    cwd.close().expect("removing the bench cwd");
 }
