@@ -314,8 +314,7 @@ async fn shutdown_settles_a_running_background_child() {
     );
     assert!(kin.child.wait().await.unwrap().success());
     let child = child.unwrap();
-    let log =
-        std::fs::read_to_string(kin.home.path().join(format!("sessions/{child}.jsonl"))).unwrap();
+    let log = std::fs::read_to_string(common::child_log_path(kin.home.path(), &child)).unwrap();
     let last: Value = serde_json::from_str(log.lines().last().unwrap()).unwrap();
     assert_eq!(last["type"], "turn/end");
     assert_eq!(last["data"]["reason"]["kind"], "aborted");

@@ -30,11 +30,7 @@ fn prompt(session: &str, text: &str) -> Value {
 /// The result texts the session logs under `home` hold for tool `name`'s calls.
 fn results_of(home: &Path, name: &str) -> Vec<String> {
     let mut found = Vec::new();
-    for entry in std::fs::read_dir(home.join("sessions")).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_none_or(|e| e != "jsonl") {
-            continue;
-        }
+    for path in common::session_files(home) {
         let events: Vec<Value> = std::fs::read_to_string(&path)
             .unwrap()
             .lines()

@@ -52,7 +52,13 @@ fn teach_child_id(dir: &Path) {
 
 /// Texts of the tool results in a session's log, in order.
 fn tool_results(home: &Path, session: &str) -> Vec<String> {
-    std::fs::read_to_string(home.join(format!("sessions/{session}.jsonl")))
+    let top = home.join(format!("sessions/{session}.jsonl"));
+    let path = if top.exists() {
+        top
+    } else {
+        common::child_log_path(home, session)
+    };
+    std::fs::read_to_string(path)
         .unwrap()
         .lines()
         .skip(1)
@@ -70,10 +76,8 @@ fn tool_results(home: &Path, session: &str) -> Vec<String> {
 /// Ids of the session logs in `home` other than `parent`'s (the store also keeps files that
 /// are not logs, such as its `.index`).
 fn children_of(home: &Path, parent: &str) -> Vec<String> {
-    std::fs::read_dir(home.join("sessions"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+    common::session_files(home)
+        .into_iter()
         .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
         .filter(|id| id != parent)
         .collect()
@@ -179,7 +183,7 @@ async fn after_a_restart_send_message_continues_a_known_child() {
         ]
     );
     let child_log =
-        std::fs::read_to_string(kin.home.path().join(format!("sessions/{child}.jsonl"))).unwrap();
+        std::fs::read_to_string(common::child_log_path(kin.home.path(), &child)).unwrap();
     assert_eq!(child_log.matches(r#""type":"turn/end""#).count(), 2);
 }
 
@@ -204,7 +208,7 @@ async fn a_child_running_in_one_process_is_refused_by_another() {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while !children_of(&home, &parent)
         .iter()
-        .any(|child| is_locked(&home.join(format!("sessions/{child}.jsonl"))))
+        .any(|child| is_locked(&common::child_log_path(&home, child)))
     {
         assert!(
             std::time::Instant::now() < deadline,
@@ -213,7 +217,7 @@ async fn a_child_running_in_one_process_is_refused_by_another() {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     let child = child_of(&home, &parent);
-    let child_log = home.join(format!("sessions/{child}.jsonl"));
+    let child_log = common::child_log_path(&home, &child);
 
     let second = Script::new()
         .calls(&[(

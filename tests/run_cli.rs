@@ -289,11 +289,7 @@ fn a_background_child_still_running_at_exit_is_cancelled_and_its_log_ends_cleanl
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("Started it."));
-    let sessions: Vec<_> = std::fs::read_dir(dirs.home.path().join("sessions"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
-        .collect();
+    let sessions = common::session_files(dirs.home.path());
     assert_eq!(sessions.len(), 2, "the parent and its background child");
     for path in sessions {
         let log = std::fs::read_to_string(&path).unwrap();

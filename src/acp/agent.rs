@@ -11,9 +11,9 @@ use agent_client_protocol_schema::v1::{
     DeleteSessionResponse, Implementation, InitializeResponse, ListSessionsResponse,
     LoadSessionResponse, NewSessionResponse, PromptCapabilities, ResumeSessionResponse,
     SessionAdditionalDirectoriesCapabilities, SessionCapabilities, SessionCloseCapabilities,
-    SessionDeleteCapabilities, SessionInfo, SessionListCapabilities, SessionNotification,
-    SessionResumeCapabilities, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
-    SetSessionModeRequest, SetSessionModeResponse,
+    SessionDeleteCapabilities, SessionInfo, SessionListCapabilities, SessionResumeCapabilities,
+    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest,
+    SetSessionModeResponse,
 };
 use agent_client_protocol_schema::{MethodDispatchError, ProtocolVersion};
 use futures::FutureExt;
@@ -31,7 +31,7 @@ use crate::agent::Agent;
 use crate::model::Credentials;
 use crate::rpc::{Handler, Reply, RequestContext, RpcError};
 use crate::runtime::{Runtime, RuntimeError};
-use crate::session::StoreError;
+use crate::session::{EventBody, ListCursor, StoreError};
 use crate::sync::lock;
 use crate::time::iso8601;
 use crate::tools::PermissionMode;
@@ -358,15 +358,13 @@ async fn dispatch(
             };
             warn_broad_workspace(&cx, &client, &agent.id, &agent.cwd);
             let blob_dir = agent.blob_dir();
-            let mut replayed =
-                agent.with_events(|events| updates::replay(events, &agent.tools, Some(&blob_dir)));
-            replayed.retain(|update| compaction(&client) || !models::is_compaction(update));
-            for update in replayed {
-                cx.peer.notify(
-                    "session/update",
-                    &SessionNotification::new(agent.id.clone(), update),
-                );
-            }
+            // Sent as each event is replayed: no list of every update is built.
+            let mut replay = updates::Replayed::new(&cx, &agent.id, compaction(&client));
+            agent.with_events(|events| {
+                for event in events {
+                    replay.push(event, &agent.tools, Some(&blob_dir));
+                }
+            });
             if client.subagents.is_some() {
                 super::tree_replay::announce_children(&cx.peer, runtime.host().store(), &agent.id);
             }
@@ -512,21 +510,28 @@ fn load_read_only(
         StoreError::Locked { pid, .. } => *pid,
         _ => None,
     };
-    let loaded = runtime.host().store().load(id).map_err(store_error)?;
     tracing::info!(session = id, writer = ?pid, "replaying a session another process is writing, read-only");
-    let blob_dir = runtime.host().store().blob_dir(id).ok();
-    let compaction = compaction(client);
-    for update in updates::replay(&loaded.events, runtime.host().tools(), blob_dir.as_deref()) {
-        if !compaction && models::is_compaction(&update) {
-            continue;
-        }
-        cx.peer.notify(
-            "session/update",
-            &SessionNotification::new(id.to_owned(), update),
-        );
-    }
-    let mode = crate::agent::restored_mode(&loaded.events);
-    let options = models::options_of_log(runtime.host(), &loaded.events);
+    let store = runtime.host().store();
+    let blob_dir = store.blob_dir(id).ok();
+    // Streamed: each event is replayed and sent as it is read, and only the few events the
+    // mode and model options are restored from are kept.
+    let mut replay = updates::Replayed::new(cx, id, compaction(client));
+    let mut settings = Vec::new();
+    store
+        .read_events(id, |event| {
+            replay.push(&event, runtime.host().tools(), blob_dir.as_deref());
+            if matches!(
+                event.body,
+                EventBody::PermissionMode(_)
+                    | EventBody::PermissionDecision(_)
+                    | EventBody::ModelSet(_)
+            ) {
+                settings.push(event);
+            }
+        })
+        .map_err(store_error)?;
+    let mode = crate::agent::restored_mode(&settings);
+    let options = models::options_of_log(runtime.host(), &settings);
     let mut meta = serde_json::Map::new();
     meta.insert(
         READ_ONLY_META_KEY.into(),
@@ -546,49 +551,51 @@ fn compaction(client: &ClientCapabilities) -> bool {
         .is_some_and(|session| session.compaction.is_some())
 }
 
+/// `session/list`: a page of top-level sessions. The cursor names the last session of the
+/// page before (`kin2:<updatedNs>:<id>`), so paging neither repeats nor skips a session
+/// while others are created or deleted.
 fn list_sessions(
     runtime: &Runtime,
     cwd: Option<&Path>,
     cursor: Option<&str>,
 ) -> Result<ListSessionsResponse, RpcError> {
-    let start = match cursor {
-        None => 0,
-        Some(cursor) => cursor
-            .strip_prefix("kin1:")
-            .and_then(|n| n.parse::<usize>().ok())
-            .ok_or_else(|| {
-                RpcError::invalid_params(format!("invalid params: unknown cursor {cursor:?}"))
-            })?,
-    };
+    let from = cursor.map(parse_cursor).transpose()?;
     let cwd = cwd.map(|c| c.to_string_lossy().into_owned());
-    let sessions: Vec<_> = runtime
+    let (sessions, more) = runtime
         .host()
         .store()
-        .list()
-        .map_err(store_error)?
-        .into_iter()
-        .filter(|s| s.parent_session.is_none())
-        .filter(|s| cwd.is_none() || s.cwd == cwd)
-        .collect();
+        .list_page(cwd.as_deref(), from.as_ref(), LIST_PAGE)
+        .map_err(store_error)?;
+    let next = sessions
+        .last()
+        .filter(|_| more)
+        .map(|s| format!("{CURSOR_PREFIX}{}:{}", s.updated_ns, s.id));
     let page: Vec<SessionInfo> = sessions
-        .iter()
-        .skip(start)
-        .take(LIST_PAGE)
+        .into_iter()
         .map(|s| {
-            let mut info = SessionInfo::new(s.id.clone(), s.cwd.clone().unwrap_or_default());
+            let mut info = SessionInfo::new(s.id, s.cwd.unwrap_or_default());
             info.additional_directories =
                 s.additional_directories.iter().map(PathBuf::from).collect();
-            info.title.clone_from(&s.title);
+            info.title = s.title;
             info.updated_at = Some(iso8601(s.updated_ms));
             info
         })
         .collect();
-    let end = start + page.len();
     let mut response = ListSessionsResponse::new(page);
-    if end < sessions.len() {
-        response.next_cursor = Some(format!("kin1:{end}"));
-    }
+    response.next_cursor = next;
     Ok(response)
+}
+
+const CURSOR_PREFIX: &str = "kin2:";
+
+fn parse_cursor(cursor: &str) -> Result<ListCursor, RpcError> {
+    cursor
+        .strip_prefix(CURSOR_PREFIX)
+        .and_then(|rest| rest.split_once(':'))
+        .and_then(|(ns, id)| Some(ListCursor::new(ns.parse().ok()?, id.to_owned())))
+        .ok_or_else(|| {
+            RpcError::invalid_params(format!("invalid params: unknown cursor {cursor:?}"))
+        })
 }
 
 fn set_mode(

@@ -7,12 +7,13 @@ use std::path::Path;
 use agent_client_protocol_schema::v1::{
     BlobResourceContents, ContentBlock, ContentChunk, Diff, EmbeddedResource,
     EmbeddedResourceResource, ImageContent, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus,
-    ResourceLink, SessionInfoUpdate, SessionUpdate, Terminal, TextResourceContents,
-    ToolCall as AcpToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate,
-    ToolCallUpdateFields, ToolKind as AcpToolKind,
+    ResourceLink, SessionInfoUpdate, SessionNotification, SessionUpdate, Terminal,
+    TextResourceContents, ToolCall as AcpToolCall, ToolCallContent, ToolCallLocation,
+    ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind as AcpToolKind,
 };
 use serde_json::Value;
 
+use crate::rpc::RequestContext;
 use crate::session::{
     blobs, AssistantBlock, Chunk, Event, EventBody, ToolCall, ToolResult, UserPart,
 };
@@ -257,10 +258,35 @@ pub fn replay(
     tools: &ToolRegistry,
     blob_dir: Option<&Path>,
 ) -> Vec<SessionUpdate> {
+    let mut replay = Replay::default();
     let mut out = Vec::new();
-    let mut partial: Vec<(bool, String)> = Vec::new();
-    let mut step_has_message = false;
     for event in events {
+        replay.push(event, tools, blob_dir, &mut out);
+    }
+    out
+}
+
+/// [`replay`] one event at a time, for a log read as a stream: what the updates of the next
+/// event depend on of the earlier ones (the current step's streamed text).
+#[derive(Default)]
+pub struct Replay {
+    partial: Vec<(bool, String)>,
+    step_has_message: bool,
+}
+
+impl Replay {
+    /// Appends the updates `event` replays as to `out`.
+    pub fn push(
+        &mut self,
+        event: &Event,
+        tools: &ToolRegistry,
+        blob_dir: Option<&Path>,
+        out: &mut Vec<SessionUpdate>,
+    ) {
+        let Self {
+            partial,
+            step_has_message,
+        } = self;
         match &event.body {
             EventBody::UserMessage(message)
                 if message.source.get("kind").and_then(Value::as_str) == Some("user") =>
@@ -272,7 +298,7 @@ pub fn replay(
             }
             EventBody::StepStart(_) => {
                 partial.clear();
-                step_has_message = false;
+                *step_has_message = false;
             }
             EventBody::AssistantChunk(c) => match &c.chunk {
                 Chunk::TextDelta { text, .. } | Chunk::ReasoningDelta { text, .. } => {
@@ -285,7 +311,7 @@ pub fn replay(
                 _ => {}
             },
             EventBody::AssistantMessage(message) => {
-                step_has_message = true;
+                *step_has_message = true;
                 for block in &message.message.content {
                     match block {
                         AssistantBlock::Text { text } => {
@@ -298,7 +324,7 @@ pub fn replay(
                     }
                 }
             }
-            EventBody::StepEnd(_) if !step_has_message => {
+            EventBody::StepEnd(_) if !*step_has_message => {
                 for (is_text, text) in partial.drain(..) {
                     out.push(if is_text {
                         SessionUpdate::AgentMessageChunk(text_chunk(&text))
@@ -317,7 +343,40 @@ pub fn replay(
             _ => {}
         }
     }
-    out
+}
+
+/// `session/load`'s replay, sent to the client event by event.
+pub(super) struct Replayed<'a> {
+    cx: &'a RequestContext,
+    id: &'a str,
+    compaction: bool,
+    replay: Replay,
+    out: Vec<SessionUpdate>,
+}
+
+impl<'a> Replayed<'a> {
+    pub(super) fn new(cx: &'a RequestContext, id: &'a str, compaction: bool) -> Self {
+        Self {
+            cx,
+            id,
+            compaction,
+            replay: Replay::default(),
+            out: Vec::new(),
+        }
+    }
+
+    pub(super) fn push(&mut self, event: &Event, tools: &ToolRegistry, blob_dir: Option<&Path>) {
+        self.replay.push(event, tools, blob_dir, &mut self.out);
+        for update in self.out.drain(..) {
+            if !self.compaction && super::models::is_compaction(&update) {
+                continue;
+            }
+            self.cx.peer.notify(
+                "session/update",
+                &SessionNotification::new(self.id.to_owned(), update),
+            );
+        }
+    }
 }
 
 #[cfg(test)]

@@ -467,17 +467,11 @@ impl AgentHost {
     /// else). Live ones are closed first. A missing session is not an error. While another
     /// process has any of them open for writing, nothing is closed or deleted (`Locked`).
     pub async fn delete_session(&self, id: &str) -> Result<(), StoreError> {
-        let summaries = self.store.list()?;
         let mut doomed = vec![id.to_owned()];
         let mut next = 0;
         while next < doomed.len() {
-            let parent = doomed[next].clone();
-            doomed.extend(
-                summaries
-                    .iter()
-                    .filter(|s| s.parent_session.as_deref() == Some(parent.as_str()))
-                    .map(|s| s.id.clone()),
-            );
+            let children = self.store.list_children(&doomed[next])?;
+            doomed.extend(children.into_iter().map(|s| s.id));
             next += 1;
         }
         // All or nothing: every lock first (this process's own are shared, missing files

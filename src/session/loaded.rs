@@ -1,6 +1,7 @@
 //! A session log's bytes read back: the header, the events, and what loading left out (a torn
 //! last line, lines that do not parse). Knows nothing of where the file lives or who may write.
 
+use std::io::BufRead;
 use std::path::Path;
 
 use super::error::StoreError;
@@ -37,53 +38,99 @@ impl LoadedSession {
 
 /// Parses a log's bytes: header, events, the torn-tail rule, and lines set aside.
 pub fn parse_log(path: &Path, bytes: &[u8]) -> Result<LoadedSession, StoreError> {
+    // One event per line (more only for packed rows): sized once, as events are large and a
+    // long log has many.
+    let mut events = Vec::with_capacity(memchr::memchr_iter(b'\n', bytes).count());
+    let read = read_log(path, bytes, |event| events.push(event))?;
+    Ok(read.into_loaded(events))
+}
+
+/// What reading a log found besides its events.
+#[derive(Debug)]
+pub struct LogRead {
+    pub header: Header,
+    pub(crate) valid_len: u64,
+    pub torn_tail: Option<Vec<u8>>,
+    pub set_aside: Vec<SetAsideLine>,
+}
+
+impl LogRead {
+    pub(crate) fn into_loaded(self, events: Vec<Event>) -> LoadedSession {
+        LoadedSession {
+            header: self.header,
+            events,
+            valid_len: self.valid_len,
+            torn_tail: self.torn_tail,
+            set_aside: self.set_aside,
+        }
+    }
+}
+
+/// Reads a log line by line from `reader`, handing each event to `on_event` in order as soon
+/// as its line is read: only one line is held at a time. Same rules as [`parse_log`].
+pub fn read_log(
+    path: &Path,
+    mut reader: impl BufRead,
+    mut on_event: impl FnMut(Event),
+) -> Result<LogRead, StoreError> {
     let corrupt = |line: usize, reason: String| StoreError::Corrupt {
         path: path.to_owned(),
         line,
         reason,
     };
     let mut header = None;
-    // One event per line (more only for packed rows): sized once, as events are large and a
-    // long log has many.
-    let mut events = Vec::with_capacity(memchr::memchr_iter(b'\n', bytes).count());
-    let mut offset = 0usize;
+    let mut parsed = Vec::new();
+    let mut line = Vec::new();
+    let mut offset = 0u64;
     let mut valid_len = 0u64;
     let mut torn_tail = None;
     let mut set_aside = Vec::new();
     let mut number = 0usize;
-    while offset < bytes.len() {
+    loop {
+        line.clear();
+        let read = reader
+            .read_until(b'\n', &mut line)
+            .map_err(|source| StoreError::Io {
+                op: "reading the session log",
+                path: path.to_owned(),
+                source,
+            })?;
+        if read == 0 {
+            break;
+        }
         number += 1;
-        let rest = &bytes[offset..];
-        let (line, terminated) = match memchr::memchr(b'\n', rest) {
-            Some(end) => (&rest[..end], true),
-            None => (rest, false),
-        };
-        offset += line.len() + usize::from(terminated);
-        let parsed = std::str::from_utf8(line)
+        offset += read as u64;
+        let terminated = line.last() == Some(&b'\n');
+        if terminated {
+            line.pop();
+        }
+        let result = std::str::from_utf8(&line)
             .map_err(|e| e.to_string())
-            .and_then(|text| parse_line(text, number, &mut header, &mut events));
-        match parsed {
-            Ok(()) => valid_len = offset as u64,
+            .and_then(|text| parse_line(text, number, &mut header, &mut parsed));
+        match result {
+            Ok(()) => {
+                valid_len = offset;
+                parsed.drain(..).for_each(&mut on_event);
+            }
             Err(_) if !terminated && header.is_some() => {
                 tracing::warn!(path = %path.display(), line = number, "dropping a torn last line");
-                torn_tail = Some(line.to_vec());
+                torn_tail = Some(line.clone());
             }
             Err(reason) if header.is_some() => {
                 tracing::warn!(path = %path.display(), line = number, %reason, "setting aside a corrupt session log line");
-                valid_len = offset as u64;
+                valid_len = offset;
                 set_aside.push(SetAsideLine {
                     line: number,
                     reason,
-                    bytes: line.to_vec(),
+                    bytes: line.clone(),
                 });
             }
             Err(reason) => return Err(corrupt(number, reason)),
         }
     }
     let header = header.ok_or_else(|| corrupt(1, "the file has no header line".into()))?;
-    Ok(LoadedSession {
+    Ok(LogRead {
         header,
-        events,
         valid_len,
         torn_tail,
         set_aside,

@@ -10,6 +10,7 @@ pub mod event;
 pub mod history;
 mod id;
 mod index;
+mod layout;
 mod line;
 mod loaded;
 mod lock;
@@ -24,8 +25,9 @@ pub use context::{CompactionEnd, CompactionStart, CompactionTrigger, ModelSet, T
 pub use error::StoreError;
 pub use event::*;
 pub use id::SessionId;
+pub use index::ListCursor;
 pub use line::{parse_event_line, LineError};
-pub use loaded::{parse_log, LoadedSession, SetAsideLine};
+pub use loaded::{parse_log, read_log, LoadedSession, LogRead, SetAsideLine};
 pub use lock::SessionLock;
 pub use log::SessionLog;
 pub use records::{Descriptor, TaskEnd, TaskStart, ToolFilter};

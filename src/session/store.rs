@@ -8,20 +8,24 @@
 //! the session's lock (`lock.rs`) writes, cuts or deletes its file.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::child::ChildInfo;
 use super::error::StoreError;
 use super::event::{Event, EventBody, Header};
-use super::index::{self, IndexCache, IndexEntry};
+use super::index::{self, IndexEntry, ListCursor};
+use super::layout::Layout;
 use super::line::parse_event_line;
-use super::loaded::{parse_log, LoadedSession};
+use super::loaded::{read_log, LoadedSession, LogRead};
 use super::lock::SessionLock;
 use super::log::SessionLog;
 use super::records::Descriptor;
 use super::summary::{last_title, SessionSummary};
+
+/// Bytes read from a log at a time.
+const READ_BUFFER: usize = 256 * 1024;
 
 fn io_error<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> StoreError + 'a {
     move |source| StoreError::Io {
@@ -33,9 +37,9 @@ fn io_error<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> S
 
 #[derive(Debug, Clone)]
 pub struct SessionStore {
-    dir: PathBuf,
-    /// What this store has read of its index; shared by its clones and its logs.
-    index: Arc<IndexCache>,
+    /// The two directories (top level, children) and what this store has read of their
+    /// indexes; shared by its clones and its logs.
+    layout: Arc<Layout>,
 }
 
 impl SessionStore {
@@ -43,27 +47,20 @@ impl SessionStore {
     /// not here: starting kin writes nothing.
     pub fn open(home: &Path) -> Result<Self, StoreError> {
         Ok(Self {
-            dir: home.join("sessions"),
-            index: Arc::default(),
+            layout: Arc::new(Layout::new(home.join("sessions"))),
         })
     }
 
+    /// The sessions directory (top-level sessions; children are in its `children/`).
     pub fn dir(&self) -> &Path {
-        &self.dir
+        &self.layout.top.dir
     }
 
-    /// The file of session `id`; refuses ids that could escape the store directory.
+    /// The file of session `id` (where a top-level one would be, if there is none); refuses
+    /// ids that could escape the store directory.
     pub fn path(&self, id: &str) -> Result<PathBuf, StoreError> {
-        let valid = !id.is_empty()
-            && id.len() <= 128
-            && !id.starts_with('.')
-            && id
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
-        if !valid {
-            return Err(StoreError::InvalidId { id: id.to_owned() });
-        }
-        Ok(self.dir.join(format!("{id}.jsonl")))
+        check_id(id)?;
+        Ok(self.layout.find(id))
     }
 
     /// Where the session's large prompt payloads are kept (see [`super::blobs`]).
@@ -83,9 +80,19 @@ impl SessionStore {
 
     /// Creates the file of a new session and writes its header.
     pub fn create(&self, header: &Header) -> Result<SessionLog, StoreError> {
-        let path = self.path(&header.id)?;
-        fs::create_dir_all(&self.dir)
-            .map_err(io_error("creating the sessions directory", &self.dir))?;
+        check_id(&header.id)?;
+        let shelf = self.layout.shelf_of(header);
+        let path = shelf.file(&header.id);
+        if header.parent_session.is_none() && self.layout.children.file(&header.id).exists()
+            || header.parent_session.is_some() && self.layout.top.file(&header.id).exists()
+        {
+            return Err(StoreError::Exists {
+                id: header.id.clone(),
+            });
+        }
+        self.layout
+            .make_dir(shelf)
+            .map_err(io_error("creating the sessions directory", &shelf.dir))?;
         let file = OpenOptions::new()
             .append(true)
             .create_new(true)
@@ -108,7 +115,13 @@ impl SessionStore {
                 return Err(error);
             }
         };
-        let entry = IndexEntry::new(&self.index, &self.dir, header, None, ChildInfo::new(header));
+        let entry = IndexEntry::new(
+            &shelf.index,
+            &shelf.dir,
+            header,
+            None,
+            ChildInfo::new(header),
+        );
         let mut log = SessionLog::new(path.clone(), file, lock, 0, 0, entry);
         // Handed to the OS now; made durable with the first turn's end (fsync per turn).
         if let Err(error) = log.write_header(header) {
@@ -122,8 +135,20 @@ impl SessionStore {
 
     /// Reads a whole session.
     pub fn load(&self, id: &str) -> Result<LoadedSession, StoreError> {
+        let mut events = Vec::new();
+        let read = self.read_events(id, |event| events.push(event))?;
+        Ok(read.into_loaded(events))
+    }
+
+    /// Reads session `id` as a stream: each event goes to `on_event`, in order, as its line
+    /// is read, so memory holds one line, not the log (see [`read_log`]).
+    pub fn read_events(
+        &self,
+        id: &str,
+        on_event: impl FnMut(Event),
+    ) -> Result<LogRead, StoreError> {
         let path = self.path(id)?;
-        let bytes = fs::read(&path).map_err(|source| match source.kind() {
+        let file = File::open(&path).map_err(|source| match source.kind() {
             io::ErrorKind::NotFound => StoreError::NotFound { id: id.to_owned() },
             _ => StoreError::Io {
                 op: "reading the session log",
@@ -131,7 +156,7 @@ impl SessionStore {
                 source,
             },
         })?;
-        parse_log(&path, &bytes)
+        read_log(&path, BufReader::with_capacity(READ_BUFFER, file), on_event)
     }
 
     /// Takes session `id`'s writer lock (shared with any handle this process already holds):
@@ -189,12 +214,13 @@ impl SessionStore {
                 _ => None,
             });
         let child = ChildInfo::of_events(&loaded.header, &loaded.events);
-        let entry = IndexEntry::new(&self.index, &self.dir, &loaded.header, title, child);
+        let shelf = self.layout.shelf_holding(&path);
+        let entry = IndexEntry::new(&shelf.index, &shelf.dir, &loaded.header, title, child);
         let log = SessionLog::new(path, file, lock, len, loaded.next_seq(), entry);
         Ok((loaded, log))
     }
 
-    /// Every stored session, newest first, read from the index (see `index.rs`).
+    /// Every stored top-level session, newest first, read from the index (see `index.rs`).
     pub fn list(&self) -> Result<Vec<SessionSummary>, StoreError> {
         self.list_where(None)
     }
@@ -204,17 +230,28 @@ impl SessionStore {
         self.list_where(Some(parent))
     }
 
+    /// Up to `limit` top-level sessions (in `cwd`, if given) after `from`, newest first, and
+    /// whether more follow; served from what this store keeps of the index.
+    pub fn list_page(
+        &self,
+        cwd: Option<&str>,
+        from: Option<&ListCursor>,
+        limit: usize,
+    ) -> Result<(Vec<SessionSummary>, bool), StoreError> {
+        self.layout.migrate();
+        let top = &self.layout.top;
+        index::page(&top.index, &top.dir, cwd, from, limit, summarize_or_skip)
+            .map_err(io_error("listing the sessions in", &top.dir))
+    }
+
     fn list_where(&self, parent: Option<&str>) -> Result<Vec<SessionSummary>, StoreError> {
-        index::list(&self.index, &self.dir, parent, |path| {
-            match summarize(path) {
-                Ok(summary) => summary,
-                Err(error) => {
-                    tracing::warn!(%error, "skipping an unreadable session in the listing");
-                    None
-                }
-            }
-        })
-        .map_err(io_error("listing the sessions in", &self.dir))
+        self.layout.migrate();
+        let shelf = match parent {
+            None => &self.layout.top,
+            Some(_) => &self.layout.children,
+        };
+        index::list(&shelf.index, &shelf.dir, parent, summarize_or_skip)
+            .map_err(io_error("listing the sessions in", &shelf.dir))
     }
 
     /// A stored child's header and the resumable descriptor among its own events, read from
@@ -275,7 +312,8 @@ impl SessionStore {
         let _ = fs::remove_dir_all(super::blobs::dir_of(&path));
         match fs::remove_file(&path) {
             Ok(()) => {
-                if let Err(error) = index::remove(&self.index, &self.dir, id) {
+                let shelf = self.layout.shelf_holding(&path);
+                if let Err(error) = index::remove(&shelf.index, &shelf.dir, id) {
                     tracing::warn!(%error, "could not update the session index");
                 }
                 Ok(true)
@@ -287,6 +325,21 @@ impl SessionStore {
                 source,
             }),
         }
+    }
+}
+
+/// Refuses ids that could escape the store directory.
+fn check_id(id: &str) -> Result<(), StoreError> {
+    let valid = !id.is_empty()
+        && id.len() <= 128
+        && !id.starts_with('.')
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if valid {
+        Ok(())
+    } else {
+        Err(StoreError::InvalidId { id: id.to_owned() })
     }
 }
 
@@ -303,6 +356,13 @@ fn needs_newline(path: &Path, valid_len: u64) -> Result<bool, StoreError> {
     let mut last = [0u8; 1];
     file.read_exact(&mut last).map_err(io_error(op, path))?;
     Ok(last[0] != b'\n')
+}
+
+fn summarize_or_skip(path: &Path) -> Option<SessionSummary> {
+    summarize(path).unwrap_or_else(|error| {
+        tracing::warn!(%error, "skipping an unreadable session in the listing");
+        None
+    })
 }
 
 fn summarize(path: &Path) -> Result<Option<SessionSummary>, StoreError> {

@@ -7,10 +7,11 @@ use kin::session::parse_log;
 /// The session logs a run left in `home`, ordered: sessions in the order their ids first
 /// appear in `stdout`, then the rest by creation time. Returns (id, file text).
 pub fn harvest_logs(home: &Path, stdout: &[String]) -> Result<Vec<(String, String)>, String> {
-    let dir = home.join("sessions");
     let mut logs = Vec::new();
-    if dir.is_dir() {
-        let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    for dir in [home.join("sessions"), home.join("sessions/children")] {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
         for entry in entries {
             let path = entry.map_err(|e| e.to_string())?.path();
             if path.extension().is_some_and(|e| e == "jsonl") {

@@ -571,6 +571,24 @@ impl Wire {
     }
 }
 
+/// Every session log under `home`: top-level ones in `sessions/`, children in
+/// `sessions/children/`.
+pub fn session_files(home: &Path) -> Vec<PathBuf> {
+    let sessions = home.join("sessions");
+    [sessions.clone(), sessions.join("children")]
+        .iter()
+        .filter_map(|dir| std::fs::read_dir(dir).ok())
+        .flatten()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == "jsonl"))
+        .collect()
+}
+
+/// The log of child session `id` under `home`.
+pub fn child_log_path(home: &Path, id: &str) -> PathBuf {
+    home.join(format!("sessions/children/{id}.jsonl"))
+}
+
 pub fn snapshot_dir(name: &str) -> PathBuf {
     repo().join("snapshots").join(name)
 }

@@ -547,7 +547,7 @@ async fn list_children_reports_this_parents_continuable_children() {
     assert_eq!(summary.description.as_deref(), Some("child task"));
 
     // Listed from the index: the child's file is not read.
-    let sessions = world.home.path().join("sessions");
+    let sessions = world.home.path().join("sessions/children");
     let file = sessions.join(format!("{child}.jsonl"));
     let kept = std::fs::read(&file).unwrap();
     std::fs::write(&file, "not a log").unwrap();

@@ -267,8 +267,11 @@ impl World {
 
     /// Ids of every stored session.
     pub fn stored(&self) -> Vec<String> {
-        let mut ids: Vec<String> = std::fs::read_dir(self.home.path().join("sessions"))
-            .unwrap()
+        let sessions = self.home.path().join("sessions");
+        let mut ids: Vec<String> = [sessions.clone(), sessions.join("children")]
+            .iter()
+            .filter_map(|dir| std::fs::read_dir(dir).ok())
+            .flatten()
             .map(|e| e.unwrap().path())
             .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
             .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
@@ -290,7 +293,12 @@ impl World {
 
     /// A session's log lines as JSON.
     pub fn log(&self, id: &str) -> Vec<Value> {
-        std::fs::read_to_string(self.home.path().join(format!("sessions/{id}.jsonl")))
+        let top = self.home.path().join(format!("sessions/{id}.jsonl"));
+        let child = self
+            .home
+            .path()
+            .join(format!("sessions/children/{id}.jsonl"));
+        std::fs::read_to_string(if top.exists() { top } else { child })
             .unwrap()
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
