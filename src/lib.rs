@@ -44,6 +44,7 @@ pub mod config;
 pub mod delegation;
 pub mod headless;
 pub mod limits;
+pub mod mcp;
 pub mod model;
 pub mod process;
 pub mod rpc;

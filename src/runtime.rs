@@ -7,11 +7,14 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::host::AgentHost;
+use crate::agent::mcp_view::McpView;
 use crate::agent::Agent;
+use crate::mcp::{ServerSpec, SessionServers};
 use crate::config::AcpAgentConfig;
 use crate::delegation::{Delegation, DEFAULT_MAX_DEPTH};
 use crate::model::Model;
@@ -31,6 +34,10 @@ pub struct RuntimeOptions {
     pub acp_agents: Vec<AcpAgentConfig>,
     /// The configured models (`None`: only the model given to [`Runtime::new`]).
     pub models: Option<crate::model::ModelCatalog>,
+    /// MCP servers from the config file, for every session (an editor's of the same name win).
+    pub mcp_servers: Vec<ServerSpec>,
+    /// How long a session's first prompt waits for its MCP servers to start.
+    pub mcp_startup_timeout: Duration,
 }
 
 impl Default for RuntimeOptions {
@@ -40,6 +47,8 @@ impl Default for RuntimeOptions {
             subagent_max_depth: DEFAULT_MAX_DEPTH,
             acp_agents: Vec::new(),
             models: None,
+            mcp_servers: Vec::new(),
+            mcp_startup_timeout: crate::mcp::DEFAULT_STARTUP_TIMEOUT,
         }
     }
 }
@@ -50,6 +59,8 @@ pub struct Runtime {
     delegation: Arc<Delegation>,
     /// Cancels background tasks at shutdown.
     shutdown: CancellationToken,
+    mcp_servers: Vec<ServerSpec>,
+    mcp_startup_timeout: Duration,
 }
 
 impl Runtime {
@@ -91,6 +102,8 @@ impl Runtime {
             tasks,
             delegation,
             shutdown,
+            mcp_servers: options.mcp_servers,
+            mcp_startup_timeout: options.mcp_startup_timeout,
         }))
     }
 
@@ -121,6 +134,26 @@ impl Runtime {
         Ok(agent)
     }
 
+    /// Starts the session's MCP servers (the configured ones merged with `editor`'s) in the
+    /// background, replacing any it had (which are stopped in the background). Returns at once.
+    pub fn start_mcp(&self, agent: &Agent, editor: Vec<ServerSpec>) {
+        let specs = crate::mcp::merge(&self.mcp_servers, editor);
+        let view = (!specs.is_empty()).then(|| McpView {
+            servers: SessionServers::start(specs, agent.cwd.clone(), self.mcp_startup_timeout),
+            keep: None,
+        });
+        if let Some(old) = agent.set_mcp(view) {
+            tokio::spawn(async move { old.stop().await });
+        }
+    }
+
+    /// Stops the session's MCP servers and waits until their processes are gone.
+    async fn stop_mcp(agent: &Agent) {
+        if let Some(servers) = agent.set_mcp(None) {
+            servers.stop().await;
+        }
+    }
+
     /// Closes a session: the background work it owns is stopped, and it leaves the live
     /// sessions (its turn cancelled and settled). `false` if it is neither live nor stored.
     pub async fn close_session(&self, id: &str) -> bool {
@@ -128,6 +161,7 @@ impl Runtime {
         match self.host.unpublish(id) {
             Some(agent) => {
                 agent.settle().await;
+                Self::stop_mcp(&agent).await;
                 true
             }
             None => self.host.store().exists(id),
@@ -137,6 +171,9 @@ impl Runtime {
     /// Deletes a session and the sessions it delegated to, after stopping the work it owns.
     pub async fn delete_session(&self, id: &str) -> Result<(), StoreError> {
         self.tasks.cancel_owned(id);
+        if let Some(agent) = self.host.live(id) {
+            Self::stop_mcp(&agent).await;
+        }
         self.host.delete_session(id).await
     }
 

@@ -10,6 +10,7 @@ mod assemble;
 mod compact;
 pub mod context;
 pub mod host;
+pub mod mcp_view;
 mod permissions;
 pub mod structured;
 mod system;
@@ -162,6 +163,8 @@ pub struct Agent {
     pending: Mutex<Vec<EventBody>>,
     /// The configured model it runs on, and its usage and cost figures.
     pub context: SessionContext,
+    /// The session's MCP servers as this agent sees them (see [`mcp_view`]).
+    mcp: RwLock<Option<mcp_view::McpView>>,
 }
 
 pub use crate::session::UserMessage;
@@ -241,6 +244,7 @@ impl Agent {
             inbox: Mutex::new(Vec::new()),
             records: Mutex::new(Vec::new()),
             pending: Mutex::new(Vec::new()),
+            mcp: RwLock::new(None),
         }
     }
 
