@@ -9,11 +9,11 @@ use agent_client_protocol_schema::v1::{
     AgentCapabilities, AuthMethod, AuthMethodAgent, AuthenticateResponse, CancelNotification,
     ClientCapabilities, ClientNotification, ClientRequest, CloseSessionResponse,
     DeleteSessionResponse, Implementation, InitializeResponse, ListSessionsResponse,
-    LoadSessionResponse, McpCapabilities, McpServer, NewSessionResponse, PromptCapabilities, ResumeSessionResponse,
-    SessionAdditionalDirectoriesCapabilities, SessionCapabilities, SessionCloseCapabilities,
-    SessionDeleteCapabilities, SessionInfo, SessionListCapabilities, SessionNotification,
-    SessionResumeCapabilities, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
-    SetSessionModeRequest, SetSessionModeResponse,
+    LoadSessionResponse, McpCapabilities, McpServer, NewSessionResponse, PromptCapabilities,
+    ResumeSessionResponse, SessionAdditionalDirectoriesCapabilities, SessionCapabilities,
+    SessionCloseCapabilities, SessionDeleteCapabilities, SessionInfo, SessionListCapabilities,
+    SessionNotification, SessionResumeCapabilities, SetSessionConfigOptionRequest,
+    SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse,
 };
 use agent_client_protocol_schema::{MethodDispatchError, ProtocolVersion};
 use futures::FutureExt;
@@ -357,7 +357,14 @@ async fn dispatch(
             };
             warn_broad_workspace(&cx, &client, &agent.id, &agent.cwd);
             for title in start_mcp(&runtime, &agent, &req.mcp_servers) {
-                notice::send(&cx.peer, &client, &agent.id, Severity::Warning, &title, None);
+                notice::send(
+                    &cx.peer,
+                    &client,
+                    &agent.id,
+                    Severity::Warning,
+                    &title,
+                    None,
+                );
             }
             let blob_dir = agent.blob_dir();
             let mut replayed =

@@ -40,6 +40,10 @@ pub struct FileConfig {
     /// Child agents over ACP (see `acp_agents`).
     #[serde(default)]
     pub acp_agents: BTreeMap<String, super::acp_agents::AcpAgentEntry>,
+    /// MCP servers for every session (see `mcp_servers`).
+    #[serde(default)]
+    pub mcp_servers: BTreeMap<String, super::mcp_servers::McpServerEntry>,
+    pub mcp_startup_timeout: Option<DurationValue>,
     #[serde(flatten)]
     pub unknown: BTreeMap<String, toml::Value>,
 }

@@ -31,6 +31,7 @@ pub fn transport(
         .user_agent(concat!("kin/", env!("CARGO_PKG_VERSION")))
         .build()
         .map_err(|error| format!("could not build the HTTP client: {error}"))?;
-    let config = StreamableHttpClientTransportConfig::with_uri(url.to_owned()).custom_headers(custom);
+    let config =
+        StreamableHttpClientTransportConfig::with_uri(url.to_owned()).custom_headers(custom);
     Ok(StreamableHttpClientTransport::with_client(client, config))
 }

@@ -37,7 +37,10 @@ pub struct Names {
 impl Names {
     /// The name of `tool` of `server`, distinct from every name handed out before.
     pub fn assign(&mut self, server: &str, tool: &str) -> String {
-        let base = cut(&format!("{PREFIX}{}__{}", sanitize(server), sanitize(tool)), MAX_NAME);
+        let base = cut(
+            &format!("{PREFIX}{}__{}", sanitize(server), sanitize(tool)),
+            MAX_NAME,
+        );
         let mut name = base.clone();
         let mut n = 2;
         while self.taken.contains(&name) {

@@ -99,13 +99,17 @@ mod tests {
     fn structured_content_shows_when_no_text_does() {
         let output = to_output("s", &json!({"content": [], "structuredContent": {"n": 1}}));
         assert_eq!(output.text, r#"{"n":1}"#);
-        let both = json!({"content": [{"type": "text", "text": "1"}], "structuredContent": {"n": 1}});
+        let both =
+            json!({"content": [{"type": "text", "text": "1"}], "structuredContent": {"n": 1}});
         assert_eq!(to_output("s", &both).text, "1");
     }
 
     #[test]
     fn errors_name_the_server_and_long_results_are_cut() {
-        let output = to_output("db", &json!({"content": [{"type": "text", "text": "no"}], "isError": true}));
+        let output = to_output(
+            "db",
+            &json!({"content": [{"type": "text", "text": "no"}], "isError": true}),
+        );
         assert!(output.is_error);
         assert_eq!(output.text, "Error from the MCP server `db`: no");
         let long = "x".repeat(MAX_RESULT * 2);

@@ -7,12 +7,14 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::future::BoxFuture;
+use futures::FutureExt;
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion,
 };
-use futures::future::BoxFuture;
-use futures::FutureExt;
-use rmcp::service::{Peer, RoleClient, RunningService, RunningServiceCancellationToken, ServiceExt};
+use rmcp::service::{
+    Peer, RoleClient, RunningService, RunningServiceCancellationToken, ServiceExt,
+};
 use rmcp::ClientHandler;
 use serde_json::Value;
 use tokio::sync::{watch, Notify};
@@ -35,9 +37,13 @@ pub enum State {
     Starting,
     Ready(Arc<Connected>),
     /// It went away or could not start; kin tries again after a pause.
-    Down { reason: String },
+    Down {
+        reason: String,
+    },
     /// kin will not connect to it (an unsupported transport, or the session closed).
-    Refused { reason: String },
+    Refused {
+        reason: String,
+    },
 }
 
 /// A live connection.
@@ -111,9 +117,7 @@ impl Server {
     /// Waits until the server is no longer [`State::Starting`].
     pub async fn started(&self) {
         let mut state = self.state.clone();
-        let _ = state
-            .wait_for(|s| !matches!(s, State::Starting))
-            .await;
+        let _ = state.wait_for(|s| !matches!(s, State::Starting)).await;
     }
 
     /// Calls `tool` with `arguments`; a trip of `cancel` sends MCP cancellation.
@@ -201,7 +205,8 @@ async fn supervise(
     let mut backoff = FIRST_BACKOFF;
     loop {
         let events = Events::default();
-        let connecting = tokio::time::timeout(CONNECT_TIMEOUT, connect(&spec, &cwd, events.clone()));
+        let connecting =
+            tokio::time::timeout(CONNECT_TIMEOUT, connect(&spec, &cwd, events.clone()));
         let attempt = tokio::select! {
             _ = cancel.cancelled() => break,
             attempt = connecting => attempt.unwrap_or_else(|_| Err("it did not finish starting in time".into())),

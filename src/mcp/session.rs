@@ -72,7 +72,10 @@ impl SessionServers {
                     ),
                     State::Down { reason } | State::Refused { reason } => reason,
                 };
-                Some(format!("MCP server `{}` is not available: {why}", server.name))
+                Some(format!(
+                    "MCP server `{}` is not available: {why}",
+                    server.name
+                ))
             })
             .collect()
     }

@@ -126,6 +126,9 @@ mod tests {
             url: "http://h/mcp".into(),
             headers: vec![("Authorization".into(), "Bearer x".into())],
         };
-        assert_eq!(http.describe(), "http: http://h/mcp (headers: Authorization=***)");
+        assert_eq!(
+            http.describe(),
+            "http: http://h/mcp (headers: Authorization=***)"
+        );
     }
 }

@@ -34,7 +34,10 @@ impl McpTool {
             .unwrap_or(false);
         let description = match &tool.description {
             Some(text) => format!("{text} (MCP server `{}`)", server.name),
-            None => format!("The `{}` tool of the MCP server `{}`.", tool.name, server.name),
+            None => format!(
+                "The `{}` tool of the MCP server `{}`.",
+                tool.name, server.name
+            ),
         };
         Self {
             remote: tool.name.to_string(),
@@ -93,7 +96,10 @@ impl Tool for McpTool {
                 CallOutcome::Failed(reason) => ToolOutput::error(
                     "McpServerUnavailable",
                     "MCP_SERVER_UNAVAILABLE",
-                    format!("Error: the MCP server `{}` could not run `{remote}`: {reason}", server.name),
+                    format!(
+                        "Error: the MCP server `{}` could not run `{remote}`: {reason}",
+                        server.name
+                    ),
                 ),
             }
         }

@@ -1,0 +1,203 @@
+//! MCP servers through the real binary: the official filesystem server from npm over stdio
+//! (installed by `.ci/run` from tests/mcp/package-lock.json), a server that never answers
+//! (the startup timeout), one that exits at once; permissions in `read-only`; and no server
+//! process left after `session/close`, `session/delete` or a kill -9 of kin.
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use common::{Script, Wire};
+use serde_json::{json, Value};
+
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// The filesystem server's entry point, or `None` (with a visible line) when node or the
+/// package is missing outside CI; in CI a missing server fails the test.
+fn filesystem_server() -> Option<(String, PathBuf)> {
+    let script = common::repo()
+        .join("tests/mcp/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
+    let node = std::process::Command::new("node").arg("--version").output();
+    if node.is_ok_and(|o| o.status.success()) && script.is_file() {
+        return Some(("node".into(), script));
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI must have node and tests/mcp installed (`npm ci` in tests/mcp)"
+    );
+    eprintln!("SKIPPED: node or @modelcontextprotocol/server-filesystem missing (run `npm ci` in tests/mcp)");
+    None
+}
+
+/// Polls for a process exit, which has no event to wait on.
+async fn poll_until(what: &str, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < DEADLINE, "gave up waiting: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn new_session(wire: &mut Wire, servers: Value) -> String {
+    let cwd = wire.cwd();
+    let (_, answer) = wire
+        .request(1, "session/new", json!({"cwd": cwd, "mcpServers": servers}))
+        .await;
+    answer["result"]["sessionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no session: {answer}"))
+        .to_owned()
+}
+
+async fn set_mode(wire: &mut Wire, session: &str, mode: &str) {
+    let (_, answer) = wire
+        .request(
+            2,
+            "session/set_mode",
+            json!({"sessionId": session, "modeId": mode}),
+        )
+        .await;
+    assert!(answer.get("error").is_none(), "{answer}");
+}
+
+/// Prompts and returns the updates sent before the answer.
+async fn prompt(wire: &mut Wire, session: &str) -> Vec<Value> {
+    let (updates, answer) = wire
+        .request(
+            3,
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": "Go."}]}),
+        )
+        .await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    updates
+}
+
+fn filesystem_entry(command: &str, script: &std::path::Path, root: &str) -> Value {
+    json!([{"name": "files", "command": command, "args": [script, root], "env": []}])
+}
+
+fn tool_text(updates: &[Value], call_id: &str) -> String {
+    updates
+        .iter()
+        .filter(|u| u["params"]["update"]["toolCallId"] == call_id)
+        .map(|u| u["params"]["update"].to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn the_filesystem_server_answers_a_tool_call_and_is_gone_after_close() {
+    let Some((node, script)) = filesystem_server() else {
+        return;
+    };
+    let replay = Script::new()
+        .calls(&[("c1", "mcp__files__list_directory", json!({"path": "."}))])
+        .text("Listed.")
+        .dir();
+    let mut wire = Wire::start(Some(replay.path()));
+    std::fs::write(wire.cwd.path().join("hello-mcp.txt"), "hi").unwrap();
+    wire.initialize().await;
+    let root = wire.cwd();
+    let session = new_session(&mut wire, filesystem_entry(&node, &script, &root)).await;
+    set_mode(&mut wire, &session, "allow").await;
+    let updates = prompt(&mut wire, &session).await;
+    let text = tool_text(&updates, "c1");
+    assert!(text.contains("hello-mcp.txt"), "{text}");
+    let log = std::fs::read_to_string(common::log_file(wire.home.path(), 0)).unwrap_or_default();
+    let _ = log;
+    let marker = script.to_string_lossy().into_owned();
+    assert!(!common::marked(&marker).is_empty(), "the server runs");
+    let (_, answer) = wire
+        .request(4, "session/close", json!({"sessionId": session}))
+        .await;
+    assert!(answer.get("error").is_none(), "{answer}");
+    poll_until("the server process ends", || {
+        common::marked(&marker)
+            .iter()
+            .all(|(_, line)| !line.contains(&root))
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn read_only_refuses_a_server_tool_without_the_read_only_hint() {
+    let Some((node, script)) = filesystem_server() else {
+        return;
+    };
+    // `write_file` is not annotated read-only by the server.
+    let replay = Script::new()
+        .calls(&[(
+            "w1",
+            "mcp__files__write_file",
+            json!({"path": "made.txt", "content": "x"}),
+        )])
+        .text("Tried.")
+        .dir();
+    let mut wire = Wire::start(Some(replay.path()));
+    wire.initialize().await;
+    let root = wire.cwd();
+    let session = new_session(&mut wire, filesystem_entry(&node, &script, &root)).await;
+    set_mode(&mut wire, &session, "read-only").await;
+    let updates = prompt(&mut wire, &session).await;
+    let text = tool_text(&updates, "w1");
+    assert!(text.contains("read-only"), "{text}");
+    assert!(!wire.cwd.path().join("made.txt").exists());
+}
+
+#[tokio::test]
+async fn a_server_that_never_answers_is_left_behind_with_a_notice_and_killed_with_kin() {
+    let marker = format!("1000.{}77", std::process::id());
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join("config/kin")).unwrap();
+    std::fs::write(
+        home.path().join("config/kin/config.toml"),
+        "mcp_startup_timeout = \"300ms\"\n",
+    )
+    .unwrap();
+    let replay = Script::new().text("Done.").dir();
+    let mut wire = Wire::start_in(Some(replay.path()), home);
+    wire.initialize().await;
+    let servers = json!([
+        {"name": "stuck", "command": "sleep", "args": [marker], "env": []},
+        {"name": "gone", "command": "false", "args": [], "env": []},
+        {"name": "old", "type": "sse", "url": "http://127.0.0.1:9/sse", "headers": []}
+    ]);
+    let cwd = wire.cwd();
+    let (after_new, answer) = wire
+        .request(1, "session/new", json!({"cwd": cwd, "mcpServers": servers}))
+        .await;
+    let session = answer["result"]["sessionId"].as_str().unwrap().to_owned();
+    let _ = after_new;
+    let updates = prompt(&mut wire, &session).await;
+    let all: String = updates.iter().map(Value::to_string).collect();
+    assert!(all.contains("MCP server `stuck` is not available"), "{all}");
+    assert!(all.contains("MCP server `gone` is not available"), "{all}");
+    assert!(all.contains("MCP server `old` is not used"), "{all}");
+    assert!(!common::marked(&marker).is_empty(), "the stuck server runs");
+    // kill -9 of kin: the process guard takes the server down.
+    wire.child.start_kill().unwrap();
+    poll_until("the stuck server ends with kin", || {
+        common::marked(&marker).is_empty()
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn delete_stops_the_servers_of_a_session() {
+    let marker = format!("1000.{}78", std::process::id());
+    let replay = Script::new().dir();
+    let mut wire = Wire::start(Some(replay.path()));
+    wire.initialize().await;
+    let session = new_session(
+        &mut wire,
+        json!([{"name": "stuck", "command": "sleep", "args": [marker], "env": []}]),
+    )
+    .await;
+    poll_until("the server starts", || !common::marked(&marker).is_empty()).await;
+    let (_, answer) = wire
+        .request(4, "session/delete", json!({"sessionId": session}))
+        .await;
+    assert!(answer.get("error").is_none(), "{answer}");
+    poll_until("the server ends", || common::marked(&marker).is_empty()).await;
+}
