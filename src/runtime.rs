@@ -141,6 +141,7 @@ impl Runtime {
         let view = (!specs.is_empty()).then(|| McpView {
             servers: SessionServers::start(specs, agent.cwd.clone(), self.mcp_startup_timeout),
             keep: None,
+            owned: true,
         });
         if let Some(old) = agent.set_mcp(view) {
             tokio::spawn(async move { old.stop().await });

@@ -201,3 +201,50 @@ async fn delete_stops_the_servers_of_a_session() {
     assert!(answer.get("error").is_none(), "{answer}");
     poll_until("the server ends", || common::marked(&marker).is_empty()).await;
 }
+
+#[tokio::test]
+async fn an_in_process_child_calls_the_parents_server_through_the_same_process() {
+    let Some((node, script)) = filesystem_server() else {
+        return;
+    };
+    let parent = Script::new()
+        .calls(&[(
+            "s1",
+            "subagent",
+            json!({"description": "List", "prompt": "List the files."}),
+        )])
+        .text("Done.")
+        .dir();
+    let child = Script::new()
+        .calls(&[("c1", "mcp__files__list_directory", json!({"path": "."}))])
+        .text("Child listed.")
+        .dir();
+    std::fs::copy(
+        child.path().join("session.jsonl"),
+        parent.path().join("session.1.jsonl"),
+    )
+    .unwrap();
+    let mut wire = Wire::start(Some(parent.path()));
+    std::fs::write(wire.cwd.path().join("from-child.txt"), "hi").unwrap();
+    wire.initialize().await;
+    let root = wire.cwd();
+    let session = new_session(&mut wire, filesystem_entry(&node, &script, &root)).await;
+    set_mode(&mut wire, &session, "allow").await;
+    prompt(&mut wire, &session).await;
+    let marker = script.to_string_lossy().into_owned();
+    let servers = common::marked(&marker)
+        .into_iter()
+        .filter(|(_, line)| line.contains(&root) && !line.contains("__guard"))
+        .count();
+    assert_eq!(
+        servers, 1,
+        "one server process for the session and its child"
+    );
+    // The child's log has the server's answer.
+    let logs: String = std::fs::read_dir(wire.home.path().join("sessions"))
+        .into_iter()
+        .flatten()
+        .filter_map(|e| std::fs::read_to_string(e.ok()?.path()).ok())
+        .collect();
+    assert!(logs.contains("from-child.txt"), "{logs}");
+}

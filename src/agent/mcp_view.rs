@@ -17,13 +17,18 @@ pub struct McpView {
     pub servers: Arc<SessionServers>,
     /// `None`: every tool.
     pub keep: Option<ToolKeep>,
+    /// Whether this agent's session owns the servers (a child's view borrows its parent's).
+    pub owned: bool,
 }
 
 impl Agent {
-    /// Makes `view` the agent's MCP servers; returns the servers it had before, to stop.
+    /// Makes `view` the agent's MCP servers; returns the servers it owned before, to stop
+    /// (a child's borrowed view is never returned: the parent's servers are not its to stop).
     pub fn set_mcp(&self, view: Option<McpView>) -> Option<Arc<SessionServers>> {
         let mut slot = self.mcp.write().unwrap_or_else(|p| p.into_inner());
-        std::mem::replace(&mut *slot, view).map(|old| old.servers)
+        std::mem::replace(&mut *slot, view)
+            .filter(|old| old.owned)
+            .map(|old| old.servers)
     }
 
     pub fn mcp(&self) -> Option<McpView> {
@@ -42,5 +47,29 @@ impl Agent {
                 Some(Arc::new(kept))
             }
         }
+    }
+}
+
+impl McpView {
+    /// A delegated child's view: its parent's servers (the same connections), narrowed by the
+    /// child's tool filter (`allow`: only these names; `deny`: never these) on top of the
+    /// parent's own narrowing.
+    pub fn for_child(
+        parent: &Agent,
+        allow: Option<Vec<String>>,
+        deny: Option<Vec<String>>,
+    ) -> Option<Self> {
+        let view = parent.mcp()?;
+        let inherited = view.keep.clone();
+        let keep: ToolKeep = Arc::new(move |name: &str| {
+            inherited.as_ref().is_none_or(|keep| keep(name))
+                && allow.as_ref().is_none_or(|a| a.iter().any(|n| n == name))
+                && deny.as_ref().is_none_or(|d| d.iter().all(|n| n != name))
+        });
+        Some(Self {
+            servers: view.servers,
+            keep: Some(keep),
+            owned: false,
+        })
     }
 }
