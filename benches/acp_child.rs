@@ -65,6 +65,7 @@ fn command(replay: &Path, home: &Path, cwd: &Path) -> ChildCommand {
         initialize_timeout: Duration::from_secs(30),
         eof_grace: Duration::from_secs(1),
         term_grace: Duration::from_secs(2),
+        mcp_servers: Vec::new(),
     }
 }
 

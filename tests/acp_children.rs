@@ -67,6 +67,7 @@ fn command_for(mode: &str, marker: &str, cwd: &Path) -> ChildCommand {
         initialize_timeout: Duration::from_secs(20),
         eof_grace: Duration::from_millis(200),
         term_grace: Duration::from_millis(200),
+        mcp_servers: Vec::new(),
     }
 }
 
@@ -622,6 +623,7 @@ async fn a_kin_child_is_reopened_in_a_new_process_and_continues_its_session() {
         initialize_timeout: Duration::from_secs(20),
         eof_grace: Duration::from_secs(1),
         term_grace: Duration::from_secs(1),
+        mcp_servers: Vec::new(),
     };
     let cancel = CancellationToken::new();
     let mut first = AcpChild::start(command.clone(), &cancel).await.unwrap();

@@ -248,3 +248,121 @@ async fn an_in_process_child_calls_the_parents_server_through_the_same_process()
         .collect();
     assert!(logs.contains("from-child.txt"), "{logs}");
 }
+
+/// The Python the tests use for the SDK's HTTP server (`KIN_PYTHON`, else the CI venv), or
+/// `None` (with a visible line) outside CI when it lacks the `mcp` package.
+fn python_with_mcp() -> Option<PathBuf> {
+    let python = std::env::var_os("KIN_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| common::repo().join("target/ci-venv/bin/python"));
+    let ok = std::process::Command::new(&python)
+        .args(["-c", "import mcp.server.mcpserver, uvicorn"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if ok {
+        return Some(python);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI must have the Python `mcp` package (tests/interop/requirements.txt)"
+    );
+    eprintln!("SKIPPED: no Python with the `mcp` package (set KIN_PYTHON)");
+    None
+}
+
+#[tokio::test]
+async fn an_http_server_gets_the_editors_headers_and_answers_a_call() {
+    use tokio::io::AsyncBufReadExt;
+    let Some(python) = python_with_mcp() else {
+        return;
+    };
+    let mut server = tokio::process::Command::new(python)
+        .arg(common::repo().join("tests/mcp/http_server.py"))
+        .args(["X-Kin-Test", "token-123"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(server.stdout.take().unwrap()).lines();
+    let first = tokio::time::timeout(DEADLINE, lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let port = first.strip_prefix("PORT ").unwrap().to_owned();
+    let replay = Script::new()
+        .calls(&[("h1", "mcp__web__echo", json!({"text": "over http"}))])
+        .text("Echoed.")
+        .dir();
+    // A loaded machine may start Python slowly: the first prompt may wait long for it.
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join("config/kin")).unwrap();
+    std::fs::write(
+        home.path().join("config/kin/config.toml"),
+        "mcp_startup_timeout = \"60s\"\n",
+    )
+    .unwrap();
+    let mut wire = Wire::start_in(Some(replay.path()), home);
+    wire.initialize().await;
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let headers = json!([{"name": "X-Kin-Test", "value": "token-123"}]);
+    let session = new_session(
+        &mut wire,
+        json!([{"type": "http", "name": "web", "url": url, "headers": headers}]),
+    )
+    .await;
+    set_mode(&mut wire, &session, "allow").await;
+    let updates = prompt(&mut wire, &session).await;
+    let text = tool_text(&updates, "h1");
+    assert!(text.contains("echo: over http"), "{text}");
+    let _ = server.start_kill();
+}
+
+/// The fake ACP child, built with the tests (`cargo test` builds examples).
+fn fake_child() -> PathBuf {
+    let deps = std::env::current_exe().unwrap();
+    let path = deps
+        .parent()
+        .and_then(std::path::Path::parent)
+        .unwrap()
+        .join("examples/fake_acp_child");
+    assert!(path.is_file(), "{} is missing", path.display());
+    path
+}
+
+#[tokio::test]
+async fn an_acp_child_gets_the_servers_its_capabilities_accept() {
+    let marker = format!("1000.{}79", std::process::id());
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join("config/kin")).unwrap();
+    std::fs::write(
+        home.path().join("config/kin/config.toml"),
+        format!(
+            "mcp_startup_timeout = \"200ms\"\n[acp_agents.fake]\ncommand = {:?}\nargs = [{marker:?}, \"mcp\"]\n",
+            fake_child().display().to_string()
+        ),
+    )
+    .unwrap();
+    let replay = Script::new()
+        .calls(&[(
+            "a1",
+            "subagent_fake",
+            json!({"description": "Ask", "prompt": "Which servers?"}),
+        )])
+        .text("Done.")
+        .dir();
+    let mut wire = Wire::start_in(Some(replay.path()), home);
+    wire.initialize().await;
+    let servers = json!([
+        {"name": "files", "command": "sleep", "args": [marker], "env": []},
+        {"type": "http", "name": "web", "url": "http://127.0.0.1:9/mcp", "headers": []}
+    ]);
+    let session = new_session(&mut wire, servers).await;
+    set_mode(&mut wire, &session, "allow").await;
+    let updates = prompt(&mut wire, &session).await;
+    let text = tool_text(&updates, "a1");
+    // The child takes stdio, and no HTTP (`mcpCapabilities.http: false`).
+    assert!(text.contains("mcp files"), "{text}");
+    assert!(!text.contains("files,web"), "{text}");
+}

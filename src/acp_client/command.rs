@@ -32,4 +32,7 @@ pub struct ChildCommand {
     /// Teardown: after stdin closes, the wait before SIGTERM; after SIGTERM, before SIGKILL.
     pub eof_grace: Duration,
     pub term_grace: Duration,
+    /// The delegating session's MCP servers as ACP `mcpServers` entries; the child's
+    /// `session/new` (and resume or load) gets those its `mcpCapabilities` accept.
+    pub mcp_servers: Vec<serde_json::Value>,
 }

@@ -106,6 +106,9 @@ impl AcpProvider {
             initialize_timeout: config.initialize_timeout,
             eof_grace: config.eof_grace,
             term_grace: config.term_grace,
+            mcp_servers: parent.mcp().map_or_else(Vec::new, |view| {
+                view.servers.specs().iter().map(|s| s.to_acp()).collect()
+            }),
         })
     }
 }

@@ -67,7 +67,7 @@ mod tests {
         let mut names = Names::default();
         assert_eq!(names.assign("files", "read_file"), "mcp__files__read_file");
         assert_eq!(names.assign("my db", "run.query"), "mcp__my_db__run_query");
-        assert_eq!(names.assign("", "é"), "mcp_____");
+        assert_eq!(names.assign("", "é"), "mcp______");
         let long = names.assign("s", &"x".repeat(100));
         assert_eq!(long.len(), 64);
     }

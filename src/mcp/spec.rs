@@ -75,6 +75,29 @@ impl Transport {
     }
 }
 
+impl ServerSpec {
+    /// The server as an ACP `mcpServers` entry (what kin passes on to an ACP child).
+    pub fn to_acp(&self) -> serde_json::Value {
+        let pairs = |pairs: &[(String, String)]| {
+            let listed = pairs.iter();
+            listed
+                .map(|(name, value)| serde_json::json!({"name": name, "value": value}))
+                .collect::<Vec<_>>()
+        };
+        match &self.transport {
+            Transport::Stdio { command, args, env } => serde_json::json!({
+                "name": self.name, "command": command, "args": args, "env": pairs(env)
+            }),
+            Transport::Http { url, headers } => serde_json::json!({
+                "type": "http", "name": self.name, "url": url, "headers": pairs(headers)
+            }),
+            Transport::Sse { url } => serde_json::json!({
+                "type": "sse", "name": self.name, "url": url, "headers": []
+            }),
+        }
+    }
+}
+
 /// `configured` servers with `editor`'s on top: an editor's server replaces a configured one
 /// of the same name. Configured ones come first, in their order, then the editor's new ones.
 pub fn merge(configured: &[ServerSpec], editor: Vec<ServerSpec>) -> Vec<ServerSpec> {
