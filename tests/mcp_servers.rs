@@ -39,6 +39,19 @@ async fn poll_until(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// `kin acp --replay replay` with a startup timeout generous enough for a loaded machine (the
+/// tests run servers in parallel on few cores).
+fn start(replay: &std::path::Path) -> Wire {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join("config/kin")).unwrap();
+    std::fs::write(
+        home.path().join("config/kin/config.toml"),
+        "mcp_startup_timeout = \"60s\"\n",
+    )
+    .unwrap();
+    Wire::start_in(Some(replay), home)
+}
+
 async fn new_session(wire: &mut Wire, servers: Value) -> String {
     let cwd = wire.cwd();
     let (_, answer) = wire
@@ -95,7 +108,7 @@ async fn the_filesystem_server_answers_a_tool_call_and_is_gone_after_close() {
         .calls(&[("c1", "mcp__files__list_directory", json!({"path": "."}))])
         .text("Listed.")
         .dir();
-    let mut wire = Wire::start(Some(replay.path()));
+    let mut wire = start(replay.path());
     std::fs::write(wire.cwd.path().join("hello-mcp.txt"), "hi").unwrap();
     wire.initialize().await;
     let root = wire.cwd();
@@ -134,7 +147,7 @@ async fn read_only_refuses_a_server_tool_without_the_read_only_hint() {
         )])
         .text("Tried.")
         .dir();
-    let mut wire = Wire::start(Some(replay.path()));
+    let mut wire = start(replay.path());
     wire.initialize().await;
     let root = wire.cwd();
     let session = new_session(&mut wire, filesystem_entry(&node, &script, &root)).await;
@@ -187,7 +200,7 @@ async fn a_server_that_never_answers_is_left_behind_with_a_notice_and_killed_wit
 async fn delete_stops_the_servers_of_a_session() {
     let marker = format!("1000.{}78", std::process::id());
     let replay = Script::new().dir();
-    let mut wire = Wire::start(Some(replay.path()));
+    let mut wire = start(replay.path());
     wire.initialize().await;
     let session = new_session(
         &mut wire,
@@ -295,15 +308,7 @@ async fn an_http_server_gets_the_editors_headers_and_answers_a_call() {
         .calls(&[("h1", "mcp__web__echo", json!({"text": "over http"}))])
         .text("Echoed.")
         .dir();
-    // A loaded machine may start Python slowly: the first prompt may wait long for it.
-    let home = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(home.path().join("config/kin")).unwrap();
-    std::fs::write(
-        home.path().join("config/kin/config.toml"),
-        "mcp_startup_timeout = \"60s\"\n",
-    )
-    .unwrap();
-    let mut wire = Wire::start_in(Some(replay.path()), home);
+    let mut wire = start(replay.path());
     wire.initialize().await;
     let url = format!("http://127.0.0.1:{port}/mcp");
     let headers = json!([{"name": "X-Kin-Test", "value": "token-123"}]);
@@ -315,7 +320,7 @@ async fn an_http_server_gets_the_editors_headers_and_answers_a_call() {
     set_mode(&mut wire, &session, "allow").await;
     let updates = prompt(&mut wire, &session).await;
     let text = tool_text(&updates, "h1");
-    assert!(text.contains("echo: over http"), "{text}");
+    assert!(text.contains("echo: over http"), "{updates:?}");
     let _ = server.start_kill();
 }
 
@@ -365,4 +370,85 @@ async fn an_acp_child_gets_the_servers_its_capabilities_accept() {
     // The child takes stdio, and no HTTP (`mcpCapabilities.http: false`).
     assert!(text.contains("mcp files"), "{text}");
     assert!(!text.contains("files,web"), "{text}");
+}
+
+#[tokio::test]
+async fn a_server_flooding_its_stderr_still_serves() {
+    let Some((node, script)) = filesystem_server() else {
+        return;
+    };
+    // 32 MiB on stderr before it serves: kin keeps reading (and only the last lines).
+    let flood = format!(
+        "head -c 33554432 /dev/zero | tr '\\0' x >&2; exec {node} {} \"$0\"",
+        script.display()
+    );
+    let replay = Script::new()
+        .calls(&[("f1", "mcp__files__list_directory", json!({"path": "."}))])
+        .text("Listed.")
+        .dir();
+    let mut wire = start(replay.path());
+    std::fs::write(wire.cwd.path().join("after-flood.txt"), "hi").unwrap();
+    wire.initialize().await;
+    let root = wire.cwd();
+    let servers =
+        json!([{"name": "files", "command": "sh", "args": ["-c", flood, root], "env": []}]);
+    let session = new_session(&mut wire, servers).await;
+    set_mode(&mut wire, &session, "allow").await;
+    let updates = prompt(&mut wire, &session).await;
+    let text = tool_text(&updates, "f1");
+    assert!(text.contains("after-flood.txt"), "{text}");
+}
+
+#[tokio::test]
+async fn ask_mode_asks_before_each_server_tool_call() {
+    let Some((node, script)) = filesystem_server() else {
+        return;
+    };
+    let replay = Script::new()
+        .calls(&[(
+            "w1",
+            "mcp__files__write_file",
+            json!({"path": "asked.txt", "content": "x"}),
+        )])
+        .calls(&[("l1", "mcp__files__list_allowed_directories", json!({}))])
+        .text("Done.")
+        .dir();
+    let mut wire = start(replay.path());
+    wire.initialize().await;
+    let root = wire.cwd();
+    let session = new_session(&mut wire, filesystem_entry(&node, &script, &root)).await;
+    wire.send(
+        &json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+        "params": {"sessionId": session, "prompt": [{"type": "text", "text": "Go."}]}}),
+    )
+    .await;
+    // Reject the first question, allow the second, once each.
+    let mut asked = Vec::new();
+    let mut updates = Vec::new();
+    loop {
+        let message = wire.read().await.expect("kin answers the prompt");
+        if message["method"] == "session/request_permission" {
+            let kind = if asked.is_empty() {
+                "reject_once"
+            } else {
+                "allow_once"
+            };
+            let options = message["params"]["options"].as_array().unwrap();
+            let option = options.iter().find(|o| o["kind"] == kind).unwrap();
+            asked.push(message["params"]["toolCall"]["title"].to_string());
+            wire.send(&json!({"jsonrpc": "2.0", "id": message["id"], "result":
+                {"outcome": {"outcome": "selected", "optionId": option["optionId"]}}}))
+                .await;
+        } else if message["id"] == 3 {
+            assert_eq!(message["result"]["stopReason"], "end_turn", "{message}");
+            break;
+        } else {
+            updates.push(message);
+        }
+    }
+    assert_eq!(asked.len(), 2, "{asked:?}");
+    assert!(asked[0].contains("write_file (files)"), "{asked:?}");
+    assert!(tool_text(&updates, "w1").contains("the user rejected this call"));
+    assert!(!wire.cwd.path().join("asked.txt").exists());
+    assert!(tool_text(&updates, "l1").contains(&root), "{updates:?}");
 }

@@ -29,6 +29,8 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// How long connecting (start and handshake) may take before the attempt counts as failed.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
+/// Failed attempts in a row after which the first prompt stops waiting for a server.
+const GIVE_UP_AFTER: u32 = 3;
 
 /// Where a server is.
 #[derive(Clone)]
@@ -36,9 +38,11 @@ pub enum State {
     /// Its first connection is under way.
     Starting,
     Ready(Arc<Connected>),
-    /// It went away or could not start; kin tries again after a pause.
+    /// It went away or could not start; kin tries again after a pause. `failures`: attempts
+    /// in a row that failed.
     Down {
         reason: String,
+        failures: u32,
     },
     /// kin will not connect to it (an unsupported transport, or the session closed).
     Refused {
@@ -114,10 +118,18 @@ impl Server {
         self.state.borrow().clone()
     }
 
-    /// Waits until the server is no longer [`State::Starting`].
+    /// Waits until the server is ready, refused, or has failed [`GIVE_UP_AFTER`] attempts in
+    /// a row (a server not listening yet gets a few quick tries; one that cannot start does
+    /// not hold up the first prompt for the whole startup timeout).
     pub async fn started(&self) {
         let mut state = self.state.clone();
-        let _ = state.wait_for(|s| !matches!(s, State::Starting)).await;
+        let _ = state
+            .wait_for(|s| match s {
+                State::Starting => false,
+                State::Down { failures, .. } => *failures >= GIVE_UP_AFTER,
+                State::Ready(_) | State::Refused { .. } => true,
+            })
+            .await;
     }
 
     /// Calls `tool` with `arguments`; a trip of `cancel` sends MCP cancellation.
@@ -130,7 +142,7 @@ impl Server {
         let peer = match self.state() {
             State::Ready(connected) => connected.peer.clone(),
             State::Starting => return CallOutcome::Failed("it is still starting".into()),
-            State::Down { reason } | State::Refused { reason } => {
+            State::Down { reason, .. } | State::Refused { reason } => {
                 return CallOutcome::Failed(format!("it is not available ({reason})"))
             }
         };
@@ -203,6 +215,7 @@ async fn supervise(
     cancel: CancellationToken,
 ) {
     let mut backoff = FIRST_BACKOFF;
+    let mut failures = 0;
     loop {
         let events = Events::default();
         let connecting =
@@ -229,20 +242,22 @@ async fn supervise(
                 };
                 match (reason, report) {
                     (None, _) => break,
-                    (Some(reason), Some(report)) => {
+                    // It had worked: the next try comes soon, and counts afresh.
+                    (Some(reason), report) => {
                         backoff = FIRST_BACKOFF;
-                        format!("{reason} ({report})")
-                    }
-                    (Some(reason), None) => {
-                        backoff = FIRST_BACKOFF;
-                        reason
+                        failures = 0;
+                        match report {
+                            Some(report) => format!("{reason} ({report})"),
+                            None => reason,
+                        }
                     }
                 }
             }
             Err(reason) => reason,
         };
         tracing::warn!(server = spec.name, %reason, "MCP server unavailable; retrying");
-        state.send_replace(State::Down { reason });
+        failures += 1;
+        state.send_replace(State::Down { reason, failures });
         tokio::select! {
             _ = cancel.cancelled() => break,
             _ = tokio::time::sleep(backoff) => {}

@@ -70,7 +70,7 @@ impl SessionServers {
                         "it did not start within {} s; kin goes on without it",
                         self.startup_timeout.as_secs_f64()
                     ),
-                    State::Down { reason } | State::Refused { reason } => reason,
+                    State::Down { reason, .. } | State::Refused { reason } => reason,
                 };
                 Some(format!(
                     "MCP server `{}` is not available: {why}",

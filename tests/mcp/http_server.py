@@ -33,6 +33,8 @@ async def app(scope, receive, send):
 
 sock = socket.socket()
 sock.bind(("127.0.0.1", 0))
+# Listening before the port is told: connections made from then on wait for uvicorn.
+sock.listen(64)
 print(f"PORT {sock.getsockname()[1]}", flush=True)
 config = uvicorn.Config(app, log_level="warning", lifespan="on")
 uvicorn.Server(config).run(sockets=[sock])
