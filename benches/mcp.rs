@@ -90,8 +90,13 @@ async fn connected(specs: Vec<ServerSpec>, cwd: &Path) -> Arc<SessionServers> {
 /// One call; returns (round trip, server's own time).
 async fn call(servers: &SessionServers, cwd: &Path) -> (Duration, Duration) {
     let registry = servers.registry();
+    let name = registry
+        .specs()
+        .first()
+        .map(|s| s.name.clone())
+        .unwrap_or_default();
     let start = Instant::now();
-    let output = registry.call("mcp__bench__ping", "{}", context(cwd)).await;
+    let output = registry.call(&name, "{}", context(cwd)).await;
     let elapsed = start.elapsed();
     let nanos: u64 = output
         .text
@@ -133,13 +138,18 @@ async fn ten_children(cwd: &Path) {
     servers.stop().await;
 }
 
-/// The bench server processes now running (their environment marks them).
+/// The bench server processes now running (their environment marks them; their guards,
+/// which have it too, are not counted).
 fn common_processes() -> usize {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return 0;
     };
     entries
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            !String::from_utf8_lossy(&cmdline).contains("__guard")
+        })
         .filter(|pid| {
             std::fs::read(format!("/proc/{pid}/environ"))
                 .is_ok_and(|env| env.windows(SERVER.len()).any(|w| w == SERVER.as_bytes()))
