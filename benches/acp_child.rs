@@ -67,6 +67,7 @@ fn command(replay: &Path, home: &Path, cwd: &Path) -> ChildCommand {
         term_grace: Duration::from_secs(2),
         link: None,
         remote_cwd: None,
+        mcp_servers: Vec::new(),
     }
 }
 

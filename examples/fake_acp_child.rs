@@ -18,6 +18,8 @@
 //! - `fs-escape`: a prompt writes `inside.txt`, `../escaped.txt` and `link/escaped.txt` under
 //!   its cwd through its client's `fs/write_text_file` and answers with what each got
 //!   (`ok` or `error`), space-separated.
+//! - `mcp`: advertises `mcpCapabilities: {http: false}`; the prompt's answer is `mcp <the names
+//!   of the MCP servers its session/new got, comma-separated>`.
 
 use std::io::{BufRead, Write};
 use std::time::Duration;
@@ -56,6 +58,7 @@ fn main() -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
     let mut depth = Value::Null;
     let mut cwd = String::new();
+    let mut mcp_names = String::new();
     let mut lines = stdin.lock().lines();
     while let Some(line) = lines.next() {
         let message: Value = serde_json::from_str(&line?).unwrap_or(Value::Null);
@@ -71,6 +74,11 @@ fn main() -> std::io::Result<()> {
                     writeln!(out, "this is not JSON-RPC")?;
                     out.flush()?;
                 }
+                "mcp" => send(
+                    &mut out,
+                    &reply(json!({"protocolVersion": 1,
+                        "agentCapabilities": {"mcpCapabilities": {"http": false}}})),
+                )?,
                 _ => send(
                     &mut out,
                     &reply(json!({"protocolVersion": 1, "agentCapabilities": {}})),
@@ -86,6 +94,15 @@ fn main() -> std::io::Result<()> {
                     .pointer("/params/_meta/kin.delegationDepth")
                     .cloned()
                     .unwrap_or(Value::Null);
+                let servers = message
+                    .pointer("/params/mcpServers")
+                    .and_then(Value::as_array);
+                mcp_names = servers
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|s| s.get("name")?.as_str().map(str::to_owned))
+                    .collect::<Vec<_>>()
+                    .join(",");
                 send(&mut out, &reply(json!({"sessionId": "fake-session"})))?;
             }
             Some("session/prompt") => match mode.as_str() {
@@ -182,6 +199,14 @@ fn main() -> std::io::Result<()> {
                     send(
                         &mut out,
                         &chunk("fake-session", "agent_message_chunk", &outcome.to_string()),
+                    )?;
+                    send(&mut out, &reply(json!({"stopReason": "end_turn"})))?;
+                }
+                "mcp" => {
+                    let text = format!("mcp {mcp_names}");
+                    send(
+                        &mut out,
+                        &chunk("fake-session", "agent_message_chunk", &text),
                     )?;
                     send(&mut out, &reply(json!({"stopReason": "end_turn"})))?;
                 }

@@ -6,6 +6,7 @@ mod delegation;
 mod duration;
 mod file;
 mod key;
+mod mcp_servers;
 mod models;
 mod reloadable;
 mod resolve;
@@ -17,6 +18,7 @@ pub use acp_agents::{AcpAgentConfig, AcpPermission};
 pub use delegation::{DelegationSettings, DEFAULT_MAX_RUNNING, DEFAULT_MAX_RUNNING_PER_PROCESS};
 pub use duration::parse_duration;
 pub use key::load as load_key;
+pub use mcp_servers::{render as render_mcp_servers, McpSettings};
 pub use reloadable::ReloadableModel;
 pub use resolve::{
     resolve, ConfiguredModel, KeyPlan, ModelConfig, Origin, Overrides, Setting, ENV_API_KEY,
@@ -170,5 +172,20 @@ pub fn acp_agents(env: EnvLookup<'_>) -> Result<Vec<AcpAgentConfig>, ConfigError
     match file::load(&path)? {
         Some(config) => acp_agents::resolve(&config.acp_agents, &path),
         None => Ok(Vec::new()),
+    }
+}
+
+/// The MCP servers of the config file (none without one).
+pub fn mcp_servers(env: EnvLookup<'_>) -> Result<McpSettings, ConfigError> {
+    let Some(path) = file::path(env) else {
+        return Ok(McpSettings::default());
+    };
+    match file::load(&path)? {
+        Some(config) => mcp_servers::resolve(
+            &config.mcp_servers,
+            config.mcp_startup_timeout.as_ref(),
+            &path,
+        ),
+        None => Ok(McpSettings::default()),
     }
 }

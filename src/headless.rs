@@ -111,6 +111,13 @@ pub async fn run(
             .set_permission_mode(mode)
             .map_err(|error| HeadlessError::Session(RuntimeError::from(error)))?;
     }
+    // The configured MCP servers; the turn waits for them up to their startup timeout.
+    runtime.start_mcp(&agent, Vec::new());
+    if let Some(view) = agent.mcp() {
+        for line in view.servers.wait_started().await {
+            let _ = writeln!(std::io::stderr(), "kin: {line}");
+        }
+    }
     let asker: Arc<dyn ClientBridge> = Arc::new(TerminalAsk::new());
     let printer = Arc::new(Printer {
         json: options.json,

@@ -20,6 +20,9 @@
 //! - [`tasks`]: background tasks and the `task_*` tools.
 //! - [`tools`]: the tool trait and registry; the coding tools (`read`, `write`, `edit`, `glob`,
 //!   `grep`, `bash`) with confinement, permissions and the editor bridge trait.
+//! - [`mcp`]: MCP servers (the editor's and the configured ones), client side through `rmcp`:
+//!   each session's servers started in the background, their tools offered as
+//!   `mcp__<server>__<tool>`, shared by in-process children.
 //! - [`process`]: the processes kin starts (commands, child agents): process groups, the
 //!   process guard, the scrubbed environment, output caps.
 //! - [`model`]: the model trait; the OpenAI-compatible HTTP client; replay of recorded scenarios.
@@ -32,7 +35,9 @@
 //! `{acp, headless} -> runtime -> delegation -> agent -> tools -> model -> session`, where
 //! `delegation` also uses `tasks` (which uses `tools`) and `acp_client`; `acp` and `headless`
 //! also use `agent` directly (`acp` also the depth keys of `acp_client`); `config` uses `model`
-//! (a model is built from its configuration).
+//! (a model is built from its configuration). `mcp` uses `tools`, `model` and `process`; `agent`
+//! holds a session's MCP servers (`agent::mcp_view`), `runtime` starts and stops them, `acp` and
+//! `config` turn the editor's and the file's entries into `mcp` specs.
 //! [`acp_client`] uses `rpc`, `config`, `process` and, to serve a child's requests, `tools`
 //! (the editor bridge, permissions, confined file access); `tools` and `config` use `process`,
 //! which uses nothing else of kin. `session` and `rpc` use only `sync`; `time`, `sync`, `text` and
@@ -45,6 +50,7 @@ pub mod config;
 pub mod delegation;
 pub mod headless;
 pub mod limits;
+pub mod mcp;
 pub mod model;
 pub mod process;
 pub mod rpc;

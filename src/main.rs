@@ -245,6 +245,11 @@ fn open_runtime(models: ModelCatalog) -> anyhow::Result<Arc<Runtime>> {
     }
     options.acp_agents = config::acp_agents(&config::process_env)?;
     options.delegation = config::delegation_settings(&config::process_env)?;
+    let mcp = config::mcp_servers(&config::process_env)?;
+    options.mcp_servers = mcp.servers;
+    if let Some(timeout) = mcp.startup_timeout {
+        options.mcp_startup_timeout = timeout;
+    }
     let model = models.default_choice().model.clone();
     options.models = Some(models);
     Runtime::new(&home, model, kin::tools::builtin(), options)
@@ -309,6 +314,10 @@ async fn show_config(flags: ModelFlags) -> anyhow::Result<u8> {
     let agents = config::acp_agents(&config::process_env)?;
     print!("{}", config::render(&config, &key));
     print!("{}", config::render_agents(&agents));
+    print!(
+        "{}",
+        config::render_mcp_servers(&config::mcp_servers(&config::process_env)?)
+    );
     Ok(0)
 }
 

@@ -7,13 +7,16 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::host::AgentHost;
+use crate::agent::mcp_view::McpView;
 use crate::agent::Agent;
 use crate::config::{AcpAgentConfig, DelegationSettings};
 use crate::delegation::{Delegation, DEFAULT_MAX_DEPTH};
+use crate::mcp::{ServerSpec, SessionServers};
 use crate::model::Model;
 use crate::session::{SessionStore, StoreError};
 use crate::tasks::{TaskKillTool, TaskListTool, TaskOutputTool, TaskService};
@@ -33,6 +36,10 @@ pub struct RuntimeOptions {
     pub models: Option<crate::model::ModelCatalog>,
     /// Time limits, caps and budgets of delegated children (`[delegation]`).
     pub delegation: DelegationSettings,
+    /// MCP servers from the config file, for every session (an editor's of the same name win).
+    pub mcp_servers: Vec<ServerSpec>,
+    /// How long a session's first prompt waits for its MCP servers to start.
+    pub mcp_startup_timeout: Duration,
 }
 
 impl Default for RuntimeOptions {
@@ -43,6 +50,8 @@ impl Default for RuntimeOptions {
             acp_agents: Vec::new(),
             models: None,
             delegation: DelegationSettings::default(),
+            mcp_servers: Vec::new(),
+            mcp_startup_timeout: crate::mcp::DEFAULT_STARTUP_TIMEOUT,
         }
     }
 }
@@ -53,6 +62,8 @@ pub struct Runtime {
     delegation: Arc<Delegation>,
     /// Cancels background tasks at shutdown.
     shutdown: CancellationToken,
+    mcp_servers: Vec<ServerSpec>,
+    mcp_startup_timeout: Duration,
 }
 
 impl Runtime {
@@ -95,6 +106,8 @@ impl Runtime {
             tasks,
             delegation,
             shutdown,
+            mcp_servers: options.mcp_servers,
+            mcp_startup_timeout: options.mcp_startup_timeout,
         }))
     }
 
@@ -125,6 +138,27 @@ impl Runtime {
         Ok(agent)
     }
 
+    /// Starts the session's MCP servers (the configured ones merged with `editor`'s) in the
+    /// background, replacing any it had (which are stopped in the background). Returns at once.
+    pub fn start_mcp(&self, agent: &Agent, editor: Vec<ServerSpec>) {
+        let specs = crate::mcp::merge(&self.mcp_servers, editor);
+        let view = (!specs.is_empty()).then(|| McpView {
+            servers: SessionServers::start(specs, agent.cwd.clone(), self.mcp_startup_timeout),
+            keep: None,
+            owned: true,
+        });
+        if let Some(old) = agent.set_mcp(view) {
+            tokio::spawn(async move { old.stop().await });
+        }
+    }
+
+    /// Stops the session's MCP servers and waits until their processes are gone.
+    async fn stop_mcp(agent: &Agent) {
+        if let Some(servers) = agent.set_mcp(None) {
+            servers.stop().await;
+        }
+    }
+
     /// Closes a session: the background work it owns is stopped, and it leaves the live
     /// sessions (its turn cancelled and settled). `false` if it is neither live nor stored.
     pub async fn close_session(&self, id: &str) -> bool {
@@ -139,6 +173,7 @@ impl Runtime {
         let closed = match self.host.unpublish(id) {
             Some(agent) => {
                 agent.settle().await;
+                Self::stop_mcp(&agent).await;
                 true
             }
             None => self.host.store().exists(id),
@@ -154,6 +189,9 @@ impl Runtime {
     /// Deletes a session and the sessions it delegated to, after stopping the work it owns.
     pub async fn delete_session(&self, id: &str) -> Result<(), StoreError> {
         self.tasks.cancel_owned(id);
+        if let Some(agent) = self.host.live(id) {
+            Self::stop_mcp(&agent).await;
+        }
         self.host.delete_session(id).await
     }
 

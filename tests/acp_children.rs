@@ -69,6 +69,7 @@ fn command_for(mode: &str, marker: &str, cwd: &Path) -> ChildCommand {
         term_grace: Duration::from_millis(200),
         link: None,
         remote_cwd: None,
+        mcp_servers: Vec::new(),
     }
 }
 
@@ -654,6 +655,7 @@ async fn a_kin_child_is_reopened_in_a_new_process_and_continues_its_session() {
         term_grace: Duration::from_secs(1),
         link: None,
         remote_cwd: None,
+        mcp_servers: Vec::new(),
     };
     let cancel = CancellationToken::new();
     let mut first = AcpChild::start(command.clone(), &cancel).await.unwrap();

@@ -9,11 +9,11 @@ use agent_client_protocol_schema::v1::{
     AgentCapabilities, AuthMethod, AuthMethodAgent, AuthenticateResponse, CancelNotification,
     ClientCapabilities, ClientNotification, ClientRequest, CloseSessionResponse,
     DeleteSessionResponse, Implementation, InitializeResponse, ListSessionsResponse,
-    LoadSessionResponse, NewSessionResponse, PromptCapabilities, ResumeSessionResponse,
-    SessionAdditionalDirectoriesCapabilities, SessionCapabilities, SessionCloseCapabilities,
-    SessionDeleteCapabilities, SessionInfo, SessionListCapabilities, SessionResumeCapabilities,
-    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest,
-    SetSessionModeResponse,
+    LoadSessionResponse, McpCapabilities, McpServer, NewSessionResponse, PromptCapabilities,
+    ResumeSessionResponse, SessionAdditionalDirectoriesCapabilities, SessionCapabilities,
+    SessionCloseCapabilities, SessionDeleteCapabilities, SessionInfo, SessionListCapabilities,
+    SessionResumeCapabilities, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
+    SetSessionModeRequest, SetSessionModeResponse,
 };
 use agent_client_protocol_schema::{MethodDispatchError, ProtocolVersion};
 use futures::FutureExt;
@@ -288,6 +288,19 @@ async fn authenticate(runtime: &Runtime, method: &str) -> Result<Value, RpcError
     }
 }
 
+/// Starts the session's MCP servers in the background; returns the warnings for servers kin
+/// refuses (SSE), one each.
+fn start_mcp(runtime: &Runtime, agent: &Agent, servers: &[McpServer]) -> Vec<String> {
+    let specs = super::mcp::specs(servers);
+    let refused = super::mcp::refusals(&specs);
+    let usable = specs
+        .into_iter()
+        .filter(|spec| !matches!(spec.transport, crate::mcp::Transport::Sse { .. }))
+        .collect();
+    runtime.start_mcp(agent, usable);
+    refused
+}
+
 fn initialize_response(runtime: &Runtime) -> InitializeResponse {
     let sessions = SessionCapabilities::new()
         .list(SessionListCapabilities::new())
@@ -297,6 +310,7 @@ fn initialize_response(runtime: &Runtime) -> InitializeResponse {
         .additional_directories(SessionAdditionalDirectoriesCapabilities::new());
     let capabilities = AgentCapabilities::new()
         .load_session(true)
+        .mcp_capabilities(McpCapabilities::new().http(true).sse(false))
         .prompt_capabilities(PromptCapabilities::new().image(true).embedded_context(true))
         .session_capabilities(sessions);
     InitializeResponse::new(ProtocolVersion::V1)
@@ -331,14 +345,12 @@ async fn dispatch(
                 .create_session_under(req.cwd.clone(), additional, depth, parent)
                 .map_err(runtime_error)?;
             warn_broad_workspace(&cx, &client, &agent.id, &req.cwd);
-            let (peer, session, mcp) = (cx.peer.clone(), agent.clone(), req.mcp_servers.len());
+            let refused = start_mcp(&runtime, &agent, &req.mcp_servers);
+            let (peer, session) = (cx.peer.clone(), agent.clone());
             let announced = announced.clone();
             // After the answer: the client knows the session once it has it.
             cx.after_answer(Box::new(move || {
-                if mcp > 0 {
-                    let title = format!(
-                        "kin does not support MCP servers yet: {mcp} configured server(s) ignored"
-                    );
+                for title in refused {
                     notice::send(&peer, &client, &session.id, Severity::Warning, &title, None);
                 }
                 announced.refresh(&peer, &session);
@@ -357,6 +369,16 @@ async fn dispatch(
                 }
             };
             warn_broad_workspace(&cx, &client, &agent.id, &agent.cwd);
+            for title in start_mcp(&runtime, &agent, &req.mcp_servers) {
+                notice::send(
+                    &cx.peer,
+                    &client,
+                    &agent.id,
+                    Severity::Warning,
+                    &title,
+                    None,
+                );
+            }
             let blob_dir = agent.blob_dir();
             // Sent as each event is replayed: no list of every update is built.
             let mut replay = updates::Replayed::new(&cx, &agent.id, compaction(&client));
@@ -383,10 +405,16 @@ async fn dispatch(
                 Opened::LockedElsewhere(locked) => return Err(session_locked(locked)),
             };
             warn_broad_workspace(&cx, &client, &agent.id, &agent.cwd);
+            let refused = start_mcp(&runtime, &agent, &req.mcp_servers);
             announced.forget(&agent.id);
             let (peer, session) = (cx.peer.clone(), agent.clone());
             let announced = announced.clone();
-            cx.after_answer(Box::new(move || announced.refresh(&peer, &session)));
+            cx.after_answer(Box::new(move || {
+                for title in refused {
+                    notice::send(&peer, &client, &session.id, Severity::Warning, &title, None);
+                }
+                announced.refresh(&peer, &session)
+            }));
             let mode = agent.permission_mode();
             answer(Ok(ResumeSessionResponse::new()
                 .modes(modes::mode_state(mode))

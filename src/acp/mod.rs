@@ -9,6 +9,7 @@ mod agent;
 mod answers;
 pub mod bridge;
 mod commands;
+mod mcp;
 pub mod models;
 pub mod modes;
 pub mod notice;

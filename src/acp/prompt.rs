@@ -231,6 +231,12 @@ pub async fn prompt(
     for text in &converted.notices {
         notice::send(&cx.peer, &client, &id, Severity::Warning, text, None);
     }
+    // The first prompt waits for the session's MCP servers, up to their startup timeout.
+    if let Some(view) = agent.mcp() {
+        for text in view.servers.wait_started().await {
+            notice::send(&cx.peer, &client, &id, Severity::Warning, &text, None);
+        }
+    }
     let bridge = Arc::new(AcpBridge::new(cx.peer.clone(), agent.id.clone(), &client));
     // The turn's events reach the client through the host's event stream (see `initialize`).
     let cancel = cx.cancel.child_token();

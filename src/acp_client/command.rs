@@ -53,4 +53,7 @@ pub struct ChildCommand {
     /// The child's place in kin's tree: its updates are passed on, its permission requests
     /// and file requests served through the delegating session's editor.
     pub link: Option<super::forward::ChildLink>,
+    /// The delegating session's MCP servers as ACP `mcpServers` entries; the child's
+    /// `session/new` (and resume or load) gets those its `mcpCapabilities` accept.
+    pub mcp_servers: Vec<serde_json::Value>,
 }

@@ -214,6 +214,24 @@ impl AcpChild {
         Ok(())
     }
 
+    /// The session's MCP servers this child takes: stdio always, `http` and `sse` entries only
+    /// when its `initialize` answer's `mcpCapabilities` says so.
+    fn mcp_servers(&self) -> Vec<Value> {
+        let accepts = |kind: &str| {
+            self.capabilities["mcpCapabilities"][kind]
+                .as_bool()
+                .unwrap_or(false)
+        };
+        let servers = self.command.mcp_servers.iter();
+        servers
+            .filter(|server| match server.get("type").and_then(Value::as_str) {
+                None | Some("stdio") => true,
+                Some(kind) => accepts(kind),
+            })
+            .cloned()
+            .collect()
+    }
+
     async fn new_session(&mut self, cancel: &CancellationToken) -> Result<(), ChildError> {
         let mut meta = serde_json::Map::new();
         meta.insert(DEPTH_META_KEY.into(), self.command.depth.into());
@@ -222,7 +240,7 @@ impl AcpChild {
         }
         let new_session = json!({
             "cwd": self.command.session_cwd(),
-            "mcpServers": [],
+            "mcpServers": self.mcp_servers(),
             "_meta": meta,
         });
         let answer = self.call("session/new", &new_session, cancel).await?;
@@ -247,8 +265,7 @@ impl AcpChild {
         let method = self
             .continuation_method()
             .ok_or(ChildError::NotContinuable)?;
-        let params =
-            json!({"sessionId": session_id, "cwd": self.command.session_cwd(), "mcpServers": []});
+        let params = json!({"sessionId": session_id, "cwd": self.command.session_cwd(), "mcpServers": self.mcp_servers()});
         // Updates before a prompt (a loaded history) are not collected.
         self.call(method, &params, cancel).await?;
         self.session_id = session_id.to_owned();

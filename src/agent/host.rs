@@ -500,5 +500,12 @@ impl AgentHost {
         }
         self.turns.close();
         self.turns.wait().await;
+        // Their MCP servers go too, and their processes are waited for.
+        let live: Vec<Arc<Agent>> = self.agents().values().cloned().collect();
+        for agent in live {
+            if let Some(servers) = agent.set_mcp(None) {
+                servers.stop().await;
+            }
+        }
     }
 }

@@ -10,6 +10,7 @@ mod assemble;
 mod compact;
 pub mod context;
 pub mod host;
+pub mod mcp_view;
 mod permissions;
 pub mod remote_children;
 pub mod structured;
@@ -174,6 +175,8 @@ pub struct Agent {
     pub context: SessionContext,
     /// Its progress clock and limit stops, for delegation's watchdog.
     pub watch: Arc<Watch>,
+    /// The session's MCP servers as this agent sees them (see [`mcp_view`]).
+    mcp: RwLock<Option<mcp_view::McpView>>,
 }
 
 pub use crate::session::UserMessage;
@@ -254,6 +257,7 @@ impl Agent {
             records: Mutex::new(Vec::new()),
             pending: Mutex::new(Vec::new()),
             watch: Arc::default(),
+            mcp: RwLock::new(None),
         }
     }
 

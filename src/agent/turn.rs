@@ -329,6 +329,15 @@ impl Turn<'_> {
         Ok(())
     }
 
+    /// The agent's own tools, then its MCP servers' tools as they are now.
+    fn tool_specs(&self) -> Vec<crate::model::ToolSpec> {
+        let mut specs = self.agent.tools.specs();
+        if let Some(mcp) = self.agent.mcp_tools() {
+            specs.extend(mcp.specs());
+        }
+        specs
+    }
+
     async fn step(&mut self, step: u32, choice: &ModelChoice) -> Result<StepEnd, TurnError> {
         let turn = self.turn;
         let model_error = |error| TurnError::Model { turn, step, error };
@@ -339,7 +348,7 @@ impl Turn<'_> {
             cwd: Some(self.agent.cwd.clone()),
             system: self.deps.system.clone(),
             history,
-            tools: self.agent.tools.specs(),
+            tools: self.tool_specs(),
             max_tokens: self.agent.options.max_tokens.or(choice.profile.max_output),
             blobs: Some(self.agent.blob_dir()),
         };
@@ -500,7 +509,10 @@ impl Turn<'_> {
                 permissions: agent.permissions.clone(),
                 client: self.deps.client.clone(),
             };
-            let tools = agent.tools.clone();
+            let tools = match agent.mcp_tools() {
+                Some(mcp) if agent.tools.get(name).is_none() && mcp.get(name).is_some() => mcp,
+                _ => agent.tools.clone(),
+            };
             let running = tools.call(name, arguments, cx);
             tokio::pin!(running);
             // Answers given while the call runs are logged as they come, not after it.

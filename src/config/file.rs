@@ -43,6 +43,10 @@ pub struct FileConfig {
     /// Limits of delegated children (see `delegation`).
     #[serde(default)]
     pub delegation: Option<super::delegation::DelegationEntry>,
+    /// MCP servers for every session (see `mcp_servers`).
+    #[serde(default)]
+    pub mcp_servers: BTreeMap<String, super::mcp_servers::McpServerEntry>,
+    pub mcp_startup_timeout: Option<DurationValue>,
     #[serde(flatten)]
     pub unknown: BTreeMap<String, toml::Value>,
 }

@@ -111,6 +111,9 @@ impl AcpProvider {
             eof_grace: config.eof_grace,
             term_grace: config.term_grace,
             link: None,
+            mcp_servers: parent.mcp().map_or_else(Vec::new, |view| {
+                view.servers.specs().iter().map(|s| s.to_acp()).collect()
+            }),
         })
     }
 }

@@ -19,6 +19,7 @@ use super::provider::{Capabilities, Continuable, Provider, Run, RunControl, Stee
 use super::request::{ResumeRequest, StartRequest, ToolFilter};
 use super::{DelegationError, SubagentResult};
 use crate::agent::host::AgentHost;
+use crate::agent::mcp_view::McpView;
 use crate::agent::structured::StructuredOutputTool;
 use crate::agent::{Agent, AgentOptions, AgentSpec, StopReason, StructuredCapture, TurnError};
 use crate::session::history::completed_turn_seed;
@@ -108,7 +109,11 @@ fn child_tools(
     let mut tools = base.clone();
     if let Some(filter) = filter {
         let named = filter.allow.iter().chain(filter.deny.iter()).flatten();
-        if let Some(unknown) = named.into_iter().find(|name| base.get(name).is_none()) {
+        // MCP tools come and go with their servers: their names are not checked here.
+        let unknown = named
+            .into_iter()
+            .find(|name| !name.starts_with("mcp__") && base.get(name).is_none());
+        if let Some(unknown) = unknown {
             return Err(DelegationError::UnknownTool(unknown.clone()));
         }
         tools.retain(|name| {
@@ -126,6 +131,12 @@ fn child_tools(
         tools.register(Arc::new(StructuredOutputTool(capture.clone())));
     }
     Ok(tools)
+}
+
+/// The parent's MCP servers as the child may use them (no server process per child).
+fn child_mcp(parent: &Agent, filter: Option<&ToolFilter>) -> Option<McpView> {
+    let (allow, deny) = filter.map_or((None, None), |f| (f.allow.clone(), f.deny.clone()));
+    McpView::for_child(parent, allow, deny)
 }
 
 /// Creates, publishes and starts a child seeded with `seed` (empty for a fresh child).
@@ -217,6 +228,7 @@ fn start(
     if let Some(budget) = &request.budget {
         child.watch.set_budget(budget.clone());
     }
+    child.set_mcp(child_mcp(parent, request.tool_filter.as_ref()));
     if let Some(continuation) = &request.continuation {
         child.record_in_next_turn(EventBody::SubagentDescriptor(
             continuation.descriptor.clone(),
@@ -268,6 +280,8 @@ fn resume(host: &Arc<AgentHost>, request: ResumeRequest) -> Result<Run, Delegati
     if let Some(budget) = &request.budget {
         child.watch.set_budget(budget.clone());
     }
+    // A resumed child uses the servers of the session resuming it.
+    child.set_mcp(child_mcp(parent, descriptor.tool_filter.as_ref()));
     let turn = Turn {
         parent,
         label: None,

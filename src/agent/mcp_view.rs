@@ -1,0 +1,75 @@
+//! The MCP servers an agent offers tools from: its session's own, or, for an in-process child,
+//! its parent's (the same connections), narrowed by the child's tool filter. Set when the
+//! session opens (and again on load or resume), read at every model call, so a server's
+//! changed tool list is offered from the next step on.
+
+use std::sync::Arc;
+
+use super::Agent;
+use crate::mcp::SessionServers;
+use crate::tools::ToolRegistry;
+
+/// Which of the servers' tools an agent may call.
+pub type ToolKeep = Arc<dyn Fn(&str) -> bool + Send + Sync>;
+
+#[derive(Clone)]
+pub struct McpView {
+    pub servers: Arc<SessionServers>,
+    /// `None`: every tool.
+    pub keep: Option<ToolKeep>,
+    /// Whether this agent's session owns the servers (a child's view borrows its parent's).
+    pub owned: bool,
+}
+
+impl Agent {
+    /// Makes `view` the agent's MCP servers; returns the servers it owned before, to stop
+    /// (a child's borrowed view is never returned: the parent's servers are not its to stop).
+    pub fn set_mcp(&self, view: Option<McpView>) -> Option<Arc<SessionServers>> {
+        let mut slot = self.mcp.write().unwrap_or_else(|p| p.into_inner());
+        std::mem::replace(&mut *slot, view)
+            .filter(|old| old.owned)
+            .map(|old| old.servers)
+    }
+
+    pub fn mcp(&self) -> Option<McpView> {
+        self.mcp.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The MCP tools this agent offers now (filtered for a child); `None` without servers.
+    pub fn mcp_tools(&self) -> Option<Arc<ToolRegistry>> {
+        let view = self.mcp()?;
+        let registry = view.servers.registry();
+        match view.keep {
+            None => Some(registry),
+            Some(keep) => {
+                let mut kept = (*registry).clone();
+                kept.retain(|name| keep(name));
+                Some(Arc::new(kept))
+            }
+        }
+    }
+}
+
+impl McpView {
+    /// A delegated child's view: its parent's servers (the same connections), narrowed by the
+    /// child's tool filter (`allow`: only these names; `deny`: never these) on top of the
+    /// parent's own narrowing.
+    pub fn for_child(
+        parent: &Agent,
+        allow: Option<Vec<String>>,
+        deny: Option<Vec<String>>,
+    ) -> Option<Self> {
+        let view = parent.mcp()?;
+        let inherited = view.keep.clone();
+        let keep: ToolKeep = Arc::new(move |name: &str| {
+            inherited.as_ref().is_none_or(|keep| keep(name))
+                && allow.as_ref().is_none_or(|a| a.iter().any(|n| n == name))
+                && deny.as_ref().is_none_or(|d| d.iter().all(|n| n != name))
+        });
+        Some(Self {
+            servers: view.servers,
+            keep: Some(keep),
+            owned: false,
+        })
+    }
+}

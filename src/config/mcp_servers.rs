@@ -1,0 +1,152 @@
+//! MCP servers for every session: the `[mcp_servers.<name>]` tables of the config file
+//! (`command`, `args`, `env` for stdio; `url`, `headers` for streamable HTTP) and
+//! `mcp_startup_timeout`. An editor's server of the same name replaces a configured one.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::duration::{duration_value, DurationValue};
+use super::ConfigError;
+use crate::mcp::{ServerSpec, Transport};
+
+/// One `[mcp_servers.<name>]` table as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerEntry {
+    command: Option<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    url: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+}
+
+/// The configured servers, in name order, and the startup timeout.
+#[derive(Debug, Clone, Default)]
+pub struct McpSettings {
+    pub servers: Vec<ServerSpec>,
+    pub startup_timeout: Option<Duration>,
+}
+
+pub fn resolve(
+    entries: &BTreeMap<String, McpServerEntry>,
+    timeout: Option<&DurationValue>,
+    path: &Path,
+) -> Result<McpSettings, ConfigError> {
+    let invalid = |key: String, reason: &str| ConfigError::Invalid {
+        origin: format!("{key} in config file {}", path.display()),
+        reason: reason.to_owned(),
+    };
+    let startup_timeout = timeout
+        .map(|value| duration_value(value).map_err(|e| invalid("mcp_startup_timeout".into(), &e)))
+        .transpose()?;
+    let servers = entries
+        .iter()
+        .map(|(name, entry)| {
+            let key = |field: &str| format!("mcp_servers.{name}.{field}");
+            let pairs = |map: &BTreeMap<String, String>| {
+                map.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+            };
+            let transport = match (&entry.command, &entry.url) {
+                (Some(command), None) if !command.trim().is_empty() => Transport::Stdio {
+                    command: command.clone(),
+                    args: entry.args.clone(),
+                    env: pairs(&entry.env),
+                },
+                (None, Some(url)) if url.starts_with("http://") || url.starts_with("https://") => {
+                    Transport::Http {
+                        url: url.clone(),
+                        headers: pairs(&entry.headers),
+                    }
+                }
+                (Some(_), Some(_)) => {
+                    return Err(invalid(
+                        key("url"),
+                        "give either `command` or `url`, not both",
+                    ))
+                }
+                (Some(_), None) => return Err(invalid(key("command"), "must not be empty")),
+                (None, Some(_)) => {
+                    return Err(invalid(key("url"), "must be an http:// or https:// URL"))
+                }
+                (None, None) => {
+                    return Err(invalid(key("command"), "a server needs `command` or `url`"))
+                }
+            };
+            Ok(ServerSpec {
+                name: name.clone(),
+                transport,
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(McpSettings {
+        servers,
+        startup_timeout,
+    })
+}
+
+/// `kin config`'s lines for the servers (values of env and headers masked).
+pub fn render(settings: &McpSettings) -> String {
+    let mut text = String::new();
+    for spec in &settings.servers {
+        text.push_str(&format!(
+            "mcp server {}: {}\n",
+            spec.name,
+            spec.transport.describe()
+        ));
+    }
+    if let Some(timeout) = settings.startup_timeout {
+        text.push_str(&format!(
+            "mcp_startup_timeout: {} s\n",
+            timeout.as_secs_f64()
+        ));
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<McpSettings, ConfigError> {
+        let file: super::super::file::FileConfig = toml::from_str(text).unwrap();
+        resolve(
+            &file.mcp_servers,
+            file.mcp_startup_timeout.as_ref(),
+            Path::new("/c/config.toml"),
+        )
+    }
+
+    #[test]
+    fn reads_stdio_and_http_servers_and_masks_them() {
+        let settings = parse(
+            "mcp_startup_timeout = \"2s\"\n[mcp_servers.files]\ncommand = \"npx\"\nargs = [\"-y\", \"x\"]\nenv = { API_TOKEN = \"t0p\" }\n[mcp_servers.web]\nurl = \"https://h/mcp\"\nheaders = { Authorization = \"Bearer s3cret\" }\n",
+        )
+        .unwrap();
+        assert_eq!(settings.startup_timeout, Some(Duration::from_secs(2)));
+        let shown = render(&settings);
+        assert_eq!(
+            shown,
+            "mcp server files: stdio: npx -y x (env: API_TOKEN=***)\n\
+             mcp server web: http: https://h/mcp (headers: Authorization=***)\n\
+             mcp_startup_timeout: 2 s\n"
+        );
+    }
+
+    #[test]
+    fn refuses_incomplete_tables() {
+        let error = parse("[mcp_servers.a]\nargs = []\n")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("mcp_servers.a.command"), "{error}");
+        let error = parse("[mcp_servers.a]\nurl = \"ftp://x\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("mcp_servers.a.url"), "{error}");
+    }
+}

@@ -1,0 +1,24 @@
+//! MCP servers, the client side: the editor's (`mcpServers` of `session/new`, `load`,
+//! `resume`) and the configured ones (`[mcp_servers.<name>]`), their tools offered to the
+//! session's model and its in-process children. Speaks MCP through the official SDK (`rmcp`).
+//!
+//! - [`spec`]: a server's transport (stdio, streamable HTTP; SSE refused), merging by name;
+//! - [`session`]: one session's servers: started in the background, waited for once, stopped;
+//! - `server`: one server's task: connect, list tools, relist on change, reconnect with backoff;
+//! - `stdio`: a stdio server's supervised process; `http`: the HTTP transport;
+//! - `tool`: a server tool as a kin tool (permissions); `result`: its results for the model;
+//! - `naming`: `mcp__<server>__<tool>` names within the model API's rules.
+//!
+//! Uses `tools`, `model` (tool specs), `process` and `sync`.
+
+mod http;
+mod naming;
+mod result;
+mod server;
+pub mod session;
+pub mod spec;
+mod stdio;
+mod tool;
+
+pub use session::{SessionServers, DEFAULT_STARTUP_TIMEOUT};
+pub use spec::{merge, ServerSpec, Transport};

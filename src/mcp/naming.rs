@@ -1,0 +1,88 @@
+//! The names server tools get for the model: `mcp__<server>__<tool>`, each part cut down to
+//! what model APIs accept (`^[a-zA-Z0-9_-]{1,64}$`), and collisions made distinct in a fixed
+//! way: the first taker keeps the name, later ones get `_2`, `_3`, ... (in server order, then
+//! the server's tool order).
+
+use std::collections::HashSet;
+
+/// The longest name OpenAI-compatible APIs take.
+const MAX_NAME: usize = 64;
+pub const PREFIX: &str = "mcp__";
+
+/// `text` with every character outside `[a-zA-Z0-9_-]` replaced by `_` (never empty).
+pub fn sanitize(text: &str) -> String {
+    let clean: String = text
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if clean.is_empty() {
+        "_".into()
+    } else {
+        clean
+    }
+}
+
+/// Hands out model-facing names, each once.
+#[derive(Default)]
+pub struct Names {
+    taken: HashSet<String>,
+}
+
+impl Names {
+    /// The name of `tool` of `server`, distinct from every name handed out before.
+    pub fn assign(&mut self, server: &str, tool: &str) -> String {
+        let base = cut(
+            &format!("{PREFIX}{}__{}", sanitize(server), sanitize(tool)),
+            MAX_NAME,
+        );
+        let mut name = base.clone();
+        let mut n = 2;
+        while self.taken.contains(&name) {
+            let suffix = format!("_{n}");
+            name = format!("{}{suffix}", cut(&base, MAX_NAME - suffix.len()));
+            n += 1;
+        }
+        self.taken.insert(name.clone());
+        name
+    }
+}
+
+/// The first `max` bytes (all ASCII after sanitising).
+fn cut(text: &str, max: usize) -> String {
+    text.chars().take(max).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_the_model_rules() {
+        let mut names = Names::default();
+        assert_eq!(names.assign("files", "read_file"), "mcp__files__read_file");
+        assert_eq!(names.assign("my db", "run.query"), "mcp__my_db__run_query");
+        assert_eq!(names.assign("", "é"), "mcp______");
+        let long = names.assign("s", &"x".repeat(100));
+        assert_eq!(long.len(), 64);
+    }
+
+    #[test]
+    fn collisions_get_numbered_in_order() {
+        let mut names = Names::default();
+        assert_eq!(names.assign("a b", "t"), "mcp__a_b__t");
+        assert_eq!(names.assign("a.b", "t"), "mcp__a_b__t_2");
+        assert_eq!(names.assign("a?b", "t"), "mcp__a_b__t_3");
+        let long = "y".repeat(100);
+        let first = names.assign("s", &long);
+        let second = names.assign("s", &long);
+        assert_ne!(first, second);
+        assert_eq!(second.len(), 64);
+        assert!(second.ends_with("_2"));
+    }
+}

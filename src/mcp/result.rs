@@ -1,0 +1,120 @@
+//! A `tools/call` result as the model sees it: text blocks as they are; images, audio and
+//! binary resources as short placeholders (kin's tool results are text); embedded text
+//! resources with their URI; resource links; `structuredContent` when no text says it; and
+//! `isError` as an error result. Long results keep their head and tail, like the shell's.
+
+use serde_json::Value;
+
+use crate::process::truncate::head_tail;
+use crate::tools::ToolOutput;
+
+/// The most of a result the model gets (as the shell tool).
+pub const MAX_RESULT: usize = 30 * 1024;
+
+pub fn to_output(server: &str, result: &Value) -> ToolOutput {
+    let mut parts: Vec<String> = Vec::new();
+    let blocks = result.get("content").and_then(Value::as_array);
+    for block in blocks.into_iter().flatten() {
+        if let Some(part) = block_text(block) {
+            parts.push(part);
+        }
+    }
+    let has_text = blocks
+        .into_iter()
+        .flatten()
+        .any(|b| b.get("type").and_then(Value::as_str) == Some("text"));
+    if let Some(structured) = result.get("structuredContent").filter(|_| !has_text) {
+        parts.push(structured.to_string());
+    }
+    let text = head_tail(&parts.join("\n"), MAX_RESULT);
+    if result.get("isError").and_then(Value::as_bool) == Some(true) {
+        let text = if text.is_empty() {
+            format!("Error: the MCP server `{server}` reported an error")
+        } else {
+            format!("Error from the MCP server `{server}`: {text}")
+        };
+        return ToolOutput::error("McpToolError", "MCP_TOOL_ERROR", text);
+    }
+    ToolOutput::ok(text)
+}
+
+fn block_text(block: &Value) -> Option<String> {
+    let field = |name: &str| block.get(name).and_then(Value::as_str);
+    let size = |name: &str| field(name).map_or(0, |data| data.len() / 4 * 3);
+    match field("type")? {
+        "text" => field("text").map(str::to_owned),
+        "image" | "audio" => Some(format!(
+            "[{} from the tool: {}, about {} bytes, not shown]",
+            field("type").unwrap_or("media"),
+            field("mimeType").unwrap_or("unknown type"),
+            size("data")
+        )),
+        "resource" => {
+            let resource = block.get("resource")?;
+            let get = |name: &str| resource.get(name).and_then(Value::as_str);
+            let uri = get("uri").unwrap_or("?");
+            match get("text") {
+                Some(text) => Some(format!("[resource {uri}]\n{text}")),
+                None => Some(format!(
+                    "[resource {uri}: {}, binary, not shown]",
+                    get("mimeType").unwrap_or("unknown type")
+                )),
+            }
+        }
+        "resource_link" => Some(format!(
+            "[resource link: {} {}]",
+            field("name").unwrap_or(""),
+            field("uri").unwrap_or("?")
+        )),
+        other => Some(format!("[{other} content, not shown]")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn maps_each_kind_of_content() {
+        let result = json!({"content": [
+            {"type": "text", "text": "hello"},
+            {"type": "image", "data": "AAAA", "mimeType": "image/png"},
+            {"type": "resource", "resource": {"uri": "file:///a", "text": "A"}},
+            {"type": "resource", "resource": {"uri": "file:///b", "blob": "AA", "mimeType": "x/y"}},
+            {"type": "resource_link", "uri": "file:///c", "name": "c"}
+        ]});
+        let output = to_output("s", &result);
+        assert!(!output.is_error);
+        assert_eq!(
+            output.text,
+            "hello\n[image from the tool: image/png, about 3 bytes, not shown]\n\
+             [resource file:///a]\nA\n[resource file:///b: x/y, binary, not shown]\n\
+             [resource link: c file:///c]"
+        );
+    }
+
+    #[test]
+    fn structured_content_shows_when_no_text_does() {
+        let output = to_output("s", &json!({"content": [], "structuredContent": {"n": 1}}));
+        assert_eq!(output.text, r#"{"n":1}"#);
+        let both =
+            json!({"content": [{"type": "text", "text": "1"}], "structuredContent": {"n": 1}});
+        assert_eq!(to_output("s", &both).text, "1");
+    }
+
+    #[test]
+    fn errors_name_the_server_and_long_results_are_cut() {
+        let output = to_output(
+            "db",
+            &json!({"content": [{"type": "text", "text": "no"}], "isError": true}),
+        );
+        assert!(output.is_error);
+        assert_eq!(output.text, "Error from the MCP server `db`: no");
+        let long = "x".repeat(MAX_RESULT * 2);
+        let output = to_output("s", &json!({"content": [{"type": "text", "text": long}]}));
+        assert!(output.text.len() < MAX_RESULT + 200);
+        assert!(output.text.contains("bytes cut"));
+    }
+}

@@ -1,0 +1,347 @@
+//! One MCP server of a session: a task that connects to it (starting its process for stdio),
+//! lists its tools, relists them on `notifications/tools/list_changed`, and reconnects with
+//! backoff when it goes away. Others read its [`State`] and call its tools through [`Server`].
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion,
+};
+use rmcp::service::{
+    Peer, RoleClient, RunningService, RunningServiceCancellationToken, ServiceExt,
+};
+use rmcp::ClientHandler;
+use serde_json::Value;
+use tokio::sync::{watch, Notify};
+use tokio_util::sync::CancellationToken;
+
+use super::spec::{ServerSpec, Transport};
+use super::stdio::StdioProcess;
+use crate::sync::lock;
+
+/// Waits between reconnections: doubling from the first, up to the last.
+const FIRST_BACKOFF: Duration = Duration::from_millis(250);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// How long connecting (start and handshake) may take before the attempt counts as failed.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
+/// Failed attempts in a row after which the first prompt stops waiting for a server.
+const GIVE_UP_AFTER: u32 = 3;
+
+/// Where a server is.
+#[derive(Clone)]
+pub enum State {
+    /// Its first connection is under way.
+    Starting,
+    Ready(Arc<Connected>),
+    /// It went away or could not start; kin tries again after a pause. `failures`: attempts
+    /// in a row that failed.
+    Down {
+        reason: String,
+        failures: u32,
+    },
+    /// kin will not connect to it (an unsupported transport, or the session closed).
+    Refused {
+        reason: String,
+    },
+}
+
+/// A live connection.
+pub struct Connected {
+    peer: Peer<RoleClient>,
+}
+
+/// The tools a server offered when last listed; kept while it is down, so a crash does not
+/// change the model's tool list (the calls answer an error naming the server meanwhile).
+#[derive(Default, Clone)]
+pub struct Listed {
+    /// Bumped on every listing.
+    pub generation: u64,
+    pub tools: Arc<Vec<rmcp::model::Tool>>,
+}
+
+/// A handle on one server's task.
+pub struct Server {
+    pub name: String,
+    state: watch::Receiver<State>,
+    listed: Arc<Mutex<Listed>>,
+}
+
+/// What a call to a server tool came to.
+pub enum CallOutcome {
+    /// The result as MCP sent it (`content`, `structuredContent`, `isError`).
+    Result(Value),
+    Cancelled,
+    /// The server could not be reached or answered with a protocol error.
+    Failed(String),
+}
+
+impl Server {
+    /// Starts the server's task; it ends when `cancel` trips, taking the server down.
+    pub fn start(spec: ServerSpec, cwd: PathBuf, cancel: CancellationToken) -> Arc<Self> {
+        let initial = match &spec.transport {
+            Transport::Sse { .. } => State::Refused {
+                reason: "the SSE transport is not supported; use stdio or streamable HTTP".into(),
+            },
+            _ => State::Starting,
+        };
+        let refused = matches!(initial, State::Refused { .. });
+        let (tx, state) = watch::channel(initial);
+        let name = spec.name.clone();
+        let listed = Arc::new(Mutex::new(Listed::default()));
+        if !refused {
+            tokio::spawn(supervise(spec, cwd, tx, listed.clone(), cancel));
+        }
+        Arc::new(Self {
+            name,
+            state,
+            listed,
+        })
+    }
+
+    /// The tools it offered when last listed.
+    pub fn listed(&self) -> Listed {
+        lock(&self.listed).clone()
+    }
+
+    /// Waits until its task has ended (its process, if any, gone).
+    pub async fn stopped(&self) {
+        let mut state = self.state.clone();
+        while state.changed().await.is_ok() {}
+    }
+
+    pub fn state(&self) -> State {
+        self.state.borrow().clone()
+    }
+
+    /// Waits until the server is ready, refused, or has failed [`GIVE_UP_AFTER`] attempts in
+    /// a row (a server not listening yet gets a few quick tries; one that cannot start does
+    /// not hold up the first prompt for the whole startup timeout).
+    pub async fn started(&self) {
+        let mut state = self.state.clone();
+        let _ = state
+            .wait_for(|s| match s {
+                State::Starting => false,
+                State::Down { failures, .. } => *failures >= GIVE_UP_AFTER,
+                State::Ready(_) | State::Refused { .. } => true,
+            })
+            .await;
+    }
+
+    /// Calls `tool` with `arguments`; a trip of `cancel` sends MCP cancellation.
+    pub async fn call(
+        &self,
+        tool: &str,
+        arguments: Option<serde_json::Map<String, Value>>,
+        cancel: &CancellationToken,
+    ) -> CallOutcome {
+        let peer = match self.state() {
+            State::Ready(connected) => connected.peer.clone(),
+            State::Starting => return CallOutcome::Failed("it is still starting".into()),
+            State::Down { reason, .. } | State::Refused { reason } => {
+                return CallOutcome::Failed(format!("it is not available ({reason})"))
+            }
+        };
+        let mut params = CallToolRequestParams::new(tool.to_owned());
+        params.arguments = arguments;
+        // Dropping the call (on cancel) makes rmcp send `notifications/cancelled`.
+        let call = peer.call_tool(params);
+        tokio::select! {
+            _ = cancel.cancelled() => CallOutcome::Cancelled,
+            result = call => match result {
+                Ok(result) => match serde_json::to_value(&result) {
+                    Ok(value) => CallOutcome::Result(value),
+                    Err(error) => CallOutcome::Failed(error.to_string()),
+                },
+                Err(error) => CallOutcome::Failed(error.to_string()),
+            },
+        }
+    }
+}
+
+/// What kin tells servers, and what it hears from them.
+#[derive(Clone, Default)]
+struct Events {
+    tools_changed: Arc<Notify>,
+}
+
+impl ClientHandler for Events {
+    fn on_tool_list_changed(
+        &self,
+        _: rmcp::service::NotificationContext<RoleClient>,
+    ) -> impl std::future::Future<Output = ()> + Send + '_ {
+        self.tools_changed.notify_one();
+        std::future::ready(())
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("kin", env!("CARGO_PKG_VERSION")),
+        )
+        .with_protocol_version(ProtocolVersion::V_2025_06_18)
+    }
+}
+
+/// A running connection and, for stdio, its process.
+struct Link {
+    peer: Peer<RoleClient>,
+    stop: Option<RunningServiceCancellationToken>,
+    /// Resolves when the connection's service loop has ended.
+    ended: Option<BoxFuture<'static, ()>>,
+    process: Option<StdioProcess>,
+}
+
+impl Link {
+    fn new(service: RunningService<RoleClient, Events>, process: Option<StdioProcess>) -> Self {
+        Self {
+            peer: service.peer().clone(),
+            stop: Some(service.cancellation_token()),
+            ended: Some(service.waiting().map(|_| ()).boxed()),
+            process,
+        }
+    }
+}
+
+async fn supervise(
+    spec: ServerSpec,
+    cwd: PathBuf,
+    state: watch::Sender<State>,
+    listed: Arc<Mutex<Listed>>,
+    cancel: CancellationToken,
+) {
+    let mut backoff = FIRST_BACKOFF;
+    let mut failures = 0;
+    loop {
+        let events = Events::default();
+        let connecting =
+            tokio::time::timeout(CONNECT_TIMEOUT, connect(&spec, &cwd, events.clone()));
+        let attempt = tokio::select! {
+            _ = cancel.cancelled() => break,
+            attempt = connecting => attempt.unwrap_or_else(|_| Err("it did not finish starting in time".into())),
+        };
+        let reason = match attempt {
+            Ok(mut link) => {
+                let reason = serve(&mut link, &events, &state, &listed, &cancel).await;
+                if let Some(stop) = link.stop.take() {
+                    stop.cancel();
+                }
+                ended(&mut link.ended).await;
+                let report = match link.process.as_mut() {
+                    Some(process) => {
+                        // Gone or not, the process is stopped before anything else starts.
+                        let report = process.report();
+                        process.stop().await;
+                        Some(report)
+                    }
+                    None => None,
+                };
+                match (reason, report) {
+                    (None, _) => break,
+                    // It had worked: the next try comes soon, and counts afresh.
+                    (Some(reason), report) => {
+                        backoff = FIRST_BACKOFF;
+                        failures = 0;
+                        match report {
+                            Some(report) => format!("{reason} ({report})"),
+                            None => reason,
+                        }
+                    }
+                }
+            }
+            Err(reason) => reason,
+        };
+        tracing::warn!(server = spec.name, %reason, "MCP server unavailable; retrying");
+        failures += 1;
+        state.send_replace(State::Down { reason, failures });
+        tokio::select! {
+            _ = cancel.cancelled() => break,
+            _ = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+    state.send_replace(State::Refused {
+        reason: "the session's servers were stopped".into(),
+    });
+}
+
+/// Lists tools and keeps them current until the connection ends (`Some(why)`) or the session
+/// stops it (`None`).
+async fn serve(
+    link: &mut Link,
+    events: &Events,
+    state: &watch::Sender<State>,
+    listed: &Mutex<Listed>,
+    cancel: &CancellationToken,
+) -> Option<String> {
+    let peer = link.peer.clone();
+    loop {
+        let tools = tokio::select! {
+            _ = cancel.cancelled() => return None,
+            tools = peer.list_all_tools() => tools,
+        };
+        match tools {
+            Ok(tools) => {
+                {
+                    let mut listed = lock(listed);
+                    listed.generation += 1;
+                    listed.tools = Arc::new(dedup(tools));
+                }
+                state.send_replace(State::Ready(Arc::new(Connected { peer: peer.clone() })));
+            }
+            Err(error) => return Some(format!("listing its tools failed: {error}")),
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => return None,
+            _ = events.tools_changed.notified() => {}
+            _ = ended(&mut link.ended) => return Some("the connection closed".into()),
+        }
+    }
+}
+
+/// Resolves when the connection has ended (at once if it was seen to end before).
+async fn ended(ended: &mut Option<BoxFuture<'static, ()>>) {
+    if let Some(running) = ended {
+        running.await;
+        *ended = None;
+    }
+}
+
+/// One tool per name (a server listing a name twice keeps the first).
+fn dedup(tools: Vec<rmcp::model::Tool>) -> Vec<rmcp::model::Tool> {
+    let mut seen = HashMap::new();
+    tools
+        .into_iter()
+        .filter(|tool| seen.insert(tool.name.to_string(), ()).is_none())
+        .collect()
+}
+
+async fn connect(spec: &ServerSpec, cwd: &std::path::Path, events: Events) -> Result<Link, String> {
+    match &spec.transport {
+        Transport::Stdio { command, args, env } => {
+            let (mut process, stdout, stdin) = StdioProcess::launch(command, args, env, cwd)
+                .map_err(|error| format!("could not start `{command}`: {error}"))?;
+            match events.serve((stdout, stdin)).await {
+                Ok(service) => Ok(Link::new(service, Some(process))),
+                Err(error) => {
+                    let report = process.report();
+                    process.stop().await;
+                    Err(format!("the MCP handshake failed: {error} ({report})"))
+                }
+            }
+        }
+        Transport::Http { url, headers } => {
+            let transport = super::http::transport(url, headers)?;
+            let service = events
+                .serve(transport)
+                .await
+                .map_err(|error| format!("the MCP handshake failed: {error}"))?;
+            Ok(Link::new(service, None))
+        }
+        Transport::Sse { .. } => Err("the SSE transport is not supported".into()),
+    }
+}

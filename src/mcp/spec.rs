@@ -1,0 +1,157 @@
+//! Where an MCP server is and how to reach it: a stdio command or an HTTP endpoint, from the
+//! editor's `mcpServers` or the config file's `[mcp_servers.<name>]`, merged by name.
+
+use std::fmt;
+
+/// One MCP server a session uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerSpec {
+    /// The name it was given (unique within a session); part of its tools' names.
+    pub name: String,
+    pub transport: Transport,
+}
+
+#[derive(Clone, PartialEq, Eq)]
+pub enum Transport {
+    /// A command kin starts and speaks to over its stdin and stdout.
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        /// Added to the scrubbed environment.
+        env: Vec<(String, String)>,
+    },
+    /// A streamable-HTTP endpoint, with headers sent on every request.
+    Http {
+        url: String,
+        headers: Vec<(String, String)>,
+    },
+    /// The old HTTP+SSE transport: kin does not speak it, and says so.
+    Sse { url: String },
+}
+
+/// Values of env and headers are secrets as often as not: debug output masks them.
+impl fmt::Debug for Transport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.describe())
+    }
+}
+
+impl Transport {
+    /// The transport's name as ACP calls it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Stdio { .. } => "stdio",
+            Self::Http { .. } => "http",
+            Self::Sse { .. } => "sse",
+        }
+    }
+
+    /// One line for people: command or URL, with env and header values masked.
+    pub fn describe(&self) -> String {
+        let names = |pairs: &[(String, String)]| {
+            let masked: Vec<String> = pairs.iter().map(|(k, _)| format!("{k}=***")).collect();
+            masked.join(", ")
+        };
+        match self {
+            Self::Stdio { command, args, env } => {
+                let mut line = std::iter::once(command.as_str())
+                    .chain(args.iter().map(String::as_str))
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                if !env.is_empty() {
+                    line.push_str(&format!(" (env: {})", names(env)));
+                }
+                format!("stdio: {line}")
+            }
+            Self::Http { url, headers } => {
+                let mut line = format!("http: {url}");
+                if !headers.is_empty() {
+                    line.push_str(&format!(" (headers: {})", names(headers)));
+                }
+                line
+            }
+            Self::Sse { url } => format!("sse: {url}"),
+        }
+    }
+}
+
+impl ServerSpec {
+    /// The server as an ACP `mcpServers` entry (what kin passes on to an ACP child).
+    pub fn to_acp(&self) -> serde_json::Value {
+        let pairs = |pairs: &[(String, String)]| {
+            let listed = pairs.iter();
+            listed
+                .map(|(name, value)| serde_json::json!({"name": name, "value": value}))
+                .collect::<Vec<_>>()
+        };
+        match &self.transport {
+            Transport::Stdio { command, args, env } => serde_json::json!({
+                "name": self.name, "command": command, "args": args, "env": pairs(env)
+            }),
+            Transport::Http { url, headers } => serde_json::json!({
+                "type": "http", "name": self.name, "url": url, "headers": pairs(headers)
+            }),
+            Transport::Sse { url } => serde_json::json!({
+                "type": "sse", "name": self.name, "url": url, "headers": []
+            }),
+        }
+    }
+}
+
+/// `configured` servers with `editor`'s on top: an editor's server replaces a configured one
+/// of the same name. Configured ones come first, in their order, then the editor's new ones.
+pub fn merge(configured: &[ServerSpec], editor: Vec<ServerSpec>) -> Vec<ServerSpec> {
+    let mut merged: Vec<ServerSpec> = configured
+        .iter()
+        .filter(|spec| editor.iter().all(|e| e.name != spec.name))
+        .cloned()
+        .collect();
+    for spec in editor {
+        match merged.iter_mut().find(|m| m.name == spec.name) {
+            // Two editor entries of one name: the later wins.
+            Some(same) => *same = spec,
+            None => merged.push(spec),
+        }
+    }
+    merged
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stdio(name: &str, command: &str) -> ServerSpec {
+        ServerSpec {
+            name: name.into(),
+            transport: Transport::Stdio {
+                command: command.into(),
+                args: vec![],
+                env: vec![("TOKEN".into(), "secret".into())],
+            },
+        }
+    }
+
+    #[test]
+    fn the_editor_wins_by_name() {
+        let configured = [stdio("db", "configured-db"), stdio("docs", "docs")];
+        let merged = merge(&configured, vec![stdio("db", "editor-db"), stdio("x", "x")]);
+        let names: Vec<_> = merged.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["docs", "db", "x"]);
+        assert!(merged[1].transport.describe().contains("editor-db"));
+    }
+
+    #[test]
+    fn descriptions_mask_values() {
+        let line = stdio("db", "run").transport.describe();
+        assert_eq!(line, "stdio: run (env: TOKEN=***)");
+        assert!(!format!("{:?}", stdio("db", "run")).contains("secret"));
+        let http = Transport::Http {
+            url: "http://h/mcp".into(),
+            headers: vec![("Authorization".into(), "Bearer x".into())],
+        };
+        assert_eq!(
+            http.describe(),
+            "http: http://h/mcp (headers: Authorization=***)"
+        );
+    }
+}

@@ -1,0 +1,40 @@
+"""A streamable-HTTP MCP server for tests/mcp_servers.rs, on the official Python SDK.
+
+Usage: http_server.py HEADER VALUE. Listens on a free port of 127.0.0.1, prints `PORT <n>` on
+stdout, and answers 401 to every request whose HEADER is not VALUE. Tool: `echo(text)`.
+"""
+
+import socket
+import sys
+
+import uvicorn
+from mcp.server.mcpserver import MCPServer
+
+header, expected = sys.argv[1].lower().encode(), sys.argv[2].encode()
+server = MCPServer("kin-test-http")
+
+
+@server.tool()
+def echo(text: str) -> str:
+    """Says the text back."""
+    return f"echo: {text}"
+
+
+inner = server.streamable_http_app()
+
+
+async def app(scope, receive, send):
+    if scope["type"] == "http" and dict(scope["headers"]).get(header) != expected:
+        await send({"type": "http.response.start", "status": 401, "headers": []})
+        await send({"type": "http.response.body", "body": b"missing header"})
+        return
+    await inner(scope, receive, send)
+
+
+sock = socket.socket()
+sock.bind(("127.0.0.1", 0))
+# Listening before the port is told: connections made from then on wait for uvicorn.
+sock.listen(64)
+print(f"PORT {sock.getsockname()[1]}", flush=True)
+config = uvicorn.Config(app, log_level="warning", lifespan="on")
+uvicorn.Server(config).run(sockets=[sock])
