@@ -254,10 +254,9 @@ async fn an_in_process_child_calls_the_parents_server_through_the_same_process()
         "one server process for the session and its child"
     );
     // The child's log has the server's answer.
-    let logs: String = std::fs::read_dir(wire.home.path().join("sessions"))
-        .into_iter()
-        .flatten()
-        .filter_map(|e| std::fs::read_to_string(e.ok()?.path()).ok())
+    let logs: String = common::session_files(wire.home.path())
+        .iter()
+        .filter_map(|path| std::fs::read_to_string(path).ok())
         .collect();
     assert!(logs.contains("from-child.txt"), "{logs}");
 }

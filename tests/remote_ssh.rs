@@ -255,9 +255,9 @@ async fn kin_on_the_other_side_of_ssh_answers_foreground_background_and_a_follow
         "{parent_log}"
     );
     // The remote kin ran in the remote cwd and kept its session on its own side.
-    let remote_sessions: Vec<String> = std::fs::read_dir(remote_home.join("sessions"))
-        .unwrap()
-        .filter_map(|entry| std::fs::read_to_string(entry.unwrap().path()).ok())
+    let remote_sessions: Vec<String> = common::session_files(&remote_home)
+        .iter()
+        .filter_map(|path| std::fs::read_to_string(path).ok())
         .filter(|text| text.starts_with(r#"{"type":"session""#))
         .collect();
     assert_eq!(

@@ -625,6 +625,18 @@ mod tests {
             format!("{HEADER}\n{}\n", r#"{"type":"session/title","seq":0,"time":0,"data":{"title":"copied","messageSeqs":[],"source":{"kind":"user"}}}"#),
         )
         .unwrap();
+        // Newer than `b` for certain: file times are too coarse to order two quick writes.
+        let later = fs::metadata(store.path("b").unwrap())
+            .unwrap()
+            .modified()
+            .unwrap()
+            + std::time::Duration::from_secs(1);
+        fs::File::options()
+            .write(true)
+            .open(store.path("s1").unwrap())
+            .unwrap()
+            .set_modified(later)
+            .unwrap();
         let listed = store.list().unwrap();
         let ids: Vec<&str> = listed.iter().map(|s| s.id.as_str()).collect();
         assert_eq!(ids, ["s1", "b"]);
