@@ -339,7 +339,7 @@ impl Turn<'_> {
             cwd: Some(self.agent.cwd.clone()),
             system: self.deps.system.clone(),
             history,
-            tools: self.agent.tools.specs(),
+            tools: self.agent.tools.specs_in(&self.agent.cwd),
             max_tokens: self.agent.options.max_tokens.or(choice.profile.max_output),
             blobs: Some(self.agent.blob_dir()),
         };

@@ -24,7 +24,7 @@ use crate::agent::{Agent, AgentOptions, AgentSpec, StopReason, StructuredCapture
 use crate::session::history::completed_turn_seed;
 use crate::session::{AssistantBlock, Empty, Event, EventBody, Header, UserPart};
 use crate::time::unique_now_ms;
-use crate::tools::{ClientBridge, ToolRegistry};
+use crate::tools::{ClientBridge, PermissionMode, ToolRegistry};
 
 /// What a child starts from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -224,6 +224,7 @@ fn start(
     }
     let turn = Turn {
         parent,
+        permission: request.permission,
         label: request.label.as_deref(),
         prompt: request.prompt.clone(),
         cancel: request.cancel.child_token(),
@@ -270,6 +271,10 @@ fn resume(host: &Arc<AgentHost>, request: ResumeRequest) -> Result<Run, Delegati
     }
     let turn = Turn {
         parent,
+        permission: descriptor
+            .permission
+            .as_deref()
+            .and_then(PermissionMode::from_id),
         label: None,
         prompt: request.prompt.clone(),
         cancel: request.cancel.child_token(),
@@ -282,6 +287,8 @@ fn resume(host: &Arc<AgentHost>, request: ResumeRequest) -> Result<Run, Delegati
 /// The turn a child is started with.
 struct Turn<'a> {
     parent: &'a Agent,
+    /// The child's own mode (an agent definition's), clamped to the parent's.
+    permission: Option<PermissionMode>,
     label: Option<&'a str>,
     prompt: Vec<UserPart>,
     cancel: CancellationToken,
@@ -293,9 +300,12 @@ struct Turn<'a> {
 /// Puts the child under the parent's current permission mode (logged in the child) and binds
 /// it to the parent's permissions, has the host publish it and run its turn, and wraps that as a [`Run`]; the error says what failed.
 fn drive(host: &Arc<AgentHost>, child: Arc<Agent>, turn: Turn<'_>) -> Result<Run, String> {
-    child
-        .set_permission_mode(turn.parent.permission_mode())
-        .map_err(|e| e.to_string())?;
+    let parent_mode = turn.parent.permission_mode();
+    let mode = match turn.permission {
+        Some(own) => parent_mode.strictest(own),
+        None => parent_mode,
+    };
+    child.set_permission_mode(mode).map_err(|e| e.to_string())?;
     // Bound by the parent's permissions for the rest of its life: a later switch of the parent
     // (to read-only, say) reaches the running child at once.
     child.bind_permissions_to(turn.parent);

@@ -46,6 +46,8 @@ pub struct StartRequest {
     pub tool_filter: Option<ToolFilter>,
     /// Replaces the child's persona.
     pub persona: Option<String>,
+    /// The child's own permission mode; the parent's stays its ceiling (never wider).
+    pub permission: Option<crate::tools::PermissionMode>,
     /// A short label shown to the user (the tool's `description`).
     pub label: Option<String>,
     /// The wall-clock limit of the child's activation, instead of the configured one.
@@ -82,6 +84,7 @@ impl StartRequest {
             max_depth: None,
             tool_filter: None,
             persona: None,
+            permission: None,
             label: None,
             timeout: None,
             budget_tokens: None,
@@ -106,6 +109,7 @@ impl StartRequest {
                 .or_else(|| self.parent.options.model.clone()),
             persona: self.persona.clone(),
             tool_filter: self.tool_filter.clone(),
+            permission: self.permission.map(|mode| mode.id().to_owned()),
             provider_data: None,
         }
     }

@@ -4,6 +4,7 @@
 
 mod budget;
 mod control;
+mod definitions;
 mod host;
 mod inprocess;
 mod limits;
