@@ -30,7 +30,8 @@
 //!
 //! Dependencies point down:
 //! `{acp, headless} -> runtime -> delegation -> agent -> tools -> model -> session`, where
-//! `delegation` also uses `tasks` (which uses `tools`) and `acp_client`; `acp` and `headless`
+//! `delegation` also uses `tasks` (which uses `tools`), `acp_client`, `config` (agent
+//! definitions, `[delegation]`) and `process` (`git` for worktree isolation); `acp` and `headless`
 //! also use `agent` directly (`acp` also the depth keys of `acp_client`); `config` uses `model`
 //! (a model is built from its configuration).
 //! [`acp_client`] uses `rpc`, `config`, `process` and, to serve a child's requests, `tools`

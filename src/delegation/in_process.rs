@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::provider::{Capabilities, Continuable, Provider, Run, RunControl, SteerRefusal};
 use super::request::{ResumeRequest, StartRequest, ToolFilter};
+use super::worktree::{self, Worktree};
 use super::{DelegationError, SubagentResult};
 use crate::agent::host::AgentHost;
 use crate::agent::structured::StructuredOutputTool;
@@ -165,16 +166,35 @@ fn start(
     )?;
 
     let parent_header = parent.header();
+    let id = match &request.continuation {
+        Some(continuation) => continuation.session_id.clone(),
+        None => uuid::Uuid::new_v4().to_string(),
+    };
+    // An isolated child works in its worktree alone: not the parent's roots.
+    let worktree = match request.worktree {
+        true => Some(
+            worktree::create(&parent.cwd, &id)
+                .map_err(|e| DelegationError::Setup(e.to_string()))?,
+        ),
+        false => None,
+    };
+    let (cwd, additional_directories) = match &worktree {
+        Some(worktree) => (worktree.dir.clone(), Vec::new()),
+        None => (
+            parent.cwd.clone(),
+            parent_header.additional_directories.clone(),
+        ),
+    };
     let header = Header {
         kind: Header::KIND.into(),
         version: Header::VERSION,
-        id: match &request.continuation {
-            Some(continuation) => continuation.session_id.clone(),
-            None => uuid::Uuid::new_v4().to_string(),
-        },
+        id,
         created_at: unique_now_ms(),
-        cwd: parent_header.cwd.clone(),
-        additional_directories: parent_header.additional_directories.clone(),
+        cwd: match &worktree {
+            Some(worktree) => Some(worktree.dir.display().to_string()),
+            None => parent_header.cwd.clone(),
+        },
+        additional_directories,
         parent_session: Some(parent.id.clone()),
         seed_length: (!seed.is_empty()).then_some(seed.len() as u64),
         delegation_depth: depth,
@@ -187,6 +207,9 @@ fn start(
     // Until the child is published, a failure removes its file: nothing is left behind.
     let abandon = |error: &dyn std::fmt::Display| {
         let _ = host.store().delete(&id);
+        if let Some(worktree) = &worktree {
+            let _ = worktree::settle(worktree);
+        }
         DelegationError::Setup(error.to_string())
     };
     let mut events = seed;
@@ -206,7 +229,7 @@ fn start(
     let boundary = events.len();
     let child = Arc::new(Agent::new(AgentSpec {
         header,
-        cwd: parent.cwd.clone(),
+        cwd,
         log,
         events,
         options,
@@ -230,6 +253,7 @@ fn start(
         cancel: request.cancel.child_token(),
         boundary,
         client: request.client.clone(),
+        worktree: worktree.clone(),
     };
     drive(host, child, turn).map_err(|e| abandon(&e))
 }
@@ -256,9 +280,22 @@ fn resume(host: &Arc<AgentHost>, request: ResumeRequest) -> Result<Run, Delegati
     };
     let tools = child_tools(host.tools(), descriptor.tool_filter.as_ref(), None)?;
     let boundary = loaded.events.len();
+    // A worktree child continues in its worktree (made again if its last activation left
+    // nothing there).
+    let recorded = std::path::PathBuf::from(loaded.header.cwd.clone().unwrap_or_default());
+    let worktree = match worktree::is_kin_worktree(&recorded) {
+        true => Some(
+            worktree::reopen(&recorded, &parent.cwd)
+                .map_err(|e| DelegationError::Setup(e.to_string()))?,
+        ),
+        false => None,
+    };
+    let cwd = worktree
+        .as_ref()
+        .map_or_else(|| parent.cwd.clone(), |w| w.dir.clone());
     let child = Arc::new(Agent::new(AgentSpec {
         header: loaded.header,
-        cwd: parent.cwd.clone(),
+        cwd,
         log,
         events: loaded.events,
         options,
@@ -280,6 +317,7 @@ fn resume(host: &Arc<AgentHost>, request: ResumeRequest) -> Result<Run, Delegati
         cancel: request.cancel.child_token(),
         boundary,
         client: request.client.clone(),
+        worktree,
     };
     drive(host, child, turn).map_err(DelegationError::Setup)
 }
@@ -295,6 +333,8 @@ struct Turn<'a> {
     /// Where this activation's events start.
     boundary: usize,
     client: Option<Arc<dyn ClientBridge>>,
+    /// The child's worktree, settled (kept or removed) when the activation ends.
+    worktree: Option<Worktree>,
 }
 
 /// Puts the child under the parent's current permission mode (logged in the child) and binds
@@ -324,10 +364,22 @@ fn drive(host: &Arc<AgentHost>, child: Arc<Agent>, turn: Turn<'_>) -> Result<Run
     let reader = child.clone();
     let turn_cancel = cancel.clone();
     let boundary = turn.boundary;
+    let worktree = turn.worktree;
     // Once settled, the shared result no longer holds this future (nor the child).
     let result: BoxFuture<'static, SubagentResult> = async move {
         let outcome = running.await;
-        read_result(&reader, boundary, outcome, turn_cancel.is_cancelled())
+        let mut result = read_result(&reader, boundary, outcome, turn_cancel.is_cancelled());
+        if let Some(worktree) = worktree {
+            let report = tokio::task::spawn_blocking(move || match worktree::settle(&worktree) {
+                Ok(settled) => settled.report(&worktree),
+                Err(error) => format!("[worktree: {}: {error}]", worktree.dir.display()),
+            })
+            .await
+            .unwrap_or_else(|_| "[worktree: could not be settled]".into());
+            let text = format!("\n{report}");
+            result.output.push(AssistantBlock::Text { text });
+        }
+        result
     }
     .boxed();
     let result = result.shared();

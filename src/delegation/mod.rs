@@ -34,6 +34,7 @@ mod queue;
 mod records;
 mod request;
 mod tools;
+mod worktree;
 
 use std::sync::{Arc, OnceLock, Weak};
 
@@ -85,6 +86,8 @@ pub struct Request {
     pub tools: Option<Vec<String>>,
     /// The child's own permission mode, clamped to the caller's.
     pub permission: Option<crate::tools::PermissionMode>,
+    /// Run the child in a fresh git worktree (in-process children only).
+    pub worktree: bool,
 }
 
 /// Where a message went.
@@ -312,7 +315,7 @@ impl Delegation {
             allow: Some(allow),
             deny: None,
         });
-        start.permission = request.permission;
+        (start.permission, start.worktree) = (request.permission, request.worktree);
         start.client = request.client;
         // A background delegation's call is over at once: nothing more is shown on it.
         start.call_id = request.call_id.filter(|_| mode == Mode::Foreground);

@@ -50,6 +50,8 @@ pub struct StartRequest {
     pub permission: Option<crate::tools::PermissionMode>,
     /// A short label shown to the user (the tool's `description`).
     pub label: Option<String>,
+    /// Run an in-process child in a fresh git worktree of the parent's repository.
+    pub worktree: bool,
     /// The wall-clock limit of the child's activation, instead of the configured one.
     pub timeout: Option<std::time::Duration>,
     /// The child's token budget, instead of the configured `child_budget_tokens`.
@@ -86,6 +88,7 @@ impl StartRequest {
             persona: None,
             permission: None,
             label: None,
+            worktree: false,
             timeout: None,
             budget_tokens: None,
             budget: None,

@@ -46,6 +46,9 @@ pub(super) struct SubagentArgs {
     /// The name of an agent definition to run the child as: its instructions, tools, model, permission and limits (the arguments above win over its model and limits).
     #[serde(default)]
     agent: Option<String>,
+    /// "worktree": run the child in a fresh git worktree of this repository, on its own branch `kin/<subagent id>`; the result reports the branch, changed files and a diffstat (a worktree without changes is removed). Default: the agent definition's, else "none".
+    #[serde(default)]
+    isolation: Option<String>,
 }
 
 /// One delegation tool, bound to one provider.
@@ -333,11 +336,24 @@ impl TypedTool for SubagentTool {
         };
         let (definition, notices) = chosen.unzip();
         let definition = definition.as_ref();
-        if definition.is_some_and(|d| d.isolation.is_some()) {
+        let worktree = match args.isolation.as_deref().map(str::trim) {
+            Some("worktree") => true,
+            Some("none") => false,
+            None => definition.is_some_and(|d| d.isolation.is_some()),
+            Some(_) => {
+                return Err(ToolOutput::error(
+                    "ToolArgsError",
+                    "INVALID_ARGS",
+                    "Error: `isolation` must be \"worktree\" or \"none\"",
+                ))
+            }
+        };
+        if worktree && self.provider.capabilities() != super::provider::Capabilities::ALL {
             return Err(ToolOutput::error(
                 "ToolArgsError",
                 "UNSUPPORTED_ISOLATION",
-                "Error: this kin cannot run a child in a worktree yet; nothing was started",
+                "Error: isolation \"worktree\" runs only in-process children (subagent, \
+                 subagent_fork); nothing was started",
             ));
         }
         let request = Request {
@@ -358,6 +374,7 @@ impl TypedTool for SubagentTool {
                 .map(|d| format!("{DEFAULT_PERSONA}\n\n{}", d.instructions)),
             tools: definition.and_then(|d| d.tools.clone()),
             permission: definition.and_then(|d| d.permission),
+            worktree,
         };
         let notices = notices.unwrap_or_default();
         Ok(

@@ -14,3 +14,4 @@ mod structured;
 mod support;
 mod tasks;
 mod tools;
+mod worktree;

@@ -27,6 +27,7 @@ fn request(provider: &str) -> Request {
         persona: None,
         tools: None,
         permission: None,
+        worktree: false,
     }
 }
 

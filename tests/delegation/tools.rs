@@ -82,7 +82,8 @@ async fn tools_are_offered_sorted_with_the_contracted_parameters() {
                 "model",
                 "timeout",
                 "budget_tokens",
-                "agent"
+                "agent",
+                "isolation"
             ]
         );
         assert_eq!(
