@@ -33,7 +33,8 @@
 //!
 //! Dependencies point down:
 //! `{acp, headless} -> runtime -> delegation -> agent -> tools -> model -> session`, where
-//! `delegation` also uses `tasks` (which uses `tools`) and `acp_client`; `acp` and `headless`
+//! `delegation` also uses `tasks` (which uses `tools`), `acp_client`, `config` (agent
+//! definitions, `[delegation]`) and `process` (`git` for worktree isolation); `acp` and `headless`
 //! also use `agent` directly (`acp` also the depth keys of `acp_client`); `config` uses `model`
 //! (a model is built from its configuration). `mcp` uses `tools`, `model` and `process`; `agent`
 //! holds a session's MCP servers (`agent::mcp_view`), `runtime` starts and stops them, `acp` and

@@ -65,6 +65,9 @@ enum Command {
     },
     /// Play the bundled scenario through `kin acp` and print the transcript (no key needed).
     Demo,
+    /// List the agent definitions the `subagent` tools can name here, with the file each came
+    /// from (`.kin/agents/`, `.claude/agents/`, then `agents/` in kin's config directory).
+    Agents,
 }
 
 /// Model settings; each beats its environment variable and the config file.
@@ -203,6 +206,7 @@ fn run_command(cli: Cli) -> anyhow::Result<u8> {
             runtime.block_on(Box::pin(run(options, replay, model)))
         }
         Command::Config { model } => runtime.block_on(Box::pin(show_config(model))),
+        Command::Agents => list_agents(),
         Command::Demo => runtime
             .block_on(Box::pin(kin::scenario::demo::run()))
             .map(|()| 0),
@@ -318,6 +322,13 @@ async fn show_config(flags: ModelFlags) -> anyhow::Result<u8> {
         "{}",
         config::render_mcp_servers(&config::mcp_servers(&config::process_env)?)
     );
+    Ok(0)
+}
+
+fn list_agents() -> anyhow::Result<u8> {
+    let cwd = std::env::current_dir()?;
+    let catalog = kin::delegation::agents::load_for(&cwd);
+    print!("{}", catalog.render());
     Ok(0)
 }
 

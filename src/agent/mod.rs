@@ -15,6 +15,7 @@ mod permissions;
 pub mod remote_children;
 pub mod structured;
 mod system;
+pub(crate) use system::DEFAULT_PERSONA;
 mod title;
 mod turn;
 pub(crate) use turn::end_reason;

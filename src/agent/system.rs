@@ -3,7 +3,8 @@
 use super::structured::STRUCTURED_INSTRUCTION;
 use super::Agent;
 
-const DEFAULT_PERSONA: &str = "You are kin, a coding agent working inside a software project on \
+pub(crate) const DEFAULT_PERSONA: &str =
+    "You are kin, a coding agent working inside a software project on \
 the user's machine. Be direct and precise. Use the tools you are given when they help; say \
 plainly when something failed or could not be done.";
 

@@ -331,7 +331,7 @@ impl Turn<'_> {
 
     /// The agent's own tools, then its MCP servers' tools as they are now.
     fn tool_specs(&self) -> Vec<crate::model::ToolSpec> {
-        let mut specs = self.agent.tools.specs();
+        let mut specs = self.agent.tools.specs_in(&self.agent.cwd);
         if let Some(mcp) = self.agent.mcp_tools() {
             specs.extend(mcp.specs());
         }

@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::provider::{Capabilities, Continuable, Provider, Run, RunControl, SteerRefusal};
 use super::request::{ResumeRequest, StartRequest, ToolFilter};
+use super::worktree::{self, Worktree};
 use super::{DelegationError, SubagentResult};
 use crate::agent::host::AgentHost;
 use crate::agent::mcp_view::McpView;
@@ -25,7 +26,7 @@ use crate::agent::{Agent, AgentOptions, AgentSpec, StopReason, StructuredCapture
 use crate::session::history::completed_turn_seed;
 use crate::session::{AssistantBlock, Empty, Event, EventBody, Header, UserPart};
 use crate::time::unique_now_ms;
-use crate::tools::{ClientBridge, ToolRegistry};
+use crate::tools::{ClientBridge, PermissionMode, ToolRegistry};
 
 /// What a child starts from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -176,16 +177,35 @@ fn start(
     )?;
 
     let parent_header = parent.header();
+    let id = match &request.continuation {
+        Some(continuation) => continuation.session_id.clone(),
+        None => uuid::Uuid::new_v4().to_string(),
+    };
+    // An isolated child works in its worktree alone: not the parent's roots.
+    let worktree = match request.worktree {
+        true => Some(
+            worktree::create(&parent.cwd, &id)
+                .map_err(|e| DelegationError::Setup(e.to_string()))?,
+        ),
+        false => None,
+    };
+    let (cwd, additional_directories) = match &worktree {
+        Some(worktree) => (worktree.dir.clone(), Vec::new()),
+        None => (
+            parent.cwd.clone(),
+            parent_header.additional_directories.clone(),
+        ),
+    };
     let header = Header {
         kind: Header::KIND.into(),
         version: Header::VERSION,
-        id: match &request.continuation {
-            Some(continuation) => continuation.session_id.clone(),
-            None => uuid::Uuid::new_v4().to_string(),
-        },
+        id,
         created_at: unique_now_ms(),
-        cwd: parent_header.cwd.clone(),
-        additional_directories: parent_header.additional_directories.clone(),
+        cwd: match &worktree {
+            Some(worktree) => Some(worktree.dir.display().to_string()),
+            None => parent_header.cwd.clone(),
+        },
+        additional_directories,
         parent_session: Some(parent.id.clone()),
         seed_length: (!seed.is_empty()).then_some(seed.len() as u64),
         delegation_depth: depth,
@@ -198,6 +218,9 @@ fn start(
     // Until the child is published, a failure removes its file: nothing is left behind.
     let abandon = |error: &dyn std::fmt::Display| {
         let _ = host.store().delete(&id);
+        if let Some(worktree) = &worktree {
+            let _ = worktree::settle(worktree);
+        }
         DelegationError::Setup(error.to_string())
     };
     let mut events = seed;
@@ -217,7 +240,7 @@ fn start(
     let boundary = events.len();
     let child = Arc::new(Agent::new(AgentSpec {
         header,
-        cwd: parent.cwd.clone(),
+        cwd,
         log,
         events,
         options,
@@ -236,11 +259,13 @@ fn start(
     }
     let turn = Turn {
         parent,
+        permission: request.permission,
         label: request.label.as_deref(),
         prompt: request.prompt.clone(),
         cancel: request.cancel.child_token(),
         boundary,
         client: request.client.clone(),
+        worktree: worktree.clone(),
     };
     drive(host, child, turn).map_err(|e| abandon(&e))
 }
@@ -267,9 +292,22 @@ fn resume(host: &Arc<AgentHost>, request: ResumeRequest) -> Result<Run, Delegati
     };
     let tools = child_tools(host.tools(), descriptor.tool_filter.as_ref(), None)?;
     let boundary = loaded.events.len();
+    // A worktree child continues in its worktree (made again if its last activation left
+    // nothing there).
+    let recorded = std::path::PathBuf::from(loaded.header.cwd.clone().unwrap_or_default());
+    let worktree = match worktree::is_kin_worktree(&recorded) {
+        true => Some(
+            worktree::reopen(&recorded, &parent.cwd)
+                .map_err(|e| DelegationError::Setup(e.to_string()))?,
+        ),
+        false => None,
+    };
+    let cwd = worktree
+        .as_ref()
+        .map_or_else(|| parent.cwd.clone(), |w| w.dir.clone());
     let child = Arc::new(Agent::new(AgentSpec {
         header: loaded.header,
-        cwd: parent.cwd.clone(),
+        cwd,
         log,
         events: loaded.events,
         options,
@@ -284,11 +322,16 @@ fn resume(host: &Arc<AgentHost>, request: ResumeRequest) -> Result<Run, Delegati
     child.set_mcp(child_mcp(parent, descriptor.tool_filter.as_ref()));
     let turn = Turn {
         parent,
+        permission: descriptor
+            .permission
+            .as_deref()
+            .and_then(PermissionMode::from_id),
         label: None,
         prompt: request.prompt.clone(),
         cancel: request.cancel.child_token(),
         boundary,
         client: request.client.clone(),
+        worktree,
     };
     drive(host, child, turn).map_err(DelegationError::Setup)
 }
@@ -296,20 +339,27 @@ fn resume(host: &Arc<AgentHost>, request: ResumeRequest) -> Result<Run, Delegati
 /// The turn a child is started with.
 struct Turn<'a> {
     parent: &'a Agent,
+    /// The child's own mode (an agent definition's), clamped to the parent's.
+    permission: Option<PermissionMode>,
     label: Option<&'a str>,
     prompt: Vec<UserPart>,
     cancel: CancellationToken,
     /// Where this activation's events start.
     boundary: usize,
     client: Option<Arc<dyn ClientBridge>>,
+    /// The child's worktree, settled (kept or removed) when the activation ends.
+    worktree: Option<Worktree>,
 }
 
 /// Puts the child under the parent's current permission mode (logged in the child) and binds
 /// it to the parent's permissions, has the host publish it and run its turn, and wraps that as a [`Run`]; the error says what failed.
 fn drive(host: &Arc<AgentHost>, child: Arc<Agent>, turn: Turn<'_>) -> Result<Run, String> {
-    child
-        .set_permission_mode(turn.parent.permission_mode())
-        .map_err(|e| e.to_string())?;
+    let parent_mode = turn.parent.permission_mode();
+    let mode = match turn.permission {
+        Some(own) => parent_mode.strictest(own),
+        None => parent_mode,
+    };
+    child.set_permission_mode(mode).map_err(|e| e.to_string())?;
     // Bound by the parent's permissions for the rest of its life: a later switch of the parent
     // (to read-only, say) reaches the running child at once.
     child.bind_permissions_to(turn.parent);
@@ -328,10 +378,22 @@ fn drive(host: &Arc<AgentHost>, child: Arc<Agent>, turn: Turn<'_>) -> Result<Run
     let reader = child.clone();
     let turn_cancel = cancel.clone();
     let boundary = turn.boundary;
+    let worktree = turn.worktree;
     // Once settled, the shared result no longer holds this future (nor the child).
     let result: BoxFuture<'static, SubagentResult> = async move {
         let outcome = running.await;
-        read_result(&reader, boundary, outcome, turn_cancel.is_cancelled())
+        let mut result = read_result(&reader, boundary, outcome, turn_cancel.is_cancelled());
+        if let Some(worktree) = worktree {
+            let report = tokio::task::spawn_blocking(move || match worktree::settle(&worktree) {
+                Ok(settled) => settled.report(&worktree),
+                Err(error) => format!("[worktree: {}: {error}]", worktree.dir.display()),
+            })
+            .await
+            .unwrap_or_else(|_| "[worktree: could not be settled]".into());
+            let text = format!("\n{report}");
+            result.output.push(AssistantBlock::Text { text });
+        }
+        result
     }
     .boxed();
     let result = result.shared();

@@ -23,6 +23,7 @@ mod acp_child;
 mod acp_record;
 mod acp_tree;
 mod activation;
+pub mod agents;
 mod budget;
 mod error;
 mod in_process;
@@ -33,6 +34,7 @@ mod queue;
 mod records;
 mod request;
 mod tools;
+mod worktree;
 
 use std::sync::{Arc, OnceLock, Weak};
 
@@ -78,6 +80,14 @@ pub struct Request {
     pub budget_tokens: Option<u64>,
     /// The child's wall-clock limit, instead of the configured `[delegation] timeout`.
     pub timeout: Option<std::time::Duration>,
+    /// Replaces the child's persona (an agent definition's instructions).
+    pub persona: Option<String>,
+    /// The only tools the child may use (an agent definition's `tools`).
+    pub tools: Option<Vec<String>>,
+    /// The child's own permission mode, clamped to the caller's.
+    pub permission: Option<crate::tools::PermissionMode>,
+    /// Run the child in a fresh git worktree (in-process children only).
+    pub worktree: bool,
 }
 
 /// Where a message went.
@@ -300,6 +310,12 @@ impl Delegation {
         start.timeout = request.timeout;
         start.budget_tokens = request.budget_tokens;
         start.label = Some(request.label.clone());
+        start.persona = request.persona;
+        start.tool_filter = request.tools.map(|allow| ToolFilter {
+            allow: Some(allow),
+            deny: None,
+        });
+        (start.permission, start.worktree) = (request.permission, request.worktree);
         start.client = request.client;
         // A background delegation's call is over at once: nothing more is shown on it.
         start.call_id = request.call_id.filter(|_| mode == Mode::Foreground);

@@ -46,8 +46,12 @@ pub struct StartRequest {
     pub tool_filter: Option<ToolFilter>,
     /// Replaces the child's persona.
     pub persona: Option<String>,
+    /// The child's own permission mode; the parent's stays its ceiling (never wider).
+    pub permission: Option<crate::tools::PermissionMode>,
     /// A short label shown to the user (the tool's `description`).
     pub label: Option<String>,
+    /// Run an in-process child in a fresh git worktree of the parent's repository.
+    pub worktree: bool,
     /// The wall-clock limit of the child's activation, instead of the configured one.
     pub timeout: Option<std::time::Duration>,
     /// The child's token budget, instead of the configured `child_budget_tokens`.
@@ -82,7 +86,9 @@ impl StartRequest {
             max_depth: None,
             tool_filter: None,
             persona: None,
+            permission: None,
             label: None,
+            worktree: false,
             timeout: None,
             budget_tokens: None,
             budget: None,
@@ -106,6 +112,7 @@ impl StartRequest {
                 .or_else(|| self.parent.options.model.clone()),
             persona: self.persona.clone(),
             tool_filter: self.tool_filter.clone(),
+            permission: self.permission.map(|mode| mode.id().to_owned()),
             provider_data: None,
         }
     }

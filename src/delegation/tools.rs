@@ -10,10 +10,11 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::agents::{self, AgentDefinition};
 use super::{
     Continuable, Delegated, Delegation, DelegationError, Delivery, Mode, Provider, Request,
 };
-use crate::agent::StopReason;
+use crate::agent::{StopReason, DEFAULT_PERSONA};
 use crate::session::UserPart;
 use crate::tasks::{TaskId, TaskStatus};
 use crate::tools::typed::{parameters, TypedTool};
@@ -42,6 +43,12 @@ pub(super) struct SubagentArgs {
     #[serde(default)]
     #[schemars(range(min = 1))]
     budget_tokens: Option<u64>,
+    /// The name of an agent definition to run the child as: its instructions, tools, model, permission and limits (the arguments above win over its model and limits).
+    #[serde(default)]
+    agent: Option<String>,
+    /// "worktree": run the child in a fresh git worktree of this repository, on its own branch `kin/<subagent id>`; the result reports the branch, changed files and a diffstat (a worktree without changes is removed). Default: the agent definition's, else "none".
+    #[serde(default)]
+    isolation: Option<String>,
 }
 
 /// One delegation tool, bound to one provider.
@@ -148,6 +155,83 @@ impl SubagentTool {
     }
 }
 
+impl SubagentTool {
+    /// The definition `name` for a session in `cwd`, its tools narrowed to the ones kin has
+    /// (Claude Code's `Read` is kin's `read`); the notices say what was dropped or ignored.
+    fn definition(
+        &self,
+        name: &str,
+        cwd: &std::path::Path,
+    ) -> Result<(AgentDefinition, Vec<String>), ToolOutput> {
+        let catalog = agents::load_for(cwd);
+        let Some(found) = catalog.get(name) else {
+            let broken: Vec<&String> = catalog
+                .notices
+                .iter()
+                .filter(|notice| notice.contains(&format!("{name}.md")))
+                .collect();
+            let why = match broken.first() {
+                Some(notice) => format!("; its file cannot be used: {notice}"),
+                None => String::new(),
+            };
+            return Err(ToolOutput::error(
+                "ToolArgsError",
+                "UNKNOWN_AGENT",
+                format!(
+                    "Error: unknown agent \"{name}\" (available: {}){why}",
+                    catalog.names()
+                ),
+            ));
+        };
+        let mut definition = found.clone();
+        let shown = definition.source.display().to_string();
+        let mut notices: Vec<String> = catalog
+            .notices
+            .iter()
+            .filter(|notice| notice.starts_with(&shown))
+            .cloned()
+            .collect();
+        let host = self.delegation.host().ok();
+        // Claude Code's `sonnet` or a typo is no reason to fail: the child runs on the caller's.
+        if let (Some(model), Some(host)) = (&definition.model, &host) {
+            if host.models().lookup(model).is_err() {
+                notices.push(format!(
+                    "{shown}: model `{model}` is not configured; the child runs on yours"
+                ));
+                definition.model = None;
+            }
+        }
+        if let (Some(tools), Some(host)) = (definition.tools.take(), &host) {
+            let mut kept = Vec::new();
+            for tool in tools {
+                let known = [tool.clone(), tool.to_lowercase()]
+                    .into_iter()
+                    .find(|name| host.tools().get(name).is_some());
+                match known {
+                    Some(name) => kept.push(name),
+                    None => notices.push(format!(
+                        "{shown}: tool `{tool}` is not a kin tool; left out"
+                    )),
+                }
+            }
+            definition.tools = Some(kept);
+        }
+        for notice in &notices {
+            tracing::warn!(agent = name, "{notice}");
+        }
+        Ok((definition, notices))
+    }
+}
+
+/// An answer with the definition's notices after it.
+fn with_notices(text: String, notices: &[String]) -> String {
+    if notices.is_empty() {
+        return text;
+    }
+    let lines: Vec<String> = notices.iter().map(|n| format!("(notice: {n})")).collect();
+    format!("{text}\n{}", lines.join("\n"))
+}
+
 /// The error code of a failed foreground run: a limit has its own.
 fn failure_code(reason: StopReason) -> &'static str {
     match reason {
@@ -168,6 +252,23 @@ impl TypedTool for SubagentTool {
 
     fn description(&self) -> String {
         self.what_it_does()
+    }
+
+    fn description_in(&self, cwd: &std::path::Path) -> String {
+        let what = self.what_it_does();
+        let catalog = agents::load_for(cwd);
+        if catalog.agents.is_empty() {
+            return what;
+        }
+        let listed: Vec<String> = catalog
+            .agents
+            .iter()
+            .map(|agent| format!("- {}: {}", agent.name, agent.description))
+            .collect();
+        format!(
+            "{what}\n\nAgents you can name in `agent`:\n{}",
+            listed.join("\n")
+        )
     }
 
     fn parameters(&self) -> Value {
@@ -229,26 +330,65 @@ impl TypedTool for SubagentTool {
             Some(true) => Mode::Background,
             _ => Mode::Foreground,
         };
+        let chosen = match non_empty(args.agent.as_ref()) {
+            Some(name) => Some(self.definition(&name, &cx.cwd)?),
+            None => None,
+        };
+        let (definition, notices) = chosen.unzip();
+        let definition = definition.as_ref();
+        let worktree = match args.isolation.as_deref().map(str::trim) {
+            Some("worktree") => true,
+            Some("none") => false,
+            None => definition.is_some_and(|d| d.isolation.is_some()),
+            Some(_) => {
+                return Err(ToolOutput::error(
+                    "ToolArgsError",
+                    "INVALID_ARGS",
+                    "Error: `isolation` must be \"worktree\" or \"none\"",
+                ))
+            }
+        };
+        if worktree && self.provider.capabilities() != super::provider::Capabilities::ALL {
+            return Err(ToolOutput::error(
+                "ToolArgsError",
+                "UNSUPPORTED_ISOLATION",
+                "Error: isolation \"worktree\" runs only in-process children (subagent, \
+                 subagent_fork); nothing was started",
+            ));
+        }
         let request = Request {
             provider: self.provider.name().to_owned(),
             prompt: vec![UserPart::Text { text: prompt }],
             label,
             client: cx.client.clone(),
             cancel: cx.cancel.clone(),
-            model: non_empty(args.model.as_ref()),
-            timeout,
-            budget_tokens: args.budget_tokens,
+            model: non_empty(args.model.as_ref())
+                .or_else(|| definition.and_then(|d| d.model.clone())),
+            timeout: timeout.or_else(|| definition.and_then(|d| d.timeout)),
+            budget_tokens: args
+                .budget_tokens
+                .or_else(|| definition.and_then(|d| d.budget_tokens)),
             call_id: Some(cx.call_id.clone()),
+            persona: definition
+                .filter(|d| !d.instructions.is_empty())
+                .map(|d| format!("{DEFAULT_PERSONA}\n\n{}", d.instructions)),
+            tools: definition.and_then(|d| d.tools.clone()),
+            permission: definition.and_then(|d| d.permission),
+            worktree,
         };
+        let notices = notices.unwrap_or_default();
         Ok(
             match self
                 .delegation
                 .delegate(&cx.session_id, request, mode)
                 .await
             {
-                Ok(Delegated::Continuable { child, task }) => ToolOutput::ok(format!(
-                    "started subagent {child} as task {task}{}",
-                    self.queued_note(&task, &cx.session_id)
+                Ok(Delegated::Continuable { child, task }) => ToolOutput::ok(with_notices(
+                    format!(
+                        "started subagent {child} as task {task}{}",
+                        self.queued_note(&task, &cx.session_id)
+                    ),
+                    &notices,
                 )),
                 Ok(Delegated::OneShot(task)) => ToolOutput::ok(format!(
                     "started background subagent task {task}\n(one-shot: this child cannot \
@@ -257,7 +397,7 @@ impl TypedTool for SubagentTool {
                 )),
                 Ok(Delegated::Answer(result)) => {
                     match (stop_error(result.stop_reason), &result.error) {
-                        (None, _) => ToolOutput::ok(result.text()),
+                        (None, _) => ToolOutput::ok(with_notices(result.text(), &notices)),
                         (Some(message), error) => ToolOutput::error(
                             "SubagentError",
                             failure_code(result.stop_reason),

@@ -34,6 +34,10 @@ pub struct Descriptor {
     pub persona: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_filter: Option<ToolFilter>,
+    /// The child's own permission mode id (from an agent definition), kept on a resume; the
+    /// parent's stays its ceiling.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission: Option<String>,
     /// What only the provider reads (for `acp:<name>`: the child's own `sessionId` and `cwd`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider_data: Option<Value>,

@@ -274,6 +274,11 @@ impl ToolOutput {
 
 pub trait Tool: Send + Sync {
     fn spec(&self) -> ToolSpec;
+    /// The spec offered to a session working in `cwd` (a tool may list what it finds there).
+    fn spec_in(&self, cwd: &std::path::Path) -> ToolSpec {
+        let _ = cwd;
+        self.spec()
+    }
     fn kind(&self) -> ToolKind;
     /// A short human title for this call, shown by editors.
     fn title(&self, arguments: &Value) -> String;
@@ -324,6 +329,14 @@ impl ToolRegistry {
 
     pub fn specs(&self) -> Vec<ToolSpec> {
         self.by_name().values().map(|tool| tool.spec()).collect()
+    }
+
+    /// The specs offered to a session working in `cwd`.
+    pub fn specs_in(&self, cwd: &std::path::Path) -> Vec<ToolSpec> {
+        self.by_name()
+            .values()
+            .map(|tool| tool.spec_in(cwd))
+            .collect()
     }
 
     /// Runs a call by name; unknown tools and unparsable arguments become error results.

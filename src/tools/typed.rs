@@ -37,6 +37,11 @@ pub trait TypedTool: Clone + Send + Sync + 'static {
     fn description(&self) -> String {
         Self::DESCRIPTION.into()
     }
+    /// What a session working in `cwd` is told (by default the same).
+    fn description_in(&self, cwd: &std::path::Path) -> String {
+        let _ = cwd;
+        self.description()
+    }
     /// The parameters schema: generated from `Args`; an instance may reword descriptions.
     fn parameters(&self) -> Value {
         parameters::<Self::Args>()
@@ -63,6 +68,14 @@ impl<T: TypedTool> Tool for T {
         ToolSpec {
             name: TypedTool::name(self).into(),
             description: TypedTool::description(self),
+            parameters: TypedTool::parameters(self),
+        }
+    }
+
+    fn spec_in(&self, cwd: &std::path::Path) -> ToolSpec {
+        ToolSpec {
+            name: TypedTool::name(self).into(),
+            description: TypedTool::description_in(self, cwd),
             parameters: TypedTool::parameters(self),
         }
     }

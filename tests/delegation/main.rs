@@ -4,6 +4,7 @@
 
 mod budget;
 mod control;
+mod definitions;
 mod host;
 mod inprocess;
 mod limits;
@@ -13,3 +14,4 @@ mod structured;
 mod support;
 mod tasks;
 mod tools;
+mod worktree;

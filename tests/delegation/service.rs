@@ -24,6 +24,10 @@ fn request(provider: &str) -> Request {
         call_id: None,
         timeout: None,
         budget_tokens: None,
+        persona: None,
+        tools: None,
+        permission: None,
+        worktree: false,
     }
 }
 

@@ -81,7 +81,9 @@ async fn tools_are_offered_sorted_with_the_contracted_parameters() {
                 "run_in_background",
                 "model",
                 "timeout",
-                "budget_tokens"
+                "budget_tokens",
+                "agent",
+                "isolation"
             ]
         );
         assert_eq!(

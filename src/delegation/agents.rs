@@ -1,0 +1,404 @@
+//! Agent definitions: Markdown files whose YAML front matter names a kind of child (`name`,
+//! `description`, `tools`, `model`, `permission`, `timeout`, `budget`, `isolation`) and whose
+//! body is that child's instructions. Read from the workspace (`.kin/agents/`, then Claude
+//! Code's `.claude/agents/`) and from `agents/` in kin's config directory; the first
+//! definition of a name wins, so the workspace's beat the user's. A file that cannot be used
+//! is skipped with a notice; it never fails a session.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_yaml_ng::Value;
+
+use crate::tools::PermissionMode;
+
+/// One usable agent definition.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentDefinition {
+    pub name: String,
+    pub description: String,
+    /// The only tools the child may use; `None` keeps all of them.
+    pub tools: Option<Vec<String>>,
+    /// The configured model to run on; `None` runs on the caller's.
+    pub model: Option<String>,
+    /// The child's permission mode, never wider than its parent's.
+    pub permission: Option<PermissionMode>,
+    pub timeout: Option<Duration>,
+    pub budget_tokens: Option<u64>,
+    /// How the child is isolated (`worktree`), if at all.
+    pub isolation: Option<String>,
+    /// The body: added to the child's instructions.
+    pub instructions: String,
+    /// The file it was read from.
+    pub source: PathBuf,
+}
+
+/// The definitions found for one workspace, and what was wrong with the files that were not
+/// (or not fully) used.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AgentCatalog {
+    pub agents: Vec<AgentDefinition>,
+    pub notices: Vec<String>,
+}
+
+/// Why a definition file cannot be used.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DefinitionError {
+    #[error("{path}: no YAML front matter (a `---` block at the top)")]
+    NoFrontMatter { path: String },
+    #[error("{path}: the front matter is not valid YAML: {message}")]
+    Yaml { path: String, message: String },
+    #[error("{path}: `{field}` {message}")]
+    Field {
+        path: String,
+        field: &'static str,
+        message: String,
+    },
+}
+
+/// The directories definitions are read from, first wins.
+pub fn dirs(cwd: &Path, config_dir: Option<&Path>) -> Vec<PathBuf> {
+    let mut dirs = vec![cwd.join(".kin/agents"), cwd.join(".claude/agents")];
+    dirs.extend(config_dir.map(|dir| dir.join("agents")));
+    dirs
+}
+
+/// The definitions for a session whose cwd is `cwd`, with kin's config directory from the
+/// process environment.
+pub fn load_for(cwd: &Path) -> AgentCatalog {
+    let config_dir = crate::config::config_dir(&crate::config::process_env);
+    AgentCatalog::load(&dirs(cwd, config_dir.as_deref()))
+}
+
+impl AgentCatalog {
+    /// Reads every `*.md` file of `dirs` (missing directories are skipped), in name order.
+    pub fn load(dirs: &[PathBuf]) -> Self {
+        let mut catalog = Self::default();
+        let mut seen = BTreeSet::new();
+        for dir in dirs {
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                continue;
+            };
+            let mut paths: Vec<PathBuf> = entries
+                .flatten()
+                .map(|entry| entry.path())
+                .filter(|path| path.extension().is_some_and(|ext| ext == "md") && path.is_file())
+                .collect();
+            paths.sort();
+            for path in paths {
+                let text = match std::fs::read_to_string(&path) {
+                    Ok(text) => text,
+                    Err(error) => {
+                        catalog
+                            .notices
+                            .push(format!("{}: cannot be read: {error}", path.display()));
+                        continue;
+                    }
+                };
+                match parse(&path, &text) {
+                    Ok((definition, notices)) => {
+                        catalog.notices.extend(notices);
+                        if seen.insert(definition.name.clone()) {
+                            catalog.agents.push(definition);
+                        }
+                    }
+                    Err(error) => catalog.notices.push(error.to_string()),
+                }
+            }
+        }
+        catalog
+    }
+
+    pub fn get(&self, name: &str) -> Option<&AgentDefinition> {
+        self.agents.iter().find(|agent| agent.name == name)
+    }
+
+    /// The listing `kin agents` prints: each definition and its file, then the notices.
+    pub fn render(&self) -> String {
+        let mut text = String::new();
+        if self.agents.is_empty() {
+            text.push_str("no agent definitions\n");
+        }
+        for agent in &self.agents {
+            text.push_str(&format!(
+                "{}: {}\n  from {}\n",
+                agent.name,
+                agent.description,
+                agent.source.display()
+            ));
+        }
+        for notice in &self.notices {
+            text.push_str(&format!("notice: {notice}\n"));
+        }
+        text
+    }
+
+    /// The names of the usable definitions, comma-separated (for an error).
+    pub fn names(&self) -> String {
+        let names: Vec<&str> = self.agents.iter().map(|a| a.name.as_str()).collect();
+        if names.is_empty() {
+            "none".into()
+        } else {
+            names.join(", ")
+        }
+    }
+}
+
+/// The front matter as written; anything else is reported and ignored.
+#[derive(Deserialize)]
+struct FrontMatter {
+    name: Option<String>,
+    description: Option<String>,
+    tools: Option<Value>,
+    model: Option<String>,
+    permission: Option<String>,
+    timeout: Option<Value>,
+    budget: Option<Value>,
+    isolation: Option<String>,
+    #[serde(flatten)]
+    other: serde_yaml_ng::Mapping,
+}
+
+/// Claude Code's fields that kin has no use for (ignored without a notice).
+const CLAUDE_ONLY: [&str; 2] = ["color", "permissionMode"];
+
+/// Parses one definition file; the notices name the fields it ignored.
+pub fn parse(path: &Path, text: &str) -> Result<(AgentDefinition, Vec<String>), DefinitionError> {
+    let shown = path.display().to_string();
+    let (front, body) = split_front_matter(text).ok_or_else(|| DefinitionError::NoFrontMatter {
+        path: shown.clone(),
+    })?;
+    let front: FrontMatter = match front.trim() {
+        "" => serde_yaml_ng::from_str("{}"),
+        yaml => serde_yaml_ng::from_str(yaml),
+    }
+    .map_err(|e| DefinitionError::Yaml {
+        path: shown.clone(),
+        message: e.to_string(),
+    })?;
+    let field = |field: &'static str, message: &str| DefinitionError::Field {
+        path: shown.clone(),
+        field,
+        message: message.to_owned(),
+    };
+    let name = match front.name {
+        Some(name) => name.trim().to_owned(),
+        // Unnamed: the file's stem names it.
+        None => path
+            .file_stem()
+            .and_then(|stem| stem.to_str())
+            .unwrap_or_default()
+            .to_owned(),
+    };
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(field("name", "must be letters, digits, `-` or `_`"));
+    }
+    let description = front
+        .description
+        .map(|d| d.trim().to_owned())
+        .filter(|d| !d.is_empty())
+        .ok_or_else(|| field("description", "is required"))?;
+    let tools = match front.tools {
+        None | Some(Value::Null) => None,
+        Some(Value::String(list)) => Some(split_list(&list)),
+        Some(Value::Sequence(items)) => Some(
+            items
+                .into_iter()
+                .map(|item| match item {
+                    Value::String(tool) => Ok(tool.trim().to_owned()),
+                    _ => Err(field("tools", "must list tool names")),
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+        ),
+        Some(_) => {
+            return Err(field(
+                "tools",
+                "must be a list or a comma-separated string of tool names",
+            ))
+        }
+    };
+    // Claude Code's `inherit` is kin's default: the caller's model.
+    let model = front
+        .model
+        .map(|m| m.trim().to_owned())
+        .filter(|m| !m.is_empty() && m != "inherit");
+    let permission = match front.permission.as_deref().map(str::trim) {
+        None => None,
+        Some(id) => Some(
+            PermissionMode::from_id(id)
+                .ok_or_else(|| field("permission", "must be ask, allow or read-only"))?,
+        ),
+    };
+    let timeout = match front.timeout {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) => Some(
+            n.as_f64()
+                .filter(|s| s.is_finite() && *s > 0.0 && *s < 1e9)
+                .map(Duration::from_secs_f64)
+                .ok_or_else(|| field("timeout", "must be a positive number of seconds"))?,
+        ),
+        Some(Value::String(text)) => Some(
+            crate::config::parse_duration(&text)
+                .ok()
+                .filter(|d| !d.is_zero())
+                .ok_or_else(|| field("timeout", "must be seconds or a duration like \"5m\""))?,
+        ),
+        Some(_) => {
+            return Err(field(
+                "timeout",
+                "must be seconds or a duration like \"5m\"",
+            ))
+        }
+    };
+    let budget_tokens = match front.budget {
+        None | Some(Value::Null) => None,
+        Some(value) => Some(
+            value
+                .as_u64()
+                .filter(|&n| n > 0)
+                .ok_or_else(|| field("budget", "must be a positive number of tokens"))?,
+        ),
+    };
+    let isolation = match front.isolation.as_deref().map(str::trim) {
+        None | Some("none") => None,
+        Some("worktree") => Some("worktree".to_owned()),
+        Some(_) => return Err(field("isolation", "must be worktree or none")),
+    };
+    let notices = front
+        .other
+        .keys()
+        .map(|key| match key {
+            Value::String(key) => key.clone(),
+            other => format!("{other:?}"),
+        })
+        .filter(|key| !CLAUDE_ONLY.contains(&key.as_str()))
+        .map(|key| format!("{shown}: unknown field `{key}` ignored"))
+        .collect();
+    let definition = AgentDefinition {
+        name,
+        description,
+        tools,
+        model,
+        permission,
+        timeout,
+        budget_tokens,
+        isolation,
+        instructions: body.trim().to_owned(),
+        source: path.to_owned(),
+    };
+    Ok((definition, notices))
+}
+
+/// `a, b ,c` as `[a, b, c]`.
+fn split_list(list: &str) -> Vec<String> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|tool| !tool.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// `(front matter, body)`, or `None` when the file does not open with a `---` block.
+fn split_front_matter(text: &str) -> Option<(&str, &str)> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let rest = text
+        .strip_prefix("---\n")
+        .or_else(|| text.strip_prefix("---\r\n"))?;
+    if let Some(body) = rest.strip_prefix("---") {
+        return Some(("", body));
+    }
+    let end = rest.find("\n---")?;
+    let after = &rest[end + 4..];
+    let body = after
+        .strip_prefix("\r\n")
+        .or_else(|| after.strip_prefix('\n'))
+        .unwrap_or(after);
+    Some((&rest[..end], body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(text: &str) -> Result<(AgentDefinition, Vec<String>), DefinitionError> {
+        parse(Path::new("/x/reviewer.md"), text)
+    }
+
+    #[test]
+    fn kin_fields_are_read() {
+        let (agent, notices) = parsed(
+            "---\nname: reviewer\ndescription: Reviews diffs\ntools: [read, grep]\nmodel: fast\n\
+             permission: read-only\ntimeout: 2m\nbudget: 5000\nisolation: worktree\n---\nBe terse.\n",
+        )
+        .unwrap();
+        assert!(notices.is_empty());
+        assert_eq!(agent.name, "reviewer");
+        assert_eq!(agent.tools, Some(vec!["read".into(), "grep".into()]));
+        assert_eq!(agent.model.as_deref(), Some("fast"));
+        assert_eq!(agent.permission, Some(PermissionMode::ReadOnly));
+        assert_eq!(agent.timeout, Some(Duration::from_secs(120)));
+        assert_eq!(agent.budget_tokens, Some(5000));
+        assert_eq!(agent.isolation.as_deref(), Some("worktree"));
+        assert_eq!(agent.instructions, "Be terse.");
+    }
+
+    #[test]
+    fn claude_fields_map_and_unknown_ones_are_noticed() {
+        let (agent, notices) = parsed(
+            "---\nname: r\ndescription: d\ntools: Read, Grep , bash\nmodel: inherit\ncolor: red\nfoo: 1\n---\nbody",
+        )
+        .unwrap();
+        assert_eq!(
+            agent.tools,
+            Some(vec!["Read".into(), "Grep".into(), "bash".into()])
+        );
+        assert_eq!(agent.model, None);
+        assert_eq!(notices, ["/x/reviewer.md: unknown field `foo` ignored"]);
+    }
+
+    #[test]
+    fn bad_definitions_say_what_is_wrong() {
+        let missing = parsed("no front matter").unwrap_err();
+        assert!(missing.to_string().contains("no YAML front matter"));
+        let yaml = parsed("---\nname: [unclosed\n---\n").unwrap_err();
+        assert!(matches!(yaml, DefinitionError::Yaml { .. }));
+        let mode = parsed("---\ndescription: d\npermission: root\n---\n").unwrap_err();
+        assert_eq!(
+            mode.to_string(),
+            "/x/reviewer.md: `permission` must be ask, allow or read-only"
+        );
+        let no_description = parsed("---\nname: r\n---\n").unwrap_err();
+        assert!(no_description
+            .to_string()
+            .contains("`description` is required"));
+    }
+
+    #[test]
+    fn the_first_directory_wins_by_name() {
+        let workspace = tempfile::tempdir().unwrap();
+        let user = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(workspace.path().join(".kin/agents")).unwrap();
+        std::fs::create_dir_all(user.path().join("agents")).unwrap();
+        let write = |path: PathBuf, description: &str| {
+            std::fs::write(path, format!("---\ndescription: {description}\n---\n")).unwrap()
+        };
+        write(workspace.path().join(".kin/agents/a.md"), "workspace");
+        write(user.path().join("agents/a.md"), "user");
+        write(user.path().join("agents/b.md"), "user b");
+        std::fs::write(user.path().join("agents/bad.md"), "nothing").unwrap();
+        let catalog = AgentCatalog::load(&dirs(workspace.path(), Some(user.path())));
+        let found: Vec<(&str, &str)> = catalog
+            .agents
+            .iter()
+            .map(|a| (a.name.as_str(), a.description.as_str()))
+            .collect();
+        assert_eq!(found, [("a", "workspace"), ("b", "user b")]);
+        assert_eq!(catalog.notices.len(), 1);
+    }
+}

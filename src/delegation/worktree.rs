@@ -1,0 +1,246 @@
+//! Worktree isolation: an in-process child that runs in a fresh `git worktree` of its session's
+//! repository, on its own branch `kin/<child-id>`, under `<git common dir>/kin-worktrees/<id>`
+//! (inside `.git`, so it never shows up as a change of the main checkout). When an activation
+//! settles, a worktree with changes is kept and reported (branch, changed files, diffstat); one
+//! without is removed with its branch. `git` runs as a process with kin's scrubbed environment.
+
+use std::path::{Path, PathBuf};
+
+use crate::process::child_env;
+
+/// Where kin keeps its worktrees inside a repository's git directory.
+const DIR: &str = "kin-worktrees";
+
+/// Why a worktree could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum WorktreeError {
+    #[error("isolation \"worktree\" needs a git repository; {0} is not inside one")]
+    NotARepository(String),
+    #[error("git {command} failed: {message}")]
+    Git { command: String, message: String },
+}
+
+/// A child's worktree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Worktree {
+    pub dir: PathBuf,
+    pub branch: String,
+    /// The checkout it was made from (where `git worktree remove` runs).
+    pub repo: PathBuf,
+}
+
+fn git(dir: &Path) -> std::process::Command {
+    let mut command = std::process::Command::new("git");
+    command
+        .env_clear()
+        .envs(child_env::scrubbed())
+        .arg("-C")
+        .arg(dir)
+        .stdin(std::process::Stdio::null());
+    command
+}
+
+/// Runs `git -C dir args`; its trimmed stdout, or what it said on failure.
+fn run(dir: &Path, args: &[&str]) -> Result<String, WorktreeError> {
+    let failed = |message: String| WorktreeError::Git {
+        command: args.first().copied().unwrap_or_default().to_owned(),
+        message,
+    };
+    let output = git(dir)
+        .args(args)
+        .output()
+        .map_err(|e| failed(e.to_string()))?;
+    if !output.status.success() {
+        return Err(failed(
+            String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+        ));
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+}
+
+/// Whether `dir` is one of kin's worktrees (a child's recorded cwd).
+pub fn is_kin_worktree(dir: &Path) -> bool {
+    dir.parent()
+        .and_then(Path::file_name)
+        .is_some_and(|name| name == DIR)
+}
+
+/// The worktree of child `id`, made from the repository `cwd` is in, on a new branch
+/// `kin/<id>` from its `HEAD`.
+pub fn create(cwd: &Path, id: &str) -> Result<Worktree, WorktreeError> {
+    let repo = run(cwd, &["rev-parse", "--show-toplevel"])
+        .map_err(|_| WorktreeError::NotARepository(cwd.display().to_string()))?;
+    let repo = PathBuf::from(repo);
+    let common = run(
+        &repo,
+        &["rev-parse", "--path-format=absolute", "--git-common-dir"],
+    )?;
+    let dir = Path::new(&common).join(DIR).join(id);
+    let branch = format!("kin/{id}");
+    let shown = dir.display().to_string();
+    run(
+        &repo,
+        &["worktree", "add", "-q", "-b", &branch, &shown, "HEAD"],
+    )?;
+    Ok(Worktree { dir, branch, repo })
+}
+
+/// The worktree recorded for a stored child at `dir`: still there, or made again (it was
+/// removed when its last activation changed nothing).
+pub fn reopen(dir: &Path, repo_cwd: &Path) -> Result<Worktree, WorktreeError> {
+    let id = dir
+        .file_name()
+        .and_then(|name| name.to_str())
+        .unwrap_or_default()
+        .to_owned();
+    if dir.is_dir() {
+        let repo = run(repo_cwd, &["rev-parse", "--show-toplevel"])
+            .map_err(|_| WorktreeError::NotARepository(repo_cwd.display().to_string()))?;
+        return Ok(Worktree {
+            dir: dir.to_owned(),
+            branch: format!("kin/{id}"),
+            repo: PathBuf::from(repo),
+        });
+    }
+    create(repo_cwd, &id)
+}
+
+/// What a settled activation left in its worktree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Settled {
+    /// Nothing changed: the worktree and its branch are gone.
+    Removed,
+    /// Kept, with the changed files and the diffstat against the branch's start.
+    Kept {
+        branch: String,
+        files: Vec<String>,
+        diffstat: String,
+    },
+}
+
+impl Settled {
+    /// The lines appended to the child's answer.
+    pub fn report(&self, worktree: &Worktree) -> String {
+        match self {
+            Self::Removed => "[worktree: no changes; worktree and branch removed]".into(),
+            Self::Kept {
+                branch,
+                files,
+                diffstat,
+            } => format!(
+                "[worktree: {} on branch {branch}]\nchanged files:\n{}\n{diffstat}",
+                worktree.dir.display(),
+                files
+                    .iter()
+                    .map(|f| format!("  {f}"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            ),
+        }
+    }
+}
+
+/// Stages everything in the worktree (untracked files count as changes) and reports it; an
+/// unchanged worktree is removed with its branch.
+pub fn settle(worktree: &Worktree) -> Result<Settled, WorktreeError> {
+    let dir = &worktree.dir;
+    run(dir, &["add", "-A"])?;
+    let names = run(dir, &["diff", "--cached", "--name-only", "HEAD"])?;
+    if names.is_empty() && !has_commits(worktree)? {
+        let shown = dir.display().to_string();
+        run(&worktree.repo, &["worktree", "remove", "--force", &shown])?;
+        run(&worktree.repo, &["branch", "-D", &worktree.branch])?;
+        return Ok(Settled::Removed);
+    }
+    let base = base(worktree)?;
+    let files = run(dir, &["diff", "--cached", "--name-only", &base])?;
+    let diffstat = run(dir, &["diff", "--cached", "--stat", &base])?;
+    Ok(Settled::Kept {
+        branch: worktree.branch.clone(),
+        files: files.lines().map(str::to_owned).collect(),
+        diffstat,
+    })
+}
+
+/// Where the branch started: its fork point from the main checkout's `HEAD`.
+fn base(worktree: &Worktree) -> Result<String, WorktreeError> {
+    let main_head = run(&worktree.repo, &["rev-parse", "HEAD"])?;
+    run(&worktree.dir, &["merge-base", "HEAD", &main_head])
+}
+
+/// Whether the child committed on its branch.
+fn has_commits(worktree: &Worktree) -> Result<bool, WorktreeError> {
+    let base = base(worktree)?;
+    let head = run(&worktree.dir, &["rev-parse", "HEAD"])?;
+    Ok(base != head)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repo() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for args in [
+            &["init", "-q", "-b", "main"][..],
+            &[
+                "-c",
+                "user.email=k@k",
+                "-c",
+                "user.name=k",
+                "commit",
+                "-q",
+                "--allow-empty",
+                "-m",
+                "first",
+            ],
+        ] {
+            run(dir.path(), args).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn an_unchanged_worktree_is_removed_with_its_branch() {
+        let repo = repo();
+        let worktree = create(repo.path(), "c1").unwrap();
+        assert!(is_kin_worktree(&worktree.dir));
+        assert!(worktree.dir.is_dir());
+        assert_eq!(settle(&worktree).unwrap(), Settled::Removed);
+        assert!(!worktree.dir.exists());
+        let branches = run(repo.path(), &["branch", "--list", "kin/*"]).unwrap();
+        assert_eq!(branches, "");
+    }
+
+    #[test]
+    fn a_changed_worktree_is_kept_and_reported() {
+        let repo = repo();
+        let worktree = create(repo.path(), "c2").unwrap();
+        std::fs::write(worktree.dir.join("new.txt"), "one\ntwo\n").unwrap();
+        let Settled::Kept {
+            branch,
+            files,
+            diffstat,
+        } = settle(&worktree).unwrap()
+        else {
+            panic!("kept");
+        };
+        assert_eq!(branch, "kin/c2");
+        assert_eq!(files, ["new.txt"]);
+        assert!(
+            diffstat.contains("1 file changed, 2 insertions(+)"),
+            "{diffstat}"
+        );
+        assert!(!repo.path().join("new.txt").exists());
+        assert_eq!(run(repo.path(), &["status", "--porcelain"]).unwrap(), "");
+    }
+
+    #[test]
+    fn outside_a_repository_it_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let error = create(dir.path(), "c3").unwrap_err();
+        assert!(error
+            .to_string()
+            .starts_with("isolation \"worktree\" needs a git repository"));
+    }
+}
