@@ -111,7 +111,10 @@ impl Setup {
 
     /// The permission mode the child's log records (`ask`, the default, when none).
     fn child_mode(&self, child: &str) -> String {
-        let path = self._home.path().join(format!("sessions/{child}.jsonl"));
+        let path = self
+            ._home
+            .path()
+            .join(format!("sessions/children/{child}.jsonl"));
         let log = std::fs::read_to_string(path).unwrap();
         log.lines()
             .rev()
