@@ -41,7 +41,7 @@
 //! `config` turn the editor's and the file's entries into `mcp` specs.
 //! [`acp_client`] uses `rpc`, `config`, `process` and, to serve a child's requests, `tools`
 //! (the editor bridge, permissions, confined file access); `tools` and `config` use `process`,
-//! which uses nothing else of kin. `session` and `rpc` use only `sync`; `time`, `sync`, `text` and
+//! which uses only `sync`. `session` and `rpc` use only `sync` too; `time`, `sync`, `text` and
 //! `limits` use nothing else of kin; `scenario` uses `rpc`, `session` and `process`.
 
 pub mod acp;

@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
 use tokio::process::{ChildStdin, ChildStdout};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -20,6 +19,7 @@ use super::error::{ChildError, StderrTail};
 use crate::process::child_env;
 use crate::process::group::describe_status;
 use crate::process::guard::{self, Lifeline};
+use crate::process::stderr_tail::keep_last_lines;
 use crate::sync::lock;
 
 /// Stderr lines kept for error reports, and the longest kept line.
@@ -82,7 +82,12 @@ impl Process {
             }
         });
         let stderr_lines = Arc::new(Mutex::new(VecDeque::new()));
-        let stderr_reader = tokio::spawn(keep_last_lines(stderr, stderr_lines.clone()));
+        let stderr_reader = tokio::spawn(keep_last_lines(
+            stderr,
+            stderr_lines.clone(),
+            STDERR_LINES,
+            STDERR_LINE_BYTES,
+        ));
         let process = Self {
             pgid,
             exit,
@@ -161,40 +166,6 @@ impl Drop for Process {
         // Dropped without a teardown (a cancelled caller, a panic): nothing may survive.
         if self.exited().is_none() {
             self.signal(Signal::SIGKILL);
-        }
-    }
-}
-
-/// Reads `pipe` to its end, keeping the last [`STDERR_LINES`] lines (each cut to
-/// [`STDERR_LINE_BYTES`]).
-async fn keep_last_lines(pipe: impl AsyncRead + Unpin, kept: Arc<Mutex<VecDeque<String>>>) {
-    let mut lines = BufReader::new(pipe);
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        // Bounded reads: a line without end must not grow without end.
-        match (&mut lines)
-            .take(64 * 1024)
-            .read_until(b'\n', &mut line)
-            .await
-        {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {
-                let text = String::from_utf8_lossy(&line);
-                let text = text.trim_end();
-                if text.is_empty() {
-                    continue;
-                }
-                let mut cut: String = text.chars().take(STDERR_LINE_BYTES).collect();
-                if cut.len() < text.len() {
-                    cut.push('…');
-                }
-                let mut kept = lock(&kept);
-                if kept.len() == STDERR_LINES {
-                    kept.pop_front();
-                }
-                kept.push_back(cut);
-            }
         }
     }
 }

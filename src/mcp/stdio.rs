@@ -10,12 +10,12 @@ use std::sync::{Arc, Mutex};
 
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
 use crate::process::child_env;
 use crate::process::group::describe_status;
 use crate::process::guard::{self, Lifeline, TERM_GRACE};
+use crate::process::stderr_tail::keep_last_lines;
 use crate::sync::lock;
 
 /// Stderr lines kept, and the longest kept line.
@@ -61,7 +61,12 @@ impl StdioProcess {
             return Err(std::io::Error::other("missing pipes"));
         };
         let kept = Arc::new(Mutex::new(VecDeque::new()));
-        tokio::spawn(keep_last_lines(stderr, kept.clone()));
+        tokio::spawn(keep_last_lines(
+            stderr,
+            kept.clone(),
+            STDERR_LINES,
+            STDERR_LINE_CHARS,
+        ));
         let process = Self {
             child,
             pgid,
@@ -117,34 +122,6 @@ impl Drop for StdioProcess {
         // Dropped without `stop`: the lifeline goes with `self`; without a guard, kill here.
         if self.lifeline.is_none() {
             self.signal(Signal::SIGKILL);
-        }
-    }
-}
-
-async fn keep_last_lines(pipe: impl AsyncRead + Unpin, kept: Arc<Mutex<VecDeque<String>>>) {
-    let mut lines = BufReader::new(pipe);
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        // Bounded reads: a line without end must not grow without end.
-        match (&mut lines)
-            .take(64 * 1024)
-            .read_until(b'\n', &mut line)
-            .await
-        {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {
-                let text = String::from_utf8_lossy(&line);
-                let text = text.trim();
-                if text.is_empty() {
-                    continue;
-                }
-                let mut kept = lock(&kept);
-                if kept.len() == STDERR_LINES {
-                    kept.pop_front();
-                }
-                kept.push_back(text.chars().take(STDERR_LINE_CHARS).collect());
-            }
         }
     }
 }

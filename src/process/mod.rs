@@ -4,9 +4,11 @@
 //! - [`guard`]: kin's own copy of itself that reaps whatever a command leaves behind;
 //! - [`group`]: a command in its own process group, its output collected;
 //! - [`child_env`]: no secrets in the environment of started processes;
-//! - [`truncate`]: head-and-tail caps on large outputs.
+//! - [`truncate`]: head-and-tail caps on large outputs;
+//! - `stderr_tail`: the last stderr lines of a child, for the error that names its failure.
 
 pub mod child_env;
 pub mod group;
 pub mod guard;
+pub(crate) mod stderr_tail;
 pub mod truncate;
