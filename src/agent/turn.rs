@@ -34,6 +34,9 @@ struct Turn<'a> {
     /// A tool call ended as cancelled (e.g. its permission prompt was dismissed): the turn stops
     /// after the current step, as if cancelled.
     tool_cancelled: bool,
+    /// The built-in tools' specs, made once per turn: a spec may read files in the cwd (the
+    /// agent definitions listed by `subagent`), which no step should repeat.
+    builtin_specs: Vec<crate::model::ToolSpec>,
 }
 
 pub(super) async fn run(
@@ -54,6 +57,7 @@ pub(super) async fn run(
         cancel,
         turn,
         tool_cancelled: false,
+        builtin_specs: agent.tools.specs_in(&agent.cwd),
     };
     agent.context.begin_turn();
     let result = this.run(prompt).await;
@@ -331,7 +335,8 @@ impl Turn<'_> {
 
     /// The agent's own tools, then its MCP servers' tools as they are now.
     fn tool_specs(&self) -> Vec<crate::model::ToolSpec> {
-        let mut specs = self.agent.tools.specs_in(&self.agent.cwd);
+        let mut specs = self.builtin_specs.clone();
+        // MCP tools are read at every step: a server's list may change during the turn.
         if let Some(mcp) = self.agent.mcp_tools() {
             specs.extend(mcp.specs());
         }
