@@ -52,6 +52,7 @@ pub mod delegation;
 pub mod headless;
 pub mod limits;
 pub mod mcp;
+pub mod mcp_server;
 pub mod model;
 pub mod process;
 pub mod rpc;

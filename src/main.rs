@@ -65,6 +65,28 @@ enum Command {
     },
     /// Play the bundled scenario through `kin acp` and print the transcript (no key needed).
     Demo,
+    /// Serve kin as an MCP server on stdin/stdout (what a parent agent such as Claude Code or
+    /// Codex CLI launches), or as streamable HTTP with `--listen`. Tools: kin, kin_reply,
+    /// kin_output, kin_cancel, kin_list.
+    Mcp {
+        /// Serve streamable HTTP on this address (path /mcp) instead of stdin/stdout, e.g.
+        /// 127.0.0.1:8765; port 0 picks a free port (printed on stderr)
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<std::net::SocketAddr>,
+        /// Accept a --listen address that is not loopback (anyone who reaches it can run
+        /// tasks as you)
+        #[arg(long)]
+        allow_remote: bool,
+        /// The widest mode a call may ask for (`read-only`, `ask` or `allow`); a call's `mode`
+        /// can only narrow it [default: ask]
+        #[arg(long, value_name = "MODE", value_parser = parse_mode)]
+        mode: Option<PermissionMode>,
+        /// Serve the model from the recorded session logs in DIR (no key needed).
+        #[arg(long, value_name = "DIR")]
+        replay: Option<PathBuf>,
+        #[command(flatten)]
+        model: ModelFlags,
+    },
     /// List the agent definitions the `subagent` tools can name here, with the file each came
     /// from (`.kin/agents/`, `.claude/agents/`, then `agents/` in kin's config directory).
     Agents,
@@ -205,6 +227,20 @@ fn run_command(cli: Cli) -> anyhow::Result<u8> {
             };
             runtime.block_on(Box::pin(run(options, replay, model)))
         }
+        Command::Mcp {
+            listen,
+            allow_remote,
+            mode,
+            replay,
+            model,
+        } => {
+            let options = McpArgs {
+                listen,
+                allow_remote,
+                mode,
+            };
+            runtime.block_on(Box::pin(mcp(options, replay, model)))
+        }
         Command::Config { model } => runtime.block_on(Box::pin(show_config(model))),
         Command::Agents => list_agents(),
         Command::Demo => runtime
@@ -272,6 +308,36 @@ async fn acp(replay: Option<PathBuf>, flags: ModelFlags) -> anyhow::Result<u8> {
     let shutdown = CancellationToken::new();
     tokio::spawn(stop_on_signal(shutdown.clone()));
     kin::acp::serve_stdio(runtime, shutdown).await;
+    Ok(0)
+}
+
+/// `kin mcp`'s own arguments.
+struct McpArgs {
+    listen: Option<std::net::SocketAddr>,
+    allow_remote: bool,
+    mode: Option<PermissionMode>,
+}
+
+async fn mcp(args: McpArgs, replay: Option<PathBuf>, flags: ModelFlags) -> anyhow::Result<u8> {
+    if let Some(addr) = args.listen {
+        if !addr.ip().is_loopback() && !args.allow_remote {
+            anyhow::bail!(
+                "--listen {addr} is not a loopback address; anyone who reaches it could run \
+                 tasks as you (add --allow-remote if that is what you want)"
+            );
+        }
+    }
+    let runtime = open_runtime(model(replay.as_ref(), &flags).await?)?;
+    let shutdown = CancellationToken::new();
+    tokio::spawn(stop_on_signal(shutdown.clone()));
+    let options = kin::mcp_server::ServeOptions {
+        ceiling: args.mode.unwrap_or(PermissionMode::Ask),
+        cwd: std::env::current_dir().context("reading the current directory")?,
+    };
+    match args.listen {
+        Some(addr) => kin::mcp_server::serve_http(runtime, options, addr, shutdown).await?,
+        None => kin::mcp_server::serve_stdio(runtime, options, shutdown).await?,
+    }
     Ok(0)
 }
 

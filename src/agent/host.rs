@@ -370,6 +370,27 @@ impl AgentHost {
         );
         header.delegation_depth = delegation_depth;
         header.parent_session = parent;
+        self.create_with_header(header, cwd)
+    }
+
+    /// Creates, stores and publishes a new top-level session made by a front end other than
+    /// an editor (`started_over`, e.g. `"mcp"`, is recorded in its header).
+    pub(crate) fn create_session_started_over(
+        &self,
+        cwd: PathBuf,
+        started_over: &str,
+    ) -> Result<Arc<Agent>, HostError> {
+        let mut header = Header::new(
+            uuid::Uuid::new_v4().to_string(),
+            unique_now_ms(),
+            cwd.to_string_lossy().into_owned(),
+            Vec::new(),
+        );
+        header.started_over = Some(started_over.to_owned());
+        self.create_with_header(header, cwd)
+    }
+
+    fn create_with_header(&self, header: Header, cwd: PathBuf) -> Result<Arc<Agent>, HostError> {
         let log = self.store.create(&header)?;
         let agent = self.top_level(header, cwd, log, Vec::new());
         self.publish(agent.clone())?;

@@ -209,6 +209,7 @@ fn start(
         parent_session: Some(parent.id.clone()),
         seed_length: (!seed.is_empty()).then_some(seed.len() as u64),
         delegation_depth: depth,
+        started_over: None,
     };
     let id = header.id.clone();
     let mut log = host

@@ -29,6 +29,10 @@ pub struct Header {
     pub seed_length: Option<u64>,
     #[serde(default)]
     pub delegation_depth: u32,
+    /// The front end that created a top-level session when it is not an editor over ACP
+    /// (`"mcp"`: `kin mcp`, for a parent agent); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_over: Option<String>,
 }
 
 impl Header {
@@ -51,6 +55,7 @@ impl Header {
             parent_session: None,
             seed_length: None,
             delegation_depth: 0,
+            started_over: None,
         }
     }
 }

@@ -1,0 +1,260 @@
+//! The MCP side of `kin mcp`: rmcp's [`ServerHandler`] for the five tools. Every call settles
+//! to a definite result: the answer, or `isError` with the reason.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    InitializeResult, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
+};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use rmcp::service::RequestContext;
+use serde::de::DeserializeOwned;
+use serde_json::{json, Value};
+
+use super::ask::ElicitAsk;
+use super::progress::Forwarder;
+use super::sessions::{state, Delivery, CallError, Sessions};
+use super::tools::{self, CancelArgs, ListArgs, OutputArgs, ReplyArgs, StartArgs};
+use crate::tasks::{TaskId, TaskSnapshot, TaskStatus};
+use crate::tools::ClientBridge;
+
+/// `kin_output` waits this long unless told otherwise, and never longer than [`MAX_WAIT`].
+const DEFAULT_WAIT: Duration = Duration::from_secs(60);
+const MAX_WAIT: Duration = Duration::from_secs(600);
+
+const INSTRUCTIONS: &str = "kin runs coding tasks as durable sessions: `kin` starts one, \
+    `kin_reply` continues it, `kin_output`, `kin_cancel` and `kin_list` manage background ones.";
+
+/// One client's view of the server's sessions (the HTTP transport makes one per client).
+#[derive(Clone)]
+pub(crate) struct KinServer {
+    sessions: Arc<Sessions>,
+}
+
+impl KinServer {
+    pub(crate) fn new(sessions: Arc<Sessions>) -> Self {
+        Self { sessions }
+    }
+
+    async fn start(&self, args: StartArgs, context: &RequestContext<RoleServer>) -> CallToolResult {
+        let (agent, mode) = match self.sessions.create(&args) {
+            Ok(created) => created,
+            Err(error) => return refused(&error),
+        };
+        let session = agent.id.clone();
+        let forwarder = self.forwarder(&session, context, args.background);
+        let bridge: Arc<dyn ClientBridge> = Arc::new(ElicitAsk::new(context.peer.clone()));
+        let task = match self.sessions.run(agent, mode, args.prompt, bridge) {
+            Ok(task) => task,
+            Err(error) => return refused(&error),
+        };
+        if args.background {
+            return started(&session, &task);
+        }
+        self.settle(&session, &task, forwarder, context).await
+    }
+
+    async fn reply(&self, args: ReplyArgs, context: &RequestContext<RoleServer>) -> CallToolResult {
+        let forwarder = self.forwarder(&args.session_id, context, args.background);
+        let bridge: Arc<dyn ClientBridge> = Arc::new(ElicitAsk::new(context.peer.clone()));
+        let (task, steered) = match self.sessions.reply(&args, bridge) {
+            Ok(Delivery::Steered(task)) => (task, true),
+            Ok(Delivery::Started(task)) => (task, false),
+            Err(error) => return refused(&error),
+        };
+        if args.background {
+            let mut result = json!({
+                "sessionId": args.session_id,
+                "taskId": task.as_str(),
+                "state": "running",
+                "delivered": if steered { "into the running task" } else { "as a new task" },
+            });
+            result["next"] = "collect the answer with kin_output".into();
+            return CallToolResult::structured(result);
+        }
+        self.settle(&args.session_id, &task, forwarder, context).await
+    }
+
+    /// Progress for a foreground call whose client asked for it.
+    fn forwarder(
+        &self,
+        session: &str,
+        context: &RequestContext<RoleServer>,
+        background: bool,
+    ) -> Option<Forwarder> {
+        let token = context.meta.get_progress_token().filter(|_| !background)?;
+        Some(Forwarder::start(
+            self.sessions.runtime().host().events(),
+            session.to_owned(),
+            context.peer.clone(),
+            token,
+        ))
+    }
+
+    /// Waits for a foreground task (the call's cancellation cancels it) and reports it.
+    async fn settle(
+        &self,
+        session: &str,
+        task: &TaskId,
+        forwarder: Option<Forwarder>,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let waited = self.sessions.wait(task, None, &context.ct).await;
+        if let Some(forwarder) = forwarder {
+            forwarder.finish().await;
+        }
+        match waited {
+            Ok(snapshot) => report(session, &snapshot),
+            Err(error) => refused(&error),
+        }
+    }
+
+    async fn output(&self, args: OutputArgs, context: &RequestContext<RoleServer>) -> CallToolResult {
+        let wait = args.wait.then(|| {
+            args.timeout_seconds
+                .map_or(DEFAULT_WAIT, Duration::from_secs)
+                .min(MAX_WAIT)
+        });
+        match self.sessions.output(&args.session_id, wait, &context.ct).await {
+            Ok(snapshot) => report(&args.session_id, &snapshot),
+            Err(error) => refused(&error),
+        }
+    }
+
+    async fn cancel(&self, args: CancelArgs) -> CallToolResult {
+        match self.sessions.cancel(&args.session_id).await {
+            Ok(snapshot) => {
+                let mut result = described(&args.session_id, &snapshot);
+                result["cancelled"] = Value::Bool(snapshot.status == TaskStatus::Killed);
+                CallToolResult::structured(result)
+            }
+            Err(error) => refused(&error),
+        }
+    }
+}
+
+/// The arguments of a call, or the result that says what is wrong with them.
+fn parse<A: DeserializeOwned>(tool: &str, arguments: Value) -> Result<A, CallToolResult> {
+    serde_json::from_value(arguments).map_err(|error| {
+        CallToolResult::error(vec![ContentBlock::text(format!(
+            "invalid arguments for `{tool}`: {error}"
+        ))])
+    })
+}
+
+fn refused(error: &CallError) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(error.to_string())])
+}
+
+fn started(session: &str, task: &TaskId) -> CallToolResult {
+    CallToolResult::structured(json!({
+        "sessionId": session,
+        "taskId": task.as_str(),
+        "state": "running",
+        "next": "collect the answer with kin_output; continue the session with kin_reply",
+    }))
+}
+
+/// A task's state as the calls report it.
+fn described(session: &str, snapshot: &TaskSnapshot) -> Value {
+    let mut result = json!({
+        "sessionId": session,
+        "taskId": snapshot.id.as_str(),
+        "state": state(snapshot.status),
+    });
+    if let Some(answer) = &snapshot.output {
+        result["answer"] = answer.clone().into();
+    }
+    if let Some(detail) = &snapshot.detail {
+        result["error"] = detail.clone().into();
+    }
+    result
+}
+
+/// The result of a task: the answer when it completed, `isError` with the reason when it
+/// failed or was cancelled, the state while it runs.
+fn report(session: &str, snapshot: &TaskSnapshot) -> CallToolResult {
+    let structured = described(session, snapshot);
+    let failed = matches!(
+        snapshot.status,
+        TaskStatus::Failed | TaskStatus::Killed | TaskStatus::Interrupted
+    );
+    let text = match (&snapshot.output, snapshot.status) {
+        (Some(answer), TaskStatus::Completed) => {
+            format!("{answer}\n\n[kin session {session}; continue it with kin_reply]")
+        }
+        (_, TaskStatus::Killed) => format!("the kin task was cancelled [session {session}]"),
+        (_, status) if failed => format!(
+            "the kin task {}: {} [session {session}]",
+            state(status),
+            snapshot.detail.as_deref().unwrap_or("no reason given")
+        ),
+        (_, status) => format!(
+            "the kin task is {} [session {session}]; wait for it with kin_output",
+            state(status)
+        ),
+    };
+    let mut result = if failed {
+        CallToolResult::error(vec![ContentBlock::text(text)])
+    } else {
+        CallToolResult::success(vec![ContentBlock::text(text)])
+    };
+    result.structured_content = Some(structured);
+    result
+}
+
+impl ServerHandler for KinServer {
+    fn get_info(&self) -> InitializeResult {
+        InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("kin", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(tools::list()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let name = request.name.as_ref();
+        let result = match name {
+            "kin" => match parse::<StartArgs>(name, arguments) {
+                Ok(args) => self.start(args, &context).await,
+                Err(refusal) => refusal,
+            },
+            "kin_reply" => match parse::<ReplyArgs>(name, arguments) {
+                Ok(args) => self.reply(args, &context).await,
+                Err(refusal) => refusal,
+            },
+            "kin_output" => match parse::<OutputArgs>(name, arguments) {
+                Ok(args) => self.output(args, &context).await,
+                Err(refusal) => refusal,
+            },
+            "kin_cancel" => match parse::<CancelArgs>(name, arguments) {
+                Ok(args) => self.cancel(args).await,
+                Err(refusal) => refusal,
+            },
+            "kin_list" => match parse::<ListArgs>(name, arguments) {
+                Ok(ListArgs {}) => CallToolResult::structured(self.sessions.list()),
+                Err(refusal) => refusal,
+            },
+            other => {
+                return Err(ErrorData::invalid_params(
+                    format!("unknown tool {other:?}; kin mcp offers {}", tools::NAMES.join(", ")),
+                    None,
+                ))
+            }
+        };
+        Ok(result.into())
+    }
+}

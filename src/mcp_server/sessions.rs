@@ -1,0 +1,403 @@
+//! The sessions `kin mcp` runs for its callers. Each is an ordinary top-level kin session
+//! (its header says `startedOver: "mcp"`); each task it runs is a background task of the
+//! runtime's [`TaskService`](crate::tasks::TaskService), owned by the server, so a foreground
+//! call and `kin_output` wait on the same thing. `kin_reply` steers a running task or, when
+//! the session is idle (or only on disk, after a restart), runs a new task on it.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::FutureExt;
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+
+use super::tools::{width, CallMode, ReplyArgs, StartArgs};
+use crate::agent::{Agent, StopReason, TurnError};
+use crate::model::Credentials;
+use crate::runtime::{Runtime, RuntimeError};
+use crate::session::{AssistantBlock, EventBody, UserPart};
+use crate::tasks::{KillResult, TaskError, TaskId, TaskOutcome, TaskSnapshot, TaskStatus};
+use crate::tools::{ClientBridge, PermissionMode};
+
+/// The kind of the server's tasks (their ids are `mcp-N`).
+const TASK_KIND: &str = "mcp";
+/// Who owns the server's tasks: no session has this id, so no session sees them.
+const OWNER: &str = "kin-mcp-server";
+/// What the header of a session made by `kin mcp` records as `startedOver`.
+pub(crate) const STARTED_OVER: &str = "mcp";
+/// A foreground call waits this long at most (a cancelled call stops waiting at once).
+const FOREVER: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// Why a call was refused.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CallError {
+    #[error(
+        "mode {asked} is wider than this server allows ({ceiling}); the server's `--mode` sets \
+         the widest mode a call may ask for"
+    )]
+    WiderThanCeiling {
+        asked: &'static str,
+        ceiling: &'static str,
+    },
+    #[error("cwd must be an absolute path of an existing directory, got {0:?}")]
+    BadCwd(String),
+    #[error("unknown session {0}")]
+    UnknownSession(String),
+    #[error(
+        "session {0} was not started over MCP; continue it in an editor or with \
+         `kin run --session`"
+    )]
+    NotStartedOverMcp(String),
+    #[error("session {0} has run no task in this server; continue it with kin_reply")]
+    NoTask(String),
+    #[error("no API key for the model: {0}")]
+    MissingKey(String),
+    #[error("{0}")]
+    Model(String),
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    #[error(transparent)]
+    Task(#[from] TaskError),
+}
+
+/// How `kin_reply` delivered its message.
+pub(crate) enum Delivery {
+    /// Into the running task of the session.
+    Steered(TaskId),
+    /// As the first message of a new task.
+    Started(TaskId),
+}
+
+/// The server's sessions.
+pub(crate) struct Sessions {
+    runtime: Arc<Runtime>,
+    ceiling: PermissionMode,
+    cwd: PathBuf,
+    /// Each session this server started or continued, with its latest task, oldest first.
+    latest: Mutex<Vec<(String, TaskId)>>,
+}
+
+impl Sessions {
+    pub(crate) fn new(runtime: Arc<Runtime>, ceiling: PermissionMode, cwd: PathBuf) -> Self {
+        Self {
+            runtime,
+            ceiling,
+            cwd,
+            latest: Mutex::default(),
+        }
+    }
+
+    pub(crate) fn runtime(&self) -> &Arc<Runtime> {
+        &self.runtime
+    }
+
+    /// The mode a call asks for (`read-only` when it names none), if the ceiling allows it.
+    fn mode(&self, asked: Option<CallMode>) -> Result<PermissionMode, CallError> {
+        let mode = asked.map_or(PermissionMode::ReadOnly, CallMode::permission);
+        if width(mode) > width(self.ceiling) {
+            return Err(CallError::WiderThanCeiling {
+                asked: mode.id(),
+                ceiling: self.ceiling.id(),
+            });
+        }
+        Ok(mode)
+    }
+
+    fn check_key(&self) -> Result<(), CallError> {
+        match self.runtime.host().model().credentials() {
+            Credentials::Missing { hint } => Err(CallError::MissingKey(hint)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Creates the session `kin` asks for (nothing runs yet: see [`Sessions::run`]).
+    pub(crate) fn create(&self, args: &StartArgs) -> Result<(Arc<Agent>, PermissionMode), CallError> {
+        let mode = self.mode(args.mode)?;
+        let cwd = match &args.cwd {
+            None => self.cwd.clone(),
+            Some(dir) => {
+                let path = PathBuf::from(dir);
+                if !path.is_absolute() || !path.is_dir() {
+                    return Err(CallError::BadCwd(dir.clone()));
+                }
+                path
+            }
+        };
+        self.check_key()?;
+        let host = self.runtime.host();
+        let agent = host
+            .create_session_started_over(cwd, STARTED_OVER)
+            .map_err(RuntimeError::from)?;
+        if let Some(model) = &args.model {
+            if let Err(error) = host.switch_model(&agent, model) {
+                host.unpublish_agent(&agent);
+                return Err(CallError::Model(error.to_string()));
+            }
+        }
+        self.runtime.start_mcp(&agent, Vec::new());
+        Ok((agent, mode))
+    }
+
+    /// Runs one task of `agent` for `prompt` in `mode`; returns its id at once.
+    pub(crate) fn run(
+        &self,
+        agent: Arc<Agent>,
+        mode: PermissionMode,
+        prompt: String,
+        bridge: Arc<dyn ClientBridge>,
+    ) -> Result<TaskId, CallError> {
+        agent
+            .set_permission_mode(mode)
+            .map_err(|error| CallError::Runtime(RuntimeError::from(error)))?;
+        let host = self.runtime.host().clone();
+        let label = crate::text::visible(&cut(&prompt, 80)).into_owned();
+        let session = agent.id.clone();
+        let task = self.runtime.tasks().start_for(
+            TASK_KIND,
+            &label,
+            Some(OWNER.into()),
+            Some(&session),
+            move |cancel| {
+                async move {
+                    let text = vec![UserPart::Text { text: prompt }];
+                    let turn = host.start_turn(agent.clone(), text, Some(bridge), cancel.clone());
+                    let result = turn.await;
+                    outcome(&agent, &result, cancel.is_cancelled(), host.max_steps())
+                }
+                .boxed()
+            },
+        )?;
+        let mut latest = self.latest.lock().unwrap_or_else(|p| p.into_inner());
+        match latest.iter_mut().find(|(id, _)| *id == session) {
+            Some(entry) => entry.1 = task.clone(),
+            None => latest.push((session, task.clone())),
+        }
+        Ok(task)
+    }
+
+    /// The session `kin_reply` names, live or opened from disk, if `kin mcp` made it.
+    fn reopen(&self, id: &str) -> Result<Arc<Agent>, CallError> {
+        let host = self.runtime.host();
+        if let Some(agent) = host.live(id) {
+            return match agent.header().started_over.as_deref() {
+                Some(STARTED_OVER) => Ok(agent),
+                _ => Err(CallError::NotStartedOverMcp(id.to_owned())),
+            };
+        }
+        if !host.store().exists(id) {
+            return Err(CallError::UnknownSession(id.to_owned()));
+        }
+        let header = host
+            .store()
+            .load(id)
+            .map_err(|error| CallError::Runtime(RuntimeError::from(error)))?
+            .header;
+        if header.started_over.as_deref() != Some(STARTED_OVER) || header.parent_session.is_some()
+        {
+            return Err(CallError::NotStartedOverMcp(id.to_owned()));
+        }
+        let cwd = header.cwd.map_or_else(|| self.cwd.clone(), PathBuf::from);
+        let agent = self.runtime.open_session(id, cwd, None)?;
+        self.runtime.start_mcp(&agent, Vec::new());
+        Ok(agent)
+    }
+
+    /// `kin_reply`: into the running task, else as a new task.
+    pub(crate) fn reply(
+        &self,
+        args: &ReplyArgs,
+        bridge: Arc<dyn ClientBridge>,
+    ) -> Result<Delivery, CallError> {
+        let mode = self.mode(args.mode)?;
+        let agent = self.reopen(&args.session_id)?;
+        if agent.is_running() {
+            if let Some(task) = self.latest(&agent.id) {
+                let content = vec![UserPart::Text {
+                    text: args.prompt.clone(),
+                }];
+                if agent.steer(content).is_ok() {
+                    return Ok(Delivery::Steered(task));
+                }
+            }
+        }
+        self.check_key()?;
+        // A steer refused because the turn was just ending: wait for it, then start anew.
+        let task = self.run(agent, mode, args.prompt.clone(), bridge)?;
+        Ok(Delivery::Started(task))
+    }
+
+    /// The latest task of `session` in this server.
+    pub(crate) fn latest(&self, session: &str) -> Option<TaskId> {
+        let latest = self.latest.lock().unwrap_or_else(|p| p.into_inner());
+        latest
+            .iter()
+            .find(|(id, _)| id == session)
+            .map(|(_, task)| task.clone())
+    }
+
+    fn latest_or_refuse(&self, session: &str) -> Result<TaskId, CallError> {
+        self.latest(session).ok_or_else(|| {
+            if self.runtime.host().store().exists(session) {
+                CallError::NoTask(session.to_owned())
+            } else {
+                CallError::UnknownSession(session.to_owned())
+            }
+        })
+    }
+
+    /// The task now, or once it settled, `timeout` passed or `cancel` tripped. A foreground
+    /// call passes `None` and its own cancellation: a cancelled call kills the task.
+    pub(crate) async fn wait(
+        &self,
+        task: &TaskId,
+        timeout: Option<Duration>,
+        cancel: &CancellationToken,
+    ) -> Result<TaskSnapshot, CallError> {
+        let tasks = self.runtime.tasks();
+        let snapshot = tasks
+            .wait(task, timeout.unwrap_or(FOREVER), OWNER, cancel)
+            .await?;
+        if timeout.is_none() && cancel.is_cancelled() && !snapshot.status.is_terminal() {
+            tasks.kill(task, OWNER, Some("the MCP call was cancelled"))?;
+            tasks.until_settled(task).await;
+            return Ok(tasks.read(task, OWNER)?);
+        }
+        Ok(snapshot)
+    }
+
+    /// `kin_output`: the session's latest task, after waiting if asked.
+    pub(crate) async fn output(
+        &self,
+        session: &str,
+        wait: Option<Duration>,
+        cancel: &CancellationToken,
+    ) -> Result<TaskSnapshot, CallError> {
+        let task = self.latest_or_refuse(session)?;
+        match wait {
+            Some(timeout) => self.wait(&task, Some(timeout), cancel).await,
+            None => Ok(self.runtime.tasks().read(&task, OWNER)?),
+        }
+    }
+
+    /// `kin_cancel`: stops the session's running task and waits until it has settled.
+    pub(crate) async fn cancel(&self, session: &str) -> Result<TaskSnapshot, CallError> {
+        let task = self.latest_or_refuse(session)?;
+        let tasks = self.runtime.tasks();
+        if let KillResult::AlreadyFinished(snapshot) =
+            tasks.kill(&task, OWNER, Some("kin_cancel"))?
+        {
+            return Ok(snapshot);
+        }
+        tasks.until_settled(&task).await;
+        Ok(tasks.read(&task, OWNER)?)
+    }
+
+    /// `kin_list`: each session with its latest task, usage and delegated children.
+    pub(crate) fn list(&self) -> Value {
+        let latest = self
+            .latest
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let host = self.runtime.host();
+        let sessions: Vec<Value> = latest
+            .iter()
+            .map(|(id, task)| {
+                let snapshot = self.runtime.tasks().peek(task, OWNER).ok();
+                let mut entry = json!({
+                    "sessionId": id,
+                    "taskId": task.as_str(),
+                    "state": snapshot.as_ref().map_or("unknown", |s| state(s.status)),
+                });
+                if let Some(agent) = host.live(id) {
+                    let usage = agent.context.usage();
+                    entry["usage"] = json!({"contextTokens": usage.used, "cost": usage.cost});
+                }
+                let children: Vec<Value> = self
+                    .runtime
+                    .delegation()
+                    .list(id)
+                    .into_iter()
+                    .map(|child| {
+                        let state = match (&child.task, child.queued) {
+                            (Some(_), true) => "queued".to_owned(),
+                            (Some(_), false) => "running".to_owned(),
+                            (None, _) => child.last_stop.unwrap_or_else(|| "idle".to_owned()),
+                        };
+                        json!({
+                            "sessionId": child.id,
+                            "kind": child.kind,
+                            "description": child.description,
+                            "state": state,
+                            "turns": child.turns,
+                        })
+                    })
+                    .collect();
+                entry["children"] = Value::Array(children);
+                entry
+            })
+            .collect();
+        json!({ "sessions": sessions })
+    }
+}
+
+/// How a call reports a task's state: `running`, `completed`, `cancelled` or `failed`.
+pub(crate) fn state(status: TaskStatus) -> &'static str {
+    match status {
+        TaskStatus::Killed => "cancelled",
+        other => other.as_str(),
+    }
+}
+
+fn cut(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
+/// How a task that ran one turn of `agent` ended.
+fn outcome(
+    agent: &Agent,
+    result: &Result<StopReason, TurnError>,
+    cancelled: bool,
+    max_steps: u32,
+) -> TaskOutcome {
+    match StopReason::of(result, cancelled) {
+        StopReason::Completed => TaskOutcome::completed(final_answer(agent)),
+        StopReason::Cancelled => TaskOutcome::killed(),
+        stop => match result {
+            // Errors quote the endpoint, files and the model: made visible, not interpreted.
+            Err(error) => TaskOutcome::failed(crate::text::visible(&error.to_string())),
+            Ok(_) => {
+                let (_, message) = crate::headless::exit_status(&Ok(stop), max_steps);
+                TaskOutcome::failed(message.unwrap_or_else(|| "the turn failed".to_owned()))
+            }
+        },
+    }
+}
+
+/// The text of the session's last assistant message.
+fn final_answer(agent: &Agent) -> String {
+    agent.with_events(|events| {
+        events
+            .iter()
+            .rev()
+            .find_map(|event| match &event.body {
+                EventBody::AssistantMessage(message) => Some(
+                    message
+                        .message
+                        .content
+                        .iter()
+                        .filter_map(|block| match block {
+                            AssistantBlock::Text { text } => Some(text.as_str()),
+                            _ => None,
+                        })
+                        .collect::<String>(),
+                ),
+                _ => None,
+            })
+            .unwrap_or_default()
+    })
+}
