@@ -8,14 +8,14 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     InitializeResult, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
 };
-use rmcp::{ErrorData, RoleServer, ServerHandler};
 use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
 use super::ask::ElicitAsk;
 use super::progress::Forwarder;
-use super::sessions::{state, Delivery, CallError, Sessions};
+use super::sessions::{state, CallError, Delivery, Sessions};
 use super::tools::{self, CancelArgs, ListArgs, OutputArgs, ReplyArgs, StartArgs};
 use crate::tasks::{TaskId, TaskSnapshot, TaskStatus};
 use crate::tools::ClientBridge;
@@ -74,7 +74,8 @@ impl KinServer {
             result["next"] = "collect the answer with kin_output".into();
             return CallToolResult::structured(result);
         }
-        self.settle(&args.session_id, &task, forwarder, context).await
+        self.settle(&args.session_id, &task, forwarder, context)
+            .await
     }
 
     /// Progress for a foreground call whose client asked for it.
@@ -111,13 +112,21 @@ impl KinServer {
         }
     }
 
-    async fn output(&self, args: OutputArgs, context: &RequestContext<RoleServer>) -> CallToolResult {
+    async fn output(
+        &self,
+        args: OutputArgs,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
         let wait = args.wait.then(|| {
             args.timeout_seconds
                 .map_or(DEFAULT_WAIT, Duration::from_secs)
                 .min(MAX_WAIT)
         });
-        match self.sessions.output(&args.session_id, wait, &context.ct).await {
+        match self
+            .sessions
+            .output(&args.session_id, wait, &context.ct)
+            .await
+        {
             Ok(snapshot) => report(&args.session_id, &snapshot),
             Err(error) => refused(&error),
         }
@@ -250,7 +259,10 @@ impl ServerHandler for KinServer {
             },
             other => {
                 return Err(ErrorData::invalid_params(
-                    format!("unknown tool {other:?}; kin mcp offers {}", tools::NAMES.join(", ")),
+                    format!(
+                        "unknown tool {other:?}; kin mcp offers {}",
+                        tools::NAMES.join(", ")
+                    ),
                     None,
                 ))
             }

@@ -92,8 +92,8 @@ pub async fn serve_http(
     let bound = listener.local_addr().unwrap_or(addr);
     eprintln!("kin: serving MCP on http://{bound}/mcp");
     let sessions = Arc::new(Sessions::new(runtime.clone(), options.ceiling, options.cwd));
-    let mut config = StreamableHttpServerConfig::default()
-        .with_cancellation_token(shutdown.child_token());
+    let mut config =
+        StreamableHttpServerConfig::default().with_cancellation_token(shutdown.child_token());
     if !bound.ip().is_loopback() {
         // Asked for explicitly (`--allow-remote`): accept requests naming this address.
         config.allowed_hosts.push(bound.ip().to_string());

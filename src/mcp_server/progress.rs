@@ -93,11 +93,9 @@ impl Forwarder {
                 return;
             }
             let step = match &event.body {
-                EventBody::ToolCall(call) => Step::Tool(format!(
-                    "tool {} {}",
-                    call.name,
-                    cut(&call.arguments, 120)
-                )),
+                EventBody::ToolCall(call) => {
+                    Step::Tool(format!("tool {} {}", call.name, cut(&call.arguments, 120)))
+                }
                 EventBody::AssistantChunk(AssistantChunk {
                     chunk: Chunk::TextDelta { text, .. },
                     ..

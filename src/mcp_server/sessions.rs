@@ -112,7 +112,10 @@ impl Sessions {
     }
 
     /// Creates the session `kin` asks for (nothing runs yet: see [`Sessions::run`]).
-    pub(crate) fn create(&self, args: &StartArgs) -> Result<(Arc<Agent>, PermissionMode), CallError> {
+    pub(crate) fn create(
+        &self,
+        args: &StartArgs,
+    ) -> Result<(Arc<Agent>, PermissionMode), CallError> {
         let mode = self.mode(args.mode)?;
         let cwd = match &args.cwd {
             None => self.cwd.clone(),
@@ -193,8 +196,7 @@ impl Sessions {
             .load(id)
             .map_err(|error| CallError::Runtime(RuntimeError::from(error)))?
             .header;
-        if header.started_over.as_deref() != Some(STARTED_OVER) || header.parent_session.is_some()
-        {
+        if header.started_over.as_deref() != Some(STARTED_OVER) || header.parent_session.is_some() {
             return Err(CallError::NotStartedOverMcp(id.to_owned()));
         }
         let cwd = header.cwd.map_or_else(|| self.cwd.clone(), PathBuf::from);

@@ -1,0 +1,354 @@
+//! `kin mcp` driven by an independently written MCP client: the official Python SDK
+//! (tests/mcp/kin_client.py, `mcp` from tests/interop/requirements.txt) over real pipes, and
+//! once over streamable HTTP. The model is the scripted OpenAI-compatible mock server.
+//! Outside CI, without a Python that has the `mcp` package, each test prints a visible skip.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use common::mock_openai::{
+    chunk, event, text_reply, tool_calls_reply, MockServer, Reply, ServerEvent,
+};
+use serde_json::{json, Value};
+
+const DEADLINE: Duration = Duration::from_secs(120);
+
+/// The Python with the SDK (`KIN_PYTHON`, else the CI venv), or `None` with a visible line
+/// outside CI.
+fn python_with_mcp() -> Option<PathBuf> {
+    let python = std::env::var_os("KIN_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| common::repo().join("target/ci-venv/bin/python"));
+    let ok = std::process::Command::new(&python)
+        .args(["-c", "import mcp.client.stdio, mcp.client.streamable_http"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if ok {
+        return Some(python);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI must have the Python `mcp` package (tests/interop/requirements.txt)"
+    );
+    eprintln!("SKIPPED: no Python with the `mcp` package (set KIN_PYTHON)");
+    None
+}
+
+/// One server's world: its store, its cwd and its model.
+struct World {
+    python: PathBuf,
+    home: tempfile::TempDir,
+    cwd: tempfile::TempDir,
+    model: MockServer,
+}
+
+impl World {
+    fn new() -> Option<Self> {
+        Some(Self {
+            python: python_with_mcp()?,
+            home: tempfile::tempdir().unwrap(),
+            cwd: tempfile::tempdir().unwrap(),
+            model: MockServer::start(),
+        })
+    }
+
+    fn command(&self, program: &Path) -> tokio::process::Command {
+        let mut command = tokio::process::Command::new(program);
+        for name in common::MODEL_ENV {
+            command.env_remove(name);
+        }
+        command
+            .env("XDG_CONFIG_HOME", self.home.path().join("config"))
+            .env("KIN_HOME", self.home.path())
+            .env("KIN_BASE_URL", self.model.base_url())
+            .env("KIN_API_KEY", "sk-test")
+            .env("KIN_MODEL", "mock-model")
+            .current_dir(self.cwd.path())
+            .kill_on_drop(true);
+        command
+    }
+
+    /// Runs one client scenario against a fresh `kin mcp`; its JSON lines.
+    async fn client(&self, args: &[&str]) -> Vec<Value> {
+        let mut command = self.command(&self.python);
+        command
+            .arg(common::repo().join("tests/mcp/kin_client.py"))
+            .arg(common::kin_binary())
+            .args(args);
+        let output = tokio::time::timeout(DEADLINE, command.output())
+            .await
+            .expect("the client scenario timed out")
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "client {args:?} failed: {}\nstdout: {stdout}\nstderr: {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        stdout
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect()
+    }
+
+    /// The session log of `id`, as text.
+    fn log(&self, id: &str) -> String {
+        let path = self
+            .home
+            .path()
+            .join("sessions")
+            .join(format!("{id}.jsonl"));
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+}
+
+fn schema_file(name: &str) -> PathBuf {
+    common::repo().join(format!("protocol/schemas/tools/{name}.json"))
+}
+
+/// The schema file a listed tool must match: its input schema plus the header keys.
+fn expected_file(tool: &Value) -> Value {
+    let name = tool["name"].as_str().unwrap();
+    let mut file = json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": format!("urn:kin:mcp-server:tool:{name}"),
+        "title": name,
+        "description": tool["description"],
+    });
+    for (key, value) in tool["inputSchema"].as_object().unwrap() {
+        file[key] = value.clone();
+    }
+    file
+}
+
+#[tokio::test]
+async fn the_listed_tools_match_their_schema_files() {
+    let Some(world) = World::new() else { return };
+    let found = world.client(&["tools"]).await;
+    let tools = found[0]["tools"].as_array().unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        ["kin", "kin_reply", "kin_output", "kin_cancel", "kin_list"]
+    );
+    let refresh = std::env::var("KIN_SCHEMAS").is_ok_and(|v| v == "refresh");
+    for tool in tools {
+        let path = schema_file(tool["name"].as_str().unwrap());
+        let expected = expected_file(tool);
+        if refresh {
+            let text = serde_json::to_string_pretty(&expected).unwrap() + "\n";
+            std::fs::write(&path, text).unwrap();
+        }
+        let file: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap())
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert_eq!(file, expected, "{} is out of date", path.display());
+        jsonschema::validator_for(&file).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    }
+    let kin: Value =
+        serde_json::from_str(&std::fs::read_to_string(schema_file("kin")).unwrap()).unwrap();
+    let validator = jsonschema::validator_for(&kin).unwrap();
+    assert!(validator.is_valid(&json!({"prompt": "x", "mode": "allow", "background": true})));
+    assert!(!validator.is_valid(&json!({"prompt": "x", "mode": "wide"})));
+    assert!(!validator.is_valid(&json!({"mode": "allow"})));
+}
+
+#[tokio::test]
+async fn a_foreground_task_answers_with_progress_in_a_top_level_session_marked_mcp() {
+    let Some(world) = World::new() else { return };
+    std::fs::write(world.cwd.path().join("notes.txt"), "the word is heron\n").unwrap();
+    world.model.push(tool_calls_reply(&[(
+        "c1",
+        "read",
+        r#"{"path":"notes.txt"}"#,
+    )]));
+    world.model.push(text_reply(&["The word ", "is heron."]));
+    let found = world
+        .client(&["call", "kin", r#"{"prompt": "what is the word?"}"#])
+        .await;
+    let result = &found[0];
+    assert_eq!(result["isError"], false, "{result}");
+    assert_eq!(result["structured"]["state"], "completed", "{result}");
+    assert_eq!(result["structured"]["answer"], "The word is heron.");
+    assert!(result["text"]
+        .as_str()
+        .unwrap()
+        .contains("The word is heron."));
+    let progress: Vec<&str> = result["progress"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        progress.iter().any(|m| m.contains("tool read")),
+        "no progress named the tool call: {progress:?}"
+    );
+    // An ordinary top-level session, marked as started over MCP, in read-only mode.
+    let id = result["structured"]["sessionId"].as_str().unwrap();
+    let log = world.log(id);
+    let header: Value = serde_json::from_str(log.lines().next().unwrap()).unwrap();
+    assert_eq!(header["startedOver"], "mcp");
+    assert!(header.get("parentSession").is_none());
+    assert!(log.contains("read-only"), "{log}");
+    // The read really ran: the model saw the file's text.
+    let second = &world.model.requests()[1].body;
+    assert!(second.to_string().contains("the word is heron"), "{second}");
+}
+
+#[tokio::test]
+async fn a_background_task_is_collected_by_kin_output_and_listed() {
+    let Some(world) = World::new() else { return };
+    world
+        .model
+        .push(text_reply(&["done in ", "the background"]));
+    let found = world.client(&["background", "work quietly"]).await;
+    let started = &found[0];
+    assert_eq!(started["isError"], false, "{started}");
+    assert_eq!(started["structured"]["state"], "running");
+    let id = started["structured"]["sessionId"].as_str().unwrap();
+    let output = &found[1];
+    assert_eq!(output["structured"]["state"], "completed", "{output}");
+    assert_eq!(output["structured"]["answer"], "done in the background");
+    let listed = &found[2]["structured"]["sessions"];
+    assert_eq!(listed[0]["sessionId"], id, "{listed}");
+    assert_eq!(listed[0]["state"], "completed");
+    assert!(listed[0]["usage"]["contextTokens"].is_u64(), "{listed}");
+    assert_eq!(listed[0]["children"], json!([]));
+}
+
+#[tokio::test]
+async fn kin_reply_continues_a_session_after_the_server_restarted() {
+    let Some(world) = World::new() else { return };
+    world.model.push(text_reply(&["first answer"]));
+    world.model.push(text_reply(&["second answer"]));
+    let first = world
+        .client(&["call", "kin", r#"{"prompt": "remember the number 41"}"#])
+        .await;
+    let id = first[0]["structured"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // A new `kin mcp` process: the session comes from disk.
+    let arguments = json!({"session_id": id, "prompt": "and add one"}).to_string();
+    let second = world.client(&["call", "kin_reply", &arguments]).await;
+    let result = &second[0];
+    assert_eq!(result["isError"], false, "{result}");
+    assert_eq!(result["structured"]["sessionId"], id.as_str());
+    assert_eq!(result["structured"]["answer"], "second answer");
+    // The model saw the whole conversation, and both turns are in the one log.
+    let request = world.model.requests()[1].body.to_string();
+    assert!(request.contains("remember the number 41"), "{request}");
+    assert!(request.contains("first answer"), "{request}");
+    let log = world.log(&id);
+    assert!(
+        log.contains("and add one") && log.contains("second answer"),
+        "{log}"
+    );
+    // A session that was not started over MCP is refused.
+    let other = json!({"session_id": "00000000-0000-4000-8000-000000000000", "prompt": "x"});
+    let refused = world
+        .client(&["call", "kin_reply", &other.to_string()])
+        .await;
+    assert_eq!(refused[0]["isError"], true);
+    assert!(refused[0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("unknown session"));
+}
+
+#[tokio::test]
+async fn a_cancelled_call_cancels_the_run_and_it_settles_cancelled() {
+    let Some(world) = World::new() else { return };
+    // The model starts answering, then holds the response open until kin hangs up.
+    world.model.push(Reply::Hang(vec![
+        event(&chunk(json!({"role": "assistant", "content": ""}), None)),
+        event(&chunk(json!({"content": "thinking about it"}), None)),
+    ]));
+    let found = world.client(&["cancel", "take your time"]).await;
+    assert!(
+        found.iter().all(|line| line.get("unexpected").is_none()),
+        "{found:?}"
+    );
+    let listed = &found[0]["structured"]["sessions"];
+    // Listed at once after the cancellation: stopping, or already settled.
+    let state = listed[0]["state"].as_str().unwrap();
+    assert!(["stopping", "cancelled"].contains(&state), "{listed}");
+    let output = &found[1];
+    assert_eq!(output["isError"], true, "{output}");
+    assert_eq!(output["structured"]["state"], "cancelled");
+    // kin hung up on the model: the request does not outlive the call.
+    let closed = tokio::time::timeout(DEADLINE, world.model.next_event()).await;
+    assert_eq!(closed.unwrap(), ServerEvent::ClientClosed { request: 0 });
+}
+
+#[tokio::test]
+async fn without_elicitation_an_ask_is_refused_naming_mode() {
+    let Some(world) = World::new() else { return };
+    world.model.push(tool_calls_reply(&[(
+        "c1",
+        "bash",
+        r#"{"command":"touch made.txt"}"#,
+    )]));
+    world.model.push(text_reply(&["I could not run it."]));
+    let found = world
+        .client(&["call", "kin", r#"{"prompt": "make a file", "mode": "ask"}"#])
+        .await;
+    assert_eq!(found[0]["structured"]["answer"], "I could not run it.");
+    assert!(!world.cwd.path().join("made.txt").exists());
+    let told = world.model.requests()[1].body.to_string();
+    assert!(told.contains("did not declare elicitation"), "{told}");
+    assert!(told.contains("`mode`"), "{told}");
+    // A mode wider than the server's ceiling (ask, by default) is refused outright.
+    let wider = world
+        .client(&["call", "kin", r#"{"prompt": "x", "mode": "allow"}"#])
+        .await;
+    assert_eq!(wider[0]["isError"], true);
+    assert!(wider[0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("wider than this server allows"));
+}
+
+#[tokio::test]
+async fn streamable_http_serves_the_same_tools() {
+    use tokio::io::AsyncBufReadExt;
+    let Some(world) = World::new() else { return };
+    world.model.push(text_reply(&["over http"]));
+    let mut server = world
+        .command(&common::kin_binary())
+        .args(["mcp", "--listen", "127.0.0.1:0"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(server.stderr.take().unwrap()).lines();
+    let line = tokio::time::timeout(DEADLINE, lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let url = line
+        .strip_prefix("kin: serving MCP on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_owned();
+    let found = world.client(&["http", &url, "hello"]).await;
+    assert_eq!(found[0]["names"].as_array().unwrap().len(), 5);
+    assert_eq!(
+        found[1]["structured"]["answer"], "over http",
+        "{}",
+        found[1]
+    );
+    // A non-loopback address is refused without --allow-remote.
+    let refused = world
+        .command(&common::kin_binary())
+        .args(["mcp", "--listen", "0.0.0.0:0"])
+        .output()
+        .await
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--allow-remote"));
+    server.start_kill().unwrap();
+    let _ = server.wait().await;
+}
