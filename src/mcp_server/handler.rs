@@ -144,13 +144,15 @@ impl KinServer {
     }
 }
 
-/// The arguments of a call, or the result that says what is wrong with them.
-fn parse<A: DeserializeOwned>(tool: &str, arguments: Value) -> Result<A, CallToolResult> {
-    serde_json::from_value(arguments).map_err(|error| {
-        CallToolResult::error(vec![ContentBlock::text(format!(
-            "invalid arguments for `{tool}`: {error}"
-        ))])
-    })
+/// The arguments of a call, or what is wrong with them.
+fn parse<A: DeserializeOwned>(tool: &str, arguments: Value) -> Result<A, String> {
+    serde_json::from_value(arguments)
+        .map_err(|error| format!("invalid arguments for `{tool}`: {error}"))
+}
+
+/// The result of a call whose arguments did not parse.
+fn invalid(message: String) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(message)])
 }
 
 fn refused(error: &CallError) -> CallToolResult {
@@ -239,23 +241,23 @@ impl ServerHandler for KinServer {
         let result = match name {
             "kin" => match parse::<StartArgs>(name, arguments) {
                 Ok(args) => self.start(args, &context).await,
-                Err(refusal) => refusal,
+                Err(message) => invalid(message),
             },
             "kin_reply" => match parse::<ReplyArgs>(name, arguments) {
                 Ok(args) => self.reply(args, &context).await,
-                Err(refusal) => refusal,
+                Err(message) => invalid(message),
             },
             "kin_output" => match parse::<OutputArgs>(name, arguments) {
                 Ok(args) => self.output(args, &context).await,
-                Err(refusal) => refusal,
+                Err(message) => invalid(message),
             },
             "kin_cancel" => match parse::<CancelArgs>(name, arguments) {
                 Ok(args) => self.cancel(args).await,
-                Err(refusal) => refusal,
+                Err(message) => invalid(message),
             },
             "kin_list" => match parse::<ListArgs>(name, arguments) {
                 Ok(ListArgs {}) => CallToolResult::structured(self.sessions.list()),
-                Err(refusal) => refusal,
+                Err(message) => invalid(message),
             },
             other => {
                 return Err(ErrorData::invalid_params(

@@ -92,9 +92,9 @@ impl Sessions {
         &self.runtime
     }
 
-    /// The mode a call asks for (`read-only` when it names none), if the ceiling allows it.
-    fn mode(&self, asked: Option<CallMode>) -> Result<PermissionMode, CallError> {
-        let mode = asked.map_or(PermissionMode::ReadOnly, CallMode::permission);
+    /// The mode a call asks for, if the ceiling allows it.
+    fn mode(&self, asked: CallMode) -> Result<PermissionMode, CallError> {
+        let mode = asked.permission();
         if width(mode) > width(self.ceiling) {
             return Err(CallError::WiderThanCeiling {
                 asked: mode.id(),
@@ -129,9 +129,7 @@ impl Sessions {
         };
         self.check_key()?;
         let host = self.runtime.host();
-        let agent = host
-            .create_session_started_over(cwd, STARTED_OVER)
-            .map_err(RuntimeError::from)?;
+        let agent = host.create_session_started_over(cwd, STARTED_OVER)?;
         if let Some(model) = &args.model {
             if let Err(error) = host.switch_model(&agent, model) {
                 host.unpublish_agent(&agent);

@@ -12,9 +12,10 @@ use crate::tools::typed::parameters;
 use crate::tools::PermissionMode;
 
 /// What a call's tools may do; never wider than the server's ceiling.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub(crate) enum CallMode {
+    #[default]
     ReadOnly,
     Ask,
     Allow,
@@ -48,7 +49,8 @@ pub(crate) struct StartArgs {
     /// Absolute working directory of the new session. Default: the directory `kin mcp` runs in.
     pub cwd: Option<String>,
     /// What kin's tools may do: `read-only` (default; reads and searches only), `ask` (edits and commands are put to your user when your client supports elicitation, else refused), `allow` (edits and commands run). Never wider than the server was started with.
-    pub mode: Option<CallMode>,
+    #[serde(default)]
+    pub mode: CallMode,
     /// A configured model id to run on (see `kin config`). Default: the configured default model.
     pub model: Option<String>,
     /// Start the task in the background: the call returns the session id at once; collect the answer with `kin_output`. Default false: the call returns the final answer.
@@ -65,7 +67,8 @@ pub(crate) struct ReplyArgs {
     /// The message. A session that is working now takes it into its running task; an idle one starts a new task with it.
     pub prompt: String,
     /// As in `kin`: `read-only` (default), `ask` or `allow`, for the new task.
-    pub mode: Option<CallMode>,
+    #[serde(default)]
+    pub mode: CallMode,
     /// Return at once and collect the answer with `kin_output`. Default false: wait for the answer.
     #[serde(default)]
     pub background: bool,
@@ -159,6 +162,6 @@ mod tests {
         let good: StartArgs =
             serde_json::from_value(serde_json::json!({"prompt": "x", "mode": "read-only"}))
                 .unwrap();
-        assert_eq!(good.mode, Some(CallMode::ReadOnly));
+        assert_eq!(good.mode, CallMode::ReadOnly);
     }
 }
