@@ -196,6 +196,20 @@ async fn a_foreground_task_answers_with_progress_in_a_top_level_session_marked_m
     // The read really ran: the model saw the file's text.
     let second = &world.model.requests()[1].body;
     assert!(second.to_string().contains("the word is heron"), "{second}");
+    // `kin run --session` continues it like any other session.
+    world.model.push(text_reply(&["still heron"]));
+    let run = world
+        .command(&common::kin_binary())
+        .args(["run", "--session", id, "and now?"])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), "still heron");
 }
 
 #[tokio::test]
