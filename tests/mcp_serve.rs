@@ -327,6 +327,24 @@ async fn without_elicitation_an_ask_is_refused_naming_mode() {
 }
 
 #[tokio::test]
+async fn with_elicitation_an_ask_is_put_to_the_clients_user() {
+    let Some(world) = World::new() else { return };
+    world.model.push(tool_calls_reply(&[(
+        "c1",
+        "bash",
+        r#"{"command":"touch made.txt"}"#,
+    )]));
+    world.model.push(text_reply(&["Made it."]));
+    let found = world
+        .client(&["elicit", r#"{"prompt": "make a file", "mode": "ask"}"#])
+        .await;
+    let asked = found[0]["asked"].as_str().unwrap_or_default();
+    assert!(asked.contains("touch made.txt"), "{found:?}");
+    assert_eq!(found[1]["structured"]["answer"], "Made it.", "{found:?}");
+    assert!(world.cwd.path().join("made.txt").exists());
+}
+
+#[tokio::test]
 async fn streamable_http_serves_the_same_tools() {
     use tokio::io::AsyncBufReadExt;
     let Some(world) = World::new() else { return };

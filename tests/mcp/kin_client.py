@@ -9,6 +9,8 @@ Scenarios:
   background PROMPT          kin(background) then kin_output(wait) and kin_list
   cancel PROMPT              a foreground kin cancelled once progress arrives, then kin_list
                              and kin_output(wait) of the session
+  elicit JSON                a foreground kin whose client answers permission asks through
+                             elicitation with allow: true (and prints each question)
   http URL PROMPT            over streamable HTTP: the tool names, then a foreground kin
 """
 
@@ -17,7 +19,7 @@ import os
 import sys
 
 import anyio
-from mcp import ClientSession, StdioServerParameters
+from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -92,8 +94,15 @@ async def main():
                 out(await call(session, "kin", {"prompt": args[1]}))
         return
     params = StdioServerParameters(command=kin, args=["mcp"], env=dict(os.environ))
+    callback = None
+    if name == "elicit":
+        async def callback(context, params):
+            out({"asked": params.message})
+            return types.ElicitResult(action="accept", content={"allow": True})
+
+        name, args = "call", ["kin", args[0]]
     async with stdio_client(params) as (read, write):
-        async with ClientSession(read, write) as session:
+        async with ClientSession(read, write, elicitation_callback=callback) as session:
             await session.initialize()
             await scenario(session, name, args)
 
