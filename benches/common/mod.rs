@@ -105,6 +105,13 @@ impl Kin {
         Self::start(command)
     }
 
+    /// Spawns `kin <args>` (another subcommand than `acp`) with `KIN_HOME=home`.
+    pub fn spawn_subcommand(home: &Path, cwd: &Path, args: &[&str]) -> Self {
+        let mut command = Command::new(kin_binary());
+        command.args(args).env("KIN_HOME", home).current_dir(cwd);
+        Self::start(command)
+    }
+
     /// Spawns the floor program (see [`serve_floor_if_asked`]).
     pub fn spawn_floor(cwd: &Path) -> Self {
         let mut command = Command::new(std::env::current_exe().expect("the bench's own path"));

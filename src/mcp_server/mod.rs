@@ -59,10 +59,30 @@ pub async fn serve_stdio(
     options: ServeOptions,
     shutdown: CancellationToken,
 ) -> Result<(), ServeError> {
+    serve_io(
+        runtime,
+        options,
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+        shutdown,
+    )
+    .await
+}
+
+/// [`serve_stdio`] on any pair of pipes (benches serve an in-process client this way).
+pub async fn serve_io<R, W>(
+    runtime: Arc<Runtime>,
+    options: ServeOptions,
+    read: R,
+    write: W,
+    shutdown: CancellationToken,
+) -> Result<(), ServeError>
+where
+    R: tokio::io::AsyncRead + Send + Unpin + 'static,
+    W: tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
     let sessions = Arc::new(Sessions::new(runtime.clone(), options.ceiling, options.cwd));
-    let served = KinServer::new(sessions)
-        .serve((tokio::io::stdin(), tokio::io::stdout()))
-        .await;
+    let served = KinServer::new(sessions).serve((read, write)).await;
     let result = match served {
         Ok(running) => {
             let stop = running.cancellation_token();
