@@ -31,6 +31,16 @@ impl TimeLimits {
     }
 }
 
+impl super::Delegation {
+    /// The time limits of an activation: the call's wall clock, else the configured one.
+    pub(super) fn time_limits(&self, timeout: Option<Duration>) -> TimeLimits {
+        TimeLimits {
+            wall: timeout.or(self.settings.timeout),
+            idle: self.settings.idle_timeout,
+        }
+    }
+}
+
 /// Which limit ran out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Expiry {

@@ -113,6 +113,10 @@ impl StartRequest {
             persona: self.persona.clone(),
             tool_filter: self.tool_filter.clone(),
             permission: self.permission.map(|mode| mode.id().to_owned()),
+            timeout_ms: self
+                .timeout
+                .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+            budget_tokens: self.budget_tokens,
             provider_data: None,
         }
     }

@@ -38,6 +38,13 @@ pub struct Descriptor {
     /// parent's stays its ceiling.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permission: Option<String>,
+    /// The wall-clock limit the delegating call set, in milliseconds: every later activation
+    /// runs under it too (a continuation cannot widen it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// The token budget the delegating call set, for every activation of the child.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_tokens: Option<u64>,
     /// What only the provider reads (for `acp:<name>`: the child's own `sessionId` and `cwd`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider_data: Option<Value>,
