@@ -464,3 +464,34 @@ async fn the_roots_usage_update_shows_its_trees_budget_and_a_restart_keeps_the_s
         "{told}"
     );
 }
+
+#[tokio::test]
+async fn a_cancelled_slash_compact_answers_cancelled() {
+    let server = MockServer::start();
+    let mut kin = start(&server, home_with(CONFIG));
+    initialize(&mut kin).await;
+    let session = kin.new_session().await;
+    server.push(answer_with_usage("first answer", 100, 10));
+    kin.request(2, "session/prompt", prompt(&session, "first"))
+        .await;
+    // The summary call never answers; the client cancels once the compaction has begun.
+    server.push(Reply::Hang(Vec::new()));
+    let compact = json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+                         "params": prompt(&session, "/compact")});
+    kin.send(&compact).await;
+    loop {
+        let message = kin.read().await.expect("kin answers");
+        let update = message.pointer("/params/update");
+        if update.is_some_and(|u| u["sessionUpdate"] == "compaction_update") {
+            break;
+        }
+    }
+    let cancel = json!({"jsonrpc": "2.0", "method": "session/cancel",
+                        "params": {"sessionId": session}});
+    kin.send(&cancel).await;
+    let (_, answer) = kin.answer(&json!(3)).await;
+    assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
+    let log = log_of(&kin, &session);
+    let end = log.iter().find(|e| e["type"] == "compaction/end").unwrap();
+    assert!(end["data"].get("summary").is_none(), "{end}");
+}

@@ -401,7 +401,8 @@ impl Agent {
     }
 
     /// Compacts the conversation now (`/compact`), with `choice`'s model; refused while a
-    /// turn runs. Its events are handed to `observe`.
+    /// turn runs; [`Agent::cancel`] stops it as it stops a turn. Its events are handed to
+    /// `observe`.
     pub async fn compact(
         self: &Arc<Self>,
         choice: &ModelChoice,
@@ -413,11 +414,14 @@ impl Agent {
                 id: self.id.clone(),
             });
         }
+        // `session/cancel` reaches it as it reaches a turn.
+        *lock(&self.turn_cancel) = Some(cancel.clone());
         let result = {
             let mut state = self.state.lock().await;
             let trigger = crate::session::CompactionTrigger::Request;
             compact::compact(self, &mut state, choice, trigger, observe, &cancel).await
         };
+        *lock(&self.turn_cancel) = None;
         self.running.store(false, Ordering::Release);
         Ok(result?)
     }
