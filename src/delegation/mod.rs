@@ -22,6 +22,7 @@
 mod acp_child;
 mod acp_record;
 mod acp_tree;
+mod acp_watch;
 mod activation;
 pub mod agents;
 mod budget;

@@ -39,6 +39,14 @@ impl Delegation {
         self.tree_budget(session).map(|tree| tree.meta())
     }
 
+    /// Whether any budget, of a tree or of a child, is configured.
+    pub(super) fn has_budget(&self) -> bool {
+        let settings = &self.settings;
+        self.budgets.limited()
+            || settings.child_budget_tokens.is_some()
+            || settings.child_budget_cost.is_some()
+    }
+
     /// Refuses a start or continuation under `parent` once its tree has spent its budget.
     pub(super) fn check_budget(&self, parent: &Agent) -> Result<(), DelegationError> {
         let root = self.root_of(parent);
