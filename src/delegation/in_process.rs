@@ -297,6 +297,9 @@ fn start_in(
     if let Some(budget) = &request.budget {
         child.watch.set_budget(budget.clone());
     }
+    if request.background {
+        child.context.hold_cost_for_task();
+    }
     child.set_mcp(child_mcp(parent, request.tool_filter.as_ref()));
     if let Some(continuation) = &request.continuation {
         child.record_in_next_turn(EventBody::SubagentDescriptor(
@@ -358,6 +361,8 @@ fn resume(
     if let Some(budget) = &request.budget {
         child.watch.set_budget(budget.clone());
     }
+    // A continuation always runs as a background task.
+    child.context.hold_cost_for_task();
     // A resumed child uses the servers of the session resuming it.
     child.set_mcp(child_mcp(parent, descriptor.tool_filter.as_ref()));
     let turn = Turn {

@@ -204,7 +204,7 @@ impl Delegation {
         let weak = Arc::downgrade(&delegation);
         delegation.tasks.set_record_sink(Box::new(move |record| {
             if let Some(delegation) = weak.upgrade() {
-                let (owner, body) = records::event_of(record);
+                let (owner, body) = delegation.record_event(record);
                 if let Some(agent) = delegation.live(&owner) {
                     agent.record(body);
                 }
@@ -331,6 +331,7 @@ impl Delegation {
             let (child, task) = self.continuable(&provider, &request.label, start)?;
             return Ok(Delegated::Continuable { child, task });
         }
+        start.background = true;
         let owner = start.parent.id.clone();
         let root = self.root_of(&start.parent);
         let service = self.clone();
@@ -416,6 +417,7 @@ impl Delegation {
         mut request: StartRequest,
     ) -> Result<(String, TaskId), DelegationError> {
         let child_id = uuid::Uuid::new_v4().to_string();
+        request.background = true;
         request.continuation = Some(Continuation {
             session_id: child_id.clone(),
             descriptor: request.descriptor(provider.name()),
@@ -680,7 +682,7 @@ impl Delegation {
                         role: "user".into(),
                         id,
                     };
-                    agent.inject(message, Some(records::end_of(&task, status)));
+                    agent.inject(message, Some(self.task_end(&owner, &task, status)));
                 }
             }
             Notice::Withdraw { owner, id } => {

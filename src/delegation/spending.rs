@@ -7,6 +7,7 @@ use super::budget::TreeBudget;
 use super::{Delegation, DelegationError};
 use crate::agent::Agent;
 use crate::session::{Event, EventBody, SessionStore};
+use crate::tasks::{Record, TaskId, TaskStatus};
 
 impl Delegation {
     /// The root session of the live session `caller` (itself when it is not live).
@@ -37,6 +38,35 @@ impl Delegation {
             return None;
         }
         self.tree_budget(session).map(|tree| tree.meta())
+    }
+
+    /// The `task/end` of `owner`'s task: with what its background activation cost, which is
+    /// added to the owner's cost now, but outside its running turn (the turn that started the
+    /// task is the one it counts for).
+    pub(super) fn task_end(&self, owner: &str, task: &TaskId, status: TaskStatus) -> EventBody {
+        let mut body = super::records::end_of(task, status);
+        if let EventBody::TaskEnd(end) = &mut body {
+            end.cost = self.activations.take_cost(task.as_str());
+            if let (Some(cost), Some(agent)) = (end.cost, self.live(owner)) {
+                agent.context.add_task_cost(cost);
+            }
+        }
+        body
+    }
+
+    /// The owner and the log event of a task record, a `task/end` with its cost.
+    pub(super) fn record_event(&self, record: Record) -> (String, EventBody) {
+        match record {
+            Record::Ended {
+                owner,
+                task,
+                status,
+            } => {
+                let body = self.task_end(&owner, &task, status);
+                (owner, body)
+            }
+            started => super::records::event_of(started),
+        }
     }
 
     /// Whether any budget, of a tree or of a child, is configured.

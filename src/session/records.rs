@@ -77,11 +77,15 @@ pub struct TaskStart {
 }
 
 /// `task/end`: a background task settled (in the owner's log).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskEnd {
     pub task: String,
     /// `completed`, `killed` or `failed`.
     pub status: String,
+    /// What the background activation cost (its descendants included), counted for the turn
+    /// that started the task, not the one it settled in; absent when nothing was priced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
 }
 
 impl TaskStart {

@@ -241,3 +241,70 @@ async fn task_output_shows_what_the_tree_spent_and_has_left() {
     );
     assert_eq!(lines[2], "[status: completed]");
 }
+
+#[tokio::test]
+async fn a_background_childs_cost_counts_for_the_turn_that_started_it() {
+    use kin::model::{ModelCatalog, ModelChoice, ModelProfile, Prices};
+
+    // One token costs 1 (a price of a million per million input tokens).
+    let model = ScriptedModel::new(|req| {
+        let asked = last_user_text(req);
+        if asked.starts_with("parent: go") {
+            return match req.history.last() {
+                Some(HistoryItem::ToolResult { .. }) => costing(text("started"), 1),
+                _ => costing(
+                    calls(&[(
+                        "subagent",
+                        json!({"description": "bg", "prompt": "child", "run_in_background": true}),
+                    )]),
+                    1,
+                ),
+            };
+        }
+        if asked == "child" {
+            return costing(text("child answer"), 10);
+        }
+        costing(text("noted"), 1)
+    });
+    let profile = ModelProfile {
+        id: "default".into(),
+        prices: Some(Prices {
+            input: 1e6,
+            cached_input: 0.0,
+            output: 0.0,
+            currency: "USD".into(),
+        }),
+        ..ModelProfile::default()
+    };
+    let catalog = ModelCatalog::new(
+        ModelChoice {
+            profile,
+            model: model.clone(),
+        },
+        Vec::new(),
+        0.9,
+    );
+    let options = RuntimeOptions {
+        models: Some(catalog),
+        ..Default::default()
+    };
+    let world = World::with_options(model, options);
+    let parent = world.session();
+    world.prompt(&parent, "parent: go").await;
+    world.runtime.tasks().until_settled("subagent-1").await;
+    world.prompt(&parent, "parent: next").await;
+    let log = world.log(&parent.id);
+    let turn_costs: Vec<f64> = log
+        .iter()
+        .filter(|e| e["type"] == "turn/end")
+        .map(|e| e["data"]["usage"]["cost"].as_f64().unwrap())
+        .collect();
+    assert_eq!(turn_costs, [2.0, 1.0], "each turn its own calls only");
+    let task_end = log.iter().find(|e| e["type"] == "task/end").unwrap();
+    assert_eq!(task_end["data"]["cost"], json!(10.0), "{task_end}");
+    assert_eq!(
+        parent.context.usage().cost,
+        13.0,
+        "the session's cost has it all"
+    );
+}
