@@ -365,6 +365,11 @@ impl Agent {
         self.transcript().history.completed_prefix()
     }
 
+    /// What an in-turn compaction through `step` of the running turn summarises.
+    fn running_prefix(&self, step: u32) -> Vec<Arc<crate::session::history::HistoryItem>> {
+        self.transcript().history.running_prefix(step)
+    }
+
     /// The number of the last turn that ended (0: none yet).
     fn last_completed_turn(&self) -> u32 {
         self.with_events(|events| {
@@ -419,7 +424,7 @@ impl Agent {
         let result = {
             let mut state = self.state.lock().await;
             let trigger = crate::session::CompactionTrigger::Request;
-            compact::compact(self, &mut state, choice, trigger, observe, &cancel).await
+            compact::compact(self, &mut state, choice, (trigger, None), observe, &cancel).await
         };
         *lock(&self.turn_cancel) = None;
         self.running.store(false, Ordering::Release);
