@@ -208,9 +208,8 @@ impl Turn<'_> {
             let choice = self.choice();
             let over = self.over_threshold(&choice);
             if over && armed && !failed {
-                let outcome = self
-                    .compact(&choice, CompactionTrigger::Threshold, step)
-                    .await?;
+                let trigger = CompactionTrigger::Threshold;
+                let outcome = self.compact(&choice, trigger, step).await?;
                 failed = matches!(outcome, CompactionOutcome::Failed { .. });
                 armed = outcome == CompactionOutcome::NothingToCompact;
             }
@@ -225,10 +224,8 @@ impl Turn<'_> {
                     if error.is_context_overflow() && !compacted_on_overflow =>
                 {
                     compacted_on_overflow = true;
-                    match self
-                        .compact(&choice, CompactionTrigger::Overflow, step)
-                        .await?
-                    {
+                    let trigger = CompactionTrigger::Overflow;
+                    match self.compact(&choice, trigger, step).await? {
                         CompactionOutcome::Compacted { .. } => continue,
                         _ => result,
                     }
