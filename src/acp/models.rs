@@ -92,7 +92,7 @@ pub fn set_model(
 }
 
 /// The `_meta` key of a root session's `usage_update` that holds its tree's budget.
-pub const BUDGET_META_KEY: &str = "kin.budget";
+pub(crate) const BUDGET_META_KEY: &str = "kin.budget";
 
 /// The `usage_update` after a model call of `agent`: only for a model whose context window
 /// is configured (the update needs its size). `budget` is its tree's spent, limit and

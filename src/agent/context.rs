@@ -122,7 +122,7 @@ impl SessionContext {
 
     /// Adds a background child's cost, which its `task/end` records: it is in the session's
     /// cost but not in the running turn's (that turn did not start it).
-    pub fn add_task_cost(&self, cost: f64) {
+    pub(crate) fn add_task_cost(&self, cost: f64) {
         let mut figures = lock(&self.figures);
         figures.usage.cost += cost;
         figures.turn_cost_start += cost;
@@ -130,12 +130,12 @@ impl SessionContext {
 
     /// From now on the costs of this session's turns are held for its task (a background
     /// activation), not handed to its parent.
-    pub fn hold_cost_for_task(&self) {
+    pub(crate) fn hold_cost_for_task(&self) {
         *lock(&self.held_for_task) = Some(0.0);
     }
 
     /// Holds `cost` for the task when this session is a background activation.
-    pub fn hold(&self, cost: f64) -> bool {
+    pub(crate) fn hold(&self, cost: f64) -> bool {
         match lock(&self.held_for_task).as_mut() {
             Some(held) => {
                 *held += cost;
@@ -146,7 +146,7 @@ impl SessionContext {
     }
 
     /// The cost held for the task so far (taken once, as the task settles).
-    pub fn take_held(&self) -> Option<f64> {
+    pub(crate) fn take_held(&self) -> Option<f64> {
         lock(&self.held_for_task).take()
     }
 

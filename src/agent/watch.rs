@@ -30,7 +30,7 @@ impl Spend {
     }
 
     /// Raises the figures to at least `tokens` and `cost` (what a log says was spent).
-    pub fn raise_to(&self, tokens: u64, cost: f64) {
+    pub(crate) fn raise_to(&self, tokens: u64, cost: f64) {
         self.tokens.fetch_max(tokens, Ordering::Relaxed);
         if cost > 0.0 && cost.is_finite() {
             let micros = (cost * 1e6).round() as u64;

@@ -32,7 +32,7 @@ impl Delegation {
 
     /// The `_meta["kin.budget"]` of `session`'s `usage_update`: only for a root session whose
     /// tree has a budget.
-    pub fn budget_meta(&self, session: &str) -> Option<serde_json::Value> {
+    pub(crate) fn budget_meta(&self, session: &str) -> Option<serde_json::Value> {
         let agent = self.live(session)?;
         if agent.header().parent_session.is_some() {
             return None;

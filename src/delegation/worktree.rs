@@ -27,6 +27,7 @@ pub enum WorktreeError {
     NotARepository(String),
     #[error("git {command} failed: {message}")]
     Git { command: String, message: String },
+    /// The start was cancelled while `git worktree add` ran.
     #[error("the worktree was not made: the start was cancelled")]
     Cancelled,
 }

@@ -195,7 +195,7 @@ impl HistoryFold {
 
     /// What an in-turn compaction through `step` summarises: everything before the start of
     /// step `step + 1` (empty when those steps hold nothing new).
-    pub fn running_prefix(&self, step: u32) -> Vec<Arc<HistoryItem>> {
+    pub(crate) fn running_prefix(&self, step: u32) -> Vec<Arc<HistoryItem>> {
         match self.step_cut(step) {
             Some(cut) => self.items[..cut].to_vec(),
             None => Vec::new(),

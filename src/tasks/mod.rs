@@ -183,7 +183,7 @@ pub type RecordSink = Box<dyn Fn(Record) + Send + Sync>;
 
 /// A line `task_output` shows before a task's status line, for the owner named (delegation:
 /// its tree's budget, spent and left).
-pub type OutputNote = Box<dyn Fn(&str) -> Option<String> + Send + Sync>;
+pub(crate) type OutputNote = Box<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
 struct Task {
     snapshot: TaskSnapshot,
@@ -240,7 +240,7 @@ impl TaskService {
     }
 
     /// What `task_output` adds before the status line.
-    pub fn set_output_note(&self, note: OutputNote) {
+    pub(crate) fn set_output_note(&self, note: OutputNote) {
         *self.note.lock().unwrap_or_else(|p| p.into_inner()) = Some(note);
     }
 
