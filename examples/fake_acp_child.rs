@@ -12,6 +12,7 @@
 //! - `flood`: answers the handshake, then floods the prompt with message chunks;
 //! - `wait`: answers the handshake; a prompt waits for `session/cancel`, then ends `cancelled`;
 //!   a second prompt meanwhile is refused with an error, as kin refuses one;
+//! - `usage`: as `wait`, but the prompt first reports a `usage_update` whose cost is 0.5 USD;
 //! - `steer`: a prompt waits for a second one, answers it with `took: <its text>` and then
 //!   ends both `end_turn` (a child that accepts a prompt while busy);
 //! - `permission`: a prompt asks for permission and answers with the outcome it got;
@@ -115,7 +116,14 @@ fn main() -> std::io::Result<()> {
                         )?;
                     }
                 }
-                "wait" => {
+                "wait" | "usage" => {
+                    if mode == "usage" {
+                        let usage = json!({"jsonrpc": "2.0", "method": "session/update",
+                            "params": {"sessionId": "fake-session", "update": {
+                                "sessionUpdate": "usage_update", "used": 10, "size": 1000,
+                                "cost": {"amount": 0.5, "currency": "USD"}}}});
+                        send(&mut out, &usage)?;
+                    }
                     for line in lines.by_ref() {
                         let message: Value = serde_json::from_str(&line?).unwrap_or(Value::Null);
                         match message.get("method").and_then(Value::as_str) {

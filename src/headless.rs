@@ -175,8 +175,38 @@ fn usage_line(host: &crate::agent::host::AgentHost, agent: &crate::agent::Agent)
         .unwrap_or_else(|| host.models().default_choice());
     if let (Some(cost), Some(prices)) = (usage.cost, &choice.profile.prices) {
         line.push_str(&format!("; cost {cost:.6} {}", prices.currency));
+        let background = agent.with_events(background_cost);
+        if background > 0.0 {
+            line.push_str(&format!(
+                " (+ {background:.6} {} of background subagents it started)",
+                prices.currency
+            ));
+        }
     }
     Some(line)
+}
+
+/// The cost of the background tasks the last turn started that have settled: their
+/// `task/end`s carry it (a background child's cost counts for the turn that started it).
+fn background_cost(events: &[crate::session::Event]) -> f64 {
+    let last_turn = events
+        .iter()
+        .rposition(|event| matches!(event.body, EventBody::TurnStart(_)))
+        .unwrap_or(0);
+    let started: Vec<&str> = events[last_turn..]
+        .iter()
+        .filter_map(|event| match &event.body {
+            EventBody::TaskStart(start) => Some(start.task.as_str()),
+            _ => None,
+        })
+        .collect();
+    events
+        .iter()
+        .filter_map(|event| match &event.body {
+            EventBody::TaskEnd(end) if started.contains(&end.task.as_str()) => end.cost,
+            _ => None,
+        })
+        .sum()
 }
 
 /// Writes events as they happen. Write errors (a closed pipe) are ignored: the turn still

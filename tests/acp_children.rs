@@ -1097,3 +1097,50 @@ async fn an_acp_child_past_its_time_limit_is_cancelled_and_reports_timed_out() {
     assert!(parent_log.contains("SUBAGENT_TIMED_OUT"), "{parent_log}");
     assert_none_left(&marker).await;
 }
+
+#[tokio::test]
+async fn an_acp_child_that_goes_quiet_meets_the_idle_watchdog() {
+    // The child answers the handshake, then sends nothing: no update for 0.3s is idle.
+    let marker = marker("idle");
+    let table = format!(
+        "[delegation]\nidle_timeout = \"300ms\"\n\n[acp_agents.fake]\ncommand = {:?}\nargs = [{marker:?}, \"wait\"]\n",
+        fake_child().display().to_string(),
+    );
+    let parent = Script::new()
+        .calls(&[(
+            "ask",
+            "subagent_fake",
+            json!({"description": "Ask fake", "prompt": "Hello."}),
+        )])
+        .text("PARENT_DONE");
+    let logs = kin_parent_of(parent, &table, &marker).await;
+    let parent_log = log_at_depth(&logs, 0);
+    assert!(
+        parent_log
+            .contains("Error: subagent run timed_out: no model output or tool progress for 0.3s"),
+        "{parent_log}"
+    );
+}
+
+#[tokio::test]
+async fn an_acp_child_is_stopped_at_the_budget_of_the_cost_it_reports() {
+    // The child reports a cost of 0.5 in a usage_update, then waits: over a 0.25 budget.
+    let marker = marker("budget");
+    let table = format!(
+        "[delegation]\nchild_budget_cost = 0.25\n\n[acp_agents.fake]\ncommand = {:?}\nargs = [{marker:?}, \"usage\"]\n",
+        fake_child().display().to_string(),
+    );
+    let parent = Script::new()
+        .calls(&[(
+            "ask",
+            "subagent_fake",
+            json!({"description": "Ask fake", "prompt": "Hello."}),
+        )])
+        .text("PARENT_DONE");
+    let logs = kin_parent_of(parent, &table, &marker).await;
+    let parent_log = log_at_depth(&logs, 0);
+    assert!(
+        parent_log.contains("Error: subagent run budget_exhausted"),
+        "{parent_log}"
+    );
+}

@@ -411,3 +411,87 @@ async fn slash_compact_and_slash_model_act_through_the_binary() {
         "{answer}"
     );
 }
+
+#[tokio::test]
+async fn the_roots_usage_update_shows_its_trees_budget_and_a_restart_keeps_the_spend() {
+    let server = MockServer::start();
+    let config = format!("{CONFIG}\n[delegation]\nbudget_tokens = 200\n");
+    let mut kin = start(&server, home_with(&config));
+    initialize(&mut kin).await;
+    let session = kin.new_session().await;
+    let call = r#"{"description":"work","prompt":"do it"}"#;
+    // Parent: 20 + 5 tokens; child: 100; parent: 50. The tree spent 175 of 200.
+    server.push(tool_calls_reply(&[("call_1", "subagent", call)]));
+    server.push(answer_with_usage("child result", 100, 0));
+    server.push(answer_with_usage("all done", 50, 0));
+    let (updates, answer) = kin
+        .request(2, "session/prompt", prompt(&session, "go"))
+        .await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let budgets: Vec<Value> = of_kind(&updates, "usage_update")
+        .into_iter()
+        .filter(|u| u.pointer("/_meta/kin.budget").is_some())
+        .map(|u| u["_meta"]["kin.budget"]["tokens"].clone())
+        .collect();
+    assert_eq!(
+        budgets,
+        [
+            json!({"spent": 25, "limit": 200, "remaining": 175}),
+            json!({"spent": 175, "limit": 200, "remaining": 25}),
+        ],
+        "the root's own calls count, and the child's"
+    );
+
+    // A new process: the spend is read back from the logs; 25 more reach the budget, and
+    // the next spawn is refused.
+    let home = stop(kin).await;
+    let mut again = start(&server, home);
+    initialize(&mut again).await;
+    let load = json!({"sessionId": session, "cwd": again.cwd(), "mcpServers": []});
+    let (_, loaded) = again.request(1, "session/load", load).await;
+    assert!(loaded.get("result").is_some(), "{loaded}");
+    server.push(tool_calls_reply(&[("call_2", "subagent", call)]));
+    server.push(text_reply(&["refused, then"]));
+    let (_, answer) = again
+        .request(2, "session/prompt", prompt(&session, "more"))
+        .await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 5, "no child ran after the restart");
+    let told = requests[4].body["messages"].to_string();
+    assert!(
+        told.contains("the delegation budget_tokens of 200 is spent (200 tokens"),
+        "{told}"
+    );
+}
+
+#[tokio::test]
+async fn a_cancelled_slash_compact_answers_cancelled() {
+    let server = MockServer::start();
+    let mut kin = start(&server, home_with(CONFIG));
+    initialize(&mut kin).await;
+    let session = kin.new_session().await;
+    server.push(answer_with_usage("first answer", 100, 10));
+    kin.request(2, "session/prompt", prompt(&session, "first"))
+        .await;
+    // The summary call never answers; the client cancels once the compaction has begun.
+    server.push(Reply::Hang(Vec::new()));
+    let compact = json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+                         "params": prompt(&session, "/compact")});
+    kin.send(&compact).await;
+    loop {
+        let message = kin.read().await.expect("kin answers");
+        let update = message.pointer("/params/update");
+        if update.is_some_and(|u| u["sessionUpdate"] == "compaction_update") {
+            break;
+        }
+    }
+    let cancel = json!({"jsonrpc": "2.0", "method": "session/cancel",
+                        "params": {"sessionId": session}});
+    kin.send(&cancel).await;
+    let (_, answer) = kin.answer(&json!(3)).await;
+    assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
+    let log = log_of(&kin, &session);
+    let end = log.iter().find(|e| e["type"] == "compaction/end").unwrap();
+    assert!(end["data"].get("summary").is_none(), "{end}");
+}

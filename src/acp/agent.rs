@@ -186,6 +186,7 @@ impl Handler for AcpAgent {
                 init.client_capabilities.subagents.is_some(),
                 session.is_some_and(|s| s.compaction.is_some()),
                 self.runtime.host().models().clone(),
+                self.runtime.delegation().clone(),
             );
             *lock(&self.updates) = Some(self.runtime.host().events().subscribe(forward));
             tracing::debug!(version = ?init.protocol_version, client = ?init.client_info, "initialize");

@@ -91,9 +91,17 @@ pub fn set_model(
         })
 }
 
+/// The `_meta` key of a root session's `usage_update` that holds its tree's budget.
+pub(crate) const BUDGET_META_KEY: &str = "kin.budget";
+
 /// The `usage_update` after a model call of `agent`: only for a model whose context window
-/// is configured (the update needs its size).
-pub fn usage_update(models: &ModelCatalog, agent: &Agent) -> Option<SessionUpdate> {
+/// is configured (the update needs its size). `budget` is its tree's spent, limit and
+/// remaining (`_meta["kin.budget"]`), for a root session under a budget.
+pub fn usage_update(
+    models: &ModelCatalog,
+    agent: &Agent,
+    budget: Option<serde_json::Value>,
+) -> Option<SessionUpdate> {
     let choice = agent
         .model_choice(models)
         .unwrap_or_else(|| models.default_choice());
@@ -102,6 +110,12 @@ pub fn usage_update(models: &ModelCatalog, agent: &Agent) -> Option<SessionUpdat
     let mut update = UsageUpdate::new(usage.used, size);
     if let Some(prices) = &choice.profile.prices {
         update = update.cost(Cost::new(usage.cost, prices.currency.clone()));
+    }
+    if let Some(budget) = budget {
+        update = update.meta(serde_json::Map::from_iter([(
+            BUDGET_META_KEY.to_owned(),
+            budget,
+        )]));
     }
     Some(SessionUpdate::UsageUpdate(update))
 }

@@ -72,15 +72,16 @@ fn reply(peer: &Peer, session: &str, text: String) {
     );
 }
 
-/// Runs a built-in command; its answer is agent text. Only `/compact` calls the model (for
-/// the summary).
+/// Runs a built-in command; its answer is agent text, and how the prompt ends (`cancelled`
+/// for a `/compact` the client cancelled). Only `/compact` calls the model (for the summary).
 async fn run_builtin(
     runtime: &Runtime,
     agent: &Arc<Agent>,
     builtin: Builtin,
     args: &str,
     cx: &RequestContext,
-) -> Result<(), RpcError> {
+) -> Result<StopReason, RpcError> {
+    let mut stop = StopReason::EndTurn;
     let text = match builtin {
         Builtin::Agents => agents_text(runtime, &agent.id),
         Builtin::Mode => {
@@ -149,13 +150,14 @@ async fn run_builtin(
                     format!("The compaction failed, and the conversation is as it was: {reason}")
                 }
                 CompactionOutcome::Cancelled => {
+                    stop = StopReason::Cancelled;
                     "The compaction was cancelled; the conversation is as it was.".into()
                 }
             }
         }
     };
     reply(&cx.peer, &agent.id, text);
-    Ok(())
+    Ok(stop)
 }
 
 /// `/agents`: the session's children, one line each.
@@ -204,8 +206,8 @@ pub async fn prompt(
     if let Some(text) = &opening {
         match commands.invoked(text) {
             Some(Invoked::Builtin(builtin, args)) => {
-                run_builtin(&runtime, &agent, builtin, args, &cx).await?;
-                return answer(Ok(PromptResponse::new(StopReason::EndTurn)));
+                let stop = run_builtin(&runtime, &agent, builtin, args, &cx).await?;
+                return answer(Ok(PromptResponse::new(stop)));
             }
             Some(Invoked::User(command, args)) => expansion = Some(command.expand(args)),
             None => {}

@@ -20,6 +20,7 @@ use super::{models, updates};
 use crate::agent::host::HostEvent;
 use crate::agent::Agent;
 use crate::agent::StopReason;
+use crate::delegation::Delegation;
 use crate::model::ModelCatalog;
 use crate::rpc::Peer;
 use crate::session::EventBody;
@@ -49,13 +50,15 @@ fn is_child(agent: &Agent) -> bool {
 
 /// Turns host events into `session/update`s for the client on `peer`: the events of the
 /// sessions it prompts always, those of children only if it opted in (`subagents`).
-/// After each model call, a `usage_update` (see [`models::usage_update`]); compaction
+/// After each model call, a `usage_update` (see [`models::usage_update`]; a root session's
+/// carries its tree's budget from `delegation`); compaction
 /// updates only when the client takes them (`compaction`).
 pub fn forward(
     peer: Peer,
     subagents: bool,
     compaction: bool,
     catalog: Arc<ModelCatalog>,
+    delegation: Arc<Delegation>,
 ) -> impl Fn(&HostEvent<'_>) + Send + Sync + 'static {
     move |event| {
         let (session, update) = match *event {
@@ -66,7 +69,8 @@ pub fn forward(
                 let mut out: Vec<SessionUpdate> =
                     updates::live(event, &agent.tools).into_iter().collect();
                 if matches!(event.body, EventBody::AssistantMessage(_)) {
-                    out.extend(models::usage_update(&catalog, agent));
+                    let budget = delegation.budget_meta(&agent.id);
+                    out.extend(models::usage_update(&catalog, agent, budget));
                 }
                 if compaction {
                     out.extend(models::compaction_updates(event));

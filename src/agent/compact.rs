@@ -1,4 +1,5 @@
-//! Compaction: the model summarises the conversation through the last completed turn, and the
+//! Compaction: the model summarises the conversation through the last completed turn (inside
+//! a long turn, also that turn's older steps, keeping its prompt and latest steps), and the
 //! summary replaces those messages in later requests (the fold of `compaction/end`, see
 //! `session::history`). The log keeps everything; a compaction that fails changes nothing.
 
@@ -40,20 +41,51 @@ pub enum CompactionOutcome {
     Cancelled,
 }
 
-/// Runs one compaction with `choice`'s model, writing its events through `state`'s log.
+/// The tokens of `agent`'s next request: the context after the last call plus an estimate of
+/// what came since (the whole conversation, with a system prompt of `system_len` bytes,
+/// estimated when nothing was counted yet).
+pub(super) fn next_request_tokens(agent: &Agent, system_len: usize) -> u64 {
+    let history = agent.model_history();
+    let usage = agent.context.usage();
+    if usage.counted_items == 0 || usage.counted_items > history.len() {
+        estimate_tokens(system_len + history.text_len_from(0))
+    } else {
+        usage.used + estimate_tokens(history.text_len_from(usage.counted_items))
+    }
+}
+
+/// How many of a running turn's latest steps an in-turn compaction keeps as they are.
+pub(super) const KEEP_STEPS: u32 = 2;
+
+/// The (turn, step) an in-turn compaction before step `step` of turn `turn` summarises
+/// through (keeping the turn's prompt and its [`KEEP_STEPS`] latest steps), if the turn has
+/// steps enough.
+pub(super) fn in_turn_through(turn: u32, step: u32) -> Option<(u32, u32)> {
+    let through = step
+        .checked_sub(1 + KEEP_STEPS)
+        .filter(|through| *through >= 1)?;
+    Some((turn, through))
+}
+
+/// Runs one compaction with `choice`'s model, writing its events through `state`'s log. With
+/// `in_turn` (the running turn and a step), it summarises that turn's steps up to there too,
+/// when there are any; else only the completed turns.
 pub(super) async fn compact(
     agent: &Arc<Agent>,
     state: &mut AgentState,
     choice: &ModelChoice,
-    trigger: CompactionTrigger,
+    (trigger, in_turn): (CompactionTrigger, Option<(u32, u32)>),
     observe: Observer<'_>,
     cancel: &CancellationToken,
 ) -> Result<CompactionOutcome, StoreError> {
-    let prefix = agent.completed_prefix();
+    let running = in_turn.map(|(turn, step)| (turn, step, agent.running_prefix(step)));
+    let (through_turn, through_step, prefix) = match running {
+        Some((turn, step, prefix)) if !prefix.is_empty() => (turn, Some(step), prefix),
+        _ => (agent.last_completed_turn(), None, agent.completed_prefix()),
+    };
     if prefix.is_empty() {
         return Ok(CompactionOutcome::NothingToCompact);
     }
-    let through_turn = agent.last_completed_turn();
     let compaction_id = uuid::Uuid::new_v4().to_string();
     let emit = |state: &mut AgentState, body: EventBody| -> Result<(), StoreError> {
         let event = state.log.append(body, now_ms())?;
@@ -67,6 +99,7 @@ pub(super) async fn compact(
             compaction_id: compaction_id.clone(),
             through_turn,
             trigger,
+            through_step,
         }),
     )?;
     let mut items: Vec<HistoryItem> = prefix.iter().map(|item| (**item).clone()).collect();

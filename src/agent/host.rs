@@ -289,7 +289,7 @@ impl AgentHost {
         let mut deps = self.turn_deps(&agent);
         deps.client = client;
         let events = self.events.clone();
-        // A child's cost reaches its parent when its turn settles.
+        // A foreground child's cost reaches its parent when its turn settles.
         let parent = agent
             .header()
             .parent_session
@@ -307,8 +307,11 @@ impl AgentHost {
                 .run_turn(prompt, &deps, &observe, cancel.clone())
                 .await;
             let cost = agent.context.usage().cost - cost_before;
-            if let Some(parent) = parent.filter(|_| cost > 0.0) {
-                parent.context.add_cost(cost);
+            // A background activation's cost waits for its task's end (see delegation).
+            if cost > 0.0 && !agent.context.hold(cost) {
+                if let Some(parent) = parent {
+                    parent.context.add_cost(cost);
+                }
             }
             // A turn refused as busy never started: it has no end to report.
             if !matches!(result, Err(TurnError::Busy { .. })) {

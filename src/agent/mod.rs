@@ -365,6 +365,11 @@ impl Agent {
         self.transcript().history.completed_prefix()
     }
 
+    /// What an in-turn compaction through `step` of the running turn summarises.
+    fn running_prefix(&self, step: u32) -> Vec<Arc<crate::session::history::HistoryItem>> {
+        self.transcript().history.running_prefix(step)
+    }
+
     /// The number of the last turn that ended (0: none yet).
     fn last_completed_turn(&self) -> u32 {
         self.with_events(|events| {
@@ -401,7 +406,8 @@ impl Agent {
     }
 
     /// Compacts the conversation now (`/compact`), with `choice`'s model; refused while a
-    /// turn runs. Its events are handed to `observe`.
+    /// turn runs; [`Agent::cancel`] stops it as it stops a turn. Its events are handed to
+    /// `observe`.
     pub async fn compact(
         self: &Arc<Self>,
         choice: &ModelChoice,
@@ -413,11 +419,14 @@ impl Agent {
                 id: self.id.clone(),
             });
         }
+        // `session/cancel` reaches it as it reaches a turn.
+        *lock(&self.turn_cancel) = Some(cancel.clone());
         let result = {
             let mut state = self.state.lock().await;
             let trigger = crate::session::CompactionTrigger::Request;
-            compact::compact(self, &mut state, choice, trigger, observe, &cancel).await
+            compact::compact(self, &mut state, choice, (trigger, None), observe, &cancel).await
         };
+        *lock(&self.turn_cancel) = None;
         self.running.store(false, Ordering::Release);
         Ok(result?)
     }

@@ -7,7 +7,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::argument_cap::ArgumentCap;
-use super::compact::{compact, CompactionOutcome};
+use super::compact::{compact, in_turn_through, next_request_tokens, CompactionOutcome};
 use super::context::estimate_tokens;
 use super::{
     permissions, Agent, AgentState, MessageAssembler, Observer, StopReason, TurnDeps, TurnError,
@@ -197,18 +197,23 @@ impl Turn<'_> {
             self.state.log.flush()?;
         }
         let mut compacted_on_overflow = false;
-        // One threshold compaction a turn: a failed one is not retried at every step.
-        let mut compacted_on_threshold = false;
+        // One compaction per threshold crossing (armed again once under the threshold); a
+        // failed one is not retried this turn.
+        let (mut armed, mut failed) = (true, false);
         for step in 1..=self.deps.max_steps {
             if self.cancel.is_cancelled() {
                 return Ok(StopReason::Cancelled);
             }
             self.deliver_pending()?;
             let choice = self.choice();
-            if !compacted_on_threshold && self.over_threshold(&choice) {
-                let outcome = self.compact(&choice, CompactionTrigger::Threshold).await?;
-                compacted_on_threshold = outcome != CompactionOutcome::NothingToCompact;
+            let over = self.over_threshold(&choice);
+            if over && armed && !failed {
+                let trigger = CompactionTrigger::Threshold;
+                let outcome = self.compact(&choice, trigger, step).await?;
+                failed = matches!(outcome, CompactionOutcome::Failed { .. });
+                armed = outcome == CompactionOutcome::NothingToCompact;
             }
+            armed |= !over;
             self.emit(EventBody::StepStart(StepRef { turn, step }))?;
             let result = self.step(step, &choice).await;
             self.emit(EventBody::StepEnd(StepRef { turn, step }))?;
@@ -219,7 +224,8 @@ impl Turn<'_> {
                     if error.is_context_overflow() && !compacted_on_overflow =>
                 {
                     compacted_on_overflow = true;
-                    match self.compact(&choice, CompactionTrigger::Overflow).await? {
+                    let trigger = CompactionTrigger::Overflow;
+                    match self.compact(&choice, trigger, step).await? {
                         CompactionOutcome::Compacted { .. } => continue,
                         _ => result,
                     }
@@ -267,35 +273,26 @@ impl Turn<'_> {
             return false;
         };
         let limit = (window as f64 * self.deps.models.compact_at()) as u64;
-        self.next_request_tokens() > limit
+        next_request_tokens(self.agent, self.deps.system.len()) > limit
     }
 
-    /// The tokens of the next request: the context after the last call plus an estimate of
-    /// what came since (the whole conversation estimated when nothing was counted yet).
-    fn next_request_tokens(&self) -> u64 {
-        let history = self.agent.model_history();
-        let usage = self.agent.context.usage();
-        if usage.counted_items == 0 || usage.counted_items > history.len() {
-            estimate_tokens(self.deps.system.len() + history.text_len_from(0))
-        } else {
-            usage.used + estimate_tokens(history.text_len_from(usage.counted_items))
-        }
-    }
-
+    /// Compacts before `step`: within the turn too when it has older steps to summarise.
     async fn compact(
         &mut self,
         choice: &ModelChoice,
         trigger: CompactionTrigger,
+        step: u32,
     ) -> Result<CompactionOutcome, StoreError> {
+        let what = (trigger, in_turn_through(self.turn, step));
         let outcome = compact(
             self.agent,
             self.state,
             choice,
-            trigger,
+            what,
             self.observe,
             self.cancel,
-        )
-        .await?;
+        );
+        let outcome = outcome.await?;
         if let CompactionOutcome::Failed { reason } = &outcome {
             tracing::warn!(session = %self.agent.id, %reason, "compaction failed");
         }

@@ -29,6 +29,15 @@ impl Spend {
         }
     }
 
+    /// Raises the figures to at least `tokens` and `cost` (what a log says was spent).
+    pub(crate) fn raise_to(&self, tokens: u64, cost: f64) {
+        self.tokens.fetch_max(tokens, Ordering::Relaxed);
+        if cost > 0.0 && cost.is_finite() {
+            let micros = (cost * 1e6).round() as u64;
+            self.cost_micros.fetch_max(micros, Ordering::Relaxed);
+        }
+    }
+
     pub fn tokens(&self) -> u64 {
         self.tokens.load(Ordering::Relaxed)
     }

@@ -28,13 +28,14 @@ use serde_json::{json, Value};
 
 use super::acp_record::ChildRecord;
 use super::acp_tree;
+use super::acp_watch;
 use super::provider::{Capabilities, Continuable, Provider, Run, RunControl, SteerRefusal};
 use super::request::{child_depth, Continuation, ResumeRequest, StartRequest};
 use super::{DelegationError, SubagentResult};
 use crate::acp_client::{AcpChild, ChildCommand, ChildError, PromptOutcome, Steer};
 use crate::agent::host::AgentHost;
 use crate::agent::remote_children::RemoteChildren;
-use crate::agent::{Agent, StopReason};
+use crate::agent::{Agent, StopReason, Watch};
 use crate::config::AcpAgentConfig;
 use crate::session::{AssistantBlock, EventBody, Header, SessionStore, UserPart};
 use agent_client_protocol_schema::v1::StopReason as AcpStopReason;
@@ -219,7 +220,7 @@ impl Provider for AcpProvider {
             Some(continuation) => continuation.session_id.clone(),
             None => uuid::Uuid::new_v4().to_string(),
         };
-        let link = acp_tree::link(
+        let mut link = acp_tree::link(
             host.events(),
             &request.parent.id,
             &id,
@@ -227,6 +228,8 @@ impl Provider for AcpProvider {
             request.label.clone(),
             request.client.clone(),
         );
+        let stop = request.cancel.child_token();
+        let watch = acp_watch::watch(&mut link, request.budget.clone(), stop.clone());
         async move {
             let mut command = prepared?;
             command.link = Some(link);
@@ -251,7 +254,8 @@ impl Provider for AcpProvider {
                 turns = opened.map(|opened| (opened, request.label.clone()));
             }
             let text = prompt_text(&request.prompt);
-            Ok(run(id, name, child, text, &request.cancel, children, turns))
+            let activation = Activation { stop, watch };
+            Ok(run(id, name, child, text, activation, children, turns))
         }
         .boxed()
     }
@@ -318,7 +322,7 @@ impl Provider for AcpProvider {
             .and_then(|data| data.get("title"))
             .and_then(Value::as_str)
             .map(str::to_owned);
-        let link = acp_tree::link(
+        let mut link = acp_tree::link(
             host.events(),
             &request.parent.id,
             &request.session_id,
@@ -326,6 +330,8 @@ impl Provider for AcpProvider {
             title,
             request.client.clone(),
         );
+        let stop = request.cancel.child_token();
+        let watch = acp_watch::watch(&mut link, request.budget.clone(), stop.clone());
         async move {
             let (remote, mut command) = prepared?;
             command.link = Some(link);
@@ -336,7 +342,8 @@ impl Provider for AcpProvider {
             let text = prompt_text(&request.prompt);
             let id = request.session_id;
             let turns = ChildRecord::open(&store, &id).map(|opened| (opened, None));
-            Ok(run(id, name, child, text, &request.cancel, children, turns))
+            let activation = Activation { stop, watch };
+            Ok(run(id, name, child, text, activation, children, turns))
         }
         .boxed()
     }
@@ -398,18 +405,27 @@ fn record(
     .map_err(|e| setup(&e))
 }
 
+/// What one activation runs under: its stop (a child token of the request's cancel, also
+/// tripped by the budget) and the clock and spending its limits read.
+struct Activation {
+    stop: CancellationToken,
+    watch: Arc<Watch>,
+}
+
 /// Publishes one activation: the prompt runs on its own task, which tears the child down
-/// once the result is in or the run is cancelled (with the request, or by dispose).
+/// once the result is in or the run is cancelled (with the request, by dispose, or at the
+/// child's budget).
 fn run(
     id: String,
     name: String,
     child: AcpChild,
     text: String,
-    cancel: &CancellationToken,
+    activation: Activation,
     remote: Arc<RemoteChildren>,
     record: Option<(ChildRecord, Option<String>)>,
 ) -> Run {
-    let stop = cancel.child_token();
+    let Activation { stop, watch } = activation;
+    let spent = watch.clone();
     // The editor may cancel this activation alone (`session/cancel` on the child's id).
     remote.insert(&id, stop.clone());
     let key = id.clone();
@@ -424,7 +440,12 @@ fn run(
         }
         let outcome = child.prompt_steered(&text, &running, &mut steers).await;
         remote.remove(&key);
-        let result = result_of(&name, outcome);
+        let mut result = result_of(&name, outcome);
+        // Stopped at its budget (the cost it reported), not by a user.
+        if spent.over_budget() && result.stop_reason != StopReason::Completed {
+            result.stop_reason = StopReason::BudgetExhausted;
+            result.error = None;
+        }
         if let Some((record, _)) = record {
             record.end(result.stop_reason, result.error.as_deref());
         }
@@ -446,7 +467,7 @@ fn run(
         done,
         steers: steer_tx,
     };
-    Run::new(id, None, result.boxed().shared(), Arc::new(control))
+    Run::new(id, None, result.boxed().shared(), Arc::new(control)).with_progress(watch)
 }
 
 /// Cancels the child's run and waits for its teardown; passes steered messages to it.

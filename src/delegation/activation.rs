@@ -60,6 +60,9 @@ impl Activation {
 pub(super) struct Activations {
     map: Mutex<HashMap<String, Arc<Activation>>>,
     queue: RunQueue,
+    /// The cost of each settled background activation (task id ->), until its `task/end`
+    /// takes it.
+    costs: Mutex<HashMap<String, f64>>,
 }
 
 impl Activations {
@@ -67,7 +70,13 @@ impl Activations {
         Self {
             map: Mutex::default(),
             queue,
+            costs: Mutex::default(),
         }
+    }
+
+    /// What the settled activation of `task` cost, taken once (for its `task/end`).
+    pub(super) fn take_cost(&self, task: &str) -> Option<f64> {
+        lock(&self.costs).remove(task)
     }
 
     /// The most background activations of one tree that run at once.
@@ -145,6 +154,14 @@ impl Activations {
                         *lock(&this.run) = Some(run.clone());
                         let outcome = settle(&run).await;
                         drop(held);
+                        // Held for the task's end, which counts it for the turn that started it.
+                        let held_cost =
+                            run.local_agent.as_ref().and_then(|a| a.context.take_held());
+                        if let (Some(cost), Some(task)) = (held_cost, this.task_id.get()) {
+                            if cost > 0.0 {
+                                lock(&map.costs).insert(task.to_string(), cost);
+                            }
+                        }
                         outcome
                     }
                     Err(_) if cancel.is_cancelled() => TaskOutcome::killed(),

@@ -83,8 +83,21 @@ impl Provider for InProcessProvider {
             Seed::Fresh => Vec::new(),
             Seed::CompletedTurns => request.parent.with_events(completed_turn_seed),
         };
-        let started = start(host, request, seed);
-        std::future::ready(started).boxed()
+        let id = match &request.continuation {
+            Some(continuation) => continuation.session_id.clone(),
+            None => uuid::Uuid::new_v4().to_string(),
+        };
+        if !request.worktree {
+            return std::future::ready(start(host, request, seed, id, None)).boxed();
+        }
+        let host = host.clone();
+        async move {
+            // Made first, cancellably: a kill during the checkout stops git.
+            let made = worktree::create(&request.parent.cwd, &id, &request.cancel).await;
+            let worktree = made.map_err(worktree_error)?;
+            start(&host, request, seed, id, Some(worktree))
+        }
+        .boxed()
     }
 
     fn continuable(&self) -> Continuable {
@@ -96,8 +109,24 @@ impl Provider for InProcessProvider {
         host: &Arc<AgentHost>,
         request: ResumeRequest,
     ) -> BoxFuture<'static, Result<Run, DelegationError>> {
-        let resumed = resume(host, request);
-        std::future::ready(resumed).boxed()
+        // A worktree child continues in its worktree (made again, cancellably, if its last
+        // activation left nothing there).
+        let recorded = host
+            .store()
+            .child_record(&request.session_id)
+            .and_then(|(header, _)| header.cwd)
+            .map(std::path::PathBuf::from)
+            .filter(|cwd| worktree::is_kin_worktree(cwd));
+        let Some(recorded) = recorded else {
+            return std::future::ready(resume(host, request, None)).boxed();
+        };
+        let host = host.clone();
+        async move {
+            let reopened = worktree::reopen(&recorded, &request.parent.cwd, &request.cancel).await;
+            let worktree = reopened.map_err(worktree_error)?;
+            resume(&host, request, Some(worktree))
+        }
+        .boxed()
     }
 }
 
@@ -140,11 +169,39 @@ fn child_mcp(parent: &Agent, filter: Option<&ToolFilter>) -> Option<McpView> {
     McpView::for_child(parent, allow, deny)
 }
 
-/// Creates, publishes and starts a child seeded with `seed` (empty for a fresh child).
+fn worktree_error(error: worktree::WorktreeError) -> DelegationError {
+    match error {
+        worktree::WorktreeError::Cancelled => DelegationError::AbortedBeforePublication,
+        other => DelegationError::Setup(other.to_string()),
+    }
+}
+
+/// Creates, publishes and starts child `id` seeded with `seed` (empty for a fresh child), in
+/// `worktree` when it is isolated.
 fn start(
     host: &Arc<AgentHost>,
     request: StartRequest,
     seed: Vec<Event>,
+    id: String,
+    worktree: Option<Worktree>,
+) -> Result<Run, DelegationError> {
+    let made = worktree.clone();
+    let started = start_in(host, request, seed, id, worktree);
+    // A failure before the child had its worktree leaves none behind.
+    if let (Err(_), Some(worktree)) = (&started, made) {
+        if worktree.dir.exists() {
+            let _ = worktree::settle(&worktree);
+        }
+    }
+    started
+}
+
+fn start_in(
+    host: &Arc<AgentHost>,
+    request: StartRequest,
+    seed: Vec<Event>,
+    id: String,
+    worktree: Option<Worktree>,
 ) -> Result<Run, DelegationError> {
     // A continuable child's id was already given to the model, so the child is created even
     // if its task was cancelled before it first ran (a kill, or kin exiting): its turn then
@@ -177,18 +234,7 @@ fn start(
     )?;
 
     let parent_header = parent.header();
-    let id = match &request.continuation {
-        Some(continuation) => continuation.session_id.clone(),
-        None => uuid::Uuid::new_v4().to_string(),
-    };
     // An isolated child works in its worktree alone: not the parent's roots.
-    let worktree = match request.worktree {
-        true => Some(
-            worktree::create(&parent.cwd, &id)
-                .map_err(|e| DelegationError::Setup(e.to_string()))?,
-        ),
-        false => None,
-    };
     let (cwd, additional_directories) = match &worktree {
         Some(worktree) => (worktree.dir.clone(), Vec::new()),
         None => (
@@ -252,6 +298,9 @@ fn start(
     if let Some(budget) = &request.budget {
         child.watch.set_budget(budget.clone());
     }
+    if request.background {
+        child.context.hold_cost_for_task();
+    }
     child.set_mcp(child_mcp(parent, request.tool_filter.as_ref()));
     if let Some(continuation) = &request.continuation {
         child.record_in_next_turn(EventBody::SubagentDescriptor(
@@ -273,7 +322,11 @@ fn start(
 
 /// Reopens a stored child from its own transcript, rebuilt as its descriptor says, publishes
 /// it and starts one more turn. Its depth stays the one its header records.
-fn resume(host: &Arc<AgentHost>, request: ResumeRequest) -> Result<Run, DelegationError> {
+fn resume(
+    host: &Arc<AgentHost>,
+    request: ResumeRequest,
+    worktree: Option<Worktree>,
+) -> Result<Run, DelegationError> {
     if request.cancel.is_cancelled() {
         return Err(DelegationError::AbortedBeforePublication);
     }
@@ -293,16 +346,6 @@ fn resume(host: &Arc<AgentHost>, request: ResumeRequest) -> Result<Run, Delegati
     };
     let tools = child_tools(host.tools(), descriptor.tool_filter.as_ref(), None)?;
     let boundary = loaded.events.len();
-    // A worktree child continues in its worktree (made again if its last activation left
-    // nothing there).
-    let recorded = std::path::PathBuf::from(loaded.header.cwd.clone().unwrap_or_default());
-    let worktree = match worktree::is_kin_worktree(&recorded) {
-        true => Some(
-            worktree::reopen(&recorded, &parent.cwd)
-                .map_err(|e| DelegationError::Setup(e.to_string()))?,
-        ),
-        false => None,
-    };
     let cwd = worktree
         .as_ref()
         .map_or_else(|| parent.cwd.clone(), |w| w.dir.clone());
@@ -319,6 +362,8 @@ fn resume(host: &Arc<AgentHost>, request: ResumeRequest) -> Result<Run, Delegati
     if let Some(budget) = &request.budget {
         child.watch.set_budget(budget.clone());
     }
+    // A continuation always runs as a background task.
+    child.context.hold_cost_for_task();
     // A resumed child uses the servers of the session resuming it.
     child.set_mcp(child_mcp(parent, descriptor.tool_filter.as_ref()));
     let turn = Turn {

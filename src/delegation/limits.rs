@@ -31,6 +31,16 @@ impl TimeLimits {
     }
 }
 
+impl super::Delegation {
+    /// The time limits of an activation: the call's wall clock, else the configured one.
+    pub(super) fn time_limits(&self, timeout: Option<Duration>) -> TimeLimits {
+        TimeLimits {
+            wall: timeout.or(self.settings.timeout),
+            idle: self.settings.idle_timeout,
+        }
+    }
+}
+
 /// Which limit ran out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Expiry {
@@ -66,7 +76,7 @@ pub(super) fn wrap_up_message(limit: Duration) -> String {
 }
 
 /// Waits until a limit runs out, steering the wrap-up message on the way. `progress` is the
-/// child's progress clock (none: no idle watchdog, e.g. an ACP child).
+/// child's progress clock (none: no idle watchdog).
 pub(super) async fn expiry(
     limits: TimeLimits,
     started: Instant,
@@ -128,7 +138,7 @@ pub(super) fn watched(run: Run, limits: TimeLimits) -> Run {
     let started = Instant::now();
     let inner = run.clone();
     let result: BoxFuture<'static, SubagentResult> = async move {
-        let progress = inner.local_agent.as_ref().map(|agent| agent.watch.clone());
+        let progress = inner.progress();
         let steer_into = inner.clone();
         let wrap_up = move |text: String| {
             let delivery = steer_into.steer(vec![UserPart::Text { text }]);
@@ -142,8 +152,8 @@ pub(super) fn watched(run: Run, limits: TimeLimits) -> Run {
             result = inner.result() => return result,
             expired = expiry(limits, started, progress, wrap_up) => expired,
         };
-        if let Some(agent) = &inner.local_agent {
-            agent.watch.stop_with(StopReason::TimedOut);
+        if let Some(watch) = inner.progress() {
+            watch.stop_with(StopReason::TimedOut);
         }
         inner.dispose().await;
         let mut result = inner.result().await;

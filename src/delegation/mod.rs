@@ -22,6 +22,7 @@
 mod acp_child;
 mod acp_record;
 mod acp_tree;
+mod acp_watch;
 mod activation;
 pub mod agents;
 mod budget;
@@ -33,6 +34,7 @@ mod provider;
 mod queue;
 mod records;
 mod request;
+mod spending;
 mod tools;
 mod worktree;
 
@@ -196,9 +198,13 @@ impl Delegation {
             }
         }));
         let weak = Arc::downgrade(&delegation);
+        delegation
+            .tasks
+            .set_output_note(Box::new(move |owner| weak.upgrade()?.budget_summary(owner)));
+        let weak = Arc::downgrade(&delegation);
         delegation.tasks.set_record_sink(Box::new(move |record| {
             if let Some(delegation) = weak.upgrade() {
-                let (owner, body) = records::event_of(record);
+                let (owner, body) = delegation.record_event(record);
                 if let Some(agent) = delegation.live(&owner) {
                     agent.record(body);
                 }
@@ -257,15 +263,6 @@ impl Delegation {
         root
     }
 
-    /// What `caller`'s tree has spent of its budget, if it has one (for `list_agents`).
-    pub fn budget_summary(&self, caller: &str) -> Option<String> {
-        let root = match self.live(caller) {
-            Some(agent) => self.root_of(&agent),
-            None => caller.to_owned(),
-        };
-        self.budgets.summary(&root)
-    }
-
     /// The calling agent: the live session the tool context names.
     fn caller(&self, id: &str) -> Result<Arc<Agent>, DelegationError> {
         self.live(id).ok_or(DelegationError::NoCaller)
@@ -288,7 +285,7 @@ impl Delegation {
     ) -> Result<Delegated, DelegationError> {
         let parent = self.caller(caller)?;
         let provider = self.provider(&request.provider)?;
-        self.budgets.check(&self.root_of(&parent))?;
+        self.check_budget(&parent)?;
         // The child runs on the model named (one the host knows), else on its parent's.
         let model = match request.model {
             Some(id) => {
@@ -334,6 +331,7 @@ impl Delegation {
             let (child, task) = self.continuable(&provider, &request.label, start)?;
             return Ok(Delegated::Continuable { child, task });
         }
+        start.background = true;
         let owner = start.parent.id.clone();
         let root = self.root_of(&start.parent);
         let service = self.clone();
@@ -397,14 +395,6 @@ impl Delegation {
         ))
     }
 
-    /// The time limits of an activation: the call's wall clock, else the configured one.
-    fn time_limits(&self, timeout: Option<std::time::Duration>) -> TimeLimits {
-        TimeLimits {
-            wall: timeout.or(self.settings.timeout),
-            idle: self.settings.idle_timeout,
-        }
-    }
-
     /// Starts a continuable child of `request` in the background through `provider`, as
     /// [`Delegation::delegate`] does for a provider whose children are continuable.
     pub fn start_continuable(
@@ -427,6 +417,7 @@ impl Delegation {
         mut request: StartRequest,
     ) -> Result<(String, TaskId), DelegationError> {
         let child_id = uuid::Uuid::new_v4().to_string();
+        request.background = true;
         request.continuation = Some(Continuation {
             session_id: child_id.clone(),
             descriptor: request.descriptor(provider.name()),
@@ -459,14 +450,17 @@ impl Delegation {
     /// Cold-resumes a stored child through the provider that made it.
     async fn resume(&self, mut request: ResumeRequest) -> Result<Run, DelegationError> {
         let root = self.root_of(&request.parent);
-        request.budget = Some(self.budgets.child(&root, None));
+        // The limits the first call set hold for every later activation.
+        let stored = &request.descriptor;
+        let timeout = stored.timeout_ms.map(std::time::Duration::from_millis);
+        request.budget = Some(self.budgets.child(&root, stored.budget_tokens));
         let name = request.descriptor.provider.clone();
         let provider = self.provider(&name)?;
         if provider.continuable() == Continuable::Known(false) {
             return Err(DelegationError::NoResume(name));
         }
         let host = self.host()?;
-        let limits = self.time_limits(None);
+        let limits = self.time_limits(timeout);
         Ok(limits::watched(
             provider.resume(&host, request).await?,
             limits,
@@ -516,7 +510,7 @@ impl Delegation {
         if let Some(activation) = activation {
             return self.steer(&activation, parent, child_id, message);
         }
-        self.budgets.check(&self.root_of(parent))?;
+        self.check_budget(parent)?;
         let label = records::resume_label(&message);
         if !self.store.exists(child_id) {
             if self.tasks.peek(child_id, &parent.id).is_ok() {
@@ -652,6 +646,7 @@ impl Delegation {
     /// never finished: an earlier kin process ended while they ran. Their children stay
     /// continuable with `send_message`.
     pub fn restore(&self, parent: &Agent) {
+        self.restore_spend(parent);
         for (task, label, child) in parent.with_events(records::unfinished) {
             let detail = match child {
                 Some(child) => format!(
@@ -687,7 +682,7 @@ impl Delegation {
                         role: "user".into(),
                         id,
                     };
-                    agent.inject(message, Some(records::end_of(&task, status)));
+                    agent.inject(message, Some(self.task_end(&owner, &task, status)));
                 }
             }
             Notice::Withdraw { owner, id } => {

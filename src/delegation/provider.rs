@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::request::{ResumeRequest, StartRequest};
 use super::DelegationError;
 use crate::agent::host::AgentHost;
-use crate::agent::{Agent, StopReason};
+use crate::agent::{Agent, StopReason, Watch};
 use crate::session::{AssistantBlock, UserPart};
 
 /// Which optional request fields a provider can honour.
@@ -134,6 +134,8 @@ pub struct Run {
     pub id: String,
     /// The live child agent, for in-process runs.
     pub local_agent: Option<Arc<Agent>>,
+    /// The progress clock the idle watchdog reads (an in-process child's is its agent's).
+    progress: Option<Arc<Watch>>,
     result: Shared<BoxFuture<'static, SubagentResult>>,
     control: Arc<dyn RunControl>,
 }
@@ -147,10 +149,24 @@ impl Run {
     ) -> Self {
         Self {
             id,
+            progress: local_agent.as_ref().map(|agent| agent.watch.clone()),
             local_agent,
             result,
             control,
         }
+    }
+
+    /// The same activation, its progress read from `watch` (a child in another process).
+    pub(crate) fn with_progress(self, watch: Arc<Watch>) -> Self {
+        Self {
+            progress: Some(watch),
+            ..self
+        }
+    }
+
+    /// The progress clock of the child, if it has one.
+    pub(crate) fn progress(&self) -> Option<Arc<Watch>> {
+        self.progress.clone()
     }
 
     /// The same activation with its result read through `result` (a watchdog's, say).

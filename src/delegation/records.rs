@@ -41,6 +41,7 @@ pub(super) fn event_of(record: Record) -> (String, EventBody) {
             EventBody::TaskEnd(TaskEnd {
                 task: task.to_string(),
                 status: status.as_str().to_owned(),
+                cost: None,
             }),
         ),
     }
@@ -54,6 +55,7 @@ pub(super) fn end_of(task: &crate::tasks::TaskId, status: crate::tasks::TaskStat
     EventBody::TaskEnd(TaskEnd {
         task: task.to_string(),
         status: status.as_str().to_owned(),
+        cost: None,
     })
 }
 

@@ -58,6 +58,9 @@ pub struct StartRequest {
     pub budget_tokens: Option<u64>,
     /// Set by the service: the budget the child runs under.
     pub(crate) budget: Option<Budget>,
+    /// Set by the service: the child runs as a background task, whose `task/end` carries its
+    /// cost (a foreground child's goes to the parent's running turn).
+    pub(crate) background: bool,
     /// The editor of the delegating session: the child asks it for permissions and uses its
     /// files and terminals, as the parent would.
     pub client: Option<Arc<dyn ClientBridge>>,
@@ -92,6 +95,7 @@ impl StartRequest {
             timeout: None,
             budget_tokens: None,
             budget: None,
+            background: false,
             client: None,
             call_id: None,
             continuation: None,
@@ -113,6 +117,10 @@ impl StartRequest {
             persona: self.persona.clone(),
             tool_filter: self.tool_filter.clone(),
             permission: self.permission.map(|mode| mode.id().to_owned()),
+            timeout_ms: self
+                .timeout
+                .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+            budget_tokens: self.budget_tokens,
             provider_data: None,
         }
     }

@@ -521,6 +521,7 @@ impl TypedTool for ListAgentsTool {
         if children.is_empty() {
             return Ok(ToolOutput::ok("(no background subagents)"));
         }
+        let budgeted = self.0.has_budget();
         let lines: Vec<String> = children
             .iter()
             .map(|child| {
@@ -534,8 +535,15 @@ impl TypedTool for ListAgentsTool {
                     (Some(provider), None) => provider.clone(),
                     (None, None) => "default".into(),
                 };
+                // What kin cannot count, it says: an ACP child spends what it reports.
+                let usage = match child.kind.starts_with("acp:") && budgeted {
+                    true => {
+                        ", budget: counts only the cost it reports (none reported: not budgeted)"
+                    }
+                    false => "",
+                };
                 format!(
-                    "{} [{}] {state}, turns: {}, last stop: {}, model: {model} — {}",
+                    "{} [{}] {state}, turns: {}, last stop: {}, model: {model}{usage} — {}",
                     child.id,
                     child.kind,
                     child.turns,

@@ -2,11 +2,20 @@
 //! repository, on its own branch `kin/<child-id>`, under `<git common dir>/kin-worktrees/<id>`
 //! (inside `.git`, so it never shows up as a change of the main checkout). When an activation
 //! settles, a worktree with changes is kept and reported (branch, changed files, diffstat); one
-//! without is removed with its branch. `git` runs as a process with kin's scrubbed environment.
+//! without is removed with its branch. `git` runs as a process with kin's scrubbed environment;
+//! `git worktree add` (a checkout, which runs hooks and may take long) runs in its own process
+//! group under kin's supervision and is stopped when the start is cancelled, removing what it
+//! had made.
 
 use std::path::{Path, PathBuf};
 
+use tokio_util::sync::CancellationToken;
+
 use crate::process::child_env;
+use crate::process::group::{describe_status, GroupChild};
+
+/// The most of `git worktree add`'s output kept for an error message.
+const ADD_OUTPUT: usize = 4096;
 
 /// Where kin keeps its worktrees inside a repository's git directory.
 const DIR: &str = "kin-worktrees";
@@ -18,6 +27,9 @@ pub enum WorktreeError {
     NotARepository(String),
     #[error("git {command} failed: {message}")]
     Git { command: String, message: String },
+    /// The start was cancelled while `git worktree add` ran.
+    #[error("the worktree was not made: the start was cancelled")]
+    Cancelled,
 }
 
 /// A child's worktree.
@@ -66,28 +78,99 @@ pub fn is_kin_worktree(dir: &Path) -> bool {
 }
 
 /// The worktree of child `id`, made from the repository `cwd` is in, on a new branch
-/// `kin/<id>` from its `HEAD`.
-pub fn create(cwd: &Path, id: &str) -> Result<Worktree, WorktreeError> {
-    let repo = run(cwd, &["rev-parse", "--show-toplevel"])
-        .map_err(|_| WorktreeError::NotARepository(cwd.display().to_string()))?;
-    let repo = PathBuf::from(repo);
-    let common = run(
-        &repo,
-        &["rev-parse", "--path-format=absolute", "--git-common-dir"],
-    )?;
-    let dir = Path::new(&common).join(DIR).join(id);
-    let branch = format!("kin/{id}");
-    let shown = dir.display().to_string();
-    run(
-        &repo,
-        &["worktree", "add", "-q", "-b", &branch, &shown, "HEAD"],
-    )?;
-    Ok(Worktree { dir, branch, repo })
+/// `kin/<id>` from its `HEAD`. A `cancel` during `git worktree add` stops git (its whole
+/// process group) and removes the half-made worktree and branch.
+pub async fn create(
+    cwd: &Path,
+    id: &str,
+    cancel: &CancellationToken,
+) -> Result<Worktree, WorktreeError> {
+    let (cwd, id) = (cwd.to_owned(), id.to_owned());
+    let found = tokio::task::spawn_blocking(move || -> Result<_, WorktreeError> {
+        let repo = run(&cwd, &["rev-parse", "--show-toplevel"])
+            .map_err(|_| WorktreeError::NotARepository(cwd.display().to_string()))?;
+        let repo = PathBuf::from(repo);
+        let common = run(
+            &repo,
+            &["rev-parse", "--path-format=absolute", "--git-common-dir"],
+        )?;
+        let dir = Path::new(&common).join(DIR).join(&id);
+        Ok(Worktree {
+            dir,
+            branch: format!("kin/{id}"),
+            repo,
+        })
+    })
+    .await
+    .map_err(|e| git_failed("rev-parse", e.to_string()))??;
+    add(&found, cancel).await?;
+    Ok(found)
+}
+
+fn git_failed(command: &str, message: String) -> WorktreeError {
+    WorktreeError::Git {
+        command: command.to_owned(),
+        message,
+    }
+}
+
+/// `git worktree add` of `worktree`, stopped by `cancel`.
+async fn add(worktree: &Worktree, cancel: &CancellationToken) -> Result<(), WorktreeError> {
+    let shown = worktree.dir.display().to_string();
+    let args: Vec<String> = [
+        "worktree",
+        "add",
+        "-q",
+        "-b",
+        &worktree.branch,
+        &shown,
+        "HEAD",
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .collect();
+    let mut git = GroupChild::spawn("git", &args, &worktree.repo, &[], ADD_OUTPUT, ADD_OUTPUT)
+        .map_err(|e| git_failed("worktree", e.to_string()))?;
+    let status = tokio::select! {
+        status = git.wait() => status,
+        () = cancel.cancelled() => {
+            git.stop().await;
+            git.finish().await;
+            let worktree = worktree.clone();
+            let _ = tokio::task::spawn_blocking(move || discard(&worktree)).await;
+            return Err(WorktreeError::Cancelled);
+        }
+    };
+    let output = git.finish().await.finish();
+    match status {
+        Ok(status) if status.success() => Ok(()),
+        Ok(status) => Err(git_failed(
+            "worktree",
+            format!("{} ({})", output.trim(), describe_status(status)),
+        )),
+        Err(error) => Err(git_failed("worktree", error.to_string())),
+    }
+}
+
+/// Removes whatever a stopped `git worktree add` left: the worktree's registration and
+/// directory, and its branch. Each step may find nothing to remove.
+fn discard(worktree: &Worktree) {
+    let shown = worktree.dir.display().to_string();
+    let _ = run(&worktree.repo, &["worktree", "remove", "--force", &shown]);
+    if worktree.dir.exists() {
+        let _ = std::fs::remove_dir_all(&worktree.dir);
+    }
+    let _ = run(&worktree.repo, &["worktree", "prune"]);
+    let _ = run(&worktree.repo, &["branch", "-D", &worktree.branch]);
 }
 
 /// The worktree recorded for a stored child at `dir`: still there, or made again (it was
 /// removed when its last activation changed nothing).
-pub fn reopen(dir: &Path, repo_cwd: &Path) -> Result<Worktree, WorktreeError> {
+pub async fn reopen(
+    dir: &Path,
+    repo_cwd: &Path,
+    cancel: &CancellationToken,
+) -> Result<Worktree, WorktreeError> {
     let id = dir
         .file_name()
         .and_then(|name| name.to_str())
@@ -102,7 +185,7 @@ pub fn reopen(dir: &Path, repo_cwd: &Path) -> Result<Worktree, WorktreeError> {
             repo: PathBuf::from(repo),
         });
     }
-    create(repo_cwd, &id)
+    create(repo_cwd, &id, cancel).await
 }
 
 /// What a settled activation left in its worktree.
@@ -200,10 +283,14 @@ mod tests {
         dir
     }
 
-    #[test]
-    fn an_unchanged_worktree_is_removed_with_its_branch() {
+    async fn made(repo: &Path, id: &str) -> Worktree {
+        create(repo, id, &CancellationToken::new()).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn an_unchanged_worktree_is_removed_with_its_branch() {
         let repo = repo();
-        let worktree = create(repo.path(), "c1").unwrap();
+        let worktree = made(repo.path(), "c1").await;
         assert!(is_kin_worktree(&worktree.dir));
         assert!(worktree.dir.is_dir());
         assert_eq!(settle(&worktree).unwrap(), Settled::Removed);
@@ -212,10 +299,10 @@ mod tests {
         assert_eq!(branches, "");
     }
 
-    #[test]
-    fn a_changed_worktree_is_kept_and_reported() {
+    #[tokio::test]
+    async fn a_changed_worktree_is_kept_and_reported() {
         let repo = repo();
-        let worktree = create(repo.path(), "c2").unwrap();
+        let worktree = made(repo.path(), "c2").await;
         std::fs::write(worktree.dir.join("new.txt"), "one\ntwo\n").unwrap();
         let Settled::Kept {
             branch,
@@ -235,12 +322,59 @@ mod tests {
         assert_eq!(run(repo.path(), &["status", "--porcelain"]).unwrap(), "");
     }
 
-    #[test]
-    fn outside_a_repository_it_is_refused() {
+    #[tokio::test]
+    async fn outside_a_repository_it_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let error = create(dir.path(), "c3").unwrap_err();
+        let error = create(dir.path(), "c3", &CancellationToken::new())
+            .await
+            .unwrap_err();
         assert!(error
             .to_string()
             .starts_with("isolation \"worktree\" needs a git repository"));
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_add_stops_git_and_leaves_nothing_behind() {
+        use std::io::Read;
+        use std::os::unix::fs::PermissionsExt;
+
+        let repo = repo();
+        // The checkout's hook says it started, then never ends: git is still adding.
+        let fifo = repo.path().join(".git/started");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let hook = repo.path().join(".git/hooks/post-checkout");
+        std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
+        let script = format!(
+            "#!/bin/sh\necho started > '{}'\nexec sleep 600\n",
+            fifo.display()
+        );
+        std::fs::write(&hook, script).unwrap();
+        std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+
+        let cancel = CancellationToken::new();
+        let adding = {
+            let (repo, cancel) = (repo.path().to_owned(), cancel.clone());
+            tokio::spawn(async move { create(&repo, "c4", &cancel).await })
+        };
+        let said = tokio::task::spawn_blocking(move || {
+            let mut text = String::new();
+            std::fs::File::open(&fifo)
+                .unwrap()
+                .read_to_string(&mut text)
+                .unwrap();
+            text
+        })
+        .await
+        .unwrap();
+        assert_eq!(said.trim(), "started");
+        cancel.cancel();
+        let error = adding.await.unwrap().unwrap_err();
+        assert!(matches!(error, WorktreeError::Cancelled), "{error}");
+        let common = repo.path().join(".git").join(DIR).join("c4");
+        assert!(!common.exists(), "the half-made worktree is gone");
+        let branches = run(repo.path(), &["branch", "--list", "kin/*"]).unwrap();
+        assert_eq!(branches, "");
+        let listed = run(repo.path(), &["worktree", "list", "--porcelain"]).unwrap();
+        assert_eq!(listed.matches("worktree ").count(), 1, "{listed}");
     }
 }

@@ -46,6 +46,10 @@ pub struct CompactionStart {
     pub compaction_id: String,
     pub through_turn: u32,
     pub trigger: CompactionTrigger,
+    /// Within the running turn: its steps 1..=`throughStep` are summarised too (the turn's
+    /// prompt and its later steps are kept), so one long turn can go on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub through_step: Option<u32>,
 }
 
 /// A compaction ended: with `summary`, which replaces the summarised part of the conversation

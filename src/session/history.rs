@@ -113,6 +113,11 @@ pub struct HistoryFold {
     summarised: bool,
     /// Where a compaction under way cuts (`completed_len` when it started).
     compaction_cut: Option<usize>,
+    /// Where each step of the running turn starts in `items` (`step/start`s since `turn/end`).
+    step_starts: Vec<usize>,
+    /// A compaction under way within the running turn: it also summarises the turn's items
+    /// from the end of its prompt (`step_starts[0]`) up to this cut.
+    in_turn_cut: Option<usize>,
 }
 
 /// How a compaction summary opens the conversation it replaces.
@@ -157,16 +162,67 @@ impl HistoryFold {
                     is_error: result.is_error(),
                 });
             }
-            EventBody::TurnEnd(_) => self.completed_len = self.items.len(),
-            EventBody::CompactionStart(_) => self.compaction_cut = Some(self.completed_len),
+            EventBody::TurnStart(_) => self.step_starts.clear(),
+            EventBody::StepStart(_) => self.step_starts.push(self.items.len()),
+            EventBody::TurnEnd(_) => {
+                self.completed_len = self.items.len();
+                self.step_starts.clear();
+            }
+            EventBody::CompactionStart(start) => match start.through_step {
+                None => self.compaction_cut = Some(self.completed_len),
+                Some(step) => self.in_turn_cut = self.step_cut(step),
+            },
             EventBody::CompactionEnd(end) => {
                 let cut = self.compaction_cut.take();
-                if let (Some(cut), Some(summary)) = (cut, &end.summary) {
-                    self.replace_prefix(cut, summary);
+                let in_turn = self.in_turn_cut.take();
+                match (cut, in_turn, &end.summary) {
+                    (Some(cut), _, Some(summary)) => self.replace_prefix(cut, summary),
+                    (None, Some(cut), Some(summary)) => self.replace_steps(cut, summary),
+                    _ => {}
                 }
             }
             _ => {}
         }
+    }
+
+    /// Where the running turn's step `step + 1` starts, when steps 1..=`step` hold anything
+    /// past the turn's prompt.
+    fn step_cut(&self, step: u32) -> Option<usize> {
+        let prompt_end = *self.step_starts.first()?;
+        let cut = *self.step_starts.get(usize::try_from(step).ok()?)?;
+        (cut > prompt_end).then_some(cut)
+    }
+
+    /// What an in-turn compaction through `step` summarises: everything before the start of
+    /// step `step + 1` (empty when those steps hold nothing new).
+    pub(crate) fn running_prefix(&self, step: u32) -> Vec<Arc<HistoryItem>> {
+        match self.step_cut(step) {
+            Some(cut) => self.items[..cut].to_vec(),
+            None => Vec::new(),
+        }
+    }
+
+    /// An in-turn compaction: the completed turns and the running turn's items from its
+    /// prompt's end up to `cut` become the summary; the prompt and the later steps stay.
+    fn replace_steps(&mut self, cut: usize, summary: &str) {
+        let prompt = self.completed_len.min(self.items.len())..self.step_starts[0].min(cut);
+        let mut items = Vec::with_capacity(self.items.len() - cut + prompt.len() + 1);
+        items.push(Arc::new(HistoryItem::User(vec![UserPart::Text {
+            text: format!("{SUMMARY_PREFIX}\n\n{summary}"),
+        }])));
+        items.extend(self.items[prompt.clone()].iter().cloned());
+        let base = items.len();
+        items.extend(self.items[cut..].iter().cloned());
+        for start in &mut self.step_starts {
+            *start = if *start >= cut {
+                *start - cut + base
+            } else {
+                base
+            };
+        }
+        self.completed_len = 1;
+        self.items = Arc::new(items);
+        self.summarised = true;
     }
 
     /// The completed turns' messages, replaced by one user message carrying `summary`; the
@@ -178,6 +234,10 @@ impl HistoryFold {
             text: format!("{SUMMARY_PREFIX}\n\n{summary}"),
         }])));
         items.extend(self.items[cut..].iter().cloned());
+        // The running turn's steps (all past the cut) move with its items.
+        for start in &mut self.step_starts {
+            *start = start.saturating_sub(cut) + 1;
+        }
         self.completed_len = self.completed_len.saturating_sub(cut) + 1;
         self.items = Arc::new(items);
         self.summarised = true;
@@ -245,8 +305,11 @@ pub fn completed_turn_seed(events: &[Event]) -> Vec<Event> {
         })
         .collect();
     let mut seed = prefix.to_vec();
+    // A compaction within the running turn summarises steps the fork does not get.
     let compactions = rest.iter().filter(|event| match &event.body {
-        EventBody::CompactionStart(start) => finished.contains(&start.compaction_id.as_str()),
+        EventBody::CompactionStart(start) => {
+            start.through_step.is_none() && finished.contains(&start.compaction_id.as_str())
+        }
         EventBody::CompactionEnd(_) => true,
         _ => false,
     });
@@ -503,6 +566,7 @@ mod tests {
             compaction_id: id.into(),
             through_turn: 1,
             trigger: crate::session::CompactionTrigger::Request,
+            through_step: None,
         });
         let end = EventBody::CompactionEnd(crate::session::CompactionEnd {
             compaction_id: id.into(),

@@ -38,6 +38,13 @@ pub struct Descriptor {
     /// parent's stays its ceiling.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permission: Option<String>,
+    /// The wall-clock limit the delegating call set, in milliseconds: every later activation
+    /// runs under it too (a continuation cannot widen it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// The token budget the delegating call set, for every activation of the child.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_tokens: Option<u64>,
     /// What only the provider reads (for `acp:<name>`: the child's own `sessionId` and `cwd`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider_data: Option<Value>,
@@ -70,11 +77,15 @@ pub struct TaskStart {
 }
 
 /// `task/end`: a background task settled (in the owner's log).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskEnd {
     pub task: String,
     /// `completed`, `killed` or `failed`.
     pub status: String,
+    /// What the background activation cost (its descendants included), counted for the turn
+    /// that started the task, not the one it settled in; absent when nothing was priced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
 }
 
 impl TaskStart {

@@ -181,6 +181,10 @@ pub enum Record {
 /// Receives [`Record`]s.
 pub type RecordSink = Box<dyn Fn(Record) + Send + Sync>;
 
+/// A line `task_output` shows before a task's status line, for the owner named (delegation:
+/// its tree's budget, spent and left).
+pub(crate) type OutputNote = Box<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
 struct Task {
     snapshot: TaskSnapshot,
     /// Someone has seen (or asked not to hear about) the result.
@@ -208,6 +212,7 @@ pub struct TaskService {
     shutdown: CancellationToken,
     notice: Mutex<Option<NoticeSink>>,
     records: Mutex<Option<RecordSink>>,
+    note: Mutex<Option<OutputNote>>,
 }
 
 impl Default for TaskService {
@@ -225,12 +230,24 @@ impl TaskService {
             shutdown,
             notice: Mutex::new(None),
             records: Mutex::new(None),
+            note: Mutex::new(None),
         }
     }
 
     /// Where completion notices go.
     pub fn set_notice_sink(&self, sink: NoticeSink) {
         *self.notice.lock().unwrap_or_else(|p| p.into_inner()) = Some(sink);
+    }
+
+    /// What `task_output` adds before the status line.
+    pub(crate) fn set_output_note(&self, note: OutputNote) {
+        *self.note.lock().unwrap_or_else(|p| p.into_inner()) = Some(note);
+    }
+
+    /// The note for `owner`'s `task_output`, if any.
+    pub(crate) fn output_note(&self, owner: &str) -> Option<String> {
+        let note = self.note.lock().unwrap_or_else(|p| p.into_inner());
+        note.as_ref().and_then(|note| note(owner))
     }
 
     /// Where task starts and settlements of owned tasks go.

@@ -18,14 +18,20 @@ fn task_error(error: TaskError) -> ToolOutput {
     ToolOutput::error("TaskError", "TASK_ERROR", format!("Error: {error}"))
 }
 
-/// A settled task's result (or a note that there is none yet), then its status line.
-fn render(snapshot: &TaskSnapshot) -> String {
-    let text = match (&snapshot.output, snapshot.status.is_terminal()) {
+/// A settled task's result (or a note that there is none yet), the service's note (a
+/// delegation budget) if any, then its status line.
+fn render(snapshot: &TaskSnapshot, note: Option<String>) -> String {
+    let mut text = match (&snapshot.output, snapshot.status.is_terminal()) {
         (Some(output), true) if !output.is_empty() => output.clone(),
         _ => "(no new output)".to_owned(),
     };
-    let newline = if text.ends_with('\n') { "" } else { "\n" };
-    format!("{text}{newline}{}", snapshot.status_line())
+    for line in note.into_iter().chain([snapshot.status_line()]) {
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(&line);
+    }
+    text
 }
 
 /// The arguments of a `task_output` call.
@@ -82,7 +88,7 @@ impl TypedTool for TaskOutputTool {
             self.0.read(id, &cx.session_id)
         };
         snapshot
-            .map(|snapshot| ToolOutput::ok(render(&snapshot)))
+            .map(|snapshot| ToolOutput::ok(render(&snapshot, self.0.output_note(&cx.session_id))))
             .map_err(task_error)
     }
 }

@@ -3,6 +3,7 @@
 //! agent loop and session store, with a scripted model.
 
 mod budget;
+mod compaction;
 mod control;
 mod definitions;
 mod host;
