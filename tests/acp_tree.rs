@@ -188,6 +188,10 @@ async fn a_client_with_subagents_sees_the_kin_child_and_its_grandchild_as_sessio
             .collect();
         assert_eq!(asked.len(), 1, "{asked:?}");
         assert_eq!(asked[0]["params"]["sessionId"], child.as_str());
+        // Attributed to the child's session, its title need not name the child.
+        let title = asked[0]["params"]["toolCall"]["title"].as_str().unwrap();
+        assert!(!title.starts_with("Ask kin: "), "{title}");
+        assert!(title.contains("echo CHILD_RAN_BASH"), "{title}");
         // Allowed or rejected, the child finishes its run.
         let last_state = messages
             .iter()
@@ -233,14 +237,18 @@ async fn a_client_without_subagents_sees_no_child_text_only_a_summary_on_the_too
     assert!(last.contains("Go deeper"), "{last}");
     assert!(last.contains("echo CHILD_RAN_BASH"), "{last}");
     assert!(last.ends_with("ANSWER_FROM_THE_CHILD"), "{last}");
+    let asked: Vec<&Value> = messages
+        .iter()
+        .filter(|m| m["method"] == "session/request_permission")
+        .collect();
     assert_eq!(
-        messages
-            .iter()
-            .filter(|m| m["method"] == "session/request_permission")
-            .count(),
+        asked.len(),
         1,
-        "the child's bash was asked about on the parent"
+        "the child's bash was asked about on the parent (once, though it ran in kin's terminal)"
     );
+    // Shown on the parent, the prompt names the child.
+    let title = asked[0]["params"]["toolCall"]["title"].as_str().unwrap();
+    assert!(title.starts_with("Ask kin: "), "{title}");
 }
 
 /// The fake child, built with the tests (`cargo test` builds examples).

@@ -34,24 +34,8 @@ impl FileServices {
         cx
     }
 
-    /// The path as the child named it, if it lies inside the child's roots.
     fn confine(&self, path: &std::path::Path) -> Result<PathBuf, RpcError> {
-        let raw = path.to_string_lossy();
-        if !path.is_absolute() {
-            return Err(RpcError::invalid_params(format!(
-                "the path must be absolute: {raw}"
-            )));
-        }
-        let resolved = self
-            .roots
-            .resolve(&raw)
-            .map_err(|error| RpcError::invalid_params(error.to_string()))?;
-        if !resolved.inside {
-            return Err(RpcError::invalid_params(format!(
-                "{raw} is outside the child agent's working directory"
-            )));
-        }
-        Ok(resolved.path)
+        confine(&self.roots, path)
     }
 
     pub fn read(&self, request: ReadTextFileRequest, cancel: CancellationToken) -> Reply {
@@ -103,6 +87,25 @@ impl FileServices {
             .boxed(),
         )
     }
+}
+
+/// The path as the child named it, if it lies inside the child's roots.
+pub(super) fn confine(roots: &Roots, path: &std::path::Path) -> Result<PathBuf, RpcError> {
+    let raw = path.to_string_lossy();
+    if !path.is_absolute() {
+        return Err(RpcError::invalid_params(format!(
+            "the path must be absolute: {raw}"
+        )));
+    }
+    let resolved = roots
+        .resolve(&raw)
+        .map_err(|error| RpcError::invalid_params(error.to_string()))?;
+    if !resolved.inside {
+        return Err(RpcError::invalid_params(format!(
+            "{raw} is outside the child agent's working directory"
+        )));
+    }
+    Ok(resolved.path)
 }
 
 /// `limit` lines from line `line` (1-based), as `fs/read_text_file` asks.

@@ -18,8 +18,10 @@ use super::command::{ChildCommand, DEPTH_META_KEY, MAX_OUTPUT_BYTES, PARENT_META
 use super::error::ChildError;
 use super::forward::Forwarder;
 use super::inbound::{ClientHandler, Collected, Fault};
+use super::permission::CommandGrants;
 use super::process::Process;
 use super::services::FileServices;
+use super::terminals::TerminalServices;
 use crate::rpc::{Peer, RpcError};
 
 /// How long a closed connection may wait for the exit status that explains it.
@@ -56,6 +58,8 @@ pub struct AcpChild {
     pub session_id: String,
     /// Passes the child's traffic on, when it has a place in kin's tree.
     forwarder: Option<Arc<Forwarder>>,
+    /// The terminals it may run, released at its teardown.
+    terminals: Option<Arc<TerminalServices>>,
 }
 
 impl AcpChild {
@@ -156,12 +160,23 @@ impl AcpChild {
                 .map(|client| client.for_child(&link.child)),
             session: link.child.clone(),
         });
+        let grants = Arc::new(CommandGrants::default());
+        let terminals = local.map(|link| {
+            Arc::new(TerminalServices::new(
+                Arc::new(crate::tools::Roots::new(command.cwd.clone(), Vec::new())),
+                link.client.clone(),
+                link.call_id.clone(),
+                grants.clone(),
+            ))
+        });
         let handler = Arc::new(ClientHandler {
             collected: collected.clone(),
             permission: command.permission,
             ceiling: command.ceiling.clone(),
             forwarder: forwarder.clone(),
             files,
+            terminals: terminals.clone(),
+            grants,
         });
         let (peer, writer) = Peer::new(pipes.stdin);
         let reading = peer.clone();
@@ -180,6 +195,7 @@ impl AcpChild {
             capabilities: Value::Null,
             session_id: String::new(),
             forwarder,
+            terminals,
         })
     }
 
@@ -187,7 +203,7 @@ impl AcpChild {
         // A child with a place in the tree may show its own children and use kin's files.
         let client_capabilities = match (&self.forwarder, &self.command.remote_cwd) {
             (Some(_), None) => {
-                json!({"fs": {"readTextFile": true, "writeTextFile": true}, "subagents": {}})
+                json!({"fs": {"readTextFile": true, "writeTextFile": true}, "terminal": true, "subagents": {}})
             }
             (Some(_), Some(_)) => json!({"subagents": {}}),
             (None, _) => json!({}),
@@ -492,6 +508,10 @@ impl AcpChild {
             {
                 abort.abort();
             }
+        }
+        // Nothing it started in a terminal outlives its session.
+        if let Some(terminals) = &self.terminals {
+            terminals.close().await;
         }
     }
 }
