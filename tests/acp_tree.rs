@@ -440,3 +440,71 @@ async fn closing_a_parent_with_a_running_background_child_sends_nothing_after_th
         );
     }
 }
+
+#[tokio::test]
+async fn a_reloaded_parent_replays_a_child_that_is_still_running_as_running() {
+    let parent = Script::new()
+        .calls(&[(
+            "start",
+            "subagent_fake",
+            json!({"description": "Wait", "prompt": "Wait.", "run_in_background": true}),
+        )])
+        .text("PARENT_DONE");
+    let parent_dir = parent.dir();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join("config/kin")).unwrap();
+    std::fs::write(
+        home.path().join("config/kin/config.toml"),
+        format!(
+            "[acp_agents.fake]\ncommand = {:?}\nargs = [\"tree-running\", \"wait\"]\n",
+            fake_child().display().to_string()
+        ),
+    )
+    .unwrap();
+    let mut kin = common::Wire::start_in(Some(parent_dir.path()), home);
+    kin.request(
+        0,
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {"subagents": {}}}),
+    )
+    .await;
+    let parent = kin.new_session().await;
+    let (before, _) = kin
+        .request(
+            1,
+            "session/prompt",
+            json!({"sessionId": parent, "prompt": [{"type": "text", "text": "go"}]}),
+        )
+        .await;
+    let child = match announced_on(&before, &parent) {
+        Some((_, child)) => child,
+        None => loop {
+            let message = kin.read().await.expect("kin announces the child");
+            if let Some((_, child)) = announced_on(std::slice::from_ref(&message), &parent) {
+                break child;
+            }
+        },
+    };
+    let cwd = kin.cwd();
+    let (replayed, answer) = kin
+        .request(
+            2,
+            "session/load",
+            json!({"sessionId": parent, "cwd": cwd, "mcpServers": []}),
+        )
+        .await;
+    assert!(answer.get("result").is_some(), "{answer}");
+    let states: Vec<Value> = replayed
+        .iter()
+        .filter_map(update_of)
+        .filter(|(session, update)| *session == parent && update["sessionId"] == child.as_str())
+        .filter_map(|(_, update)| update.get("state").cloned())
+        .collect();
+    assert_eq!(
+        states.last(),
+        Some(&json!({"state": "running"})),
+        "the child still runs: {states:?}"
+    );
+    kin.close_stdin();
+    while kin.read().await.is_some() {}
+}

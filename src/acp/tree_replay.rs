@@ -1,12 +1,17 @@
 //! `session/load` for a client that opted into subagents: after the session's own history,
 //! each stored child of it (in-process children and the records of ACP children) is announced
-//! on it, oldest first, with its title, cwd and last state, then its own children under it,
+//! on it, oldest first, with its title, cwd and true state, then its own children under it,
 //! so a reopened editor can rebuild the tree. Loading a child's id then replays its transcript.
+//!
+//! A child is `running` while one of its activations is: its log has a turn with no end yet
+//! and some process (this one or another) holds the log's lock, as an activation does. Else
+//! its state is its last turn's stop (`unknown` before any), so a crash mid-turn does not
+//! replay as running forever.
 
 use agent_client_protocol_schema::v1::{
-    ErrorStopReason, IdleStateUpdate, IdleStopReason, SessionCancelCapabilities,
-    SessionNotification, SessionUpdate, StateUpdate, SubagentSessionCapabilities, SubagentUpdate,
-    UnknownStateUpdate,
+    ErrorStopReason, IdleStateUpdate, IdleStopReason, RunningStateUpdate,
+    SessionCancelCapabilities, SessionNotification, SessionUpdate, StateUpdate,
+    SubagentSessionCapabilities, SubagentUpdate, UnknownStateUpdate,
 };
 
 use crate::rpc::Peer;
@@ -26,6 +31,31 @@ fn last_state(last_stop: Option<&str>) -> StateUpdate {
         Some(_) => IdleStopReason::Error(ErrorStopReason::new()),
     };
     StateUpdate::Idle(IdleStateUpdate::new().stop_reason(reason))
+}
+
+/// Whether a log's last turn has started and not ended (one event a line, as kin writes them).
+fn has_open_turn(log: &[u8]) -> bool {
+    log.split(|&b| b == b'\n')
+        .rev()
+        .find_map(|line| {
+            if line.starts_with(br#"{"type":"turn/start""#) {
+                Some(true)
+            } else if line.starts_with(br#"{"type":"turn/end""#) {
+                Some(false)
+            } else {
+                None
+            }
+        })
+        .unwrap_or(false)
+}
+
+/// Whether child `id` has an activation running now (see the module doc).
+fn is_running(store: &SessionStore, id: &str) -> bool {
+    let Ok(path) = store.path(id) else {
+        return false;
+    };
+    // The lock is the cheap test: only a locked log is read.
+    crate::session::is_locked(&path) && std::fs::read(&path).is_ok_and(|log| has_open_turn(&log))
 }
 
 /// Announces the stored children of `parent` (and theirs) to the client on `peer`.
@@ -51,8 +81,12 @@ fn announce_under(peer: &Peer, store: &SessionStore, parent: &str, depth: usize)
             .as_ref()
             .and_then(|info| info.last_stop.as_deref());
         let cancel = SubagentSessionCapabilities::new().cancel(SessionCancelCapabilities::new());
+        let state = match is_running(store, &child.id) {
+            true => StateUpdate::Running(RunningStateUpdate::new()),
+            false => last_state(last_stop),
+        };
         let mut update = SubagentUpdate::new(child.id.clone())
-            .state(last_state(last_stop))
+            .state(state)
             .capabilities(cancel);
         if let Some(title) = &child.title {
             update = update.title(title.clone());
@@ -78,5 +112,17 @@ mod tests {
         assert_eq!(wire(Some("completed"))["stopReason"], "end_turn");
         assert_eq!(wire(Some("aborted"))["stopReason"], "cancelled");
         assert_eq!(wire(Some("max-steps"))["stopReason"], "error");
+    }
+
+    #[test]
+    fn only_a_started_turn_without_its_end_is_open() {
+        let start = r#"{"type":"turn/start","seq":1}"#;
+        let end = r#"{"type":"turn/end","seq":2}"#;
+        let other = r#"{"type":"user/message","seq":3}"#;
+        let log = |lines: &[&str]| lines.join("\n").into_bytes();
+        assert!(has_open_turn(&log(&["{}", start, other])));
+        assert!(!has_open_turn(&log(&["{}", start, end, other])));
+        assert!(has_open_turn(&log(&["{}", start, end, start, ""])));
+        assert!(!has_open_turn(&log(&["{}"])));
     }
 }
