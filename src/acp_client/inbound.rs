@@ -109,6 +109,8 @@ pub(super) struct ClientHandler {
     pub forwarder: Option<Arc<Forwarder>>,
     /// Its file services (offered when it has a place in the tree).
     pub files: Option<FileServices>,
+    /// Why a remote child's file requests are refused, when they are.
+    pub files_refused: Option<String>,
     /// Its terminals (offered with the file services).
     pub terminals: Option<Arc<TerminalServices>>,
     /// Commands the user allowed when the child asked.
@@ -143,6 +145,14 @@ impl ClientHandler {
     }
 }
 
+impl ClientHandler {
+    /// The refusal of a remote child's file request for `path`.
+    fn refusal(&self, path: &std::path::Path) -> RpcError {
+        let reason = self.files_refused.as_deref().unwrap_or_default();
+        RpcError::invalid_params(format!("{}: {reason}", path.display()))
+    }
+}
+
 impl Handler for ClientHandler {
     fn request(&self, method: String, params: Value, cx: RequestContext) -> Reply {
         let request = match AgentRequest::from_method_and_params(&method, &params) {
@@ -170,6 +180,16 @@ impl Handler for ClientHandler {
             }
             (AgentRequest::WriteTextFileRequest(request), Some(files), _) => {
                 files.write(request, self.mode(), cx.cancel)
+            }
+            (AgentRequest::ReadTextFileRequest(request), None, _)
+                if self.files_refused.is_some() =>
+            {
+                Reply::Now(Err(self.refusal(&request.path)))
+            }
+            (AgentRequest::WriteTextFileRequest(request), None, _)
+                if self.files_refused.is_some() =>
+            {
+                Reply::Now(Err(self.refusal(&request.path)))
             }
             (AgentRequest::CreateTerminalRequest(request), _, Some(terminals)) => {
                 let asker = self.asker(&request.session_id.0);

@@ -20,7 +20,7 @@ use super::forward::Forwarder;
 use super::inbound::{ClientHandler, Collected, Fault};
 use super::permission::CommandGrants;
 use super::process::Process;
-use super::services::FileServices;
+use super::services;
 use super::terminals::TerminalServices;
 use crate::rpc::{Peer, RpcError};
 
@@ -60,6 +60,8 @@ pub struct AcpChild {
     forwarder: Option<Arc<Forwarder>>,
     /// The terminals it may run, released at its teardown.
     terminals: Option<Arc<TerminalServices>>,
+    /// Whether it is offered file services.
+    offers_files: bool,
 }
 
 impl AcpChild {
@@ -147,19 +149,13 @@ impl AcpChild {
             .link
             .clone()
             .map(|link| Arc::new(Forwarder::new(link)));
-        // A remote child's paths are not this machine's: no file services for it.
+        // A remote child's paths are not this machine's: no terminals for it, and files only
+        // where the editor's workspace covers them.
         let local = command
             .link
             .as_ref()
             .filter(|_| command.remote_cwd.is_none());
-        let files = local.map(|link| FileServices {
-            roots: Arc::new(crate::tools::Roots::new(command.cwd.clone(), Vec::new())),
-            client: link
-                .client
-                .clone()
-                .map(|client| client.for_child(&link.child)),
-            session: link.child.clone(),
-        });
+        let (files, files_refused) = services::for_command(&command);
         let grants = Arc::new(CommandGrants::default());
         let terminals = local.map(|link| {
             Arc::new(TerminalServices::new(
@@ -169,12 +165,14 @@ impl AcpChild {
                 grants.clone(),
             ))
         });
+        let offers_files = files.is_some();
         let handler = Arc::new(ClientHandler {
             collected: collected.clone(),
             permission: command.permission,
             ceiling: command.ceiling.clone(),
             forwarder: forwarder.clone(),
             files,
+            files_refused,
             terminals: terminals.clone(),
             grants,
         });
@@ -196,18 +194,22 @@ impl AcpChild {
             session_id: String::new(),
             forwarder,
             terminals,
+            offers_files,
         })
     }
 
     async fn initialize(&mut self, cancel: &CancellationToken) -> Result<(), ChildError> {
         // A child with a place in the tree may show its own children and use kin's files.
-        let client_capabilities = match (&self.forwarder, &self.command.remote_cwd) {
-            (Some(_), None) => {
-                json!({"fs": {"readTextFile": true, "writeTextFile": true}, "terminal": true, "subagents": {}})
-            }
-            (Some(_), Some(_)) => json!({"subagents": {}}),
-            (None, _) => json!({}),
-        };
+        let mut client_capabilities = json!({});
+        if self.forwarder.is_some() {
+            client_capabilities["subagents"] = json!({});
+        }
+        if self.offers_files {
+            client_capabilities["fs"] = json!({"readTextFile": true, "writeTextFile": true});
+        }
+        if self.terminals.is_some() {
+            client_capabilities["terminal"] = true.into();
+        }
         let initialize = json!({
             "protocolVersion": 1,
             "clientCapabilities": client_capabilities,
