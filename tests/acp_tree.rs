@@ -508,3 +508,30 @@ async fn a_reloaded_parent_replays_a_child_that_is_still_running_as_running() {
     kin.close_stdin();
     while kin.read().await.is_some() {}
 }
+
+/// Every `subagent_update` in `messages`, as (the session it is on, the child it announces).
+fn announcements(messages: &[Value]) -> std::collections::BTreeSet<(String, String)> {
+    messages
+        .iter()
+        .filter_map(update_of)
+        .filter(|(_, update)| update["sessionUpdate"] == "subagent_update")
+        .map(|(on, update)| {
+            let child = update["sessionId"].as_str().unwrap_or_default();
+            (on.to_owned(), child.to_owned())
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_reloaded_tree_with_a_kin_child_sharing_the_store_is_the_live_tree() {
+    let then = vec![Step::LoadSession { session: None }];
+    let messages = run_tree(json!({"subagents": {}}), &["allow_once"], then).await;
+    let answered = messages
+        .iter()
+        .position(|m| m["result"]["stopReason"] == "end_turn")
+        .unwrap();
+    let live = announcements(&messages[..answered]);
+    let reloaded = announcements(&messages[answered..]);
+    assert_eq!(live.len(), 2, "the kin child and its grandchild: {live:?}");
+    assert_eq!(reloaded, live, "same ids, same levels");
+}

@@ -30,5 +30,6 @@ mod terminals;
 
 pub use command::{ChildCommand, DEPTH_ENV, DEPTH_META_KEY, MAX_OUTPUT_BYTES, PARENT_META_KEY};
 pub use error::{ChildError, StderrTail};
+pub(crate) use forward::child_session_id;
 pub use forward::{ChildLink, ChildSink};
 pub use session::{continuation_method, AcpChild, PromptOutcome, Steer};
