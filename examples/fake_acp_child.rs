@@ -19,6 +19,11 @@
 //! - `fs-escape`: a prompt writes `inside.txt`, `../escaped.txt` and `link/escaped.txt` under
 //!   its cwd through its client's `fs/write_text_file` and answers with what each got
 //!   (`ok` or `error`), space-separated.
+//! - `terminal`: a prompt runs `sh -c 'echo TERM_OK; exit 3'` in its cwd through its client's
+//!   `terminal/*` (create, wait_for_exit, output, release), tries one in `/` (outside its cwd),
+//!   and starts `sleep` (tagged with MARKER) that it never releases; answers
+//!   `offered=<clientCapabilities.terminal> exit=<code> output=<text> outside=<ok|error>
+//!   left=<ok|error>`, or `create=error:<message>` when the first create fails.
 //! - `mcp`: advertises `mcpCapabilities: {http: false}`; the prompt's answer is `mcp <the names
 //!   of the MCP servers its session/new got, comma-separated>`.
 
@@ -60,12 +65,23 @@ fn main() -> std::io::Result<()> {
     let mut depth = Value::Null;
     let mut cwd = String::new();
     let mut mcp_names = String::new();
+    let mut terminal_offered = Value::Null;
     let mut lines = stdin.lock().lines();
     while let Some(line) = lines.next() {
         let message: Value = serde_json::from_str(&line?).unwrap_or(Value::Null);
         let id = message.get("id").cloned().unwrap_or(Value::Null);
         let reply = |result: Value| json!({"jsonrpc": "2.0", "id": id, "result": result});
         match message.get("method").and_then(Value::as_str) {
+            Some("initialize") if mode == "terminal" => {
+                terminal_offered = message
+                    .pointer("/params/clientCapabilities/terminal")
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                send(
+                    &mut out,
+                    &reply(json!({"protocolVersion": 1, "agentCapabilities": {}})),
+                )?
+            }
             Some("initialize") => match mode.as_str() {
                 "crash" => {
                     eprintln!("fake child: crashing on purpose");
@@ -208,6 +224,77 @@ fn main() -> std::io::Result<()> {
                         &mut out,
                         &chunk("fake-session", "agent_message_chunk", &outcome.to_string()),
                     )?;
+                    send(&mut out, &reply(json!({"stopReason": "end_turn"})))?;
+                }
+                "terminal" => {
+                    let marker = std::env::args().nth(1).unwrap_or_default();
+                    let mut ask = |n: usize,
+                                   method: &str,
+                                   params: Value|
+                     -> std::io::Result<Value> {
+                        send(
+                            &mut out,
+                            &json!({"jsonrpc": "2.0", "id": format!("t-{n}"), "method": method, "params": params}),
+                        )?;
+                        let answer = lines.next().transpose()?.unwrap_or_default();
+                        Ok(serde_json::from_str(&answer).unwrap_or(Value::Null))
+                    };
+                    let session = "fake-session";
+                    let created = ask(
+                        0,
+                        "terminal/create",
+                        json!({"sessionId": session, "command": "sh",
+                        "args": ["-c", "echo TERM_OK; exit 3"], "cwd": cwd}),
+                    )?;
+                    let text = match created.pointer("/result/terminalId").cloned() {
+                        None => format!(
+                            "create=error:{}",
+                            created["error"]["message"].as_str().unwrap_or("?")
+                        ),
+                        Some(id) => {
+                            let exit = ask(
+                                1,
+                                "terminal/wait_for_exit",
+                                json!({"sessionId": session, "terminalId": id}),
+                            )?;
+                            let output = ask(
+                                2,
+                                "terminal/output",
+                                json!({"sessionId": session, "terminalId": id}),
+                            )?;
+                            ask(
+                                3,
+                                "terminal/release",
+                                json!({"sessionId": session, "terminalId": id}),
+                            )?;
+                            let outside = ask(
+                                4,
+                                "terminal/create",
+                                json!({"sessionId": session, "command": "true", "cwd": "/"}),
+                            )?;
+                            let left = ask(
+                                5,
+                                "terminal/create",
+                                json!({"sessionId": session, "command": "sh",
+                                "args": ["-c", "sleep 600; true", marker]}),
+                            )?;
+                            let verdict = |answer: &Value| {
+                                if answer.get("result").is_some() {
+                                    "ok"
+                                } else {
+                                    "error"
+                                }
+                            };
+                            format!(
+                                "offered={terminal_offered} exit={} output={} outside={} left={}",
+                                exit["result"]["exitCode"],
+                                output["result"]["output"].as_str().unwrap_or("?").trim(),
+                                verdict(&outside),
+                                verdict(&left),
+                            )
+                        }
+                    };
+                    send(&mut out, &chunk(session, "agent_message_chunk", &text))?;
                     send(&mut out, &reply(json!({"stopReason": "end_turn"})))?;
                 }
                 "mcp" => {

@@ -188,6 +188,10 @@ async fn a_client_with_subagents_sees_the_kin_child_and_its_grandchild_as_sessio
             .collect();
         assert_eq!(asked.len(), 1, "{asked:?}");
         assert_eq!(asked[0]["params"]["sessionId"], child.as_str());
+        // Attributed to the child's session, its title need not name the child.
+        let title = asked[0]["params"]["toolCall"]["title"].as_str().unwrap();
+        assert!(!title.starts_with("Ask kin: "), "{title}");
+        assert!(title.contains("echo CHILD_RAN_BASH"), "{title}");
         // Allowed or rejected, the child finishes its run.
         let last_state = messages
             .iter()
@@ -233,14 +237,18 @@ async fn a_client_without_subagents_sees_no_child_text_only_a_summary_on_the_too
     assert!(last.contains("Go deeper"), "{last}");
     assert!(last.contains("echo CHILD_RAN_BASH"), "{last}");
     assert!(last.ends_with("ANSWER_FROM_THE_CHILD"), "{last}");
+    let asked: Vec<&Value> = messages
+        .iter()
+        .filter(|m| m["method"] == "session/request_permission")
+        .collect();
     assert_eq!(
-        messages
-            .iter()
-            .filter(|m| m["method"] == "session/request_permission")
-            .count(),
+        asked.len(),
         1,
-        "the child's bash was asked about on the parent"
+        "the child's bash was asked about on the parent (once, though it ran in kin's terminal)"
     );
+    // Shown on the parent, the prompt names the child.
+    let title = asked[0]["params"]["toolCall"]["title"].as_str().unwrap();
+    assert!(title.starts_with("Ask kin: "), "{title}");
 }
 
 /// The fake child, built with the tests (`cargo test` builds examples).
@@ -431,4 +439,99 @@ async fn closing_a_parent_with_a_running_background_child_sends_nothing_after_th
             "nothing about the closed tree after the answer: {message}"
         );
     }
+}
+
+#[tokio::test]
+async fn a_reloaded_parent_replays_a_child_that_is_still_running_as_running() {
+    let parent = Script::new()
+        .calls(&[(
+            "start",
+            "subagent_fake",
+            json!({"description": "Wait", "prompt": "Wait.", "run_in_background": true}),
+        )])
+        .text("PARENT_DONE");
+    let parent_dir = parent.dir();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join("config/kin")).unwrap();
+    std::fs::write(
+        home.path().join("config/kin/config.toml"),
+        format!(
+            "[acp_agents.fake]\ncommand = {:?}\nargs = [\"tree-running\", \"wait\"]\n",
+            fake_child().display().to_string()
+        ),
+    )
+    .unwrap();
+    let mut kin = common::Wire::start_in(Some(parent_dir.path()), home);
+    kin.request(
+        0,
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {"subagents": {}}}),
+    )
+    .await;
+    let parent = kin.new_session().await;
+    let (before, _) = kin
+        .request(
+            1,
+            "session/prompt",
+            json!({"sessionId": parent, "prompt": [{"type": "text", "text": "go"}]}),
+        )
+        .await;
+    let child = match announced_on(&before, &parent) {
+        Some((_, child)) => child,
+        None => loop {
+            let message = kin.read().await.expect("kin announces the child");
+            if let Some((_, child)) = announced_on(std::slice::from_ref(&message), &parent) {
+                break child;
+            }
+        },
+    };
+    let cwd = kin.cwd();
+    let (replayed, answer) = kin
+        .request(
+            2,
+            "session/load",
+            json!({"sessionId": parent, "cwd": cwd, "mcpServers": []}),
+        )
+        .await;
+    assert!(answer.get("result").is_some(), "{answer}");
+    let states: Vec<Value> = replayed
+        .iter()
+        .filter_map(update_of)
+        .filter(|(session, update)| *session == parent && update["sessionId"] == child.as_str())
+        .filter_map(|(_, update)| update.get("state").cloned())
+        .collect();
+    assert_eq!(
+        states.last(),
+        Some(&json!({"state": "running"})),
+        "the child still runs: {states:?}"
+    );
+    kin.close_stdin();
+    while kin.read().await.is_some() {}
+}
+
+/// Every `subagent_update` in `messages`, as (the session it is on, the child it announces).
+fn announcements(messages: &[Value]) -> std::collections::BTreeSet<(String, String)> {
+    messages
+        .iter()
+        .filter_map(update_of)
+        .filter(|(_, update)| update["sessionUpdate"] == "subagent_update")
+        .map(|(on, update)| {
+            let child = update["sessionId"].as_str().unwrap_or_default();
+            (on.to_owned(), child.to_owned())
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_reloaded_tree_with_a_kin_child_sharing_the_store_is_the_live_tree() {
+    let then = vec![Step::LoadSession { session: None }];
+    let messages = run_tree(json!({"subagents": {}}), &["allow_once"], then).await;
+    let answered = messages
+        .iter()
+        .position(|m| m["result"]["stopReason"] == "end_turn")
+        .unwrap();
+    let live = announcements(&messages[..answered]);
+    let reloaded = announcements(&messages[answered..]);
+    assert_eq!(live.len(), 2, "the kin child and its grandchild: {live:?}");
+    assert_eq!(reloaded, live, "same ids, same levels");
 }

@@ -111,6 +111,10 @@ impl ClientBridge for AcpBridge {
         })
     }
 
+    fn shows_children(&self) -> bool {
+        self.child_sessions
+    }
+
     fn read_text_file(&self, path: PathBuf, cancel: CancellationToken) -> ClientResult<String> {
         let request = ReadTextFileRequest::new(self.session_id.clone(), path);
         self.call::<_, ReadTextFileResponse>("fs/read_text_file", request, cancel)

@@ -160,8 +160,8 @@ impl Forwarder {
                 let theirs = child.session_id.0.to_string();
                 let ours = state
                     .ids
-                    .entry(theirs)
-                    .or_insert_with(|| uuid::Uuid::new_v4().to_string())
+                    .entry(theirs.clone())
+                    .or_insert_with(|| child_session_id(&self.link.child, &theirs))
                     .clone();
                 child.session_id = ours.into();
             }
@@ -238,6 +238,19 @@ impl Forwarder {
             self.link.sink.summary(&self.link.parent, call_id, &text);
         }
     }
+}
+
+/// kin's id for session `theirs` that the ACP child kin knows as `child` announced: derived
+/// from both (a SHA-256 of the pair, as a version 8 UUID), so the live tree and a reloaded one
+/// (`acp::tree_replay`) name it alike, and no child can make it name another of kin's sessions.
+pub(crate) fn child_session_id(child: &str, theirs: &str) -> String {
+    let pair = format!("{child}\n{theirs}");
+    let digest = ring::digest::digest(&ring::digest::SHA256, pair.as_bytes());
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&digest.as_ref()[..16]);
+    uuid::Builder::from_custom_bytes(bytes)
+        .into_uuid()
+        .to_string()
 }
 
 /// Maps the session references in tool call content to kin's ids; false if one names a
@@ -354,6 +367,15 @@ mod tests {
         assert_eq!(updates[3].0, grandchild);
         assert_eq!(updates[4].0, "parent");
         assert_eq!(updates[4].1["state"]["stopReason"], "end_turn");
+    }
+
+    #[test]
+    fn a_grandchilds_id_is_derived_from_the_child_and_its_own_id() {
+        let id = child_session_id("kin-child", "grand");
+        assert_eq!(id, child_session_id("kin-child", "grand"), "stable");
+        assert_ne!(id, child_session_id("kin-child", "other"));
+        assert_ne!(id, child_session_id("other-child", "grand"));
+        assert!(uuid::Uuid::parse_str(&id).is_ok(), "{id}");
     }
 
     #[test]

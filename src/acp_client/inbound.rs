@@ -1,8 +1,8 @@
 //! What the child sends kin unasked, decoded with the ACP schema types: `session/update`
 //! notifications (only agent message text during a prompt is output; other updates only count
 //! against the output cap, and are passed on to kin's tree, see [`super::forward`]) and its
-//! requests to the client: `session/request_permission` ([`super::permission`]) and the file
-//! services ([`super::services`]).
+//! requests to the client: `session/request_permission` ([`super::permission`]), the file
+//! services ([`super::services`]) and terminals ([`super::terminals`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -15,8 +15,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::command::MAX_OUTPUT_BYTES;
 use super::forward::Forwarder;
-use super::permission::{self, Asker};
+use super::permission::{self, Asker, CommandGrants};
 use super::services::FileServices;
+use super::terminals::TerminalServices;
 use crate::config::AcpPermission;
 use crate::rpc::{Handler, Reply, RequestContext, RpcError};
 use crate::sync::lock;
@@ -108,6 +109,12 @@ pub(super) struct ClientHandler {
     pub forwarder: Option<Arc<Forwarder>>,
     /// Its file services (offered when it has a place in the tree).
     pub files: Option<FileServices>,
+    /// Why a remote child's file requests are refused, when they are.
+    pub files_refused: Option<String>,
+    /// Its terminals (offered with the file services).
+    pub terminals: Option<Arc<TerminalServices>>,
+    /// Commands the user allowed when the child asked.
+    pub grants: Arc<CommandGrants>,
 }
 
 impl ClientHandler {
@@ -122,13 +129,27 @@ impl ClientHandler {
     fn asker(&self, session: &str) -> Option<Asker> {
         let forwarder = self.forwarder.as_ref()?;
         let link = forwarder.link();
+        let client = link.client.clone()?;
+        // An editor that attributes the request to the child's session needs no name.
+        let name = match client.shows_children() {
+            true => None,
+            false => link.title.clone(),
+        };
         Some(Asker {
-            client: link.client.clone()?,
+            client,
             session: forwarder
                 .kin_id(session)
                 .unwrap_or_else(|| link.child.clone()),
-            name: link.title.clone(),
+            name,
         })
+    }
+}
+
+impl ClientHandler {
+    /// The refusal of a remote child's file request for `path`.
+    fn refusal(&self, path: &std::path::Path) -> RpcError {
+        let reason = self.files_refused.as_deref().unwrap_or_default();
+        RpcError::invalid_params(format!("{}: {reason}", path.display()))
     }
 }
 
@@ -141,16 +162,50 @@ impl Handler for ClientHandler {
             }
             Err(error) => return Reply::Now(Err(RpcError::invalid_params(error.to_string()))),
         };
-        match (request, &self.files) {
-            (AgentRequest::RequestPermissionRequest(request), _) => {
+        match (request, &self.files, &self.terminals) {
+            (AgentRequest::RequestPermissionRequest(request), _, _) => {
                 let asker = self.asker(&request.session_id.0);
-                permission::reply(self.permission, self.mode(), request, asker, cx.cancel)
+                let grants = self.grants.clone();
+                permission::reply(
+                    self.permission,
+                    self.mode(),
+                    request,
+                    asker,
+                    grants,
+                    cx.cancel,
+                )
             }
-            (AgentRequest::ReadTextFileRequest(request), Some(files)) => {
+            (AgentRequest::ReadTextFileRequest(request), Some(files), _) => {
                 files.read(request, cx.cancel)
             }
-            (AgentRequest::WriteTextFileRequest(request), Some(files)) => {
+            (AgentRequest::WriteTextFileRequest(request), Some(files), _) => {
                 files.write(request, self.mode(), cx.cancel)
+            }
+            (AgentRequest::ReadTextFileRequest(request), None, _)
+                if self.files_refused.is_some() =>
+            {
+                Reply::Now(Err(self.refusal(&request.path)))
+            }
+            (AgentRequest::WriteTextFileRequest(request), None, _)
+                if self.files_refused.is_some() =>
+            {
+                Reply::Now(Err(self.refusal(&request.path)))
+            }
+            (AgentRequest::CreateTerminalRequest(request), _, Some(terminals)) => {
+                let asker = self.asker(&request.session_id.0);
+                terminals.create(request, self.permission, self.mode(), asker, cx.cancel)
+            }
+            (AgentRequest::TerminalOutputRequest(request), _, Some(terminals)) => {
+                terminals.output(request)
+            }
+            (AgentRequest::WaitForTerminalExitRequest(request), _, Some(terminals)) => {
+                terminals.wait(request, cx.cancel)
+            }
+            (AgentRequest::KillTerminalRequest(request), _, Some(terminals)) => {
+                terminals.kill(request)
+            }
+            (AgentRequest::ReleaseTerminalRequest(request), _, Some(terminals)) => {
+                terminals.release(request)
             }
             _ => Reply::Now(Err(RpcError::method_not_found(&method))),
         }

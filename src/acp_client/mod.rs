@@ -8,6 +8,7 @@
 //! - [`forward`]: the child's place in kin's tree: its updates passed on under kin's ids;
 //! - [`permission`]: its permission requests, decided by policy and mode or asked of the editor;
 //! - [`services`]: the file services kin offers it, confined to its working directory;
+//! - [`terminals`]: the terminals kin offers it, in the editor or local, within its mode;
 //! - [`session`]: [`AcpChild`], the ACP session (`initialize`, new or continued session,
 //!   steered prompts);
 //! - [`error`]: [`ChildError`]: a start failure, no answer to `initialize` in time, an exit
@@ -25,8 +26,10 @@ mod permission;
 mod process;
 mod services;
 mod session;
+mod terminals;
 
 pub use command::{ChildCommand, DEPTH_ENV, DEPTH_META_KEY, MAX_OUTPUT_BYTES, PARENT_META_KEY};
 pub use error::{ChildError, StderrTail};
+pub(crate) use forward::child_session_id;
 pub use forward::{ChildLink, ChildSink};
 pub use session::{continuation_method, AcpChild, PromptOutcome, Steer};

@@ -8,7 +8,7 @@
 //! one) is rejected whatever the policy; under an `allow` parent, `ask` allows without asking,
 //! as the parent's own tools do. `allow_always` is only chosen when the user chose it.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use agent_client_protocol_schema::v1::{
     PermissionOptionKind, RequestPermissionOutcome, RequestPermissionRequest,
@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::AcpPermission;
 use crate::rpc::{Reply, RpcError};
+use crate::sync::lock;
 use crate::tools::client::{PermissionAnswer, PermissionPrompt};
 use crate::tools::{ClientBridge, PermissionMode, ToolDisplay, ToolKind};
 
@@ -33,7 +34,7 @@ pub(super) struct Asker {
 
 /// What kin decides before anyone is asked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Decision {
+pub(super) enum Decision {
     Choose(PermissionAnswer),
     Ask,
 }
@@ -49,7 +50,7 @@ fn kind_of(request: &RequestPermissionRequest) -> ToolKind {
         .unwrap_or(ToolKind::Other)
 }
 
-fn decide(policy: AcpPermission, mode: PermissionMode, kind: ToolKind) -> Decision {
+pub(super) fn decide(policy: AcpPermission, mode: PermissionMode, kind: ToolKind) -> Decision {
     if !mode.permits_changes(kind) {
         tracing::info!(
             ?kind,
@@ -106,6 +107,14 @@ fn encoded(response: RequestPermissionResponse) -> Result<serde_json::Value, Rpc
     serde_json::to_value(response).map_err(|error| RpcError::internal(error.to_string()))
 }
 
+/// The prompt's title: the child's, named after the child when `name` is given.
+pub(super) fn titled(name: Option<&str>, title: String) -> String {
+    match name {
+        Some(name) => format!("{name}: {title}"),
+        None => title,
+    }
+}
+
 /// The prompt the user sees for the child's request.
 fn prompt(
     request: &RequestPermissionRequest,
@@ -116,23 +125,45 @@ fn prompt(
     let title = fields.title.clone().unwrap_or_else(|| "a tool call".into());
     PermissionPrompt {
         call_id: request.tool_call.tool_call_id.0.to_string(),
-        title: match name {
-            Some(name) => format!("{name}: {title}"),
-            None => title,
-        },
+        title: titled(name, title),
         kind,
         display: ToolDisplay::default(),
         raw_input: fields.raw_input.clone(),
     }
 }
 
+/// Commands the user allowed when the child asked about them (a request of kind `execute`),
+/// so that the `terminal/create` that follows runs without asking twice: an allow-once covers
+/// the next command only, an allow-always every command of the child's session.
+#[derive(Default)]
+pub(super) struct CommandGrants(Mutex<(bool, bool)>);
+
+impl CommandGrants {
+    pub fn record(&self, answer: PermissionAnswer) {
+        let mut grants = lock(&self.0);
+        match answer {
+            PermissionAnswer::AllowOnce => grants.0 = true,
+            PermissionAnswer::AllowAlways => grants.1 = true,
+            _ => grants.0 = false,
+        }
+    }
+
+    /// Whether one command may run on an earlier answer (using up an allow-once).
+    pub fn take(&self) -> bool {
+        let mut grants = lock(&self.0);
+        grants.1 || std::mem::take(&mut grants.0)
+    }
+}
+
 /// Answers one permission request of the child (see the module doc); `asker` is `None` when
-/// no editor can be asked (then `ask` rejects).
+/// no editor can be asked (then `ask` rejects). The user's answer about a command is kept in
+/// `grants`.
 pub(super) fn reply(
     policy: AcpPermission,
     mode: PermissionMode,
     request: RequestPermissionRequest,
     asker: Option<Asker>,
+    grants: Arc<CommandGrants>,
     cancel: CancellationToken,
 ) -> Reply {
     let kind = kind_of(&request);
@@ -154,6 +185,9 @@ pub(super) fn reply(
                             PermissionAnswer::RejectOnce
                         }
                     };
+                    if kind == ToolKind::Execute {
+                        grants.record(answer);
+                    }
                     encoded(outcome(&request, answer))
                 }
                 .boxed(),

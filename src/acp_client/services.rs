@@ -3,8 +3,14 @@
 //! on the local disk, and only inside the child's roots (its cwd): a path that resolves
 //! outside, through `..` or a symlink, is refused. Writes are refused under a `read-only`
 //! parent.
+//!
+//! A remote child (`remote_cwd`) names paths on its own machine. They are served only when the
+//! editor's workspace covers them (its `remote_cwd` lies inside the local `cwd`, as when both
+//! sides see one shared path) and the editor reads and writes files itself: then through the
+//! editor, confined to the `remote_cwd`. Otherwise its file requests are refused with a reason
+//! and the local disk is never touched at those paths ([`for_command`]).
 
-use std::path::PathBuf;
+use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
 use agent_client_protocol_schema::v1::{
@@ -13,6 +19,7 @@ use agent_client_protocol_schema::v1::{
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 
+use super::command::ChildCommand;
 use crate::rpc::{Reply, RpcError};
 use crate::tools::fs::{read_text, write_text};
 use crate::tools::{ClientBridge, PermissionMode, Roots, ToolContext};
@@ -34,24 +41,8 @@ impl FileServices {
         cx
     }
 
-    /// The path as the child named it, if it lies inside the child's roots.
     fn confine(&self, path: &std::path::Path) -> Result<PathBuf, RpcError> {
-        let raw = path.to_string_lossy();
-        if !path.is_absolute() {
-            return Err(RpcError::invalid_params(format!(
-                "the path must be absolute: {raw}"
-            )));
-        }
-        let resolved = self
-            .roots
-            .resolve(&raw)
-            .map_err(|error| RpcError::invalid_params(error.to_string()))?;
-        if !resolved.inside {
-            return Err(RpcError::invalid_params(format!(
-                "{raw} is outside the child agent's working directory"
-            )));
-        }
-        Ok(resolved.path)
+        confine(&self.roots, path)
     }
 
     pub fn read(&self, request: ReadTextFileRequest, cancel: CancellationToken) -> Reply {
@@ -103,6 +94,75 @@ impl FileServices {
             .boxed(),
         )
     }
+}
+
+/// What serves the file requests of the child `command` launches: its services, or why a
+/// remote child's requests are refused (neither for a child with no place in the tree).
+pub(super) fn for_command(command: &ChildCommand) -> (Option<FileServices>, Option<String>) {
+    let Some(link) = &command.link else {
+        return (None, None);
+    };
+    let client = link
+        .client
+        .clone()
+        .map(|client| client.for_child(&link.child));
+    let services = |root: PathBuf, client| FileServices {
+        roots: Arc::new(Roots::new(root, Vec::new())),
+        client,
+        session: link.child.clone(),
+    };
+    let Some(remote) = &command.remote_cwd else {
+        return (Some(services(command.cwd.clone(), client)), None);
+    };
+    let remote = Path::new(remote);
+    let covered = remote.is_absolute()
+        && remote
+            .components()
+            .all(|part| matches!(part, Component::RootDir | Component::Normal(_)))
+        && remote.starts_with(&command.cwd);
+    let editor_files = client.as_ref().is_some_and(|client| {
+        let features = client.features();
+        features.read_text_file && features.write_text_file
+    });
+    match (covered, editor_files) {
+        (true, true) => (Some(services(remote.to_owned(), client)), None),
+        (false, _) => (
+            None,
+            Some(format!(
+                "the ACP child runs on another machine and its working directory {} is not \
+                 inside this machine's workspace {}: kin does not serve its paths",
+                remote.display(),
+                command.cwd.display()
+            )),
+        ),
+        (true, false) => (
+            None,
+            Some(
+                "the ACP child runs on another machine and the editor offers no file services: \
+                 kin does not serve its paths from this machine's disk"
+                    .to_owned(),
+            ),
+        ),
+    }
+}
+
+/// The path as the child named it, if it lies inside the child's roots.
+pub(super) fn confine(roots: &Roots, path: &std::path::Path) -> Result<PathBuf, RpcError> {
+    let raw = path.to_string_lossy();
+    if !path.is_absolute() {
+        return Err(RpcError::invalid_params(format!(
+            "the path must be absolute: {raw}"
+        )));
+    }
+    let resolved = roots
+        .resolve(&raw)
+        .map_err(|error| RpcError::invalid_params(error.to_string()))?;
+    if !resolved.inside {
+        return Err(RpcError::invalid_params(format!(
+            "{raw} is outside the child agent's working directory"
+        )));
+    }
+    Ok(resolved.path)
 }
 
 /// `limit` lines from line `line` (1-based), as `fs/read_text_file` asks.

@@ -18,8 +18,10 @@ use super::command::{ChildCommand, DEPTH_META_KEY, MAX_OUTPUT_BYTES, PARENT_META
 use super::error::ChildError;
 use super::forward::Forwarder;
 use super::inbound::{ClientHandler, Collected, Fault};
+use super::permission::CommandGrants;
 use super::process::Process;
-use super::services::FileServices;
+use super::services;
+use super::terminals::TerminalServices;
 use crate::rpc::{Peer, RpcError};
 
 /// How long a closed connection may wait for the exit status that explains it.
@@ -56,6 +58,10 @@ pub struct AcpChild {
     pub session_id: String,
     /// Passes the child's traffic on, when it has a place in kin's tree.
     forwarder: Option<Arc<Forwarder>>,
+    /// The terminals it may run, released at its teardown.
+    terminals: Option<Arc<TerminalServices>>,
+    /// Whether it is offered file services.
+    offers_files: bool,
 }
 
 impl AcpChild {
@@ -143,25 +149,32 @@ impl AcpChild {
             .link
             .clone()
             .map(|link| Arc::new(Forwarder::new(link)));
-        // A remote child's paths are not this machine's: no file services for it.
+        // A remote child's paths are not this machine's: no terminals for it, and files only
+        // where the editor's workspace covers them.
         let local = command
             .link
             .as_ref()
             .filter(|_| command.remote_cwd.is_none());
-        let files = local.map(|link| FileServices {
-            roots: Arc::new(crate::tools::Roots::new(command.cwd.clone(), Vec::new())),
-            client: link
-                .client
-                .clone()
-                .map(|client| client.for_child(&link.child)),
-            session: link.child.clone(),
+        let (files, files_refused) = services::for_command(&command);
+        let grants = Arc::new(CommandGrants::default());
+        let terminals = local.map(|link| {
+            Arc::new(TerminalServices::new(
+                Arc::new(crate::tools::Roots::new(command.cwd.clone(), Vec::new())),
+                link.client.clone(),
+                link.call_id.clone(),
+                grants.clone(),
+            ))
         });
+        let offers_files = files.is_some();
         let handler = Arc::new(ClientHandler {
             collected: collected.clone(),
             permission: command.permission,
             ceiling: command.ceiling.clone(),
             forwarder: forwarder.clone(),
             files,
+            files_refused,
+            terminals: terminals.clone(),
+            grants,
         });
         let (peer, writer) = Peer::new(pipes.stdin);
         let reading = peer.clone();
@@ -180,18 +193,23 @@ impl AcpChild {
             capabilities: Value::Null,
             session_id: String::new(),
             forwarder,
+            terminals,
+            offers_files,
         })
     }
 
     async fn initialize(&mut self, cancel: &CancellationToken) -> Result<(), ChildError> {
         // A child with a place in the tree may show its own children and use kin's files.
-        let client_capabilities = match (&self.forwarder, &self.command.remote_cwd) {
-            (Some(_), None) => {
-                json!({"fs": {"readTextFile": true, "writeTextFile": true}, "subagents": {}})
-            }
-            (Some(_), Some(_)) => json!({"subagents": {}}),
-            (None, _) => json!({}),
-        };
+        let mut client_capabilities = json!({});
+        if self.forwarder.is_some() {
+            client_capabilities["subagents"] = json!({});
+        }
+        if self.offers_files {
+            client_capabilities["fs"] = json!({"readTextFile": true, "writeTextFile": true});
+        }
+        if self.terminals.is_some() {
+            client_capabilities["terminal"] = true.into();
+        }
         let initialize = json!({
             "protocolVersion": 1,
             "clientCapabilities": client_capabilities,
@@ -492,6 +510,10 @@ impl AcpChild {
             {
                 abort.abort();
             }
+        }
+        // Nothing it started in a terminal outlives its session.
+        if let Some(terminals) = &self.terminals {
+            terminals.close().await;
         }
     }
 }

@@ -82,6 +82,12 @@ impl SessionLock {
     }
 }
 
+/// Whether some process (this one included) holds the lock on the session file at `path`,
+/// as `/proc/locks` shows it; takes no lock itself. False where that is not available.
+pub(crate) fn is_locked(path: &Path) -> bool {
+    File::open(path).is_ok_and(|file| holder_pid(&file).is_some())
+}
+
 fn lock_file(path: &Path, id: &str) -> Result<Flock<File>, StoreError> {
     let io_error = |source: io::Error| match source.kind() {
         io::ErrorKind::NotFound => StoreError::NotFound { id: id.to_owned() },

@@ -28,6 +28,7 @@ pub use id::SessionId;
 pub use index::ListCursor;
 pub use line::{parse_event_line, LineError};
 pub use loaded::{parse_log, read_log, LoadedSession, LogRead, SetAsideLine};
+pub(crate) use lock::is_locked;
 pub use lock::SessionLock;
 pub use log::SessionLog;
 pub use records::{Descriptor, TaskEnd, TaskStart, ToolFilter};

@@ -108,6 +108,12 @@ pub trait ClientBridge: Send + Sync {
     /// child's requests under the child's id.
     fn for_child(self: Arc<Self>, _child_session: &str) -> Arc<dyn ClientBridge>;
 
+    /// Whether the editor shows a child's requests as the child's own (under its session id),
+    /// so a prompt need not name the child.
+    fn shows_children(&self) -> bool {
+        false
+    }
+
     /// The whole text of `path` as the editor sees it (its buffer, if open). Callers have
     /// already decided the call may touch `path` (a path outside the roots was allowed by the
     /// mode or the user): the editor is never asked about a path before that, so its answer
