@@ -559,6 +559,8 @@ async fn always_allowing_a_server_tool_covers_that_tool_alone_and_survives_a_loa
 /// Lines the test server writes to its FIFO (`tests/mcp/stdio_server.py`), as they come.
 struct Marks {
     path: PathBuf,
+    /// A FIFO the server reads when a tool waits for the test.
+    go: PathBuf,
     lines: tokio::sync::mpsc::UnboundedReceiver<String>,
     _dir: tempfile::TempDir,
 }
@@ -570,6 +572,12 @@ impl Marks {
         let path = dir.path().join("marks.fifo");
         let made = std::process::Command::new("mkfifo")
             .arg(&path)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let go = dir.path().join("go.fifo");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&go)
             .status()
             .unwrap();
         assert!(made.success());
@@ -590,9 +598,18 @@ impl Marks {
         });
         Self {
             path,
+            go,
             lines,
             _dir: dir,
         }
+    }
+
+    /// Lets the server's waiting tool return.
+    async fn go(&self) {
+        let go = self.go.clone();
+        tokio::task::spawn_blocking(move || std::fs::write(go, "go\n").unwrap())
+            .await
+            .unwrap();
     }
 
     /// Waits for the line `want`, skipping others.
@@ -613,7 +630,8 @@ impl Marks {
 fn python_server(marks: &Marks) -> Option<Value> {
     let python = python_with_mcp()?;
     let script = common::repo().join("tests/mcp/stdio_server.py");
-    Some(json!([{"name": "py", "command": python, "args": [script, marks.path], "env": []}]))
+    let args = json!([script, marks.path, marks.go]);
+    Some(json!([{"name": "py", "command": python, "args": args, "env": []}]))
 }
 
 #[tokio::test]
@@ -695,6 +713,61 @@ async fn a_crashed_server_is_restarted_and_its_tools_work_again() {
     let updates = prompt(&mut wire, &session).await;
     assert!(
         tool_text(&updates, "e1").contains("echo: again"),
+        "{updates:?}"
+    );
+}
+
+#[tokio::test]
+async fn progress_of_a_call_shows_on_its_tool_call_and_the_last_report_is_not_lost() {
+    let marks = Marks::new();
+    let Some(servers) = python_server(&marks) else {
+        return;
+    };
+    let replay = Script::new()
+        .calls(&[("p1", "mcp__py__count", json!({"n": 5}))])
+        .text("Counted.")
+        .dir();
+    let mut wire = start(replay.path());
+    wire.initialize().await;
+    let session = new_session(&mut wire, servers).await;
+    set_mode(&mut wire, &session, "allow").await;
+    wire.send(
+        &json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+        "params": {"sessionId": session, "prompt": [{"type": "text", "text": "Go."}]}}),
+    )
+    .await;
+    // Five reports come at once: one shows at once, the latest when its gap has passed, while
+    // the call still runs (the throttle's spacing is unit-tested in src/mcp/progress.rs).
+    let mut shown = Vec::new();
+    while !shown.iter().any(|text: &String| text.contains("5/5")) {
+        let message = wire.read().await.expect("kin shows the progress");
+        let update = &message["params"]["update"];
+        if update["sessionUpdate"] == "tool_call" {
+            // The editor sees the server tool, not the model's name for it.
+            assert_eq!(update["title"], "py: count", "{update}");
+        }
+        if update["sessionUpdate"] == "tool_call_update"
+            && update["toolCallId"] == "p1"
+            && update["status"] == "in_progress"
+        {
+            if let Some(text) = update["content"][0]["content"]["text"].as_str() {
+                shown.push(text.to_owned());
+            }
+        }
+    }
+    assert_eq!(
+        shown.last().map(String::as_str),
+        Some("Progress: 5/5 (step 5)")
+    );
+    let mut sorted = shown.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted, shown, "in order, none twice");
+    marks.go().await;
+    let (updates, answer) = wire.answer(&json!(3)).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert!(
+        tool_text(&updates, "p1").contains("counted 5"),
         "{updates:?}"
     );
 }

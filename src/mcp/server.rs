@@ -10,16 +10,19 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion,
+    CallToolRequest, CallToolRequestParams, ClientCapabilities, ClientConfig, ClientRequest,
+    Implementation, ProgressNotificationParam, ProtocolVersion, ServerResult,
 };
 use rmcp::service::{
-    Peer, RoleClient, RunningService, RunningServiceCancellationToken, ServiceExt,
+    Peer, PeerRequestOptions, RoleClient, RunningService, RunningServiceCancellationToken,
+    ServiceExt,
 };
 use rmcp::ClientHandler;
 use serde_json::Value;
 use tokio::sync::{watch, Notify};
 use tokio_util::sync::CancellationToken;
 
+use super::progress::{self, Routes, Throttle};
 use super::spec::{ServerSpec, Transport};
 use super::stdio::StdioProcess;
 use crate::sync::lock;
@@ -53,6 +56,7 @@ pub enum State {
 /// A live connection.
 pub struct Connected {
     peer: Peer<RoleClient>,
+    progress: Routes,
 }
 
 /// The tools a server offered when last listed; kept while it is down, so a crash does not
@@ -132,15 +136,17 @@ impl Server {
             .await;
     }
 
-    /// Calls `tool` with `arguments`; a trip of `cancel` sends MCP cancellation.
+    /// Calls `tool` with `arguments`; a trip of `cancel` sends MCP cancellation. The server's
+    /// progress reports go to `show`, throttled (see [`progress`]).
     pub async fn call(
         &self,
         tool: &str,
         arguments: Option<serde_json::Map<String, Value>>,
         cancel: &CancellationToken,
+        show: &(dyn Fn(&str) + Send + Sync),
     ) -> CallOutcome {
-        let peer = match self.state() {
-            State::Ready(connected) => connected.peer.clone(),
+        let connected = match self.state() {
+            State::Ready(connected) => connected,
             State::Starting => return CallOutcome::Failed("it is still starting".into()),
             State::Down { reason, .. } | State::Refused { reason } => {
                 return CallOutcome::Failed(format!("it is not available ({reason})"))
@@ -148,17 +154,68 @@ impl Server {
         };
         let mut params = CallToolRequestParams::new(tool.to_owned());
         params.arguments = arguments;
-        // Dropping the call (on cancel) makes rmcp send `notifications/cancelled`.
-        let call = peer.call_tool(params);
-        tokio::select! {
-            _ = cancel.cancelled() => CallOutcome::Cancelled,
-            result = call => match result {
-                Ok(result) => match serde_json::to_value(&result) {
-                    Ok(value) => CallOutcome::Result(value),
-                    Err(error) => CallOutcome::Failed(error.to_string()),
-                },
-                Err(error) => CallOutcome::Failed(error.to_string()),
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let sent = connected
+            .peer
+            .send_request_with_option(request, PeerRequestOptions::no_options());
+        let mut handle = tokio::select! {
+            _ = cancel.cancelled() => return CallOutcome::Cancelled,
+            sent = sent => match sent {
+                Ok(handle) => handle,
+                Err(error) => return CallOutcome::Failed(error.to_string()),
             },
+        };
+        let mut route = connected.progress.open(handle.progress_token.clone());
+        let mut throttle = Throttle::default();
+        // rmcp hands notifications over on tasks of their own, so they may come out of order;
+        // progress only grows, so an older report is dropped.
+        let mut highest = f64::NEG_INFINITY;
+        loop {
+            let due = throttle.due();
+            let held_due = async {
+                match due {
+                    Some(due) => tokio::time::sleep_until(due).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = cancel.cancelled() => {
+                    // Tells the server (`notifications/cancelled`).
+                    let _ = handle.cancel(Some("cancelled by the user".into())).await;
+                    return CallOutcome::Cancelled;
+                }
+                answer = &mut handle.rx => {
+                    if let Some(text) = throttle.release(tokio::time::Instant::now()) {
+                        show(&text);
+                    }
+                    return match answer {
+                        Ok(Ok(ServerResult::CallToolResult(result))) => {
+                            match serde_json::to_value(&result) {
+                                Ok(value) => CallOutcome::Result(value),
+                                Err(error) => CallOutcome::Failed(error.to_string()),
+                            }
+                        }
+                        Ok(Ok(_)) => CallOutcome::Failed("it answered with something other than a tool result".into()),
+                        Ok(Err(error)) => CallOutcome::Failed(error.to_string()),
+                        Err(_) => CallOutcome::Failed("the connection closed".into()),
+                    };
+                }
+                Some(update) = route.updates.recv() => {
+                    if update.progress <= highest {
+                        continue;
+                    }
+                    highest = update.progress;
+                    let now = tokio::time::Instant::now();
+                    if let Some(text) = throttle.offer(now, progress::words(&update)) {
+                        show(&text);
+                    }
+                }
+                _ = held_due => {
+                    if let Some(text) = throttle.release(tokio::time::Instant::now()) {
+                        show(&text);
+                    }
+                }
+            }
         }
     }
 }
@@ -167,6 +224,7 @@ impl Server {
 #[derive(Clone, Default)]
 struct Events {
     tools_changed: Arc<Notify>,
+    progress: Routes,
 }
 
 impl ClientHandler for Events {
@@ -175,6 +233,15 @@ impl ClientHandler for Events {
         _: rmcp::service::NotificationContext<RoleClient>,
     ) -> impl std::future::Future<Output = ()> + Send + '_ {
         self.tools_changed.notify_one();
+        std::future::ready(())
+    }
+
+    fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _: rmcp::service::NotificationContext<RoleClient>,
+    ) -> impl std::future::Future<Output = ()> + Send + '_ {
+        self.progress.deliver(params);
         std::future::ready(())
     }
 
@@ -291,7 +358,10 @@ async fn serve(
                     listed.generation += 1;
                     listed.tools = Arc::new(dedup(tools));
                 }
-                state.send_replace(State::Ready(Arc::new(Connected { peer: peer.clone() })));
+                state.send_replace(State::Ready(Arc::new(Connected {
+                    peer: peer.clone(),
+                    progress: events.progress.clone(),
+                })));
             }
             Err(error) => return Some(format!("listing its tools failed: {error}")),
         }

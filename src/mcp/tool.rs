@@ -106,7 +106,12 @@ impl Tool for McpTool {
                 Value::Object(map) => Some(map),
                 _ => None,
             };
-            match server.call(&remote, arguments, &cx.cancel).await {
+            let show = |text: &str| {
+                if let Some(client) = &cx.client {
+                    client.show_progress(&cx.call_id, text);
+                }
+            };
+            match server.call(&remote, arguments, &cx.cancel, &show).await {
                 CallOutcome::Result(result) => super::result::to_output(&server.name, &result),
                 CallOutcome::Cancelled => ToolOutput::cancelled(),
                 CallOutcome::Failed(reason) => ToolOutput::error(

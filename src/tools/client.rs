@@ -164,4 +164,8 @@ pub trait ClientBridge: Send + Sync {
     fn kill_terminal(&self, terminal_id: String) -> ClientResult<()>;
 
     fn release_terminal(&self, terminal_id: String) -> ClientResult<()>;
+
+    /// Shows `text` as what the running call `call_id` has done so far (it replaces what was
+    /// shown before). An editor that cannot show it ignores it.
+    fn show_progress(&self, _call_id: &str, _text: &str) {}
 }
