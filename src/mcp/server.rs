@@ -32,6 +32,8 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// How long connecting (start and handshake) may take before the attempt counts as failed.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long telling a server that a call was cancelled may take.
+const CANCEL_NOTICE_TIMEOUT: Duration = Duration::from_secs(1);
 /// Failed attempts in a row after which the first prompt stops waiting for a server.
 const GIVE_UP_AFTER: u32 = 3;
 
@@ -180,8 +182,10 @@ impl Server {
             };
             tokio::select! {
                 _ = cancel.cancelled() => {
-                    // Tells the server (`notifications/cancelled`).
-                    let _ = handle.cancel(Some("cancelled by the user".into())).await;
+                    // Tells the server (`notifications/cancelled`); a server that stopped
+                    // reading does not hold up the cancellation.
+                    let told = handle.cancel(Some("cancelled by the user".into()));
+                    let _ = tokio::time::timeout(CANCEL_NOTICE_TIMEOUT, told).await;
                     return CallOutcome::Cancelled;
                 }
                 answer = &mut handle.rx => {
