@@ -75,6 +75,8 @@ pub struct Server {
     pub name: String,
     state: watch::Receiver<State>,
     listed: Arc<Mutex<Listed>>,
+    /// Whether a relisting the server asked for (`tools/list_changed`) is under way.
+    relisting: watch::Receiver<bool>,
 }
 
 /// What a call to a server tool came to.
@@ -99,19 +101,35 @@ impl Server {
         let (tx, state) = watch::channel(initial);
         let name = spec.name.clone();
         let listed = Arc::new(Mutex::new(Listed::default()));
+        let (relisting_tx, relisting) = watch::channel(false);
         if !refused {
-            tokio::spawn(supervise(spec, cwd, tx, listed.clone(), cancel));
+            let relisting_tx = Arc::new(relisting_tx);
+            tokio::spawn(supervise(
+                spec,
+                cwd,
+                tx,
+                listed.clone(),
+                relisting_tx,
+                cancel,
+            ));
         }
         Arc::new(Self {
             name,
             state,
             listed,
+            relisting,
         })
     }
 
     /// The tools it offered when last listed.
     pub fn listed(&self) -> Listed {
         lock(&self.listed).clone()
+    }
+
+    /// Waits until no relisting the server asked for is under way (at once if none is).
+    pub async fn relisted(&self) {
+        let mut relisting = self.relisting.clone();
+        let _ = relisting.wait_for(|busy| !busy).await;
     }
 
     /// Waits until its task has ended (its process, if any, gone).
@@ -228,6 +246,8 @@ impl Server {
 #[derive(Clone, Default)]
 struct Events {
     tools_changed: Arc<Notify>,
+    /// Set when the server says its tools changed; cleared once they are listed again.
+    relisting: Option<Arc<watch::Sender<bool>>>,
     progress: Routes,
 }
 
@@ -236,6 +256,9 @@ impl ClientHandler for Events {
         &self,
         _: rmcp::service::NotificationContext<RoleClient>,
     ) -> impl std::future::Future<Output = ()> + Send + '_ {
+        if let Some(relisting) = &self.relisting {
+            relisting.send_replace(true);
+        }
         self.tools_changed.notify_one();
         std::future::ready(())
     }
@@ -283,12 +306,16 @@ async fn supervise(
     cwd: PathBuf,
     state: watch::Sender<State>,
     listed: Arc<Mutex<Listed>>,
+    relisting: Arc<watch::Sender<bool>>,
     cancel: CancellationToken,
 ) {
     let mut backoff = FIRST_BACKOFF;
     let mut failures = 0;
     loop {
-        let events = Events::default();
+        let events = Events {
+            relisting: Some(relisting.clone()),
+            ..Events::default()
+        };
         let connecting =
             tokio::time::timeout(CONNECT_TIMEOUT, connect(&spec, &cwd, events.clone()));
         let attempt = tokio::select! {
@@ -297,7 +324,10 @@ async fn supervise(
         };
         let reason = match attempt {
             Ok(mut link) => {
+                // Connected: its tools are read at once; a prompt coming now waits for them.
+                relisting.send_replace(true);
                 let reason = serve(&mut link, &events, &state, &listed, &cancel).await;
+                relisting.send_replace(false);
                 if let Some(stop) = link.stop.take() {
                     stop.cancel();
                 }
@@ -368,6 +398,9 @@ async fn serve(
                 })));
             }
             Err(error) => return Some(format!("listing its tools failed: {error}")),
+        }
+        if let Some(relisting) = &events.relisting {
+            relisting.send_replace(false);
         }
         tokio::select! {
             _ = cancel.cancelled() => return None,
