@@ -59,6 +59,41 @@ impl Checked {
         (updates, answer)
     }
 
+    /// A `session/prompt` whose permission requests get the option of kind `choose`; returns
+    /// the updates, the permission requests, and the answer.
+    async fn prompt_answering(
+        &mut self,
+        kin: &mut Wire,
+        id: i64,
+        params: Value,
+        choose: &str,
+    ) -> (Vec<Value>, Vec<Value>, Value) {
+        self.methods.insert(id.to_string(), "session/prompt".into());
+        kin.send(
+            &json!({"jsonrpc": "2.0", "id": id, "method": "session/prompt", "params": params}),
+        )
+        .await;
+        let (mut updates, mut asked) = (Vec::new(), Vec::new());
+        loop {
+            let message = kin.read().await.expect("kin answers the prompt");
+            self.schema
+                .check_agent_message(&message, &self.methods)
+                .unwrap_or_else(|e| panic!("{e}: {message}"));
+            if message["method"] == "session/request_permission" {
+                let options = message["params"]["options"].as_array().unwrap();
+                let option = options.iter().find(|o| o["kind"] == choose).unwrap();
+                kin.send(&json!({"jsonrpc": "2.0", "id": message["id"], "result":
+                    {"outcome": {"outcome": "selected", "optionId": option["optionId"]}}}))
+                    .await;
+                asked.push(message);
+            } else if message["id"] == id {
+                return (updates, asked, message);
+            } else {
+                updates.push(message);
+            }
+        }
+    }
+
     /// `initialize` (with `session.notices`) and `session/new`; returns the session id and
     /// the updates that came with the new session.
     async fn open(&mut self, kin: &mut Wire) -> (String, Vec<Value>) {
@@ -167,7 +202,7 @@ async fn an_image_for_a_model_without_images_is_a_placeholder_and_a_notice() {
 }
 
 #[tokio::test]
-async fn embedded_and_linked_files_are_attached_inside_the_roots_only() {
+async fn embedded_and_linked_files_are_attached_inside_the_roots_and_outside_only_if_allowed() {
     let server = MockServer::start();
     server.push(text_reply(&["ok"]));
     let mut kin = live(&server, None);
@@ -185,8 +220,28 @@ async fn embedded_and_linked_files_are_attached_inside_the_roots_only() {
         {"type": "resource_link", "uri": uri(&inside), "name": "notes.md"},
         {"type": "resource_link", "uri": uri(&outside), "name": "secret.md"},
     ]});
-    let (_, answer) = wire.request(&mut kin, 3, "session/prompt", prompt).await;
+    let (updates, asked, answer) = wire
+        .prompt_answering(&mut kin, 3, prompt, "reject_once")
+        .await;
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    // The outside file is asked about once, before the model call, and left out.
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    let title = asked[0]["params"]["toolCall"]["title"].as_str().unwrap();
+    assert!(
+        title.contains("secret.md") && title.contains("outside"),
+        "{title}"
+    );
+    let notices: Vec<_> = updates
+        .iter()
+        .filter(|u| u["params"]["update"]["sessionUpdate"] == "notice")
+        .map(|u| u["params"]["update"].to_string())
+        .collect();
+    assert!(
+        notices
+            .iter()
+            .any(|n| n.contains("secret.md") && n.contains("not attached")),
+        "{notices:?}"
+    );
     let content = user_content(&server, 0);
     let text = content.as_str().unwrap();
     assert!(text.contains(
@@ -339,4 +394,36 @@ async fn initialize_reads_a_numeric_string_version() {
     assert_eq!(caps["image"], true);
     assert_eq!(caps["embeddedContext"], true);
     assert_eq!(caps["audio"], false);
+}
+
+#[tokio::test]
+async fn a_linked_file_outside_the_roots_is_attached_once_the_user_allows_it() {
+    let server = MockServer::start();
+    server.push(text_reply(&["ok"]));
+    let mut kin = live(&server, None);
+    let mut wire = Checked::new();
+    let (session, _) = wire.open(&mut kin).await;
+    let outside_dir = tempfile::tempdir().unwrap();
+    let outside = outside_dir.path().join("elsewhere.md");
+    std::fs::write(&outside, "text from elsewhere").unwrap();
+    let uri = format!("file://{}", outside.display());
+    let prompt = json!({"sessionId": session, "prompt": [
+        {"type": "text", "text": "Read this"},
+        {"type": "resource_link", "uri": uri, "name": "elsewhere.md"},
+    ]});
+    let (_, asked, answer) = wire
+        .prompt_answering(&mut kin, 3, prompt, "allow_once")
+        .await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    let text = user_content(&server, 0);
+    let text = text.as_str().unwrap();
+    assert!(
+        text.contains(&format!(
+            "<attached-file uri=\"{uri}\">\ntext from elsewhere\n</attached-file>"
+        )),
+        "{text}"
+    );
+    let log = log_text(&kin, &session);
+    assert!(log.contains("permission/decision"), "the answer is logged");
 }

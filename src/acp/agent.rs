@@ -385,7 +385,11 @@ async fn dispatch(
             let mut replay = updates::Replayed::new(&cx, &agent.id, compaction(&client));
             agent.with_events(|events| {
                 for event in events {
-                    replay.push(event, &agent.tools, Some(&blob_dir));
+                    let tools = match &event.body {
+                        EventBody::ToolCall(call) => agent.tools_for(&call.name),
+                        _ => agent.tools.clone(),
+                    };
+                    replay.push(event, &tools, Some(&blob_dir));
                 }
             });
             if client.subagents.is_some() {

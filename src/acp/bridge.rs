@@ -224,6 +224,16 @@ impl ClientBridge for AcpBridge {
         .boxed()
     }
 
+    fn show_progress(&self, call_id: &str, text: &str) {
+        self.peer.notify(
+            "session/update",
+            &SessionNotification::new(
+                self.session_id.clone(),
+                updates::progress_shown(call_id, text),
+            ),
+        );
+    }
+
     fn terminal_output(&self, terminal_id: String) -> ClientResult<TerminalOutput> {
         let request = TerminalOutputRequest::new(self.session_id.clone(), terminal_id);
         self.call::<_, TerminalOutputResponse>("terminal/output", request, CancellationToken::new())

@@ -15,6 +15,7 @@ pub mod modes;
 pub mod notice;
 mod prompt;
 mod prompt_content;
+mod prompt_links;
 mod prompt_size;
 mod subagents;
 mod tree_replay;

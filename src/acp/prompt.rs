@@ -223,14 +223,25 @@ pub async fn prompt(
     };
     let converted = prompt_content::convert(blocks, &context)?;
     let mut parts = converted.parts;
+    if let Credentials::Missing { hint } = runtime.host().model().credentials() {
+        return Err(auth_required(&hint));
+    }
+    let bridge = Arc::new(AcpBridge::new(cx.peer.clone(), agent.id.clone(), &client));
+    // Links outside the roots: the permission rules decide before the files are read.
+    let link_notices = super::prompt_links::attach_outside(
+        &agent,
+        converted.outside,
+        &mut parts,
+        bridge.clone(),
+        &cx.cancel,
+        &blob_dir,
+    )
+    .await?;
     // Logged as the user wrote it, then the command's text.
     if let Some(expansion) = expansion {
         parts.insert(1.min(parts.len()), UserPart::text(expansion));
     }
-    if let Credentials::Missing { hint } = runtime.host().model().credentials() {
-        return Err(auth_required(&hint));
-    }
-    for text in &converted.notices {
+    for text in converted.notices.iter().chain(&link_notices) {
         notice::send(&cx.peer, &client, &id, Severity::Warning, text, None);
     }
     // The first prompt waits for the session's MCP servers, up to their startup timeout.
@@ -239,7 +250,6 @@ pub async fn prompt(
             notice::send(&cx.peer, &client, &id, Severity::Warning, &text, None);
         }
     }
-    let bridge = Arc::new(AcpBridge::new(cx.peer.clone(), agent.id.clone(), &client));
     // The turn's events reach the client through the host's event stream (see `initialize`).
     let cancel = cx.cancel.child_token();
     let outcome = runtime

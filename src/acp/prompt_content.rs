@@ -2,11 +2,12 @@
 //!
 //! Images and large resources are stored in the session's blob directory and named by hash;
 //! a `resource_link` to a file inside the roots is read and attached after the link (up to
-//! [`LINK_CAP`] bytes). A link outside the roots is passed on as a link: the model can `read`
-//! it, which asks the user as every read outside the workspace does.
+//! [`LINK_CAP`] bytes). A link to a file outside the roots is kept as a link and listed in
+//! [`Converted::outside`], nothing there looked at: the caller asks the permission rules first
+//! (`prompt_links`) and attaches it with [`read_linked`] only when allowed.
 
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use agent_client_protocol_schema::v1::{ContentBlock, EmbeddedResourceResource};
 use serde_json::Value;
@@ -32,6 +33,25 @@ pub struct PromptContext<'a> {
 pub struct Converted {
     pub parts: Vec<UserPart>,
     pub notices: Vec<String>,
+    /// Links to files outside the roots, attached only if the permission rules allow.
+    pub outside: Vec<OutsideLink>,
+}
+
+/// A `resource_link` to a path outside the session's roots.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutsideLink {
+    /// The index in [`Converted::parts`] of the link; its attachment goes right after it.
+    pub at: usize,
+    pub uri: String,
+    pub path: PathBuf,
+}
+
+/// What a `resource_link` comes to.
+enum Linked {
+    Attached(UserPart),
+    Outside(PathBuf),
+    /// Not a readable text file (or not a file URI): the link alone.
+    Nothing,
 }
 
 fn unsupported(block: &ContentBlock) -> RpcError {
@@ -130,7 +150,14 @@ pub fn convert(blocks: Vec<ContentBlock>, cx: &PromptContext<'_>) -> Result<Conv
                 }
             }
             ContentBlock::ResourceLink(link) => {
-                let attached = attach_link(&link.uri, cx)?;
+                let linked = attach_link(&link.uri, cx)?;
+                if let Linked::Outside(path) = &linked {
+                    out.outside.push(OutsideLink {
+                        at: out.parts.len(),
+                        uri: link.uri.clone(),
+                        path: path.clone(),
+                    });
+                }
                 out.parts.push(UserPart::ResourceLink {
                     uri: link.uri,
                     name: link.name,
@@ -139,7 +166,9 @@ pub fn convert(blocks: Vec<ContentBlock>, cx: &PromptContext<'_>) -> Result<Conv
                     description: link.description,
                     size: link.size,
                 });
-                out.parts.extend(attached);
+                if let Linked::Attached(part) = linked {
+                    out.parts.push(part);
+                }
             }
             other => return Err(unsupported(&other)),
         }
@@ -147,18 +176,25 @@ pub fn convert(blocks: Vec<ContentBlock>, cx: &PromptContext<'_>) -> Result<Conv
     Ok(out)
 }
 
-/// The file a `file://` link names, read and attached when it is a text file inside the roots.
-fn attach_link(uri: &str, cx: &PromptContext<'_>) -> Result<Option<UserPart>, RpcError> {
+/// The file a `file://` link names: read and attached when it is a text file inside the roots;
+/// outside them, only named (resolving looks at nothing outside the roots).
+fn attach_link(uri: &str, cx: &PromptContext<'_>) -> Result<Linked, RpcError> {
     let Some(path) = file_path(uri) else {
-        return Ok(None);
+        return Ok(Linked::Nothing);
     };
     let Ok(resolved) = cx.roots.resolve(&path) else {
-        return Ok(None);
+        return Ok(Linked::Nothing);
     };
     if !resolved.inside {
-        return Ok(None);
+        return Ok(Linked::Outside(resolved.path));
     }
-    let Ok(file) = std::fs::File::open(&resolved.path) else {
+    Ok(read_linked(&resolved.path, uri, cx.blob_dir)?.map_or(Linked::Nothing, Linked::Attached))
+}
+
+/// The text of the linked file at `path` as an attachment (cut at [`LINK_CAP`] bytes); `None`
+/// when it is not a readable text file.
+pub fn read_linked(path: &Path, uri: &str, blob_dir: &Path) -> Result<Option<UserPart>, RpcError> {
+    let Ok(file) = std::fs::File::open(path) else {
         return Ok(None);
     };
     if !file.metadata().is_ok_and(|m| m.is_file()) {
@@ -185,7 +221,7 @@ fn attach_link(uri: &str, cx: &PromptContext<'_>) -> Result<Option<UserPart>, Rp
     let (inline, sha256) = if text.len() <= INLINE_MAX {
         (Some(text), None)
     } else {
-        (None, Some(store(cx.blob_dir, text.as_bytes())?))
+        (None, Some(store(blob_dir, text.as_bytes())?))
     };
     Ok(Some(UserPart::Resource {
         uri: uri.to_owned(),
@@ -263,13 +299,28 @@ mod tests {
         let uri = |p: &Path| format!("file://{}", p.display());
         let small = attach_link(&uri(&work.path().join("small.md")), &cx).unwrap();
         assert!(
-            matches!(small, Some(UserPart::Resource { text: Some(t), cap: None, .. }) if t == "hi")
+            matches!(small, Linked::Attached(UserPart::Resource { text: Some(t), cap: None, .. }) if t == "hi")
         );
         let big = attach_link(&uri(&work.path().join("big.txt")), &cx).unwrap();
         assert!(
-            matches!(big, Some(UserPart::Resource { sha256: Some(_), cap: Some(c), .. }) if c == LINK_CAP)
+            matches!(big, Linked::Attached(UserPart::Resource { sha256: Some(_), cap: Some(c), .. }) if c == LINK_CAP)
         );
-        let secret = attach_link(&uri(&outside.path().join("secret.md")), &cx).unwrap();
-        assert!(secret.is_none());
+        let secret_path = outside.path().join("secret.md");
+        let secret = attach_link(&uri(&secret_path), &cx).unwrap();
+        assert!(matches!(&secret, Linked::Outside(path) if path == &secret_path));
+        let link = |path: &Path| {
+            ContentBlock::ResourceLink(agent_client_protocol_schema::v1::ResourceLink::new(
+                "x",
+                uri(path),
+            ))
+        };
+        let converted = convert(vec![link(&secret_path), link(&secret_path)], &cx).unwrap();
+        let ats: Vec<usize> = converted.outside.iter().map(|o| o.at).collect();
+        assert_eq!(
+            ats,
+            [0, 1],
+            "each outside link is named, after its own link part"
+        );
+        assert_eq!(converted.parts.len(), 2, "nothing of it is attached yet");
     }
 }

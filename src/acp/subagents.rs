@@ -66,8 +66,13 @@ pub fn forward(
                 if is_child(agent) && !subagents {
                     return;
                 }
+                // An MCP tool's call shows the server tool's title.
+                let tools = match &event.body {
+                    EventBody::ToolCall(call) => agent.tools_for(&call.name),
+                    _ => agent.tools.clone(),
+                };
                 let mut out: Vec<SessionUpdate> =
-                    updates::live(event, &agent.tools).into_iter().collect();
+                    updates::live(event, &tools).into_iter().collect();
                 if matches!(event.body, EventBody::AssistantMessage(_)) {
                     let budget = delegation.budget_meta(&agent.id);
                     out.extend(models::usage_update(&catalog, agent, budget));

@@ -165,6 +165,16 @@ pub fn locations(display: &ToolDisplay) -> Vec<ToolCallLocation> {
 }
 
 /// Shows a command's editor terminal on its tool call while it runs.
+/// What a running tool reported so far (an MCP server's progress), shown on its call.
+pub fn progress_shown(call_id: &str, text: &str) -> SessionUpdate {
+    SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+        call_id.to_owned(),
+        ToolCallUpdateFields::new()
+            .status(ToolCallStatus::InProgress)
+            .content(vec![ToolCallContent::from(field(text))]),
+    ))
+}
+
 pub fn terminal_attached(call_id: &str, terminal_id: &str) -> SessionUpdate {
     SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
         call_id.to_owned(),

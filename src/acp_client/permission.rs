@@ -129,6 +129,7 @@ fn prompt(
         kind,
         display: ToolDisplay::default(),
         raw_input: fields.raw_input.clone(),
+        server_tool: None,
     }
 }
 

@@ -35,6 +35,15 @@ impl Agent {
         self.mcp.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
+    /// The registry holding the tool `name`: the built-ins, else the MCP tools (a built-in
+    /// keeps a name both have).
+    pub fn tools_for(&self, name: &str) -> Arc<ToolRegistry> {
+        match self.mcp_tools() {
+            Some(mcp) if self.tools.get(name).is_none() && mcp.get(name).is_some() => mcp,
+            _ => self.tools.clone(),
+        }
+    }
+
     /// The MCP tools this agent offers now (filtered for a child); `None` without servers.
     pub fn mcp_tools(&self) -> Option<Arc<ToolRegistry>> {
         let view = self.mcp()?;

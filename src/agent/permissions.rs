@@ -2,6 +2,7 @@
 //! and `permission/decision` events, and those events restore the state when a session opens.
 
 use crate::session::{Event, EventBody, PermissionDecision, PermissionModeSet};
+use crate::tools::client::ServerTool;
 use crate::tools::permission::{Decision, PermissionRecord, Scope};
 use crate::tools::{PermissionMode, SessionPermissions, ToolKind};
 
@@ -23,15 +24,23 @@ pub(super) fn event(record: PermissionRecord, at: Option<(u32, u32)>) -> EventBo
             mode: mode.id().into(),
             source: serde_json::json!({"kind": "client"}),
         }),
-        PermissionRecord::Decision(decision) => EventBody::PermissionDecision(PermissionDecision {
-            turn: at.map(|(turn, _)| turn),
-            step: at.map(|(_, step)| step),
-            call_id: decision.call_id,
-            kind: name_of(&decision.kind),
-            scope: name_of(&decision.scope),
-            decision: if decision.allow { "allow" } else { "reject" }.into(),
-            remember: if decision.always { "always" } else { "once" }.into(),
-        }),
+        PermissionRecord::Decision(decision) => {
+            let (server, tool) = decision
+                .server_tool
+                .map(|one| (one.server, one.tool))
+                .unzip();
+            EventBody::PermissionDecision(PermissionDecision {
+                turn: at.map(|(turn, _)| turn),
+                step: at.map(|(_, step)| step),
+                call_id: decision.call_id,
+                kind: name_of(&decision.kind),
+                scope: name_of(&decision.scope),
+                decision: if decision.allow { "allow" } else { "reject" }.into(),
+                remember: if decision.always { "always" } else { "once" }.into(),
+                server,
+                tool,
+            })
+        }
     }
 }
 
@@ -54,6 +63,11 @@ pub(super) fn restore(events: &[Event]) -> SessionPermissions {
                         scope,
                         allow: d.decision == "allow",
                         always: d.remember == "always",
+                        server_tool: d
+                            .server
+                            .clone()
+                            .zip(d.tool.clone())
+                            .map(|(server, tool)| ServerTool { server, tool }),
                     })
                 })
             }
@@ -83,6 +97,7 @@ mod tests {
                 scope: Scope::Workspace,
                 allow,
                 always,
+                server_tool: None,
             })
         };
         let events = vec![
@@ -115,5 +130,35 @@ mod tests {
         );
         assert_eq!(restored.remembered(ToolKind::Edit, Scope::Outside), None);
         assert!(restored.take_unlogged().is_empty());
+    }
+
+    #[test]
+    fn an_always_answer_about_a_server_tool_is_logged_with_it_and_restored() {
+        let one = ServerTool {
+            server: "db".into(),
+            tool: "query".into(),
+        };
+        let events = vec![logged(PermissionRecord::Decision(Decision {
+            call_id: "c".into(),
+            kind: ToolKind::Execute,
+            scope: Scope::Workspace,
+            allow: true,
+            always: true,
+            server_tool: Some(one.clone()),
+        }))];
+        let EventBody::PermissionDecision(logged) = &events[0].body else {
+            panic!("not a decision")
+        };
+        assert_eq!(
+            (logged.server.as_deref(), logged.tool.as_deref()),
+            (Some("db"), Some("query"))
+        );
+        let restored = restore(&events);
+        assert_eq!(restored.remembered_tool(&one), Some(true));
+        assert_eq!(
+            restored.remembered(ToolKind::Execute, Scope::Workspace),
+            None,
+            "an answer about one server tool allows no other command"
+        );
     }
 }

@@ -511,10 +511,7 @@ impl Turn<'_> {
                 permissions: agent.permissions.clone(),
                 client: self.deps.client.clone(),
             };
-            let tools = match agent.mcp_tools() {
-                Some(mcp) if agent.tools.get(name).is_none() && mcp.get(name).is_some() => mcp,
-                _ => agent.tools.clone(),
-            };
+            let tools = agent.tools_for(name);
             let running = tools.call(name, arguments, cx);
             tokio::pin!(running);
             // Answers given while the call runs are logged as they come, not after it.

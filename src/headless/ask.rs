@@ -200,6 +200,7 @@ mod tests {
             kind: ToolKind::Execute,
             display: ToolDisplay::default(),
             raw_input: None,
+            server_tool: None,
         };
         let text = question(&prompt);
         assert!(text.contains("Run `ls -la`"), "{text}");
@@ -222,6 +223,7 @@ mod tests {
             kind: ToolKind::Execute,
             display: ToolDisplay::default(),
             raw_input: None,
+            server_tool: None,
         };
         let error = ask
             .request_permission(prompt, CancellationToken::new())

@@ -7,12 +7,14 @@
 //! - `server`: one server's task: connect, list tools, relist on change, reconnect with backoff;
 //! - `stdio`: a stdio server's supervised process; `http`: the HTTP transport;
 //! - `tool`: a server tool as a kin tool (permissions); `result`: its results for the model;
+//! - `progress`: a call's progress notifications, routed to it and throttled for the editor;
 //! - `naming`: `mcp__<server>__<tool>` names within the model API's rules.
 //!
 //! Uses `tools`, `model` (tool specs), `process` and `sync`.
 
 mod http;
 mod naming;
+mod progress;
 mod result;
 mod server;
 pub mod session;

@@ -10,16 +10,19 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion,
+    CallToolRequest, CallToolRequestParams, ClientCapabilities, ClientConfig, ClientRequest,
+    Implementation, ProgressNotificationParam, ProtocolVersion, ServerResult,
 };
 use rmcp::service::{
-    Peer, RoleClient, RunningService, RunningServiceCancellationToken, ServiceExt,
+    Peer, PeerRequestOptions, RoleClient, RunningService, RunningServiceCancellationToken,
+    ServiceExt,
 };
 use rmcp::ClientHandler;
 use serde_json::Value;
 use tokio::sync::{watch, Notify};
 use tokio_util::sync::CancellationToken;
 
+use super::progress::{self, Routes, Throttle};
 use super::spec::{ServerSpec, Transport};
 use super::stdio::StdioProcess;
 use crate::sync::lock;
@@ -29,6 +32,8 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// How long connecting (start and handshake) may take before the attempt counts as failed.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long telling a server that a call was cancelled may take.
+const CANCEL_NOTICE_TIMEOUT: Duration = Duration::from_secs(1);
 /// Failed attempts in a row after which the first prompt stops waiting for a server.
 const GIVE_UP_AFTER: u32 = 3;
 
@@ -53,6 +58,7 @@ pub enum State {
 /// A live connection.
 pub struct Connected {
     peer: Peer<RoleClient>,
+    progress: Routes,
 }
 
 /// The tools a server offered when last listed; kept while it is down, so a crash does not
@@ -69,6 +75,8 @@ pub struct Server {
     pub name: String,
     state: watch::Receiver<State>,
     listed: Arc<Mutex<Listed>>,
+    /// Whether a relisting the server asked for (`tools/list_changed`) is under way.
+    relisting: watch::Receiver<bool>,
 }
 
 /// What a call to a server tool came to.
@@ -93,19 +101,35 @@ impl Server {
         let (tx, state) = watch::channel(initial);
         let name = spec.name.clone();
         let listed = Arc::new(Mutex::new(Listed::default()));
+        let (relisting_tx, relisting) = watch::channel(false);
         if !refused {
-            tokio::spawn(supervise(spec, cwd, tx, listed.clone(), cancel));
+            let relisting_tx = Arc::new(relisting_tx);
+            tokio::spawn(supervise(
+                spec,
+                cwd,
+                tx,
+                listed.clone(),
+                relisting_tx,
+                cancel,
+            ));
         }
         Arc::new(Self {
             name,
             state,
             listed,
+            relisting,
         })
     }
 
     /// The tools it offered when last listed.
     pub fn listed(&self) -> Listed {
         lock(&self.listed).clone()
+    }
+
+    /// Waits until no relisting the server asked for is under way (at once if none is).
+    pub async fn relisted(&self) {
+        let mut relisting = self.relisting.clone();
+        let _ = relisting.wait_for(|busy| !busy).await;
     }
 
     /// Waits until its task has ended (its process, if any, gone).
@@ -132,15 +156,17 @@ impl Server {
             .await;
     }
 
-    /// Calls `tool` with `arguments`; a trip of `cancel` sends MCP cancellation.
+    /// Calls `tool` with `arguments`; a trip of `cancel` sends MCP cancellation. The server's
+    /// progress reports go to `show`, throttled (see [`progress`]).
     pub async fn call(
         &self,
         tool: &str,
         arguments: Option<serde_json::Map<String, Value>>,
         cancel: &CancellationToken,
+        show: &(dyn Fn(&str) + Send + Sync),
     ) -> CallOutcome {
-        let peer = match self.state() {
-            State::Ready(connected) => connected.peer.clone(),
+        let connected = match self.state() {
+            State::Ready(connected) => connected,
             State::Starting => return CallOutcome::Failed("it is still starting".into()),
             State::Down { reason, .. } | State::Refused { reason } => {
                 return CallOutcome::Failed(format!("it is not available ({reason})"))
@@ -148,17 +174,70 @@ impl Server {
         };
         let mut params = CallToolRequestParams::new(tool.to_owned());
         params.arguments = arguments;
-        // Dropping the call (on cancel) makes rmcp send `notifications/cancelled`.
-        let call = peer.call_tool(params);
-        tokio::select! {
-            _ = cancel.cancelled() => CallOutcome::Cancelled,
-            result = call => match result {
-                Ok(result) => match serde_json::to_value(&result) {
-                    Ok(value) => CallOutcome::Result(value),
-                    Err(error) => CallOutcome::Failed(error.to_string()),
-                },
-                Err(error) => CallOutcome::Failed(error.to_string()),
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let sent = connected
+            .peer
+            .send_request_with_option(request, PeerRequestOptions::no_options());
+        let mut handle = tokio::select! {
+            _ = cancel.cancelled() => return CallOutcome::Cancelled,
+            sent = sent => match sent {
+                Ok(handle) => handle,
+                Err(error) => return CallOutcome::Failed(error.to_string()),
             },
+        };
+        let mut route = connected.progress.open(handle.progress_token.clone());
+        let mut throttle = Throttle::default();
+        // rmcp hands notifications over on tasks of their own, so they may come out of order;
+        // progress only grows, so an older report is dropped.
+        let mut highest = f64::NEG_INFINITY;
+        loop {
+            let due = throttle.due();
+            let held_due = async {
+                match due {
+                    Some(due) => tokio::time::sleep_until(due).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = cancel.cancelled() => {
+                    // Tells the server (`notifications/cancelled`); a server that stopped
+                    // reading does not hold up the cancellation.
+                    let told = handle.cancel(Some("cancelled by the user".into()));
+                    let _ = tokio::time::timeout(CANCEL_NOTICE_TIMEOUT, told).await;
+                    return CallOutcome::Cancelled;
+                }
+                answer = &mut handle.rx => {
+                    if let Some(text) = throttle.release(tokio::time::Instant::now()) {
+                        show(&text);
+                    }
+                    return match answer {
+                        Ok(Ok(ServerResult::CallToolResult(result))) => {
+                            match serde_json::to_value(&result) {
+                                Ok(value) => CallOutcome::Result(value),
+                                Err(error) => CallOutcome::Failed(error.to_string()),
+                            }
+                        }
+                        Ok(Ok(_)) => CallOutcome::Failed("it answered with something other than a tool result".into()),
+                        Ok(Err(error)) => CallOutcome::Failed(error.to_string()),
+                        Err(_) => CallOutcome::Failed("the connection closed".into()),
+                    };
+                }
+                Some(update) = route.updates.recv() => {
+                    if update.progress <= highest {
+                        continue;
+                    }
+                    highest = update.progress;
+                    let now = tokio::time::Instant::now();
+                    if let Some(text) = throttle.offer(now, progress::words(&update)) {
+                        show(&text);
+                    }
+                }
+                _ = held_due => {
+                    if let Some(text) = throttle.release(tokio::time::Instant::now()) {
+                        show(&text);
+                    }
+                }
+            }
         }
     }
 }
@@ -167,6 +246,9 @@ impl Server {
 #[derive(Clone, Default)]
 struct Events {
     tools_changed: Arc<Notify>,
+    /// Set when the server says its tools changed; cleared once they are listed again.
+    relisting: Option<Arc<watch::Sender<bool>>>,
+    progress: Routes,
 }
 
 impl ClientHandler for Events {
@@ -174,7 +256,19 @@ impl ClientHandler for Events {
         &self,
         _: rmcp::service::NotificationContext<RoleClient>,
     ) -> impl std::future::Future<Output = ()> + Send + '_ {
+        if let Some(relisting) = &self.relisting {
+            relisting.send_replace(true);
+        }
         self.tools_changed.notify_one();
+        std::future::ready(())
+    }
+
+    fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _: rmcp::service::NotificationContext<RoleClient>,
+    ) -> impl std::future::Future<Output = ()> + Send + '_ {
+        self.progress.deliver(params);
         std::future::ready(())
     }
 
@@ -212,12 +306,16 @@ async fn supervise(
     cwd: PathBuf,
     state: watch::Sender<State>,
     listed: Arc<Mutex<Listed>>,
+    relisting: Arc<watch::Sender<bool>>,
     cancel: CancellationToken,
 ) {
     let mut backoff = FIRST_BACKOFF;
     let mut failures = 0;
     loop {
-        let events = Events::default();
+        let events = Events {
+            relisting: Some(relisting.clone()),
+            ..Events::default()
+        };
         let connecting =
             tokio::time::timeout(CONNECT_TIMEOUT, connect(&spec, &cwd, events.clone()));
         let attempt = tokio::select! {
@@ -226,7 +324,10 @@ async fn supervise(
         };
         let reason = match attempt {
             Ok(mut link) => {
+                // Connected: its tools are read at once; a prompt coming now waits for them.
+                relisting.send_replace(true);
                 let reason = serve(&mut link, &events, &state, &listed, &cancel).await;
+                relisting.send_replace(false);
                 if let Some(stop) = link.stop.take() {
                     stop.cancel();
                 }
@@ -291,9 +392,15 @@ async fn serve(
                     listed.generation += 1;
                     listed.tools = Arc::new(dedup(tools));
                 }
-                state.send_replace(State::Ready(Arc::new(Connected { peer: peer.clone() })));
+                state.send_replace(State::Ready(Arc::new(Connected {
+                    peer: peer.clone(),
+                    progress: events.progress.clone(),
+                })));
             }
             Err(error) => return Some(format!("listing its tools failed: {error}")),
+        }
+        if let Some(relisting) = &events.relisting {
+            relisting.send_replace(false);
         }
         tokio::select! {
             _ = cancel.cancelled() => return None,

@@ -17,6 +17,9 @@ use super::tool::McpTool;
 use crate::sync::lock;
 use crate::tools::ToolRegistry;
 
+/// How long a prompt waits for tool lists a server said had changed.
+const RELIST_WAIT: Duration = Duration::from_secs(5);
+
 /// How long the first prompt waits for servers still starting, unless configured.
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -54,9 +57,13 @@ impl SessionServers {
 
     /// On the first call: waits until every server has started or failed, at most the
     /// startup timeout; returns a line for each server not ready (`name: why`). Later calls
-    /// return nothing at once.
+    /// wait only for tool lists being read (after a server said they changed, or by a server
+    /// just reconnected; a few seconds at most), so the prompt's model sees them, and return
+    /// nothing.
     pub async fn wait_started(&self) -> Vec<String> {
         if self.waited.swap(true, Ordering::SeqCst) {
+            let relisted = futures::future::join_all(self.servers.iter().map(|s| s.relisted()));
+            let _ = tokio::time::timeout(RELIST_WAIT, relisted).await;
             return Vec::new();
         }
         let all = futures::future::join_all(self.servers.iter().map(|s| s.started()));

@@ -1,7 +1,9 @@
 //! A server tool as a kin [`Tool`]: offered as `mcp__<server>__<tool>` with the server's
 //! description and input schema; each call asks the session's permission rules first (an
 //! `execute` call, or a `read` one outside the workspace when the server marks the tool
-//! `readOnlyHint: true`, so `ask` asks for both and `read-only` refuses only the first).
+//! `readOnlyHint: true`, so `ask` asks for both and `read-only` refuses only the first). An
+//! "always" answer covers this one tool of this server. The editor shows the tool's own title
+//! (`title`, else its annotations' `title`, else `server: tool`), not the model's name for it.
 
 use std::sync::Arc;
 
@@ -11,6 +13,7 @@ use serde_json::Value;
 
 use super::server::{CallOutcome, Server};
 use crate::model::ToolSpec;
+use crate::tools::client::ServerTool;
 use crate::tools::permission::Scope;
 use crate::tools::{Tool, ToolContext, ToolDisplay, ToolKind, ToolOutput};
 
@@ -23,6 +26,8 @@ pub struct McpTool {
     pub description: String,
     pub schema: Value,
     pub read_only: bool,
+    /// What the editor shows for its calls.
+    pub title: String,
 }
 
 impl McpTool {
@@ -39,7 +44,14 @@ impl McpTool {
                 tool.name, server.name
             ),
         };
+        let title = tool
+            .title
+            .clone()
+            .or_else(|| tool.annotations.as_ref().and_then(|a| a.title.clone()))
+            .filter(|title| !title.trim().is_empty())
+            .unwrap_or_else(|| format!("{}: {}", server.name, tool.name));
         Self {
+            title,
             remote: tool.name.to_string(),
             schema: Value::Object((*tool.input_schema).clone()),
             server,
@@ -68,7 +80,7 @@ impl Tool for McpTool {
     }
 
     fn title(&self, _: &Value) -> String {
-        format!("{} ({})", self.remote, self.server.name)
+        self.title.clone()
     }
 
     fn call(&self, arguments: Value, cx: ToolContext) -> BoxFuture<'static, ToolOutput> {
@@ -83,6 +95,10 @@ impl Tool for McpTool {
             };
             let mut prompt = cx.prompt(kind, title, ToolDisplay::default());
             prompt.raw_input = Some(arguments.clone());
+            prompt.server_tool = Some(ServerTool {
+                server: server.name.clone(),
+                tool: remote.clone(),
+            });
             if let Err(refused) = cx.authorize(scope, prompt).await {
                 return refused;
             }
@@ -90,7 +106,12 @@ impl Tool for McpTool {
                 Value::Object(map) => Some(map),
                 _ => None,
             };
-            match server.call(&remote, arguments, &cx.cancel).await {
+            let show = |text: &str| {
+                if let Some(client) = &cx.client {
+                    client.show_progress(&cx.call_id, text);
+                }
+            };
+            match server.call(&remote, arguments, &cx.cancel, &show).await {
                 CallOutcome::Result(result) => super::result::to_output(&server.name, &result),
                 CallOutcome::Cancelled => ToolOutput::cancelled(),
                 CallOutcome::Failed(reason) => ToolOutput::error(

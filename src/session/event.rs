@@ -551,4 +551,10 @@ pub struct PermissionDecision {
     pub decision: String,
     /// `once`, or `always` (remembered for the rest of the session).
     pub remember: String,
+    /// For an MCP server's tool: the server, and the tool by the server's name for it (an
+    /// `always` answer then covers that tool alone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
 }

@@ -41,13 +41,27 @@ pub struct PermissionPrompt {
     /// What the call will do, e.g. the diff of an edit.
     pub display: ToolDisplay,
     pub raw_input: Option<Value>,
+    /// For an MCP server's tool: the one tool an "always" answer covers (a built-in tool's
+    /// "always" covers its kind and scope instead).
+    pub server_tool: Option<ServerTool>,
+}
+
+/// One tool of one MCP server, as "always" answers about it remember it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ServerTool {
+    pub server: String,
+    /// The name the server knows the tool by.
+    pub tool: String,
 }
 
 impl PermissionPrompt {
     /// What an "always" answer covers, as the options shown to the user word it
-    /// ("Always allow commands this session").
-    pub fn always_words(&self) -> &'static str {
+    /// ("Always allow commands this session", "Always allow the files tool read this session").
+    pub fn always_words(&self) -> String {
         use ToolKind::*;
+        if let Some(one) = &self.server_tool {
+            return format!("the {} tool {}", one.server, one.tool);
+        }
         match self.kind {
             Read => "reads",
             Edit => "edits",
@@ -57,6 +71,7 @@ impl PermissionPrompt {
             Execute => "commands",
             Think | Fetch | Other => "calls of this kind",
         }
+        .into()
     }
 }
 
@@ -155,4 +170,8 @@ pub trait ClientBridge: Send + Sync {
     fn kill_terminal(&self, terminal_id: String) -> ClientResult<()>;
 
     fn release_terminal(&self, terminal_id: String) -> ClientResult<()>;
+
+    /// Shows `text` as what the running call `call_id` has done so far (it replaces what was
+    /// shown before). An editor that cannot show it ignores it.
+    fn show_progress(&self, _call_id: &str, _text: &str) {}
 }

@@ -155,6 +155,7 @@ impl ToolContext {
             kind,
             display,
             raw_input: None,
+            server_tool: None,
         }
     }
 

@@ -7,6 +7,9 @@
 //! - `allow`: nothing asks.
 //! - `read-only`: edits and commands are refused; reads outside the roots still ask.
 //!
+//! An "always" answer about an MCP server's tool covers that one tool (of that server), not
+//! its kind: allowing one server's tool for good allows nothing else.
+//!
 //! Every mode change and every answer is queued as a [`PermissionRecord`] for the session log;
 //! the agent loop drains the queue (it owns the log). Knows nothing of ACP or of the log format.
 
@@ -16,7 +19,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
-use super::client::{ClientError, PermissionAnswer, PermissionPrompt};
+use super::client::{ClientError, PermissionAnswer, PermissionPrompt, ServerTool};
 use super::{ToolContext, ToolKind, ToolOutput};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -98,6 +101,8 @@ pub struct Decision {
     pub allow: bool,
     /// "always": remembered for the rest of the session.
     pub always: bool,
+    /// The MCP server's tool the answer is about (then "always" covers that tool alone).
+    pub server_tool: Option<ServerTool>,
 }
 
 /// A change of the session's permission state, waiting to be written to its log.
@@ -148,12 +153,33 @@ fn scope_words(scope: Scope) -> &'static str {
 struct State {
     mode: PermissionMode,
     remembered: HashMap<(ToolKind, Scope), bool>,
+    /// "always" answers about single MCP tools.
+    remembered_tools: HashMap<ServerTool, bool>,
     unlogged: Vec<PermissionRecord>,
 }
 
 impl State {
+    /// Keeps an "always" answer: for its MCP tool, or for its kind and scope.
+    fn remember(&mut self, decision: &Decision) {
+        match &decision.server_tool {
+            Some(one) => {
+                self.remembered_tools.insert(one.clone(), decision.allow);
+            }
+            None => {
+                self.remembered
+                    .insert((decision.kind, decision.scope), decision.allow);
+            }
+        }
+    }
+
     /// What the rules say under `mode`, the session's own mode bounded by its ancestors'.
-    fn verdict(&self, mode: PermissionMode, kind: ToolKind, scope: Scope) -> Verdict {
+    fn verdict(
+        &self,
+        mode: PermissionMode,
+        kind: ToolKind,
+        scope: Scope,
+        server_tool: Option<&ServerTool>,
+    ) -> Verdict {
         let changes = changes_things(kind);
         if mode == PermissionMode::ReadOnly && changes {
             return Verdict::Refuse(
@@ -164,6 +190,17 @@ impl State {
         }
         if mode == PermissionMode::Allow || (scope == Scope::Workspace && !changes) {
             return Verdict::Allow;
+        }
+        if let Some(one) = server_tool {
+            return match self.remembered_tools.get(one) {
+                Some(true) => Verdict::Allow,
+                Some(false) => Verdict::Refuse(format!(
+                    "Error: the user chose to always reject the tool `{}` of the MCP server \
+                     `{}` in this session.",
+                    one.tool, one.server
+                )),
+                None => Verdict::Ask,
+            };
         }
         match self.remembered.get(&(kind, scope)) {
             Some(true) => Verdict::Allow,
@@ -242,11 +279,14 @@ impl SessionPermissions {
         let mut state = self.lock();
         match record {
             PermissionRecord::Mode(mode) => state.mode = *mode,
-            PermissionRecord::Decision(d) if d.always => {
-                state.remembered.insert((d.kind, d.scope), d.allow);
-            }
+            PermissionRecord::Decision(d) if d.always => state.remember(d),
             PermissionRecord::Decision(_) => {}
         }
+    }
+
+    /// The remembered "always" answer about one MCP server's tool, if any.
+    pub fn remembered_tool(&self, tool: &ServerTool) -> Option<bool> {
+        self.lock().remembered_tools.get(tool).copied()
     }
 
     /// The remembered "always" answer for a kind and scope, if any.
@@ -268,9 +308,7 @@ impl SessionPermissions {
         {
             let mut state = self.lock();
             if decision.always {
-                state
-                    .remembered
-                    .insert((decision.kind, decision.scope), decision.allow);
+                state.remember(&decision);
             }
             state.unlogged.push(PermissionRecord::Decision(decision));
         }
@@ -298,7 +336,8 @@ impl SessionPermissions {
                     .into(),
             ));
         }
-        let verdict = self.lock().verdict(mode, kind, scope);
+        let server_tool = prompt.server_tool.clone();
+        let verdict = self.lock().verdict(mode, kind, scope, server_tool.as_ref());
         match verdict {
             Verdict::Allow => return Ok(()),
             Verdict::Refuse(text) => return Err(refuse(text)),
@@ -337,6 +376,7 @@ impl SessionPermissions {
             scope,
             allow,
             always,
+            server_tool,
         });
         if allow {
             Ok(())
@@ -354,7 +394,7 @@ mod tests {
     use super::*;
 
     fn verdict(mode: PermissionMode, kind: ToolKind, scope: Scope) -> Verdict {
-        State::default().verdict(mode, kind, scope)
+        State::default().verdict(mode, kind, scope, None)
     }
 
     #[test]
@@ -389,6 +429,7 @@ mod tests {
             scope: Scope::Workspace,
             allow: true,
             always: true,
+            server_tool: None,
         });
         permissions.record_answer(Decision {
             call_id: "c2".into(),
@@ -396,24 +437,62 @@ mod tests {
             scope: Scope::Workspace,
             allow: false,
             always: true,
+            server_tool: None,
         });
         let state = permissions.lock();
         let ask = PermissionMode::Ask;
         assert_eq!(
-            state.verdict(ask, ToolKind::Edit, Scope::Workspace),
+            state.verdict(ask, ToolKind::Edit, Scope::Workspace, None),
             Verdict::Allow
         );
         assert_eq!(
-            state.verdict(ask, ToolKind::Edit, Scope::Outside),
+            state.verdict(ask, ToolKind::Edit, Scope::Outside, None),
             Verdict::Ask
         );
         assert!(matches!(
-            state.verdict(ask, ToolKind::Execute, Scope::Workspace),
+            state.verdict(ask, ToolKind::Execute, Scope::Workspace, None),
             Verdict::Refuse(text) if text.contains("always reject execute")
         ));
         drop(state);
         assert_eq!(permissions.take_unlogged().len(), 2);
         assert!(permissions.take_unlogged().is_empty());
+    }
+
+    #[test]
+    fn always_answers_about_a_server_tool_cover_that_tool_alone() {
+        let permissions = SessionPermissions::new(PermissionMode::Ask);
+        let tool = |server: &str, tool: &str| ServerTool {
+            server: server.into(),
+            tool: tool.into(),
+        };
+        let answer = |one: ServerTool, allow| Decision {
+            call_id: "c".into(),
+            kind: ToolKind::Execute,
+            scope: Scope::Workspace,
+            allow,
+            always: true,
+            server_tool: Some(one),
+        };
+        permissions.record_answer(answer(tool("db", "query"), true));
+        permissions.record_answer(answer(tool("db", "drop"), false));
+        let state = permissions.lock();
+        let (ask, exec, ws) = (PermissionMode::Ask, ToolKind::Execute, Scope::Workspace);
+        let query = tool("db", "query");
+        assert_eq!(state.verdict(ask, exec, ws, Some(&query)), Verdict::Allow);
+        assert!(matches!(
+            state.verdict(ask, exec, ws, Some(&tool("db", "drop"))),
+            Verdict::Refuse(text) if text.contains("tool `drop` of the MCP server `db`")
+        ));
+        // The same tool name on another server, and built-in commands, still ask.
+        let other = tool("web", "query");
+        assert_eq!(state.verdict(ask, exec, ws, Some(&other)), Verdict::Ask);
+        assert_eq!(state.verdict(ask, exec, ws, None), Verdict::Ask);
+        // read-only still refuses a tool allowed for good.
+        let read_only = PermissionMode::ReadOnly;
+        assert!(matches!(
+            state.verdict(read_only, exec, ws, Some(&query)),
+            Verdict::Refuse(_)
+        ));
     }
 
     #[test]

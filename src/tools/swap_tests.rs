@@ -98,6 +98,7 @@ async fn a_symlink_swapped_in_during_an_approved_write_never_lands_outside() {
         scope: Scope::Workspace,
         allow: true,
         always: true,
+        server_tool: None,
     }));
     cx.permissions = Arc::new(permissions);
     let swapper = Swapper::start(&ws);
