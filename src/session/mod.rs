@@ -10,6 +10,7 @@ pub mod event;
 pub mod history;
 mod id;
 mod index;
+mod index_file;
 mod layout;
 mod line;
 mod loaded;
