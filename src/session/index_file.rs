@@ -69,7 +69,7 @@ pub(crate) struct Record {
     /// On the header only: when it was written (ns since the epoch), which tells two
     /// rewrites of the same length apart.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    rewritten_ns: Option<u64>,
+    pub(crate) rewritten_ns: Option<u64>,
 }
 
 impl Record {
