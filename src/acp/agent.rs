@@ -380,13 +380,16 @@ async fn dispatch(
                 );
             }
             let blob_dir = agent.blob_dir();
-            // Sent as each event is replayed: no list of every update is built.
+            // Streamed from the log, each event sent as it is read: the agent keeps only what
+            // its model sees, and no list of every update is built.
             let mut replay = updates::Replayed::new(&cx, &agent.id, compaction(&client));
-            agent.with_events(|events| {
-                for event in events {
-                    replay.push(event, &agent.tools, Some(&blob_dir));
-                }
-            });
+            runtime
+                .host()
+                .store()
+                .read_events(&agent.id, |event| {
+                    replay.push(&event, &agent.tools, Some(&blob_dir));
+                })
+                .map_err(store_error)?;
             if client.subagents.is_some() {
                 super::tree_replay::announce_children(&cx.peer, runtime.host().store(), &agent.id);
             }

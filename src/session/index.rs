@@ -330,7 +330,10 @@ impl Folded {
             || self.tail_lines + changes.len() > TAIL_LIMIT;
         if self.prefix.is_none() && rewrite_due {
             // The rename moves the directory's time: the next listing scans it again.
-            let sorted = self.order.iter().filter_map(|key| self.entries.get(&key.id));
+            let sorted = self
+                .order
+                .iter()
+                .filter_map(|key| self.entries.get(&key.id));
             let first_line = rewrite(index, sorted)?;
             let metadata = fs::metadata(index)?;
             self.file = Some((metadata.dev(), metadata.ino()));
@@ -675,15 +678,25 @@ mod tests {
         let lazy = IndexCache::default();
         let (first, more) = page(&lazy, dir, None, None, 3, summary_of).unwrap();
         let first: Vec<String> = first.into_iter().map(|s| s.id).collect();
-        assert_eq!((first, more), (vec!["s0500".into(), "s1998".into(), "s1997".into()], true));
-        let read = lazy.folded().as_ref().map_or(0, |folded| folded.entries.len());
+        assert_eq!(
+            (first, more),
+            (vec!["s0500".into(), "s1998".into(), "s1997".into()], true)
+        );
+        let read = lazy
+            .folded()
+            .as_ref()
+            .map_or(0, |folded| folded.entries.len());
         assert!(read < 1000, "the first page read {read} entries");
 
         let full = list(&IndexCache::default(), dir, None, summary_of).unwrap();
         let full: Vec<String> = full.into_iter().map(|s| s.id).collect();
         assert_eq!(full.len(), 2000);
         assert_eq!(full.iter().position(|id| id == "new"), Some(1999 - 700));
-        assert_eq!(walk(&lazy, dir, 7), full, "the walk goes on from what was read");
+        assert_eq!(
+            walk(&lazy, dir, 7),
+            full,
+            "the walk goes on from what was read"
+        );
         assert_eq!(walk(&IndexCache::default(), dir, 7), full);
     }
 
@@ -692,7 +705,10 @@ mod tests {
         let home = tempfile::tempdir().unwrap();
         let dir = home.path();
         let index = dir.join(INDEX_FILE);
-        let records: Vec<Record> = (0..100).rev().map(|n| entry(&format!("s{n:03}"), n)).collect();
+        let records: Vec<Record> = (0..100)
+            .rev()
+            .map(|n| entry(&format!("s{n:03}"), n))
+            .collect();
         for record in &records {
             fs::write(dir.join(format!("{}.jsonl", record.id)), "").unwrap();
         }

@@ -197,6 +197,8 @@ pub(crate) fn read_header(file: &mut File, len: u64) -> io::Result<Option<(Vec<u
         _ => return Ok(None),
     };
     let header_len = end as u64 + 1;
-    Ok((header_len.checked_add(sorted).is_some_and(|end| end <= len))
-        .then_some((head, header_len, sorted)))
+    Ok(
+        (header_len.checked_add(sorted).is_some_and(|end| end <= len))
+            .then_some((head, header_len, sorted)),
+    )
 }

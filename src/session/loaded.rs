@@ -70,8 +70,17 @@ impl LogRead {
 /// as its line is read: only one line is held at a time. Same rules as [`parse_log`].
 pub fn read_log(
     path: &Path,
-    mut reader: impl BufRead,
+    reader: impl BufRead,
     mut on_event: impl FnMut(Event),
+) -> Result<LogRead, StoreError> {
+    read_log_at(path, reader, |event, _| on_event(event))
+}
+
+/// As [`read_log`], handing each event with the offset in bytes where its line ends.
+pub(crate) fn read_log_at(
+    path: &Path,
+    mut reader: impl BufRead,
+    mut on_event: impl FnMut(Event, u64),
 ) -> Result<LogRead, StoreError> {
     let corrupt = |line: usize, reason: String| StoreError::Corrupt {
         path: path.to_owned(),
@@ -110,7 +119,7 @@ pub fn read_log(
         match result {
             Ok(()) => {
                 valid_len = offset;
-                parsed.drain(..).for_each(&mut on_event);
+                parsed.drain(..).for_each(|event| on_event(event, offset));
             }
             Err(_) if !terminated && header.is_some() => {
                 tracing::warn!(path = %path.display(), line = number, "dropping a torn last line");

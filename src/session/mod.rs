@@ -20,6 +20,7 @@ pub mod records;
 mod store;
 mod summary;
 mod user_part;
+mod view;
 
 pub use child::ChildInfo;
 pub use context::{CompactionEnd, CompactionStart, CompactionTrigger, ModelSet, TurnUsage};

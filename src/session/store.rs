@@ -147,16 +147,24 @@ impl SessionStore {
         id: &str,
         on_event: impl FnMut(Event),
     ) -> Result<LogRead, StoreError> {
-        let path = self.path(id)?;
-        let file = File::open(&path).map_err(|source| match source.kind() {
-            io::ErrorKind::NotFound => StoreError::NotFound { id: id.to_owned() },
-            _ => StoreError::Io {
-                op: "reading the session log",
-                path: path.clone(),
-                source,
-            },
-        })?;
+        let (path, file) = self.open_log(id)?;
         read_log(&path, BufReader::with_capacity(READ_BUFFER, file), on_event)
+    }
+
+    /// Session `id`'s file opened for reading.
+    fn open_log(&self, id: &str) -> Result<(PathBuf, File), StoreError> {
+        let path = self.path(id)?;
+        match File::open(&path) {
+            Ok(file) => Ok((path, file)),
+            Err(source) if source.kind() == io::ErrorKind::NotFound => {
+                Err(StoreError::NotFound { id: id.to_owned() })
+            }
+            Err(source) => Err(StoreError::Io {
+                op: "reading the session log",
+                path,
+                source,
+            }),
+        }
     }
 
     /// Takes session `id`'s writer lock (shared with any handle this process already holds):
@@ -171,8 +179,28 @@ impl SessionStore {
     /// glue onto half a line. Lines set aside stay in the log and are copied to
     /// `<id>.jsonl.set-aside`.
     pub fn open_for_append(&self, id: &str) -> Result<(LoadedSession, SessionLog), StoreError> {
+        self.open_with(id, |store| store.load(id))
+    }
+
+    /// As [`SessionStore::open_for_append`], keeping only the events the model's view and the
+    /// session's state need (none of the conversation before the last compaction: `view.rs`).
+    pub fn open_view_for_append(
+        &self,
+        id: &str,
+    ) -> Result<(LoadedSession, SessionLog), StoreError> {
+        self.open_with(id, |store| {
+            let (path, file) = store.open_log(id)?;
+            super::view::load_view(&path, file)
+        })
+    }
+
+    fn open_with(
+        &self,
+        id: &str,
+        load: impl FnOnce(&Self) -> Result<LoadedSession, StoreError>,
+    ) -> Result<(LoadedSession, SessionLog), StoreError> {
         let lock = self.lock(id)?;
-        let loaded = self.load(id)?;
+        let loaded = load(self)?;
         let path = self.path(id)?;
         if !loaded.set_aside.is_empty() {
             let side = path.with_extension("jsonl.set-aside");
