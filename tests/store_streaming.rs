@@ -3,7 +3,8 @@
 //! for a session opened for writing and for one another process holds (replayed read-only
 //! straight from the file). The streamed reader itself gives the same events, set-aside lines
 //! and torn tail as the whole-file parse. The log holds a compaction near its end: the
-//! session opened for writing keeps only what its model sees, yet the replay is the whole log.
+//! session opened for writing keeps only what its model sees, yet the replay is the whole log;
+//! one step was cut off before its message, so its streamed text is replayed.
 
 mod common;
 
@@ -111,14 +112,17 @@ fn write_log(path: &Path, cwd: &str) -> Vec<u8> {
             ),
             false,
         );
-        line(
-            &mut text,
-            "assistant/message",
-            json!({"turn": turn, "step": 1, "message": {"role": "assistant",
+        // One step is cut off before its message: its streamed text is replayed instead.
+        if turn != TURNS - 5 {
+            line(
+                &mut text,
+                "assistant/message",
+                json!({"turn": turn, "step": 1, "message": {"role": "assistant",
             "content": [{"type": "reasoning", "text": "thinking"}, {"type": "text", "text": format!("The answer to {turn}.")}],
             "source": {"kind": "model", "provider": "p", "model": "m"}, "id": format!("a{turn}")}}),
-            true,
-        );
+                true,
+            );
+        }
         line(
             &mut text,
             "step/end",

@@ -25,6 +25,7 @@ use super::answers::{
 };
 use super::notice::{self, Severity};
 use super::prompt::Announced;
+use super::replay_log::replay_log;
 use super::{models, modes, updates};
 use crate::agent::host::Subscription;
 use crate::agent::Agent;
@@ -383,13 +384,9 @@ async fn dispatch(
             // Streamed from the log, each event sent as it is read: the agent keeps only what
             // its model sees, and no list of every update is built.
             let mut replay = updates::Replayed::new(&cx, &agent.id, compaction(&client));
-            runtime
-                .host()
-                .store()
-                .read_events(&agent.id, |event| {
-                    replay.push(&event, &agent.tools, Some(&blob_dir));
-                })
-                .map_err(store_error)?;
+            let store = runtime.host().store();
+            let context = (agent.tools.as_ref(), Some(blob_dir.as_path()));
+            replay_log(store, &agent.id, &mut replay, context, |_| {}).map_err(store_error)?;
             if client.subagents.is_some() {
                 super::tree_replay::announce_children(&cx.peer, runtime.host().store(), &agent.id);
             }
@@ -548,19 +545,18 @@ fn load_read_only(
     // mode and model options are restored from are kept.
     let mut replay = updates::Replayed::new(cx, id, compaction(client));
     let mut settings = Vec::new();
-    store
-        .read_events(id, |event| {
-            replay.push(&event, runtime.host().tools(), blob_dir.as_deref());
-            if matches!(
-                event.body,
-                EventBody::PermissionMode(_)
-                    | EventBody::PermissionDecision(_)
-                    | EventBody::ModelSet(_)
-            ) {
-                settings.push(event);
-            }
-        })
-        .map_err(store_error)?;
+    let context = (runtime.host().tools().as_ref(), blob_dir.as_deref());
+    replay_log(store, id, &mut replay, context, |event| {
+        if matches!(
+            event.body,
+            EventBody::PermissionMode(_)
+                | EventBody::PermissionDecision(_)
+                | EventBody::ModelSet(_)
+        ) {
+            settings.push(event.clone());
+        }
+    })
+    .map_err(store_error)?;
     let mode = crate::agent::restored_mode(&settings);
     let options = models::options_of_log(runtime.host(), &settings);
     let mut meta = serde_json::Map::new();

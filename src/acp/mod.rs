@@ -16,6 +16,7 @@ pub mod notice;
 mod prompt;
 mod prompt_content;
 mod prompt_size;
+mod replay_log;
 mod subagents;
 mod tree_replay;
 pub mod updates;

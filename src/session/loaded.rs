@@ -73,13 +73,16 @@ pub fn read_log(
     reader: impl BufRead,
     mut on_event: impl FnMut(Event),
 ) -> Result<LogRead, StoreError> {
-    read_log_at(path, reader, |event, _| on_event(event))
+    read_log_at(path, reader, |_, _| false, |event, _| on_event(event))
 }
 
-/// As [`read_log`], handing each event with the offset in bytes where its line ends.
+/// As [`read_log`], handing each event with the offset in bytes where its line ends, and
+/// leaving unparsed (as if it loaded) each complete line after the header that `skip`, given
+/// the line and that offset, says is not needed.
 pub(crate) fn read_log_at(
     path: &Path,
     mut reader: impl BufRead,
+    mut skip: impl FnMut(&[u8], u64) -> bool,
     mut on_event: impl FnMut(Event, u64),
 ) -> Result<LogRead, StoreError> {
     let corrupt = |line: usize, reason: String| StoreError::Corrupt {
@@ -112,6 +115,10 @@ pub(crate) fn read_log_at(
         let terminated = line.last() == Some(&b'\n');
         if terminated {
             line.pop();
+            if header.is_some() && skip(&line, offset) {
+                valid_len = offset;
+                continue;
+            }
         }
         let result = std::str::from_utf8(&line)
             .map_err(|e| e.to_string())

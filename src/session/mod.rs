@@ -28,6 +28,7 @@ pub use error::StoreError;
 pub use event::*;
 pub use id::SessionId;
 pub use index::ListCursor;
+pub(crate) use line::line_kind;
 pub use line::{parse_event_line, LineError};
 pub use loaded::{parse_log, read_log, LoadedSession, LogRead, SetAsideLine};
 pub use lock::SessionLock;

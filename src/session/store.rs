@@ -18,7 +18,7 @@ use super::event::{Event, EventBody, Header};
 use super::index::{self, IndexEntry, ListCursor};
 use super::layout::Layout;
 use super::line::parse_event_line;
-use super::loaded::{read_log, LoadedSession, LogRead};
+use super::loaded::{read_log_at, LoadedSession, LogRead};
 use super::lock::SessionLock;
 use super::log::SessionLog;
 use super::records::Descriptor;
@@ -136,19 +136,26 @@ impl SessionStore {
     /// Reads a whole session.
     pub fn load(&self, id: &str) -> Result<LoadedSession, StoreError> {
         let mut events = Vec::new();
-        let read = self.read_events(id, |event| events.push(event))?;
+        let read = self.read_events(id, |_| false, |event| events.push(event))?;
         Ok(read.into_loaded(events))
     }
 
-    /// Reads session `id` as a stream: each event goes to `on_event`, in order, as its line
-    /// is read, so memory holds one line, not the log (see [`read_log`]).
+    /// Reads session `id` as a stream (one line in memory, see `loaded.rs`): each event goes
+    /// to `on_event` in order; a complete line `skip` accepts is left unparsed.
     pub fn read_events(
         &self,
         id: &str,
-        on_event: impl FnMut(Event),
+        mut skip: impl FnMut(&[u8]) -> bool,
+        mut on_event: impl FnMut(Event),
     ) -> Result<LogRead, StoreError> {
         let (path, file) = self.open_log(id)?;
-        read_log(&path, BufReader::with_capacity(READ_BUFFER, file), on_event)
+        let reader = BufReader::with_capacity(READ_BUFFER, file);
+        read_log_at(
+            &path,
+            reader,
+            |line, _| skip(line),
+            |event, _| on_event(event),
+        )
     }
 
     /// Session `id`'s file opened for reading.
@@ -156,14 +163,10 @@ impl SessionStore {
         let path = self.path(id)?;
         match File::open(&path) {
             Ok(file) => Ok((path, file)),
-            Err(source) if source.kind() == io::ErrorKind::NotFound => {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 Err(StoreError::NotFound { id: id.to_owned() })
             }
-            Err(source) => Err(StoreError::Io {
-                op: "reading the session log",
-                path,
-                source,
-            }),
+            Err(source) => Err(io_error("reading the session log", &path)(source)),
         }
     }
 

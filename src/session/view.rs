@@ -9,13 +9,14 @@
 //! compaction summarised the turns completed when it started). A log without one is kept
 //! whole.
 
+use std::cell::RefCell;
 use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 
 use super::error::StoreError;
 use super::event::{AssistantBlock, Event, EventBody};
-use super::line::parse_event_line;
+use super::line::{line_kind, parse_event_line};
 use super::loaded::{read_log_at, LoadedSession};
 
 /// Bytes read at a time, backwards or forwards.
@@ -154,6 +155,30 @@ impl ViewKeeper {
         }
     }
 
+    /// Whether the line ending at `line_end` can be left unparsed: a line before the cut that
+    /// would be dropped anyway, its effect on the open message (if any) applied here.
+    fn skips(&mut self, line: &[u8], line_end: u64) -> bool {
+        if self.cut.is_none_or(|cut| line_end > cut) {
+            return false;
+        }
+        let Some(kind) = line_kind(line) else {
+            return false;
+        };
+        match kind {
+            "user/message" | "steering/message" => {
+                self.resolve();
+                true
+            }
+            // One with tool calls is read: it may be kept.
+            "assistant/message" if memchr::memmem::find(line, b"\"tool-call\"").is_none() => {
+                self.resolve();
+                true
+            }
+            "tool/result" => self.open.is_none(),
+            _ => UNREAD_BEFORE_CUT.contains(&kind),
+        }
+    }
+
     /// The open assistant message's calls are answered or closed: it is no longer needed.
     fn resolve(&mut self) {
         if let Some((places, _)) = self.open.take() {
@@ -174,17 +199,29 @@ pub(crate) fn load_view(path: &Path, mut file: File) -> Result<LoadedSession, St
     };
     let cut = view_start(&mut file).map_err(io_error)?;
     file.seek(SeekFrom::Start(0)).map_err(io_error)?;
-    let mut keeper = ViewKeeper {
+    let keeper = RefCell::new(ViewKeeper {
         cut,
         ..ViewKeeper::default()
-    };
+    });
     let read = read_log_at(
         path,
         BufReader::with_capacity(CHUNK, file),
-        |event, line_end| keeper.push(event, line_end),
+        |line, line_end| keeper.borrow_mut().skips(line, line_end),
+        |event, line_end| keeper.borrow_mut().push(event, line_end),
     )?;
-    Ok(read.into_loaded(keeper.kept))
+    Ok(read.into_loaded(keeper.into_inner().kept))
 }
+
+/// Kinds whose lines before the cut are dropped unread (packed rows are chunks too).
+const UNREAD_BEFORE_CUT: [&str; 7] = [
+    "assistant/chunk",
+    "step/start",
+    "step/end",
+    "tool/call",
+    "text-chunks",
+    "reasoning-chunks",
+    "tool-call-chunks",
+];
 
 #[cfg(test)]
 mod tests {
