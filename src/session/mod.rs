@@ -21,6 +21,7 @@ mod store;
 mod summary;
 mod user_part;
 mod view;
+mod view_sidecar;
 
 pub use child::ChildInfo;
 pub use context::{CompactionEnd, CompactionStart, CompactionTrigger, ModelSet, TurnUsage};

@@ -340,6 +340,7 @@ impl SessionStore {
         };
         let _ = fs::remove_file(path.with_extension("jsonl.torn"));
         let _ = fs::remove_file(path.with_extension("jsonl.set-aside"));
+        let _ = fs::remove_file(super::view_sidecar::path_of(&path));
         let _ = fs::remove_dir_all(super::blobs::dir_of(&path));
         match fs::remove_file(&path) {
             Ok(()) => {

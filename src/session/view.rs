@@ -11,13 +11,14 @@
 
 use std::cell::RefCell;
 use std::fs::File;
-use std::io::{self, BufReader, Read, Seek, SeekFrom};
+use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 
 use super::error::StoreError;
 use super::event::{AssistantBlock, Event, EventBody};
 use super::line::{line_kind, parse_event_line};
 use super::loaded::{read_log_at, LoadedSession};
+use super::view_sidecar;
 
 /// Bytes read at a time, backwards or forwards.
 const CHUNK: usize = 1 << 20;
@@ -104,6 +105,8 @@ pub(crate) fn view_start(file: &mut File) -> io::Result<Option<u64>> {
 struct ViewKeeper {
     cut: Option<u64>,
     kept: Vec<Event>,
+    /// How many of `kept` come from before the cut, once an event after it was read.
+    before_cut: Option<usize>,
     /// The last assistant message before the cut while some of its tool calls are open: the
     /// places in `kept` of it and of the results it has, and the calls still open.
     open: Option<(Vec<usize>, Vec<String>)>,
@@ -112,6 +115,7 @@ struct ViewKeeper {
 impl ViewKeeper {
     fn push(&mut self, event: Event, line_end: u64) {
         if self.cut.is_none_or(|cut| line_end > cut) {
+            self.before_cut.get_or_insert(self.kept.len());
             self.kept.push(event);
             return;
         }
@@ -198,7 +202,13 @@ pub(crate) fn load_view(path: &Path, mut file: File) -> Result<LoadedSession, St
         source,
     };
     let cut = view_start(&mut file).map_err(io_error)?;
+    if let Some(cut) = cut {
+        if let Some(before) = view_sidecar::read(path, &mut file, cut) {
+            return load_after(path, file, cut, before);
+        }
+    }
     file.seek(SeekFrom::Start(0)).map_err(io_error)?;
+    let mut sidecar_file = file.try_clone().map_err(io_error)?;
     let keeper = RefCell::new(ViewKeeper {
         cut,
         ..ViewKeeper::default()
@@ -209,7 +219,45 @@ pub(crate) fn load_view(path: &Path, mut file: File) -> Result<LoadedSession, St
         |line, line_end| keeper.borrow_mut().skips(line, line_end),
         |event, line_end| keeper.borrow_mut().push(event, line_end),
     )?;
-    Ok(read.into_loaded(keeper.into_inner().kept))
+    let keeper = keeper.into_inner();
+    if let Some(cut) = cut {
+        let before = &keeper.kept[..keeper.before_cut.unwrap_or(keeper.kept.len())];
+        if let Err(error) = view_sidecar::write(path, &mut sidecar_file, cut, before) {
+            tracing::warn!(%error, path = %path.display(), "could not record what the session keeps before its cut");
+        }
+    }
+    Ok(read.into_loaded(keeper.kept))
+}
+
+/// Reads the log after `cut` (its header first), after the events `before` it that the
+/// sidecar kept. Line numbers of lines set aside count from the cut.
+fn load_after(
+    path: &Path,
+    mut file: File,
+    cut: u64,
+    mut events: Vec<Event>,
+) -> Result<LoadedSession, StoreError> {
+    let io_error = |source| StoreError::Io {
+        op: "reading the session log",
+        path: path.to_owned(),
+        source,
+    };
+    file.seek(SeekFrom::Start(0)).map_err(io_error)?;
+    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    let mut header = Vec::new();
+    reader.read_until(b'\n', &mut header).map_err(io_error)?;
+    let header_len = header.len() as u64;
+    let mut file = reader.into_inner();
+    file.seek(SeekFrom::Start(cut)).map_err(io_error)?;
+    let rest = io::Cursor::new(header).chain(file);
+    let mut read = read_log_at(
+        path,
+        BufReader::with_capacity(CHUNK, rest),
+        |_, _| false,
+        |event, _| events.push(event),
+    )?;
+    read.valid_len = cut + read.valid_len.saturating_sub(header_len);
+    Ok(read.into_loaded(events))
 }
 
 /// Kinds whose lines before the cut are dropped unread (packed rows are chunks too).
@@ -409,5 +457,46 @@ mod tests {
                 .count(),
             1
         );
+    }
+
+    #[test]
+    fn the_next_open_reads_the_kept_events_from_the_sidecar_and_the_log_after_the_cut() {
+        let mut log = Log::new();
+        log.turn(1, "one", "a1", Some("open1"))
+            .turn(2, "two", "a2", None);
+        log.compaction("c1", Some("S"));
+        log.turn(3, "three", "a3", None);
+        let home = tempfile::tempdir().unwrap();
+        let path = home.path().join("s.jsonl");
+        std::fs::write(&path, &log.text).unwrap();
+        let open = || load_view(&path, File::open(&path).unwrap()).unwrap();
+        let first = open();
+        let side = view_sidecar::path_of(&path);
+        assert!(side.is_file());
+        // The conversation before the cut is not read again: damage there goes unseen.
+        let chunk_at = log.text.find("text-delta").unwrap();
+        let mut damaged = log.text.clone().into_bytes();
+        damaged[chunk_at..chunk_at + 10].copy_from_slice(b"##########");
+        std::fs::write(&path, &damaged).unwrap();
+        let second = open();
+        assert_eq!(second.events, first.events);
+        assert_eq!(second.valid_len, first.valid_len);
+        assert_eq!(second.set_aside, []);
+
+        // A stale or damaged sidecar is read past: the log is read again from its start,
+        // and the sidecar written anew.
+        let text = std::fs::read_to_string(&side).unwrap();
+        for stale in [
+            text.replacen("\"cut\":", "\"cut\":1", 1),
+            "garbage".to_owned(),
+        ] {
+            std::fs::write(&side, stale).unwrap();
+            let again = open();
+            assert_eq!(std::fs::read_to_string(&side).unwrap(), text);
+            assert_eq!(
+                HistoryFold::new(&again.events).history(),
+                HistoryFold::new(&first.events).history()
+            );
+        }
     }
 }
