@@ -150,12 +150,7 @@ impl SessionStore {
     ) -> Result<LogRead, StoreError> {
         let (path, file) = self.open_log(id)?;
         let reader = BufReader::with_capacity(READ_BUFFER, file);
-        read_log_at(
-            &path,
-            reader,
-            |line, _| skip(line),
-            |event, _| on_event(event),
-        )
+        read_log_at(&path, reader, |line, _| skip(line), |e, _| on_event(e))
     }
 
     /// Session `id`'s file opened for reading.
@@ -697,8 +692,7 @@ mod tests {
         let index = store.dir().join(index::INDEX_FILE);
         assert!(fs::read_to_string(&index).unwrap().lines().count() > 100);
         let listed = store.list().unwrap();
-        // The sorted header and the one entry.
-        assert_eq!(fs::read_to_string(&index).unwrap().lines().count(), 2);
+        assert_eq!(fs::read_to_string(&index).unwrap().lines().count(), 2); // header, entry
         assert_eq!(store.list().unwrap(), listed);
     }
 }

@@ -33,8 +33,7 @@ enum Looking {
 
 /// The body of `line` if it is an event of kind `kind` (as kin writes it: `type` first).
 fn event_of(line: &[u8], kind: &str) -> Option<EventBody> {
-    let prefix = format!("{{\"type\":\"{kind}\"");
-    if !line.starts_with(prefix.as_bytes()) {
+    if line_kind(line) != Some(kind) {
         return None;
     }
     let text = std::str::from_utf8(line).ok()?;
@@ -43,7 +42,7 @@ fn event_of(line: &[u8], kind: &str) -> Option<EventBody> {
     (parsed.len() == 1).then(|| parsed.remove(0).body)
 }
 
-/// The step of the backward scan for one complete line; `Some(true)` when it is the cut.
+/// The step of the backward scan for one complete line; true when it is the cut.
 fn visit(looking: &mut Looking, line: &[u8]) -> bool {
     match looking {
         Looking::CompactionEnd => {
