@@ -25,13 +25,14 @@ use super::answers::{
 };
 use super::notice::{self, Severity};
 use super::prompt::Announced;
+use super::replay_log::{replay_log, ToolsOf};
 use super::{models, modes, updates};
 use crate::agent::host::Subscription;
 use crate::agent::Agent;
 use crate::model::Credentials;
 use crate::rpc::{Handler, Reply, RequestContext, RpcError};
 use crate::runtime::{Runtime, RuntimeError};
-use crate::session::{EventBody, ListCursor, StoreError};
+use crate::session::{Event, EventBody, ListCursor, StoreError};
 use crate::sync::lock;
 use crate::time::iso8601;
 use crate::tools::PermissionMode;
@@ -381,17 +382,16 @@ async fn dispatch(
                 );
             }
             let blob_dir = agent.blob_dir();
-            // Sent as each event is replayed: no list of every update is built.
+            // Streamed from the log, each event sent as it is read: the agent keeps only what
+            // its model sees, and no list of every update is built.
             let mut replay = updates::Replayed::new(&cx, &agent.id, compaction(&client));
-            agent.with_events(|events| {
-                for event in events {
-                    let tools = match &event.body {
-                        EventBody::ToolCall(call) => agent.tools_for(&call.name),
-                        _ => agent.tools.clone(),
-                    };
-                    replay.push(event, &tools, Some(&blob_dir));
-                }
-            });
+            let store = runtime.host().store();
+            let tools_of = |event: &Event| match &event.body {
+                EventBody::ToolCall(call) => agent.tools_for(&call.name),
+                _ => agent.tools.clone(),
+            };
+            let context = (&tools_of as ToolsOf<'_>, Some(blob_dir.as_path()));
+            replay_log(store, &agent.id, &mut replay, context, |_| {}).map_err(store_error)?;
             if client.subagents.is_some() {
                 super::tree_replay::announce_children(&cx.peer, runtime.host().store(), &agent.id);
             }
@@ -550,19 +550,19 @@ fn load_read_only(
     // mode and model options are restored from are kept.
     let mut replay = updates::Replayed::new(cx, id, compaction(client));
     let mut settings = Vec::new();
-    store
-        .read_events(id, |event| {
-            replay.push(&event, runtime.host().tools(), blob_dir.as_deref());
-            if matches!(
-                event.body,
-                EventBody::PermissionMode(_)
-                    | EventBody::PermissionDecision(_)
-                    | EventBody::ModelSet(_)
-            ) {
-                settings.push(event);
-            }
-        })
-        .map_err(store_error)?;
+    let tools_of = |_: &Event| runtime.host().tools().clone();
+    let context = (&tools_of as ToolsOf<'_>, blob_dir.as_deref());
+    replay_log(store, id, &mut replay, context, |event| {
+        if matches!(
+            event.body,
+            EventBody::PermissionMode(_)
+                | EventBody::PermissionDecision(_)
+                | EventBody::ModelSet(_)
+        ) {
+            settings.push(event.clone());
+        }
+    })
+    .map_err(store_error)?;
     let mode = crate::agent::restored_mode(&settings);
     let options = models::options_of_log(runtime.host(), &settings);
     let mut meta = serde_json::Map::new();

@@ -17,6 +17,7 @@ mod prompt;
 mod prompt_content;
 mod prompt_links;
 mod prompt_size;
+mod replay_log;
 mod subagents;
 mod tree_replay;
 pub mod updates;

@@ -199,6 +199,7 @@ impl TerminalServices {
             kind: ToolKind::Execute,
             display: ToolDisplay::default(),
             raw_input: Some(json!({"command": request.command, "args": request.args, "cwd": cwd})),
+            server_tool: None,
         };
         let client = asker.client.for_child(&asker.session);
         let grants = self.grants.clone();

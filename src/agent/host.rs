@@ -412,7 +412,8 @@ impl AgentHost {
         if let Some(agent) = self.live(id) {
             return Ok(agent);
         }
-        let (mut loaded, log) = self.store.open_for_append(id)?;
+        // Only what the model sees and the state needs: a long log's compacted past stays on disk.
+        let (mut loaded, log) = self.store.open_view_for_append(id)?;
         if let Some(additional) = additional {
             // The client re-sends its additional directories; they replace the recorded ones.
             loaded.header.additional_directories = additional

@@ -131,7 +131,9 @@ fn logged(events: &[Event]) -> (u64, f64) {
 /// The tokens of stored session `id`'s `turn/end`s, read as a stream (0 if unreadable).
 fn logged_tokens(store: &SessionStore, id: &str) -> u64 {
     let mut tokens = 0u64;
-    let read = store.read_events(id, |event| {
+    // Only `turn/end` lines are parsed: the rest cannot hold usage.
+    let skip = |line: &[u8]| crate::session::line_kind(line) != Some("turn/end");
+    let read = store.read_events(id, skip, |event| {
         if let EventBody::TurnEnd(end) = &event.body {
             if let Some(usage) = &end.usage {
                 let used = usage.input_tokens.saturating_add(usage.output_tokens);

@@ -14,25 +14,31 @@
 //! another program, or by a kin that died before indexing it) is summarized from its file and
 //! added, and an entry with no file is dropped. A missing index is thus rebuilt from every file.
 
-use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::fs::{self, File};
+use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
 use std::ops::Bound::{Excluded, Unbounded};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use serde::{Deserialize, Serialize};
-
 use super::child::ChildInfo;
 use super::event::{EventBody, Header};
+pub use super::index_file::ListCursor;
+use super::index_file::{append_records, read_header, rewrite, Record};
 use super::summary::SessionSummary;
 use crate::sync::lock;
 
 /// The index's file name inside the sessions directory: not `*.jsonl`, which are the logs.
 pub(crate) const INDEX_FILE: &str = ".index";
+
+/// Records after the sorted part that make a listing rewrite the index: a fresh reader
+/// parses them all before its first page, so they are kept few.
+const TAIL_LIMIT: usize = 1024;
+
+/// Sorted records read at a time while a page still needs more of them.
+const PREFIX_BATCH: usize = 256;
 
 /// A store's reading of the index, behind the lock that also serializes the store's index
 /// writes with compaction (which replaces the file). Each store (and its clones and logs)
@@ -48,22 +54,14 @@ impl IndexCache {
     }
 }
 
-/// Where a listing page starts: after the session with this sort key (newest first, then by
-/// id). A key names a place in the order, not an offset, so it stays valid while sessions
-/// are created or deleted.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct ListCursor {
-    newest_first: Reverse<u64>,
-    id: String,
-}
-
-impl ListCursor {
-    pub fn new(updated_ns: u64, id: String) -> Self {
-        Self {
-            newest_first: Reverse(updated_ns),
-            id,
-        }
-    }
+/// The part of a sorted index not read yet: the records in listing order after the header,
+/// read from the file as it was opened (a rewrite renames a new file over it; appends only
+/// add beyond this part).
+#[derive(Debug)]
+struct Prefix {
+    reader: BufReader<io::Take<File>>,
+    /// The last key read from it: every sorted record up to here is known.
+    last: Option<ListCursor>,
 }
 
 /// What the index's records fold to, as far as they were read: a listing reads only the records
@@ -74,13 +72,19 @@ struct Folded {
     /// (device, inode) and first line of the file read, to notice a replaced one.
     file: Option<(u64, u64)>,
     first_line: Vec<u8>,
-    /// Bytes read so far: complete lines only.
+    /// Bytes read so far (the sorted part counted as read): complete lines only.
     len: u64,
     lines: usize,
+    /// Lines after the sorted part (every line of an index with no header).
+    tail_lines: usize,
     unreadable: usize,
     entries: HashMap<String, Record>,
     /// Every entry's place in the listing order.
     order: BTreeSet<ListCursor>,
+    /// The sorted records still to read, while pages have not needed them all.
+    prefix: Option<Prefix>,
+    /// While `prefix` is unread: the ids that records after it name (those win over it).
+    tail_ids: HashSet<String>,
     /// The directory's modification time (ns) when its files were last compared with the
     /// entries (here or by the process that wrote the last stamp record read); `None` until
     /// then, or when that time was too recent to tell later changes from it.
@@ -109,7 +113,8 @@ impl Folded {
         }
     }
 
-    /// Reads the records appended to `index` since the last call (all, if it was replaced).
+    /// Reads the records appended to `index` since the last call (all, if it was replaced;
+    /// of a sorted index, only the header and what follows the sorted part).
     fn catch_up(&mut self, index: &Path) -> io::Result<()> {
         let mut file = match File::open(index) {
             Ok(file) => file,
@@ -135,9 +140,27 @@ impl Folded {
         if !same {
             self.restart(identity);
         }
+        // A fresh read of a sorted index: its sorted part is read later, as pages need it.
+        let mut sorted_part = None;
+        if self.len == 0 {
+            file.seek(SeekFrom::Start(0))?;
+            if let Some((line, header_len, sorted)) = read_header(&mut file, metadata.len())? {
+                sorted_part = Some((header_len, sorted));
+                self.first_line = line;
+                self.lines = 1;
+                self.len = header_len + sorted;
+            }
+        }
         file.seek(SeekFrom::Start(self.len))?;
         let mut tail = Vec::new();
         file.read_to_end(&mut tail)?;
+        if let Some((header_len, sorted)) = sorted_part {
+            file.seek(SeekFrom::Start(header_len))?;
+            self.prefix = Some(Prefix {
+                reader: BufReader::with_capacity(64 * 1024, file.take(sorted)),
+                last: None,
+            });
+        }
         // A line another process is still writing is left for the next listing.
         let complete = tail
             .iter()
@@ -151,12 +174,22 @@ impl Folded {
                 self.first_line = line.to_vec();
             }
             self.lines += 1;
+            self.tail_lines += 1;
             match serde_json::from_slice::<Record>(line) {
                 Ok(record) if record.dir_modified_ns.is_some() => {
                     self.dir_checked = record.dir_modified_ns;
                 }
-                Ok(record) if record.deleted => self.take(&record.id),
-                Ok(record) => self.put(record),
+                Ok(record) if record.sorted_bytes.is_some() => {}
+                Ok(record) => {
+                    if self.prefix.is_some() {
+                        self.tail_ids.insert(record.id.clone());
+                    }
+                    if record.deleted {
+                        self.take(&record.id);
+                    } else {
+                        self.put(record);
+                    }
+                }
                 Err(_) => self.unreadable += 1,
             }
         }
@@ -168,6 +201,67 @@ impl Folded {
     fn restart(&mut self, identity: Option<(u64, u64)>) {
         *self = Self::new(&self.dir);
         self.file = identity;
+    }
+
+    /// Reads up to `batch` more of the sorted records (all of them for `usize::MAX`).
+    fn read_prefix(&mut self, batch: usize) -> io::Result<()> {
+        let Some(mut prefix) = self.prefix.take() else {
+            return Ok(());
+        };
+        let mut line = Vec::new();
+        for _ in 0..batch {
+            line.clear();
+            if prefix.reader.read_until(b'\n', &mut line)? == 0 {
+                // All read: from now on the entries are the whole index.
+                self.tail_ids = HashSet::new();
+                return Ok(());
+            }
+            self.lines += 1;
+            match serde_json::from_slice::<Record>(line.trim_ascii_end()) {
+                Ok(record) if record.deleted || record.id.is_empty() => {}
+                Ok(record) => {
+                    prefix.last = Some(record.cursor());
+                    if !self.tail_ids.contains(&record.id) {
+                        self.put(record);
+                    }
+                }
+                Err(_) => self.unreadable += 1,
+            }
+        }
+        self.prefix = Some(prefix);
+        Ok(())
+    }
+
+    /// Reads the rest of the sorted records.
+    fn finish(&mut self) -> io::Result<()> {
+        self.read_prefix(usize::MAX)
+    }
+
+    /// Reads sorted records until `need` entries after `from` that `keep` accepts are known
+    /// for certain (or all are read): the first `need` of [`Folded::summaries`] are then
+    /// right.
+    fn read_for_page(
+        &mut self,
+        from: Option<&ListCursor>,
+        need: usize,
+        keep: &impl Fn(&Record) -> bool,
+    ) -> io::Result<()> {
+        while let Some(prefix) = &self.prefix {
+            let known = match &prefix.last {
+                Some(last) => self
+                    .summaries(from)
+                    .take_while(|record| record.cursor() <= *last)
+                    .filter(|record| keep(record))
+                    .take(need)
+                    .count(),
+                None => 0,
+            };
+            if known >= need {
+                break;
+            }
+            self.read_prefix(PREFIX_BATCH)?;
+        }
+        Ok(())
     }
 
     /// Compares the entries with the `<id>.jsonl` files when the directory changed since the
@@ -186,6 +280,8 @@ impl Folded {
         if modified_ns.is_some() && modified_ns == self.dir_checked {
             return Ok(Vec::new());
         }
+        // Comparing needs every entry.
+        self.finish()?;
         // File times come from a coarse clock: a change made within the same tick as the
         // time read here would not move it, so a time that recent is not trusted later.
         let settled = modified.is_some_and(|time| {
@@ -217,28 +313,37 @@ impl Folded {
         self.dir_checked = modified_ns.filter(|_| settled);
         if let Some(ns) = self.dir_checked {
             // For the next process: it need not scan the directory while the time stays.
-            changes.push(Record {
-                dir_modified_ns: Some(ns),
-                ..Record::default()
-            });
+            changes.push(Record::stamp(ns));
         }
         Ok(changes)
     }
 
-    /// Writes `changes`, or the whole index anew when it holds many more records than
-    /// sessions (or lines it cannot read); what was read stays valid either way.
+    /// Writes `changes`, or the whole index anew (sorted) when it holds many more records
+    /// than sessions, lines it cannot read, or many records after its sorted part; what was
+    /// read stays valid either way.
     fn record(&mut self, index: &Path, changes: &[Record]) -> io::Result<()> {
-        if self.unreadable > 0 || self.lines + changes.len() > 2 * self.entries.len() + 64 {
+        if self.tail_lines + changes.len() > TAIL_LIMIT {
+            self.finish()?;
+        }
+        let rewrite_due = self.unreadable > 0
+            || self.lines + changes.len() > 2 * self.entries.len() + 64
+            || self.tail_lines + changes.len() > TAIL_LIMIT;
+        if self.prefix.is_none() && rewrite_due {
             // The rename moves the directory's time: the next listing scans it again.
-            let first_line = rewrite(index, self.entries.values())?;
+            let sorted = self
+                .order
+                .iter()
+                .filter_map(|key| self.entries.get(&key.id));
+            let first_line = rewrite(index, sorted)?;
             let metadata = fs::metadata(index)?;
             self.file = Some((metadata.dev(), metadata.ino()));
             self.len = metadata.len();
             self.first_line = first_line;
-            self.lines = self.entries.len();
+            self.lines = self.entries.len() + 1;
+            self.tail_lines = 0;
             self.unreadable = 0;
         } else if !changes.is_empty() {
-            append_locked(index, changes)?;
+            append_records(index, changes)?;
             // Read back by the next catch-up like any other append (they are already folded).
         }
         Ok(())
@@ -270,76 +375,6 @@ impl Folded {
 /// Longer than the kernel's file time granularity (a scheduler tick, at most 10 ms).
 const CLOCK_TICK: Duration = Duration::from_millis(50);
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Record {
-    /// Empty on a stamp record (below).
-    #[serde(default)]
-    id: String,
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    deleted: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    cwd: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    additional_directories: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    parent_session: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    title: Option<String>,
-    /// The session file's modification time, ns since the epoch.
-    #[serde(default)]
-    updated_ns: u64,
-    /// For a child session, what `list_agents` shows. Records written before this field
-    /// existed lack it: their children are summarized from their files.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    child: Option<ChildInfo>,
-    /// On a stamp record only: the directory's modification time (ns) when its files were
-    /// last found to match the records before this one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    dir_modified_ns: Option<u64>,
-}
-
-impl Record {
-    fn from_summary(summary: SessionSummary) -> Self {
-        Self {
-            id: summary.id,
-            deleted: false,
-            cwd: summary.cwd,
-            additional_directories: summary.additional_directories,
-            parent_session: summary.parent_session,
-            title: summary.title,
-            updated_ns: u64::try_from(summary.updated_ns).unwrap_or(u64::MAX),
-            child: summary.child,
-            dir_modified_ns: None,
-        }
-    }
-
-    fn removal(id: String) -> Self {
-        Self {
-            id,
-            deleted: true,
-            ..Self::default()
-        }
-    }
-
-    fn cursor(&self) -> ListCursor {
-        ListCursor::new(self.updated_ns, self.id.clone())
-    }
-
-    fn into_summary(self) -> SessionSummary {
-        SessionSummary {
-            id: self.id,
-            cwd: self.cwd,
-            additional_directories: self.additional_directories,
-            title: self.title,
-            updated_ms: self.updated_ns / 1_000_000,
-            updated_ns: u128::from(self.updated_ns),
-            parent_session: self.parent_session,
-            child: self.child,
-        }
-    }
-}
-
 /// One session's entry, kept by its writer and re-recorded when it changes.
 #[derive(Debug)]
 pub(crate) struct IndexEntry {
@@ -357,20 +392,12 @@ impl IndexEntry {
         title: Option<String>,
         child: Option<ChildInfo>,
     ) -> Self {
+        let mut record = Record::entry(header, title);
+        record.child = child;
         Self {
             cache: cache.clone(),
             index: dir.join(INDEX_FILE),
-            record: Record {
-                id: header.id.clone(),
-                deleted: false,
-                cwd: header.cwd.clone(),
-                additional_directories: header.additional_directories.clone(),
-                parent_session: header.parent_session.clone(),
-                title,
-                updated_ns: 0,
-                child,
-                dir_modified_ns: None,
-            },
+            record,
         }
     }
 
@@ -405,17 +432,7 @@ pub(crate) fn remove(cache: &IndexCache, dir: &Path, id: &str) -> io::Result<()>
 
 fn append(cache: &IndexCache, index: &Path, records: &[Record]) -> io::Result<()> {
     let _writing = cache.folded();
-    append_locked(index, records)
-}
-
-fn append_locked(index: &Path, records: &[Record]) -> io::Result<()> {
-    let mut lines = Vec::with_capacity(256 * records.len());
-    for record in records {
-        serde_json::to_writer(&mut lines, record)?;
-        lines.push(b'\n');
-    }
-    let mut file = OpenOptions::new().append(true).create(true).open(index)?;
-    file.write_all(&lines)
+    append_records(index, records)
 }
 
 pub(crate) fn modified_ns(metadata: &fs::Metadata) -> u64 {
@@ -432,7 +449,7 @@ fn with_index<T>(
     cache: &IndexCache,
     dir: &Path,
     summarize: impl Fn(&Path) -> Option<SessionSummary>,
-    read: impl FnOnce(&Folded) -> T,
+    read: impl FnOnce(&mut Folded) -> io::Result<T>,
 ) -> io::Result<T> {
     let mut state = cache.folded();
     let mut folded = match state.take() {
@@ -442,10 +459,10 @@ fn with_index<T>(
     let start = std::time::Instant::now();
     let synced = folded.sync(&dir.join(INDEX_FILE), &summarize);
     let synced_at = start.elapsed();
-    let out = read(&folded);
+    let out = read(&mut folded);
     tracing::debug!(dir = %dir.display(), sessions = folded.entries.len(), sync_us = synced_at.as_micros(), read_us = (start.elapsed() - synced_at).as_micros(), "read the session index");
     *state = Some(folded);
-    synced.map(|()| out)
+    synced.and(out)
 }
 
 /// The sessions in `dir` whose parent is `parent` (the top-level ones for `None`), newest
@@ -457,12 +474,13 @@ pub(crate) fn list(
     summarize: impl Fn(&Path) -> Option<SessionSummary>,
 ) -> io::Result<Vec<SessionSummary>> {
     with_index(cache, dir, summarize, |folded| {
-        folded
+        folded.finish()?;
+        Ok(folded
             .summaries(None)
             .filter(|record| record.parent_session.as_deref() == parent)
             .cloned()
             .map(Record::into_summary)
-            .collect()
+            .collect())
     })
 }
 
@@ -476,10 +494,12 @@ pub(crate) fn page(
     limit: usize,
     summarize: impl Fn(&Path) -> Option<SessionSummary>,
 ) -> io::Result<(Vec<SessionSummary>, bool)> {
+    let keep = |record: &Record| {
+        record.parent_session.is_none() && (cwd.is_none() || record.cwd.as_deref() == cwd)
+    };
     with_index(cache, dir, summarize, |folded| {
-        let mut matching = folded.summaries(from).filter(|record| {
-            record.parent_session.is_none() && (cwd.is_none() || record.cwd.as_deref() == cwd)
-        });
+        folded.read_for_page(from, limit.saturating_add(1), &keep)?;
+        let mut matching = folded.summaries(from).filter(|record| keep(record));
         let page: Vec<SessionSummary> = matching
             .by_ref()
             .take(limit)
@@ -487,7 +507,7 @@ pub(crate) fn page(
             .map(Record::into_summary)
             .collect();
         let more = matching.next().is_some();
-        (page, more)
+        Ok((page, more))
     })
 }
 
@@ -501,6 +521,7 @@ pub(crate) fn move_records(
     let mut state = from_cache.folded();
     let mut folded = Folded::new(from);
     folded.catch_up(&from.join(INDEX_FILE))?;
+    folded.finish()?;
     let records: Vec<Record> = ids
         .iter()
         .filter_map(|id| folded.entries.get(id).cloned())
@@ -509,7 +530,11 @@ pub(crate) fn move_records(
         folded.take(id);
     }
     append(to_cache, &to.join(INDEX_FILE), &records)?;
-    rewrite(&from.join(INDEX_FILE), folded.entries.values())?;
+    let sorted = folded
+        .order
+        .iter()
+        .filter_map(|key| folded.entries.get(&key.id));
+    rewrite(&from.join(INDEX_FILE), sorted)?;
     // Read anew by the next listing.
     *state = None;
     Ok(())
@@ -535,80 +560,6 @@ fn session_ids(dir: &Path) -> io::Result<HashSet<String>> {
     Ok(ids)
 }
 
-/// Replaces the index with one record per session; returns its first line.
-fn rewrite<'a>(index: &Path, records: impl Iterator<Item = &'a Record>) -> io::Result<Vec<u8>> {
-    let mut lines = Vec::new();
-    for record in records {
-        serde_json::to_writer(&mut lines, record)?;
-        lines.push(b'\n');
-    }
-    let temporary = index.with_extension("tmp");
-    fs::write(&temporary, &lines)?;
-    fs::rename(&temporary, index)?;
-    let first = lines.iter().position(|&b| b == b'\n').unwrap_or(0);
-    Ok(lines[..first].to_vec())
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn summary_of(path: &Path) -> Option<SessionSummary> {
-        let id = path.file_stem()?.to_str()?.to_owned();
-        Some(SessionSummary {
-            id,
-            cwd: None,
-            additional_directories: Vec::new(),
-            title: None,
-            updated_ms: 0,
-            updated_ns: 1,
-            parent_session: None,
-            child: None,
-        })
-    }
-
-    fn set_dir_time(dir: &Path, time: SystemTime) {
-        File::open(dir).unwrap().set_modified(time).unwrap();
-    }
-
-    fn ids(dir: &Path) -> Vec<String> {
-        let fresh = IndexCache::default();
-        let listed = list(&fresh, dir, None, summary_of).unwrap();
-        listed.into_iter().map(|s| s.id).collect()
-    }
-
-    #[test]
-    fn a_fresh_reader_trusts_the_stamp_until_the_directory_changes() {
-        let home = tempfile::tempdir().unwrap();
-        let dir = home.path();
-        fs::write(dir.join("a.jsonl"), "").unwrap();
-        let past = UNIX_EPOCH + Duration::from_secs(1_600_000_000);
-        set_dir_time(dir, past);
-        assert_eq!(ids(dir), ["a"]);
-        let index = fs::read_to_string(dir.join(INDEX_FILE)).unwrap();
-        assert!(index.contains("dirModifiedNs"), "{index}");
-
-        // A file added behind the index's back, the directory's time put back: not scanned.
-        fs::write(dir.join("b.jsonl"), "").unwrap();
-        set_dir_time(dir, past);
-        assert_eq!(ids(dir), ["a"]);
-        // Once the time moves, the next reader scans and finds it.
-        set_dir_time(dir, past + Duration::from_secs(1));
-        assert_eq!(ids(dir), ["a", "b"]);
-    }
-
-    #[test]
-    fn a_recent_directory_time_is_not_trusted() {
-        let home = tempfile::tempdir().unwrap();
-        let dir = home.path();
-        fs::write(dir.join("a.jsonl"), "").unwrap();
-        let future = SystemTime::now() + Duration::from_secs(3600);
-        set_dir_time(dir, future);
-        let cache = IndexCache::default();
-        assert_eq!(list(&cache, dir, None, summary_of).unwrap().len(), 1);
-        // Same time, yet a new file is seen: the time was too recent to stamp.
-        fs::write(dir.join("b.jsonl"), "").unwrap();
-        set_dir_time(dir, future);
-        assert_eq!(list(&cache, dir, None, summary_of).unwrap().len(), 2);
-    }
-}
+#[path = "index_tests.rs"]
+mod tests;

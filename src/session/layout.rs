@@ -150,7 +150,13 @@ impl Layout {
             }
             fs::create_dir_all(&self.children.dir)?;
             // The log last: until it moves, the session is found where it was.
-            for suffix in ["jsonl.torn", "jsonl.set-aside", "blobs", "jsonl"] {
+            for suffix in [
+                "jsonl.torn",
+                "jsonl.set-aside",
+                "jsonl.view",
+                "blobs",
+                "jsonl",
+            ] {
                 let from = self.top.dir.join(format!("{id}.{suffix}"));
                 let to = self.children.dir.join(format!("{id}.{suffix}"));
                 match fs::rename(&from, &to) {

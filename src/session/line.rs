@@ -95,6 +95,13 @@ struct ChunkLine {
 /// How kin (and the reference) start a chunk line: most lines of a long log.
 const CHUNK_LINE_START: &str = r#"{"type":"assistant/chunk","#;
 
+/// The `type` of an event line as kin writes it (`{"type":"…"` first), without parsing the
+/// line; `None` for a line that does not start so.
+pub(crate) fn line_kind(line: &[u8]) -> Option<&str> {
+    let rest = line.strip_prefix(b"{\"type\":\"")?;
+    std::str::from_utf8(&rest[..memchr::memchr(b'"', rest)?]).ok()
+}
+
 /// Parses one event line; packed rows expand into several events.
 pub fn parse_event_line(line: &str, out: &mut Vec<Event>) -> Result<(), LineError> {
     if line.starts_with(CHUNK_LINE_START) {

@@ -70,8 +70,20 @@ impl LogRead {
 /// as its line is read: only one line is held at a time. Same rules as [`parse_log`].
 pub fn read_log(
     path: &Path,
-    mut reader: impl BufRead,
+    reader: impl BufRead,
     mut on_event: impl FnMut(Event),
+) -> Result<LogRead, StoreError> {
+    read_log_at(path, reader, |_, _| false, |event, _| on_event(event))
+}
+
+/// As [`read_log`], handing each event with the offset in bytes where its line ends, and
+/// leaving unparsed (as if it loaded) each complete line after the header that `skip`, given
+/// the line and that offset, says is not needed.
+pub(crate) fn read_log_at(
+    path: &Path,
+    mut reader: impl BufRead,
+    mut skip: impl FnMut(&[u8], u64) -> bool,
+    mut on_event: impl FnMut(Event, u64),
 ) -> Result<LogRead, StoreError> {
     let corrupt = |line: usize, reason: String| StoreError::Corrupt {
         path: path.to_owned(),
@@ -103,6 +115,10 @@ pub fn read_log(
         let terminated = line.last() == Some(&b'\n');
         if terminated {
             line.pop();
+            if header.is_some() && skip(&line, offset) {
+                valid_len = offset;
+                continue;
+            }
         }
         let result = std::str::from_utf8(&line)
             .map_err(|e| e.to_string())
@@ -110,7 +126,7 @@ pub fn read_log(
         match result {
             Ok(()) => {
                 valid_len = offset;
-                parsed.drain(..).for_each(&mut on_event);
+                parsed.drain(..).for_each(|event| on_event(event, offset));
             }
             Err(_) if !terminated && header.is_some() => {
                 tracing::warn!(path = %path.display(), line = number, "dropping a torn last line");

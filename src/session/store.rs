@@ -18,7 +18,7 @@ use super::event::{Event, EventBody, Header};
 use super::index::{self, IndexEntry, ListCursor};
 use super::layout::Layout;
 use super::line::parse_event_line;
-use super::loaded::{read_log, LoadedSession, LogRead};
+use super::loaded::{read_log_at, LoadedSession, LogRead};
 use super::lock::SessionLock;
 use super::log::SessionLog;
 use super::records::Descriptor;
@@ -136,27 +136,33 @@ impl SessionStore {
     /// Reads a whole session.
     pub fn load(&self, id: &str) -> Result<LoadedSession, StoreError> {
         let mut events = Vec::new();
-        let read = self.read_events(id, |event| events.push(event))?;
+        let read = self.read_events(id, |_| false, |event| events.push(event))?;
         Ok(read.into_loaded(events))
     }
 
-    /// Reads session `id` as a stream: each event goes to `on_event`, in order, as its line
-    /// is read, so memory holds one line, not the log (see [`read_log`]).
+    /// Reads session `id` as a stream (one line in memory, see `loaded.rs`): each event goes
+    /// to `on_event` in order; a complete line `skip` accepts is left unparsed.
     pub fn read_events(
         &self,
         id: &str,
-        on_event: impl FnMut(Event),
+        mut skip: impl FnMut(&[u8]) -> bool,
+        mut on_event: impl FnMut(Event),
     ) -> Result<LogRead, StoreError> {
+        let (path, file) = self.open_log(id)?;
+        let reader = BufReader::with_capacity(READ_BUFFER, file);
+        read_log_at(&path, reader, |line, _| skip(line), |e, _| on_event(e))
+    }
+
+    /// Session `id`'s file opened for reading.
+    fn open_log(&self, id: &str) -> Result<(PathBuf, File), StoreError> {
         let path = self.path(id)?;
-        let file = File::open(&path).map_err(|source| match source.kind() {
-            io::ErrorKind::NotFound => StoreError::NotFound { id: id.to_owned() },
-            _ => StoreError::Io {
-                op: "reading the session log",
-                path: path.clone(),
-                source,
-            },
-        })?;
-        read_log(&path, BufReader::with_capacity(READ_BUFFER, file), on_event)
+        match File::open(&path) {
+            Ok(file) => Ok((path, file)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                Err(StoreError::NotFound { id: id.to_owned() })
+            }
+            Err(source) => Err(io_error("reading the session log", &path)(source)),
+        }
     }
 
     /// Takes session `id`'s writer lock (shared with any handle this process already holds):
@@ -171,8 +177,28 @@ impl SessionStore {
     /// glue onto half a line. Lines set aside stay in the log and are copied to
     /// `<id>.jsonl.set-aside`.
     pub fn open_for_append(&self, id: &str) -> Result<(LoadedSession, SessionLog), StoreError> {
+        self.open_with(id, |store| store.load(id))
+    }
+
+    /// As [`SessionStore::open_for_append`], keeping only the events the model's view and the
+    /// session's state need (none of the conversation before the last compaction: `view.rs`).
+    pub fn open_view_for_append(
+        &self,
+        id: &str,
+    ) -> Result<(LoadedSession, SessionLog), StoreError> {
+        self.open_with(id, |store| {
+            let (path, file) = store.open_log(id)?;
+            super::view::load_view(&path, file)
+        })
+    }
+
+    fn open_with(
+        &self,
+        id: &str,
+        load: impl FnOnce(&Self) -> Result<LoadedSession, StoreError>,
+    ) -> Result<(LoadedSession, SessionLog), StoreError> {
         let lock = self.lock(id)?;
-        let loaded = self.load(id)?;
+        let loaded = load(self)?;
         let path = self.path(id)?;
         if !loaded.set_aside.is_empty() {
             let side = path.with_extension("jsonl.set-aside");
@@ -309,6 +335,7 @@ impl SessionStore {
         };
         let _ = fs::remove_file(path.with_extension("jsonl.torn"));
         let _ = fs::remove_file(path.with_extension("jsonl.set-aside"));
+        let _ = fs::remove_file(super::view_sidecar::path_of(&path));
         let _ = fs::remove_dir_all(super::blobs::dir_of(&path));
         match fs::remove_file(&path) {
             Ok(()) => {
@@ -665,7 +692,7 @@ mod tests {
         let index = store.dir().join(index::INDEX_FILE);
         assert!(fs::read_to_string(&index).unwrap().lines().count() > 100);
         let listed = store.list().unwrap();
-        assert_eq!(fs::read_to_string(&index).unwrap().lines().count(), 1);
+        assert_eq!(fs::read_to_string(&index).unwrap().lines().count(), 2); // header, entry
         assert_eq!(store.list().unwrap(), listed);
     }
 }
