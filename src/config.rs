@@ -19,7 +19,7 @@ pub use delegation::{DelegationSettings, DEFAULT_MAX_RUNNING, DEFAULT_MAX_RUNNIN
 pub use duration::parse_duration;
 pub use key::load as load_key;
 pub use mcp_servers::{render as render_mcp_servers, McpSettings};
-pub use reloadable::ReloadableModel;
+pub(crate) use reloadable::ReloadableModel;
 pub use resolve::{
     resolve, ConfiguredModel, KeyPlan, ModelConfig, Origin, Overrides, Setting, ENV_API_KEY,
     ENV_BASE_URL, ENV_CONNECT_TIMEOUT, ENV_DEEPSEEK_KEY, ENV_MODEL, ENV_OPENAI_KEY, ENV_RETRIES,
@@ -28,11 +28,11 @@ pub use resolve::{
 pub use show::{render, render_agents};
 
 /// Reads an environment variable; empty values count as unset.
-pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+pub(crate) type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
 
 /// kin's config directory (`$XDG_CONFIG_HOME/kin`, else `~/.config/kin`), where user-wide
 /// slash commands live in `commands/`.
-pub fn config_dir(env: EnvLookup<'_>) -> Option<PathBuf> {
+pub(crate) fn config_dir(env: EnvLookup<'_>) -> Option<PathBuf> {
     file::path(env).and_then(|path| path.parent().map(Path::to_owned))
 }
 
@@ -72,7 +72,7 @@ pub enum ConfigError {
 /// The configured OpenAI-compatible model (with or without a key yet), ready to serve. ACP
 /// `authenticate` rebuilds it from the flags and the environment and config file as they are
 /// then (see [`ReloadableModel`]).
-pub async fn build_model(
+pub(crate) async fn build_model(
     overrides: &Overrides,
     config: ModelConfig,
 ) -> Result<ReloadableModel, ConfigError> {

@@ -19,12 +19,12 @@ use crate::runtime::{Runtime, RuntimeError};
 use crate::session::{AssistantChunk, Chunk, Event, EventBody, UserPart};
 use crate::tools::{ClientBridge, PermissionMode};
 
-pub use ask::TerminalAsk;
+pub(crate) use ask::TerminalAsk;
 
 /// Exit status of a turn that ended without an answer being complete (limit, refusal).
-pub const EXIT_STOPPED: u8 = 3;
+pub(crate) const EXIT_STOPPED: u8 = 3;
 /// Exit status of a cancelled turn (as after SIGINT).
-pub const EXIT_CANCELLED: u8 = 130;
+pub(crate) const EXIT_CANCELLED: u8 = 130;
 
 pub struct HeadlessOptions {
     pub prompt: String,

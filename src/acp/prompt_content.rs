@@ -16,22 +16,22 @@ use crate::session::{blobs, UserPart};
 use crate::tools::Roots;
 
 /// Text resources longer than this go to the blob directory instead of the log line.
-pub const INLINE_MAX: usize = 4 * 1024;
+pub(crate) const INLINE_MAX: usize = 4 * 1024;
 /// Most bytes of a linked file attached to the prompt.
-pub const LINK_CAP: u64 = 256 * 1024;
+pub(crate) const LINK_CAP: u64 = 256 * 1024;
 
 /// What converting needs: where blobs go, the roots, whether the model takes images.
-pub struct PromptContext<'a> {
-    pub blob_dir: &'a Path,
-    pub roots: &'a Roots,
-    pub images: bool,
+pub(crate) struct PromptContext<'a> {
+    pub(crate) blob_dir: &'a Path,
+    pub(crate) roots: &'a Roots,
+    pub(crate) images: bool,
 }
 
 /// The parts, and what the user should be told about them.
 #[derive(Debug, Default)]
-pub struct Converted {
-    pub parts: Vec<UserPart>,
-    pub notices: Vec<String>,
+pub(crate) struct Converted {
+    pub(crate) parts: Vec<UserPart>,
+    pub(crate) notices: Vec<String>,
 }
 
 fn unsupported(block: &ContentBlock) -> RpcError {
@@ -54,7 +54,10 @@ fn store(dir: &Path, bytes: &[u8]) -> Result<String, RpcError> {
 }
 
 /// Converts `blocks`; audio (not advertised) is refused with `-32602`.
-pub fn convert(blocks: Vec<ContentBlock>, cx: &PromptContext<'_>) -> Result<Converted, RpcError> {
+pub(crate) fn convert(
+    blocks: Vec<ContentBlock>,
+    cx: &PromptContext<'_>,
+) -> Result<Converted, RpcError> {
     let mut out = Converted::default();
     for block in blocks {
         match block {

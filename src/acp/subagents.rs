@@ -51,7 +51,7 @@ fn is_child(agent: &Agent) -> bool {
 /// sessions it prompts always, those of children only if it opted in (`subagents`).
 /// After each model call, a `usage_update` (see [`models::usage_update`]); compaction
 /// updates only when the client takes them (`compaction`).
-pub fn forward(
+pub(crate) fn forward(
     peer: Peer,
     subagents: bool,
     compaction: bool,

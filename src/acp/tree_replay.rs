@@ -29,7 +29,7 @@ fn last_state(last_stop: Option<&str>) -> StateUpdate {
 }
 
 /// Announces the stored children of `parent` (and theirs) to the client on `peer`.
-pub fn announce_children(peer: &Peer, store: &SessionStore, parent: &str) {
+pub(crate) fn announce_children(peer: &Peer, store: &SessionStore, parent: &str) {
     announce_under(peer, store, parent, 0);
 }
 

@@ -19,7 +19,7 @@ pub const MAX_OUTPUT_BYTES: usize = 4 << 20;
 
 impl ChildCommand {
     /// The working directory the child is told on `session/new`: the remote one, if any.
-    pub fn session_cwd(&self) -> String {
+    pub(crate) fn session_cwd(&self) -> String {
         match &self.remote_cwd {
             Some(remote) => remote.clone(),
             None => self.cwd.to_string_lossy().into_owned(),

@@ -33,10 +33,10 @@ pub(super) enum Fault {
 #[derive(Default)]
 pub(super) struct Collected {
     /// Set while a prompt is in flight: text outside one (e.g. a loaded history) is not output.
-    pub collecting: AtomicBool,
+    pub(crate) collecting: AtomicBool,
     state: Mutex<CollectedState>,
     /// Tripped on the first fault.
-    pub faulted: CancellationToken,
+    pub(crate) faulted: CancellationToken,
 }
 
 #[derive(Default)]
@@ -47,7 +47,7 @@ struct CollectedState {
 }
 
 impl Collected {
-    pub fn fail(&self, fault: Fault) {
+    pub(crate) fn fail(&self, fault: Fault) {
         let mut state = lock(&self.state);
         if state.fault.is_none() {
             state.fault = Some(fault);
@@ -55,7 +55,7 @@ impl Collected {
         self.faulted.cancel();
     }
 
-    pub fn fault(&self) -> Option<Fault> {
+    pub(crate) fn fault(&self) -> Option<Fault> {
         lock(&self.state).fault.clone()
     }
 
@@ -92,7 +92,7 @@ impl Collected {
     }
 
     /// The text collected since the last take.
-    pub fn take(&self) -> String {
+    pub(crate) fn take(&self) -> String {
         let mut state = lock(&self.state);
         state.bytes = 0;
         std::mem::take(&mut state.text)
@@ -101,13 +101,13 @@ impl Collected {
 
 /// Answers the child's requests to its client and passes its updates on.
 pub(super) struct ClientHandler {
-    pub collected: Arc<Collected>,
-    pub permission: AcpPermission,
-    pub ceiling: Option<Arc<SessionPermissions>>,
+    pub(crate) collected: Arc<Collected>,
+    pub(crate) permission: AcpPermission,
+    pub(crate) ceiling: Option<Arc<SessionPermissions>>,
     /// The child's place in kin's tree, when it has one.
-    pub forwarder: Option<Arc<Forwarder>>,
+    pub(crate) forwarder: Option<Arc<Forwarder>>,
     /// Its file services (offered when it has a place in the tree).
-    pub files: Option<FileServices>,
+    pub(crate) files: Option<FileServices>,
 }
 
 impl ClientHandler {

@@ -24,11 +24,11 @@ use crate::tools::{ClientBridge, PermissionMode, ToolDisplay, ToolKind};
 
 /// Who to ask: the editor, and the child as the editor knows it.
 pub(super) struct Asker {
-    pub client: Arc<dyn ClientBridge>,
+    pub(crate) client: Arc<dyn ClientBridge>,
     /// kin's id for the requesting session of the child.
-    pub session: String,
+    pub(crate) session: String,
     /// Names the child in the prompt's title (for editors that show it on the parent).
-    pub name: Option<String>,
+    pub(crate) name: Option<String>,
 }
 
 /// What kin decides before anyone is asked.

@@ -82,7 +82,7 @@ impl AcpChild {
 
     /// Launches the child only to learn its `agentCapabilities` from `initialize`, then tears
     /// it down (no session is opened).
-    pub async fn probe(
+    pub(crate) async fn probe(
         command: ChildCommand,
         cancel: &CancellationToken,
     ) -> Result<Value, ChildError> {
@@ -122,12 +122,12 @@ impl AcpChild {
     }
 
     /// Where the child runs.
-    pub fn cwd(&self) -> &std::path::Path {
+    pub(crate) fn cwd(&self) -> &std::path::Path {
         &self.command.cwd
     }
 
     /// The working directory the child was told (the remote one, if any).
-    pub fn command_cwd(&self) -> String {
+    pub(crate) fn command_cwd(&self) -> String {
         self.command.session_cwd()
     }
 

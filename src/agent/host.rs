@@ -35,7 +35,7 @@ pub enum HostError {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum SwitchModelError {
+pub(crate) enum SwitchModelError {
     #[error(transparent)]
     Unknown(#[from] UnknownModel),
     #[error("could not record the model switch: {0}")]
@@ -107,7 +107,7 @@ impl HostEvents {
         }
     }
 
-    pub fn emit(&self, event: &HostEvent<'_>) {
+    pub(crate) fn emit(&self, event: &HostEvent<'_>) {
         let listeners: Vec<Listener> = lock(&self.listeners)
             .iter()
             .map(|(_, listener)| listener.clone())
@@ -137,7 +137,7 @@ pub struct AgentHost {
 }
 
 impl AgentHost {
-    pub fn new(
+    pub(crate) fn new(
         store: SessionStore,
         model: Arc<dyn Model>,
         tools: Arc<ToolRegistry>,
@@ -158,7 +158,7 @@ impl AgentHost {
     }
 
     /// This host serving `models` (their default replaces the model given to `new`).
-    pub fn with_models(mut self, models: Arc<ModelCatalog>) -> Self {
+    pub(crate) fn with_models(mut self, models: Arc<ModelCatalog>) -> Self {
         self.model = models.default_choice().model.clone();
         self.models = models;
         self
@@ -169,12 +169,12 @@ impl AgentHost {
     }
 
     /// The configured models.
-    pub fn models(&self) -> &Arc<ModelCatalog> {
+    pub(crate) fn models(&self) -> &Arc<ModelCatalog> {
         &self.models
     }
 
     /// The id of the configured model `agent` runs on.
-    pub fn model_id(&self, agent: &Agent) -> String {
+    pub(crate) fn model_id(&self, agent: &Agent) -> String {
         agent
             .model_choice(&self.models)
             .unwrap_or_else(|| self.models.default_choice())
@@ -184,13 +184,13 @@ impl AgentHost {
     }
 
     /// Whether prompts of `agent` may carry images: its model's `images` setting.
-    pub fn accepts_images(&self, agent: &Agent) -> bool {
+    pub(crate) fn accepts_images(&self, agent: &Agent) -> bool {
         self.models.accepts_images(&self.model_id(agent))
     }
 
     /// Switches `agent` to configured model `id` from its next model call (`/model <id>`,
     /// `session/set_config_option model`); logged, and restored when the session is opened.
-    pub fn switch_model(&self, agent: &Agent, id: &str) -> Result<(), SwitchModelError> {
+    pub(crate) fn switch_model(&self, agent: &Agent, id: &str) -> Result<(), SwitchModelError> {
         self.models.lookup(id)?;
         agent.select_model(id)?;
         Ok(())
@@ -198,7 +198,7 @@ impl AgentHost {
 
     /// Compacts `agent`'s conversation now (`/compact`) with the model it runs on; its events
     /// reach the host's listeners like a turn's. Refused (`Busy`) while a turn runs.
-    pub async fn compact(
+    pub(crate) async fn compact(
         &self,
         agent: &Arc<Agent>,
         cancel: CancellationToken,
@@ -215,12 +215,12 @@ impl AgentHost {
         agent.compact(&choice, &observe, cancel).await
     }
 
-    pub fn remote_children(&self) -> &Arc<super::remote_children::RemoteChildren> {
+    pub(crate) fn remote_children(&self) -> &Arc<super::remote_children::RemoteChildren> {
         &self.remote_children
     }
 
     /// The model sessions run on unless their options name another.
-    pub fn model(&self) -> &Arc<dyn Model> {
+    pub(crate) fn model(&self) -> &Arc<dyn Model> {
         &self.model
     }
 
@@ -241,7 +241,7 @@ impl AgentHost {
     }
 
     /// The model a session runs on: the host's, or the one its options name.
-    pub fn model_for(&self, options: &AgentOptions) -> Arc<dyn Model> {
+    pub(crate) fn model_for(&self, options: &AgentOptions) -> Arc<dyn Model> {
         let Some(name) = options.model.as_deref().filter(|n| *n != self.model.name()) else {
             return self.model.clone();
         };
@@ -355,7 +355,7 @@ impl AgentHost {
     /// As [`AgentHost::create_session`], for a client that is itself a session (kin
     /// delegating over ACP): `parent` is recorded in the header, so the session is listed as
     /// that session's child, not as a top-level one.
-    pub fn create_session_under(
+    pub(crate) fn create_session_under(
         &self,
         cwd: PathBuf,
         additional_directories: Vec<String>,
@@ -379,7 +379,7 @@ impl AgentHost {
     /// The live agent of a stored session, opening it from disk if it is not live yet.
     /// `cwd` is where the client runs it now (it may have moved since it was created);
     /// `additional` the directories the client sent now (`None`: those recorded at creation).
-    pub fn open_session(
+    pub(crate) fn open_session(
         &self,
         id: &str,
         cwd: PathBuf,
@@ -409,7 +409,7 @@ impl AgentHost {
 
     /// Publishes a delegated child of `parent`, reports it, and runs its first turn (see
     /// [`AgentHost::start_turn`]). Fails, with nothing published, if its id is taken.
-    pub fn start_child(
+    pub(crate) fn start_child(
         &self,
         parent: &str,
         child: Arc<Agent>,
@@ -444,7 +444,7 @@ impl AgentHost {
     }
 
     /// Removes a live agent from the registry (after cancelling its turn).
-    pub fn unpublish(&self, id: &str) -> Option<Arc<Agent>> {
+    pub(crate) fn unpublish(&self, id: &str) -> Option<Arc<Agent>> {
         let agent = self.agents().remove(id);
         if let Some(agent) = &agent {
             agent.cancel();
@@ -453,7 +453,7 @@ impl AgentHost {
     }
 
     /// Removes exactly this agent, if it is the one published under its id.
-    pub fn unpublish_agent(&self, agent: &Arc<Agent>) {
+    pub(crate) fn unpublish_agent(&self, agent: &Arc<Agent>) {
         let mut agents = self.agents();
         if agents
             .get(&agent.id)
@@ -494,7 +494,7 @@ impl AgentHost {
     }
 
     /// Cancels every turn and waits until all have settled.
-    pub async fn shutdown(&self) {
+    pub(crate) async fn shutdown(&self) {
         for agent in self.agents().values() {
             agent.cancel();
         }

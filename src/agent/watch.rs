@@ -21,7 +21,7 @@ pub struct Spend {
 }
 
 impl Spend {
-    pub fn add(&self, tokens: u64, cost: f64) {
+    pub(crate) fn add(&self, tokens: u64, cost: f64) {
         self.tokens.fetch_add(tokens, Ordering::Relaxed);
         if cost > 0.0 && cost.is_finite() {
             let micros = (cost * 1e6).round() as u64;
@@ -29,11 +29,11 @@ impl Spend {
         }
     }
 
-    pub fn tokens(&self) -> u64 {
+    pub(crate) fn tokens(&self) -> u64 {
         self.tokens.load(Ordering::Relaxed)
     }
 
-    pub fn cost(&self) -> f64 {
+    pub(crate) fn cost(&self) -> f64 {
         self.cost_micros.load(Ordering::Relaxed) as f64 / 1e6
     }
 }
@@ -81,11 +81,6 @@ impl Watch {
         }
     }
 
-    /// What this agent spent (in this process).
-    pub fn spent(&self) -> &Spend {
-        &self.spent
-    }
-
     /// Whether the agent has reached its own budget.
     pub fn over_budget(&self) -> bool {
         let Some(budget) = self.budget.get() else {
@@ -101,12 +96,12 @@ impl Watch {
     }
 
     /// When the agent last made progress.
-    pub fn last_progress(&self) -> Instant {
+    pub(crate) fn last_progress(&self) -> Instant {
         *lock(&self.last_progress)
     }
 
     /// Says why the turn is about to be cancelled (a limit, e.g. [`StopReason::TimedOut`]).
-    pub fn stop_with(&self, reason: StopReason) {
+    pub(crate) fn stop_with(&self, reason: StopReason) {
         *lock(&self.cause) = Some(reason);
     }
 

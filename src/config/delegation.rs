@@ -14,15 +14,15 @@ pub const DEFAULT_MAX_RUNNING_PER_PROCESS: usize = 64;
 /// `[delegation]` as written (checked as it is read).
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct DelegationEntry {
-    pub timeout: Option<DurationValue>,
-    pub idle_timeout: Option<DurationValue>,
-    pub max_running: Option<usize>,
-    pub max_running_per_process: Option<usize>,
-    pub budget_tokens: Option<u64>,
-    pub budget_cost: Option<f64>,
-    pub child_budget_tokens: Option<u64>,
-    pub child_budget_cost: Option<f64>,
+pub(crate) struct DelegationEntry {
+    pub(crate) timeout: Option<DurationValue>,
+    pub(crate) idle_timeout: Option<DurationValue>,
+    pub(crate) max_running: Option<usize>,
+    pub(crate) max_running_per_process: Option<usize>,
+    pub(crate) budget_tokens: Option<u64>,
+    pub(crate) budget_cost: Option<f64>,
+    pub(crate) child_budget_tokens: Option<u64>,
+    pub(crate) child_budget_cost: Option<f64>,
 }
 
 /// The delegation limits in force; `None` is no limit.
@@ -61,7 +61,7 @@ impl Default for DelegationSettings {
 impl DelegationSettings {
     /// The settings of a `[delegation]` table (defaults where it is silent). A cap of 0 is
     /// read as 1: a cap that runs nothing would queue every child forever.
-    pub fn from_entry(entry: &DelegationEntry) -> Self {
+    pub(crate) fn from_entry(entry: &DelegationEntry) -> Self {
         let duration =
             |value: &Option<DurationValue>| value.as_ref().and_then(|v| duration_value(v).ok());
         Self {

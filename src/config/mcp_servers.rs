@@ -15,7 +15,7 @@ use crate::mcp::{ServerSpec, Transport};
 /// One `[mcp_servers.<name>]` table as written.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct McpServerEntry {
+pub(crate) struct McpServerEntry {
     command: Option<String>,
     #[serde(default)]
     args: Vec<String>,
@@ -33,7 +33,7 @@ pub struct McpSettings {
     pub startup_timeout: Option<Duration>,
 }
 
-pub fn resolve(
+pub(crate) fn resolve(
     entries: &BTreeMap<String, McpServerEntry>,
     timeout: Option<&DurationValue>,
     path: &Path,

@@ -18,7 +18,7 @@ pub const ENV_CONNECT_TIMEOUT: &str = "KIN_CONNECT_TIMEOUT";
 pub const ENV_STALL_TIMEOUT: &str = "KIN_STALL_TIMEOUT";
 pub const ENV_RETRIES: &str = "KIN_RETRIES";
 /// Names separated by commas or spaces.
-pub const ENV_PASS_ENV: &str = "KIN_PASS_ENV";
+pub(crate) const ENV_PASS_ENV: &str = "KIN_PASS_ENV";
 /// Used only for DeepSeek's API.
 pub const ENV_DEEPSEEK_KEY: &str = "DEEPSEEK_API_KEY";
 /// Used for every endpoint but DeepSeek's (the OpenAI SDKs' convention).
@@ -58,50 +58,50 @@ impl fmt::Display for Origin {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Setting<T> {
-    pub value: T,
-    pub origin: Origin,
+    pub(crate) value: T,
+    pub(crate) origin: Origin,
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelConfig {
     /// The config file looked at, and whether it exists.
-    pub file: Option<PathBuf>,
-    pub file_found: bool,
+    pub(crate) file: Option<PathBuf>,
+    pub(crate) file_found: bool,
     /// Keys in the config file kin does not know.
-    pub unknown_keys: Vec<String>,
+    pub(crate) unknown_keys: Vec<String>,
     pub model: Setting<String>,
     pub base_url: Setting<String>,
     pub connect_timeout: Setting<Duration>,
     pub stall_timeout: Setting<Duration>,
     pub retries: Setting<u32>,
     /// Whether prompt images are sent to the model as images; the file's `images` key.
-    pub images: bool,
+    pub(crate) images: bool,
     pub key: KeyPlan,
     /// Credential-like variables tool processes may see anyway.
-    pub pass_env: Setting<Vec<String>>,
+    pub(crate) pass_env: Setting<Vec<String>>,
     /// The variables the model key is, or could have been, read from.
-    pub key_vars: Vec<String>,
-    pub max_tool_argument_bytes: Setting<usize>,
-    pub max_prompt_bytes: Setting<usize>,
-    pub max_prompt_blocks: Setting<usize>,
+    pub(crate) key_vars: Vec<String>,
+    pub(crate) max_tool_argument_bytes: Setting<usize>,
+    pub(crate) max_prompt_bytes: Setting<usize>,
+    pub(crate) max_prompt_blocks: Setting<usize>,
     /// What kin knows of the default model (top-level `context_window`, prices, ...).
-    pub profile: crate::model::ModelProfile,
+    pub(crate) profile: crate::model::ModelProfile,
     /// Share of the context window at which sessions are compacted.
-    pub compact_at: f64,
+    pub(crate) compact_at: f64,
     /// The `[models.<id>]` tables.
-    pub models: Vec<ConfiguredModel>,
+    pub(crate) models: Vec<ConfiguredModel>,
 }
 
 /// A configured model besides the default: its profile and how to reach it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConfiguredModel {
-    pub profile: crate::model::ModelProfile,
+    pub(crate) profile: crate::model::ModelProfile,
     /// The default model's settings with this table's model, base URL and key.
-    pub config: ModelConfig,
+    pub(crate) config: ModelConfig,
 }
 
 impl ModelConfig {
-    pub fn settings(&self) -> OpenAiSettings {
+    pub(crate) fn settings(&self) -> OpenAiSettings {
         let mut settings =
             OpenAiSettings::new(self.base_url.value.clone(), self.model.value.clone());
         settings.connect_timeout = self.connect_timeout.value;
@@ -112,7 +112,7 @@ impl ModelConfig {
     }
 
     /// The size caps to enforce.
-    pub fn limits(&self) -> crate::limits::Limits {
+    pub(crate) fn limits(&self) -> crate::limits::Limits {
         crate::limits::Limits {
             tool_argument_bytes: self.max_tool_argument_bytes.value,
             prompt_bytes: self.max_prompt_bytes.value,

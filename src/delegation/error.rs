@@ -78,7 +78,7 @@ pub enum DelegationError {
 
 impl DelegationError {
     /// The error's class name, as rendered in task details (`<Name>: <message>`).
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             Self::Depth { .. } => "SubagentDepthError",
             Self::DepthOverflow => "RangeError",

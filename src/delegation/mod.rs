@@ -55,7 +55,7 @@ use activation::{lock_child, Activations, Begin};
 pub(crate) use acp_child::AcpProvider;
 pub use error::DelegationError;
 use in_process::{InProcessProvider, Seed};
-pub use limits::TimeLimits;
+pub(crate) use limits::TimeLimits;
 use provider::{Continuable, Provider};
 pub use provider::{Run, SubagentResult};
 use request::{Continuation, ResumeRequest};
@@ -156,7 +156,7 @@ pub struct Delegation {
 impl Delegation {
     /// The service with the in-process providers and one per configured ACP agent. It takes
     /// the task service's notices and records.
-    pub fn new(
+    pub(crate) fn new(
         store: SessionStore,
         tasks: Arc<TaskService>,
         max_depth: u32,
@@ -208,13 +208,13 @@ impl Delegation {
     }
 
     /// Reaches the host from now on (once; a second call changes nothing).
-    pub fn attach(&self, host: &Arc<AgentHost>) {
+    pub(crate) fn attach(&self, host: &Arc<AgentHost>) {
         let _ = self.host.set(Arc::downgrade(host));
     }
 
     /// The model-facing tools: one delegation tool per provider, `send_message` and
     /// `list_agents`.
-    pub fn tools(self: &Arc<Self>) -> Vec<Arc<dyn Tool>> {
+    pub(crate) fn tools(self: &Arc<Self>) -> Vec<Arc<dyn Tool>> {
         let mut found: Vec<Arc<dyn Tool>> = Vec::new();
         for provider in &self.providers {
             found.push(Arc::new(tools::SubagentTool::new(
@@ -228,7 +228,7 @@ impl Delegation {
     }
 
     /// The task service activations run on.
-    pub fn tasks(&self) -> &Arc<TaskService> {
+    pub(crate) fn tasks(&self) -> &Arc<TaskService> {
         &self.tasks
     }
 
@@ -258,7 +258,7 @@ impl Delegation {
     }
 
     /// What `caller`'s tree has spent of its budget, if it has one (for `list_agents`).
-    pub fn budget_summary(&self, caller: &str) -> Option<String> {
+    pub(crate) fn budget_summary(&self, caller: &str) -> Option<String> {
         let root = match self.live(caller) {
             Some(agent) => self.root_of(&agent),
             None => caller.to_owned(),
@@ -651,7 +651,7 @@ impl Delegation {
     /// Restores, as `interrupted`, the background tasks `parent`'s log shows started and
     /// never finished: an earlier kin process ended while they ran. Their children stay
     /// continuable with `send_message`.
-    pub fn restore(&self, parent: &Agent) {
+    pub(crate) fn restore(&self, parent: &Agent) {
         for (task, label, child) in parent.with_events(records::unfinished) {
             let detail = match child {
                 Some(child) => format!(

@@ -17,10 +17,10 @@ use crate::session::{AssistantBlock, UserPart};
 /// Which optional request fields a provider can honour.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Capabilities {
-    pub output_schema: bool,
-    pub depth_limit: bool,
-    pub tool_filter: bool,
-    pub persona: bool,
+    pub(crate) output_schema: bool,
+    pub(crate) depth_limit: bool,
+    pub(crate) tool_filter: bool,
+    pub(crate) persona: bool,
 }
 
 impl Capabilities {
@@ -82,7 +82,7 @@ pub struct SubagentResult {
     pub structured: Option<Value>,
     pub stop_reason: StopReason,
     /// Why the run failed, when the provider knows (e.g. how an ACP child process ended).
-    pub error: Option<String>,
+    pub(crate) error: Option<String>,
 }
 
 impl SubagentResult {

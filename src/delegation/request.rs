@@ -30,9 +30,9 @@ pub enum Mode {
 #[derive(Clone)]
 pub struct StartRequest {
     /// Becomes the child's first user message.
-    pub prompt: Vec<UserPart>,
+    pub(crate) prompt: Vec<UserPart>,
     /// The delegating agent.
-    pub parent: Arc<Agent>,
+    pub(crate) parent: Arc<Agent>,
     /// Cancels the child: before publication the start fails and leaves nothing behind
     /// (an in-process continuable start still publishes, and its turn ends at once);
     /// after it, the child's turn is cancelled.
@@ -47,22 +47,22 @@ pub struct StartRequest {
     /// Replaces the child's persona.
     pub persona: Option<String>,
     /// The child's own permission mode; the parent's stays its ceiling (never wider).
-    pub permission: Option<crate::tools::PermissionMode>,
+    pub(crate) permission: Option<crate::tools::PermissionMode>,
     /// A short label shown to the user (the tool's `description`).
-    pub label: Option<String>,
+    pub(crate) label: Option<String>,
     /// Run an in-process child in a fresh git worktree of the parent's repository.
     pub worktree: bool,
     /// The wall-clock limit of the child's activation, instead of the configured one.
-    pub timeout: Option<std::time::Duration>,
+    pub(crate) timeout: Option<std::time::Duration>,
     /// The child's token budget, instead of the configured `child_budget_tokens`.
-    pub budget_tokens: Option<u64>,
+    pub(crate) budget_tokens: Option<u64>,
     /// Set by the service: the budget the child runs under.
     pub(crate) budget: Option<Budget>,
     /// The editor of the delegating session: the child asks it for permissions and uses its
     /// files and terminals, as the parent would.
-    pub client: Option<Arc<dyn ClientBridge>>,
+    pub(crate) client: Option<Arc<dyn ClientBridge>>,
     /// The delegating tool call of a foreground child.
-    pub call_id: Option<String>,
+    pub(crate) call_id: Option<String>,
     /// Set by the service for a continuable child: the id to publish it under and the
     /// descriptor its first turn records.
     pub(crate) continuation: Option<Continuation>,
@@ -71,8 +71,8 @@ pub struct StartRequest {
 /// The identity and recipe of a continuable child, fixed before it exists.
 #[derive(Debug, Clone)]
 pub(crate) struct Continuation {
-    pub session_id: String,
-    pub descriptor: Descriptor,
+    pub(crate) session_id: String,
+    pub(crate) descriptor: Descriptor,
 }
 
 impl StartRequest {
@@ -126,18 +126,18 @@ impl StartRequest {
 /// Continues a stored child with a new message.
 #[derive(Clone)]
 pub(crate) struct ResumeRequest {
-    pub session_id: String,
-    pub prompt: Vec<UserPart>,
+    pub(crate) session_id: String,
+    pub(crate) prompt: Vec<UserPart>,
     /// The live direct parent recorded in the child's header.
-    pub parent: Arc<Agent>,
+    pub(crate) parent: Arc<Agent>,
     /// Owned by the activation; exists before the child is looked up.
     pub cancel: CancellationToken,
     /// How to rebuild the child (read from its own events).
-    pub descriptor: Descriptor,
+    pub(crate) descriptor: Descriptor,
     /// The editor of the parent session, as for a start.
-    pub client: Option<Arc<dyn ClientBridge>>,
+    pub(crate) client: Option<Arc<dyn ClientBridge>>,
     /// Set by the service: the budget the activation runs under.
-    pub budget: Option<Budget>,
+    pub(crate) budget: Option<Budget>,
 }
 
 /// The depth of a child of `parent`, checked against `max_depth`.

@@ -15,8 +15,8 @@ mod http;
 mod naming;
 mod result;
 mod server;
-pub mod session;
-pub mod spec;
+pub(crate) mod session;
+pub(crate) mod spec;
 mod stdio;
 mod tool;
 

@@ -48,7 +48,7 @@ impl SessionServers {
         })
     }
 
-    pub fn specs(&self) -> &[ServerSpec] {
+    pub(crate) fn specs(&self) -> &[ServerSpec] {
         &self.specs
     }
 

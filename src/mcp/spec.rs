@@ -37,17 +37,8 @@ impl fmt::Debug for Transport {
 }
 
 impl Transport {
-    /// The transport's name as ACP calls it.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Self::Stdio { .. } => "stdio",
-            Self::Http { .. } => "http",
-            Self::Sse { .. } => "sse",
-        }
-    }
-
     /// One line for people: command or URL, with env and header values masked.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let names = |pairs: &[(String, String)]| {
             let masked: Vec<String> = pairs.iter().map(|(k, _)| format!("{k}=***")).collect();
             masked.join(", ")
@@ -77,7 +68,7 @@ impl Transport {
 
 impl ServerSpec {
     /// The server as an ACP `mcpServers` entry (what kin passes on to an ACP child).
-    pub fn to_acp(&self) -> serde_json::Value {
+    pub(crate) fn to_acp(&self) -> serde_json::Value {
         let pairs = |pairs: &[(String, String)]| {
             let listed = pairs.iter();
             listed

@@ -20,7 +20,7 @@ pub use catalog::{
     ModelCatalog, ModelChoice, ModelProfile, Prices, UnknownModel, DEFAULT_COMPACT_AT,
     DEFAULT_MODEL_ID,
 };
-pub use openai::OpenAiModel;
+pub(crate) use openai::OpenAiModel;
 pub use replay::{ReplayError, ReplayModel};
 pub use unconfigured::UnconfiguredModel;
 
@@ -98,7 +98,7 @@ pub enum ModelError {
 impl ModelError {
     /// Whether the endpoint refused the request for its length (OpenAI's
     /// `context_length_exceeded`, and the wordings of DeepSeek, vLLM and llama.cpp).
-    pub fn is_context_overflow(&self) -> bool {
+    pub(crate) fn is_context_overflow(&self) -> bool {
         let text = match self {
             Self::Http {
                 status: 400 | 413 | 422,

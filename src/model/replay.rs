@@ -139,7 +139,8 @@ impl ReplayModel {
     }
 
     /// One script per log, in binding order.
-    pub fn from_logs(logs: &[(String, LoadedSession)]) -> Self {
+    #[cfg(test)]
+    pub(crate) fn from_logs(logs: &[(String, LoadedSession)]) -> Self {
         let source = logs.first().and_then(|(_, log)| recorded_source(log));
         Self::from_scripts(
             logs.iter()
@@ -167,7 +168,8 @@ impl ReplayModel {
     }
 
     /// Scripts not fully consumed, as `name: used/total` (empty when all were).
-    pub fn unconsumed(&self) -> Vec<String> {
+    #[cfg(test)]
+    pub(crate) fn unconsumed(&self) -> Vec<String> {
         let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         state
             .scripts

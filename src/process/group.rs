@@ -89,23 +89,18 @@ impl GroupChild {
         })
     }
 
-    /// The process group id (the pid of the guard, or of the command when it has none).
-    pub fn pgid(&self) -> Option<i32> {
-        self.pgid.map(Pid::as_raw)
-    }
-
     /// Waits for the leader to exit.
     pub async fn wait(&mut self) -> std::io::Result<ExitStatus> {
         self.child.wait().await
     }
 
     /// The leader's status if it has exited.
-    pub fn try_wait(&mut self) -> Option<ExitStatus> {
+    pub(crate) fn try_wait(&mut self) -> Option<ExitStatus> {
         self.child.try_wait().ok().flatten()
     }
 
     /// Sends `signal` to every process in the group; a group that is gone is fine.
-    pub fn signal(&self, signal: Signal) {
+    pub(crate) fn signal(&self, signal: Signal) {
         if let Some(pgid) = self.pgid.filter(|_| !self.done) {
             if let Err(error) = killpg(pgid, signal) {
                 if error != nix::errno::Errno::ESRCH {
@@ -117,7 +112,7 @@ impl GroupChild {
 
     /// Stops the group: SIGTERM, a short grace for the leader, then SIGKILL to whatever is
     /// left (the guard does this once its lifeline is dropped); returns the command's status.
-    pub async fn stop(&mut self) -> Option<ExitStatus> {
+    pub(crate) async fn stop(&mut self) -> Option<ExitStatus> {
         if self.guarded {
             self.lifeline = None;
             return self.child.wait().await.ok();
@@ -154,12 +149,6 @@ impl GroupChild {
             }
         }
     }
-
-    /// The output so far, and whether some of it was cut.
-    pub fn peek(&self) -> (String, bool) {
-        let output = self.output.lock().unwrap_or_else(|p| p.into_inner());
-        (output.snapshot(), output.cut() > 0)
-    }
 }
 
 impl Drop for GroupChild {
@@ -187,7 +176,7 @@ async fn collect(mut pipe: impl AsyncRead + Unpin, output: Arc<Mutex<HeadTail>>)
 }
 
 /// A shell exit status as text: `exit code N` or `killed by signal S`.
-pub fn describe_status(status: ExitStatus) -> String {
+pub(crate) fn describe_status(status: ExitStatus) -> String {
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
         (Some(code), _) => format!("exit code {code}"),
@@ -202,7 +191,7 @@ pub fn describe_status(status: ExitStatus) -> String {
 /// A command as an editor terminal holds it: its output can be read at any time, its end
 /// awaited from several places, and it can be killed; a task owns the process meanwhile.
 /// Output beyond the limit drops the oldest bytes. Dropping it kills the group.
-pub struct Terminal {
+pub(crate) struct Terminal {
     output: Arc<Mutex<HeadTail>>,
     exit: watch::Receiver<Option<ExitStatus>>,
     kill: Arc<Notify>,
@@ -236,7 +225,7 @@ impl Terminal {
     }
 
     /// The output kept so far, whether older output was dropped, and the exit status if ended.
-    pub fn output(&self) -> (String, bool, Option<ExitStatus>) {
+    pub(crate) fn output(&self) -> (String, bool, Option<ExitStatus>) {
         let output = self.output.lock().unwrap_or_else(|p| p.into_inner());
         (output.snapshot(), output.cut() > 0, *self.exit.borrow())
     }
@@ -249,7 +238,7 @@ impl Terminal {
     }
 
     /// Kills the whole group (the terminal stays readable).
-    pub fn kill(&self) {
+    pub(crate) fn kill(&self) {
         self.kill.notify_one();
     }
 }

@@ -76,7 +76,7 @@ pub struct Runner<'a> {
     /// Ids of prompts sent but not yet answered.
     open_prompts: HashSet<i64>,
     /// Every line kin wrote to stdout, in order.
-    pub stdout: Vec<String>,
+    pub(crate) stdout: Vec<String>,
     observe: Box<dyn FnMut(RunEvent<'_>) + Send + 'a>,
 }
 

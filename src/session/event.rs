@@ -16,24 +16,24 @@ pub use super::user_part::UserPart;
 pub struct Header {
     #[serde(rename = "type")]
     pub kind: String,
-    pub version: u32,
+    pub(crate) version: u32,
     pub id: String,
     pub created_at: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cwd: Option<String>,
+    pub(crate) cwd: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub additional_directories: Vec<String>,
+    pub(crate) additional_directories: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_session: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub seed_length: Option<u64>,
+    pub(crate) seed_length: Option<u64>,
     #[serde(default)]
     pub delegation_depth: u32,
 }
 
 impl Header {
-    pub const KIND: &'static str = "session";
-    pub const VERSION: u32 = 0;
+    pub(crate) const KIND: &'static str = "session";
+    pub(crate) const VERSION: u32 = 0;
 
     pub fn new(
         id: String,
@@ -111,7 +111,7 @@ pub enum EventBody {
 #[derive(Debug, Clone, PartialEq)]
 pub struct OtherEvent {
     pub kind: String,
-    pub data: Value,
+    pub(crate) data: Value,
 }
 
 impl Serialize for OtherEvent {
@@ -182,7 +182,7 @@ pub struct Empty {}
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TurnStart {
     pub turn: u32,
-    pub trigger: Value,
+    pub(crate) trigger: Value,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -195,8 +195,8 @@ pub struct StepRef {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UserMessage {
     pub content: Vec<UserPart>,
-    pub source: Value,
-    pub role: String,
+    pub(crate) source: Value,
+    pub(crate) role: String,
     pub id: String,
 }
 
@@ -204,15 +204,15 @@ pub struct UserMessage {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SteeringMessage {
     pub turn: u32,
-    pub message: UserMessage,
+    pub(crate) message: UserMessage,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionTitle {
     pub title: String,
-    pub message_seqs: Vec<u64>,
-    pub source: Value,
+    pub(crate) message_seqs: Vec<u64>,
+    pub(crate) source: Value,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -367,7 +367,7 @@ pub struct Usage {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_read_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cache_write_tokens: Option<u64>,
+    pub(crate) cache_write_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_tokens: Option<u64>,
 }
@@ -394,16 +394,16 @@ pub enum FinishKind {
 pub struct AssistantMessage {
     pub turn: u32,
     pub step: u32,
-    pub message: AssistantMessageBody,
+    pub(crate) message: AssistantMessageBody,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Usage>,
+    pub(crate) usage: Option<Usage>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AssistantMessageBody {
-    pub role: String,
+pub(crate) struct AssistantMessageBody {
+    pub(crate) role: String,
     pub content: Vec<AssistantBlock>,
-    pub source: Value,
+    pub(crate) source: Value,
     pub id: String,
 }
 
@@ -412,57 +412,57 @@ pub struct AssistantMessageBody {
 pub struct ToolCall {
     pub turn: u32,
     pub step: u32,
-    pub call_id: String,
-    pub name: String,
+    pub(crate) call_id: String,
+    pub(crate) name: String,
     /// The raw JSON text the model produced; it may not parse.
-    pub arguments: String,
+    pub(crate) arguments: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolResult {
     pub turn: u32,
     pub step: u32,
-    pub message: ToolResultMessage,
+    pub(crate) message: ToolResultMessage,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<ToolResultError>,
+    pub(crate) error: Option<ToolResultError>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub meta: Option<Value>,
+    pub(crate) meta: Option<Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolResultMessage {
-    pub source: Value,
+pub(crate) struct ToolResultMessage {
+    pub(crate) source: Value,
     pub content: Vec<ToolResultPart>,
-    pub role: String,
+    pub(crate) role: String,
     pub id: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ToolResultPart {
+pub(crate) struct ToolResultPart {
     #[serde(rename = "type")]
     pub kind: String,
-    pub tool_call_id: String,
+    pub(crate) tool_call_id: String,
     pub content: Vec<ToolResultText>,
-    pub is_error: bool,
+    pub(crate) is_error: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolResultText {
+pub(crate) struct ToolResultText {
     #[serde(rename = "type")]
     pub kind: String,
-    pub text: String,
+    pub(crate) text: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolResultError {
-    pub name: String,
-    pub code: String,
+pub(crate) struct ToolResultError {
+    pub(crate) name: String,
+    pub(crate) code: String,
 }
 
 impl ToolResult {
     /// The concatenated text the tool returned.
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         self.message
             .content
             .iter()
@@ -470,11 +470,11 @@ impl ToolResult {
             .collect()
     }
 
-    pub fn is_error(&self) -> bool {
+    pub(crate) fn is_error(&self) -> bool {
         self.message.content.iter().any(|part| part.is_error)
     }
 
-    pub fn call_id(&self) -> &str {
+    pub(crate) fn call_id(&self) -> &str {
         self.message
             .content
             .first()
@@ -486,14 +486,14 @@ impl ToolResult {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TurnEnd {
     pub turn: u32,
-    pub reason: TurnEndReason,
+    pub(crate) reason: TurnEndReason,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<super::context::TurnUsage>,
+    pub(crate) usage: Option<super::context::TurnUsage>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
-pub enum TurnEndReason {
+pub(crate) enum TurnEndReason {
     Completed,
     Aborted,
     MaxTokens,
@@ -524,9 +524,9 @@ pub enum TurnEndReason {
 /// The session's permission mode was switched (`ask`, `allow` or `read-only`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PermissionModeSet {
-    pub mode: String,
+    pub(crate) mode: String,
     /// Who switched it, e.g. `{"kind":"client"}`.
-    pub source: Value,
+    pub(crate) source: Value,
 }
 
 /// The user answered a permission prompt for one tool call.
@@ -537,13 +537,13 @@ pub struct PermissionDecision {
     pub turn: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<u32>,
-    pub call_id: String,
+    pub(crate) call_id: String,
     /// The tool kind the answer is about (`edit`, `execute`, `read`, ...).
     pub kind: String,
     /// `workspace` (inside the session's roots) or `outside`.
-    pub scope: String,
+    pub(crate) scope: String,
     /// `allow` or `reject`.
-    pub decision: String,
+    pub(crate) decision: String,
     /// `once`, or `always` (remembered for the rest of the session).
-    pub remember: String,
+    pub(crate) remember: String,
 }

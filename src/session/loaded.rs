@@ -25,13 +25,13 @@ pub struct LoadedSession {
 #[derive(Debug, Clone, PartialEq)]
 pub struct SetAsideLine {
     /// 1-based line number in the file.
-    pub line: usize,
+    pub(crate) line: usize,
     pub reason: String,
-    pub bytes: Vec<u8>,
+    pub(crate) bytes: Vec<u8>,
 }
 
 impl LoadedSession {
-    pub fn next_seq(&self) -> u64 {
+    pub(crate) fn next_seq(&self) -> u64 {
         self.events.last().map_or(0, |event| event.seq + 1)
     }
 }

@@ -2,11 +2,11 @@
 //! JSONL store, and folds of a log into what the model sees. Knows nothing of ACP or of any
 //! model API.
 
-pub mod blobs;
+pub(crate) mod blobs;
 mod child;
-pub mod context;
+pub(crate) mod context;
 mod error;
-pub mod event;
+pub(crate) mod event;
 pub mod history;
 mod id;
 mod index;
@@ -15,20 +15,20 @@ mod line;
 mod loaded;
 mod lock;
 mod log;
-pub mod records;
+pub(crate) mod records;
 mod store;
 mod summary;
 mod user_part;
 
-pub use child::ChildInfo;
-pub use context::{CompactionEnd, CompactionStart, CompactionTrigger, ModelSet, TurnUsage};
+pub(crate) use context::{CompactionEnd, CompactionStart, CompactionTrigger, ModelSet, TurnUsage};
 pub use error::StoreError;
 pub use event::*;
 pub use id::SessionId;
-pub use index::ListCursor;
-pub use line::{parse_event_line, LineError};
+pub(crate) use index::ListCursor;
+#[cfg(test)]
+pub(crate) use line::parse_event_line;
 pub use loaded::{parse_log, read_log, LoadedSession, LogRead, SetAsideLine};
-pub use lock::SessionLock;
+pub(crate) use lock::SessionLock;
 pub use log::SessionLog;
 pub use records::{Descriptor, TaskEnd, TaskStart, ToolFilter};
 pub use store::SessionStore;

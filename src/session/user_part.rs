@@ -65,7 +65,7 @@ fn is_false(value: &bool) -> bool {
 
 impl UserPart {
     /// A plain text part.
-    pub fn text(text: impl Into<String>) -> Self {
+    pub(crate) fn text(text: impl Into<String>) -> Self {
         Self::Text { text: text.into() }
     }
 }

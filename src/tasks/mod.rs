@@ -26,7 +26,7 @@ use tokio_util::task::TaskTracker;
 use crate::session::SessionId;
 
 pub use status::TaskStatus;
-pub use tools::{TaskKillTool, TaskListTool, TaskOutputTool};
+pub(crate) use tools::{TaskKillTool, TaskListTool, TaskOutputTool};
 
 /// A task's id, `<kind>-N`: what `start` hands out and the `task_*` tools name. Reads as the
 /// `str` it is (the model gives ids back as plain strings).
@@ -96,9 +96,9 @@ impl TaskOutcome {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TaskSnapshot {
     pub id: TaskId,
-    pub kind: String,
-    pub label: String,
-    pub owner: Option<SessionId>,
+    pub(crate) kind: String,
+    pub(crate) label: String,
+    pub(crate) owner: Option<SessionId>,
     pub status: TaskStatus,
     pub detail: Option<String>,
     pub output: Option<String>,
@@ -153,7 +153,7 @@ pub enum Notice {
 }
 
 /// Receives [`Notice`]s.
-pub type NoticeSink = Box<dyn Fn(Notice) + Send + Sync>;
+pub(crate) type NoticeSink = Box<dyn Fn(Notice) + Send + Sync>;
 
 /// What the record sink is told about the tasks of an owner, in order, so the owner's log can
 /// show which tasks a later process finds unfinished.
@@ -179,7 +179,7 @@ pub enum Record {
 }
 
 /// Receives [`Record`]s.
-pub type RecordSink = Box<dyn Fn(Record) + Send + Sync>;
+pub(crate) type RecordSink = Box<dyn Fn(Record) + Send + Sync>;
 
 struct Task {
     snapshot: TaskSnapshot,
@@ -265,7 +265,7 @@ impl TaskService {
     }
 
     /// [`TaskService::start`] for work on `subject` (reported with the start's [`Record`]).
-    pub fn start_for(
+    pub(crate) fn start_for(
         self: &Arc<Self>,
         kind: &str,
         label: &str,
@@ -278,7 +278,7 @@ impl TaskService {
 
     /// [`TaskService::start_for`] for work that first waits for a slot: the task shows as
     /// `queued` until the work calls [`TaskService::mark_running`].
-    pub fn start_queued_for(
+    pub(crate) fn start_queued_for(
         self: &Arc<Self>,
         kind: &str,
         label: &str,
@@ -290,7 +290,7 @@ impl TaskService {
     }
 
     /// A queued task has its slot: it shows as `running` (unless it was stopped meanwhile).
-    pub fn mark_running(&self, id: &str) {
+    pub(crate) fn mark_running(&self, id: &str) {
         if let Some(task) = self.state().tasks.get_mut(id) {
             if task.snapshot.status == TaskStatus::Queued {
                 task.snapshot.status = TaskStatus::Running;
@@ -325,7 +325,7 @@ impl TaskService {
 
     /// Records a task whose outcome is known before it would start (it settles, with its
     /// notice, before this returns).
-    pub fn start_settled(
+    pub(crate) fn start_settled(
         &self,
         kind: &str,
         label: &str,
@@ -399,7 +399,7 @@ impl TaskService {
     /// Records a task an earlier process started for `owner` and never finished, as
     /// `interrupted` (already reported: no notice). Ids already in use are left alone; later
     /// ids of the kind are numbered after it.
-    pub fn restore_interrupted(
+    pub(crate) fn restore_interrupted(
         &self,
         id: &str,
         kind: &str,

@@ -14,7 +14,7 @@ pub enum TaskStatus {
 }
 
 impl TaskStatus {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Queued => "queued",
             Self::Running => "running",
@@ -26,7 +26,7 @@ impl TaskStatus {
         }
     }
 
-    pub fn is_terminal(self) -> bool {
+    pub(crate) fn is_terminal(self) -> bool {
         matches!(
             self,
             Self::Completed | Self::Killed | Self::Failed | Self::Interrupted

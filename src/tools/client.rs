@@ -15,9 +15,9 @@ use super::{ToolDisplay, ToolKind};
 /// Which editor services the client advertised.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ClientFeatures {
-    pub read_text_file: bool,
-    pub write_text_file: bool,
-    pub terminal: bool,
+    pub(crate) read_text_file: bool,
+    pub(crate) write_text_file: bool,
+    pub(crate) terminal: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -35,18 +35,18 @@ pub enum ClientError {
 /// What the user is asked to allow.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PermissionPrompt {
-    pub call_id: String,
-    pub title: String,
-    pub kind: ToolKind,
+    pub(crate) call_id: String,
+    pub(crate) title: String,
+    pub(crate) kind: ToolKind,
     /// What the call will do, e.g. the diff of an edit.
-    pub display: ToolDisplay,
-    pub raw_input: Option<Value>,
+    pub(crate) display: ToolDisplay,
+    pub(crate) raw_input: Option<Value>,
 }
 
 impl PermissionPrompt {
     /// What an "always" answer covers, as the options shown to the user word it
     /// ("Always allow commands this session").
-    pub fn always_words(&self) -> &'static str {
+    pub(crate) fn always_words(&self) -> &'static str {
         use ToolKind::*;
         match self.kind {
             Read => "reads",
@@ -74,29 +74,29 @@ pub enum PermissionAnswer {
 /// A command to run in an editor terminal.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TerminalSpec {
-    pub command: String,
-    pub args: Vec<String>,
-    pub cwd: PathBuf,
+    pub(crate) command: String,
+    pub(crate) args: Vec<String>,
+    pub(crate) cwd: PathBuf,
     /// The most output the editor should keep (it drops the oldest bytes beyond this).
-    pub output_byte_limit: u64,
+    pub(crate) output_byte_limit: u64,
 }
 
 /// How a terminal's command ended.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TerminalExit {
-    pub exit_code: Option<u32>,
-    pub signal: Option<String>,
+    pub(crate) exit_code: Option<u32>,
+    pub(crate) signal: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TerminalOutput {
-    pub output: String,
+    pub(crate) output: String,
     /// The editor dropped the oldest output to stay within the limit.
-    pub truncated: bool,
-    pub exit: Option<TerminalExit>,
+    pub(crate) truncated: bool,
+    pub(crate) exit: Option<TerminalExit>,
 }
 
-pub type ClientResult<T> = BoxFuture<'static, Result<T, ClientError>>;
+pub(crate) type ClientResult<T> = BoxFuture<'static, Result<T, ClientError>>;
 
 /// The editor's services for one session. Every request is cancellable; a cancelled request
 /// still settles (with [`ClientError::Cancelled`] or the editor's own answer).

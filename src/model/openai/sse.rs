@@ -32,7 +32,7 @@ pub enum StreamFailure {
 
 impl StreamFailure {
     /// Whether trying the request again could help, when nothing was streamed yet.
-    pub fn retryable(&self) -> bool {
+    pub(crate) fn retryable(&self) -> bool {
         matches!(self, Self::Transport(_) | Self::EndedEarly)
     }
 }
