@@ -41,30 +41,49 @@ pub fn process_env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
+/// Why the configuration could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// The config file could not be read.
     #[error("reading the config file {path}: {source}")]
     Read {
+        /// The file.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
+    /// The config file is not TOML.
     #[error("the config file {path} is not valid TOML (line {line}): {message}")]
     Parse {
+        /// The file.
         path: PathBuf,
+        /// The line of the first error.
         line: usize,
+        /// The parser's message.
         message: String,
     },
     /// Valid TOML with a value of the wrong type or form; `message` says what was expected.
     #[error("{path}:{line}: `{key}`: {message}")]
     Value {
+        /// The file.
         path: PathBuf,
+        /// The line of the value.
         line: usize,
+        /// The key, dotted (`delegation.timeout`).
         key: String,
+        /// What was expected.
         message: String,
     },
+    /// A setting has a value kin cannot use.
     #[error("{origin}: {reason}")]
-    Invalid { origin: String, reason: String },
+    Invalid {
+        /// Where the value came from (flag, environment, file).
+        origin: String,
+        /// Why it is not usable.
+        reason: String,
+    },
+    /// The model client could not be built from the settings.
     #[error(transparent)]
     Client(#[from] crate::model::openai::ClientError),
 }

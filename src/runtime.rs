@@ -27,6 +27,7 @@ pub use crate::agent::host::{HostError as RuntimeError, DEFAULT_MAX_STEPS};
 /// Settings of a runtime.
 #[derive(Debug, Clone)]
 pub struct RuntimeOptions {
+    /// Steps one turn may take.
     pub max_steps: u32,
     /// The deepest a delegated child may be (1: children cannot delegate further).
     pub subagent_max_depth: u32,
@@ -56,6 +57,7 @@ impl Default for RuntimeOptions {
     }
 }
 
+/// The one process-wide runtime: the session host, the background tasks and delegation, put together; the front ends open, close and delete sessions through it.
 pub struct Runtime {
     host: Arc<AgentHost>,
     tasks: Arc<TaskService>,
@@ -116,6 +118,7 @@ impl Runtime {
         &self.host
     }
 
+    /// The background task service.
     pub fn tasks(&self) -> &Arc<TaskService> {
         &self.tasks
     }

@@ -39,7 +39,9 @@ pub struct ChildLink {
     pub child: String,
     /// The parent's tool call that delegated, which the summary goes on.
     pub call_id: Option<String>,
+    /// The label the child is shown under (the delegating tool's `description`).
     pub title: Option<String>,
+    /// Where the child's updates, summaries and announced children are passed on.
     pub sink: Arc<dyn ChildSink>,
     /// The editor of the delegating session: the child's permission requests and, where it
     /// has them, file services go to it.

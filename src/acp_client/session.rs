@@ -38,7 +38,9 @@ pub struct PromptOutcome {
 /// `Ok`, or `Err` with the child's reason for refusing it. A verdict dropped unsent means the
 /// run ended before the child took the message.
 pub struct Steer {
+    /// The message.
     pub text: String,
+    /// Gets the child's verdict on it.
     pub verdict: oneshot::Sender<Result<(), String>>,
 }
 

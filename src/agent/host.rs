@@ -26,12 +26,18 @@ use crate::tools::{ClientBridge, ToolRegistry};
 /// Steps (model calls) one turn may take before it is stopped.
 pub const DEFAULT_MAX_STEPS: u32 = 100;
 
+/// Why the host could not open a session.
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
+    /// The store failed (the session is missing, locked, corrupt, ...).
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The session is already live here; it is not opened twice.
     #[error("session {id} is already open in this process")]
-    AlreadyLive { id: String },
+    AlreadyLive {
+        /// The session's id.
+        id: String,
+    },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -46,26 +52,44 @@ pub(crate) enum SwitchModelError {
 pub enum HostEvent<'a> {
     /// A delegated child was published; nothing carrying its id has been reported before.
     ChildStarted {
+        /// The delegating session's id.
         parent: &'a str,
+        /// The child just published.
         child: &'a Agent,
+        /// Its label (the delegating tool's `description`), if it has one.
         label: Option<&'a str>,
     },
     /// One event of a running turn, just appended to its session's log.
-    Appended { agent: &'a Agent, event: &'a Event },
+    Appended {
+        /// The session the event belongs to.
+        agent: &'a Agent,
+        /// The event as stored.
+        event: &'a Event,
+    },
     /// A turn ended (its `turn/end` is in the log).
-    TurnEnded { agent: &'a Agent, stop: StopReason },
+    TurnEnded {
+        /// The session whose turn ended.
+        agent: &'a Agent,
+        /// How it ended.
+        stop: StopReason,
+    },
     /// An update of a child agent process (or of a child it announced), under kin's session
     /// id: the ACP JSON of a `session/update`'s `update`, for clients that show children as
     /// sessions. Live only: nothing of it is in a log.
     ChildUpdate {
+        /// kin's id of the child session.
         session: &'a str,
+        /// The update's ACP JSON.
         update: &'a serde_json::Value,
     },
     /// What a child agent process did so far (its tool calls, then its answer), for clients
     /// that do not show children as sessions: shown on the parent's delegating tool call.
     ChildSummary {
+        /// The delegating session's id.
         parent: &'a str,
+        /// The delegating tool call the summary goes on.
         call_id: &'a str,
+        /// The summary so far.
         text: &'a str,
     },
 }
@@ -95,6 +119,7 @@ impl Drop for Subscription {
 }
 
 impl HostEvents {
+    /// Calls `listener` for every event from now until the returned subscription is dropped.
     pub fn subscribe(
         self: &Arc<Self>,
         listener: impl Fn(&HostEvent<'_>) + Send + Sync + 'static,
@@ -118,6 +143,7 @@ impl HostEvents {
     }
 }
 
+/// The session host: the live sessions of this process, the store, the models and tools they run with, the turn driver and the event stream.
 pub struct AgentHost {
     store: SessionStore,
     model: Arc<dyn Model>,
@@ -164,6 +190,7 @@ impl AgentHost {
         self
     }
 
+    /// The session store every session here is kept in.
     pub fn store(&self) -> &SessionStore {
         &self.store
     }
@@ -224,14 +251,17 @@ impl AgentHost {
         &self.model
     }
 
+    /// Every tool a top-level session offers.
     pub fn tools(&self) -> &Arc<ToolRegistry> {
         &self.tools
     }
 
+    /// Steps one turn may take.
     pub fn max_steps(&self) -> u32 {
         self.max_steps
     }
 
+    /// The event stream of every live session.
     pub fn events(&self) -> &Arc<HostEvents> {
         &self.events
     }
@@ -439,6 +469,7 @@ impl AgentHost {
         Ok(())
     }
 
+    /// The live session with this id, if it is open in this process.
     pub fn live(&self, id: &str) -> Option<Arc<Agent>> {
         self.agents().get(id).cloned()
     }

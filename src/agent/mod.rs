@@ -51,9 +51,13 @@ pub(crate) fn restored_mode(events: &[Event]) -> PermissionMode {
 /// task outcomes and tool errors (`delegation/`), exit codes (`headless.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StopReason {
+    /// The model finished its answer.
     Completed,
+    /// The model hit its output token limit.
     MaxTokens,
+    /// The model refused to answer.
     Refusal,
+    /// The turn was cancelled (by the client, a parent or shutdown).
     Cancelled,
     /// The step limit was reached while the model still wanted to call tools.
     MaxSteps,
@@ -80,16 +84,26 @@ impl StopReason {
     }
 }
 
+/// Why a turn could not run or went wrong.
 #[derive(Debug, thiserror::Error)]
 pub enum TurnError {
+    /// A turn is already running in the session.
     #[error("session {id} is already running a prompt; wait for it to finish or cancel it")]
-    Busy { id: String },
+    Busy {
+        /// The session's id.
+        id: String,
+    },
+    /// The model call failed.
     #[error("{error} (turn {turn}, step {step})")]
     Model {
+        /// The turn it failed in.
         turn: u32,
+        /// The step it failed in.
         step: u32,
+        /// The model's error.
         error: ModelError,
     },
+    /// The session log could not be written.
     #[error("could not write the session log: {0}")]
     Store(#[from] StoreError),
     /// The task running the turn ended without an answer (it panicked).
@@ -97,14 +111,22 @@ pub enum TurnError {
     Stopped,
     /// A tool reported a failure the turn cannot go on from.
     #[error("tool `{name}` failed: {message}")]
-    Tool { name: String, message: String },
+    Tool {
+        /// The tool's name.
+        name: String,
+        /// What it reported.
+        message: String,
+    },
 }
 
 /// Per-agent model settings; a child inherits its parent's unless overridden.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AgentOptions {
+    /// The model provider (the config's name for an endpoint).
     pub provider: Option<String>,
+    /// The model's name, if not the provider's default.
     pub model: Option<String>,
+    /// Cap on the tokens of one model answer.
     pub max_tokens: Option<u32>,
     /// Runtime delegation depth; the header's `delegationDepth` is the floor.
     pub subagent_depth: Option<u32>,
@@ -128,19 +150,31 @@ pub(crate) type Observer<'a> = &'a (dyn Fn(&Event) + Send + Sync);
 
 /// Everything that makes up a live agent besides its log.
 pub struct AgentSpec {
+    /// The session's header (its first log line).
     pub header: Header,
+    /// The working directory its tools run in.
     pub cwd: PathBuf,
+    /// The open log new events are appended to.
     pub log: SessionLog,
+    /// The events already in the log, in order.
     pub events: Vec<Event>,
+    /// The model settings.
     pub options: AgentOptions,
+    /// Replaces the persona part of the system prompt (delegated children).
     pub persona: Option<String>,
+    /// The tools the session may call.
     pub tools: Arc<ToolRegistry>,
+    /// Set when the session must report a structured result.
     pub structured: Option<Arc<StructuredCapture>>,
 }
 
+/// One live session: its log, history and settings, and the turn that may be running in it.
 pub struct Agent {
+    /// The session's id.
     pub id: String,
+    /// The working directory its tools run in.
     pub cwd: PathBuf,
+    /// The model settings.
     pub options: AgentOptions,
     /// Replaces the persona part of the system prompt (delegated children).
     pub persona: Option<String>,
@@ -209,6 +243,7 @@ pub(crate) struct NotRunning {
 }
 
 impl Agent {
+    /// A live agent from its parts, its history folded from the events.
     pub fn new(spec: AgentSpec) -> Self {
         let last_turn = spec
             .events
@@ -262,6 +297,7 @@ impl Agent {
         }
     }
 
+    /// The session's header.
     pub fn header(&self) -> &Header {
         &self.header
     }

@@ -11,6 +11,7 @@ use serde_json::Value;
 use crate::model::ToolSpec;
 use crate::tools::{Tool, ToolContext, ToolKind, ToolOutput};
 
+/// The name of the tool a child calls to hand back its structured result.
 pub const STRUCTURED_TOOL: &str = "structured_output";
 
 /// Appended to the system prompt of a child that must report a structured result.

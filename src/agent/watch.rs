@@ -41,8 +41,11 @@ impl Spend {
 /// What one child activation may spend, and the tree its spending also counts for.
 #[derive(Debug, Clone, Default)]
 pub struct Budget {
+    /// Tokens the activation may spend.
     pub tokens: Option<u64>,
+    /// Cost (in the model's price unit) the activation may spend.
     pub cost: Option<f64>,
+    /// The whole tree's spending, which the activation's also counts for.
     pub tree: Option<Arc<Spend>>,
 }
 

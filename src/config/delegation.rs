@@ -9,6 +9,7 @@ use super::duration::{duration_value, DurationValue};
 
 /// The concurrency caps kin applies when the config file says nothing.
 pub const DEFAULT_MAX_RUNNING: usize = 8;
+/// Background activations running at once per process, by default.
 pub const DEFAULT_MAX_RUNNING_PER_PROCESS: usize = 64;
 
 /// `[delegation]` as written (checked as it is read).
@@ -34,12 +35,15 @@ pub struct DelegationSettings {
     pub idle_timeout: Option<Duration>,
     /// Background activations running at once per root session, and per process.
     pub max_running: usize,
+    /// Background activations running at once in this process.
     pub max_running_per_process: usize,
     /// What one delegation tree (a root session and all its descendants) may spend.
     pub budget_tokens: Option<u64>,
+    /// Cost the whole tree may spend.
     pub budget_cost: Option<f64>,
     /// What one child activation may spend.
     pub child_budget_tokens: Option<u64>,
+    /// Cost one child activation may spend.
     pub child_budget_cost: Option<f64>,
 }
 

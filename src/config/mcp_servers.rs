@@ -29,7 +29,9 @@ pub(crate) struct McpServerEntry {
 /// The configured servers, in name order, and the startup timeout.
 #[derive(Debug, Clone, Default)]
 pub struct McpSettings {
+    /// The configured servers, by name.
     pub servers: Vec<ServerSpec>,
+    /// How long a server may take to start; the built-in default when `None`.
     pub startup_timeout: Option<Duration>,
 }
 

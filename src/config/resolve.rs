@@ -11,11 +11,17 @@ pub use super::key::KeyPlan;
 use super::{ConfigError, EnvLookup};
 use crate::model::openai::{self, ApiKey, OpenAiSettings};
 
+/// Environment variable naming the model.
 pub const ENV_MODEL: &str = "KIN_MODEL";
+/// Environment variable with the endpoint's base URL.
 pub const ENV_BASE_URL: &str = "KIN_BASE_URL";
+/// Environment variable with the API key.
 pub const ENV_API_KEY: &str = "KIN_API_KEY";
+/// Environment variable with the connect timeout.
 pub const ENV_CONNECT_TIMEOUT: &str = "KIN_CONNECT_TIMEOUT";
+/// Environment variable with the stall timeout (no bytes from the model for this long).
 pub const ENV_STALL_TIMEOUT: &str = "KIN_STALL_TIMEOUT";
+/// Environment variable with the number of retries of a model request.
 pub const ENV_RETRIES: &str = "KIN_RETRIES";
 /// Names separated by commas or spaces.
 pub(crate) const ENV_PASS_ENV: &str = "KIN_PASS_ENV";
@@ -27,21 +33,30 @@ pub const ENV_OPENAI_KEY: &str = "OPENAI_API_KEY";
 /// Values given on the command line.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Overrides {
+    /// `--model`.
     pub model: Option<String>,
+    /// `--base-url`.
     pub base_url: Option<String>,
     /// The name of the environment variable holding the key.
     pub api_key_env: Option<String>,
+    /// `--connect-timeout`.
     pub connect_timeout: Option<Duration>,
+    /// `--stall-timeout`.
     pub stall_timeout: Option<Duration>,
+    /// `--retries`.
     pub retries: Option<u32>,
 }
 
 /// Where a value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin {
+    /// Kin's built-in value.
     Default,
+    /// A command-line flag.
     Flag(&'static str),
+    /// An environment variable.
     Env(String),
+    /// The config file.
     File(PathBuf),
 }
 
@@ -56,12 +71,14 @@ impl fmt::Display for Origin {
     }
 }
 
+/// A resolved value and where it came from.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Setting<T> {
     pub(crate) value: T,
     pub(crate) origin: Origin,
 }
 
+/// The model configuration as resolved from flags, environment and the config file.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelConfig {
     /// The config file looked at, and whether it exists.
@@ -69,13 +86,19 @@ pub struct ModelConfig {
     pub(crate) file_found: bool,
     /// Keys in the config file kin does not know.
     pub(crate) unknown_keys: Vec<String>,
+    /// The model's name.
     pub model: Setting<String>,
+    /// The endpoint's base URL.
     pub base_url: Setting<String>,
+    /// How long connecting may take.
     pub connect_timeout: Setting<Duration>,
+    /// How long the model may send nothing before the request is given up.
     pub stall_timeout: Setting<Duration>,
+    /// How often a failed model request is retried.
     pub retries: Setting<u32>,
     /// Whether prompt images are sent to the model as images; the file's `images` key.
     pub(crate) images: bool,
+    /// Where the API key comes from.
     pub key: KeyPlan,
     /// Credential-like variables tool processes may see anyway.
     pub(crate) pass_env: Setting<Vec<String>>,

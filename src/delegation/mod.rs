@@ -65,6 +65,7 @@ pub use request::{Mode, StartRequest, ToolFilter, DEFAULT_MAX_DEPTH};
 pub struct Request {
     /// The provider the tool is bound to (`spawn`, `fork`, `acp:<name>`).
     pub provider: String,
+    /// The child's prompt.
     pub prompt: Vec<UserPart>,
     /// The tool's `description`: the child's label and its task's.
     pub label: String,
@@ -102,6 +103,7 @@ pub enum Delivery {
 /// One durable child of a parent, for `list_agents`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChildSummary {
+    /// The child's id (its session id).
     pub id: String,
     /// The child's session title (from its first prompt).
     pub description: Option<String>,
@@ -109,6 +111,7 @@ pub struct ChildSummary {
     pub kind: String,
     /// The model provider and model it runs on.
     pub provider: Option<String>,
+    /// The model, if not the provider's default.
     pub model: Option<String>,
     /// The task of the running activation, if one runs in this process.
     pub task: Option<TaskId>,
@@ -123,7 +126,9 @@ pub struct ChildSummary {
 /// The identities of a continuable child just started.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContinuableStart {
+    /// The child's id.
     pub child_id: String,
+    /// The task of its first activation.
     pub task_id: TaskId,
 }
 
@@ -133,11 +138,17 @@ pub enum Delegated {
     /// The foreground child's result (already disposed).
     Answer(SubagentResult),
     /// A continuable background child and the task of its first activation.
-    Continuable { child: String, task: TaskId },
+    Continuable {
+        /// The child's id.
+        child: String,
+        /// The task of its first activation.
+        task: TaskId,
+    },
     /// A one-shot background child's task.
     OneShot(TaskId),
 }
 
+/// The front door for delegation: every model verb (`delegate`, `send_message`, `list`, `restore`) enters here, and routing (foreground, continuable, one-shot) is decided here.
 pub struct Delegation {
     providers: Vec<Arc<dyn Provider>>,
     tasks: Arc<TaskService>,

@@ -80,6 +80,7 @@ pub struct SubagentResult {
     pub output: Vec<AssistantBlock>,
     /// The captured value, when a schema was requested and satisfied.
     pub structured: Option<Value>,
+    /// How the child's turn ended.
     pub stop_reason: StopReason,
     /// Why the run failed, when the provider knows (e.g. how an ACP child process ended).
     pub(crate) error: Option<String>,
@@ -163,6 +164,7 @@ impl Run {
         self.result.clone().await
     }
 
+    /// Ends the activation's hold on the child (its session and what the provider keeps for it).
     pub async fn dispose(&self) {
         self.control.dispose().await
     }

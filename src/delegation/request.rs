@@ -43,6 +43,7 @@ pub struct StartRequest {
     pub output_schema: Option<Value>,
     /// Absolute cap: the child's depth must not exceed it.
     pub max_depth: Option<u32>,
+    /// Which tools the child may use.
     pub tool_filter: Option<ToolFilter>,
     /// Replaces the child's persona.
     pub persona: Option<String>,
@@ -76,6 +77,7 @@ pub(crate) struct Continuation {
 }
 
 impl StartRequest {
+    /// A request for `prompt` under `parent`, cancelled by `cancel`; every option unset (the parent's model and persona, no schema, filter or limits).
     pub fn new(prompt: Vec<UserPart>, parent: Arc<Agent>, cancel: CancellationToken) -> Self {
         Self {
             prompt,

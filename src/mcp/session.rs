@@ -20,6 +20,7 @@ use crate::tools::ToolRegistry;
 /// How long the first prompt waits for servers still starting, unless configured.
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The MCP servers of one session: started in the background, their tools offered once they are up, stopped with the session.
 pub struct SessionServers {
     specs: Vec<ServerSpec>,
     servers: Vec<Arc<Server>>,

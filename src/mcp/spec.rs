@@ -8,25 +8,34 @@ use std::fmt;
 pub struct ServerSpec {
     /// The name it was given (unique within a session); part of its tools' names.
     pub name: String,
+    /// How kin reaches the server.
     pub transport: Transport,
 }
 
+/// How kin talks to an MCP server.
 #[derive(Clone, PartialEq, Eq)]
 pub enum Transport {
     /// A command kin starts and speaks to over its stdin and stdout.
     Stdio {
+        /// The program.
         command: String,
+        /// Its arguments.
         args: Vec<String>,
         /// Added to the scrubbed environment.
         env: Vec<(String, String)>,
     },
     /// A streamable-HTTP endpoint, with headers sent on every request.
     Http {
+        /// The endpoint.
         url: String,
+        /// Header names and values.
         headers: Vec<(String, String)>,
     },
     /// The old HTTP+SSE transport: kin does not speak it, and says so.
-    Sse { url: String },
+    Sse {
+        /// The endpoint.
+        url: String,
+    },
 }
 
 /// Values of env and headers are secrets as often as not: debug output masks them.

@@ -39,6 +39,7 @@ impl Prices {
 /// What is known about a model besides how to call it.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ModelProfile {
+    /// The id sessions and the editor name the model by.
     pub id: String,
     /// Shown in the editor's model selector.
     pub display_name: String,
@@ -48,13 +49,16 @@ pub struct ModelProfile {
     pub max_output: Option<u32>,
     /// Whether prompts may carry images to this model.
     pub images: bool,
+    /// Prices per token, when known (for cost budgets and usage).
     pub prices: Option<Prices>,
 }
 
 /// One servable model.
 #[derive(Clone)]
 pub struct ModelChoice {
+    /// What is known about the model.
     pub profile: ModelProfile,
+    /// The model to call.
     pub model: Arc<dyn Model>,
 }
 
@@ -66,6 +70,7 @@ pub struct ModelCatalog {
     compact_at: f64,
 }
 
+/// A model id the catalog does not have.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown model {id:?}; the configured models are {}", .known.join(", "))]
 pub struct UnknownModel {
@@ -111,6 +116,7 @@ impl ModelCatalog {
         }
     }
 
+    /// The default model (the first).
     pub fn default_choice(&self) -> &ModelChoice {
         &self.choices[0]
     }

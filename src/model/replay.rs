@@ -31,24 +31,38 @@ use serde::Deserialize;
 use super::{Chunk, ChunkStream, Model, ModelError, ModelRequest};
 use crate::session::{parse_log, EventBody, LoadedSession, StoreError, TurnEndReason};
 
+/// Why a recording could not be loaded for replay.
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
+    /// The directory does not exist.
     #[error("replay directory {0} does not exist")]
     MissingDir(PathBuf),
+    /// The path is not a directory.
     #[error("replay path {0} is not a directory")]
     NotADir(PathBuf),
+    /// The directory has no `session.jsonl`.
     #[error("replay directory {0} has no session.jsonl")]
     MissingPrimary(PathBuf),
+    /// A file could not be read.
     #[error("{path}: {source}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
+    /// A recorded log could not be read.
     #[error(transparent)]
     Log(#[from] StoreError),
+    /// An override file is not valid.
     #[error("{path}: bad override file: {reason}")]
-    Override { path: PathBuf, reason: String },
+    Override {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 /// One recorded model call.
@@ -80,6 +94,7 @@ struct Bindings {
     by_session: HashMap<String, usize>,
 }
 
+/// A model that answers from recorded session logs, one script per session.
 #[derive(Debug)]
 pub struct ReplayModel {
     state: Mutex<Bindings>,

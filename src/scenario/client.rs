@@ -19,9 +19,13 @@ use crate::process::group::Terminal;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PermissionScript {
+    /// Answer `allow_once`.
     AllowOnce,
+    /// Answer `allow_always`.
     AllowAlways,
+    /// Answer `reject_once`.
     RejectOnce,
+    /// Answer `reject_always`.
     RejectAlways,
     /// Answer `cancelled` (a dismissed prompt).
     Cancelled,
@@ -30,8 +34,10 @@ pub enum PermissionScript {
     CancelTurn,
 }
 
+/// One entry of a scenario's `permissionAnswers`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 pub struct PermissionAnswerEntry {
+    /// The answer to give.
     pub kind: PermissionScript,
 }
 

@@ -11,11 +11,17 @@ use super::event::{AssistantBlock, Event, EventBody, UserPart};
 /// One message of the model-facing conversation.
 #[derive(Debug, Clone, PartialEq)]
 pub enum HistoryItem {
+    /// A user message (a prompt, a notice, a steering message).
     User(Vec<UserPart>),
+    /// The model's answer of one step.
     Assistant(Vec<AssistantBlock>),
+    /// The result of one tool call.
     ToolResult {
+        /// The call it answers.
         call_id: String,
+        /// What the tool returned.
         text: String,
+        /// Whether the tool failed.
         is_error: bool,
     },
 }
@@ -31,18 +37,22 @@ pub(crate) const INTERRUPTED_TOOL_RESULT: &str =
 pub struct ModelHistory(Arc<Vec<Arc<HistoryItem>>>);
 
 impl ModelHistory {
+    /// The messages, in order.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = &HistoryItem> + ExactSizeIterator {
         self.0.iter().map(|item| &**item)
     }
 
+    /// The latest message.
     pub fn last(&self) -> Option<&HistoryItem> {
         self.0.last().map(|item| &**item)
     }
 
+    /// How many messages there are.
     pub fn len(&self) -> usize {
         self.0.len()
     }
 
+    /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }

@@ -18,6 +18,7 @@ use super::index::IndexEntry;
 use super::lock::SessionLock;
 use super::summary::last_title;
 
+/// A session's log open for appending: one JSON line per event, written by this process alone (it holds the session's lock).
 pub struct SessionLog {
     path: PathBuf,
     file: File,

@@ -13,8 +13,10 @@ use serde_json::Value;
 /// Restricts the tools a child may use; stored as given (absent lists are omitted).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolFilter {
+    /// Only these tools, when given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allow: Option<Vec<String>>,
+    /// Never these tools.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deny: Option<Vec<String>>,
 }

@@ -35,6 +35,7 @@ fn io_error<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> S
     }
 }
 
+/// Where sessions are kept: one JSONL log per session, top-level sessions and delegated children in their own directories, each with an index for listing.
 #[derive(Debug, Clone)]
 pub struct SessionStore {
     /// The two directories (top level, children) and what this store has read of their

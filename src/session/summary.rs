@@ -7,6 +7,7 @@ use super::line::parse_event_line;
 /// What `session/list` needs about one stored session.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionSummary {
+    /// The session's id.
     pub id: String,
     pub(crate) cwd: Option<String>,
     pub(crate) additional_directories: Vec<String>,

@@ -34,6 +34,7 @@ pub(crate) use tools::{TaskKillTool, TaskListTool, TaskOutputTool};
 pub struct TaskId(String);
 
 impl TaskId {
+    /// The id as text.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -61,12 +62,16 @@ impl PartialEq<&str> for TaskId {
 /// How a task's work ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TaskOutcome {
+    /// The task's final status.
     pub status: TaskStatus,
+    /// What else there is to say (why it failed, ...).
     pub detail: Option<String>,
+    /// What the work produced.
     pub output: Option<String>,
 }
 
 impl TaskOutcome {
+    /// The work finished with this output.
     pub fn completed(output: String) -> Self {
         Self {
             status: TaskStatus::Completed,
@@ -75,6 +80,7 @@ impl TaskOutcome {
         }
     }
 
+    /// The work was stopped.
     pub fn killed() -> Self {
         Self {
             status: TaskStatus::Killed,
@@ -83,6 +89,7 @@ impl TaskOutcome {
         }
     }
 
+    /// The work failed, for this reason.
     pub fn failed(detail: impl Into<String>) -> Self {
         Self {
             status: TaskStatus::Failed,
@@ -95,12 +102,16 @@ impl TaskOutcome {
 /// A task as seen at one moment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TaskSnapshot {
+    /// The task's id.
     pub id: TaskId,
     pub(crate) kind: String,
     pub(crate) label: String,
     pub(crate) owner: Option<SessionId>,
+    /// Its status then.
     pub status: TaskStatus,
+    /// What else there is to say (why it failed, ...).
     pub detail: Option<String>,
+    /// What the work produced, once it did.
     pub output: Option<String>,
 }
 
@@ -114,16 +125,22 @@ impl TaskSnapshot {
     }
 }
 
+/// Why the task service refused a call.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TaskError {
+    /// No task has this id.
     #[error("unknown task {0}")]
     Unknown(String),
+    /// The task is another session's.
     #[error("task {0} belongs to another session")]
     Foreign(String),
+    /// The task id given is empty.
     #[error("invalid task_id: expected a non-empty string, got \"\"")]
     EmptyId,
+    /// A task was started without a kind or a label.
     #[error("a background task needs a non-empty kind and label")]
     BadStart,
+    /// The service is shutting down and starts no task.
     #[error("background tasks are shutting down")]
     ShuttingDown,
 }
@@ -131,7 +148,9 @@ pub enum TaskError {
 /// What `kill` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KillResult {
+    /// The task was running and was told to stop.
     Requested,
+    /// The task had already ended, as this snapshot shows.
     AlreadyFinished(TaskSnapshot),
 }
 
@@ -141,15 +160,25 @@ pub enum Notice {
     /// Leave the owner session this message (its id is `id`) for its next model call; with
     /// it, the owner learns that `task` ended as `status`.
     Post {
+        /// The owner session's id.
         owner: String,
+        /// The message's id.
         id: String,
+        /// The message's text.
         text: String,
+        /// The task it is about.
         task: TaskId,
+        /// How the task ended.
         status: TaskStatus,
     },
     /// The result was read after all (a `task_output` that began before the task settled may
     /// read it just after): drop message `id` if it has not reached the model yet.
-    Withdraw { owner: String, id: String },
+    Withdraw {
+        /// The owner session's id.
+        owner: String,
+        /// The message's id.
+        id: String,
+    },
 }
 
 /// Receives [`Notice`]s.
@@ -161,9 +190,13 @@ pub(crate) type NoticeSink = Box<dyn Fn(Notice) + Send + Sync>;
 pub enum Record {
     /// Told before the task's work begins.
     Started {
+        /// The owner session's id.
         owner: String,
+        /// The task.
         task: TaskId,
+        /// Its kind (`bash`, `subagent`, ...).
         kind: String,
+        /// Its label.
         label: String,
         /// What the task works on, as its starter named it (e.g. a child's id).
         subject: Option<String>,
@@ -171,7 +204,9 @@ pub enum Record {
     /// Told once, when the owner learns how the task ended: a terminal read or wait, or a
     /// kill. A notice carries its own (see [`Notice::Post`]); one withdrawn is told here.
     Ended {
+        /// The owner session's id.
         owner: String,
+        /// The task.
         task: TaskId,
         /// The terminal status, or `killed` for a kill of a running task.
         status: TaskStatus,
@@ -202,6 +237,7 @@ struct State {
     tasks: HashMap<String, Task>,
 }
 
+/// Background tasks: starts them, tracks their status, hands out their results to their owner sessions, and stops them all at shutdown.
 pub struct TaskService {
     state: Mutex<State>,
     tracker: TaskTracker,

@@ -20,13 +20,20 @@ pub struct ClientFeatures {
     pub(crate) terminal: bool,
 }
 
+/// Why an editor request failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ClientError {
     /// The request was cancelled (by us or by the client).
     #[error("the editor request was cancelled")]
     Cancelled,
+    /// The editor answered with an error.
     #[error("the editor answered {method} with an error: {message}")]
-    Failed { method: String, message: String },
+    Failed {
+        /// The request.
+        method: String,
+        /// The editor's message.
+        message: String,
+    },
     /// Nobody can be asked (`kin run` without a terminal); the text says what to do instead.
     #[error("{0}")]
     NobodyToAsk(String),
@@ -63,9 +70,13 @@ impl PermissionPrompt {
 /// The user's answer to a [`PermissionPrompt`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PermissionAnswer {
+    /// Allow this call.
     AllowOnce,
+    /// Allow this call and the like of it for the rest of the session.
     AllowAlways,
+    /// Refuse this call.
     RejectOnce,
+    /// Refuse this call and the like of it for the rest of the session.
     RejectAlways,
     /// The prompt was dismissed because the turn was cancelled.
     Cancelled,
@@ -88,6 +99,7 @@ pub struct TerminalExit {
     pub(crate) signal: Option<String>,
 }
 
+/// What a terminal has printed so far, and its exit if it has exited.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TerminalOutput {
     pub(crate) output: String,
@@ -101,6 +113,7 @@ pub(crate) type ClientResult<T> = BoxFuture<'static, Result<T, ClientError>>;
 /// The editor's services for one session. Every request is cancellable; a cancelled request
 /// still settles (with [`ClientError::Cancelled`] or the editor's own answer).
 pub trait ClientBridge: Send + Sync {
+    /// The services the editor advertised.
     fn features(&self) -> ClientFeatures;
 
     /// The bridge a delegated child of this session uses. By default the child speaks to the
@@ -123,6 +136,7 @@ pub trait ClientBridge: Send + Sync {
         cancel: CancellationToken,
     ) -> ClientResult<()>;
 
+    /// Asks the user whether a tool call may run.
     fn request_permission(
         &self,
         prompt: PermissionPrompt,
@@ -138,15 +152,19 @@ pub trait ClientBridge: Send + Sync {
         cancel: CancellationToken,
     ) -> ClientResult<String>;
 
+    /// What the terminal has printed so far.
     fn terminal_output(&self, terminal_id: String) -> ClientResult<TerminalOutput>;
 
+    /// Waits until the terminal's command exits.
     fn wait_for_terminal_exit(
         &self,
         terminal_id: String,
         cancel: CancellationToken,
     ) -> ClientResult<TerminalExit>;
 
+    /// Kills the terminal's command; the terminal stays until released.
     fn kill_terminal(&self, terminal_id: String) -> ClientResult<()>;
 
+    /// Releases the terminal (killing its command if it still runs).
     fn release_terminal(&self, terminal_id: String) -> ClientResult<()>;
 }

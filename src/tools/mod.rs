@@ -193,6 +193,7 @@ pub(crate) struct ToolError {
 /// The result the model will see.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolOutput {
+    /// The text the model sees.
     pub text: String,
     pub(crate) is_error: bool,
     pub(crate) error: Option<ToolError>,
@@ -300,6 +301,7 @@ pub struct ToolRegistry {
 }
 
 impl ToolRegistry {
+    /// An empty registry.
     pub fn new() -> Self {
         Self::default()
     }
@@ -328,6 +330,7 @@ impl ToolRegistry {
         self.by_name = OnceLock::from(by_name);
     }
 
+    /// The specs of every tool, by name.
     pub fn specs(&self) -> Vec<ToolSpec> {
         self.by_name().values().map(|tool| tool.spec()).collect()
     }

@@ -52,6 +52,7 @@ pub struct Roots {
 }
 
 impl Roots {
+    /// The roots of a session: its cwd and the additional directories.
     pub fn new(cwd: PathBuf, additional: Vec<PathBuf>) -> Self {
         let given: Vec<PathBuf> = std::iter::once(&cwd)
             .chain(additional.iter())

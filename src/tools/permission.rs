@@ -19,16 +19,21 @@ use tokio::sync::Notify;
 use super::client::{ClientError, PermissionAnswer, PermissionPrompt};
 use super::{ToolContext, ToolKind, ToolOutput};
 
+/// How a session's tool calls are permitted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PermissionMode {
+    /// Reads inside the workspace run freely; edits, commands and paths outside it ask first.
     #[default]
     Ask,
+    /// Edits and commands run without asking.
     Allow,
+    /// Edits and commands are refused.
     ReadOnly,
 }
 
 impl PermissionMode {
+    /// Every mode, in the order offered to the editor.
     pub const ALL: [Self; 3] = [Self::Ask, Self::Allow, Self::ReadOnly];
 
     /// The stable id (ACP mode id, log value).
@@ -40,6 +45,7 @@ impl PermissionMode {
         }
     }
 
+    /// The mode with this id, if there is one.
     pub fn from_id(id: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|mode| mode.id() == id)
     }
@@ -189,6 +195,7 @@ pub struct SessionPermissions {
 }
 
 impl SessionPermissions {
+    /// Permissions starting in `mode`, nothing remembered yet.
     pub fn new(mode: PermissionMode) -> Self {
         let permissions = Self::default();
         permissions.lock().mode = mode;

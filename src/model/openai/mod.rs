@@ -53,6 +53,7 @@ pub struct OpenAiSettings {
 }
 
 impl OpenAiSettings {
+    /// Settings for `model` at `base_url`, every other setting at its default.
     pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
         let base_url = base_url.into();
         Self {
@@ -158,9 +159,11 @@ impl std::fmt::Debug for ApiKey {
 /// The key the model calls with, or why there is none.
 #[derive(Debug, Clone, PartialEq)]
 pub enum KeyState {
+    /// A key, and where it came from.
     Present(ApiKey),
     /// `hint` tells the user what to set.
     Missing {
+        /// What to set.
         hint: String,
     },
 }
@@ -168,10 +171,12 @@ pub enum KeyState {
 /// Looks for the key again (for ACP `authenticate`).
 pub(crate) type KeyLoader = Arc<dyn Fn() -> BoxFuture<'static, KeyState> + Send + Sync>;
 
+/// The HTTP client could not be built (the text says why).
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("could not set up the HTTP client: {0}")]
 pub struct ClientError(String);
 
+/// A model behind an OpenAI-compatible chat completions endpoint, streamed.
 pub struct OpenAiModel {
     settings: Arc<OpenAiSettings>,
     /// Built by [`Model::prepare`] in the background or else by the first call: loading the
@@ -185,6 +190,7 @@ pub struct OpenAiModel {
 }
 
 impl OpenAiModel {
+    /// The model for these settings and this key; the HTTP client itself is built later.
     pub fn new(settings: OpenAiSettings, key: KeyState) -> Result<Self, ClientError> {
         Ok(Self {
             settings: Arc::new(settings),

@@ -66,6 +66,7 @@ pub struct SseDecoder {
 }
 
 impl SseDecoder {
+    /// Decodes `body`, giving up when no bytes arrive for `stall`.
     pub fn new<S, E>(body: S, stall: Duration) -> Self
     where
         S: Stream<Item = Result<Bytes, E>> + Send + 'static,
