@@ -6,6 +6,7 @@
 //! `kin acp` processes answers `initialize`, then `session/load` is timed from writing the
 //! request to reading its answer (the replayed updates read and discarded on the way), and
 //! the process's VmHWM read before it exits.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod common;
 

@@ -20,6 +20,7 @@
 //!   (`ok` or `error`), space-separated.
 //! - `mcp`: advertises `mcpCapabilities: {http: false}`; the prompt's answer is `mcp <the names
 //!   of the MCP servers its session/new got, comma-separated>`.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 use std::io::{BufRead, Write};
 use std::time::Duration;

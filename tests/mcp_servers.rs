@@ -2,6 +2,7 @@
 //! (installed by `.ci/run` from tests/mcp/package-lock.json), a server that never answers
 //! (the startup timeout), one that exits at once; permissions in `read-only`; and no server
 //! process left after `session/close`, `session/delete` or a kill -9 of kin.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod common;
 

@@ -3,6 +3,7 @@
 //! for a session opened for writing and for one another process holds (replayed read-only
 //! straight from the file). The streamed reader itself gives the same events, set-aside lines
 //! and torn tail as the whole-file parse.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod common;
 
