@@ -2,14 +2,11 @@
 //! `model/set` in its log), how full its context was after the last model call, and what it
 //! has cost, its settled children included. Restored from the log on open.
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 
 use crate::model::ModelProfile;
 use crate::session::{Event, EventBody, TurnUsage, Usage};
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
-}
+use crate::sync::lock;
 
 /// The session's context figures, as of its last model call.
 #[derive(Debug, Clone, Default, PartialEq)]

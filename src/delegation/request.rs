@@ -1,5 +1,6 @@
-//! What a delegation asks for: a start ([`StartRequest`]) or a resume ([`ResumeRequest`]) of
-//! a child, run in the foreground or the background ([`Mode`]).
+//! What a delegation asks for: the tools' [`Request`], and the start ([`StartRequest`]) or
+//! resume ([`ResumeRequest`]) of a child it becomes, run in the foreground or the background
+//! ([`Mode`]).
 
 use std::sync::Arc;
 
@@ -24,6 +25,36 @@ pub enum Mode {
     Foreground,
     /// The call returns at once with a task id (and, when continuable, the child's id).
     Background,
+}
+
+/// What the tools hand the service for one delegation.
+pub struct Request {
+    /// The provider the tool is bound to (`spawn`, `fork`, `acp:<name>`).
+    pub provider: String,
+    /// The child's prompt.
+    pub prompt: Vec<UserPart>,
+    /// The tool's `description`: the child's label and its task's.
+    pub label: String,
+    /// The editor of the calling session.
+    pub client: Option<Arc<dyn ClientBridge>>,
+    /// The tool call's: cancels a foreground child (a background one has its task's).
+    pub cancel: CancellationToken,
+    /// The configured model to run the child on; by default the one the caller runs on now.
+    pub model: Option<String>,
+    /// The delegating tool call (a foreground child process's summary is shown on it).
+    pub call_id: Option<String>,
+    /// The child's token budget, instead of the configured `child_budget_tokens`.
+    pub budget_tokens: Option<u64>,
+    /// The child's wall-clock limit, instead of the configured `[delegation] timeout`.
+    pub timeout: Option<std::time::Duration>,
+    /// Replaces the child's persona (an agent definition's instructions).
+    pub persona: Option<String>,
+    /// The only tools the child may use (an agent definition's `tools`).
+    pub tools: Option<Vec<String>>,
+    /// The child's own permission mode, clamped to the caller's.
+    pub permission: Option<crate::tools::PermissionMode>,
+    /// Run the child in a fresh git worktree (in-process children only).
+    pub worktree: bool,
 }
 
 /// Everything a provider needs to start a child.

@@ -30,6 +30,7 @@ use serde::Deserialize;
 
 use super::{Chunk, ChunkStream, Model, ModelError, ModelRequest};
 use crate::session::{parse_log, EventBody, LoadedSession, StoreError, TurnEndReason};
+use crate::sync::lock;
 
 /// Why a recording could not be loaded for replay.
 #[derive(Debug, thiserror::Error)]
@@ -185,7 +186,7 @@ impl ReplayModel {
     /// Scripts not fully consumed, as `name: used/total` (empty when all were).
     #[cfg(test)]
     pub(crate) fn unconsumed(&self) -> Vec<String> {
-        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let state = lock(&self.state);
         state
             .scripts
             .iter()
@@ -196,7 +197,7 @@ impl ReplayModel {
 
     fn next_entry(&self, request: &ModelRequest) -> Result<Entry, ModelError> {
         let session_id = request.session_id.as_str();
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut state = lock(&self.state);
         let index = match state.by_session.get(session_id) {
             Some(&index) => index,
             None => {

@@ -19,6 +19,7 @@ use tokio::task::JoinHandle;
 use super::child_env;
 use super::guard::{self, Lifeline, TERM_GRACE};
 use super::truncate::HeadTail;
+use crate::sync::lock;
 
 /// How long output readers may take to see end of file once the group is gone. Only a process
 /// that left the group (setsid) and kept the pipe open, with no guard to kill it, can make them
@@ -133,10 +134,7 @@ impl GroupChild {
     /// to end, and returns the collected output.
     pub async fn finish(&mut self) -> HeadTail {
         self.drain().await;
-        self.output
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        lock(&self.output).clone()
     }
 
     async fn drain(&mut self) {
@@ -167,10 +165,7 @@ async fn collect(mut pipe: impl AsyncRead + Unpin, output: Arc<Mutex<HeadTail>>)
     loop {
         match pipe.read(&mut buffer).await {
             Ok(0) | Err(_) => break,
-            Ok(n) => output
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(&buffer[..n]),
+            Ok(n) => lock(&output).push(&buffer[..n]),
         }
     }
 }

@@ -203,7 +203,7 @@ impl SessionPermissions {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        crate::sync::lock(&self.state)
     }
 
     /// The session's own mode (what it was set to, and what its log records).

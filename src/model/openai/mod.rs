@@ -294,7 +294,7 @@ impl Model for OpenAiModel {
                 ))))
             }
         };
-        let recent = || self.encoded.lock().unwrap_or_else(|p| p.into_inner());
+        let recent = || crate::sync::lock(&self.encoded);
         let mut encoded = recent().take(&request.session_id);
         let body = encoded.body(&self.settings.model, &request, self.settings.images);
         recent().put(request.session_id, encoded);
