@@ -46,10 +46,10 @@ pub enum DelegationError {
     /// The output schema is not a usable JSON Schema (the text says why).
     #[error("{0}")]
     Schema(String),
+    /// The child's provider cannot take a message while it runs.
     #[error(
         "subagent \"{0}\" provider does not accept live delivery; the message was not delivered"
     )]
-    /// The child's provider cannot take a message while it runs.
     NoSteer(String),
     /// The child runs no activation to deliver to.
     #[error("subagent child \"{0}\" is not running; the message was not delivered")]

@@ -4,13 +4,13 @@
 
 use serde::{Deserialize, Serialize};
 
+/// One part of a user message, as stored in the log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(
     tag = "type",
     rename_all = "kebab-case",
     rename_all_fields = "camelCase"
 )]
-/// One part of a user message, as stored in the log.
 pub enum UserPart {
     /// Text.
     Text {
