@@ -4,6 +4,7 @@
 //!   `session/new`, `session/prompt` until the answer; the teardown is not counted;
 //! - 100 spawn/cancel cycles (the prompt waits on the model until cancelled): afterwards no
 //!   child process is left and this process holds no more file descriptors than before.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod common;
 

@@ -7,6 +7,7 @@
 //! - per update: (editor reads the last chunk - child wrote the first) / N, per run: an upper
 //!   bound on kin's cost per passed-on update (the child's writing and both pipes included);
 //! - first chunk: editor reads the first chunk - child wrote it, per run.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod common;
 

@@ -2,6 +2,7 @@
 //! started, awaited and its output collected through `GroupChild` (as the `bash` tool does),
 //! first directly (no guard: only a process group), then under the guard (the release `kin`
 //! re-run as `kin __guard`).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod common;
 

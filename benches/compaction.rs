@@ -6,6 +6,7 @@
 //! follow a compaction and for the others.
 //!
 //! Target: prompt -> model request under 3 ms after compaction.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 #[path = "../tests/common/mock_openai.rs"]
 mod mock_openai;

@@ -3,6 +3,7 @@
 //! through it, ignore rules read through the same handles) next to the `ignore` crate's walk it
 //! replaced (directories opened by name), on a tree of 10,000 files in 110 directories with a
 //! few `.gitignore` files. Both walks list the same entries (checked).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod common;
 

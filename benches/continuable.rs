@@ -4,6 +4,7 @@
 //!    first model request;
 //! 2. steering a message into a running child (the `send_message` call itself);
 //! 3. `list_agents` over 10,000 stored children of one parent.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -3,6 +3,7 @@
 //!    delegation overhead: child session file, publication, task, disposal);
 //! 2. 1,000 background one-shot children started at once, all collected; peak RSS;
 //! 3. forking a parent whose log holds 10,000 events (start -> child published).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

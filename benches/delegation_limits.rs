@@ -8,6 +8,7 @@
 //!    complete; reported are the wall time, peak RSS (`VmHWM`), and, against the same 10,000
 //!    with a cap that never queues, the queue's overhead per activation. Medians of 3 runs.
 //!    Targets: peak RSS < 64 MiB, overhead < 20 us per activation.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 use std::process::Command;
 use std::sync::Arc;

@@ -8,6 +8,7 @@
 //! program touches when they are in the page cache (fault-around), so without this the figure
 //! depended on which parts of a freshly linked binary happened to be cached (7.3 vs 8.1 MiB for
 //! the same kin); fully cached is the state of an installed binary.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod common;
 

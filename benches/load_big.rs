@@ -9,6 +9,7 @@
 //! `session/load` is timed from writing the request to reading its answer (the replayed
 //! updates read and discarded on the way), and the process's VmHWM read before it exits; then
 //! `LOADS` more fresh processes time `session/resume` the same way.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod common;
 

@@ -6,6 +6,7 @@
 //! seqs contiguous from 0. `session/load` is timed from writing the request to reading its
 //! response, the `session/update` replay in between read and discarded, once per fresh
 //! process; `kin::session::parse_log` is timed in-process on the same bytes.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod common;
 

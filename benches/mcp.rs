@@ -9,6 +9,7 @@
 //! - memory: kin's own RSS growth per connected server (20 servers in this process);
 //! - 10 children: 10 concurrent calls on one session's server (what 10 in-process children
 //!   sharing the parent's connection do): every call answered, one server process.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod common;
 

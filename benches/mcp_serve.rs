@@ -6,6 +6,7 @@
 //! - a foreground `kin` call: `tools/call kin` -> its answer, through `kin mcp`'s server
 //!   (`mcp_server::serve_io`) on in-process pipes, on the instant model (answers "OK" from
 //!   memory, so the model's time is ~0); target < 5 ms beyond the model's time.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod common;
 mod instant_model;

@@ -11,6 +11,7 @@
 //!
 //! Target: the first prompt after a switch costs no more than a first connect (cold start);
 //! later ones cost what steady prompts do.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 #[path = "../tests/common/mock_openai.rs"]
 mod mock_openai;

@@ -10,6 +10,7 @@
 //!
 //! Then one huge event (a single text delta of 0.5 to 10 MB) arriving as one buffer: the time
 //! must grow linearly with the size (the same MB/s at every size).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 use std::time::{Duration, Instant};
 

@@ -3,6 +3,7 @@
 //! HTTP/1.1 with keep-alive). One sample is the time from starting a call (`Model::stream`)
 //! to the end of its stream, for a two-event answer: request building and JSON encoding, the
 //! HTTP round trip, SSE and chunk decoding. Target: median under 1 ms.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 #[path = "../tests/common/mock_openai.rs"]
 mod mock_openai;

@@ -6,6 +6,7 @@
 //! - model request: `session/prompt` written -> the request's last byte at the server, in a
 //!   session resumed from a 100,000-event log (2,000 turns of 50 events, 82% of them streamed
 //!   text chunks), so the whole history goes into each request.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 #[path = "../tests/common/mock_openai.rs"]
 mod mock_openai;

@@ -6,6 +6,7 @@
 //!   for the same prompt without it; the difference is what the image costs;
 //! - log growth: bytes the image prompt's `user/message` line takes in the JSONL log (the
 //!   image itself goes to `<id>.blobs/`).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 #[path = "../tests/common/mock_openai.rs"]
 mod mock_openai;

@@ -8,6 +8,7 @@
 //! and, in the same rounds, `ssh ... true` alone (connection, key exchange, auth, a remote
 //! command and teardown). Reported: medians of each, and the overhead: remote - local - ssh.
 //! Without `sshd` it prints a `SKIPPED` line and exits 0.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod common;
 

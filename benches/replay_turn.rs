@@ -5,6 +5,7 @@
 //! serves every prompt on ONE session; each sample is the time from writing
 //! `session/prompt` to reading its response, with the `session/update` lines in between read
 //! and discarded (and counted).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod common;
 

@@ -6,6 +6,7 @@
 //! and reported), then the first page is timed `SAMPLES` times, each from writing the request
 //! to reading its response; then every page is read once, cursor by cursor. Finally
 //! `FRESH` new processes each time their first page (index present, process cold).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod common;
 

@@ -6,6 +6,7 @@
 //! heap: runtime with an instant model and one parent session, one warm-up child, baseline
 //! `VmRSS`; then 1,000 `spawn` children one after another (start, result, dispose, drop), then
 //! `VmRSS` again. Reported: medians over the runs.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 use std::process::Command;
 use std::sync::Arc;

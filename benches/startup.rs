@@ -4,6 +4,7 @@
 //! Each kin run gets a fresh, empty `KIN_HOME` (a first launch); the clock starts just before
 //! `spawn` and stops when the response line has been read. Runs of the three programs are
 //! interleaved, so drift in the machine's load falls on all of them alike.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod common;
 

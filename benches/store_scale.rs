@@ -10,6 +10,7 @@
 //!    one process are timed (target < 1 ms median).
 //!
 //! Everything is written to a temporary directory and deleted at the end.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod common;
 

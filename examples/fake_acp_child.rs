@@ -26,6 +26,7 @@
 //!   left=<ok|error>`, or `create=error:<message>` when the first create fails.
 //! - `mcp`: advertises `mcpCapabilities: {http: false}`; the prompt's answer is `mcp <the names
 //!   of the MCP servers its session/new got, comma-separated>`.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 use std::io::{BufRead, Write};
 use std::time::Duration;

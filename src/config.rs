@@ -19,7 +19,7 @@ pub use delegation::{DelegationSettings, DEFAULT_MAX_RUNNING, DEFAULT_MAX_RUNNIN
 pub use duration::parse_duration;
 pub use key::load as load_key;
 pub use mcp_servers::{render as render_mcp_servers, McpSettings};
-pub use reloadable::ReloadableModel;
+pub(crate) use reloadable::ReloadableModel;
 pub use resolve::{
     resolve, ConfiguredModel, KeyPlan, ModelConfig, Origin, Overrides, Setting, ENV_API_KEY,
     ENV_BASE_URL, ENV_CONNECT_TIMEOUT, ENV_DEEPSEEK_KEY, ENV_MODEL, ENV_OPENAI_KEY, ENV_RETRIES,
@@ -28,11 +28,11 @@ pub use resolve::{
 pub use show::{render, render_agents};
 
 /// Reads an environment variable; empty values count as unset.
-pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+pub(crate) type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
 
 /// kin's config directory (`$XDG_CONFIG_HOME/kin`, else `~/.config/kin`), where user-wide
 /// slash commands live in `commands/`.
-pub fn config_dir(env: EnvLookup<'_>) -> Option<PathBuf> {
+pub(crate) fn config_dir(env: EnvLookup<'_>) -> Option<PathBuf> {
     file::path(env).and_then(|path| path.parent().map(Path::to_owned))
 }
 
@@ -41,30 +41,49 @@ pub fn process_env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
+/// Why the configuration could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// The config file could not be read.
     #[error("reading the config file {path}: {source}")]
     Read {
+        /// The file.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
+    /// The config file is not TOML.
     #[error("the config file {path} is not valid TOML (line {line}): {message}")]
     Parse {
+        /// The file.
         path: PathBuf,
+        /// The line of the first error.
         line: usize,
+        /// The parser's message.
         message: String,
     },
     /// Valid TOML with a value of the wrong type or form; `message` says what was expected.
     #[error("{path}:{line}: `{key}`: {message}")]
     Value {
+        /// The file.
         path: PathBuf,
+        /// The line of the value.
         line: usize,
+        /// The key, dotted (`delegation.timeout`).
         key: String,
+        /// What was expected.
         message: String,
     },
+    /// A setting has a value kin cannot use.
     #[error("{origin}: {reason}")]
-    Invalid { origin: String, reason: String },
+    Invalid {
+        /// Where the value came from (flag, environment, file).
+        origin: String,
+        /// Why it is not usable.
+        reason: String,
+    },
+    /// The model client could not be built from the settings.
     #[error(transparent)]
     Client(#[from] crate::model::openai::ClientError),
 }
@@ -72,7 +91,7 @@ pub enum ConfigError {
 /// The configured OpenAI-compatible model (with or without a key yet), ready to serve. ACP
 /// `authenticate` rebuilds it from the flags and the environment and config file as they are
 /// then (see [`ReloadableModel`]).
-pub async fn build_model(
+pub(crate) async fn build_model(
     overrides: &Overrides,
     config: ModelConfig,
 ) -> Result<ReloadableModel, ConfigError> {

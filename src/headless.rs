@@ -19,14 +19,16 @@ use crate::runtime::{Runtime, RuntimeError};
 use crate::session::{AssistantChunk, Chunk, Event, EventBody, UserPart};
 use crate::tools::{ClientBridge, PermissionMode};
 
-pub use ask::TerminalAsk;
+pub(crate) use ask::TerminalAsk;
 
 /// Exit status of a turn that ended without an answer being complete (limit, refusal).
-pub const EXIT_STOPPED: u8 = 3;
+pub(crate) const EXIT_STOPPED: u8 = 3;
 /// Exit status of a cancelled turn (as after SIGINT).
-pub const EXIT_CANCELLED: u8 = 130;
+pub(crate) const EXIT_CANCELLED: u8 = 130;
 
+/// What `kin run` was asked to do.
 pub struct HeadlessOptions {
+    /// The prompt's text.
     pub prompt: String,
     /// Continue this stored session instead of creating one.
     pub session: Option<String>,
@@ -38,12 +40,16 @@ pub struct HeadlessOptions {
     pub mode: Option<PermissionMode>,
 }
 
+/// Why `kin run` failed.
 #[derive(Debug, thiserror::Error)]
 pub enum HeadlessError {
+    /// The model has no API key (the text says where kin looked).
     #[error("no API key for the model: {0}")]
     MissingKey(String),
+    /// The session could not be opened or created.
     #[error(transparent)]
     Session(#[from] RuntimeError),
+    /// The turn failed.
     #[error(transparent)]
     Turn(#[from] TurnError),
 }

@@ -1,4 +1,3 @@
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 //! kin: an ACP agent that delegates.
 //!
 //! # Layout

@@ -5,21 +5,21 @@
 use std::sync::RwLock;
 
 /// Tool-call arguments longer than this are refused (the model gets an error result).
-pub const DEFAULT_TOOL_ARGUMENT_BYTES: usize = 1024 * 1024;
+pub(crate) const DEFAULT_TOOL_ARGUMENT_BYTES: usize = 1024 * 1024;
 /// A `session/prompt` whose content is longer in total is refused.
-pub const DEFAULT_PROMPT_BYTES: usize = 32 * 1024 * 1024;
+pub(crate) const DEFAULT_PROMPT_BYTES: usize = 32 * 1024 * 1024;
 /// A `session/prompt` with more content blocks is refused.
-pub const DEFAULT_PROMPT_BLOCKS: usize = 10_000;
+pub(crate) const DEFAULT_PROMPT_BLOCKS: usize = 10_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    pub tool_argument_bytes: usize,
-    pub prompt_bytes: usize,
-    pub prompt_blocks: usize,
+pub(crate) struct Limits {
+    pub(crate) tool_argument_bytes: usize,
+    pub(crate) prompt_bytes: usize,
+    pub(crate) prompt_blocks: usize,
 }
 
 impl Limits {
-    pub const DEFAULT: Self = Self {
+    pub(crate) const DEFAULT: Self = Self {
         tool_argument_bytes: DEFAULT_TOOL_ARGUMENT_BYTES,
         prompt_bytes: DEFAULT_PROMPT_BYTES,
         prompt_blocks: DEFAULT_PROMPT_BLOCKS,
@@ -35,11 +35,11 @@ impl Default for Limits {
 static LIMITS: RwLock<Limits> = RwLock::new(Limits::DEFAULT);
 
 /// Sets the caps for the rest of the process.
-pub fn configure(limits: Limits) {
+pub(crate) fn configure(limits: Limits) {
     *LIMITS.write().unwrap_or_else(|p| p.into_inner()) = limits;
 }
 
 /// The caps in force.
-pub fn current() -> Limits {
+pub(crate) fn current() -> Limits {
     *LIMITS.read().unwrap_or_else(|p| p.into_inner())
 }

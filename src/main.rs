@@ -1,4 +1,3 @@
-#![deny(clippy::unwrap_used, clippy::expect_used)]
 //! The `kin` command line: parses arguments, builds the runtime, hands over.
 
 use std::backtrace::BacktraceStatus;

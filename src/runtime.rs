@@ -27,6 +27,7 @@ pub use crate::agent::host::{HostError as RuntimeError, DEFAULT_MAX_STEPS};
 /// Settings of a runtime.
 #[derive(Debug, Clone)]
 pub struct RuntimeOptions {
+    /// Steps one turn may take.
     pub max_steps: u32,
     /// The deepest a delegated child may be (1: children cannot delegate further).
     pub subagent_max_depth: u32,
@@ -56,6 +57,7 @@ impl Default for RuntimeOptions {
     }
 }
 
+/// The one process-wide runtime: the session host, the background tasks and delegation, put together; the front ends open, close and delete sessions through it.
 pub struct Runtime {
     host: Arc<AgentHost>,
     tasks: Arc<TaskService>,
@@ -116,6 +118,7 @@ impl Runtime {
         &self.host
     }
 
+    /// The background task service.
     pub fn tasks(&self) -> &Arc<TaskService> {
         &self.tasks
     }
@@ -140,7 +143,7 @@ impl Runtime {
 
     /// Starts the session's MCP servers (the configured ones merged with `editor`'s) in the
     /// background, replacing any it had (which are stopped in the background). Returns at once.
-    pub fn start_mcp(&self, agent: &Agent, editor: Vec<ServerSpec>) {
+    pub(crate) fn start_mcp(&self, agent: &Agent, editor: Vec<ServerSpec>) {
         let specs = crate::mcp::merge(&self.mcp_servers, editor);
         let view = (!specs.is_empty()).then(|| McpView {
             servers: SessionServers::start(specs, agent.cwd.clone(), self.mcp_startup_timeout),
@@ -161,7 +164,7 @@ impl Runtime {
 
     /// Closes a session: the background work it owns is stopped, and it leaves the live
     /// sessions (its turn cancelled and settled). `false` if it is neither live nor stored.
-    pub async fn close_session(&self, id: &str) -> bool {
+    pub(crate) async fn close_session(&self, id: &str) -> bool {
         let owned: Vec<_> = self
             .tasks
             .list(id)
@@ -187,7 +190,7 @@ impl Runtime {
     }
 
     /// Deletes a session and the sessions it delegated to, after stopping the work it owns.
-    pub async fn delete_session(&self, id: &str) -> Result<(), StoreError> {
+    pub(crate) async fn delete_session(&self, id: &str) -> Result<(), StoreError> {
         self.tasks.cancel_owned(id);
         if let Some(agent) = self.host.live(id) {
             Self::stop_mcp(&agent).await;

@@ -17,7 +17,7 @@ fn needs_escape(c: char) -> bool {
 
 /// `text` with every control character (terminal escapes, newlines, tabs, C1 controls) and
 /// every bidi control written as a visible escape: `\n`, `\t`, `\r`, else `\u{..}`.
-pub fn visible(text: &str) -> Cow<'_, str> {
+pub(crate) fn visible(text: &str) -> Cow<'_, str> {
     if !text.chars().any(needs_escape) {
         return Cow::Borrowed(text);
     }
@@ -37,7 +37,7 @@ pub fn visible(text: &str) -> Cow<'_, str> {
 }
 
 /// The longest start of `text` of at most `max` bytes that ends on a character boundary.
-pub fn prefix(text: &str, max: usize) -> &str {
+pub(crate) fn prefix(text: &str, max: usize) -> &str {
     if text.len() <= max {
         return text;
     }
@@ -50,7 +50,7 @@ pub fn prefix(text: &str, max: usize) -> &str {
 
 /// `text` itself if it has at most `max` bytes, else its start followed by a note saying how
 /// many bytes were cut, e.g. `[kin: 1200 of 5000 bytes cut]`.
-pub fn bounded(text: &str, max: usize) -> Cow<'_, str> {
+pub(crate) fn bounded(text: &str, max: usize) -> Cow<'_, str> {
     if text.len() <= max {
         return Cow::Borrowed(text);
     }

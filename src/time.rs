@@ -3,7 +3,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Milliseconds since the Unix epoch (0 if the clock is before it).
-pub fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
@@ -12,7 +12,7 @@ pub fn now_ms() -> u64 {
 
 /// Like [`now_ms`], but strictly increasing within the process: session creation times order
 /// sessions (e.g. children of one parent) even when several are made within a millisecond.
-pub fn unique_now_ms() -> u64 {
+pub(crate) fn unique_now_ms() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static LAST: AtomicU64 = AtomicU64::new(0);
     let now = now_ms();
@@ -27,7 +27,7 @@ pub fn unique_now_ms() -> u64 {
 }
 
 /// `2026-11-30T02:10:24.000Z` for an epoch-milliseconds value (UTC).
-pub fn iso8601(ms: u64) -> String {
+pub(crate) fn iso8601(ms: u64) -> String {
     let secs = ms / 1000;
     let (days, rem) = (secs / 86_400, secs % 86_400);
     let (year, month, day) = civil_from_days(days as i64);

@@ -2,6 +2,7 @@
 //! (`examples/fake_acp_child.rs`, `fs-escape` mode) writes under the cwd it was told. kin serves
 //! it through the editor, confined to the `remote_cwd`, only when the editor's workspace (the
 //! local `cwd`) covers that path; otherwise it refuses and touches nothing on this machine.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod common;
 

@@ -2,6 +2,7 @@
 //! runs commands through `terminal/*`, which kin serves locally (no editor here) in the
 //! child's cwd and within the delegating session's mode; a terminal the child leaves open is
 //! gone with its session.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod common;
 

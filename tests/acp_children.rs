@@ -2,6 +2,7 @@
 //! (`examples/fake_acp_child.rs`) for each fault, each named and leaving no process; and kin as
 //! the child of kin, the delegation depth crossing the process boundary; and, when they are on
 //! PATH, the real peers codex-acp and claude-agent-acp answering from a local mock model.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod common;
 

@@ -2,6 +2,7 @@
 //! typed by the pinned `agent-client-protocol-schema` crate, with the crate's `x-side` and
 //! `x-method` annotations; the tests validate kin's output against it. It must equal what the
 //! crate generates: `KIN_SCHEMAS=refresh cargo test --test acp_schema` rewrites it from the crate.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod common;
 

@@ -4,6 +4,7 @@
 //! update under their ids, the child's permission request attributed to it; one that did not
 //! sees no child text, only a summary on the delegating tool call. Every message kin writes is
 //! valid against the ACP schema.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod common;
 

@@ -1,5 +1,6 @@
 //! Wire-level behaviour of `kin acp` over real pipes: bad input, durability, cancellation and
 //! shutdown. Each test checks that kin answers as specified and keeps serving.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod common;
 

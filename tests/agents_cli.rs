@@ -1,5 +1,6 @@
 //! `kin agents`: the agent definitions of the current directory and of kin's config
 //! directory, each with the file it came from, and a notice for each file that cannot be used.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod common;
 

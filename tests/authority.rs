@@ -1,6 +1,7 @@
 //! Authority never widens down the delegation tree, checked through the real binary: a parent's
 //! switch to `read-only` reaches its running in-process child at once, and an ACP child's
 //! permission requests are answered within the parent's mode whatever its `permission` policy.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod common;
 

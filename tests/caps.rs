@@ -2,6 +2,7 @@
 //! refused to the model and not logged whole; an oversized prompt is refused with -32602 before
 //! it is stored; `kin run` shows model- and file-chosen escapes escaped on stderr; a workspace
 //! of `/` or the home directory gets a warning in the editor.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod common;
 

@@ -2,6 +2,7 @@
 //! process is continued by the next after a restart, and two processes never run the same
 //! child at once (the parent's writer lock refuses the second process first; a child locked
 //! elsewhere fails the loser's task, which says so).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod common;
 

@@ -1,6 +1,7 @@
 //! `kin demo` (the real binary): the transcript shows a child's whole answer and both
 //! activations of a continued background child, and the session logs it lists are still there
 //! after it exits.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod common;
 

@@ -3,6 +3,7 @@
 //! refuses naming `--mode` without one, `read-only` refuses), `kin acp` typed on a terminal,
 //! errors that name their culprit (config values, the store, an unknown session before a
 //! missing key, a missing TMPDIR), `kin config`'s agent tables and a full endpoint URL.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod common;
 

@@ -2,6 +2,7 @@
 //! (tests/mcp/kin_client.py, `mcp` from tests/interop/requirements.txt) over real pipes, and
 //! once over streamable HTTP. The model is the scripted OpenAI-compatible mock server.
 //! Outside CI, without a Python that has the `mcp` package, each test prints a visible skip.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod common;
 

@@ -4,6 +4,7 @@
 //! process left after `session/close`, `session/delete` or a kill -9 of kin; "always" answers
 //! per server tool; and, against the Python SDK's stdio server (tests/mcp/stdio_server.py),
 //! MCP cancellation, a changed tool list, and a restart after a crash.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod common;
 

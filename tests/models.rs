@@ -2,6 +2,7 @@
 //! config option listed, switched and restored on load; `usage_update` figures from the mock's
 //! usage and the configured prices; compaction on the threshold and on a context-length error,
 //! and `session/load` after a compaction.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod common;
 

@@ -1,6 +1,7 @@
 //! `kin acp` (the real binary) on its configured OpenAI-compatible model, served by the local
 //! mock: a prompt end to end, the bad-endpoint errors (kin keeps serving), the auth flow when
 //! there is no key, and recording a snapshot scenario then replaying the recording.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod common;
 

@@ -1,6 +1,7 @@
 //! The OpenAI-compatible model against a real HTTP server on 127.0.0.1 (the scripted mock):
 //! streaming, reasoning, tool calls split into 1-byte fragments, usage, retries, cut and
 //! stalled streams, cancellation, malformed streams and a large response.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod common;
 

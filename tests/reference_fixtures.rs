@@ -2,6 +2,7 @@
 //! replayed through kin, must give the same final agent messages and stop reasons.
 //! The fixtures are read from `../shared/reference/dsh-snapshots/` at test time; without that
 //! directory (a fresh clone) the tests are skipped, unless `CI` is set.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod common;
 

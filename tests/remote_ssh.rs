@@ -6,6 +6,7 @@
 //!
 //! Without `sshd` this is skipped with a `SKIPPED` line on stderr; under CI (`CI` set) it is
 //! required (`.ci/run` installs it).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod common;
 

@@ -2,6 +2,7 @@
 //! model receives them (the mock's request body), `update_plan` as plan updates live and on
 //! load, user slash commands, notices, and a lenient `initialize`. Every message kin writes is
 //! checked against `protocol/schemas/acp.json`, every log line against the event schemas.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod common;
 

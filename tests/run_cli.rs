@@ -1,5 +1,6 @@
 //! `kin run` (the real binary): the answer on stdout, tool activity on stderr, exit codes,
 //! `--json`, `--session`, and `--replay` without a key. Also `kin config`.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod common;
 

@@ -6,6 +6,7 @@
 //! The interpreter is `$KIN_PYTHON` (`.ci/run` points it at the virtual environment it
 //! installs the SDK into), else `python3`. Without the SDK this test is skipped with a
 //! message, unless `KIN_PYTHON` is set: an interpreter chosen for the test must have it.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 use std::fs::File;
 use std::path::{Path, PathBuf};

@@ -1,5 +1,6 @@
 //! Session logs through the real `kin acp`: what the client was shown survives kill -9, and a
 //! log with a damaged line in the middle still loads.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod common;
 

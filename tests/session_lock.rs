@@ -2,6 +2,7 @@
 //! one that has a session open holds its lock; the other may replay it read-only, but its
 //! prompts, resumes, mode changes and deletes are refused naming the writer, and it never
 //! cuts what the writer is writing. A writer killed with -9 leaves no lock behind.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod common;
 

@@ -8,6 +8,7 @@
 //!   environment and config file), writes what happened as the new recording and
 //!   expectations, then replays the new recording and compares.
 //! - `KIN_SNAPSHOT_ONLY` limits any mode to the named scenarios.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod common;
 

@@ -1,5 +1,6 @@
 //! An old flat store (children beside the top-level sessions, one index for both) moves its
 //! children into `sessions/children/` once, with their index records, and keeps finding them.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 use std::fs;
 use std::io::Write;

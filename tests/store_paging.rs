@@ -1,6 +1,7 @@
 //! `session/list` paging over a store of a few thousand sessions while sessions are created
 //! (by the lister and by a second kin process on the same store) and deleted between pages:
 //! every session that was there before the walk and not deleted is listed exactly once.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod common;
 

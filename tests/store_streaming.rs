@@ -5,6 +5,7 @@
 //! and torn tail as the whole-file parse. The log holds a compaction near its end: the
 //! session opened for writing keeps only what its model sees, yet the replay is the whole log;
 //! one step was cut off before its message, so its streamed text is replayed.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod common;
 

@@ -1,6 +1,7 @@
 //! Tool processes through the real binary: their environment holds no model key and no
 //! credential-like variable unless passed (in a session and in a delegated child), and nothing
 //! they start outlives the call or a kill -9 of kin.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod common;
 

@@ -3,6 +3,7 @@
 //! model is told). The files must match what the tools really offer, and must be valid schemas
 //! that accept and refuse the expected arguments. `KIN_SCHEMAS=refresh cargo test --test
 //! tool_schemas` rewrites them from the code.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod common;
 

@@ -45,7 +45,7 @@ const API_KEY_METHOD: &str = "api-key";
 /// Sessions per `session/list` page.
 const LIST_PAGE: usize = 50;
 
-pub struct AcpAgent {
+pub(crate) struct AcpAgent {
     runtime: Arc<Runtime>,
     initialized: AtomicBool,
     /// What the client said it offers in `initialize` (fs, terminal, ...).
@@ -57,7 +57,7 @@ pub struct AcpAgent {
 }
 
 impl AcpAgent {
-    pub fn new(runtime: Arc<Runtime>) -> Self {
+    pub(crate) fn new(runtime: Arc<Runtime>) -> Self {
         Self {
             runtime,
             initialized: AtomicBool::new(false),

@@ -36,7 +36,7 @@ const REJECT_ONCE: &str = "reject-once";
 const REJECT_ALWAYS: &str = "reject-always";
 
 /// The editor of one session.
-pub struct AcpBridge {
+pub(crate) struct AcpBridge {
     peer: Peer,
     session_id: String,
     features: ClientFeatures,
@@ -45,7 +45,7 @@ pub struct AcpBridge {
 }
 
 impl AcpBridge {
-    pub fn new(peer: Peer, session_id: String, capabilities: &ClientCapabilities) -> Self {
+    pub(crate) fn new(peer: Peer, session_id: String, capabilities: &ClientCapabilities) -> Self {
         Self {
             peer,
             session_id,

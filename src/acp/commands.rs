@@ -14,7 +14,7 @@ use agent_client_protocol_schema::v1::{
 
 /// A command kin runs itself, without the model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Builtin {
+pub(crate) enum Builtin {
     /// This session's children and their state.
     Agents,
     /// Switches the permission mode.
@@ -56,28 +56,28 @@ const BUILTINS: &[(Builtin, &str, &str, Option<&str>)] = &[
 
 /// A user command read from a Markdown file.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UserCommand {
-    pub name: String,
-    pub description: String,
-    pub hint: Option<String>,
-    pub body: String,
+pub(crate) struct UserCommand {
+    pub(crate) name: String,
+    pub(crate) description: String,
+    pub(crate) hint: Option<String>,
+    pub(crate) body: String,
 }
 
 /// What a prompt's leading `/name args` is.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Invoked<'a> {
+pub(crate) enum Invoked<'a> {
     Builtin(Builtin, &'a str),
     User(&'a UserCommand, &'a str),
 }
 
 /// The commands of one session, as found now.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Commands {
-    pub user: Vec<UserCommand>,
+pub(crate) struct Commands {
+    pub(crate) user: Vec<UserCommand>,
 }
 
 /// The directories user commands are read from, first wins.
-pub fn dirs(cwd: &Path, config_dir: Option<&Path>) -> Vec<PathBuf> {
+pub(crate) fn dirs(cwd: &Path, config_dir: Option<&Path>) -> Vec<PathBuf> {
     let mut dirs = vec![cwd.join(".kin/commands")];
     dirs.extend(config_dir.map(|dir| dir.join("commands")));
     dirs.push(cwd.join(".claude/commands"));
@@ -86,7 +86,7 @@ pub fn dirs(cwd: &Path, config_dir: Option<&Path>) -> Vec<PathBuf> {
 
 impl Commands {
     /// Reads the user commands in `dirs`. Unreadable directories and files are skipped.
-    pub fn load(dirs: &[PathBuf]) -> Self {
+    pub(crate) fn load(dirs: &[PathBuf]) -> Self {
         let mut user: Vec<UserCommand> = Vec::new();
         for dir in dirs {
             let Ok(entries) = std::fs::read_dir(dir) else {
@@ -110,7 +110,7 @@ impl Commands {
     }
 
     /// The `available_commands_update` list: built-ins first, then user commands.
-    pub fn available(&self) -> Vec<AvailableCommand> {
+    pub(crate) fn available(&self) -> Vec<AvailableCommand> {
         let input = |hint: &str| {
             AvailableCommandInput::Unstructured(UnstructuredCommandInput::new(hint.to_owned()))
         };
@@ -125,7 +125,7 @@ impl Commands {
     }
 
     /// The command a prompt's text invokes, if it starts with a known `/name`.
-    pub fn invoked<'a>(&'a self, text: &'a str) -> Option<Invoked<'a>> {
+    pub(crate) fn invoked<'a>(&'a self, text: &'a str) -> Option<Invoked<'a>> {
         let rest = text.trim_start().strip_prefix('/')?;
         let (name, args) = match rest.find(char::is_whitespace) {
             Some(at) => (&rest[..at], rest[at..].trim()),
@@ -141,7 +141,7 @@ impl Commands {
 
 impl UserCommand {
     /// The prompt this command expands to with `args`.
-    pub fn expand(&self, args: &str) -> String {
+    pub(crate) fn expand(&self, args: &str) -> String {
         if self.body.contains("$ARGUMENTS") {
             self.body.replace("$ARGUMENTS", args)
         } else if args.is_empty() {

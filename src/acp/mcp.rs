@@ -5,7 +5,7 @@ use agent_client_protocol_schema::v1::McpServer;
 
 use crate::mcp::{ServerSpec, Transport};
 
-pub fn specs(servers: &[McpServer]) -> Vec<ServerSpec> {
+pub(crate) fn specs(servers: &[McpServer]) -> Vec<ServerSpec> {
     servers
         .iter()
         .filter_map(|server| match server {
@@ -45,7 +45,7 @@ pub fn specs(servers: &[McpServer]) -> Vec<ServerSpec> {
 }
 
 /// A warning title for each server kin will not connect to.
-pub fn refusals(specs: &[ServerSpec]) -> Vec<String> {
+pub(crate) fn refusals(specs: &[ServerSpec]) -> Vec<String> {
     specs
         .iter()
         .filter(|spec| matches!(spec.transport, Transport::Sse { .. }))

@@ -7,12 +7,12 @@
 
 mod agent;
 mod answers;
-pub mod bridge;
+pub(crate) mod bridge;
 mod commands;
 mod mcp;
 pub mod models;
-pub mod modes;
-pub mod notice;
+pub(crate) mod modes;
+pub(crate) mod notice;
 mod prompt;
 mod prompt_content;
 mod prompt_links;
@@ -22,7 +22,7 @@ mod subagents;
 mod tree_replay;
 pub mod updates;
 
-pub use agent::AcpAgent;
+pub(crate) use agent::AcpAgent;
 
 use std::sync::Arc;
 

@@ -16,10 +16,10 @@ use crate::session::{Event, EventBody};
 use crate::tools::PermissionMode;
 
 /// The id of the config option that holds the session's model.
-pub const MODEL_OPTION: &str = "model";
+pub(crate) const MODEL_OPTION: &str = "model";
 
 /// The session's config options: the permission mode, and the model when there is a choice.
-pub fn config_options(
+pub(crate) fn config_options(
     models: &ModelCatalog,
     mode: PermissionMode,
     model_id: &str,
@@ -46,7 +46,7 @@ pub fn config_options(
 }
 
 /// [`config_options`] of a live session.
-pub fn options_of(host: &AgentHost, agent: &Agent) -> Vec<SessionConfigOption> {
+pub(crate) fn options_of(host: &AgentHost, agent: &Agent) -> Vec<SessionConfigOption> {
     config_options(
         host.models(),
         agent.permission_mode(),
@@ -55,12 +55,12 @@ pub fn options_of(host: &AgentHost, agent: &Agent) -> Vec<SessionConfigOption> {
 }
 
 /// The `config_option_update` that shows a live session's options as they are now.
-pub fn options_update(host: &AgentHost, agent: &Agent) -> SessionUpdate {
+pub(crate) fn options_update(host: &AgentHost, agent: &Agent) -> SessionUpdate {
     SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(options_of(host, agent)))
 }
 
 /// [`config_options`] of a stored session's `events` (opened read-only).
-pub fn options_of_log(host: &AgentHost, events: &[Event]) -> Vec<SessionConfigOption> {
+pub(crate) fn options_of_log(host: &AgentHost, events: &[Event]) -> Vec<SessionConfigOption> {
     let selected = crate::agent::SessionContext::restore(events).selected();
     let id = host
         .models()
@@ -72,7 +72,7 @@ pub fn options_of_log(host: &AgentHost, events: &[Event]) -> Vec<SessionConfigOp
 }
 
 /// `session/set_config_option` of `model`: switches the session from its next model call.
-pub fn set_model(
+pub(crate) fn set_model(
     host: &AgentHost,
     agent: &Agent,
     req: &SetSessionConfigOptionRequest,
@@ -97,7 +97,7 @@ pub(crate) const BUDGET_META_KEY: &str = "kin.budget";
 /// The `usage_update` after a model call of `agent`: only for a model whose context window
 /// is configured (the update needs its size). `budget` is its tree's spent, limit and
 /// remaining (`_meta["kin.budget"]`), for a root session under a budget.
-pub fn usage_update(
+pub(crate) fn usage_update(
     models: &ModelCatalog,
     agent: &Agent,
     budget: Option<serde_json::Value>,
@@ -121,7 +121,7 @@ pub fn usage_update(
 }
 
 /// The updates of a compaction event (live and on `session/load`).
-pub fn compaction_updates(event: &Event) -> Vec<SessionUpdate> {
+pub(crate) fn compaction_updates(event: &Event) -> Vec<SessionUpdate> {
     match &event.body {
         EventBody::CompactionStart(start) => vec![SessionUpdate::CompactionUpdate(
             CompactionUpdate::new(start.compaction_id.clone(), CompactionStatus::InProgress),

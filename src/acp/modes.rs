@@ -11,9 +11,9 @@ use agent_client_protocol_schema::v1::{
 use crate::tools::PermissionMode;
 
 /// The id of the config option that holds the permission mode.
-pub const MODE_OPTION: &str = "mode";
+pub(crate) const MODE_OPTION: &str = "mode";
 
-pub fn mode_state(current: PermissionMode) -> SessionModeState {
+pub(crate) fn mode_state(current: PermissionMode) -> SessionModeState {
     let modes = PermissionMode::ALL
         .iter()
         .map(|mode| {
@@ -23,7 +23,7 @@ pub fn mode_state(current: PermissionMode) -> SessionModeState {
     SessionModeState::new(current.id(), modes)
 }
 
-pub fn config_options(current: PermissionMode) -> Vec<SessionConfigOption> {
+pub(crate) fn config_options(current: PermissionMode) -> Vec<SessionConfigOption> {
     let options: Vec<SessionConfigSelectOption> = PermissionMode::ALL
         .iter()
         .map(|mode| {
@@ -38,6 +38,6 @@ pub fn config_options(current: PermissionMode) -> Vec<SessionConfigOption> {
     ]
 }
 
-pub fn current_mode_update(current: PermissionMode) -> SessionUpdate {
+pub(crate) fn current_mode_update(current: PermissionMode) -> SessionUpdate {
     SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(current.id()))
 }

@@ -10,16 +10,17 @@ use agent_client_protocol_schema::v1::{
 
 use crate::rpc::Peer;
 
-/// How important a notice is.
+/// How important a notice is (ACP's three severities; kin itself sends only warnings so far).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Severity {
+#[allow(dead_code, reason = "the mapping covers every ACP severity")]
+pub(crate) enum Severity {
     Info,
     Warning,
     Error,
 }
 
 /// Whether the client takes `notice` updates.
-pub fn supported(client: &ClientCapabilities) -> bool {
+pub(crate) fn supported(client: &ClientCapabilities) -> bool {
     client
         .session
         .as_ref()
@@ -27,7 +28,7 @@ pub fn supported(client: &ClientCapabilities) -> bool {
 }
 
 /// The update that carries the notice to this client.
-pub fn update(
+pub(crate) fn update(
     client: &ClientCapabilities,
     severity: Severity,
     title: &str,
@@ -56,7 +57,7 @@ pub fn update(
 }
 
 /// Sends a notice about `session` to the client on `peer`.
-pub fn send(
+pub(crate) fn send(
     peer: &Peer,
     client: &ClientCapabilities,
     session: &str,

@@ -28,11 +28,11 @@ use crate::tools::PermissionMode;
 
 /// The command set last sent to the client for each session, so a change is sent once.
 #[derive(Default)]
-pub struct Announced(Mutex<HashMap<String, Commands>>);
+pub(crate) struct Announced(Mutex<HashMap<String, Commands>>);
 
 impl Announced {
     /// Sends `session`'s commands (as found now) unless the client has them already.
-    pub fn refresh(&self, peer: &Peer, agent: &Agent) {
+    pub(crate) fn refresh(&self, peer: &Peer, agent: &Agent) {
         let config_dir = crate::config::config_dir(&crate::config::process_env);
         let found = Commands::load(&commands::dirs(&agent.cwd, config_dir.as_deref()));
         let mut sent = self.0.lock().unwrap_or_else(|p| p.into_inner());
@@ -51,7 +51,7 @@ impl Announced {
     }
 
     /// Sends the commands afresh next time (the session was opened again).
-    pub fn forget(&self, session: &str) {
+    pub(crate) fn forget(&self, session: &str) {
         let mut sent = self.0.lock().unwrap_or_else(|p| p.into_inner());
         sent.remove(session);
     }
@@ -184,7 +184,7 @@ fn agents_text(runtime: &Runtime, session: &str) -> String {
     format!("Subagents of this session:\n{}", lines.join("\n"))
 }
 
-pub async fn prompt(
+pub(crate) async fn prompt(
     runtime: Arc<Runtime>,
     client: ClientCapabilities,
     announced: Arc<Announced>,

@@ -17,33 +17,33 @@ use crate::session::{blobs, UserPart};
 use crate::tools::Roots;
 
 /// Text resources longer than this go to the blob directory instead of the log line.
-pub const INLINE_MAX: usize = 4 * 1024;
+pub(crate) const INLINE_MAX: usize = 4 * 1024;
 /// Most bytes of a linked file attached to the prompt.
-pub const LINK_CAP: u64 = 256 * 1024;
+pub(crate) const LINK_CAP: u64 = 256 * 1024;
 
 /// What converting needs: where blobs go, the roots, whether the model takes images.
-pub struct PromptContext<'a> {
-    pub blob_dir: &'a Path,
-    pub roots: &'a Roots,
-    pub images: bool,
+pub(crate) struct PromptContext<'a> {
+    pub(crate) blob_dir: &'a Path,
+    pub(crate) roots: &'a Roots,
+    pub(crate) images: bool,
 }
 
 /// The parts, and what the user should be told about them.
 #[derive(Debug, Default)]
-pub struct Converted {
-    pub parts: Vec<UserPart>,
-    pub notices: Vec<String>,
+pub(crate) struct Converted {
+    pub(crate) parts: Vec<UserPart>,
+    pub(crate) notices: Vec<String>,
     /// Links to files outside the roots, attached only if the permission rules allow.
-    pub outside: Vec<OutsideLink>,
+    pub(crate) outside: Vec<OutsideLink>,
 }
 
 /// A `resource_link` to a path outside the session's roots.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OutsideLink {
+pub(crate) struct OutsideLink {
     /// The index in [`Converted::parts`] of the link; its attachment goes right after it.
-    pub at: usize,
-    pub uri: String,
-    pub path: PathBuf,
+    pub(crate) at: usize,
+    pub(crate) uri: String,
+    pub(crate) path: PathBuf,
 }
 
 /// What a `resource_link` comes to.
@@ -74,7 +74,10 @@ fn store(dir: &Path, bytes: &[u8]) -> Result<String, RpcError> {
 }
 
 /// Converts `blocks`; audio (not advertised) is refused with `-32602`.
-pub fn convert(blocks: Vec<ContentBlock>, cx: &PromptContext<'_>) -> Result<Converted, RpcError> {
+pub(crate) fn convert(
+    blocks: Vec<ContentBlock>,
+    cx: &PromptContext<'_>,
+) -> Result<Converted, RpcError> {
     let mut out = Converted::default();
     for block in blocks {
         match block {
@@ -193,7 +196,11 @@ fn attach_link(uri: &str, cx: &PromptContext<'_>) -> Result<Linked, RpcError> {
 
 /// The text of the linked file at `path` as an attachment (cut at [`LINK_CAP`] bytes); `None`
 /// when it is not a readable text file.
-pub fn read_linked(path: &Path, uri: &str, blob_dir: &Path) -> Result<Option<UserPart>, RpcError> {
+pub(crate) fn read_linked(
+    path: &Path,
+    uri: &str,
+    blob_dir: &Path,
+) -> Result<Option<UserPart>, RpcError> {
     let Ok(file) = std::fs::File::open(path) else {
         return Ok(None);
     };

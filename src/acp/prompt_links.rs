@@ -18,7 +18,7 @@ use crate::tools::{ToolContext, ToolDisplay, ToolKind};
 
 /// Asks about each of `links` in turn and inserts the allowed files into `parts` after their
 /// links; returns a notice for each link left unattached.
-pub async fn attach_outside(
+pub(crate) async fn attach_outside(
     agent: &Agent,
     links: Vec<OutsideLink>,
     parts: &mut Vec<UserPart>,

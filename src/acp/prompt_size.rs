@@ -24,7 +24,7 @@ fn content_bytes(block: &ContentBlock) -> usize {
 
 /// The block cap checked on the raw params, before they are turned into typed blocks (which
 /// for a million blocks costs hundreds of megabytes).
-pub fn check_raw(params: &serde_json::Value, limits: &Limits) -> Result<(), RpcError> {
+pub(crate) fn check_raw(params: &serde_json::Value, limits: &Limits) -> Result<(), RpcError> {
     match params.get("prompt").and_then(serde_json::Value::as_array) {
         Some(blocks) if blocks.len() > limits.prompt_blocks => Err(too_many(blocks.len(), limits)),
         _ => Ok(()),
@@ -41,7 +41,7 @@ fn too_many(blocks: usize, limits: &Limits) -> RpcError {
 
 /// Refuses a prompt over the caps (`max_prompt_blocks`, `max_prompt_bytes`) before any of it is
 /// kept or stored.
-pub fn check(blocks: &[ContentBlock], limits: &Limits) -> Result<(), RpcError> {
+pub(crate) fn check(blocks: &[ContentBlock], limits: &Limits) -> Result<(), RpcError> {
     if blocks.len() > limits.prompt_blocks {
         return Err(too_many(blocks.len(), limits));
     }

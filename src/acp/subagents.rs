@@ -53,7 +53,7 @@ fn is_child(agent: &Agent) -> bool {
 /// After each model call, a `usage_update` (see [`models::usage_update`]; a root session's
 /// carries its tree's budget from `delegation`); compaction
 /// updates only when the client takes them (`compaction`).
-pub fn forward(
+pub(crate) fn forward(
     peer: Peer,
     subagents: bool,
     compaction: bool,

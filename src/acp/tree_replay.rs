@@ -76,7 +76,7 @@ fn is_acp_record(store: &SessionStore, id: &str) -> bool {
 }
 
 /// Announces the stored children of `parent` (and theirs) to the client on `peer`.
-pub fn announce_children(peer: &Peer, store: &SessionStore, parent: &str) {
+pub(crate) fn announce_children(peer: &Peer, store: &SessionStore, parent: &str) {
     announce_under(peer, store, parent, parent, &|id| id.to_owned(), 0);
 }
 

@@ -24,15 +24,15 @@ use crate::tools::{ToolDisplay, ToolKind, ToolRegistry};
 /// The most text of one field (a message chunk, a tool's output, a diff side, a title) put in
 /// one update: several such fields, JSON-escaped, still fit a line the editor accepts
 /// (`rpc::MAX_LINE_BYTES`, 32 MiB). Longer text is cut with a note saying how much.
-pub const MAX_FIELD_BYTES: usize = 4 * 1024 * 1024;
+pub(crate) const MAX_FIELD_BYTES: usize = 4 * 1024 * 1024;
 
 /// `text`, cut to [`MAX_FIELD_BYTES`].
-pub fn field(text: &str) -> String {
+pub(crate) fn field(text: &str) -> String {
     crate::text::bounded(text, MAX_FIELD_BYTES).into_owned()
 }
 
 /// A JSON value (tool input) whose text is over [`MAX_FIELD_BYTES`] becomes its cut text.
-pub fn bounded_value(value: Value) -> Value {
+pub(crate) fn bounded_value(value: Value) -> Value {
     match serde_json::to_string(&value) {
         Ok(text) if text.len() > MAX_FIELD_BYTES => Value::from(field(&text)),
         _ => value,
@@ -44,7 +44,7 @@ fn text_chunk(text: &str) -> ContentChunk {
 }
 
 /// The updates to send while a turn runs, for one freshly appended event.
-pub fn live(event: &Event, tools: &ToolRegistry) -> Option<SessionUpdate> {
+pub(crate) fn live(event: &Event, tools: &ToolRegistry) -> Option<SessionUpdate> {
     match &event.body {
         EventBody::AssistantChunk(c) => match &c.chunk {
             Chunk::TextDelta { text, .. } if !text.is_empty() => {
@@ -142,7 +142,7 @@ fn terminal_content(terminal_id: String) -> ToolCallContent {
 }
 
 /// The diffs of a display as ACP content.
-pub fn diff_content(display: &ToolDisplay) -> Vec<ToolCallContent> {
+pub(crate) fn diff_content(display: &ToolDisplay) -> Vec<ToolCallContent> {
     display
         .diffs
         .iter()
@@ -156,7 +156,7 @@ pub fn diff_content(display: &ToolDisplay) -> Vec<ToolCallContent> {
 }
 
 /// The locations of a display as ACP locations.
-pub fn locations(display: &ToolDisplay) -> Vec<ToolCallLocation> {
+pub(crate) fn locations(display: &ToolDisplay) -> Vec<ToolCallLocation> {
     display
         .locations
         .iter()
@@ -166,7 +166,7 @@ pub fn locations(display: &ToolDisplay) -> Vec<ToolCallLocation> {
 
 /// Shows a command's editor terminal on its tool call while it runs.
 /// What a running tool reported so far (an MCP server's progress), shown on its call.
-pub fn progress_shown(call_id: &str, text: &str) -> SessionUpdate {
+pub(crate) fn progress_shown(call_id: &str, text: &str) -> SessionUpdate {
     SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
         call_id.to_owned(),
         ToolCallUpdateFields::new()
@@ -175,14 +175,14 @@ pub fn progress_shown(call_id: &str, text: &str) -> SessionUpdate {
     ))
 }
 
-pub fn terminal_attached(call_id: &str, terminal_id: &str) -> SessionUpdate {
+pub(crate) fn terminal_attached(call_id: &str, terminal_id: &str) -> SessionUpdate {
     SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
         call_id.to_owned(),
         ToolCallUpdateFields::new().content(vec![terminal_content(terminal_id.to_owned())]),
     ))
 }
 
-pub fn acp_kind(kind: ToolKind) -> AcpToolKind {
+pub(crate) fn acp_kind(kind: ToolKind) -> AcpToolKind {
     match kind {
         ToolKind::Read => AcpToolKind::Read,
         ToolKind::Edit => AcpToolKind::Edit,
@@ -279,14 +279,14 @@ pub fn replay(
 /// [`replay`] one event at a time, for a log read as a stream: what the updates of the next
 /// event depend on of the earlier ones (the current step's streamed text).
 #[derive(Default)]
-pub struct Replay {
+pub(crate) struct Replay {
     partial: Vec<(bool, String)>,
     step_has_message: bool,
 }
 
 impl Replay {
     /// Appends the updates `event` replays as to `out`.
-    pub fn push(
+    pub(crate) fn push(
         &mut self,
         event: &Event,
         tools: &ToolRegistry,

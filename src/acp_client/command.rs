@@ -19,7 +19,7 @@ pub const MAX_OUTPUT_BYTES: usize = 4 << 20;
 
 impl ChildCommand {
     /// The working directory the child is told on `session/new`: the remote one, if any.
-    pub fn session_cwd(&self) -> String {
+    pub(crate) fn session_cwd(&self) -> String {
         match &self.remote_cwd {
             Some(remote) => remote.clone(),
             None => self.cwd.to_string_lossy().into_owned(),
@@ -30,7 +30,9 @@ impl ChildCommand {
 /// What to launch, and how to treat it.
 #[derive(Debug, Clone)]
 pub struct ChildCommand {
+    /// The program to run (looked up on `PATH` when not a path).
     pub program: String,
+    /// Its arguments.
     pub args: Vec<String>,
     /// Added after the credential scrub.
     pub env: Vec<(String, String)>,
@@ -40,15 +42,18 @@ pub struct ChildCommand {
     /// sent on `session/new` instead of `cwd`. Such a child gets no file services (its paths
     /// are not this machine's), and its end is a broken connection.
     pub remote_cwd: Option<String>,
+    /// How the child's permission requests are answered.
     pub permission: AcpPermission,
     /// The delegating session's permissions: the child's requests are answered within their
     /// current mode, whatever `permission` says (a `read-only` parent refuses edits and commands).
     pub ceiling: Option<Arc<SessionPermissions>>,
     /// The child's delegation depth (the parent's plus one).
     pub depth: u32,
+    /// How long the child may take to answer `initialize`.
     pub initialize_timeout: Duration,
     /// Teardown: after stdin closes, the wait before SIGTERM; after SIGTERM, before SIGKILL.
     pub eof_grace: Duration,
+    /// After SIGTERM, the wait before SIGKILL.
     pub term_grace: Duration,
     /// The child's place in kin's tree: its updates are passed on, its permission requests
     /// and file requests served through the delegating session's editor.

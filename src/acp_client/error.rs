@@ -19,37 +19,79 @@ impl fmt::Display for StderrTail {
 /// Why a child run failed; the message names the cause.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ChildError {
+    /// The process could not be started.
     #[error("could not start the ACP child `{program}`: {reason}")]
-    Spawn { program: String, reason: String },
+    Spawn {
+        /// The program kin tried to run.
+        program: String,
+        /// Why the start failed (the OS error).
+        reason: String,
+    },
+    /// No answer to `initialize` in time.
     #[error("the ACP child did not answer initialize within {}ms{stderr}", timeout.as_millis())]
     InitializeTimeout {
+        /// The limit that ran out.
         timeout: Duration,
+        /// The child's last stderr lines.
         stderr: StderrTail,
     },
+    /// The process exited before the run was over.
     #[error("the ACP child exited during {stage} ({status}){stderr}")]
     Exited {
+        /// The step it exited in (`initialize`, `session/new`, `session/prompt`, ...).
         stage: String,
+        /// Its exit status, as text.
         status: String,
+        /// The child's last stderr lines.
         stderr: StderrTail,
     },
+    /// The channel to a remote child (`ssh`, `docker exec`) broke before the run was over.
     #[error("the connection to the remote ACP child broke during {stage} ({status}){stderr}")]
     ConnectionLost {
+        /// The step it broke in.
         stage: String,
+        /// The exit status of the local end of the channel, as text.
         status: String,
+        /// The child's last stderr lines.
         stderr: StderrTail,
     },
+    /// The child wrote a line that is not JSON-RPC.
     #[error("the ACP child wrote output that is not JSON-RPC ({detail}){stderr}")]
-    Garbage { detail: String, stderr: StderrTail },
+    Garbage {
+        /// What was wrong with it.
+        detail: String,
+        /// The child's last stderr lines.
+        stderr: StderrTail,
+    },
+    /// The child wrote more than kin reads from one run.
     #[error("the ACP child flooded its output: more than {limit} bytes in one run")]
-    Flood { limit: usize },
+    Flood {
+        /// The cap, in bytes.
+        limit: usize,
+    },
+    /// The child answered a request with a JSON-RPC error.
     #[error("the ACP child answered {method} with an error: {message}")]
-    Refused { method: String, message: String },
+    Refused {
+        /// The request it refused.
+        method: String,
+        /// The error's message.
+        message: String,
+    },
+    /// The child answered a request with a result ACP does not allow.
     #[error("the ACP child answered {method} with a result that is not ACP: {detail}")]
-    BadAnswer { method: String, detail: String },
+    BadAnswer {
+        /// The request it answered.
+        method: String,
+        /// What did not decode.
+        detail: String,
+    },
+    /// `session/new` succeeded without a session id.
     #[error("the ACP child answered session/new without a session id")]
     NoSessionId,
+    /// A continuation was asked of a child that offers neither resume nor load.
     #[error("the ACP child cannot continue a session (it advertises neither session/resume nor session/load)")]
     NotContinuable,
+    /// The run's token was cancelled.
     #[error("the ACP child run was cancelled")]
     Cancelled,
 }

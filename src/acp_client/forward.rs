@@ -39,7 +39,9 @@ pub struct ChildLink {
     pub child: String,
     /// The parent's tool call that delegated, which the summary goes on.
     pub call_id: Option<String>,
+    /// The label the child is shown under (the delegating tool's `description`).
     pub title: Option<String>,
+    /// Where the child's updates, summaries and announced children are passed on.
     pub sink: Arc<dyn ChildSink>,
     /// The editor of the delegating session: the child's permission requests and, where it
     /// has them, file services go to it.
@@ -74,19 +76,19 @@ struct State {
 }
 
 impl Forwarder {
-    pub fn new(link: ChildLink) -> Self {
+    pub(crate) fn new(link: ChildLink) -> Self {
         Self {
             link,
             state: Mutex::default(),
         }
     }
 
-    pub fn link(&self) -> &ChildLink {
+    pub(crate) fn link(&self) -> &ChildLink {
         &self.link
     }
 
     /// The child's own session is `session`: its traffic goes under kin's id for it.
-    pub fn root(&self, session: &str) {
+    pub(crate) fn root(&self, session: &str) {
         let mut state = lock(&self.state);
         state.root = session.to_owned();
         state
@@ -95,12 +97,12 @@ impl Forwarder {
     }
 
     /// kin's id for a session of the child, if it was announced.
-    pub fn kin_id(&self, session: &str) -> Option<String> {
+    pub(crate) fn kin_id(&self, session: &str) -> Option<String> {
         lock(&self.state).ids.get(session).cloned()
     }
 
     /// Announces the run on the parent: running, with its title and cwd, cancellable.
-    pub fn announce(&self, cwd: &Path) {
+    pub(crate) fn announce(&self, cwd: &Path) {
         lock(&self.state).answer.clear();
         let mut update = SubagentUpdate::new(self.link.child.clone())
             .state(StateUpdate::Running(RunningStateUpdate::new()))
@@ -116,7 +118,7 @@ impl Forwarder {
 
     /// A prompt the parent sent the child: a `session_message` in the child's session, from
     /// the parent.
-    pub fn prompted(&self, text: &str) {
+    pub(crate) fn prompted(&self, text: &str) {
         let message = SessionMessage::new(uuid::Uuid::new_v4().to_string())
             .sender_session_id(SessionId::from(self.link.parent.clone()))
             .recipient_session_id(SessionId::from(self.link.child.clone()))
@@ -126,7 +128,7 @@ impl Forwarder {
 
     /// The run ended: `stop` as the child answered, `None` if it failed. Sets the child's
     /// state on the parent and gives the final summary.
-    pub fn finish(&self, stop: Option<StopReason>) {
+    pub(crate) fn finish(&self, stop: Option<StopReason>) {
         let reason = match stop {
             Some(StopReason::EndTurn) => IdleStopReason::EndTurn,
             Some(StopReason::MaxTokens) => IdleStopReason::MaxTokens,
@@ -143,7 +145,7 @@ impl Forwarder {
 
     /// One `session/update` of the child, decoded; dropped when it names a session the child
     /// never announced.
-    pub fn update(&self, notification: SessionNotification) {
+    pub(crate) fn update(&self, notification: SessionNotification) {
         let session = notification.session_id.0.to_string();
         let mut state = lock(&self.state);
         let Some(target) = state.ids.get(&session).cloned() else {

@@ -34,10 +34,10 @@ pub(super) enum Fault {
 #[derive(Default)]
 pub(super) struct Collected {
     /// Set while a prompt is in flight: text outside one (e.g. a loaded history) is not output.
-    pub collecting: AtomicBool,
+    pub(crate) collecting: AtomicBool,
     state: Mutex<CollectedState>,
     /// Tripped on the first fault.
-    pub faulted: CancellationToken,
+    pub(crate) faulted: CancellationToken,
 }
 
 #[derive(Default)]
@@ -48,7 +48,7 @@ struct CollectedState {
 }
 
 impl Collected {
-    pub fn fail(&self, fault: Fault) {
+    pub(crate) fn fail(&self, fault: Fault) {
         let mut state = lock(&self.state);
         if state.fault.is_none() {
             state.fault = Some(fault);
@@ -56,7 +56,7 @@ impl Collected {
         self.faulted.cancel();
     }
 
-    pub fn fault(&self) -> Option<Fault> {
+    pub(crate) fn fault(&self) -> Option<Fault> {
         lock(&self.state).fault.clone()
     }
 
@@ -93,7 +93,7 @@ impl Collected {
     }
 
     /// The text collected since the last take.
-    pub fn take(&self) -> String {
+    pub(crate) fn take(&self) -> String {
         let mut state = lock(&self.state);
         state.bytes = 0;
         std::mem::take(&mut state.text)
@@ -102,19 +102,19 @@ impl Collected {
 
 /// Answers the child's requests to its client and passes its updates on.
 pub(super) struct ClientHandler {
-    pub collected: Arc<Collected>,
-    pub permission: AcpPermission,
-    pub ceiling: Option<Arc<SessionPermissions>>,
+    pub(crate) collected: Arc<Collected>,
+    pub(crate) permission: AcpPermission,
+    pub(crate) ceiling: Option<Arc<SessionPermissions>>,
     /// The child's place in kin's tree, when it has one.
-    pub forwarder: Option<Arc<Forwarder>>,
+    pub(crate) forwarder: Option<Arc<Forwarder>>,
     /// Its file services (offered when it has a place in the tree).
-    pub files: Option<FileServices>,
+    pub(crate) files: Option<FileServices>,
     /// Why a remote child's file requests are refused, when they are.
-    pub files_refused: Option<String>,
+    pub(crate) files_refused: Option<String>,
     /// Its terminals (offered with the file services).
-    pub terminals: Option<Arc<TerminalServices>>,
+    pub(crate) terminals: Option<Arc<TerminalServices>>,
     /// Commands the user allowed when the child asked.
-    pub grants: Arc<CommandGrants>,
+    pub(crate) grants: Arc<CommandGrants>,
 }
 
 impl ClientHandler {

@@ -25,11 +25,11 @@ use crate::tools::{ClientBridge, PermissionMode, ToolDisplay, ToolKind};
 
 /// Who to ask: the editor, and the child as the editor knows it.
 pub(super) struct Asker {
-    pub client: Arc<dyn ClientBridge>,
+    pub(crate) client: Arc<dyn ClientBridge>,
     /// kin's id for the requesting session of the child.
-    pub session: String,
+    pub(crate) session: String,
     /// Names the child in the prompt's title (for editors that show it on the parent).
-    pub name: Option<String>,
+    pub(crate) name: Option<String>,
 }
 
 /// What kin decides before anyone is asked.
@@ -140,7 +140,7 @@ fn prompt(
 pub(super) struct CommandGrants(Mutex<(bool, bool)>);
 
 impl CommandGrants {
-    pub fn record(&self, answer: PermissionAnswer) {
+    pub(crate) fn record(&self, answer: PermissionAnswer) {
         let mut grants = lock(&self.0);
         match answer {
             PermissionAnswer::AllowOnce => grants.0 = true,
@@ -150,7 +150,7 @@ impl CommandGrants {
     }
 
     /// Whether one command may run on an earlier answer (using up an allow-once).
-    pub fn take(&self) -> bool {
+    pub(crate) fn take(&self) -> bool {
         let mut grants = lock(&self.0);
         grants.1 || std::mem::take(&mut grants.0)
     }

@@ -37,13 +37,13 @@ pub(super) struct Process {
 
 /// The pipes kin speaks ACP over.
 pub(super) struct Pipes {
-    pub stdin: ChildStdin,
-    pub stdout: ChildStdout,
+    pub(crate) stdin: ChildStdin,
+    pub(crate) stdout: ChildStdout,
 }
 
 impl Process {
     /// Starts `command` with piped stdin, stdout and stderr.
-    pub fn launch(command: &ChildCommand) -> Result<(Self, Pipes), ChildError> {
+    pub(crate) fn launch(command: &ChildCommand) -> Result<(Self, Pipes), ChildError> {
         let spawn_error = |error: std::io::Error| ChildError::Spawn {
             program: command.program.clone(),
             reason: error.to_string(),
@@ -98,12 +98,12 @@ impl Process {
         Ok((process, Pipes { stdin, stdout }))
     }
 
-    pub fn exited(&self) -> Option<ExitStatus> {
+    pub(crate) fn exited(&self) -> Option<ExitStatus> {
         *self.exit.borrow()
     }
 
     /// How the process ended, as an error detail.
-    pub fn status(&self) -> String {
+    pub(crate) fn status(&self) -> String {
         match self.exited() {
             Some(status) => describe_status(status),
             None => "it closed its output but is still running".to_owned(),
@@ -111,7 +111,7 @@ impl Process {
     }
 
     /// Waits up to `limit` for the exit; true when it has exited.
-    pub async fn wait_exit(&self, limit: Duration) -> bool {
+    pub(crate) async fn wait_exit(&self, limit: Duration) -> bool {
         let mut exit = self.exit.clone();
         let waited = tokio::time::timeout(limit, exit.wait_for(Option::is_some)).await;
         // A closed channel means the waiter is gone: nothing left to wait for.
@@ -130,7 +130,7 @@ impl Process {
 
     /// The last stderr lines: those read so far, or (with a `limit`) once the stderr pipe
     /// has ended or `limit` has passed.
-    pub async fn stderr_tail(&mut self, limit: Option<Duration>) -> StderrTail {
+    pub(crate) async fn stderr_tail(&mut self, limit: Option<Duration>) -> StderrTail {
         if let Some(reader) = limit.and_then(|_| self.stderr_reader.take()) {
             let abort = reader.abort_handle();
             if tokio::time::timeout(limit.unwrap_or_default(), reader)
@@ -145,7 +145,7 @@ impl Process {
 
     /// Once its input is closed: waits `eof_grace`, SIGTERMs the group, waits `term_grace`,
     /// SIGKILLs it. Returns the stderr reader, still to be stopped.
-    pub async fn stop(&mut self, command: &ChildCommand) -> Option<JoinHandle<()>> {
+    pub(crate) async fn stop(&mut self, command: &ChildCommand) -> Option<JoinHandle<()>> {
         if !self.wait_exit(command.eof_grace).await {
             self.signal(Signal::SIGTERM);
             if !self.wait_exit(command.term_grace).await {

@@ -27,10 +27,10 @@ use crate::tools::{ClientBridge, PermissionMode, Roots, ToolContext};
 /// Where one child's file requests are served.
 #[derive(Clone)]
 pub(super) struct FileServices {
-    pub roots: Arc<Roots>,
+    pub(crate) roots: Arc<Roots>,
     /// The editor, as the child's session (kin's id for it).
-    pub client: Option<Arc<dyn ClientBridge>>,
-    pub session: String,
+    pub(crate) client: Option<Arc<dyn ClientBridge>>,
+    pub(crate) session: String,
 }
 
 impl FileServices {
@@ -45,7 +45,7 @@ impl FileServices {
         confine(&self.roots, path)
     }
 
-    pub fn read(&self, request: ReadTextFileRequest, cancel: CancellationToken) -> Reply {
+    pub(crate) fn read(&self, request: ReadTextFileRequest, cancel: CancellationToken) -> Reply {
         let path = match self.confine(&request.path) {
             Ok(path) => path,
             Err(error) => return Reply::Now(Err(error)),
@@ -67,7 +67,7 @@ impl FileServices {
         )
     }
 
-    pub fn write(
+    pub(crate) fn write(
         &self,
         request: WriteTextFileRequest,
         mode: PermissionMode,

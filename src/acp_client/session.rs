@@ -40,7 +40,9 @@ pub struct PromptOutcome {
 /// `Ok`, or `Err` with the child's reason for refusing it. A verdict dropped unsent means the
 /// run ended before the child took the message.
 pub struct Steer {
+    /// The message.
     pub text: String,
+    /// Gets the child's verdict on it.
     pub verdict: oneshot::Sender<Result<(), String>>,
 }
 
@@ -88,7 +90,7 @@ impl AcpChild {
 
     /// Launches the child only to learn its `agentCapabilities` from `initialize`, then tears
     /// it down (no session is opened).
-    pub async fn probe(
+    pub(crate) async fn probe(
         command: ChildCommand,
         cancel: &CancellationToken,
     ) -> Result<Value, ChildError> {
@@ -128,12 +130,12 @@ impl AcpChild {
     }
 
     /// Where the child runs.
-    pub fn cwd(&self) -> &std::path::Path {
+    pub(crate) fn cwd(&self) -> &std::path::Path {
         &self.command.cwd
     }
 
     /// The working directory the child was told (the remote one, if any).
-    pub fn command_cwd(&self) -> String {
+    pub(crate) fn command_cwd(&self) -> String {
         self.command.session_cwd()
     }
 

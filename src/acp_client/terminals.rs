@@ -104,7 +104,7 @@ fn editor_exit(exit: TerminalExit) -> TerminalExitStatus {
 impl TerminalServices {
     /// `client` is the delegating session's editor and `call_id` its delegating tool call;
     /// both are needed for the editor's terminals.
-    pub fn new(
+    pub(crate) fn new(
         roots: Arc<Roots>,
         client: Option<Arc<dyn ClientBridge>>,
         call_id: Option<String>,
@@ -122,7 +122,7 @@ impl TerminalServices {
     }
 
     /// `terminal/create`: decided (see the module doc), then started.
-    pub fn create(
+    pub(crate) fn create(
         self: &Arc<Self>,
         request: CreateTerminalRequest,
         policy: AcpPermission,
@@ -299,7 +299,7 @@ impl TerminalServices {
     }
 
     /// `terminal/output`.
-    pub fn output(&self, request: TerminalOutputRequest) -> Reply {
+    pub(crate) fn output(&self, request: TerminalOutputRequest) -> Reply {
         let open = match self.find(&request.terminal_id.0) {
             Ok(open) => open,
             Err(error) => return Reply::Now(Err(error)),
@@ -327,7 +327,11 @@ impl TerminalServices {
     }
 
     /// `terminal/wait_for_exit`.
-    pub fn wait(&self, request: WaitForTerminalExitRequest, cancel: CancellationToken) -> Reply {
+    pub(crate) fn wait(
+        &self,
+        request: WaitForTerminalExitRequest,
+        cancel: CancellationToken,
+    ) -> Reply {
         let open = match self.find(&request.terminal_id.0) {
             Ok(open) => open,
             Err(error) => return Reply::Now(Err(error)),
@@ -353,7 +357,7 @@ impl TerminalServices {
     }
 
     /// `terminal/kill`: the command ends, the terminal stays readable.
-    pub fn kill(&self, request: KillTerminalRequest) -> Reply {
+    pub(crate) fn kill(&self, request: KillTerminalRequest) -> Reply {
         let open = match self.find(&request.terminal_id.0) {
             Ok(open) => open,
             Err(error) => return Reply::Now(Err(error)),
@@ -377,7 +381,7 @@ impl TerminalServices {
     }
 
     /// `terminal/release`: killed if still running, and forgotten.
-    pub fn release(self: &Arc<Self>, request: ReleaseTerminalRequest) -> Reply {
+    pub(crate) fn release(self: &Arc<Self>, request: ReleaseTerminalRequest) -> Reply {
         let Some(open) = lock(&self.table).open.remove(&*request.terminal_id.0) else {
             let id = request.terminal_id.0;
             return Reply::Now(Err(RpcError::invalid_params(format!(
@@ -409,7 +413,7 @@ impl TerminalServices {
 
     /// The child's session ended: every terminal it left open is killed and released, and
     /// none starts after.
-    pub async fn close(&self) {
+    pub(crate) async fn close(&self) {
         let open: Vec<Open> = {
             let mut table = lock(&self.table);
             table.closed = true;

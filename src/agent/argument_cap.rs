@@ -22,22 +22,22 @@ struct CallSize {
 }
 
 /// Watches the chunks of one model call.
-pub struct ArgumentCap {
+pub(crate) struct ArgumentCap {
     max: usize,
     calls: HashMap<u32, CallSize>,
 }
 
 /// Refused arguments, as the marker records them.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refused {
-    pub bytes: usize,
-    pub limit: usize,
-    pub prefix: String,
+pub(crate) struct Refused {
+    pub(crate) bytes: usize,
+    pub(crate) limit: usize,
+    pub(crate) prefix: String,
 }
 
 impl Refused {
     /// The error text given to the model.
-    pub fn message(&self) -> String {
+    pub(crate) fn message(&self) -> String {
         format!(
             "Error: the arguments of this call are {} bytes, over kin's limit of {} bytes \
              (max_tool_argument_bytes); the call was not run. Send less per call, e.g. write a \
@@ -48,7 +48,7 @@ impl Refused {
 }
 
 impl ArgumentCap {
-    pub fn new(max: usize) -> Self {
+    pub(crate) fn new(max: usize) -> Self {
         Self {
             max,
             calls: HashMap::new(),
@@ -56,7 +56,7 @@ impl ArgumentCap {
     }
 
     /// The chunk as it is to be kept and logged, or `None` to drop it.
-    pub fn filter(&mut self, chunk: Chunk) -> Option<Chunk> {
+    pub(crate) fn filter(&mut self, chunk: Chunk) -> Option<Chunk> {
         match chunk {
             Chunk::ToolCallDelta {
                 index,
@@ -150,7 +150,7 @@ fn marker(refused: &Refused) -> String {
 }
 
 /// The refusal a call's (logged) arguments stand for, if they are a marker.
-pub fn refused(arguments: &str) -> Option<Refused> {
+pub(crate) fn refused(arguments: &str) -> Option<Refused> {
     if arguments.len() > 4 * PREFIX_BYTES + 200 || !arguments.contains(MARKER_KEY) {
         return None;
     }

@@ -18,14 +18,14 @@ enum Partial {
 
 /// Collects one model call's chunks; blocks are ordered by their stream index.
 #[derive(Debug, Default)]
-pub struct MessageAssembler {
+pub(crate) struct MessageAssembler {
     blocks: BTreeMap<u32, Partial>,
-    pub usage: Option<Usage>,
-    pub finish: Option<FinishReason>,
+    pub(crate) usage: Option<Usage>,
+    pub(crate) finish: Option<FinishReason>,
 }
 
 impl MessageAssembler {
-    pub fn push(&mut self, chunk: &Chunk) {
+    pub(crate) fn push(&mut self, chunk: &Chunk) {
         match chunk {
             Chunk::BlockStart { index, block_type } => {
                 self.blocks.entry(*index).or_insert(match block_type {
@@ -96,7 +96,7 @@ impl MessageAssembler {
     }
 
     /// The finished blocks, empty text and reasoning blocks left out.
-    pub fn blocks(&self) -> Vec<AssistantBlock> {
+    pub(crate) fn blocks(&self) -> Vec<AssistantBlock> {
         self.blocks
             .values()
             .map(|partial| match partial {

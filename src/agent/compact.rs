@@ -18,7 +18,8 @@ use crate::session::{
 use crate::time::now_ms;
 
 /// The fixed instruction the summary is written to (documented in protocol/session-log.md).
-pub const COMPACTION_INSTRUCTION: &str = "The conversation above is being compacted: it will be \
+pub(crate) const COMPACTION_INSTRUCTION: &str =
+    "The conversation above is being compacted: it will be \
 replaced by the summary you write now, and the work goes on from that summary alone. Write it \
 for yourself: the user's goals and constraints, what was decided and why, what was done (files \
 read or changed, commands run, results), what failed, and what is still open. Keep names, paths, \
@@ -26,7 +27,7 @@ numbers and exact identifiers. Answer with the summary only, no tool calls.";
 
 /// How a compaction ended.
 #[derive(Debug, Clone, PartialEq)]
-pub enum CompactionOutcome {
+pub(crate) enum CompactionOutcome {
     /// The summary now stands for turns 1..=`through_turn`.
     Compacted {
         through_turn: u32,

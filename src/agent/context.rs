@@ -2,22 +2,19 @@
 //! `model/set` in its log), how full its context was after the last model call, and what it
 //! has cost, its settled children included. Restored from the log on open.
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 
 use crate::model::ModelProfile;
 use crate::session::{Event, EventBody, TurnUsage, Usage};
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
-}
+use crate::sync::lock;
 
 /// The session's context figures, as of its last model call.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ContextUsage {
     /// Tokens in context after the last call (the endpoint's figures, else an estimate).
-    pub used: u64,
+    pub(crate) used: u64,
     /// The history length (in messages) `used` counts.
-    pub counted_items: usize,
+    pub(crate) counted_items: usize,
     /// Cost so far, this session's calls and its settled children's.
     pub cost: f64,
 }
@@ -45,7 +42,7 @@ pub struct SessionContext {
 
 impl SessionContext {
     /// The context of a session whose log holds `events`.
-    pub fn restore(events: &[Event]) -> Self {
+    pub(crate) fn restore(events: &[Event]) -> Self {
         let mut selected = None;
         let mut cost = 0.0;
         for event in events {
@@ -67,26 +64,27 @@ impl SessionContext {
         context
     }
 
-    pub fn selected(&self) -> Option<String> {
+    pub(crate) fn selected(&self) -> Option<String> {
         lock(&self.selected).clone()
     }
 
     /// Switches to `id`; the switch waits in [`SessionContext::take_unlogged_switch`].
-    pub fn select(&self, id: &str) {
+    pub(crate) fn select(&self, id: &str) {
         *lock(&self.selected) = Some(id.to_owned());
         *lock(&self.unlogged_switch) = Some(id.to_owned());
     }
 
-    pub fn take_unlogged_switch(&self) -> Option<String> {
+    pub(crate) fn take_unlogged_switch(&self) -> Option<String> {
         lock(&self.unlogged_switch).take()
     }
 
+    /// How full the context window is, by the last model call.
     pub fn usage(&self) -> ContextUsage {
         lock(&self.figures).usage.clone()
     }
 
     /// Starts the sums of a new turn.
-    pub fn begin_turn(&self) {
+    pub(crate) fn begin_turn(&self) {
         let mut figures = lock(&self.figures);
         figures.turn = TurnUsage::default();
         figures.turn_cost_start = figures.usage.cost;
@@ -94,7 +92,13 @@ impl SessionContext {
 
     /// Counts one model call of `profile`'s model; `used` is the context after it and
     /// `items` the history length it covers.
-    pub fn record_call(&self, usage: &Usage, profile: &ModelProfile, used: u64, items: usize) {
+    pub(crate) fn record_call(
+        &self,
+        usage: &Usage,
+        profile: &ModelProfile,
+        used: u64,
+        items: usize,
+    ) {
         let mut figures = lock(&self.figures);
         figures.turn.input_tokens += usage.input_tokens;
         figures.turn.output_tokens += usage.output_tokens;
@@ -109,14 +113,14 @@ impl SessionContext {
     }
 
     /// The context shrank (a compaction): `used` tokens over `items` messages.
-    pub fn set_used(&self, used: u64, items: usize) {
+    pub(crate) fn set_used(&self, used: u64, items: usize) {
         let mut figures = lock(&self.figures);
         figures.usage.used = used;
         figures.usage.counted_items = items;
     }
 
     /// Adds a settled child's cost.
-    pub fn add_cost(&self, cost: f64) {
+    pub(crate) fn add_cost(&self, cost: f64) {
         lock(&self.figures).usage.cost += cost;
     }
 
@@ -152,7 +156,7 @@ impl SessionContext {
 
     /// The running turn's sums, for its `turn/end` (none when no call reported usage and no
     /// cost was added).
-    pub fn turn_usage(&self, priced: bool) -> Option<TurnUsage> {
+    pub(crate) fn turn_usage(&self, priced: bool) -> Option<TurnUsage> {
         let figures = lock(&self.figures);
         let mut turn = figures.turn.clone();
         let cost = figures.usage.cost - figures.turn_cost_start;
@@ -165,6 +169,6 @@ impl SessionContext {
 }
 
 /// A rough token count of `text` for when the endpoint gave none: four bytes a token.
-pub fn estimate_tokens(text_len: usize) -> u64 {
+pub(crate) fn estimate_tokens(text_len: usize) -> u64 {
     (text_len as u64).div_ceil(4)
 }

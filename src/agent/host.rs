@@ -26,16 +26,22 @@ use crate::tools::{ClientBridge, ToolRegistry};
 /// Steps (model calls) one turn may take before it is stopped.
 pub const DEFAULT_MAX_STEPS: u32 = 100;
 
+/// Why the host could not open a session.
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
+    /// The store failed (the session is missing, locked, corrupt, ...).
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The session is already live here; it is not opened twice.
     #[error("session {id} is already open in this process")]
-    AlreadyLive { id: String },
+    AlreadyLive {
+        /// The session's id.
+        id: String,
+    },
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum SwitchModelError {
+pub(crate) enum SwitchModelError {
     #[error(transparent)]
     Unknown(#[from] UnknownModel),
     #[error("could not record the model switch: {0}")]
@@ -46,26 +52,44 @@ pub enum SwitchModelError {
 pub enum HostEvent<'a> {
     /// A delegated child was published; nothing carrying its id has been reported before.
     ChildStarted {
+        /// The delegating session's id.
         parent: &'a str,
+        /// The child just published.
         child: &'a Agent,
+        /// Its label (the delegating tool's `description`), if it has one.
         label: Option<&'a str>,
     },
     /// One event of a running turn, just appended to its session's log.
-    Appended { agent: &'a Agent, event: &'a Event },
+    Appended {
+        /// The session the event belongs to.
+        agent: &'a Agent,
+        /// The event as stored.
+        event: &'a Event,
+    },
     /// A turn ended (its `turn/end` is in the log).
-    TurnEnded { agent: &'a Agent, stop: StopReason },
+    TurnEnded {
+        /// The session whose turn ended.
+        agent: &'a Agent,
+        /// How it ended.
+        stop: StopReason,
+    },
     /// An update of a child agent process (or of a child it announced), under kin's session
     /// id: the ACP JSON of a `session/update`'s `update`, for clients that show children as
     /// sessions. Live only: nothing of it is in a log.
     ChildUpdate {
+        /// kin's id of the child session.
         session: &'a str,
+        /// The update's ACP JSON.
         update: &'a serde_json::Value,
     },
     /// What a child agent process did so far (its tool calls, then its answer), for clients
     /// that do not show children as sessions: shown on the parent's delegating tool call.
     ChildSummary {
+        /// The delegating session's id.
         parent: &'a str,
+        /// The delegating tool call the summary goes on.
         call_id: &'a str,
+        /// The summary so far.
         text: &'a str,
     },
 }
@@ -95,6 +119,7 @@ impl Drop for Subscription {
 }
 
 impl HostEvents {
+    /// Calls `listener` for every event from now until the returned subscription is dropped.
     pub fn subscribe(
         self: &Arc<Self>,
         listener: impl Fn(&HostEvent<'_>) + Send + Sync + 'static,
@@ -107,7 +132,7 @@ impl HostEvents {
         }
     }
 
-    pub fn emit(&self, event: &HostEvent<'_>) {
+    pub(crate) fn emit(&self, event: &HostEvent<'_>) {
         let listeners: Vec<Listener> = lock(&self.listeners)
             .iter()
             .map(|(_, listener)| listener.clone())
@@ -118,6 +143,7 @@ impl HostEvents {
     }
 }
 
+/// The session host: the live sessions of this process, the store, the models and tools they run with, the turn driver and the event stream.
 pub struct AgentHost {
     store: SessionStore,
     model: Arc<dyn Model>,
@@ -137,7 +163,7 @@ pub struct AgentHost {
 }
 
 impl AgentHost {
-    pub fn new(
+    pub(crate) fn new(
         store: SessionStore,
         model: Arc<dyn Model>,
         tools: Arc<ToolRegistry>,
@@ -158,23 +184,24 @@ impl AgentHost {
     }
 
     /// This host serving `models` (their default replaces the model given to `new`).
-    pub fn with_models(mut self, models: Arc<ModelCatalog>) -> Self {
+    pub(crate) fn with_models(mut self, models: Arc<ModelCatalog>) -> Self {
         self.model = models.default_choice().model.clone();
         self.models = models;
         self
     }
 
+    /// The session store every session here is kept in.
     pub fn store(&self) -> &SessionStore {
         &self.store
     }
 
     /// The configured models.
-    pub fn models(&self) -> &Arc<ModelCatalog> {
+    pub(crate) fn models(&self) -> &Arc<ModelCatalog> {
         &self.models
     }
 
     /// The id of the configured model `agent` runs on.
-    pub fn model_id(&self, agent: &Agent) -> String {
+    pub(crate) fn model_id(&self, agent: &Agent) -> String {
         agent
             .model_choice(&self.models)
             .unwrap_or_else(|| self.models.default_choice())
@@ -184,13 +211,13 @@ impl AgentHost {
     }
 
     /// Whether prompts of `agent` may carry images: its model's `images` setting.
-    pub fn accepts_images(&self, agent: &Agent) -> bool {
+    pub(crate) fn accepts_images(&self, agent: &Agent) -> bool {
         self.models.accepts_images(&self.model_id(agent))
     }
 
     /// Switches `agent` to configured model `id` from its next model call (`/model <id>`,
     /// `session/set_config_option model`); logged, and restored when the session is opened.
-    pub fn switch_model(&self, agent: &Agent, id: &str) -> Result<(), SwitchModelError> {
+    pub(crate) fn switch_model(&self, agent: &Agent, id: &str) -> Result<(), SwitchModelError> {
         self.models.lookup(id)?;
         agent.select_model(id)?;
         Ok(())
@@ -198,7 +225,7 @@ impl AgentHost {
 
     /// Compacts `agent`'s conversation now (`/compact`) with the model it runs on; its events
     /// reach the host's listeners like a turn's. Refused (`Busy`) while a turn runs.
-    pub async fn compact(
+    pub(crate) async fn compact(
         &self,
         agent: &Arc<Agent>,
         cancel: CancellationToken,
@@ -215,23 +242,26 @@ impl AgentHost {
         agent.compact(&choice, &observe, cancel).await
     }
 
-    pub fn remote_children(&self) -> &Arc<super::remote_children::RemoteChildren> {
+    pub(crate) fn remote_children(&self) -> &Arc<super::remote_children::RemoteChildren> {
         &self.remote_children
     }
 
     /// The model sessions run on unless their options name another.
-    pub fn model(&self) -> &Arc<dyn Model> {
+    pub(crate) fn model(&self) -> &Arc<dyn Model> {
         &self.model
     }
 
+    /// Every tool a top-level session offers.
     pub fn tools(&self) -> &Arc<ToolRegistry> {
         &self.tools
     }
 
+    /// Steps one turn may take.
     pub fn max_steps(&self) -> u32 {
         self.max_steps
     }
 
+    /// The event stream of every live session.
     pub fn events(&self) -> &Arc<HostEvents> {
         &self.events
     }
@@ -241,7 +271,7 @@ impl AgentHost {
     }
 
     /// The model a session runs on: the host's, or the one its options name.
-    pub fn model_for(&self, options: &AgentOptions) -> Arc<dyn Model> {
+    pub(crate) fn model_for(&self, options: &AgentOptions) -> Arc<dyn Model> {
         let Some(name) = options.model.as_deref().filter(|n| *n != self.model.name()) else {
             return self.model.clone();
         };
@@ -358,7 +388,7 @@ impl AgentHost {
     /// As [`AgentHost::create_session`], for a client that is itself a session (kin
     /// delegating over ACP): `parent` is recorded in the header, so the session is listed as
     /// that session's child, not as a top-level one.
-    pub fn create_session_under(
+    pub(crate) fn create_session_under(
         &self,
         cwd: PathBuf,
         additional_directories: Vec<String>,
@@ -403,7 +433,7 @@ impl AgentHost {
     /// The live agent of a stored session, opening it from disk if it is not live yet.
     /// `cwd` is where the client runs it now (it may have moved since it was created);
     /// `additional` the directories the client sent now (`None`: those recorded at creation).
-    pub fn open_session(
+    pub(crate) fn open_session(
         &self,
         id: &str,
         cwd: PathBuf,
@@ -434,7 +464,7 @@ impl AgentHost {
 
     /// Publishes a delegated child of `parent`, reports it, and runs its first turn (see
     /// [`AgentHost::start_turn`]). Fails, with nothing published, if its id is taken.
-    pub fn start_child(
+    pub(crate) fn start_child(
         &self,
         parent: &str,
         child: Arc<Agent>,
@@ -464,12 +494,13 @@ impl AgentHost {
         Ok(())
     }
 
+    /// The live session with this id, if it is open in this process.
     pub fn live(&self, id: &str) -> Option<Arc<Agent>> {
         self.agents().get(id).cloned()
     }
 
     /// Removes a live agent from the registry (after cancelling its turn).
-    pub fn unpublish(&self, id: &str) -> Option<Arc<Agent>> {
+    pub(crate) fn unpublish(&self, id: &str) -> Option<Arc<Agent>> {
         let agent = self.agents().remove(id);
         if let Some(agent) = &agent {
             agent.cancel();
@@ -478,7 +509,7 @@ impl AgentHost {
     }
 
     /// Removes exactly this agent, if it is the one published under its id.
-    pub fn unpublish_agent(&self, agent: &Arc<Agent>) {
+    pub(crate) fn unpublish_agent(&self, agent: &Arc<Agent>) {
         let mut agents = self.agents();
         if agents
             .get(&agent.id)
@@ -519,7 +550,7 @@ impl AgentHost {
     }
 
     /// Cancels every turn and waits until all have settled.
-    pub async fn shutdown(&self) {
+    pub(crate) async fn shutdown(&self) {
         for agent in self.agents().values() {
             agent.cancel();
         }

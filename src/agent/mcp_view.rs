@@ -10,34 +10,34 @@ use crate::mcp::SessionServers;
 use crate::tools::ToolRegistry;
 
 /// Which of the servers' tools an agent may call.
-pub type ToolKeep = Arc<dyn Fn(&str) -> bool + Send + Sync>;
+pub(crate) type ToolKeep = Arc<dyn Fn(&str) -> bool + Send + Sync>;
 
 #[derive(Clone)]
-pub struct McpView {
-    pub servers: Arc<SessionServers>,
+pub(crate) struct McpView {
+    pub(crate) servers: Arc<SessionServers>,
     /// `None`: every tool.
-    pub keep: Option<ToolKeep>,
+    pub(crate) keep: Option<ToolKeep>,
     /// Whether this agent's session owns the servers (a child's view borrows its parent's).
-    pub owned: bool,
+    pub(crate) owned: bool,
 }
 
 impl Agent {
     /// Makes `view` the agent's MCP servers; returns the servers it owned before, to stop
     /// (a child's borrowed view is never returned: the parent's servers are not its to stop).
-    pub fn set_mcp(&self, view: Option<McpView>) -> Option<Arc<SessionServers>> {
+    pub(crate) fn set_mcp(&self, view: Option<McpView>) -> Option<Arc<SessionServers>> {
         let mut slot = self.mcp.write().unwrap_or_else(|p| p.into_inner());
         std::mem::replace(&mut *slot, view)
             .filter(|old| old.owned)
             .map(|old| old.servers)
     }
 
-    pub fn mcp(&self) -> Option<McpView> {
+    pub(crate) fn mcp(&self) -> Option<McpView> {
         self.mcp.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// The registry holding the tool `name`: the built-ins, else the MCP tools (a built-in
     /// keeps a name both have).
-    pub fn tools_for(&self, name: &str) -> Arc<ToolRegistry> {
+    pub(crate) fn tools_for(&self, name: &str) -> Arc<ToolRegistry> {
         match self.mcp_tools() {
             Some(mcp) if self.tools.get(name).is_none() && mcp.get(name).is_some() => mcp,
             _ => self.tools.clone(),
@@ -45,7 +45,7 @@ impl Agent {
     }
 
     /// The MCP tools this agent offers now (filtered for a child); `None` without servers.
-    pub fn mcp_tools(&self) -> Option<Arc<ToolRegistry>> {
+    pub(crate) fn mcp_tools(&self) -> Option<Arc<ToolRegistry>> {
         let view = self.mcp()?;
         let registry = view.servers.registry();
         match view.keep {
@@ -63,7 +63,7 @@ impl McpView {
     /// A delegated child's view: its parent's servers (the same connections), narrowed by the
     /// child's tool filter (`allow`: only these names; `deny`: never these) on top of the
     /// parent's own narrowing.
-    pub fn for_child(
+    pub(crate) fn for_child(
         parent: &Agent,
         allow: Option<Vec<String>>,
         deny: Option<Vec<String>>,

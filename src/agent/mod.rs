@@ -8,11 +8,11 @@
 mod argument_cap;
 mod assemble;
 mod compact;
-pub mod context;
+pub(crate) mod context;
 pub mod host;
-pub mod mcp_view;
+pub(crate) mod mcp_view;
 mod permissions;
-pub mod remote_children;
+pub(crate) mod remote_children;
 pub mod structured;
 mod system;
 pub(crate) use system::DEFAULT_PERSONA;
@@ -33,16 +33,16 @@ use crate::session::{Event, EventBody, Header, SessionLog, StoreError, UserPart}
 use crate::sync::lock;
 use crate::tools::{ClientBridge, PermissionMode, Roots, SessionPermissions, ToolRegistry};
 
-pub use assemble::MessageAssembler;
-pub use compact::{CompactionOutcome, COMPACTION_INSTRUCTION};
-pub use context::{ContextUsage, SessionContext};
+pub(crate) use assemble::MessageAssembler;
+pub(crate) use compact::CompactionOutcome;
+pub use context::SessionContext;
 pub use structured::{StructuredCapture, STRUCTURED_TOOL};
-pub use system::system_prompt;
-pub use title::fallback_title;
+pub(crate) use system::system_prompt;
+pub(crate) use title::fallback_title;
 pub use watch::{Budget, Spend, Watch};
 
 /// The permission mode a session's log restores (as opening it would).
-pub fn restored_mode(events: &[Event]) -> PermissionMode {
+pub(crate) fn restored_mode(events: &[Event]) -> PermissionMode {
     permissions::restore(events).mode()
 }
 
@@ -51,9 +51,13 @@ pub fn restored_mode(events: &[Event]) -> PermissionMode {
 /// task outcomes and tool errors (`delegation/`), exit codes (`headless.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StopReason {
+    /// The model finished its answer.
     Completed,
+    /// The model hit its output token limit.
     MaxTokens,
+    /// The model refused to answer.
     Refusal,
+    /// The turn was cancelled (by the client, a parent or shutdown).
     Cancelled,
     /// The step limit was reached while the model still wanted to call tools.
     MaxSteps,
@@ -80,16 +84,26 @@ impl StopReason {
     }
 }
 
+/// Why a turn could not run or went wrong.
 #[derive(Debug, thiserror::Error)]
 pub enum TurnError {
+    /// A turn is already running in the session.
     #[error("session {id} is already running a prompt; wait for it to finish or cancel it")]
-    Busy { id: String },
+    Busy {
+        /// The session's id.
+        id: String,
+    },
+    /// The model call failed.
     #[error("{error} (turn {turn}, step {step})")]
     Model {
+        /// The turn it failed in.
         turn: u32,
+        /// The step it failed in.
         step: u32,
+        /// The model's error.
         error: ModelError,
     },
+    /// The session log could not be written.
     #[error("could not write the session log: {0}")]
     Store(#[from] StoreError),
     /// The task running the turn ended without an answer (it panicked).
@@ -97,14 +111,22 @@ pub enum TurnError {
     Stopped,
     /// A tool reported a failure the turn cannot go on from.
     #[error("tool `{name}` failed: {message}")]
-    Tool { name: String, message: String },
+    Tool {
+        /// The tool's name.
+        name: String,
+        /// What it reported.
+        message: String,
+    },
 }
 
 /// Per-agent model settings; a child inherits its parent's unless overridden.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AgentOptions {
+    /// The model provider (the config's name for an endpoint).
     pub provider: Option<String>,
+    /// The model's name, if not the provider's default.
     pub model: Option<String>,
+    /// Cap on the tokens of one model answer.
     pub max_tokens: Option<u32>,
     /// Runtime delegation depth; the header's `delegationDepth` is the floor.
     pub subagent_depth: Option<u32>,
@@ -116,31 +138,43 @@ pub struct TurnDeps {
     /// The model of the session's options (the default, or a child's named model).
     pub model: Arc<dyn Model>,
     /// The configured models: a session that switched to one runs there.
-    pub models: Arc<ModelCatalog>,
-    pub system: String,
-    pub max_steps: u32,
+    pub(crate) models: Arc<ModelCatalog>,
+    pub(crate) system: String,
+    pub(crate) max_steps: u32,
     /// The editor, for tools that can work through it and for permission prompts.
-    pub client: Option<Arc<dyn ClientBridge>>,
+    pub(crate) client: Option<Arc<dyn ClientBridge>>,
 }
 
 /// Receives each event right after it was appended to the log.
-pub type Observer<'a> = &'a (dyn Fn(&Event) + Send + Sync);
+pub(crate) type Observer<'a> = &'a (dyn Fn(&Event) + Send + Sync);
 
 /// Everything that makes up a live agent besides its log.
 pub struct AgentSpec {
+    /// The session's header (its first log line).
     pub header: Header,
+    /// The working directory its tools run in.
     pub cwd: PathBuf,
+    /// The open log new events are appended to.
     pub log: SessionLog,
+    /// The events already in the log, in order.
     pub events: Vec<Event>,
+    /// The model settings.
     pub options: AgentOptions,
+    /// Replaces the persona part of the system prompt (delegated children).
     pub persona: Option<String>,
+    /// The tools the session may call.
     pub tools: Arc<ToolRegistry>,
+    /// Set when the session must report a structured result.
     pub structured: Option<Arc<StructuredCapture>>,
 }
 
+/// One live session: its log, history and settings, and the turn that may be running in it.
 pub struct Agent {
+    /// The session's id.
     pub id: String,
+    /// The working directory its tools run in.
     pub cwd: PathBuf,
+    /// The model settings.
     pub options: AgentOptions,
     /// Replaces the persona part of the system prompt (delegated children).
     pub persona: Option<String>,
@@ -175,7 +209,7 @@ pub struct Agent {
     /// The configured model it runs on, and its usage and cost figures.
     pub context: SessionContext,
     /// Its progress clock and limit stops, for delegation's watchdog.
-    pub watch: Arc<Watch>,
+    pub(crate) watch: Arc<Watch>,
     /// The session's MCP servers as this agent sees them (see [`mcp_view`]).
     mcp: RwLock<Option<mcp_view::McpView>>,
 }
@@ -204,11 +238,12 @@ struct AgentState {
 /// Why a message could not be steered into a turn.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("subagent child \"{id}\" is not running; the message was not delivered")]
-pub struct NotRunning {
+pub(crate) struct NotRunning {
     pub id: String,
 }
 
 impl Agent {
+    /// A live agent from its parts, its history folded from the events.
     pub fn new(spec: AgentSpec) -> Self {
         let last_turn = spec
             .events
@@ -262,38 +297,39 @@ impl Agent {
         }
     }
 
+    /// The session's header.
     pub fn header(&self) -> &Header {
         &self.header
     }
 
     /// `max(header delegationDepth, runtime subagent depth)`.
-    pub fn delegation_depth(&self) -> u32 {
+    pub(crate) fn delegation_depth(&self) -> u32 {
         self.header
             .delegation_depth
             .max(self.options.subagent_depth.unwrap_or(0))
     }
 
-    pub fn roots(&self) -> &Arc<Roots> {
+    pub(crate) fn roots(&self) -> &Arc<Roots> {
         &self.roots
     }
 
     /// The session's blob directory (images and attached files of its prompts).
-    pub fn blob_dir(&self) -> PathBuf {
+    pub(crate) fn blob_dir(&self) -> PathBuf {
         self.blob_dir.clone()
     }
 
-    pub fn permission_mode(&self) -> PermissionMode {
+    pub(crate) fn permission_mode(&self) -> PermissionMode {
         self.permissions.mode()
     }
 
     /// The session's permission state (what tool calls are decided by).
-    pub fn permissions(&self) -> &Arc<SessionPermissions> {
+    pub(crate) fn permissions(&self) -> &Arc<SessionPermissions> {
         &self.permissions
     }
 
     /// Bounds this session, a delegated child, by `parent`'s permissions: its calls are decided
     /// under the strictest of its own mode and its ancestors' current ones. Once per session.
-    pub fn bind_permissions_to(&self, parent: &Agent) {
+    pub(crate) fn bind_permissions_to(&self, parent: &Agent) {
         if !self.permissions.bind_to_parent(parent.permissions.clone()) {
             tracing::debug!(session = %self.id, "permissions already bound to a parent");
         }
@@ -335,7 +371,7 @@ impl Agent {
         Ok(())
     }
 
-    pub fn is_running(&self) -> bool {
+    pub(crate) fn is_running(&self) -> bool {
         self.running.load(Ordering::Acquire)
     }
 
@@ -345,7 +381,7 @@ impl Agent {
     }
 
     /// The conversation the model sees as of the last event.
-    pub fn model_history(&self) -> ModelHistory {
+    pub(crate) fn model_history(&self) -> ModelHistory {
         self.transcript().history.history()
     }
 
@@ -383,7 +419,7 @@ impl Agent {
 
     /// The configured model this session runs on: the one switched to, else the one its
     /// options name, if either is in `models`.
-    pub fn model_choice<'a>(&self, models: &'a ModelCatalog) -> Option<&'a ModelChoice> {
+    pub(crate) fn model_choice<'a>(&self, models: &'a ModelCatalog) -> Option<&'a ModelChoice> {
         self.context
             .selected()
             .and_then(|id| models.get(&id))
@@ -392,7 +428,7 @@ impl Agent {
 
     /// Switches the session to configured model `id` from its next model call; the switch
     /// is logged now if the session is idle, else by the running turn before that call.
-    pub fn select_model(&self, id: &str) -> Result<(), StoreError> {
+    pub(crate) fn select_model(&self, id: &str) -> Result<(), StoreError> {
         self.context.select(id);
         if let Ok(mut state) = self.state.try_lock() {
             if let Some(model) = self.context.take_unlogged_switch() {
@@ -408,7 +444,7 @@ impl Agent {
     /// Compacts the conversation now (`/compact`), with `choice`'s model; refused while a
     /// turn runs; [`Agent::cancel`] stops it as it stops a turn. Its events are handed to
     /// `observe`.
-    pub async fn compact(
+    pub(crate) async fn compact(
         self: &Arc<Self>,
         choice: &ModelChoice,
         observe: Observer<'_>,
@@ -432,21 +468,21 @@ impl Agent {
     }
 
     /// Cancels the running turn, if any; it settles as `Cancelled`.
-    pub fn cancel(&self) {
+    pub(crate) fn cancel(&self) {
         if let Some(token) = lock(&self.turn_cancel).as_ref() {
             token.cancel();
         }
     }
 
     /// Waits until no turn holds the session (returns at once when idle).
-    pub async fn settle(&self) {
+    pub(crate) async fn settle(&self) {
         drop(self.state.lock().await);
     }
 
     /// Delivers a message into the running turn; refuses when no turn runs or the running one
     /// has already decided to end (never queues one for later): an accepted message is always
     /// answered within this turn.
-    pub fn steer(&self, content: Vec<UserPart>) -> Result<(), NotRunning> {
+    pub(crate) fn steer(&self, content: Vec<UserPart>) -> Result<(), NotRunning> {
         let mut steering = lock(&self.steering);
         if !steering.open {
             return Err(NotRunning {
@@ -464,24 +500,24 @@ impl Agent {
 
     /// Leaves a notice for the model; it is logged before the next model call, followed by
     /// `record` (never shown to the model) if there is one.
-    pub fn inject(&self, message: UserMessage, record: Option<EventBody>) {
+    pub(crate) fn inject(&self, message: UserMessage, record: Option<EventBody>) {
         lock(&self.inbox).push((message, record));
     }
 
     /// Takes back notice `id` (and its record) if it has not been logged yet.
-    pub fn withdraw(&self, id: &str) {
+    pub(crate) fn withdraw(&self, id: &str) {
         lock(&self.inbox).retain(|(message, _)| message.id != id);
     }
 
     /// Has the next turn write `body` to the log after its opening message; never shown to
     /// the model.
-    pub fn record_in_next_turn(&self, body: EventBody) {
+    pub(crate) fn record_in_next_turn(&self, body: EventBody) {
         lock(&self.records).push(body);
     }
 
     /// Writes `body` to the log now when idle, else has the running turn write it at its next
     /// write; never shown to the model. A failed write is logged: the record is advisory.
-    pub fn record(&self, body: EventBody) {
+    pub(crate) fn record(&self, body: EventBody) {
         lock(&self.pending).push(body);
         if let Err(error) = self.write_idle_records() {
             tracing::warn!(%error, session = %self.id, "could not write a record");

@@ -9,22 +9,22 @@ use tokio_util::sync::CancellationToken;
 use crate::sync::lock;
 
 #[derive(Default)]
-pub struct RemoteChildren {
+pub(crate) struct RemoteChildren {
     running: Mutex<HashMap<String, CancellationToken>>,
 }
 
 impl RemoteChildren {
     /// `id` runs until [`RemoteChildren::remove`]; `stop` cancels its activation only.
-    pub fn insert(&self, id: &str, stop: CancellationToken) {
+    pub(crate) fn insert(&self, id: &str, stop: CancellationToken) {
         lock(&self.running).insert(id.to_owned(), stop);
     }
 
-    pub fn remove(&self, id: &str) {
+    pub(crate) fn remove(&self, id: &str) {
         lock(&self.running).remove(id);
     }
 
     /// Cancels the activation of `id`; false if none runs.
-    pub fn cancel(&self, id: &str) -> bool {
+    pub(crate) fn cancel(&self, id: &str) -> bool {
         match lock(&self.running).get(id) {
             Some(stop) => {
                 stop.cancel();

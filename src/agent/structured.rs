@@ -11,15 +11,16 @@ use serde_json::Value;
 use crate::model::ToolSpec;
 use crate::tools::{Tool, ToolContext, ToolKind, ToolOutput};
 
+/// The name of the tool a child calls to hand back its structured result.
 pub const STRUCTURED_TOOL: &str = "structured_output";
 
 /// Appended to the system prompt of a child that must report a structured result.
-pub const STRUCTURED_INSTRUCTION: &str = "Your final answer must be delivered through the \
+pub(crate) const STRUCTURED_INSTRUCTION: &str = "Your final answer must be delivered through the \
 `structured_output` tool, with arguments that match its parameter schema. A plain text reply does \
 not count as a result: call the tool once your answer is complete.";
 
 #[derive(Debug, thiserror::Error)]
-pub enum SchemaError {
+pub(crate) enum SchemaError {
     #[error("output schema must be a JSON object schema with \"type\": \"object\" at its root")]
     NotObject,
     #[error("output schema is not a valid JSON Schema: {0}")]
@@ -43,7 +44,7 @@ impl std::fmt::Debug for StructuredCapture {
 
 impl StructuredCapture {
     /// Accepts object-rooted schemas that compile; anything else fails before a child exists.
-    pub fn new(schema: Value) -> Result<Self, SchemaError> {
+    pub(crate) fn new(schema: Value) -> Result<Self, SchemaError> {
         if schema.get("type").and_then(Value::as_str) != Some("object") {
             return Err(SchemaError::NotObject);
         }
@@ -56,19 +57,19 @@ impl StructuredCapture {
         })
     }
 
-    pub fn captured(&self) -> Option<Value> {
+    pub(crate) fn captured(&self) -> Option<Value> {
         self.captured
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
     }
 
-    pub fn is_captured(&self) -> bool {
+    pub(crate) fn is_captured(&self) -> bool {
         self.captured().is_some()
     }
 
     /// The refusal a tool call gets once the result is in.
-    pub fn refusal(tool: &str) -> ToolOutput {
+    pub(crate) fn refusal(tool: &str) -> ToolOutput {
         ToolOutput::error(
             "StructuredOutputRecorded",
             "STRUCTURED_OUTPUT_RECORDED",
@@ -104,7 +105,7 @@ impl StructuredCapture {
 }
 
 /// The `structured_output` tool of one child; its parameters are the requested schema.
-pub struct StructuredOutputTool(pub std::sync::Arc<StructuredCapture>);
+pub(crate) struct StructuredOutputTool(pub std::sync::Arc<StructuredCapture>);
 
 impl Tool for StructuredOutputTool {
     fn spec(&self) -> ToolSpec {

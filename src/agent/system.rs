@@ -13,7 +13,7 @@ const PLAN_INSTRUCTION: &str = "For work of three or more steps, call update_pla
 whole list of steps first, then again whenever a step starts or finishes, so the user can see \
 where you are. Skip it for quick questions and one-step changes.";
 
-pub fn system_prompt(agent: &Agent) -> String {
+pub(crate) fn system_prompt(agent: &Agent) -> String {
     let persona = agent.persona.as_deref().unwrap_or(DEFAULT_PERSONA);
     let mut text = format!("{persona}\n\nWorking directory: {}", agent.cwd.display());
     if agent.tools.get(crate::tools::plan::NAME).is_some() {

@@ -3,7 +3,7 @@
 const MAX_WORDS: usize = 5;
 const MAX_BYTES: usize = 80;
 
-pub fn fallback_title(text: &str) -> String {
+pub(crate) fn fallback_title(text: &str) -> String {
     let mut title = String::new();
     for word in text.split_whitespace().take(MAX_WORDS) {
         let extra = usize::from(!title.is_empty()) + word.len();

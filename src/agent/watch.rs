@@ -21,7 +21,7 @@ pub struct Spend {
 }
 
 impl Spend {
-    pub fn add(&self, tokens: u64, cost: f64) {
+    pub(crate) fn add(&self, tokens: u64, cost: f64) {
         self.tokens.fetch_add(tokens, Ordering::Relaxed);
         if cost > 0.0 && cost.is_finite() {
             let micros = (cost * 1e6).round() as u64;
@@ -38,11 +38,11 @@ impl Spend {
         }
     }
 
-    pub fn tokens(&self) -> u64 {
+    pub(crate) fn tokens(&self) -> u64 {
         self.tokens.load(Ordering::Relaxed)
     }
 
-    pub fn cost(&self) -> f64 {
+    pub(crate) fn cost(&self) -> f64 {
         self.cost_micros.load(Ordering::Relaxed) as f64 / 1e6
     }
 }
@@ -50,8 +50,11 @@ impl Spend {
 /// What one child activation may spend, and the tree its spending also counts for.
 #[derive(Debug, Clone, Default)]
 pub struct Budget {
+    /// Tokens the activation may spend.
     pub tokens: Option<u64>,
+    /// Cost (in the model's price unit) the activation may spend.
     pub cost: Option<f64>,
+    /// The whole tree's spending, which the activation's also counts for.
     pub tree: Option<Arc<Spend>>,
 }
 
@@ -91,7 +94,7 @@ impl Watch {
     }
 
     /// What this agent spent (in this process).
-    pub fn spent(&self) -> &Spend {
+    pub(crate) fn spent(&self) -> &Spend {
         &self.spent
     }
 
@@ -110,12 +113,12 @@ impl Watch {
     }
 
     /// When the agent last made progress.
-    pub fn last_progress(&self) -> Instant {
+    pub(crate) fn last_progress(&self) -> Instant {
         *lock(&self.last_progress)
     }
 
     /// Says why the turn is about to be cancelled (a limit, e.g. [`StopReason::TimedOut`]).
-    pub fn stop_with(&self, reason: StopReason) {
+    pub(crate) fn stop_with(&self, reason: StopReason) {
         *lock(&self.cause) = Some(reason);
     }
 

@@ -26,7 +26,7 @@ pub enum AcpPermission {
 
 impl AcpPermission {
     /// The value as the config file writes it.
-    pub fn id(self) -> &'static str {
+    pub(crate) fn id(self) -> &'static str {
         match self {
             Self::Reject => "reject",
             Self::Allow => "allow",
@@ -38,7 +38,7 @@ impl AcpPermission {
 /// One `[acp_agents.<name>]` table as written.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct AcpAgentEntry {
+pub(crate) struct AcpAgentEntry {
     command: String,
     #[serde(default)]
     args: Vec<String>,
@@ -58,35 +58,35 @@ pub struct AcpAgentEntry {
 /// A child agent, ready to launch.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AcpAgentConfig {
-    pub name: String,
-    pub command: String,
-    pub args: Vec<String>,
+    pub(crate) name: String,
+    pub(crate) command: String,
+    pub(crate) args: Vec<String>,
     /// Added to the child's environment after the credential scrub.
-    pub env: Vec<(String, String)>,
+    pub(crate) env: Vec<(String, String)>,
     /// `None`: the delegating session's cwd.
-    pub cwd: Option<PathBuf>,
+    pub(crate) cwd: Option<PathBuf>,
     /// For a child reached through a channel (`ssh host kin acp`, `docker exec -i`): the
     /// working directory on the other side, sent on `session/new` and not checked here. The
     /// local command still runs in `cwd`.
-    pub remote_cwd: Option<String>,
-    pub permission: AcpPermission,
+    pub(crate) remote_cwd: Option<String>,
+    pub(crate) permission: AcpPermission,
     /// The delegation tool's name (default `subagent_<name>`).
-    pub tool: String,
+    pub(crate) tool: String,
     /// Forces whether background children are continuable (`send_message`). `None` (the
     /// default): learned from the child's `initialize` answer (`sessionCapabilities.resume` or
     /// `loadSession`), see [`crate::delegation::AcpProvider`].
-    pub continuable: Option<bool>,
+    pub(crate) continuable: Option<bool>,
     /// How long the child has to answer `initialize`.
-    pub initialize_timeout: Duration,
+    pub(crate) initialize_timeout: Duration,
     /// After its stdin is closed, how long the child has to exit before SIGTERM.
-    pub eof_grace: Duration,
+    pub(crate) eof_grace: Duration,
     /// After SIGTERM, how long the child has before SIGKILL.
-    pub term_grace: Duration,
+    pub(crate) term_grace: Duration,
 }
 
-pub const DEFAULT_INITIALIZE_TIMEOUT: Duration = Duration::from_secs(30);
-pub const DEFAULT_EOF_GRACE: Duration = Duration::from_secs(1);
-pub const DEFAULT_TERM_GRACE: Duration = Duration::from_secs(2);
+pub(crate) const DEFAULT_INITIALIZE_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_EOF_GRACE: Duration = Duration::from_secs(1);
+pub(crate) const DEFAULT_TERM_GRACE: Duration = Duration::from_secs(2);
 
 impl AcpAgentConfig {
     /// A child agent with the default tool name, permission policy and timeouts.
@@ -109,7 +109,7 @@ impl AcpAgentConfig {
 }
 
 /// Checks the tables of `path`, in name order.
-pub fn resolve(
+pub(crate) fn resolve(
     entries: &BTreeMap<String, AcpAgentEntry>,
     path: &Path,
 ) -> Result<Vec<AcpAgentConfig>, ConfigError> {

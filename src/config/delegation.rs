@@ -9,20 +9,21 @@ use super::duration::{duration_value, DurationValue};
 
 /// The concurrency caps kin applies when the config file says nothing.
 pub const DEFAULT_MAX_RUNNING: usize = 8;
+/// Background activations running at once per process, by default.
 pub const DEFAULT_MAX_RUNNING_PER_PROCESS: usize = 64;
 
 /// `[delegation]` as written (checked as it is read).
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct DelegationEntry {
-    pub timeout: Option<DurationValue>,
-    pub idle_timeout: Option<DurationValue>,
-    pub max_running: Option<usize>,
-    pub max_running_per_process: Option<usize>,
-    pub budget_tokens: Option<u64>,
-    pub budget_cost: Option<f64>,
-    pub child_budget_tokens: Option<u64>,
-    pub child_budget_cost: Option<f64>,
+pub(crate) struct DelegationEntry {
+    pub(crate) timeout: Option<DurationValue>,
+    pub(crate) idle_timeout: Option<DurationValue>,
+    pub(crate) max_running: Option<usize>,
+    pub(crate) max_running_per_process: Option<usize>,
+    pub(crate) budget_tokens: Option<u64>,
+    pub(crate) budget_cost: Option<f64>,
+    pub(crate) child_budget_tokens: Option<u64>,
+    pub(crate) child_budget_cost: Option<f64>,
 }
 
 /// The delegation limits in force; `None` is no limit.
@@ -34,12 +35,15 @@ pub struct DelegationSettings {
     pub idle_timeout: Option<Duration>,
     /// Background activations running at once per root session, and per process.
     pub max_running: usize,
+    /// Background activations running at once in this process.
     pub max_running_per_process: usize,
     /// What one delegation tree (a root session and all its descendants) may spend.
     pub budget_tokens: Option<u64>,
+    /// Cost the whole tree may spend.
     pub budget_cost: Option<f64>,
     /// What one child activation may spend.
     pub child_budget_tokens: Option<u64>,
+    /// Cost one child activation may spend.
     pub child_budget_cost: Option<f64>,
 }
 
@@ -61,7 +65,7 @@ impl Default for DelegationSettings {
 impl DelegationSettings {
     /// The settings of a `[delegation]` table (defaults where it is silent). A cap of 0 is
     /// read as 1: a cap that runs nothing would queue every child forever.
-    pub fn from_entry(entry: &DelegationEntry) -> Self {
+    pub(crate) fn from_entry(entry: &DelegationEntry) -> Self {
         let duration =
             |value: &Option<DurationValue>| value.as_ref().and_then(|v| duration_value(v).ok());
         Self {

@@ -8,7 +8,7 @@ use serde::Deserialize;
 /// A duration written as seconds (`60`, `0.5`) or with a unit (`"200ms"`, `"60s"`, `"2m"`).
 /// Checked as it is read, so a bad one is reported with its line.
 #[derive(Debug, Clone)]
-pub enum DurationValue {
+pub(crate) enum DurationValue {
     Seconds(f64),
     Text(String),
 }

@@ -11,82 +11,82 @@ use super::{ConfigError, EnvLookup};
 
 /// The keys kin reads; others are kept so `kin config` can point them out.
 #[derive(Debug, Default, Deserialize)]
-pub struct FileConfig {
-    pub model: Option<String>,
-    pub base_url: Option<String>,
+pub(crate) struct FileConfig {
+    pub(crate) model: Option<String>,
+    pub(crate) base_url: Option<String>,
     /// The key itself (prefer `api_key_command` or `api_key_env`).
-    pub api_key: Option<String>,
+    pub(crate) api_key: Option<String>,
     /// The name of an environment variable holding the key.
-    pub api_key_env: Option<String>,
+    pub(crate) api_key_env: Option<String>,
     /// A shell command printing the key, e.g. `pass show deepseek`.
-    pub api_key_command: Option<String>,
-    pub connect_timeout: Option<DurationValue>,
-    pub stall_timeout: Option<DurationValue>,
-    pub retries: Option<u32>,
+    pub(crate) api_key_command: Option<String>,
+    pub(crate) connect_timeout: Option<DurationValue>,
+    pub(crate) stall_timeout: Option<DurationValue>,
+    pub(crate) retries: Option<u32>,
     /// Credential-like variables tool processes may see (see `process::child_env`).
-    pub pass_env: Option<Vec<String>>,
+    pub(crate) pass_env: Option<Vec<String>>,
     /// Caps on sizes the model and the client choose (see `crate::limits`).
-    pub max_tool_argument_bytes: Option<u64>,
-    pub max_prompt_bytes: Option<u64>,
-    pub max_prompt_blocks: Option<u64>,
+    pub(crate) max_tool_argument_bytes: Option<u64>,
+    pub(crate) max_prompt_bytes: Option<u64>,
+    pub(crate) max_prompt_blocks: Option<u64>,
     /// What kin knows of the default model (see `models`).
     #[serde(flatten)]
-    pub profile: ProfileEntry,
+    pub(crate) profile: ProfileEntry,
     /// Share of the context window at which sessions are compacted (0 < x <= 1).
-    pub compact_at: Option<f64>,
+    pub(crate) compact_at: Option<f64>,
     /// More models, by id (see `models`).
     #[serde(default)]
-    pub models: BTreeMap<String, ModelEntry>,
+    pub(crate) models: BTreeMap<String, ModelEntry>,
     /// Child agents over ACP (see `acp_agents`).
     #[serde(default)]
-    pub acp_agents: BTreeMap<String, super::acp_agents::AcpAgentEntry>,
+    pub(crate) acp_agents: BTreeMap<String, super::acp_agents::AcpAgentEntry>,
     /// Limits of delegated children (see `delegation`).
     #[serde(default)]
-    pub delegation: Option<super::delegation::DelegationEntry>,
+    pub(crate) delegation: Option<super::delegation::DelegationEntry>,
     /// MCP servers for every session (see `mcp_servers`).
     #[serde(default)]
-    pub mcp_servers: BTreeMap<String, super::mcp_servers::McpServerEntry>,
-    pub mcp_startup_timeout: Option<DurationValue>,
+    pub(crate) mcp_servers: BTreeMap<String, super::mcp_servers::McpServerEntry>,
+    pub(crate) mcp_startup_timeout: Option<DurationValue>,
     #[serde(flatten)]
-    pub unknown: BTreeMap<String, toml::Value>,
+    pub(crate) unknown: BTreeMap<String, toml::Value>,
 }
 
 /// The profile keys, at the top level (the default model) or in a `[models.<id>]` table.
 #[derive(Debug, Default, Clone, Deserialize)]
-pub struct ProfileEntry {
-    pub context_window: Option<u64>,
-    pub max_output: Option<u32>,
-    pub images: Option<bool>,
+pub(crate) struct ProfileEntry {
+    pub(crate) context_window: Option<u64>,
+    pub(crate) max_output: Option<u32>,
+    pub(crate) images: Option<bool>,
     /// Prices per million tokens.
-    pub input_price: Option<f64>,
-    pub cached_input_price: Option<f64>,
-    pub output_price: Option<f64>,
-    pub currency: Option<String>,
+    pub(crate) input_price: Option<f64>,
+    pub(crate) cached_input_price: Option<f64>,
+    pub(crate) output_price: Option<f64>,
+    pub(crate) currency: Option<String>,
 }
 
 /// One `[models.<id>]` table.
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ModelEntry {
+pub(crate) struct ModelEntry {
     /// Shown in the editor's model selector (default: the id).
-    pub name: Option<String>,
+    pub(crate) name: Option<String>,
     /// The model name the endpoint knows (default: the id).
-    pub model: Option<String>,
-    pub base_url: Option<String>,
-    pub api_key: Option<String>,
-    pub api_key_env: Option<String>,
-    pub api_key_command: Option<String>,
-    pub context_window: Option<u64>,
-    pub max_output: Option<u32>,
-    pub images: Option<bool>,
-    pub input_price: Option<f64>,
-    pub cached_input_price: Option<f64>,
-    pub output_price: Option<f64>,
-    pub currency: Option<String>,
+    pub(crate) model: Option<String>,
+    pub(crate) base_url: Option<String>,
+    pub(crate) api_key: Option<String>,
+    pub(crate) api_key_env: Option<String>,
+    pub(crate) api_key_command: Option<String>,
+    pub(crate) context_window: Option<u64>,
+    pub(crate) max_output: Option<u32>,
+    pub(crate) images: Option<bool>,
+    pub(crate) input_price: Option<f64>,
+    pub(crate) cached_input_price: Option<f64>,
+    pub(crate) output_price: Option<f64>,
+    pub(crate) currency: Option<String>,
 }
 
 impl ModelEntry {
-    pub fn profile_entry(&self) -> ProfileEntry {
+    pub(crate) fn profile_entry(&self) -> ProfileEntry {
         ProfileEntry {
             context_window: self.context_window,
             max_output: self.max_output,
@@ -100,7 +100,7 @@ impl ModelEntry {
 }
 
 /// Where the config file is looked for (it need not exist).
-pub fn path(env: EnvLookup<'_>) -> Option<PathBuf> {
+pub(crate) fn path(env: EnvLookup<'_>) -> Option<PathBuf> {
     if let Some(dir) = env("XDG_CONFIG_HOME").map(PathBuf::from) {
         if dir.is_absolute() {
             return Some(dir.join("kin/config.toml"));
@@ -110,7 +110,7 @@ pub fn path(env: EnvLookup<'_>) -> Option<PathBuf> {
 }
 
 /// Reads the file; `Ok(None)` when there is none.
-pub fn load(path: &Path) -> Result<Option<FileConfig>, ConfigError> {
+pub(crate) fn load(path: &Path) -> Result<Option<FileConfig>, ConfigError> {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),

@@ -8,13 +8,18 @@ use crate::model::openai::{ApiKey, KeyState};
 /// Where the API key is to come from.
 #[derive(Debug, Clone, PartialEq)]
 pub enum KeyPlan {
+    /// A key given directly (flag, environment or file).
     Found(ApiKey),
     /// Run this shell command; its output is the key.
     Command {
+        /// The shell command.
         command: String,
+        /// Where the command was configured, for messages.
         source: String,
     },
+    /// No key is configured.
     Missing {
+        /// Tells the user how to give one.
         hint: String,
     },
 }

@@ -15,7 +15,7 @@ use crate::mcp::{ServerSpec, Transport};
 /// One `[mcp_servers.<name>]` table as written.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct McpServerEntry {
+pub(crate) struct McpServerEntry {
     command: Option<String>,
     #[serde(default)]
     args: Vec<String>,
@@ -29,11 +29,13 @@ pub struct McpServerEntry {
 /// The configured servers, in name order, and the startup timeout.
 #[derive(Debug, Clone, Default)]
 pub struct McpSettings {
+    /// The configured servers, by name.
     pub servers: Vec<ServerSpec>,
+    /// How long a server may take to start; the built-in default when `None`.
     pub startup_timeout: Option<Duration>,
 }
 
-pub fn resolve(
+pub(crate) fn resolve(
     entries: &BTreeMap<String, McpServerEntry>,
     timeout: Option<&DurationValue>,
     path: &Path,

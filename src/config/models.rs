@@ -13,13 +13,13 @@ use crate::model::{ModelProfile, Prices};
 
 /// What a `[models.<id>]` table changes of the default model's settings.
 #[derive(Debug, Clone, PartialEq)]
-pub struct EntrySettings {
-    pub profile: ModelProfile,
+pub(crate) struct EntrySettings {
+    pub(crate) profile: ModelProfile,
     /// The endpoint's model name.
-    pub model: String,
-    pub base_url: Option<String>,
+    pub(crate) model: String,
+    pub(crate) base_url: Option<String>,
     /// The table's own key source, if it names one.
-    pub key: Option<KeyPlan>,
+    pub(crate) key: Option<KeyPlan>,
 }
 
 fn invalid(origin: &str, reason: String) -> ConfigError {
@@ -30,7 +30,7 @@ fn invalid(origin: &str, reason: String) -> ConfigError {
 }
 
 /// The profile `entry` describes for model `id`.
-pub fn profile(
+pub(crate) fn profile(
     id: &str,
     display_name: &str,
     entry: &ProfileEntry,
@@ -74,7 +74,7 @@ pub fn profile(
 }
 
 /// The share of the window at which to compact, checked.
-pub fn compact_at(value: Option<f64>, path: Option<&Path>) -> Result<f64, ConfigError> {
+pub(crate) fn compact_at(value: Option<f64>, path: Option<&Path>) -> Result<f64, ConfigError> {
     match value {
         None => Ok(crate::model::DEFAULT_COMPACT_AT),
         Some(share) if share > 0.0 && share <= 1.0 => Ok(share),
@@ -93,7 +93,7 @@ fn origin_in(path: Option<&Path>, key: &str) -> String {
 }
 
 /// The `[models.<id>]` tables of the file at `path`.
-pub fn entries(
+pub(crate) fn entries(
     entries: &std::collections::BTreeMap<String, ModelEntry>,
     path: Option<&PathBuf>,
     env: EnvLookup<'_>,

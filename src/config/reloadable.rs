@@ -10,7 +10,7 @@ use futures::future::BoxFuture;
 use super::{load_key, process_env, resolve, ConfigError, ModelConfig, Overrides};
 use crate::model::{ChunkStream, Credentials, Model, ModelRequest, OpenAiModel};
 
-pub struct ReloadableModel {
+pub(crate) struct ReloadableModel {
     overrides: Overrides,
     current: Arc<RwLock<Current>>,
 }
@@ -64,7 +64,10 @@ impl ReloadableModel {
     /// The model of `config`, resolved from `overrides` (command-line flags) over the
     /// environment and the config file, which a reload resolves again; a missing key is not an
     /// error here (the model asks for one when called).
-    pub async fn new(overrides: &Overrides, config: ModelConfig) -> Result<Self, ConfigError> {
+    pub(crate) async fn new(
+        overrides: &Overrides,
+        config: ModelConfig,
+    ) -> Result<Self, ConfigError> {
         let model = build_from(config).await?;
         Ok(Self {
             overrides: overrides.clone(),

@@ -11,14 +11,20 @@ pub use super::key::KeyPlan;
 use super::{ConfigError, EnvLookup};
 use crate::model::openai::{self, ApiKey, OpenAiSettings};
 
+/// Environment variable naming the model.
 pub const ENV_MODEL: &str = "KIN_MODEL";
+/// Environment variable with the endpoint's base URL.
 pub const ENV_BASE_URL: &str = "KIN_BASE_URL";
+/// Environment variable with the API key.
 pub const ENV_API_KEY: &str = "KIN_API_KEY";
+/// Environment variable with the connect timeout.
 pub const ENV_CONNECT_TIMEOUT: &str = "KIN_CONNECT_TIMEOUT";
+/// Environment variable with the stall timeout (no bytes from the model for this long).
 pub const ENV_STALL_TIMEOUT: &str = "KIN_STALL_TIMEOUT";
+/// Environment variable with the number of retries of a model request.
 pub const ENV_RETRIES: &str = "KIN_RETRIES";
 /// Names separated by commas or spaces.
-pub const ENV_PASS_ENV: &str = "KIN_PASS_ENV";
+pub(crate) const ENV_PASS_ENV: &str = "KIN_PASS_ENV";
 /// Used only for DeepSeek's API.
 pub const ENV_DEEPSEEK_KEY: &str = "DEEPSEEK_API_KEY";
 /// Used for every endpoint but DeepSeek's (the OpenAI SDKs' convention).
@@ -27,21 +33,30 @@ pub const ENV_OPENAI_KEY: &str = "OPENAI_API_KEY";
 /// Values given on the command line.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Overrides {
+    /// `--model`.
     pub model: Option<String>,
+    /// `--base-url`.
     pub base_url: Option<String>,
     /// The name of the environment variable holding the key.
     pub api_key_env: Option<String>,
+    /// `--connect-timeout`.
     pub connect_timeout: Option<Duration>,
+    /// `--stall-timeout`.
     pub stall_timeout: Option<Duration>,
+    /// `--retries`.
     pub retries: Option<u32>,
 }
 
 /// Where a value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin {
+    /// Kin's built-in value.
     Default,
+    /// A command-line flag.
     Flag(&'static str),
+    /// An environment variable.
     Env(String),
+    /// The config file.
     File(PathBuf),
 }
 
@@ -56,52 +71,60 @@ impl fmt::Display for Origin {
     }
 }
 
+/// A resolved value and where it came from.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Setting<T> {
-    pub value: T,
-    pub origin: Origin,
+    pub(crate) value: T,
+    pub(crate) origin: Origin,
 }
 
+/// The model configuration as resolved from flags, environment and the config file.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelConfig {
     /// The config file looked at, and whether it exists.
-    pub file: Option<PathBuf>,
-    pub file_found: bool,
+    pub(crate) file: Option<PathBuf>,
+    pub(crate) file_found: bool,
     /// Keys in the config file kin does not know.
-    pub unknown_keys: Vec<String>,
+    pub(crate) unknown_keys: Vec<String>,
+    /// The model's name.
     pub model: Setting<String>,
+    /// The endpoint's base URL.
     pub base_url: Setting<String>,
+    /// How long connecting may take.
     pub connect_timeout: Setting<Duration>,
+    /// How long the model may send nothing before the request is given up.
     pub stall_timeout: Setting<Duration>,
+    /// How often a failed model request is retried.
     pub retries: Setting<u32>,
     /// Whether prompt images are sent to the model as images; the file's `images` key.
-    pub images: bool,
+    pub(crate) images: bool,
+    /// Where the API key comes from.
     pub key: KeyPlan,
     /// Credential-like variables tool processes may see anyway.
-    pub pass_env: Setting<Vec<String>>,
+    pub(crate) pass_env: Setting<Vec<String>>,
     /// The variables the model key is, or could have been, read from.
-    pub key_vars: Vec<String>,
-    pub max_tool_argument_bytes: Setting<usize>,
-    pub max_prompt_bytes: Setting<usize>,
-    pub max_prompt_blocks: Setting<usize>,
+    pub(crate) key_vars: Vec<String>,
+    pub(crate) max_tool_argument_bytes: Setting<usize>,
+    pub(crate) max_prompt_bytes: Setting<usize>,
+    pub(crate) max_prompt_blocks: Setting<usize>,
     /// What kin knows of the default model (top-level `context_window`, prices, ...).
-    pub profile: crate::model::ModelProfile,
+    pub(crate) profile: crate::model::ModelProfile,
     /// Share of the context window at which sessions are compacted.
-    pub compact_at: f64,
+    pub(crate) compact_at: f64,
     /// The `[models.<id>]` tables.
-    pub models: Vec<ConfiguredModel>,
+    pub(crate) models: Vec<ConfiguredModel>,
 }
 
 /// A configured model besides the default: its profile and how to reach it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConfiguredModel {
-    pub profile: crate::model::ModelProfile,
+    pub(crate) profile: crate::model::ModelProfile,
     /// The default model's settings with this table's model, base URL and key.
-    pub config: ModelConfig,
+    pub(crate) config: ModelConfig,
 }
 
 impl ModelConfig {
-    pub fn settings(&self) -> OpenAiSettings {
+    pub(crate) fn settings(&self) -> OpenAiSettings {
         let mut settings =
             OpenAiSettings::new(self.base_url.value.clone(), self.model.value.clone());
         settings.connect_timeout = self.connect_timeout.value;
@@ -112,7 +135,7 @@ impl ModelConfig {
     }
 
     /// The size caps to enforce.
-    pub fn limits(&self) -> crate::limits::Limits {
+    pub(crate) fn limits(&self) -> crate::limits::Limits {
         crate::limits::Limits {
             tool_argument_bytes: self.max_tool_argument_bytes.value,
             prompt_bytes: self.max_prompt_bytes.value,

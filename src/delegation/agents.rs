@@ -16,36 +16,36 @@ use crate::tools::PermissionMode;
 
 /// One usable agent definition.
 #[derive(Debug, Clone, PartialEq)]
-pub struct AgentDefinition {
-    pub name: String,
-    pub description: String,
+pub(crate) struct AgentDefinition {
+    pub(crate) name: String,
+    pub(crate) description: String,
     /// The only tools the child may use; `None` keeps all of them.
-    pub tools: Option<Vec<String>>,
+    pub(crate) tools: Option<Vec<String>>,
     /// The configured model to run on; `None` runs on the caller's.
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
     /// The child's permission mode, never wider than its parent's.
-    pub permission: Option<PermissionMode>,
-    pub timeout: Option<Duration>,
-    pub budget_tokens: Option<u64>,
+    pub(crate) permission: Option<PermissionMode>,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) budget_tokens: Option<u64>,
     /// How the child is isolated (`worktree`), if at all.
-    pub isolation: Option<String>,
+    pub(crate) isolation: Option<String>,
     /// The body: added to the child's instructions.
-    pub instructions: String,
+    pub(crate) instructions: String,
     /// The file it was read from.
-    pub source: PathBuf,
+    pub(crate) source: PathBuf,
 }
 
 /// The definitions found for one workspace, and what was wrong with the files that were not
 /// (or not fully) used.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct AgentCatalog {
-    pub agents: Vec<AgentDefinition>,
-    pub notices: Vec<String>,
+    pub(crate) agents: Vec<AgentDefinition>,
+    pub(crate) notices: Vec<String>,
 }
 
 /// Why a definition file cannot be used.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum DefinitionError {
+pub(crate) enum DefinitionError {
     #[error("{path}: no YAML front matter (a `---` block at the top)")]
     NoFrontMatter { path: String },
     #[error("{path}: the front matter is not valid YAML: {message}")]
@@ -59,7 +59,7 @@ pub enum DefinitionError {
 }
 
 /// The directories definitions are read from, first wins.
-pub fn dirs(cwd: &Path, config_dir: Option<&Path>) -> Vec<PathBuf> {
+pub(crate) fn dirs(cwd: &Path, config_dir: Option<&Path>) -> Vec<PathBuf> {
     let mut dirs = vec![cwd.join(".kin/agents"), cwd.join(".claude/agents")];
     dirs.extend(config_dir.map(|dir| dir.join("agents")));
     dirs
@@ -74,7 +74,7 @@ pub fn load_for(cwd: &Path) -> AgentCatalog {
 
 impl AgentCatalog {
     /// Reads every `*.md` file of `dirs` (missing directories are skipped), in name order.
-    pub fn load(dirs: &[PathBuf]) -> Self {
+    pub(crate) fn load(dirs: &[PathBuf]) -> Self {
         let mut catalog = Self::default();
         let mut seen = BTreeSet::new();
         for dir in dirs {
@@ -111,7 +111,7 @@ impl AgentCatalog {
         catalog
     }
 
-    pub fn get(&self, name: &str) -> Option<&AgentDefinition> {
+    pub(crate) fn get(&self, name: &str) -> Option<&AgentDefinition> {
         self.agents.iter().find(|agent| agent.name == name)
     }
 
@@ -136,7 +136,7 @@ impl AgentCatalog {
     }
 
     /// The names of the usable definitions, comma-separated (for an error).
-    pub fn names(&self) -> String {
+    pub(crate) fn names(&self) -> String {
         let names: Vec<&str> = self.agents.iter().map(|a| a.name.as_str()).collect();
         if names.is_empty() {
             "none".into()
@@ -165,7 +165,10 @@ struct FrontMatter {
 const CLAUDE_ONLY: [&str; 2] = ["color", "permissionMode"];
 
 /// Parses one definition file; the notices name the fields it ignored.
-pub fn parse(path: &Path, text: &str) -> Result<(AgentDefinition, Vec<String>), DefinitionError> {
+pub(crate) fn parse(
+    path: &Path,
+    text: &str,
+) -> Result<(AgentDefinition, Vec<String>), DefinitionError> {
     let shown = path.display().to_string();
     let (front, body) = split_front_matter(text).ok_or_else(|| DefinitionError::NoFrontMatter {
         path: shown.clone(),

@@ -20,13 +20,13 @@ const WRAP_UP_AT: f64 = 0.8;
 
 /// The time limits of one activation; `None` is no limit.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct TimeLimits {
-    pub wall: Option<Duration>,
-    pub idle: Option<Duration>,
+pub(crate) struct TimeLimits {
+    pub(crate) wall: Option<Duration>,
+    pub(crate) idle: Option<Duration>,
 }
 
 impl TimeLimits {
-    pub fn is_unlimited(&self) -> bool {
+    pub(crate) fn is_unlimited(&self) -> bool {
         self.wall.is_none() && self.idle.is_none()
     }
 }

@@ -43,7 +43,6 @@ use std::sync::{Arc, OnceLock, Weak};
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
 use crate::agent::host::AgentHost;
 use crate::agent::{Agent, StructuredCapture, UserMessage};
@@ -57,40 +56,10 @@ use activation::{lock_child, Activations, Begin};
 pub(crate) use acp_child::AcpProvider;
 pub use error::DelegationError;
 use in_process::{InProcessProvider, Seed};
-pub use limits::TimeLimits;
 use provider::{Continuable, Provider};
 pub use provider::{Run, SubagentResult};
 use request::{Continuation, ResumeRequest};
-pub use request::{Mode, StartRequest, ToolFilter, DEFAULT_MAX_DEPTH};
-
-/// What the tools hand the service for one delegation.
-pub struct Request {
-    /// The provider the tool is bound to (`spawn`, `fork`, `acp:<name>`).
-    pub provider: String,
-    pub prompt: Vec<UserPart>,
-    /// The tool's `description`: the child's label and its task's.
-    pub label: String,
-    /// The editor of the calling session.
-    pub client: Option<Arc<dyn ClientBridge>>,
-    /// The tool call's: cancels a foreground child (a background one has its task's).
-    pub cancel: CancellationToken,
-    /// The configured model to run the child on; by default the one the caller runs on now.
-    pub model: Option<String>,
-    /// The delegating tool call (a foreground child process's summary is shown on it).
-    pub call_id: Option<String>,
-    /// The child's token budget, instead of the configured `child_budget_tokens`.
-    pub budget_tokens: Option<u64>,
-    /// The child's wall-clock limit, instead of the configured `[delegation] timeout`.
-    pub timeout: Option<std::time::Duration>,
-    /// Replaces the child's persona (an agent definition's instructions).
-    pub persona: Option<String>,
-    /// The only tools the child may use (an agent definition's `tools`).
-    pub tools: Option<Vec<String>>,
-    /// The child's own permission mode, clamped to the caller's.
-    pub permission: Option<crate::tools::PermissionMode>,
-    /// Run the child in a fresh git worktree (in-process children only).
-    pub worktree: bool,
-}
+pub use request::{Mode, Request, StartRequest, ToolFilter, DEFAULT_MAX_DEPTH};
 
 /// Where a message went.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,6 +73,7 @@ pub enum Delivery {
 /// One durable child of a parent, for `list_agents`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChildSummary {
+    /// The child's id (its session id).
     pub id: String,
     /// The child's session title (from its first prompt).
     pub description: Option<String>,
@@ -111,6 +81,7 @@ pub struct ChildSummary {
     pub kind: String,
     /// The model provider and model it runs on.
     pub provider: Option<String>,
+    /// The model, if not the provider's default.
     pub model: Option<String>,
     /// The task of the running activation, if one runs in this process.
     pub task: Option<TaskId>,
@@ -125,7 +96,9 @@ pub struct ChildSummary {
 /// The identities of a continuable child just started.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContinuableStart {
+    /// The child's id.
     pub child_id: String,
+    /// The task of its first activation.
     pub task_id: TaskId,
 }
 
@@ -135,11 +108,17 @@ pub enum Delegated {
     /// The foreground child's result (already disposed).
     Answer(SubagentResult),
     /// A continuable background child and the task of its first activation.
-    Continuable { child: String, task: TaskId },
+    Continuable {
+        /// The child's id.
+        child: String,
+        /// The task of its first activation.
+        task: TaskId,
+    },
     /// A one-shot background child's task.
     OneShot(TaskId),
 }
 
+/// The front door for delegation: every model verb (`delegate`, `send_message`, `list`, `restore`) enters here, and routing (foreground, continuable, one-shot) is decided here.
 pub struct Delegation {
     providers: Vec<Arc<dyn Provider>>,
     tasks: Arc<TaskService>,
@@ -158,7 +137,7 @@ pub struct Delegation {
 impl Delegation {
     /// The service with the in-process providers and one per configured ACP agent. It takes
     /// the task service's notices and records.
-    pub fn new(
+    pub(crate) fn new(
         store: SessionStore,
         tasks: Arc<TaskService>,
         max_depth: u32,
@@ -214,13 +193,13 @@ impl Delegation {
     }
 
     /// Reaches the host from now on (once; a second call changes nothing).
-    pub fn attach(&self, host: &Arc<AgentHost>) {
+    pub(crate) fn attach(&self, host: &Arc<AgentHost>) {
         let _ = self.host.set(Arc::downgrade(host));
     }
 
     /// The model-facing tools: one delegation tool per provider, `send_message` and
     /// `list_agents`.
-    pub fn tools(self: &Arc<Self>) -> Vec<Arc<dyn Tool>> {
+    pub(crate) fn tools(self: &Arc<Self>) -> Vec<Arc<dyn Tool>> {
         let mut found: Vec<Arc<dyn Tool>> = Vec::new();
         for provider in &self.providers {
             found.push(Arc::new(tools::SubagentTool::new(
@@ -234,7 +213,7 @@ impl Delegation {
     }
 
     /// The task service activations run on.
-    pub fn tasks(&self) -> &Arc<TaskService> {
+    pub(crate) fn tasks(&self) -> &Arc<TaskService> {
         &self.tasks
     }
 
@@ -645,7 +624,7 @@ impl Delegation {
     /// Restores, as `interrupted`, the background tasks `parent`'s log shows started and
     /// never finished: an earlier kin process ended while they ran. Their children stay
     /// continuable with `send_message`.
-    pub fn restore(&self, parent: &Agent) {
+    pub(crate) fn restore(&self, parent: &Agent) {
         self.restore_spend(parent);
         for (task, label, child) in parent.with_events(records::unfinished) {
             let detail = match child {

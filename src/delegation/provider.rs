@@ -17,10 +17,10 @@ use crate::session::{AssistantBlock, UserPart};
 /// Which optional request fields a provider can honour.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Capabilities {
-    pub output_schema: bool,
-    pub depth_limit: bool,
-    pub tool_filter: bool,
-    pub persona: bool,
+    pub(crate) output_schema: bool,
+    pub(crate) depth_limit: bool,
+    pub(crate) tool_filter: bool,
+    pub(crate) persona: bool,
 }
 
 impl Capabilities {
@@ -80,9 +80,10 @@ pub struct SubagentResult {
     pub output: Vec<AssistantBlock>,
     /// The captured value, when a schema was requested and satisfied.
     pub structured: Option<Value>,
+    /// How the child's turn ended.
     pub stop_reason: StopReason,
     /// Why the run failed, when the provider knows (e.g. how an ACP child process ended).
-    pub error: Option<String>,
+    pub(crate) error: Option<String>,
 }
 
 impl SubagentResult {
@@ -179,6 +180,7 @@ impl Run {
         self.result.clone().await
     }
 
+    /// Ends the activation's hold on the child (its session and what the provider keeps for it).
     pub async fn dispose(&self) {
         self.control.dispose().await
     }

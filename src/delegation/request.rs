@@ -1,5 +1,6 @@
-//! What a delegation asks for: a start ([`StartRequest`]) or a resume ([`ResumeRequest`]) of
-//! a child, run in the foreground or the background ([`Mode`]).
+//! What a delegation asks for: the tools' [`Request`], and the start ([`StartRequest`]) or
+//! resume ([`ResumeRequest`]) of a child it becomes, run in the foreground or the background
+//! ([`Mode`]).
 
 use std::sync::Arc;
 
@@ -26,13 +27,43 @@ pub enum Mode {
     Background,
 }
 
+/// What the tools hand the service for one delegation.
+pub struct Request {
+    /// The provider the tool is bound to (`spawn`, `fork`, `acp:<name>`).
+    pub provider: String,
+    /// The child's prompt.
+    pub prompt: Vec<UserPart>,
+    /// The tool's `description`: the child's label and its task's.
+    pub label: String,
+    /// The editor of the calling session.
+    pub client: Option<Arc<dyn ClientBridge>>,
+    /// The tool call's: cancels a foreground child (a background one has its task's).
+    pub cancel: CancellationToken,
+    /// The configured model to run the child on; by default the one the caller runs on now.
+    pub model: Option<String>,
+    /// The delegating tool call (a foreground child process's summary is shown on it).
+    pub call_id: Option<String>,
+    /// The child's token budget, instead of the configured `child_budget_tokens`.
+    pub budget_tokens: Option<u64>,
+    /// The child's wall-clock limit, instead of the configured `[delegation] timeout`.
+    pub timeout: Option<std::time::Duration>,
+    /// Replaces the child's persona (an agent definition's instructions).
+    pub persona: Option<String>,
+    /// The only tools the child may use (an agent definition's `tools`).
+    pub tools: Option<Vec<String>>,
+    /// The child's own permission mode, clamped to the caller's.
+    pub permission: Option<crate::tools::PermissionMode>,
+    /// Run the child in a fresh git worktree (in-process children only).
+    pub worktree: bool,
+}
+
 /// Everything a provider needs to start a child.
 #[derive(Clone)]
 pub struct StartRequest {
     /// Becomes the child's first user message.
-    pub prompt: Vec<UserPart>,
+    pub(crate) prompt: Vec<UserPart>,
     /// The delegating agent.
-    pub parent: Arc<Agent>,
+    pub(crate) parent: Arc<Agent>,
     /// Cancels the child: before publication the start fails and leaves nothing behind
     /// (an in-process continuable start still publishes, and its turn ends at once);
     /// after it, the child's turn is cancelled.
@@ -43,19 +74,20 @@ pub struct StartRequest {
     pub output_schema: Option<Value>,
     /// Absolute cap: the child's depth must not exceed it.
     pub max_depth: Option<u32>,
+    /// Which tools the child may use.
     pub tool_filter: Option<ToolFilter>,
     /// Replaces the child's persona.
     pub persona: Option<String>,
     /// The child's own permission mode; the parent's stays its ceiling (never wider).
-    pub permission: Option<crate::tools::PermissionMode>,
+    pub(crate) permission: Option<crate::tools::PermissionMode>,
     /// A short label shown to the user (the tool's `description`).
-    pub label: Option<String>,
+    pub(crate) label: Option<String>,
     /// Run an in-process child in a fresh git worktree of the parent's repository.
     pub worktree: bool,
     /// The wall-clock limit of the child's activation, instead of the configured one.
-    pub timeout: Option<std::time::Duration>,
+    pub(crate) timeout: Option<std::time::Duration>,
     /// The child's token budget, instead of the configured `child_budget_tokens`.
-    pub budget_tokens: Option<u64>,
+    pub(crate) budget_tokens: Option<u64>,
     /// Set by the service: the budget the child runs under.
     pub(crate) budget: Option<Budget>,
     /// Set by the service: the child runs as a background task, whose `task/end` carries its
@@ -63,9 +95,9 @@ pub struct StartRequest {
     pub(crate) background: bool,
     /// The editor of the delegating session: the child asks it for permissions and uses its
     /// files and terminals, as the parent would.
-    pub client: Option<Arc<dyn ClientBridge>>,
+    pub(crate) client: Option<Arc<dyn ClientBridge>>,
     /// The delegating tool call of a foreground child.
-    pub call_id: Option<String>,
+    pub(crate) call_id: Option<String>,
     /// Set by the service for a continuable child: the id to publish it under and the
     /// descriptor its first turn records.
     pub(crate) continuation: Option<Continuation>,
@@ -74,11 +106,12 @@ pub struct StartRequest {
 /// The identity and recipe of a continuable child, fixed before it exists.
 #[derive(Debug, Clone)]
 pub(crate) struct Continuation {
-    pub session_id: String,
-    pub descriptor: Descriptor,
+    pub(crate) session_id: String,
+    pub(crate) descriptor: Descriptor,
 }
 
 impl StartRequest {
+    /// A request for `prompt` under `parent`, cancelled by `cancel`; every option unset (the parent's model and persona, no schema, filter or limits).
     pub fn new(prompt: Vec<UserPart>, parent: Arc<Agent>, cancel: CancellationToken) -> Self {
         Self {
             prompt,
@@ -134,18 +167,18 @@ impl StartRequest {
 /// Continues a stored child with a new message.
 #[derive(Clone)]
 pub(crate) struct ResumeRequest {
-    pub session_id: String,
-    pub prompt: Vec<UserPart>,
+    pub(crate) session_id: String,
+    pub(crate) prompt: Vec<UserPart>,
     /// The live direct parent recorded in the child's header.
-    pub parent: Arc<Agent>,
+    pub(crate) parent: Arc<Agent>,
     /// Owned by the activation; exists before the child is looked up.
     pub cancel: CancellationToken,
     /// How to rebuild the child (read from its own events).
-    pub descriptor: Descriptor,
+    pub(crate) descriptor: Descriptor,
     /// The editor of the parent session, as for a start.
-    pub client: Option<Arc<dyn ClientBridge>>,
+    pub(crate) client: Option<Arc<dyn ClientBridge>>,
     /// Set by the service: the budget the activation runs under.
-    pub budget: Option<Budget>,
+    pub(crate) budget: Option<Budget>,
 }
 
 /// The depth of a child of `parent`, checked against `max_depth`.

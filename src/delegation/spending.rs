@@ -25,7 +25,7 @@ impl Delegation {
 
     /// What `caller`'s tree has spent of its budget, if it has one (for `list_agents` and
     /// `task_output`).
-    pub fn budget_summary(&self, caller: &str) -> Option<String> {
+    pub(crate) fn budget_summary(&self, caller: &str) -> Option<String> {
         self.tree_budget(&self.root_id(caller))
             .map(|tree| tree.summary())
     }

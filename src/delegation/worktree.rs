@@ -22,7 +22,7 @@ const DIR: &str = "kin-worktrees";
 
 /// Why a worktree could not be made.
 #[derive(Debug, thiserror::Error)]
-pub enum WorktreeError {
+pub(crate) enum WorktreeError {
     #[error("isolation \"worktree\" needs a git repository; {0} is not inside one")]
     NotARepository(String),
     #[error("git {command} failed: {message}")]
@@ -34,11 +34,11 @@ pub enum WorktreeError {
 
 /// A child's worktree.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Worktree {
-    pub dir: PathBuf,
-    pub branch: String,
+pub(crate) struct Worktree {
+    pub(crate) dir: PathBuf,
+    pub(crate) branch: String,
     /// The checkout it was made from (where `git worktree remove` runs).
-    pub repo: PathBuf,
+    pub(crate) repo: PathBuf,
 }
 
 fn git(dir: &Path) -> std::process::Command {
@@ -71,7 +71,7 @@ fn run(dir: &Path, args: &[&str]) -> Result<String, WorktreeError> {
 }
 
 /// Whether `dir` is one of kin's worktrees (a child's recorded cwd).
-pub fn is_kin_worktree(dir: &Path) -> bool {
+pub(crate) fn is_kin_worktree(dir: &Path) -> bool {
     dir.parent()
         .and_then(Path::file_name)
         .is_some_and(|name| name == DIR)
@@ -80,7 +80,7 @@ pub fn is_kin_worktree(dir: &Path) -> bool {
 /// The worktree of child `id`, made from the repository `cwd` is in, on a new branch
 /// `kin/<id>` from its `HEAD`. A `cancel` during `git worktree add` stops git (its whole
 /// process group) and removes the half-made worktree and branch.
-pub async fn create(
+pub(crate) async fn create(
     cwd: &Path,
     id: &str,
     cancel: &CancellationToken,
@@ -166,7 +166,7 @@ fn discard(worktree: &Worktree) {
 
 /// The worktree recorded for a stored child at `dir`: still there, or made again (it was
 /// removed when its last activation changed nothing).
-pub async fn reopen(
+pub(crate) async fn reopen(
     dir: &Path,
     repo_cwd: &Path,
     cancel: &CancellationToken,
@@ -190,7 +190,7 @@ pub async fn reopen(
 
 /// What a settled activation left in its worktree.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Settled {
+pub(crate) enum Settled {
     /// Nothing changed: the worktree and its branch are gone.
     Removed,
     /// Kept, with the changed files and the diffstat against the branch's start.
@@ -203,7 +203,7 @@ pub enum Settled {
 
 impl Settled {
     /// The lines appended to the child's answer.
-    pub fn report(&self, worktree: &Worktree) -> String {
+    pub(crate) fn report(&self, worktree: &Worktree) -> String {
         match self {
             Self::Removed => "[worktree: no changes; worktree and branch removed]".into(),
             Self::Kept {
@@ -225,7 +225,7 @@ impl Settled {
 
 /// Stages everything in the worktree (untracked files count as changes) and reports it; an
 /// unchanged worktree is removed with its branch.
-pub fn settle(worktree: &Worktree) -> Result<Settled, WorktreeError> {
+pub(crate) fn settle(worktree: &Worktree) -> Result<Settled, WorktreeError> {
     let dir = &worktree.dir;
     run(dir, &["add", "-A"])?;
     let names = run(dir, &["diff", "--cached", "--name-only", "HEAD"])?;

@@ -16,18 +16,19 @@ use crate::tools::client::{
 use crate::tools::ClientBridge;
 
 /// What a refused ask tells the model and the user.
-pub const NO_TERMINAL: &str = "there is no terminal to ask on (kin run's stdin or stderr is not \
+pub(crate) const NO_TERMINAL: &str =
+    "there is no terminal to ask on (kin run's stdin or stderr is not \
      a terminal); choose what it may do with `kin run --mode allow` or `--mode read-only`";
 
 /// Asks on the terminal, one question at a time (parallel tool calls wait their turn).
-pub struct TerminalAsk {
+pub(crate) struct TerminalAsk {
     interactive: bool,
     one_at_a_time: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl TerminalAsk {
     /// Asks on the terminal if stdin and stderr are both one, else refuses every ask.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             interactive: std::io::stdin().is_terminal() && std::io::stderr().is_terminal(),
             one_at_a_time: Arc::default(),

@@ -11,7 +11,7 @@ use rmcp::transport::streamable_http_client::{
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-pub fn transport(
+pub(crate) fn transport(
     url: &str,
     headers: &[(String, String)],
 ) -> Result<StreamableHttpClientTransport<reqwest::Client>, String> {

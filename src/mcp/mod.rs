@@ -17,8 +17,8 @@ mod naming;
 mod progress;
 mod result;
 mod server;
-pub mod session;
-pub mod spec;
+pub(crate) mod session;
+pub(crate) mod spec;
 mod stdio;
 mod tool;
 

@@ -7,10 +7,10 @@ use std::collections::HashSet;
 
 /// The longest name OpenAI-compatible APIs take.
 const MAX_NAME: usize = 64;
-pub const PREFIX: &str = "mcp__";
+pub(crate) const PREFIX: &str = "mcp__";
 
 /// `text` with every character outside `[a-zA-Z0-9_-]` replaced by `_` (never empty).
-pub fn sanitize(text: &str) -> String {
+pub(crate) fn sanitize(text: &str) -> String {
     let clean: String = text
         .chars()
         .map(|c| {
@@ -30,13 +30,13 @@ pub fn sanitize(text: &str) -> String {
 
 /// Hands out model-facing names, each once.
 #[derive(Default)]
-pub struct Names {
+pub(crate) struct Names {
     taken: HashSet<String>,
 }
 
 impl Names {
     /// The name of `tool` of `server`, distinct from every name handed out before.
-    pub fn assign(&mut self, server: &str, tool: &str) -> String {
+    pub(crate) fn assign(&mut self, server: &str, tool: &str) -> String {
         let base = cut(
             &format!("{PREFIX}{}__{}", sanitize(server), sanitize(tool)),
             MAX_NAME,

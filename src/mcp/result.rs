@@ -9,9 +9,9 @@ use crate::process::truncate::head_tail;
 use crate::tools::ToolOutput;
 
 /// The most of a result the model gets (as the shell tool).
-pub const MAX_RESULT: usize = 30 * 1024;
+pub(crate) const MAX_RESULT: usize = 30 * 1024;
 
-pub fn to_output(server: &str, result: &Value) -> ToolOutput {
+pub(crate) fn to_output(server: &str, result: &Value) -> ToolOutput {
     let mut parts: Vec<String> = Vec::new();
     let blocks = result.get("content").and_then(Value::as_array);
     for block in blocks.into_iter().flatten() {

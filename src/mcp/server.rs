@@ -39,7 +39,7 @@ const GIVE_UP_AFTER: u32 = 3;
 
 /// Where a server is.
 #[derive(Clone)]
-pub enum State {
+pub(crate) enum State {
     /// Its first connection is under way.
     Starting,
     Ready(Arc<Connected>),
@@ -56,7 +56,7 @@ pub enum State {
 }
 
 /// A live connection.
-pub struct Connected {
+pub(crate) struct Connected {
     peer: Peer<RoleClient>,
     progress: Routes,
 }
@@ -64,15 +64,15 @@ pub struct Connected {
 /// The tools a server offered when last listed; kept while it is down, so a crash does not
 /// change the model's tool list (the calls answer an error naming the server meanwhile).
 #[derive(Default, Clone)]
-pub struct Listed {
+pub(crate) struct Listed {
     /// Bumped on every listing.
-    pub generation: u64,
-    pub tools: Arc<Vec<rmcp::model::Tool>>,
+    pub(crate) generation: u64,
+    pub(crate) tools: Arc<Vec<rmcp::model::Tool>>,
 }
 
 /// A handle on one server's task.
-pub struct Server {
-    pub name: String,
+pub(crate) struct Server {
+    pub(crate) name: String,
     state: watch::Receiver<State>,
     listed: Arc<Mutex<Listed>>,
     /// Whether a relisting the server asked for (`tools/list_changed`) is under way.
@@ -80,7 +80,7 @@ pub struct Server {
 }
 
 /// What a call to a server tool came to.
-pub enum CallOutcome {
+pub(crate) enum CallOutcome {
     /// The result as MCP sent it (`content`, `structuredContent`, `isError`).
     Result(Value),
     Cancelled,
@@ -90,7 +90,7 @@ pub enum CallOutcome {
 
 impl Server {
     /// Starts the server's task; it ends when `cancel` trips, taking the server down.
-    pub fn start(spec: ServerSpec, cwd: PathBuf, cancel: CancellationToken) -> Arc<Self> {
+    pub(crate) fn start(spec: ServerSpec, cwd: PathBuf, cancel: CancellationToken) -> Arc<Self> {
         let initial = match &spec.transport {
             Transport::Sse { .. } => State::Refused {
                 reason: "the SSE transport is not supported; use stdio or streamable HTTP".into(),
@@ -122,30 +122,30 @@ impl Server {
     }
 
     /// The tools it offered when last listed.
-    pub fn listed(&self) -> Listed {
+    pub(crate) fn listed(&self) -> Listed {
         lock(&self.listed).clone()
     }
 
     /// Waits until no relisting the server asked for is under way (at once if none is).
-    pub async fn relisted(&self) {
+    pub(crate) async fn relisted(&self) {
         let mut relisting = self.relisting.clone();
         let _ = relisting.wait_for(|busy| !busy).await;
     }
 
     /// Waits until its task has ended (its process, if any, gone).
-    pub async fn stopped(&self) {
+    pub(crate) async fn stopped(&self) {
         let mut state = self.state.clone();
         while state.changed().await.is_ok() {}
     }
 
-    pub fn state(&self) -> State {
+    pub(crate) fn state(&self) -> State {
         self.state.borrow().clone()
     }
 
     /// Waits until the server is ready, refused, or has failed [`GIVE_UP_AFTER`] attempts in
     /// a row (a server not listening yet gets a few quick tries; one that cannot start does
     /// not hold up the first prompt for the whole startup timeout).
-    pub async fn started(&self) {
+    pub(crate) async fn started(&self) {
         let mut state = self.state.clone();
         let _ = state
             .wait_for(|s| match s {
@@ -158,7 +158,7 @@ impl Server {
 
     /// Calls `tool` with `arguments`; a trip of `cancel` sends MCP cancellation. The server's
     /// progress reports go to `show`, throttled (see [`progress`]).
-    pub async fn call(
+    pub(crate) async fn call(
         &self,
         tool: &str,
         arguments: Option<serde_json::Map<String, Value>>,

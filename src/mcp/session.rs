@@ -23,6 +23,7 @@ const RELIST_WAIT: Duration = Duration::from_secs(5);
 /// How long the first prompt waits for servers still starting, unless configured.
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The MCP servers of one session: started in the background, their tools offered once they are up, stopped with the session.
 pub struct SessionServers {
     specs: Vec<ServerSpec>,
     servers: Vec<Arc<Server>>,
@@ -51,7 +52,7 @@ impl SessionServers {
         })
     }
 
-    pub fn specs(&self) -> &[ServerSpec] {
+    pub(crate) fn specs(&self) -> &[ServerSpec] {
         &self.specs
     }
 

@@ -8,25 +8,34 @@ use std::fmt;
 pub struct ServerSpec {
     /// The name it was given (unique within a session); part of its tools' names.
     pub name: String,
+    /// How kin reaches the server.
     pub transport: Transport,
 }
 
+/// How kin talks to an MCP server.
 #[derive(Clone, PartialEq, Eq)]
 pub enum Transport {
     /// A command kin starts and speaks to over its stdin and stdout.
     Stdio {
+        /// The program.
         command: String,
+        /// Its arguments.
         args: Vec<String>,
         /// Added to the scrubbed environment.
         env: Vec<(String, String)>,
     },
     /// A streamable-HTTP endpoint, with headers sent on every request.
     Http {
+        /// The endpoint.
         url: String,
+        /// Header names and values.
         headers: Vec<(String, String)>,
     },
     /// The old HTTP+SSE transport: kin does not speak it, and says so.
-    Sse { url: String },
+    Sse {
+        /// The endpoint.
+        url: String,
+    },
 }
 
 /// Values of env and headers are secrets as often as not: debug output masks them.
@@ -37,17 +46,8 @@ impl fmt::Debug for Transport {
 }
 
 impl Transport {
-    /// The transport's name as ACP calls it.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Self::Stdio { .. } => "stdio",
-            Self::Http { .. } => "http",
-            Self::Sse { .. } => "sse",
-        }
-    }
-
     /// One line for people: command or URL, with env and header values masked.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let names = |pairs: &[(String, String)]| {
             let masked: Vec<String> = pairs.iter().map(|(k, _)| format!("{k}=***")).collect();
             masked.join(", ")
@@ -77,7 +77,7 @@ impl Transport {
 
 impl ServerSpec {
     /// The server as an ACP `mcpServers` entry (what kin passes on to an ACP child).
-    pub fn to_acp(&self) -> serde_json::Value {
+    pub(crate) fn to_acp(&self) -> serde_json::Value {
         let pairs = |pairs: &[(String, String)]| {
             let listed = pairs.iter();
             listed

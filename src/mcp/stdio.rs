@@ -22,7 +22,7 @@ use crate::sync::lock;
 const STDERR_LINES: usize = 5;
 const STDERR_LINE_CHARS: usize = 300;
 
-pub struct StdioProcess {
+pub(crate) struct StdioProcess {
     child: Child,
     pgid: Option<Pid>,
     lifeline: Option<Lifeline>,
@@ -31,7 +31,7 @@ pub struct StdioProcess {
 
 impl StdioProcess {
     /// Starts `command args` in `cwd`; returns the process and the pipes MCP runs over.
-    pub fn launch(
+    pub(crate) fn launch(
         command: &str,
         args: &[String],
         env: &[(String, String)],
@@ -77,7 +77,7 @@ impl StdioProcess {
     }
 
     /// How it ended (or that it still runs), with its last stderr lines.
-    pub fn report(&mut self) -> String {
+    pub(crate) fn report(&mut self) -> String {
         let status = match self.child.try_wait() {
             Ok(Some(status)) => describe_status(status),
             _ => "still running".to_owned(),
@@ -94,7 +94,7 @@ impl StdioProcess {
 
     /// Stops the whole group: the guard does it once its lifeline closes (SIGTERM, a grace,
     /// SIGKILL); without a guard, SIGTERM, the grace, then SIGKILL here.
-    pub async fn stop(&mut self) {
+    pub(crate) async fn stop(&mut self) {
         if self.lifeline.take().is_some() {
             let _ = self.child.wait().await;
             return;

@@ -17,21 +17,21 @@ use crate::tools::client::ServerTool;
 use crate::tools::permission::Scope;
 use crate::tools::{Tool, ToolContext, ToolDisplay, ToolKind, ToolOutput};
 
-pub struct McpTool {
-    pub server: Arc<Server>,
+pub(crate) struct McpTool {
+    pub(crate) server: Arc<Server>,
     /// The name the server knows it by.
-    pub remote: String,
+    pub(crate) remote: String,
     /// The name the model calls it by.
-    pub name: String,
-    pub description: String,
-    pub schema: Value,
-    pub read_only: bool,
+    pub(crate) name: String,
+    pub(crate) description: String,
+    pub(crate) schema: Value,
+    pub(crate) read_only: bool,
     /// What the editor shows for its calls.
-    pub title: String,
+    pub(crate) title: String,
 }
 
 impl McpTool {
-    pub fn new(server: Arc<Server>, name: String, tool: &rmcp::model::Tool) -> Self {
+    pub(crate) fn new(server: Arc<Server>, name: String, tool: &rmcp::model::Tool) -> Self {
         let read_only = tool
             .annotations
             .as_ref()

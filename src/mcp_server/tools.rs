@@ -45,17 +45,17 @@ pub(crate) fn width(mode: PermissionMode) -> u8 {
 #[serde(deny_unknown_fields)]
 pub(crate) struct StartArgs {
     /// The task for kin, in plain words: what to do, where, and what to report back.
-    pub prompt: String,
+    pub(crate) prompt: String,
     /// Absolute working directory of the new session. Default: the directory `kin mcp` runs in.
-    pub cwd: Option<String>,
+    pub(crate) cwd: Option<String>,
     /// What kin's tools may do: `read-only` (default; reads and searches only), `ask` (edits and commands are put to your user when your client supports elicitation, else refused), `allow` (edits and commands run). Never wider than the server was started with.
     #[serde(default)]
-    pub mode: CallMode,
+    pub(crate) mode: CallMode,
     /// A configured model id to run on (see `kin config`). Default: the configured default model.
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
     /// Start the task in the background: the call returns the session id at once; collect the answer with `kin_output`. Default false: the call returns the final answer.
     #[serde(default)]
-    pub background: bool,
+    pub(crate) background: bool,
 }
 
 /// Arguments of `kin_reply`.
@@ -63,15 +63,15 @@ pub(crate) struct StartArgs {
 #[serde(deny_unknown_fields)]
 pub(crate) struct ReplyArgs {
     /// The session to continue, as `kin` or `kin_list` returned it.
-    pub session_id: String,
+    pub(crate) session_id: String,
     /// The message. A session that is working now takes it into its running task; an idle one starts a new task with it.
-    pub prompt: String,
+    pub(crate) prompt: String,
     /// As in `kin`: `read-only` (default), `ask` or `allow`, for the new task.
     #[serde(default)]
-    pub mode: CallMode,
+    pub(crate) mode: CallMode,
     /// Return at once and collect the answer with `kin_output`. Default false: wait for the answer.
     #[serde(default)]
-    pub background: bool,
+    pub(crate) background: bool,
 }
 
 /// Arguments of `kin_output`.
@@ -79,12 +79,12 @@ pub(crate) struct ReplyArgs {
 #[serde(deny_unknown_fields)]
 pub(crate) struct OutputArgs {
     /// The session whose latest task to read.
-    pub session_id: String,
+    pub(crate) session_id: String,
     /// Wait until the task finishes or the timeout passes. Default false: report the state now.
     #[serde(default)]
-    pub wait: bool,
+    pub(crate) wait: bool,
     /// How long to wait, in seconds (only with wait: true). Default 60, at most 600.
-    pub timeout_seconds: Option<u64>,
+    pub(crate) timeout_seconds: Option<u64>,
 }
 
 /// Arguments of `kin_cancel`.
@@ -92,7 +92,7 @@ pub(crate) struct OutputArgs {
 #[serde(deny_unknown_fields)]
 pub(crate) struct CancelArgs {
     /// The session whose running task to cancel.
-    pub session_id: String,
+    pub(crate) session_id: String,
 }
 
 /// Arguments of `kin_list` (none).

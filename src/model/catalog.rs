@@ -17,16 +17,19 @@ pub const DEFAULT_COMPACT_AT: f64 = 0.8;
 /// Prices per million tokens, in `currency`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Prices {
+    /// Input tokens.
     pub input: f64,
     /// Input tokens served from the endpoint's cache (defaults to `input`).
     pub cached_input: f64,
+    /// Output tokens.
     pub output: f64,
+    /// The currency the prices are in (shown beside a cost).
     pub currency: String,
 }
 
 impl Prices {
     /// What one call's `usage` cost.
-    pub fn cost(&self, usage: &Usage) -> f64 {
+    pub(crate) fn cost(&self, usage: &Usage) -> f64 {
         let cached = usage.cache_read_tokens.unwrap_or(0).min(usage.input_tokens);
         let fresh = usage.input_tokens - cached;
         (fresh as f64 * self.input
@@ -39,6 +42,7 @@ impl Prices {
 /// What is known about a model besides how to call it.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ModelProfile {
+    /// The id sessions and the editor name the model by.
     pub id: String,
     /// Shown in the editor's model selector.
     pub display_name: String,
@@ -48,13 +52,16 @@ pub struct ModelProfile {
     pub max_output: Option<u32>,
     /// Whether prompts may carry images to this model.
     pub images: bool,
+    /// Prices per token, when known (for cost budgets and usage).
     pub prices: Option<Prices>,
 }
 
 /// One servable model.
 #[derive(Clone)]
 pub struct ModelChoice {
+    /// What is known about the model.
     pub profile: ModelProfile,
+    /// The model to call.
     pub model: Arc<dyn Model>,
 }
 
@@ -66,11 +73,12 @@ pub struct ModelCatalog {
     compact_at: f64,
 }
 
+/// A model id the catalog does not have.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown model {id:?}; the configured models are {}", .known.join(", "))]
 pub struct UnknownModel {
-    pub id: String,
-    pub known: Vec<String>,
+    pub(crate) id: String,
+    pub(crate) known: Vec<String>,
 }
 
 impl std::fmt::Debug for ModelCatalog {
@@ -111,20 +119,21 @@ impl ModelCatalog {
         }
     }
 
+    /// The default model (the first).
     pub fn default_choice(&self) -> &ModelChoice {
         &self.choices[0]
     }
 
-    pub fn choices(&self) -> &[ModelChoice] {
+    pub(crate) fn choices(&self) -> &[ModelChoice] {
         &self.choices
     }
 
-    pub fn get(&self, id: &str) -> Option<&ModelChoice> {
+    pub(crate) fn get(&self, id: &str) -> Option<&ModelChoice> {
         self.choices.iter().find(|choice| choice.profile.id == id)
     }
 
     /// The choice `id` names, or why there is none (a message listing the known ids).
-    pub fn lookup(&self, id: &str) -> Result<&ModelChoice, UnknownModel> {
+    pub(crate) fn lookup(&self, id: &str) -> Result<&ModelChoice, UnknownModel> {
         self.get(id).ok_or_else(|| UnknownModel {
             id: id.to_owned(),
             known: self.ids(),
@@ -132,21 +141,21 @@ impl ModelCatalog {
     }
 
     /// The choice `id` names, else the default.
-    pub fn get_or_default(&self, id: Option<&str>) -> &ModelChoice {
+    pub(crate) fn get_or_default(&self, id: Option<&str>) -> &ModelChoice {
         id.and_then(|id| self.get(id))
             .unwrap_or_else(|| self.default_choice())
     }
 
-    pub fn ids(&self) -> Vec<String> {
+    pub(crate) fn ids(&self) -> Vec<String> {
         self.choices.iter().map(|c| c.profile.id.clone()).collect()
     }
 
     /// Whether prompts to model `id` may carry images (unknown ids: no).
-    pub fn accepts_images(&self, id: &str) -> bool {
+    pub(crate) fn accepts_images(&self, id: &str) -> bool {
         self.get(id).is_some_and(|choice| choice.profile.images)
     }
 
-    pub fn compact_at(&self) -> f64 {
+    pub(crate) fn compact_at(&self) -> f64 {
         self.compact_at
     }
 }

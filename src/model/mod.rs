@@ -20,14 +20,16 @@ pub use catalog::{
     ModelCatalog, ModelChoice, ModelProfile, Prices, UnknownModel, DEFAULT_COMPACT_AT,
     DEFAULT_MODEL_ID,
 };
-pub use openai::OpenAiModel;
+pub(crate) use openai::OpenAiModel;
 pub use replay::{ReplayError, ReplayModel};
 pub use unconfigured::UnconfiguredModel;
 
 /// A tool as offered to the model.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolSpec {
+    /// The tool's name.
     pub name: String,
+    /// What the model is told the tool does.
     pub description: String,
     /// JSON Schema of the arguments object.
     pub parameters: Value,
@@ -38,10 +40,13 @@ pub struct ToolSpec {
 pub struct ModelRequest {
     /// The session making the call (replay binds scripts by it).
     pub session_id: String,
+    /// The session's working directory, if it has one.
     pub cwd: Option<PathBuf>,
+    /// The system prompt.
     pub system: String,
     /// Shared with the agent's fold of its log: cheap to clone.
     pub history: ModelHistory,
+    /// The tools the model may call.
     pub tools: Vec<ToolSpec>,
     /// Output-token cap for this call, if any.
     pub max_tokens: Option<u32>,
@@ -50,10 +55,13 @@ pub struct ModelRequest {
     pub blobs: Option<PathBuf>,
 }
 
+/// Why a model call failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ModelError {
+    /// The replay model has no answer for the call (the text says why).
     #[error("replay: {0}")]
     Replay(String),
+    /// No model is configured (the text says what to set).
     #[error("no model is configured: {0}")]
     Unconfigured(String),
     /// The endpoint answered with an error or the stream broke.
@@ -64,28 +72,45 @@ pub enum ModelError {
     Recorded(String),
     /// No API key was found; `hint` says where kin looked and what to set.
     #[error("no API key for the model endpoint: {hint}")]
-    MissingKey { hint: String },
+    MissingKey {
+        /// Where kin looked and what to set.
+        hint: String,
+    },
     /// The endpoint refused the key (HTTP 401 or 403). `source_name` says where the key came
     /// from (a variable or a file), never the key itself.
     #[error("model endpoint rejected the API key from {source_name} (HTTP {status})")]
-    Auth { status: u16, source_name: String },
+    Auth {
+        /// The HTTP status.
+        status: u16,
+        /// Where the key came from.
+        source_name: String,
+    },
     /// The endpoint answered with an HTTP error (after `attempts` tries, when retried).
     #[error("model endpoint answered HTTP {status}{}: {body}", after_attempts(*.attempts))]
     Http {
+        /// The HTTP status.
         status: u16,
+        /// The body of the answer.
         body: String,
+        /// Tries made.
         attempts: u32,
     },
     /// The endpoint could not be reached (after `attempts` tries).
     #[error("could not reach the model endpoint {url}{}: {detail}", after_attempts(*.attempts))]
     Connect {
+        /// The endpoint.
         url: String,
+        /// The transport error.
         detail: String,
+        /// Tries made.
         attempts: u32,
     },
     /// No bytes arrived for the configured stall timeout.
     #[error("model stream stalled: no data for {after}")]
-    Stalled { after: String },
+    Stalled {
+        /// The stall timeout, as text.
+        after: String,
+    },
     /// The stream broke after some of the answer had been streamed; it is not retried, since
     /// the answer so far was already delivered.
     #[error("model stream was cut after output began: {0}")]
@@ -98,7 +123,7 @@ pub enum ModelError {
 impl ModelError {
     /// Whether the endpoint refused the request for its length (OpenAI's
     /// `context_length_exceeded`, and the wordings of DeepSeek, vLLM and llama.cpp).
-    pub fn is_context_overflow(&self) -> bool {
+    pub(crate) fn is_context_overflow(&self) -> bool {
         let text = match self {
             Self::Http {
                 status: 400 | 413 | 422,
@@ -130,13 +155,21 @@ pub enum Credentials {
     /// The model needs no credentials (replay, tests).
     NotNeeded,
     /// A key is at hand; `source` names where it came from (never the key).
-    Present { source: String },
+    Present {
+        /// Where the key came from.
+        source: String,
+    },
     /// No key was found; `hint` says what to set.
-    Missing { hint: String },
+    Missing {
+        /// What to set.
+        hint: String,
+    },
 }
 
+/// The chunks of one model answer, as they stream in.
 pub type ChunkStream = BoxStream<'static, Result<Chunk, ModelError>>;
 
+/// A model kin can call: the OpenAI-compatible client, replay, or the unconfigured stand-in.
 pub trait Model: Send + Sync {
     /// Provider name recorded in `assistant/message` sources.
     fn provider(&self) -> &str;
@@ -144,13 +177,13 @@ pub trait Model: Send + Sync {
     fn name(&self) -> &str;
     /// Starts one call. Dropping the stream aborts it.
     fn stream(&self, request: ModelRequest) -> ChunkStream;
-    /// Whether calls can be made now.
     /// The same endpoint and credentials serving another model, for a session whose options
     /// name one (a delegated child with a model override). `None`: this model cannot switch.
     fn with_model_name(&self, _name: &str) -> Option<std::sync::Arc<dyn Model>> {
         None
     }
 
+    /// Whether calls can be made now, and where the key comes from.
     fn credentials(&self) -> Credentials {
         Credentials::NotNeeded
     }

@@ -30,25 +30,40 @@ use serde::Deserialize;
 
 use super::{Chunk, ChunkStream, Model, ModelError, ModelRequest};
 use crate::session::{parse_log, EventBody, LoadedSession, StoreError, TurnEndReason};
+use crate::sync::lock;
 
+/// Why a recording could not be loaded for replay.
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
+    /// The directory does not exist.
     #[error("replay directory {0} does not exist")]
     MissingDir(PathBuf),
+    /// The path is not a directory.
     #[error("replay path {0} is not a directory")]
     NotADir(PathBuf),
+    /// The directory has no `session.jsonl`.
     #[error("replay directory {0} has no session.jsonl")]
     MissingPrimary(PathBuf),
+    /// A file could not be read.
     #[error("{path}: {source}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
+    /// A recorded log could not be read.
     #[error(transparent)]
     Log(#[from] StoreError),
+    /// An override file is not valid.
     #[error("{path}: bad override file: {reason}")]
-    Override { path: PathBuf, reason: String },
+    Override {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 /// One recorded model call.
@@ -80,6 +95,7 @@ struct Bindings {
     by_session: HashMap<String, usize>,
 }
 
+/// A model that answers from recorded session logs, one script per session.
 #[derive(Debug)]
 pub struct ReplayModel {
     state: Mutex<Bindings>,
@@ -139,7 +155,8 @@ impl ReplayModel {
     }
 
     /// One script per log, in binding order.
-    pub fn from_logs(logs: &[(String, LoadedSession)]) -> Self {
+    #[cfg(test)]
+    pub(crate) fn from_logs(logs: &[(String, LoadedSession)]) -> Self {
         let source = logs.first().and_then(|(_, log)| recorded_source(log));
         Self::from_scripts(
             logs.iter()
@@ -167,8 +184,9 @@ impl ReplayModel {
     }
 
     /// Scripts not fully consumed, as `name: used/total` (empty when all were).
-    pub fn unconsumed(&self) -> Vec<String> {
-        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+    #[cfg(test)]
+    pub(crate) fn unconsumed(&self) -> Vec<String> {
+        let state = lock(&self.state);
         state
             .scripts
             .iter()
@@ -179,7 +197,7 @@ impl ReplayModel {
 
     fn next_entry(&self, request: &ModelRequest) -> Result<Entry, ModelError> {
         let session_id = request.session_id.as_str();
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut state = lock(&self.state);
         let index = match state.by_session.get(session_id) {
             Some(&index) => index,
             None => {

@@ -4,11 +4,13 @@ use futures::stream;
 
 use super::{ChunkStream, Model, ModelError, ModelRequest};
 
+/// The stand-in model of a process with no model configured.
 pub struct UnconfiguredModel {
     reason: String,
 }
 
 impl UnconfiguredModel {
+    /// A stand-in whose calls fail with `reason`.
     pub fn new(reason: impl Into<String>) -> Self {
         Self {
             reason: reason.into(),

@@ -17,13 +17,13 @@ const CREDENTIAL_MARKS: [&str; 4] = ["KEY", "TOKEN", "SECRET", "PASSWORD"];
 
 /// What to drop and what to let through.
 #[derive(Debug, Default, Clone, PartialEq)]
-pub struct EnvPolicy {
+pub(crate) struct EnvPolicy {
     /// Credential-like names let through anyway (`pass_env`).
-    pub pass: Vec<String>,
+    pub(crate) pass: Vec<String>,
     /// Variables the model key is read from: always dropped.
-    pub key_vars: Vec<String>,
+    pub(crate) key_vars: Vec<String>,
     /// Model keys (the current one and any loaded before): variables holding them are dropped.
-    pub key_values: Vec<String>,
+    pub(crate) key_values: Vec<String>,
 }
 
 static POLICY: RwLock<EnvPolicy> = RwLock::new(EnvPolicy {
@@ -33,14 +33,14 @@ static POLICY: RwLock<EnvPolicy> = RwLock::new(EnvPolicy {
 });
 
 /// Sets the names to pass and the model key's variables; keys already hidden stay hidden.
-pub fn configure(pass: Vec<String>, key_vars: Vec<String>) {
+pub(crate) fn configure(pass: Vec<String>, key_vars: Vec<String>) {
     let mut policy = POLICY.write().unwrap_or_else(|p| p.into_inner());
     policy.pass = pass;
     policy.key_vars = key_vars;
 }
 
 /// Drops, from now on, every variable whose value is `key` (a model key kin loaded).
-pub fn hide_value(key: &str) {
+pub(crate) fn hide_value(key: &str) {
     let key = key.trim();
     if key.is_empty() {
         return;
@@ -52,13 +52,13 @@ pub fn hide_value(key: &str) {
 }
 
 /// kin's environment as tool processes get it.
-pub fn scrubbed() -> Vec<(OsString, OsString)> {
+pub(crate) fn scrubbed() -> Vec<(OsString, OsString)> {
     let policy = POLICY.read().unwrap_or_else(|p| p.into_inner());
     scrub(std::env::vars_os(), &policy)
 }
 
 /// `vars` without what `policy` drops.
-pub fn scrub(
+pub(crate) fn scrub(
     vars: impl IntoIterator<Item = (OsString, OsString)>,
     policy: &EnvPolicy,
 ) -> Vec<(OsString, OsString)> {
@@ -68,7 +68,7 @@ pub fn scrub(
 }
 
 /// Whether a name looks like it holds a credential.
-pub fn is_credential_name(name: &str) -> bool {
+pub(crate) fn is_credential_name(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
     CREDENTIAL_MARKS.iter().any(|mark| upper.contains(mark))
 }

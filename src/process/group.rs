@@ -19,6 +19,7 @@ use tokio::task::JoinHandle;
 use super::child_env;
 use super::guard::{self, Lifeline, TERM_GRACE};
 use super::truncate::HeadTail;
+use crate::sync::lock;
 
 /// How long output readers may take to see end of file once the group is gone. Only a process
 /// that left the group (setsid) and kept the pipe open, with no guard to kill it, can make them
@@ -89,23 +90,18 @@ impl GroupChild {
         })
     }
 
-    /// The process group id (the pid of the guard, or of the command when it has none).
-    pub fn pgid(&self) -> Option<i32> {
-        self.pgid.map(Pid::as_raw)
-    }
-
     /// Waits for the leader to exit.
     pub async fn wait(&mut self) -> std::io::Result<ExitStatus> {
         self.child.wait().await
     }
 
     /// The leader's status if it has exited.
-    pub fn try_wait(&mut self) -> Option<ExitStatus> {
+    pub(crate) fn try_wait(&mut self) -> Option<ExitStatus> {
         self.child.try_wait().ok().flatten()
     }
 
     /// Sends `signal` to every process in the group; a group that is gone is fine.
-    pub fn signal(&self, signal: Signal) {
+    pub(crate) fn signal(&self, signal: Signal) {
         if let Some(pgid) = self.pgid.filter(|_| !self.done) {
             if let Err(error) = killpg(pgid, signal) {
                 if error != nix::errno::Errno::ESRCH {
@@ -117,7 +113,7 @@ impl GroupChild {
 
     /// Stops the group: SIGTERM, a short grace for the leader, then SIGKILL to whatever is
     /// left (the guard does this once its lifeline is dropped); returns the command's status.
-    pub async fn stop(&mut self) -> Option<ExitStatus> {
+    pub(crate) async fn stop(&mut self) -> Option<ExitStatus> {
         if self.guarded {
             self.lifeline = None;
             return self.child.wait().await.ok();
@@ -138,10 +134,7 @@ impl GroupChild {
     /// to end, and returns the collected output.
     pub async fn finish(&mut self) -> HeadTail {
         self.drain().await;
-        self.output
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        lock(&self.output).clone()
     }
 
     async fn drain(&mut self) {
@@ -153,12 +146,6 @@ impl GroupChild {
                 abort.abort();
             }
         }
-    }
-
-    /// The output so far, and whether some of it was cut.
-    pub fn peek(&self) -> (String, bool) {
-        let output = self.output.lock().unwrap_or_else(|p| p.into_inner());
-        (output.snapshot(), output.cut() > 0)
     }
 }
 
@@ -178,16 +165,13 @@ async fn collect(mut pipe: impl AsyncRead + Unpin, output: Arc<Mutex<HeadTail>>)
     loop {
         match pipe.read(&mut buffer).await {
             Ok(0) | Err(_) => break,
-            Ok(n) => output
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(&buffer[..n]),
+            Ok(n) => lock(&output).push(&buffer[..n]),
         }
     }
 }
 
 /// A shell exit status as text: `exit code N` or `killed by signal S`.
-pub fn describe_status(status: ExitStatus) -> String {
+pub(crate) fn describe_status(status: ExitStatus) -> String {
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
         (Some(code), _) => format!("exit code {code}"),
@@ -202,7 +186,7 @@ pub fn describe_status(status: ExitStatus) -> String {
 /// A command as an editor terminal holds it: its output can be read at any time, its end
 /// awaited from several places, and it can be killed; a task owns the process meanwhile.
 /// Output beyond the limit drops the oldest bytes. Dropping it kills the group.
-pub struct Terminal {
+pub(crate) struct Terminal {
     output: Arc<Mutex<HeadTail>>,
     exit: watch::Receiver<Option<ExitStatus>>,
     kill: Arc<Notify>,
@@ -236,7 +220,7 @@ impl Terminal {
     }
 
     /// The output kept so far, whether older output was dropped, and the exit status if ended.
-    pub fn output(&self) -> (String, bool, Option<ExitStatus>) {
+    pub(crate) fn output(&self) -> (String, bool, Option<ExitStatus>) {
         let output = self.output.lock().unwrap_or_else(|p| p.into_inner());
         (output.snapshot(), output.cut() > 0, *self.exit.borrow())
     }
@@ -249,7 +233,7 @@ impl Terminal {
     }
 
     /// Kills the whole group (the terminal stays readable).
-    pub fn kill(&self) {
+    pub(crate) fn kill(&self) {
         self.kill.notify_one();
     }
 }

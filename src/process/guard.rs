@@ -39,9 +39,9 @@ use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{getpgrp, getpid, getppid, setpgid, Pid};
 
 /// The hidden first argument that makes `kin` a guard.
-pub const ARG: &str = "__guard";
+pub(crate) const ARG: &str = "__guard";
 /// How long a stopped command gets between SIGTERM and SIGKILL.
-pub const TERM_GRACE: Duration = Duration::from_secs(2);
+pub(crate) const TERM_GRACE: Duration = Duration::from_secs(2);
 /// The guard's end of the lifeline.
 const LIFELINE_FD: i32 = 3;
 /// The guard's exit code when it could not run the command (as a shell's "not found").
@@ -67,7 +67,7 @@ pub fn enable(program: PathBuf) {
 
 /// Kept by kin while a guarded command runs; dropping it tells the guard to stop the command.
 /// (The kernel drops it too when kin dies.)
-pub struct Lifeline {
+pub(crate) struct Lifeline {
     _kept: OwnedFd,
     /// The guard's end, kept open here until the guard has been started with it as fd 3.
     _given: OwnedFd,
@@ -77,7 +77,7 @@ pub struct Lifeline {
 /// else directly. With a guard, keep the returned [`Lifeline`] from before `spawn` until the
 /// command should stop. Either way, put the process in a new group (`process_group(0)`): it
 /// then holds the command and everything it starts.
-pub fn command(
+pub(crate) fn command(
     program: &str,
     args: &[String],
 ) -> std::io::Result<(tokio::process::Command, Option<Lifeline>)> {

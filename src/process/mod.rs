@@ -7,8 +7,8 @@
 //! - [`truncate`]: head-and-tail caps on large outputs;
 //! - `stderr_tail`: the last stderr lines of a child, for the error that names its failure.
 
-pub mod child_env;
+pub(crate) mod child_env;
 pub mod group;
 pub mod guard;
 pub(crate) mod stderr_tail;
-pub mod truncate;
+pub(crate) mod truncate;

@@ -11,7 +11,7 @@ fn cut_note(cut: usize) -> String {
 
 /// `text` itself if it has at most `max` bytes, else its head and tail (about `max / 2` bytes
 /// each, on character boundaries) around a note.
-pub fn head_tail(text: &str, max: usize) -> String {
+pub(crate) fn head_tail(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_owned();
     }
@@ -31,7 +31,7 @@ pub struct HeadTail {
 }
 
 impl HeadTail {
-    pub fn new(head_max: usize, tail_max: usize) -> Self {
+    pub(crate) fn new(head_max: usize, tail_max: usize) -> Self {
         Self {
             head: Vec::new(),
             tail: VecDeque::new(),
@@ -41,7 +41,7 @@ impl HeadTail {
         }
     }
 
-    pub fn push(&mut self, mut bytes: &[u8]) {
+    pub(crate) fn push(&mut self, mut bytes: &[u8]) {
         self.total += bytes.len();
         let room = self.head_max.saturating_sub(self.head.len());
         let to_head = room.min(bytes.len());
@@ -61,22 +61,23 @@ impl HeadTail {
     }
 
     /// Bytes seen in total.
-    pub fn total(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn total(&self) -> usize {
         self.total
     }
 
     /// Bytes dropped from the middle.
-    pub fn cut(&self) -> usize {
+    pub(crate) fn cut(&self) -> usize {
         self.total - self.head.len() - self.tail.len()
     }
 
     /// The kept text (lossy UTF-8), with the note when something was cut.
-    pub fn finish(self) -> String {
+    pub(crate) fn finish(self) -> String {
         self.snapshot()
     }
 
     /// What [`HeadTail::finish`] would return now.
-    pub fn snapshot(&self) -> String {
+    pub(crate) fn snapshot(&self) -> String {
         let cut = self.cut();
         let tail_bytes: Vec<u8> = self.tail.iter().copied().collect();
         if cut == 0 {

@@ -7,19 +7,19 @@ use serde_json::Value;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, thiserror::Error)]
 #[error("{message} (code {code})")]
 pub struct RpcError {
-    pub code: i32,
-    pub message: String,
+    pub(crate) code: i32,
+    pub(crate) message: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub data: Option<Value>,
+    pub(crate) data: Option<Value>,
 }
 
 impl RpcError {
-    pub const PARSE_ERROR: i32 = -32700;
-    pub const INVALID_REQUEST: i32 = -32600;
-    pub const METHOD_NOT_FOUND: i32 = -32601;
-    pub const INVALID_PARAMS: i32 = -32602;
-    pub const INTERNAL_ERROR: i32 = -32603;
-    pub const REQUEST_CANCELLED: i32 = -32800;
+    pub(crate) const PARSE_ERROR: i32 = -32700;
+    pub(crate) const INVALID_REQUEST: i32 = -32600;
+    pub(crate) const METHOD_NOT_FOUND: i32 = -32601;
+    pub(crate) const INVALID_PARAMS: i32 = -32602;
+    pub(crate) const INTERNAL_ERROR: i32 = -32603;
+    pub(crate) const REQUEST_CANCELLED: i32 = -32800;
 
     pub fn new(code: i32, message: impl Into<String>) -> Self {
         Self {
@@ -29,7 +29,7 @@ impl RpcError {
         }
     }
 
-    pub fn with_data(mut self, data: Value) -> Self {
+    pub(crate) fn with_data(mut self, data: Value) -> Self {
         self.data = Some(data);
         self
     }
@@ -49,20 +49,21 @@ impl RpcError {
         )
     }
 
-    pub fn invalid_params(message: impl Into<String>) -> Self {
+    pub(crate) fn invalid_params(message: impl Into<String>) -> Self {
         Self::new(Self::INVALID_PARAMS, message)
     }
 
-    pub fn internal(message: impl Into<String>) -> Self {
+    pub(crate) fn internal(message: impl Into<String>) -> Self {
         Self::new(Self::INTERNAL_ERROR, message)
     }
 
-    pub fn cancelled() -> Self {
+    /// The error of a request its sender cancelled.
+    pub(crate) fn cancelled() -> Self {
         Self::new(Self::REQUEST_CANCELLED, "request cancelled")
     }
 
     /// The error a pending outgoing request gets when the connection goes away.
-    pub fn connection_closed() -> Self {
+    pub(crate) fn connection_closed() -> Self {
         Self::internal("connection closed before the peer answered")
     }
 }

@@ -6,7 +6,7 @@
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 /// Longest line we accept, in bytes (the ACP SDKs use the same default).
-pub const MAX_LINE_BYTES: usize = 32 * 1024 * 1024;
+pub(crate) const MAX_LINE_BYTES: usize = 32 * 1024 * 1024;
 
 /// Room asked of the kernel per read. The buffer is never zero-filled (`read_buf` writes into
 /// spare capacity), so memory is only touched as far as input actually arrives: a 64 KiB
@@ -15,14 +15,14 @@ const READ_SIZE: usize = 64 * 1024;
 
 /// One unit read from the stream.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Frame {
+pub(crate) enum Frame {
     /// A complete line without its `\n` (and without a trailing `\r`).
     Line(Vec<u8>),
     /// A line longer than the cap; its bytes were discarded up to the next `\n`.
     TooLong { len: usize },
 }
 
-pub struct LineReader<R> {
+pub(crate) struct LineReader<R> {
     inner: R,
     /// Bytes read and not yet handed out are `buffer[start..]`.
     buffer: Vec<u8>,
@@ -31,11 +31,11 @@ pub struct LineReader<R> {
 }
 
 impl<R: AsyncRead + Unpin> LineReader<R> {
-    pub fn new(reader: R) -> Self {
+    pub(crate) fn new(reader: R) -> Self {
         Self::with_cap(reader, MAX_LINE_BYTES)
     }
 
-    pub fn with_cap(reader: R, cap: usize) -> Self {
+    pub(crate) fn with_cap(reader: R, cap: usize) -> Self {
         Self {
             inner: reader,
             buffer: Vec::new(),
@@ -45,7 +45,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
     }
 
     /// The next frame, or `None` at end of stream. A final line without `\n` still counts.
-    pub async fn next_frame(&mut self) -> std::io::Result<Option<Frame>> {
+    pub(crate) async fn next_frame(&mut self) -> std::io::Result<Option<Frame>> {
         let mut line = Vec::new();
         let mut len = 0usize;
         loop {

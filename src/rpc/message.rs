@@ -8,7 +8,7 @@ use super::RpcError;
 
 /// What one well-formed line turned out to be.
 #[derive(Debug, PartialEq)]
-pub enum Incoming {
+pub(crate) enum Incoming {
     Request {
         id: Value,
         method: String,
@@ -26,13 +26,13 @@ pub enum Incoming {
 
 /// A line kin will not serve, and the id its error reply carries.
 #[derive(Debug, PartialEq)]
-pub struct Rejected {
+pub(crate) struct Rejected {
     /// The request's own id when the line is a request (it has a `method`) whose id is valid;
     /// `null` otherwise. A message without `method` is never answered with its id: that id
     /// names one of the other side's requests (or ours), and an error under it would be taken
     /// as an answer to that request.
-    pub id: Value,
-    pub error: RpcError,
+    pub(crate) id: Value,
+    pub(crate) error: RpcError,
 }
 
 impl Rejected {
@@ -46,7 +46,7 @@ impl Rejected {
 
 /// Classifies a line. `Ok(None)` is a blank line (ignored). A rejection is boxed: it is the
 /// rare path, and boxing keeps the common result small.
-pub fn classify(line: &[u8]) -> Result<Option<Incoming>, Box<Rejected>> {
+pub(crate) fn classify(line: &[u8]) -> Result<Option<Incoming>, Box<Rejected>> {
     let text = std::str::from_utf8(line).map_err(|e| {
         Rejected::anonymous(RpcError::parse_error(format!(
             "parse error: line is not valid UTF-8 ({e})"
@@ -143,7 +143,7 @@ fn is_valid_id(id: &Value, text: &str) -> bool {
 /// Whether `id` is what serde_json makes of `-0`. That is an integer in JSON's grammar, but
 /// serde_json (without arbitrary precision) holds it as the float -0.0, which it would write
 /// back as `-0.0`; the peer writes such an id as `-0`, so it is echoed as sent.
-pub fn is_negative_zero(id: &Value) -> bool {
+pub(crate) fn is_negative_zero(id: &Value) -> bool {
     id.as_f64()
         .is_some_and(|f| f == 0.0 && f.is_sign_negative())
 }

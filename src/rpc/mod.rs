@@ -10,8 +10,8 @@ mod message;
 mod peer;
 mod stdio;
 
-pub use error::RpcError;
-pub use framing::{Frame, LineReader, MAX_LINE_BYTES};
-pub use message::{classify, Incoming, Rejected};
-pub use peer::{Handler, Peer, Reply, RequestContext};
-pub use stdio::{stdio, StdioFlags};
+pub(crate) use error::RpcError;
+pub(crate) use framing::{Frame, LineReader, MAX_LINE_BYTES};
+pub(crate) use message::{classify, Incoming};
+pub(crate) use peer::{Handler, Peer, Reply, RequestContext};
+pub(crate) use stdio::stdio;

@@ -26,7 +26,7 @@ use crate::sync::lock;
 const CANCEL_REQUEST: &str = "$/cancel_request";
 
 /// What a peer does with the messages the other side sends it.
-pub trait Handler: Send + Sync + 'static {
+pub(crate) trait Handler: Send + Sync + 'static {
     /// Called in arrival order, before the next line is read, so state changes made here (such
     /// as "initialized") are seen by the next message. The reply is the one answer to the
     /// request.
@@ -41,7 +41,7 @@ pub trait Handler: Send + Sync + 'static {
 }
 
 /// How a [`Handler`] answers a request.
-pub enum Reply {
+pub(crate) enum Reply {
     /// Known already (no waiting needed): sent by the reader itself, with no task in between.
     Now(Result<Value, RpcError>),
     /// Known already, with work to start once the answer has been written and flushed, so
@@ -54,16 +54,16 @@ pub enum Reply {
 /// Given to each incoming request: its cancellation (tripped by `$/cancel_request` or by
 /// shutdown) and the peer, to send notifications and requests while answering.
 #[derive(Clone)]
-pub struct RequestContext {
-    pub cancel: CancellationToken,
-    pub peer: Peer,
+pub(crate) struct RequestContext {
+    pub(crate) cancel: CancellationToken,
+    pub(crate) peer: Peer,
     after_answer: Arc<Mutex<Vec<AfterWrite>>>,
 }
 
 impl RequestContext {
     /// Runs `work` just after this request's answer is queued, so whatever it sends follows
     /// the answer (e.g. a notice about, or the commands of, a session the answer creates).
-    pub fn after_answer(&self, work: AfterWrite) {
+    pub(crate) fn after_answer(&self, work: AfterWrite) {
         lock(&self.after_answer).push(work);
     }
 }
@@ -71,7 +71,7 @@ impl RequestContext {
 type PendingReply = oneshot::Sender<Result<Value, RpcError>>;
 
 /// Work for the writer task to run once what was queued before it is out.
-pub type AfterWrite = Box<dyn FnOnce() + Send>;
+pub(crate) type AfterWrite = Box<dyn FnOnce() + Send>;
 
 /// What the writer task is handed, in order.
 enum Outgoing {
@@ -83,7 +83,7 @@ enum Outgoing {
 
 /// A handle to one JSON-RPC connection; cheap to clone.
 #[derive(Clone)]
-pub struct Peer {
+pub(crate) struct Peer {
     inner: Arc<Inner>,
 }
 
@@ -139,7 +139,7 @@ impl<'a, P: Serialize> Envelope<'a, P> {
 
 impl Peer {
     /// Starts the writer task on `writer`. Call [`Peer::serve`] to read.
-    pub fn new<W>(writer: W) -> (Self, JoinHandle<()>)
+    pub(crate) fn new<W>(writer: W) -> (Self, JoinHandle<()>)
     where
         W: AsyncWrite + Unpin + Send + 'static,
     {
@@ -168,7 +168,7 @@ impl Peer {
     /// Reads and dispatches until end of input or `shutdown`, then settles: cancels every
     /// incoming request, fails our pending requests and waits until each incoming request has
     /// been answered. The writer stays open (notifications can still go out) until [`Peer::close`].
-    pub async fn serve<R, H>(&self, reader: R, handler: Arc<H>, shutdown: CancellationToken)
+    pub(crate) async fn serve<R, H>(&self, reader: R, handler: Arc<H>, shutdown: CancellationToken)
     where
         R: AsyncRead + Unpin,
         H: Handler,
@@ -212,7 +212,7 @@ impl Peer {
     }
 
     /// Flushes everything sent so far and stops the writer; later output is dropped.
-    pub async fn close(&self, writer: JoinHandle<()>) {
+    pub(crate) async fn close(&self, writer: JoinHandle<()>) {
         let _ = self.inner.out.send(Outgoing::Close);
         let _ = writer.await;
     }
@@ -352,7 +352,7 @@ impl Peer {
     }
 
     /// Sends a notification; ordered after everything sent before it on this peer.
-    pub fn notify<P: Serialize>(&self, method: &str, params: &P) {
+    pub(crate) fn notify<P: Serialize>(&self, method: &str, params: &P) {
         let mut envelope = Envelope::empty();
         envelope.method = Some(method);
         envelope.params = Some(params);
@@ -360,14 +360,18 @@ impl Peer {
     }
 
     /// Sends a request and waits for its answer.
-    pub async fn request<P: Serialize>(&self, method: &str, params: &P) -> Result<Value, RpcError> {
+    pub(crate) async fn request<P: Serialize>(
+        &self,
+        method: &str,
+        params: &P,
+    ) -> Result<Value, RpcError> {
         self.request_cancellable(method, params, &CancellationToken::new())
             .await
     }
 
     /// Sends a request; when `cancel` trips first, tells the peer with `$/cancel_request` and
     /// keeps waiting, since the peer still owes exactly one answer.
-    pub async fn request_cancellable<P: Serialize>(
+    pub(crate) async fn request_cancellable<P: Serialize>(
         &self,
         method: &str,
         params: &P,
@@ -401,11 +405,6 @@ impl Peer {
         reply_rx
             .await
             .unwrap_or_else(|_| Err(RpcError::connection_closed()))
-    }
-
-    /// Tripped once the connection has shut down.
-    pub fn closed(&self) -> &CancellationToken {
-        &self.inner.closed
     }
 }
 

@@ -18,11 +18,11 @@ use nix::fcntl::{fcntl, FcntlArg, OFlag};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::unix::pipe;
 
-pub type Input = Box<dyn AsyncRead + Send + Unpin>;
-pub type Output = Box<dyn AsyncWrite + Send + Unpin>;
+pub(crate) type Input = Box<dyn AsyncRead + Send + Unpin>;
+pub(crate) type Output = Box<dyn AsyncWrite + Send + Unpin>;
 
 /// The file status flags stdin and stdout had before [`stdio`], to put back.
-pub struct StdioFlags {
+pub(crate) struct StdioFlags {
     stdin: Option<OFlag>,
     stdout: Option<OFlag>,
 }
@@ -30,7 +30,7 @@ pub struct StdioFlags {
 /// Stdin and stdout; must be called inside the runtime (pipes and sockets register with its
 /// driver). Each evented stream owns a duplicate (close-on-exec) of fd 0 or 1, which itself
 /// stays open.
-pub fn stdio() -> (Input, Output, StdioFlags) {
+pub(crate) fn stdio() -> (Input, Output, StdioFlags) {
     let flags = StdioFlags {
         stdin: flags_of(std::io::stdin().as_fd()),
         stdout: flags_of(std::io::stdout().as_fd()),
@@ -81,7 +81,7 @@ fn socket(fd: OwnedFd) -> std::io::Result<tokio::net::UnixStream> {
 
 impl StdioFlags {
     /// Puts the flags back; call once the streams from [`stdio`] are dropped.
-    pub fn restore(self) {
+    pub(crate) fn restore(self) {
         for (fd, flags) in [
             (std::io::stdin().as_fd(), self.stdin),
             (std::io::stdout().as_fd(), self.stdout),

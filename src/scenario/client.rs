@@ -19,9 +19,13 @@ use crate::process::group::Terminal;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PermissionScript {
+    /// Answer `allow_once`.
     AllowOnce,
+    /// Answer `allow_always`.
     AllowAlways,
+    /// Answer `reject_once`.
     RejectOnce,
+    /// Answer `reject_always`.
     RejectAlways,
     /// Answer `cancelled` (a dismissed prompt).
     Cancelled,
@@ -30,13 +34,15 @@ pub enum PermissionScript {
     CancelTurn,
 }
 
+/// One entry of a scenario's `permissionAnswers`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 pub struct PermissionAnswerEntry {
+    /// The answer to give.
     pub kind: PermissionScript,
 }
 
 /// How the runner should answer one request from kin.
-pub enum Reply {
+pub(crate) enum Reply {
     Now(Result<Value, Value>),
     /// The answer comes later through the deferred channel.
     Later,
@@ -46,7 +52,7 @@ pub enum Reply {
 }
 
 /// The client's state across a scenario.
-pub struct ClientSide {
+pub(crate) struct ClientSide {
     fs_read: bool,
     fs_write: bool,
     terminal: bool,
@@ -73,7 +79,7 @@ fn not_offered(method: &str) -> Result<Value, Value> {
 }
 
 impl ClientSide {
-    pub fn new(deferred: mpsc::UnboundedSender<Value>) -> Self {
+    pub(crate) fn new(deferred: mpsc::UnboundedSender<Value>) -> Self {
         Self {
             fs_read: false,
             fs_write: false,
@@ -88,19 +94,19 @@ impl ClientSide {
     }
 
     /// Takes what the scenario's `initialize` advertised.
-    pub fn advertise(&mut self, capabilities: &Value) {
+    pub(crate) fn advertise(&mut self, capabilities: &Value) {
         let flag = |pointer: &str| capabilities.pointer(pointer) == Some(&Value::Bool(true));
         self.fs_read = flag("/fs/readTextFile");
         self.fs_write = flag("/fs/writeTextFile");
         self.terminal = flag("/terminal");
     }
 
-    pub fn script_permissions(&mut self, answers: Option<&[PermissionAnswerEntry]>) {
+    pub(crate) fn script_permissions(&mut self, answers: Option<&[PermissionAnswerEntry]>) {
         self.answers = answers.map(|a| a.iter().map(|e| e.kind).collect());
     }
 
     /// A notification from kin (only `$/cancel_request` matters to the client).
-    pub fn notified(&mut self, method: &str, params: &Value) {
+    pub(crate) fn notified(&mut self, method: &str, params: &Value) {
         if method != "$/cancel_request" {
             return;
         }
@@ -116,7 +122,7 @@ impl ClientSide {
     }
 
     /// Sends `answer` to request `id` once kin cancels it.
-    pub fn answer_on_cancel(&mut self, id: &Value, answer: Result<Value, Value>) {
+    pub(crate) fn answer_on_cancel(&mut self, id: &Value, answer: Result<Value, Value>) {
         let mut response = json!({"jsonrpc": "2.0", "id": id});
         match answer {
             Ok(result) => response["result"] = result,
@@ -125,7 +131,12 @@ impl ClientSide {
         self.on_cancel.insert(id.to_string(), response);
     }
 
-    pub fn answer(&mut self, id: &Value, method: &str, params: &Value) -> Result<Reply, String> {
+    pub(crate) fn answer(
+        &mut self,
+        id: &Value,
+        method: &str,
+        params: &Value,
+    ) -> Result<Reply, String> {
         Ok(match method {
             "session/request_permission" => return self.permission(params),
             "fs/read_text_file" if self.fs_read => Reply::Now(read_text_file(params)),

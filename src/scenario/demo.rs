@@ -264,6 +264,7 @@ impl Transcript {
     }
 }
 
+/// Runs the bundled demo scenario (`kin demo`) and prints what happened.
 pub async fn run() -> anyhow::Result<()> {
     let input: Input = serde_json::from_str(INPUT).context("the bundled demo input is invalid")?;
     // Kept afterwards (also on failure): the user is told where the session logs are.

@@ -17,24 +17,39 @@ use crate::rpc::{Frame, LineReader};
 /// A guard against a broken agent, not a timing assertion: no scenario step comes near it.
 const STEP_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// Why a scenario run failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
+    /// kin could not be started.
     #[error("could not start {binary}: {source}")]
     Spawn {
+        /// The binary.
         binary: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
+    /// Reading from or writing to kin failed.
     #[error("talking to kin failed: {0}")]
     Io(#[from] std::io::Error),
+    /// kin closed its stdout (the text says during what).
     #[error("kin closed its stdout while {0}")]
     Eof(String),
+    /// kin wrote a line that is not JSON.
     #[error("kin wrote a line that is not JSON: {0}")]
     NotJson(String),
+    /// kin did not answer in time (the text says what was awaited).
     #[error("no answer within {STEP_TIMEOUT:?} while {0}")]
     Timeout(String),
+    /// A step failed.
     #[error("step {step}: {reason}")]
-    Step { step: usize, reason: String },
+    Step {
+        /// The step's index.
+        step: usize,
+        /// What went wrong.
+        reason: String,
+    },
+    /// kin sent a request the scenario has no answer for.
     #[error("kin asked something the scenario cannot answer: {0}")]
     Client(String),
 }
@@ -47,7 +62,9 @@ pub enum RunEvent<'a> {
     Received(&'a Value),
 }
 
+/// How to run kin for a scenario.
 pub struct RunOptions {
+    /// The `kin` binary.
     pub binary: PathBuf,
     /// Scenario directory served with `--replay`; `None` runs kin on its configured model
     /// (recording).
@@ -61,6 +78,7 @@ pub struct RunOptions {
     pub cwd: PathBuf,
 }
 
+/// Drives one `kin acp` process as a scripted client.
 pub struct Runner<'a> {
     child: Child,
     stdin: Option<ChildStdin>,
@@ -76,11 +94,12 @@ pub struct Runner<'a> {
     /// Ids of prompts sent but not yet answered.
     open_prompts: HashSet<i64>,
     /// Every line kin wrote to stdout, in order.
-    pub stdout: Vec<String>,
+    pub(crate) stdout: Vec<String>,
     observe: Box<dyn FnMut(RunEvent<'_>) + Send + 'a>,
 }
 
 impl<'a> Runner<'a> {
+    /// Starts `kin acp` with `options`; `observe` sees every message both ways.
     pub fn start(
         options: &RunOptions,
         observe: impl FnMut(RunEvent<'_>) + Send + 'a,

@@ -9,12 +9,12 @@ use std::path::{Path, PathBuf};
 use ring::digest::{digest, SHA256};
 
 /// The blob directory of the log at `log_path` (`<id>.jsonl` -> `<id>.blobs`).
-pub fn dir_of(log_path: &Path) -> PathBuf {
+pub(crate) fn dir_of(log_path: &Path) -> PathBuf {
     log_path.with_extension("blobs")
 }
 
 /// The lowercase hex SHA-256 of `bytes`.
-pub fn sha256_hex(bytes: &[u8]) -> String {
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     let hash = digest(&SHA256, bytes);
     let mut hex = String::with_capacity(64);
     for byte in hash.as_ref() {
@@ -25,7 +25,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 /// Stores `bytes` in `dir` and returns its name (its SHA-256). Written to a temporary file and
 /// renamed, so a blob file is always whole; one that exists already is left as it is.
-pub fn put(dir: &Path, bytes: &[u8]) -> io::Result<String> {
+pub(crate) fn put(dir: &Path, bytes: &[u8]) -> io::Result<String> {
     let name = sha256_hex(bytes);
     let path = dir.join(&name);
     if path.exists() {
@@ -49,7 +49,7 @@ fn tempfile_in(dir: &Path, name: &str) -> io::Result<(PathBuf, fs::File)> {
 
 /// Gives `to` every blob of `from` (hard links, else copies), for a fork whose seed names the
 /// parent's blobs. Best effort: a blob that cannot be shared becomes a placeholder later.
-pub fn share(from: &Path, to: &Path) {
+pub(crate) fn share(from: &Path, to: &Path) {
     let Ok(entries) = fs::read_dir(from) else {
         return;
     };
@@ -70,7 +70,7 @@ pub fn share(from: &Path, to: &Path) {
 
 /// Reads blob `name` from `dir`; `None` when it is missing or the name is not a SHA-256 (a
 /// log edited by hand must not reach outside the directory).
-pub fn get(dir: &Path, name: &str) -> Option<Vec<u8>> {
+pub(crate) fn get(dir: &Path, name: &str) -> Option<Vec<u8>> {
     if name.len() != 64 || !name.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
@@ -78,7 +78,7 @@ pub fn get(dir: &Path, name: &str) -> Option<Vec<u8>> {
 }
 
 /// Reads blob `name` as text (`None` when missing or not UTF-8).
-pub fn get_text(dir: &Path, name: &str) -> Option<String> {
+pub(crate) fn get_text(dir: &Path, name: &str) -> Option<String> {
     get(dir, name).and_then(|bytes| String::from_utf8(bytes).ok())
 }
 

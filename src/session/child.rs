@@ -13,22 +13,22 @@ const DESCRIPTOR_LINE_START: &[u8] = br#"{"type":"subagent/descriptor""#;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ChildInfo {
+pub(crate) struct ChildInfo {
     /// The header's `createdAt`: children are listed oldest first.
-    pub created_at: u64,
+    pub(crate) created_at: u64,
     /// Turns the child ran itself (a fork's inherited turns are not counted).
-    pub turns: u32,
+    pub(crate) turns: u32,
     /// How its last turn ended (`turn/end` reason kind), if one did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_stop: Option<String>,
+    pub(crate) last_stop: Option<String>,
     /// From the first resumable descriptor: the subagent provider (`spawn`, `fork`, ...).
     /// Absent until the descriptor is written; a child without one is not continuable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
+    pub(crate) kind: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent_provider: Option<String>,
+    pub(crate) agent_provider: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent_model: Option<String>,
+    pub(crate) agent_model: Option<String>,
 }
 
 impl ChildInfo {

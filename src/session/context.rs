@@ -9,28 +9,28 @@ use serde_json::Value;
 /// model call. The last one in the log is the session's model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelSet {
-    pub model: String,
+    pub(crate) model: String,
     /// Who switched it, e.g. `{"kind":"client"}`.
-    pub source: Value,
+    pub(crate) source: Value,
 }
 
 /// What a turn used: the sums of its model calls, and their cost (with the costs of the
 /// children that settled during it) when prices are configured.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct TurnUsage {
-    pub input_tokens: u64,
-    pub output_tokens: u64,
+pub(crate) struct TurnUsage {
+    pub(crate) input_tokens: u64,
+    pub(crate) output_tokens: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cache_read_tokens: Option<u64>,
+    pub(crate) cache_read_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cost: Option<f64>,
+    pub(crate) cost: Option<f64>,
 }
 
 /// Why a compaction ran.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum CompactionTrigger {
+pub(crate) enum CompactionTrigger {
     /// The next request would pass the configured share of the context window.
     Threshold,
     /// The endpoint answered that the request is too long.
@@ -43,13 +43,13 @@ pub enum CompactionTrigger {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CompactionStart {
-    pub compaction_id: String,
-    pub through_turn: u32,
-    pub trigger: CompactionTrigger,
+    pub(crate) compaction_id: String,
+    pub(crate) through_turn: u32,
+    pub(crate) trigger: CompactionTrigger,
     /// Within the running turn: its steps 1..=`throughStep` are summarised too (the turn's
     /// prompt and its later steps are kept), so one long turn can go on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub through_step: Option<u32>,
+    pub(crate) through_step: Option<u32>,
 }
 
 /// A compaction ended: with `summary`, which replaces the summarised part of the conversation
@@ -57,11 +57,11 @@ pub struct CompactionStart {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CompactionEnd {
-    pub compaction_id: String,
+    pub(crate) compaction_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub summary: Option<String>,
+    pub(crate) summary: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
+    pub(crate) error: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<super::Usage>,
+    pub(crate) usage: Option<super::Usage>,
 }

@@ -14,31 +14,37 @@ pub use super::user_part::UserPart;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Header {
+    /// Always `session`.
     #[serde(rename = "type")]
     pub kind: String,
-    pub version: u32,
+    pub(crate) version: u32,
+    /// The session's id.
     pub id: String,
+    /// When the session was created (epoch ms).
     pub created_at: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cwd: Option<String>,
+    pub(crate) cwd: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub additional_directories: Vec<String>,
+    pub(crate) additional_directories: Vec<String>,
+    /// The delegating session, for a child.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_session: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub seed_length: Option<u64>,
+    pub(crate) seed_length: Option<u64>,
+    /// How deep in a delegation tree the session is (0: a top-level session).
     #[serde(default)]
     pub delegation_depth: u32,
     /// The front end that created a top-level session when it is not an editor over ACP
     /// (`"mcp"`: `kin mcp`, for a parent agent); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub started_over: Option<String>,
+    pub(crate) started_over: Option<String>,
 }
 
 impl Header {
-    pub const KIND: &'static str = "session";
-    pub const VERSION: u32 = 0;
+    pub(crate) const KIND: &'static str = "session";
+    pub(crate) const VERSION: u32 = 0;
 
+    /// The header of a new top-level session.
     pub fn new(
         id: String,
         created_at: u64,
@@ -63,9 +69,13 @@ impl Header {
 /// One event line: envelope plus typed body.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Event {
+    /// The event's place in the session (0, 1, 2, ... without gaps).
     pub seq: u64,
+    /// When it was recorded (epoch ms); not monotonic, order by `seq`.
     pub time: u64,
+    /// What happened.
     pub body: EventBody,
+    /// The earlier events this one was derived from.
     pub source_event_seqs: Option<Vec<u64>>,
     /// Boxed, as it is rare: most events are streamed chunks.
     pub surface_op: Option<Box<Value>>,
@@ -84,39 +94,62 @@ impl Event {
     }
 }
 
+/// The typed body of an event, one variant per event type of the session-log format.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum EventBody {
+    /// `turn/start`: a turn began.
     TurnStart(TurnStart),
+    /// `user/message`: a prompt or a runtime notice in the user role.
     UserMessage(UserMessage),
+    /// `session/title`: the session's title.
     SessionTitle(SessionTitle),
+    /// `step/start`: a model call began.
     StepStart(StepRef),
+    /// `step/end`: a model call and its tool calls ended.
     StepEnd(StepRef),
+    /// `assistant/chunk`: one streamed piece of the model's answer.
     AssistantChunk(AssistantChunk),
     // Boxed: the largest bodies, and rare next to chunks; an event stays small (a long log
     // holds one per line in memory).
+    /// `assistant/message`: the model's whole answer of one step.
     AssistantMessage(Box<AssistantMessage>),
+    /// `tool/call`: the model called a tool.
     ToolCall(ToolCall),
+    /// `tool/result`: what the tool returned.
     ToolResult(Box<ToolResult>),
+    /// `turn/end`: a turn ended, and how.
     TurnEnd(TurnEnd),
+    /// `session/end-seed`: the end of the events a fork child copied from its parent.
     SessionEndSeed(Empty),
+    /// `steering/message`: a message delivered into a running turn.
     SteeringMessage(SteeringMessage),
+    /// `permission/mode`: the permission mode was switched.
     PermissionMode(PermissionModeSet),
+    /// `permission/decision`: a permission prompt was answered.
     PermissionDecision(PermissionDecision),
+    /// `subagent/descriptor`: how a delegated child was made, to continue it later.
     SubagentDescriptor(Descriptor),
+    /// `task/start`: a background task began.
     TaskStart(TaskStart),
+    /// `task/end`: a background task ended.
     TaskEnd(TaskEnd),
+    /// `model/set`: the session switched models.
     ModelSet(super::context::ModelSet),
+    /// `compaction/start`: the history is being compacted.
     CompactionStart(super::context::CompactionStart),
+    /// `compaction/end`: the compacted history replaces the older events.
     CompactionEnd(super::context::CompactionEnd),
+    /// Any type kin does not know, kept as it was.
     Other(OtherEvent),
 }
 
 /// An event type kin does not interpret; kept verbatim.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OtherEvent {
+    /// The event's type.
     pub kind: String,
-    pub data: Value,
+    pub(crate) data: Value,
 }
 
 impl Serialize for OtherEvent {
@@ -181,49 +214,64 @@ event_kinds! {
     TaskEnd => TaskEnd::KIND,
 }
 
+/// An event with no data.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Empty {}
 
+/// Data of `turn/start`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TurnStart {
+    /// The turn's number (1-based).
     pub turn: u32,
-    pub trigger: Value,
+    pub(crate) trigger: Value,
 }
 
+/// Data of `step/start` and `step/end`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StepRef {
+    /// The turn.
     pub turn: u32,
+    /// The step within it (1-based).
     pub step: u32,
 }
 
 /// A message in the user role: a prompt, a runtime notice, or a tool result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UserMessage {
+    /// What the message says.
     pub content: Vec<UserPart>,
-    pub source: Value,
-    pub role: String,
+    pub(crate) source: Value,
+    pub(crate) role: String,
+    /// The message's id.
     pub id: String,
 }
 
 /// A message delivered into a running turn (`send_message` to a working child).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SteeringMessage {
+    /// The turn it was delivered into.
     pub turn: u32,
-    pub message: UserMessage,
+    pub(crate) message: UserMessage,
 }
 
+/// Data of `session/title`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionTitle {
+    /// The title.
     pub title: String,
-    pub message_seqs: Vec<u64>,
-    pub source: Value,
+    pub(crate) message_seqs: Vec<u64>,
+    pub(crate) source: Value,
 }
 
+/// Data of `assistant/chunk`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AssistantChunk {
+    /// The turn.
     pub turn: u32,
+    /// The step.
     pub step: u32,
+    /// The piece.
     pub chunk: Chunk,
 }
 
@@ -236,33 +284,54 @@ pub struct AssistantChunk {
     try_from = "ChunkFields"
 )]
 pub enum Chunk {
+    /// A block of the answer begins.
     BlockStart {
+        /// The block's index in the answer.
         index: u32,
+        /// What kind of block.
         block_type: BlockType,
     },
+    /// More text of a text block.
     TextDelta {
+        /// The block's index.
         index: u32,
+        /// The text.
         text: String,
     },
+    /// More text of a reasoning block.
     ReasoningDelta {
+        /// The block's index.
         index: u32,
+        /// The text.
         text: String,
     },
+    /// More of a tool call.
     ToolCallDelta {
+        /// The block's index.
         index: u32,
+        /// The call's id.
         id: String,
+        /// The tool's name (on the first delta).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         name: Option<String>,
+        /// More of the arguments' JSON text.
         arguments_delta: String,
     },
+    /// A block is complete.
     BlockEnd {
+        /// The block's index.
         index: u32,
+        /// The whole block.
         block: AssistantBlock,
     },
+    /// The tokens the call used.
     Usage {
+        /// The counts.
         usage: Usage,
     },
+    /// The model stopped.
     Finish {
+        /// Why.
         reason: FinishReason,
     },
 }
@@ -339,11 +408,15 @@ impl TryFrom<ChunkFields> for Chunk {
     }
 }
 
+/// The kinds of blocks in an answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum BlockType {
+    /// Text for the user.
     Text,
+    /// The model's reasoning.
     Reasoning,
+    /// A tool call.
     ToolCall,
 }
 
@@ -351,123 +424,156 @@ pub enum BlockType {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "kebab-case")]
 pub enum AssistantBlock {
+    /// Text for the user.
     Text {
+        /// The text.
         text: String,
     },
+    /// The model's reasoning.
     Reasoning {
+        /// The text.
         text: String,
     },
+    /// A tool call.
     ToolCall {
+        /// The call's id.
         id: String,
+        /// The tool's name.
         name: String,
+        /// The arguments as the model wrote them (JSON text that may not parse).
         arguments: String,
     },
 }
 
+/// The tokens one model call used.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Usage {
+    /// Tokens sent.
     pub input_tokens: u64,
+    /// Tokens received.
     pub output_tokens: u64,
+    /// Of the tokens sent, those read from the provider's cache.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_read_tokens: Option<u64>,
+    /// Of the tokens sent, those written to the provider's cache.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_write_tokens: Option<u64>,
+    /// Of the tokens received, those spent on reasoning.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_tokens: Option<u64>,
 }
 
+/// Why the model stopped.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FinishReason {
+    /// The kind of stop.
     pub kind: FinishKind,
+    /// What went wrong, for an error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<Value>,
 }
 
+/// The kinds of model stop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FinishKind {
+    /// The answer is complete.
     Stop,
+    /// The model wants its tool calls run.
     ToolCalls,
+    /// The output token limit was hit.
     MaxTokens,
+    /// The model refused.
     Refusal,
+    /// The call was aborted.
     Aborted,
+    /// The call failed.
     Error,
 }
 
+/// Data of `assistant/message`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AssistantMessage {
+    /// The turn.
     pub turn: u32,
+    /// The step.
     pub step: u32,
-    pub message: AssistantMessageBody,
+    pub(crate) message: AssistantMessageBody,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Usage>,
+    pub(crate) usage: Option<Usage>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AssistantMessageBody {
-    pub role: String,
+pub(crate) struct AssistantMessageBody {
+    pub(crate) role: String,
     pub content: Vec<AssistantBlock>,
-    pub source: Value,
+    pub(crate) source: Value,
     pub id: String,
 }
 
+/// Data of `tool/call`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolCall {
+    /// The turn.
     pub turn: u32,
+    /// The step.
     pub step: u32,
-    pub call_id: String,
-    pub name: String,
+    pub(crate) call_id: String,
+    pub(crate) name: String,
     /// The raw JSON text the model produced; it may not parse.
-    pub arguments: String,
+    pub(crate) arguments: String,
 }
 
+/// Data of `tool/result`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolResult {
+    /// The turn.
     pub turn: u32,
+    /// The step.
     pub step: u32,
-    pub message: ToolResultMessage,
+    pub(crate) message: ToolResultMessage,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<ToolResultError>,
+    pub(crate) error: Option<ToolResultError>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub meta: Option<Value>,
+    pub(crate) meta: Option<Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolResultMessage {
-    pub source: Value,
+pub(crate) struct ToolResultMessage {
+    pub(crate) source: Value,
     pub content: Vec<ToolResultPart>,
-    pub role: String,
+    pub(crate) role: String,
     pub id: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ToolResultPart {
+pub(crate) struct ToolResultPart {
     #[serde(rename = "type")]
     pub kind: String,
-    pub tool_call_id: String,
+    pub(crate) tool_call_id: String,
     pub content: Vec<ToolResultText>,
-    pub is_error: bool,
+    pub(crate) is_error: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolResultText {
+pub(crate) struct ToolResultText {
     #[serde(rename = "type")]
     pub kind: String,
-    pub text: String,
+    pub(crate) text: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolResultError {
-    pub name: String,
-    pub code: String,
+pub(crate) struct ToolResultError {
+    pub(crate) name: String,
+    pub(crate) code: String,
 }
 
 impl ToolResult {
     /// The concatenated text the tool returned.
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         self.message
             .content
             .iter()
@@ -475,11 +581,11 @@ impl ToolResult {
             .collect()
     }
 
-    pub fn is_error(&self) -> bool {
+    pub(crate) fn is_error(&self) -> bool {
         self.message.content.iter().any(|part| part.is_error)
     }
 
-    pub fn call_id(&self) -> &str {
+    pub(crate) fn call_id(&self) -> &str {
         self.message
             .content
             .first()
@@ -488,17 +594,19 @@ impl ToolResult {
     }
 }
 
+/// Data of `turn/end`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TurnEnd {
+    /// The turn.
     pub turn: u32,
-    pub reason: TurnEndReason,
+    pub(crate) reason: TurnEndReason,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<super::context::TurnUsage>,
+    pub(crate) usage: Option<super::context::TurnUsage>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
-pub enum TurnEndReason {
+pub(crate) enum TurnEndReason {
     Completed,
     Aborted,
     MaxTokens,
@@ -529,32 +637,34 @@ pub enum TurnEndReason {
 /// The session's permission mode was switched (`ask`, `allow` or `read-only`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PermissionModeSet {
-    pub mode: String,
+    pub(crate) mode: String,
     /// Who switched it, e.g. `{"kind":"client"}`.
-    pub source: Value,
+    pub(crate) source: Value,
 }
 
 /// The user answered a permission prompt for one tool call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PermissionDecision {
+    /// The turn of the call, if it ran in one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<u32>,
+    /// The step of the call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<u32>,
-    pub call_id: String,
+    pub(crate) call_id: String,
     /// The tool kind the answer is about (`edit`, `execute`, `read`, ...).
     pub kind: String,
     /// `workspace` (inside the session's roots) or `outside`.
-    pub scope: String,
+    pub(crate) scope: String,
     /// `allow` or `reject`.
-    pub decision: String,
+    pub(crate) decision: String,
     /// `once`, or `always` (remembered for the rest of the session).
-    pub remember: String,
+    pub(crate) remember: String,
     /// For an MCP server's tool: the server, and the tool by the server's name for it (an
     /// `always` answer then covers that tool alone).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub server: Option<String>,
+    pub(crate) server: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool: Option<String>,
+    pub(crate) tool: Option<String>,
 }

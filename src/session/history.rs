@@ -11,17 +11,24 @@ use super::event::{AssistantBlock, Event, EventBody, UserPart};
 /// One message of the model-facing conversation.
 #[derive(Debug, Clone, PartialEq)]
 pub enum HistoryItem {
+    /// A user message (a prompt, a notice, a steering message).
     User(Vec<UserPart>),
+    /// The model's answer of one step.
     Assistant(Vec<AssistantBlock>),
+    /// The result of one tool call.
     ToolResult {
+        /// The call it answers.
         call_id: String,
+        /// What the tool returned.
         text: String,
+        /// Whether the tool failed.
         is_error: bool,
     },
 }
 
 /// Text given as the result of a tool call whose turn ended before it produced one.
-pub const INTERRUPTED_TOOL_RESULT: &str = "Error: the tool call was interrupted before it finished";
+pub(crate) const INTERRUPTED_TOOL_RESULT: &str =
+    "Error: the tool call was interrupted before it finished";
 
 /// The conversation of one model request, in log order, shared with the agent's
 /// [`HistoryFold`]: taking it copies no message (nor, usually, the list of them), and an
@@ -30,29 +37,33 @@ pub const INTERRUPTED_TOOL_RESULT: &str = "Error: the tool call was interrupted 
 pub struct ModelHistory(Arc<Vec<Arc<HistoryItem>>>);
 
 impl ModelHistory {
+    /// The messages, in order.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = &HistoryItem> + ExactSizeIterator {
         self.0.iter().map(|item| &**item)
     }
 
+    /// The latest message.
     pub fn last(&self) -> Option<&HistoryItem> {
         self.0.last().map(|item| &**item)
     }
 
+    /// How many messages there are.
     pub fn len(&self) -> usize {
         self.0.len()
     }
 
+    /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
     /// The shared messages themselves.
-    pub fn items(&self) -> &[Arc<HistoryItem>] {
+    pub(crate) fn items(&self) -> &[Arc<HistoryItem>] {
         &self.0
     }
 
     /// Bytes of text in messages `from..` (for token estimates).
-    pub fn text_len_from(&self, from: usize) -> usize {
+    pub(crate) fn text_len_from(&self, from: usize) -> usize {
         self.0.iter().skip(from).map(|item| item.text_len()).sum()
     }
 }
@@ -101,7 +112,7 @@ impl From<Vec<HistoryItem>> for ModelHistory {
 /// before the next message, and in [`HistoryFold::history`] while it is the last, since chat
 /// APIs reject dangling calls.
 #[derive(Debug, Default)]
-pub struct HistoryFold {
+pub(crate) struct HistoryFold {
     /// Shared with the requests taken from it; appended to in place once they are dropped
     /// (a model drops its request once it has encoded it), else copied first.
     items: Arc<Vec<Arc<HistoryItem>>>,
@@ -121,11 +132,11 @@ pub struct HistoryFold {
 }
 
 /// How a compaction summary opens the conversation it replaces.
-pub const SUMMARY_PREFIX: &str =
+pub(crate) const SUMMARY_PREFIX: &str =
     "[Summary of the earlier conversation, written by kin's compaction]";
 
 impl HistoryFold {
-    pub fn new(events: &[Event]) -> Self {
+    pub(crate) fn new(events: &[Event]) -> Self {
         let mut fold = Self::default();
         for event in events {
             fold.push(event);
@@ -134,7 +145,7 @@ impl HistoryFold {
     }
 
     /// Folds in the event appended after the ones folded so far.
-    pub fn push(&mut self, event: &Event) {
+    pub(crate) fn push(&mut self, event: &Event) {
         match &event.body {
             EventBody::UserMessage(message) => {
                 self.close_open();
@@ -245,7 +256,7 @@ impl HistoryFold {
 
     /// The completed turns' messages, a compaction summary included: what a compaction
     /// summarises. Empty when there is nothing new to summarise.
-    pub fn completed_prefix(&self) -> Vec<Arc<HistoryItem>> {
+    pub(crate) fn completed_prefix(&self) -> Vec<Arc<HistoryItem>> {
         if self.completed_len <= usize::from(self.summarised) {
             return Vec::new();
         }
@@ -253,7 +264,7 @@ impl HistoryFold {
     }
 
     /// The conversation as it stands, with an interrupted result for each call still open.
-    pub fn history(&self) -> ModelHistory {
+    pub(crate) fn history(&self) -> ModelHistory {
         if self.open_calls.is_empty() {
             return ModelHistory(self.items.clone());
         }
@@ -284,7 +295,7 @@ fn interrupted(call_id: &str) -> HistoryItem {
 
 /// The events up to and including the last `turn/end`: what a fork may inherit. The turn in
 /// flight, if any, is never part of it.
-pub fn completed_turn_prefix(events: &[Event]) -> &[Event] {
+pub(crate) fn completed_turn_prefix(events: &[Event]) -> &[Event] {
     let end = events
         .iter()
         .rposition(|event| matches!(event.body, EventBody::TurnEnd(_)))
@@ -294,7 +305,7 @@ pub fn completed_turn_prefix(events: &[Event]) -> &[Event] {
 
 /// What a fork is seeded with: the completed-turn prefix, and the compactions finished since
 /// (they summarise only completed turns), so the child starts from the compacted view.
-pub fn completed_turn_seed(events: &[Event]) -> Vec<Event> {
+pub(crate) fn completed_turn_seed(events: &[Event]) -> Vec<Event> {
     let prefix = completed_turn_prefix(events);
     let rest = &events[prefix.len()..];
     let finished: Vec<&str> = rest

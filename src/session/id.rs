@@ -8,6 +8,7 @@ use std::ops::Deref;
 pub struct SessionId(String);
 
 impl SessionId {
+    /// The id as text.
     pub fn as_str(&self) -> &str {
         &self.0
     }

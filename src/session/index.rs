@@ -25,7 +25,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::child::ChildInfo;
 use super::event::{EventBody, Header};
-pub use super::index_file::ListCursor;
+pub(crate) use super::index_file::ListCursor;
 use super::index_file::{append_records, read_header, rewrite, Record};
 use super::summary::SessionSummary;
 use crate::sync::lock;

@@ -17,14 +17,14 @@ use super::summary::SessionSummary;
 /// id). A key names a place in the order, not an offset, so it stays valid while sessions
 /// are created or deleted.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct ListCursor {
+pub(crate) struct ListCursor {
     newest_first: Reverse<u64>,
     pub(crate) id: String,
 }
 
 impl ListCursor {
     /// The place of the session `id` last modified at `updated_ns`.
-    pub fn new(updated_ns: u64, id: String) -> Self {
+    pub(crate) fn new(updated_ns: u64, id: String) -> Self {
         Self {
             newest_first: Reverse(updated_ns),
             id,

@@ -73,7 +73,7 @@ struct PackedDeltas {
 
 /// Why a line could not be read as an event.
 #[derive(Debug, thiserror::Error)]
-pub enum LineError {
+pub(crate) enum LineError {
     #[error("invalid JSON: {0}")]
     Json(#[from] serde_json::Error),
     #[error("missing field `{0}`")]
@@ -103,7 +103,7 @@ pub(crate) fn line_kind(line: &[u8]) -> Option<&str> {
 }
 
 /// Parses one event line; packed rows expand into several events.
-pub fn parse_event_line(line: &str, out: &mut Vec<Event>) -> Result<(), LineError> {
+pub(crate) fn parse_event_line(line: &str, out: &mut Vec<Event>) -> Result<(), LineError> {
     if line.starts_with(CHUNK_LINE_START) {
         if let Some(event) = read_delta_line(line) {
             out.push(event);

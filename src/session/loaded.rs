@@ -11,7 +11,9 @@ use super::line::parse_event_line;
 /// A session read from disk.
 #[derive(Debug)]
 pub struct LoadedSession {
+    /// The session's header.
     pub header: Header,
+    /// The events that parsed, in order.
     pub events: Vec<Event>,
     /// Bytes of the file that hold complete lines; a torn tail lies beyond.
     pub(crate) valid_len: u64,
@@ -25,13 +27,14 @@ pub struct LoadedSession {
 #[derive(Debug, Clone, PartialEq)]
 pub struct SetAsideLine {
     /// 1-based line number in the file.
-    pub line: usize,
+    pub(crate) line: usize,
+    /// Why it does not parse.
     pub reason: String,
-    pub bytes: Vec<u8>,
+    pub(crate) bytes: Vec<u8>,
 }
 
 impl LoadedSession {
-    pub fn next_seq(&self) -> u64 {
+    pub(crate) fn next_seq(&self) -> u64 {
         self.events.last().map_or(0, |event| event.seq + 1)
     }
 }
@@ -48,9 +51,12 @@ pub fn parse_log(path: &Path, bytes: &[u8]) -> Result<LoadedSession, StoreError>
 /// What reading a log found besides its events.
 #[derive(Debug)]
 pub struct LogRead {
+    /// The session's header.
     pub header: Header,
     pub(crate) valid_len: u64,
+    /// The unterminated last line that did not parse, if the file ended with one.
     pub torn_tail: Option<Vec<u8>>,
+    /// Complete lines after the header that did not parse.
     pub set_aside: Vec<SetAsideLine>,
 }
 

@@ -24,7 +24,7 @@ use super::error::StoreError;
 /// A held session lock; the lock is released when the last handle on it in this process is
 /// dropped.
 #[derive(Clone)]
-pub struct SessionLock {
+pub(crate) struct SessionLock {
     _held: Arc<Held>,
 }
 

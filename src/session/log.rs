@@ -18,6 +18,7 @@ use super::index::IndexEntry;
 use super::lock::SessionLock;
 use super::summary::last_title;
 
+/// A session's log open for appending: one JSON line per event, written by this process alone (it holds the session's lock).
 pub struct SessionLog {
     path: PathBuf,
     file: File,
@@ -64,7 +65,7 @@ impl SessionLog {
         }
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
@@ -117,12 +118,12 @@ impl SessionLog {
     }
 
     /// Appends a plain event, stamping seq and time.
-    pub fn append(&mut self, body: EventBody, time: u64) -> Result<Event, StoreError> {
+    pub(crate) fn append(&mut self, body: EventBody, time: u64) -> Result<Event, StoreError> {
         self.append_with(body, time, None, None)
     }
 
     /// Appends a surface event (a message the model sees), linked to the events it came from.
-    pub fn append_surface(
+    pub(crate) fn append_surface(
         &mut self,
         body: EventBody,
         time: u64,
@@ -161,7 +162,11 @@ impl SessionLog {
 
     /// Appends lines taken verbatim from another log (a fork seed read from the parent's
     /// file); `next_seq` is the seq after the last of them.
-    pub fn append_raw_lines(&mut self, lines: &[u8], next_seq: u64) -> Result<(), StoreError> {
+    pub(crate) fn append_raw_lines(
+        &mut self,
+        lines: &[u8],
+        next_seq: u64,
+    ) -> Result<(), StoreError> {
         self.line.clear();
         self.line.extend_from_slice(lines);
         self.write_pending()?;
@@ -174,7 +179,7 @@ impl SessionLog {
 
     /// Copies already-stamped events verbatim (a fork seed); seqs must continue this log.
     /// Encoded into one buffer and written at once: a seed can be tens of thousands of lines.
-    pub fn append_copied(&mut self, events: &[Event]) -> Result<(), StoreError> {
+    pub(crate) fn append_copied(&mut self, events: &[Event]) -> Result<(), StoreError> {
         self.line.clear();
         for event in events {
             serde_json::to_writer(&mut self.line, event).map_err(|e| self.io()(e.into()))?;
@@ -195,13 +200,13 @@ impl SessionLog {
     }
 
     /// Kept for callers that mark step boundaries: every append is already in the file.
-    pub fn flush(&mut self) -> Result<(), StoreError> {
+    pub(crate) fn flush(&mut self) -> Result<(), StoreError> {
         Ok(())
     }
 
     /// Waits until the lines written so far are on disk, and brings the session's entry in
     /// the store's index up to date.
-    pub fn sync(&mut self) -> Result<(), StoreError> {
+    pub(crate) fn sync(&mut self) -> Result<(), StoreError> {
         self.file.sync_data().map_err(|e| self.io()(e))?;
         if self.unindexed {
             self.refresh_index();

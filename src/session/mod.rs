@@ -2,11 +2,11 @@
 //! JSONL store, and folds of a log into what the model sees. Knows nothing of ACP or of any
 //! model API.
 
-pub mod blobs;
+pub(crate) mod blobs;
 mod child;
-pub mod context;
+pub(crate) mod context;
 mod error;
-pub mod event;
+pub(crate) mod event;
 pub mod history;
 mod id;
 mod index;
@@ -16,24 +16,23 @@ mod line;
 mod loaded;
 mod lock;
 mod log;
-pub mod records;
+pub(crate) mod records;
 mod store;
 mod summary;
 mod user_part;
 mod view;
 mod view_sidecar;
 
-pub use child::ChildInfo;
-pub use context::{CompactionEnd, CompactionStart, CompactionTrigger, ModelSet, TurnUsage};
+pub(crate) use context::{CompactionEnd, CompactionStart, CompactionTrigger, ModelSet, TurnUsage};
 pub use error::StoreError;
 pub use event::*;
 pub use id::SessionId;
-pub use index::ListCursor;
+pub(crate) use index::ListCursor;
 pub(crate) use line::line_kind;
-pub use line::{parse_event_line, LineError};
+pub(crate) use line::parse_event_line;
 pub use loaded::{parse_log, read_log, LoadedSession, LogRead, SetAsideLine};
 pub(crate) use lock::is_locked;
-pub use lock::SessionLock;
+pub(crate) use lock::SessionLock;
 pub use log::SessionLog;
 pub use records::{Descriptor, TaskEnd, TaskStart, ToolFilter};
 pub use store::SessionStore;

@@ -13,8 +13,10 @@ use serde_json::Value;
 /// Restricts the tools a child may use; stored as given (absent lists are omitted).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolFilter {
+    /// Only these tools, when given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allow: Option<Vec<String>>,
+    /// Never these tools.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deny: Option<Vec<String>>,
 }
@@ -23,41 +25,41 @@ pub struct ToolFilter {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Descriptor {
-    pub version: u32,
+    pub(crate) version: u32,
     /// The subagent provider that made the child (`spawn`, `fork`, `acp:<name>`).
-    pub provider: String,
+    pub(crate) provider: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent_provider: Option<String>,
+    pub(crate) agent_provider: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent_model: Option<String>,
+    pub(crate) agent_model: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub persona: Option<String>,
+    pub(crate) persona: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool_filter: Option<ToolFilter>,
+    pub(crate) tool_filter: Option<ToolFilter>,
     /// The child's own permission mode id (from an agent definition), kept on a resume; the
     /// parent's stays its ceiling.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub permission: Option<String>,
+    pub(crate) permission: Option<String>,
     /// The wall-clock limit the delegating call set, in milliseconds: every later activation
     /// runs under it too (a continuation cannot widen it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout_ms: Option<u64>,
+    pub(crate) timeout_ms: Option<u64>,
     /// The token budget the delegating call set, for every activation of the child.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub budget_tokens: Option<u64>,
+    pub(crate) budget_tokens: Option<u64>,
     /// What only the provider reads (for `acp:<name>`: the child's own `sessionId` and `cwd`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provider_data: Option<Value>,
+    pub(crate) provider_data: Option<Value>,
 }
 
 impl Descriptor {
     /// The event's `type`.
-    pub const KIND: &'static str = "subagent/descriptor";
+    pub(crate) const KIND: &'static str = "subagent/descriptor";
     /// The only descriptor version kin writes and resumes.
-    pub const VERSION: u32 = 1;
+    pub(crate) const VERSION: u32 = 1;
 
     /// Whether a resume may use it (a later version is kept, but not resumed).
-    pub fn is_resumable(&self) -> bool {
+    pub(crate) fn is_resumable(&self) -> bool {
         self.version == Self::VERSION
     }
 }
@@ -66,34 +68,34 @@ impl Descriptor {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskStart {
     /// The task id (`subagent-N`).
-    pub task: String,
+    pub(crate) task: String,
     /// The task kind (`subagent`).
-    pub kind: String,
+    pub(crate) kind: String,
     /// The label shown for it.
-    pub label: String,
+    pub(crate) label: String,
     /// The continuable child it runs, if any (a one-shot child has none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub child: Option<String>,
+    pub(crate) child: Option<String>,
 }
 
 /// `task/end`: a background task settled (in the owner's log).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskEnd {
-    pub task: String,
+    pub(crate) task: String,
     /// `completed`, `killed` or `failed`.
-    pub status: String,
+    pub(crate) status: String,
     /// What the background activation cost (its descendants included), counted for the turn
     /// that started the task, not the one it settled in; absent when nothing was priced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cost: Option<f64>,
+    pub(crate) cost: Option<f64>,
 }
 
 impl TaskStart {
-    pub const KIND: &'static str = "task/start";
+    pub(crate) const KIND: &'static str = "task/start";
 }
 
 impl TaskEnd {
-    pub const KIND: &'static str = "task/end";
+    pub(crate) const KIND: &'static str = "task/end";
 }
 
 #[cfg(test)]

@@ -35,6 +35,7 @@ fn io_error<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> S
     }
 }
 
+/// Where sessions are kept: one JSONL log per session, top-level sessions and delegated children in their own directories, each with an index for listing.
 #[derive(Debug, Clone)]
 pub struct SessionStore {
     /// The two directories (top level, children) and what this store has read of their
@@ -64,17 +65,17 @@ impl SessionStore {
     }
 
     /// Where the session's large prompt payloads are kept (see [`super::blobs`]).
-    pub fn blob_dir(&self, id: &str) -> Result<PathBuf, StoreError> {
+    pub(crate) fn blob_dir(&self, id: &str) -> Result<PathBuf, StoreError> {
         Ok(super::blobs::dir_of(&self.path(id)?))
     }
 
     /// Lets session `to` (a fork) read the blobs of session `from` (its parent).
-    pub fn share_blobs(&self, from: &str, to: &str) -> Result<(), StoreError> {
+    pub(crate) fn share_blobs(&self, from: &str, to: &str) -> Result<(), StoreError> {
         super::blobs::share(&self.blob_dir(from)?, &self.blob_dir(to)?);
         Ok(())
     }
 
-    pub fn exists(&self, id: &str) -> bool {
+    pub(crate) fn exists(&self, id: &str) -> bool {
         self.path(id).is_ok_and(|path| path.is_file())
     }
 
@@ -142,7 +143,7 @@ impl SessionStore {
 
     /// Reads session `id` as a stream (one line in memory, see `loaded.rs`): each event goes
     /// to `on_event` in order; a complete line `skip` accepts is left unparsed.
-    pub fn read_events(
+    pub(crate) fn read_events(
         &self,
         id: &str,
         mut skip: impl FnMut(&[u8]) -> bool,
@@ -167,7 +168,7 @@ impl SessionStore {
 
     /// Takes session `id`'s writer lock (shared with any handle this process already holds):
     /// `Locked` when another process has the session open for writing.
-    pub fn lock(&self, id: &str) -> Result<SessionLock, StoreError> {
+    pub(crate) fn lock(&self, id: &str) -> Result<SessionLock, StoreError> {
         SessionLock::acquire(&self.path(id)?, id)
     }
 
@@ -176,13 +177,16 @@ impl SessionStore {
     /// it is cut off first (and kept beside the log as `<id>.jsonl.torn`), so new events never
     /// glue onto half a line. Lines set aside stay in the log and are copied to
     /// `<id>.jsonl.set-aside`.
-    pub fn open_for_append(&self, id: &str) -> Result<(LoadedSession, SessionLog), StoreError> {
+    pub(crate) fn open_for_append(
+        &self,
+        id: &str,
+    ) -> Result<(LoadedSession, SessionLog), StoreError> {
         self.open_with(id, |store| store.load(id))
     }
 
     /// As [`SessionStore::open_for_append`], keeping only the events the model's view and the
     /// session's state need (none of the conversation before the last compaction: `view.rs`).
-    pub fn open_view_for_append(
+    pub(crate) fn open_view_for_append(
         &self,
         id: &str,
     ) -> Result<(LoadedSession, SessionLog), StoreError> {
@@ -258,7 +262,7 @@ impl SessionStore {
 
     /// Up to `limit` top-level sessions (in `cwd`, if given) after `from`, newest first, and
     /// whether more follow; served from what this store keeps of the index.
-    pub fn list_page(
+    pub(crate) fn list_page(
         &self,
         cwd: Option<&str>,
         from: Option<&ListCursor>,
@@ -282,20 +286,20 @@ impl SessionStore {
 
     /// A stored child's header and the resumable descriptor among its own events, read from
     /// its file without decoding the transcript; `None` when it cannot be read.
-    pub fn child_record(&self, id: &str) -> Option<(Header, Option<Descriptor>)> {
+    pub(crate) fn child_record(&self, id: &str) -> Option<(Header, Option<Descriptor>)> {
         let bytes = std::fs::read(self.path(id).ok()?).ok()?;
         super::child::child_record(&bytes)
     }
 
     /// Session `id`'s summary read from its file, not the index (`None` if unreadable).
-    pub fn summarize(&self, id: &str) -> Option<SessionSummary> {
+    pub(crate) fn summarize(&self, id: &str) -> Option<SessionSummary> {
         summarize(&self.path(id).ok()?).ok().flatten()
     }
 
     /// The lines of session `id`'s file that hold exactly `events` (its first events, one per
     /// line, as kin writes them), to copy a seed without re-encoding it. `None` when the file
     /// does not line up with them (e.g. a log written with packed rows): encode them instead.
-    pub fn event_lines(&self, id: &str, events: &[Event]) -> Option<Vec<u8>> {
+    pub(crate) fn event_lines(&self, id: &str, events: &[Event]) -> Option<Vec<u8>> {
         let (first, last) = (events.first()?, events.last()?);
         let bytes = fs::read(self.path(id).ok()?).ok()?;
         let body_start = bytes.iter().position(|&b| b == b'\n')? + 1;

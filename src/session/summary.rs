@@ -7,17 +7,18 @@ use super::line::parse_event_line;
 /// What `session/list` needs about one stored session.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionSummary {
+    /// The session's id.
     pub id: String,
-    pub cwd: Option<String>,
-    pub additional_directories: Vec<String>,
-    pub title: Option<String>,
-    pub updated_ms: u64,
+    pub(crate) cwd: Option<String>,
+    pub(crate) additional_directories: Vec<String>,
+    pub(crate) title: Option<String>,
+    pub(crate) updated_ms: u64,
     /// Full-precision modification time, for a stable newest-first order.
-    pub updated_ns: u128,
-    pub parent_session: Option<String>,
+    pub(crate) updated_ns: u128,
+    pub(crate) parent_session: Option<String>,
     /// For a child session, what `list_agents` shows; `None` also for a child indexed by an
     /// older kin (read its file instead).
-    pub child: Option<ChildInfo>,
+    pub(crate) child: Option<ChildInfo>,
 }
 
 /// The title of the last `session/title` event in `lines` (log lines); only those are parsed.

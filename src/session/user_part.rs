@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+/// One part of a user message, as stored in the log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(
     tag = "type",
@@ -11,34 +12,48 @@ use serde::{Deserialize, Serialize};
     rename_all_fields = "camelCase"
 )]
 pub enum UserPart {
+    /// Text.
     Text {
+        /// The text.
         text: String,
     },
+    /// A link to a resource the model may read itself.
     ResourceLink {
+        /// Where it is.
         uri: String,
+        /// Its name.
         name: String,
+        /// Its media type, if given.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         mime_type: Option<String>,
+        /// A title, if given.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         title: Option<String>,
+        /// A description, if given.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         description: Option<String>,
+        /// Its size in bytes, if given.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         size: Option<i64>,
     },
     /// An image; its base64 text, as the client sent it, is the blob `sha256`.
     Image {
+        /// Its media type.
         mime_type: String,
+        /// The blob holding the base64 text.
         sha256: String,
         /// Length of the base64 text.
         size: u64,
+        /// Where the image came from, if the client said.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         uri: Option<String>,
     },
     /// A resource given to the model as an attached file: one the client embedded, or a
     /// file kin read for the resource link before it (`fromLink`).
     Resource {
+        /// Where it is.
         uri: String,
+        /// Its media type, if known.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         mime_type: Option<String>,
         /// The text itself, when small.
@@ -49,8 +64,10 @@ pub enum UserPart {
         sha256: Option<String>,
         /// Length of the content in bytes (of the base64 text when `binary`).
         size: u64,
+        /// Whether the blob holds base64 of binary content.
         #[serde(default, skip_serializing_if = "is_false")]
         binary: bool,
+        /// Whether kin read the file for a resource link.
         #[serde(default, skip_serializing_if = "is_false")]
         from_link: bool,
         /// Set when only the first `cap` bytes of the file were attached.
@@ -65,7 +82,7 @@ fn is_false(value: &bool) -> bool {
 
 impl UserPart {
     /// A plain text part.
-    pub fn text(text: impl Into<String>) -> Self {
+    pub(crate) fn text(text: impl Into<String>) -> Self {
         Self::Text { text: text.into() }
     }
 }

@@ -10,6 +10,7 @@
 //! owners learn how they ended, go to a [`Record`] sink (delegation logs them, so a later
 //! process knows which were left unfinished). Knows nothing of what the work is.
 
+mod sinks;
 mod status;
 pub(crate) mod tools;
 
@@ -25,8 +26,10 @@ use tokio_util::task::TaskTracker;
 
 use crate::session::SessionId;
 
+pub use sinks::{Notice, Record};
+pub(crate) use sinks::{NoticeSink, RecordSink};
 pub use status::TaskStatus;
-pub use tools::{TaskKillTool, TaskListTool, TaskOutputTool};
+pub(crate) use tools::{TaskKillTool, TaskListTool, TaskOutputTool};
 
 /// A task's id, `<kind>-N`: what `start` hands out and the `task_*` tools name. Reads as the
 /// `str` it is (the model gives ids back as plain strings).
@@ -34,6 +37,7 @@ pub use tools::{TaskKillTool, TaskListTool, TaskOutputTool};
 pub struct TaskId(String);
 
 impl TaskId {
+    /// The id as text.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -61,12 +65,16 @@ impl PartialEq<&str> for TaskId {
 /// How a task's work ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TaskOutcome {
+    /// The task's final status.
     pub status: TaskStatus,
+    /// What else there is to say (why it failed, ...).
     pub detail: Option<String>,
+    /// What the work produced.
     pub output: Option<String>,
 }
 
 impl TaskOutcome {
+    /// The work finished with this output.
     pub fn completed(output: String) -> Self {
         Self {
             status: TaskStatus::Completed,
@@ -75,6 +83,7 @@ impl TaskOutcome {
         }
     }
 
+    /// The work was stopped.
     pub fn killed() -> Self {
         Self {
             status: TaskStatus::Killed,
@@ -83,6 +92,7 @@ impl TaskOutcome {
         }
     }
 
+    /// The work failed, for this reason.
     pub fn failed(detail: impl Into<String>) -> Self {
         Self {
             status: TaskStatus::Failed,
@@ -95,12 +105,16 @@ impl TaskOutcome {
 /// A task as seen at one moment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TaskSnapshot {
+    /// The task's id.
     pub id: TaskId,
-    pub kind: String,
-    pub label: String,
-    pub owner: Option<SessionId>,
+    pub(crate) kind: String,
+    pub(crate) label: String,
+    pub(crate) owner: Option<SessionId>,
+    /// Its status then.
     pub status: TaskStatus,
+    /// What else there is to say (why it failed, ...).
     pub detail: Option<String>,
+    /// What the work produced, once it did.
     pub output: Option<String>,
 }
 
@@ -114,16 +128,22 @@ impl TaskSnapshot {
     }
 }
 
+/// Why the task service refused a call.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TaskError {
+    /// No task has this id.
     #[error("unknown task {0}")]
     Unknown(String),
+    /// The task is another session's.
     #[error("task {0} belongs to another session")]
     Foreign(String),
+    /// The task id given is empty.
     #[error("invalid task_id: expected a non-empty string, got \"\"")]
     EmptyId,
+    /// A task was started without a kind or a label.
     #[error("a background task needs a non-empty kind and label")]
     BadStart,
+    /// The service is shutting down and starts no task.
     #[error("background tasks are shutting down")]
     ShuttingDown,
 }
@@ -131,55 +151,11 @@ pub enum TaskError {
 /// What `kill` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KillResult {
+    /// The task was running and was told to stop.
     Requested,
+    /// The task had already ended, as this snapshot shows.
     AlreadyFinished(TaskSnapshot),
 }
-
-/// What the notice sink is told about a task that settled unseen.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Notice {
-    /// Leave the owner session this message (its id is `id`) for its next model call; with
-    /// it, the owner learns that `task` ended as `status`.
-    Post {
-        owner: String,
-        id: String,
-        text: String,
-        task: TaskId,
-        status: TaskStatus,
-    },
-    /// The result was read after all (a `task_output` that began before the task settled may
-    /// read it just after): drop message `id` if it has not reached the model yet.
-    Withdraw { owner: String, id: String },
-}
-
-/// Receives [`Notice`]s.
-pub type NoticeSink = Box<dyn Fn(Notice) + Send + Sync>;
-
-/// What the record sink is told about the tasks of an owner, in order, so the owner's log can
-/// show which tasks a later process finds unfinished.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Record {
-    /// Told before the task's work begins.
-    Started {
-        owner: String,
-        task: TaskId,
-        kind: String,
-        label: String,
-        /// What the task works on, as its starter named it (e.g. a child's id).
-        subject: Option<String>,
-    },
-    /// Told once, when the owner learns how the task ended: a terminal read or wait, or a
-    /// kill. A notice carries its own (see [`Notice::Post`]); one withdrawn is told here.
-    Ended {
-        owner: String,
-        task: TaskId,
-        /// The terminal status, or `killed` for a kill of a running task.
-        status: TaskStatus,
-    },
-}
-
-/// Receives [`Record`]s.
-pub type RecordSink = Box<dyn Fn(Record) + Send + Sync>;
 
 /// A line `task_output` shows before a task's status line, for the owner named (delegation:
 /// its tree's budget, spent and left).
@@ -206,6 +182,7 @@ struct State {
     tasks: HashMap<String, Task>,
 }
 
+/// Background tasks: starts them, tracks their status, hands out their results to their owner sessions, and stops them all at shutdown.
 pub struct TaskService {
     state: Mutex<State>,
     tracker: TaskTracker,
@@ -282,7 +259,7 @@ impl TaskService {
     }
 
     /// [`TaskService::start`] for work on `subject` (reported with the start's [`Record`]).
-    pub fn start_for(
+    pub(crate) fn start_for(
         self: &Arc<Self>,
         kind: &str,
         label: &str,
@@ -295,7 +272,7 @@ impl TaskService {
 
     /// [`TaskService::start_for`] for work that first waits for a slot: the task shows as
     /// `queued` until the work calls [`TaskService::mark_running`].
-    pub fn start_queued_for(
+    pub(crate) fn start_queued_for(
         self: &Arc<Self>,
         kind: &str,
         label: &str,
@@ -307,7 +284,7 @@ impl TaskService {
     }
 
     /// A queued task has its slot: it shows as `running` (unless it was stopped meanwhile).
-    pub fn mark_running(&self, id: &str) {
+    pub(crate) fn mark_running(&self, id: &str) {
         if let Some(task) = self.state().tasks.get_mut(id) {
             if task.snapshot.status == TaskStatus::Queued {
                 task.snapshot.status = TaskStatus::Running;
@@ -342,7 +319,7 @@ impl TaskService {
 
     /// Records a task whose outcome is known before it would start (it settles, with its
     /// notice, before this returns).
-    pub fn start_settled(
+    pub(crate) fn start_settled(
         &self,
         kind: &str,
         label: &str,
@@ -416,7 +393,7 @@ impl TaskService {
     /// Records a task an earlier process started for `owner` and never finished, as
     /// `interrupted` (already reported: no notice). Ids already in use are left alone; later
     /// ids of the kind are numbered after it.
-    pub fn restore_interrupted(
+    pub(crate) fn restore_interrupted(
         &self,
         id: &str,
         kind: &str,

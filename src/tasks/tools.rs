@@ -36,7 +36,7 @@ fn render(snapshot: &TaskSnapshot, note: Option<String>) -> String {
 
 /// The arguments of a `task_output` call.
 #[derive(Deserialize, JsonSchema)]
-pub struct TaskOutputArgs {
+pub(crate) struct TaskOutputArgs {
     /// The id of the task, as returned when it was started.
     // Optional to serde, as before typed arguments: a missing id reads as an unknown task.
     #[schemars(required)]
@@ -56,7 +56,7 @@ impl TaskOutputArgs {
 }
 
 #[derive(Clone)]
-pub struct TaskOutputTool(pub Arc<TaskService>);
+pub(crate) struct TaskOutputTool(pub Arc<TaskService>);
 
 impl TypedTool for TaskOutputTool {
     const NAME: &'static str = "task_output";
@@ -95,10 +95,10 @@ impl TypedTool for TaskOutputTool {
 
 /// `task_list` takes no arguments (and ignores any it is given).
 #[derive(Deserialize, JsonSchema)]
-pub struct TaskListArgs {}
+pub(crate) struct TaskListArgs {}
 
 #[derive(Clone)]
-pub struct TaskListTool(pub Arc<TaskService>);
+pub(crate) struct TaskListTool(pub Arc<TaskService>);
 
 impl TypedTool for TaskListTool {
     const NAME: &'static str = "task_list";
@@ -131,7 +131,7 @@ impl TypedTool for TaskListTool {
 
 /// The arguments of a `task_kill` call.
 #[derive(Deserialize, JsonSchema)]
-pub struct TaskKillArgs {
+pub(crate) struct TaskKillArgs {
     /// The id of the task to stop.
     // Optional to serde, as before typed arguments: a missing id reads as an unknown task.
     #[schemars(required)]
@@ -148,7 +148,7 @@ impl TaskKillArgs {
 }
 
 #[derive(Clone)]
-pub struct TaskKillTool(pub Arc<TaskService>);
+pub(crate) struct TaskKillTool(pub Arc<TaskService>);
 
 impl TypedTool for TaskKillTool {
     const NAME: &'static str = "task_kill";

@@ -15,18 +15,28 @@ use super::{ToolDisplay, ToolKind};
 /// Which editor services the client advertised.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ClientFeatures {
+    /// `fs/read_text_file`.
     pub read_text_file: bool,
+    /// `fs/write_text_file`.
     pub write_text_file: bool,
+    /// `terminal/*`.
     pub terminal: bool,
 }
 
+/// Why an editor request failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ClientError {
     /// The request was cancelled (by us or by the client).
     #[error("the editor request was cancelled")]
     Cancelled,
+    /// The editor answered with an error.
     #[error("the editor answered {method} with an error: {message}")]
-    Failed { method: String, message: String },
+    Failed {
+        /// The request.
+        method: String,
+        /// The editor's message.
+        message: String,
+    },
     /// Nobody can be asked (`kin run` without a terminal); the text says what to do instead.
     #[error("{0}")]
     NobodyToAsk(String),
@@ -35,29 +45,29 @@ pub enum ClientError {
 /// What the user is asked to allow.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PermissionPrompt {
-    pub call_id: String,
-    pub title: String,
-    pub kind: ToolKind,
+    pub(crate) call_id: String,
+    pub(crate) title: String,
+    pub(crate) kind: ToolKind,
     /// What the call will do, e.g. the diff of an edit.
-    pub display: ToolDisplay,
-    pub raw_input: Option<Value>,
+    pub(crate) display: ToolDisplay,
+    pub(crate) raw_input: Option<Value>,
     /// For an MCP server's tool: the one tool an "always" answer covers (a built-in tool's
     /// "always" covers its kind and scope instead).
-    pub server_tool: Option<ServerTool>,
+    pub(crate) server_tool: Option<ServerTool>,
 }
 
 /// One tool of one MCP server, as "always" answers about it remember it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct ServerTool {
-    pub server: String,
+pub(crate) struct ServerTool {
+    pub(crate) server: String,
     /// The name the server knows the tool by.
-    pub tool: String,
+    pub(crate) tool: String,
 }
 
 impl PermissionPrompt {
     /// What an "always" answer covers, as the options shown to the user word it
     /// ("Always allow commands this session", "Always allow the files tool read this session").
-    pub fn always_words(&self) -> String {
+    pub(crate) fn always_words(&self) -> String {
         use ToolKind::*;
         if let Some(one) = &self.server_tool {
             return format!("the {} tool {}", one.server, one.tool);
@@ -78,9 +88,13 @@ impl PermissionPrompt {
 /// The user's answer to a [`PermissionPrompt`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PermissionAnswer {
+    /// Allow this call.
     AllowOnce,
+    /// Allow this call and the like of it for the rest of the session.
     AllowAlways,
+    /// Refuse this call.
     RejectOnce,
+    /// Refuse this call and the like of it for the rest of the session.
     RejectAlways,
     /// The prompt was dismissed because the turn was cancelled.
     Cancelled,
@@ -89,33 +103,36 @@ pub enum PermissionAnswer {
 /// A command to run in an editor terminal.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TerminalSpec {
-    pub command: String,
-    pub args: Vec<String>,
-    pub cwd: PathBuf,
+    pub(crate) command: String,
+    pub(crate) args: Vec<String>,
+    pub(crate) cwd: PathBuf,
     /// The most output the editor should keep (it drops the oldest bytes beyond this).
-    pub output_byte_limit: u64,
+    pub(crate) output_byte_limit: u64,
 }
 
 /// How a terminal's command ended.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TerminalExit {
-    pub exit_code: Option<u32>,
-    pub signal: Option<String>,
+    pub(crate) exit_code: Option<u32>,
+    pub(crate) signal: Option<String>,
 }
 
+/// What a terminal has printed so far, and its exit if it has exited.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TerminalOutput {
-    pub output: String,
+    pub(crate) output: String,
     /// The editor dropped the oldest output to stay within the limit.
-    pub truncated: bool,
-    pub exit: Option<TerminalExit>,
+    pub(crate) truncated: bool,
+    pub(crate) exit: Option<TerminalExit>,
 }
 
+/// What a call to the editor comes to, later.
 pub type ClientResult<T> = BoxFuture<'static, Result<T, ClientError>>;
 
 /// The editor's services for one session. Every request is cancellable; a cancelled request
 /// still settles (with [`ClientError::Cancelled`] or the editor's own answer).
 pub trait ClientBridge: Send + Sync {
+    /// The services the editor advertised.
     fn features(&self) -> ClientFeatures;
 
     /// The bridge a delegated child of this session uses. By default the child speaks to the
@@ -144,6 +161,7 @@ pub trait ClientBridge: Send + Sync {
         cancel: CancellationToken,
     ) -> ClientResult<()>;
 
+    /// Asks the user whether a tool call may run.
     fn request_permission(
         &self,
         prompt: PermissionPrompt,
@@ -159,16 +177,20 @@ pub trait ClientBridge: Send + Sync {
         cancel: CancellationToken,
     ) -> ClientResult<String>;
 
+    /// What the terminal has printed so far.
     fn terminal_output(&self, terminal_id: String) -> ClientResult<TerminalOutput>;
 
+    /// Waits until the terminal's command exits.
     fn wait_for_terminal_exit(
         &self,
         terminal_id: String,
         cancel: CancellationToken,
     ) -> ClientResult<TerminalExit>;
 
+    /// Kills the terminal's command; the terminal stays until released.
     fn kill_terminal(&self, terminal_id: String) -> ClientResult<()>;
 
+    /// Releases the terminal (killing its command if it still runs).
     fn release_terminal(&self, terminal_id: String) -> ClientResult<()>;
 
     /// Shows `text` as what the running call `call_id` has done so far (it replaces what was

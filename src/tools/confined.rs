@@ -33,7 +33,7 @@ const READ_FLAGS: OFlag = OFlag::O_RDONLY
 
 /// Whether an open failed because a symlink on the way would lead elsewhere (out of the root,
 /// or anywhere in the fallback walk): the path changed after it was checked.
-pub fn is_escape(error: &io::Error) -> bool {
+pub(crate) fn is_escape(error: &io::Error) -> bool {
     matches!(
         error.raw_os_error().map(Errno::from_raw),
         Some(Errno::EXDEV | Errno::ELOOP)
@@ -52,14 +52,14 @@ pub fn open_beneath(root: &Path, relative: &Path) -> io::Result<File> {
 
 /// Opens `relative` beneath the open directory `dir` for reading, as [`open_beneath`] does
 /// beneath a root (for the ignore files of a directory being walked).
-pub fn open_in(dir: BorrowedFd<'_>, relative: &Path) -> io::Result<File> {
+pub(crate) fn open_in(dir: BorrowedFd<'_>, relative: &Path) -> io::Result<File> {
     normal_parts(relative)?;
     Ok(File::from(open_at(dir, relative, READ_FLAGS)?))
 }
 
 /// Opens the subdirectory `name` of the open directory `dir` without following a symlink
 /// (an escape, see [`is_escape`]), for listing.
-pub fn open_subdir(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<OwnedFd> {
+pub(crate) fn open_subdir(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<OwnedFd> {
     Ok(open_dir(dir, name)?)
 }
 
@@ -101,7 +101,7 @@ pub fn write_beneath(root: &Path, relative: &Path, content: &[u8]) -> io::Result
 
 /// Creates `relative` and its missing parents as directories beneath `root` (for a file the
 /// editor is about to write there).
-pub fn create_dirs_beneath(root: &Path, relative: &Path) -> io::Result<()> {
+pub(crate) fn create_dirs_beneath(root: &Path, relative: &Path) -> io::Result<()> {
     make_dirs(root, &normal_parts(relative)?).map(drop)
 }
 

@@ -13,28 +13,28 @@ const HUNK_CONTEXT: usize = 3;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ToolDisplay {
+pub(crate) struct ToolDisplay {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub locations: Vec<Location>,
+    pub(crate) locations: Vec<Location>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub diffs: Vec<FileDiff>,
+    pub(crate) diffs: Vec<FileDiff>,
     /// The editor terminal the command ran in (only valid during the live turn).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub terminal_id: Option<String>,
+    pub(crate) terminal_id: Option<String>,
     /// Not shown as a tool call at all (`update_plan`: editors are shown a plan instead).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub hidden: bool,
+    pub(crate) hidden: bool,
 }
 
 impl ToolDisplay {
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.locations.is_empty()
             && self.diffs.is_empty()
             && self.terminal_id.is_none()
             && !self.hidden
     }
 
-    pub fn at(path: &std::path::Path, line: Option<u32>) -> Self {
+    pub(crate) fn at(path: &std::path::Path, line: Option<u32>) -> Self {
         Self {
             locations: vec![Location::new(path, line)],
             ..Self::default()
@@ -42,7 +42,7 @@ impl ToolDisplay {
     }
 
     /// The display as the `meta` object of a `tool/result` (None when there is nothing).
-    pub fn to_meta(&self) -> Option<serde_json::Value> {
+    pub(crate) fn to_meta(&self) -> Option<serde_json::Value> {
         if self.is_empty() {
             return None;
         }
@@ -50,7 +50,7 @@ impl ToolDisplay {
     }
 
     /// Reads the display back from a `tool/result` `meta`; unknown shapes give an empty one.
-    pub fn from_meta(meta: Option<&serde_json::Value>) -> Self {
+    pub(crate) fn from_meta(meta: Option<&serde_json::Value>) -> Self {
         meta.and_then(|meta| serde_json::from_value(meta.clone()).ok())
             .unwrap_or_default()
     }
@@ -58,21 +58,21 @@ impl ToolDisplay {
 
 /// A permission or tool-call title as it may be shown: control characters (newlines, terminal
 /// escapes) and bidi overrides from paths, commands or the model made visible.
-pub fn safe_title(title: &str) -> String {
+pub(crate) fn safe_title(title: &str) -> String {
     crate::text::visible(title).into_owned()
 }
 
 /// A file (and line, 1-based) a tool call touched.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Location {
+pub(crate) struct Location {
     /// Absolute path.
-    pub path: String,
+    pub(crate) path: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub line: Option<u32>,
+    pub(crate) line: Option<u32>,
 }
 
 impl Location {
-    pub fn new(path: &std::path::Path, line: Option<u32>) -> Self {
+    pub(crate) fn new(path: &std::path::Path, line: Option<u32>) -> Self {
         Self {
             path: path.to_string_lossy().into_owned(),
             line,
@@ -84,15 +84,15 @@ impl Location {
 /// the changed regions are kept, one `FileDiff` per region.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct FileDiff {
+pub(crate) struct FileDiff {
     /// Absolute path.
-    pub path: String,
-    pub old_text: Option<String>,
-    pub new_text: String,
+    pub(crate) path: String,
+    pub(crate) old_text: Option<String>,
+    pub(crate) new_text: String,
 }
 
 /// The diffs that show `old` (None: the file is new) becoming `new` at `path`.
-pub fn file_diffs(path: &std::path::Path, old: Option<&str>, new: &str) -> Vec<FileDiff> {
+pub(crate) fn file_diffs(path: &std::path::Path, old: Option<&str>, new: &str) -> Vec<FileDiff> {
     let path_text = path.to_string_lossy().into_owned();
     let whole = |old: Option<&str>| {
         vec![FileDiff {

@@ -13,14 +13,14 @@ use super::typed::{titled, TypedTool};
 use super::write::write_error;
 use super::{ToolContext, ToolDisplay, ToolKind, ToolOutput};
 
-pub const NAME: &str = "edit";
+pub(crate) const NAME: &str = "edit";
 /// Line numbers listed when a string matches more than once.
 const MAX_LISTED: usize = 10;
 
 /// The arguments of an `edit` call.
 #[derive(Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
-pub struct EditArgs {
+pub(crate) struct EditArgs {
     /// The file to change, absolute or relative to the working directory.
     path: String,
     /// Exact text to replace; must occur exactly once unless replace_all is true.
@@ -38,7 +38,7 @@ pub struct EditArgs {
 }
 
 #[derive(Debug, Clone, Copy, Default)]
-pub struct EditTool;
+pub(crate) struct EditTool;
 
 impl TypedTool for EditTool {
     const NAME: &'static str = NAME;
@@ -65,7 +65,7 @@ impl TypedTool for EditTool {
 
 /// Why an edit could not be made; told to the model.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum EditError {
+pub(crate) enum EditError {
     #[error("give either `patch`, or `old_string` and `new_string`")]
     NoChange,
     #[error("give either `patch` or `old_string`/`new_string`, not both")]

@@ -15,10 +15,10 @@ use super::paths::Roots;
 use super::{confined, ToolContext};
 
 /// Files larger than this are not loaded whole (the read tool pages through them instead).
-pub const MAX_TEXT_BYTES: u64 = 16 * 1024 * 1024;
+pub(crate) const MAX_TEXT_BYTES: u64 = 16 * 1024 * 1024;
 
 #[derive(Debug, thiserror::Error)]
-pub enum FsError {
+pub(crate) enum FsError {
     #[error("{path} does not exist")]
     NotFound { path: String },
     #[error("{path} is a directory")]
@@ -40,7 +40,7 @@ pub enum FsError {
 }
 
 impl FsError {
-    pub fn is_cancelled(&self) -> bool {
+    pub(crate) fn is_cancelled(&self) -> bool {
         matches!(self, Self::Client(ClientError::Cancelled))
     }
 }
@@ -59,7 +59,7 @@ fn io_error(path: &Path, source: std::io::Error) -> FsError {
 
 /// Opens an existing regular file on disk for reading, with its size: confined beneath its
 /// root when inside the roots, by name when outside.
-pub fn open_file(roots: &Roots, path: &Path) -> Result<(File, u64), FsError> {
+pub(crate) fn open_file(roots: &Roots, path: &Path) -> Result<(File, u64), FsError> {
     let file = match roots.beneath(path) {
         Some((root, relative)) => confined::open_beneath(root, relative),
         None => File::open(path),
@@ -76,7 +76,7 @@ pub fn open_file(roots: &Roots, path: &Path) -> Result<(File, u64), FsError> {
 
 /// Reads a whole text file; `Ok(None)` when it does not exist (neither on disk nor as a buffer
 /// the editor reports).
-pub async fn read_text(cx: &ToolContext, path: &Path) -> Result<Option<String>, FsError> {
+pub(crate) async fn read_text(cx: &ToolContext, path: &Path) -> Result<Option<String>, FsError> {
     let exists = match open_file(&cx.roots, path) {
         Ok(_) => true,
         Err(FsError::NotFound { .. }) => false,
@@ -123,7 +123,7 @@ fn read_local(roots: &Roots, path: &Path) -> Result<String, FsError> {
 }
 
 /// The bytes as text, refusing binary content.
-pub fn text_of(path: &Path, bytes: Vec<u8>) -> Result<String, FsError> {
+pub(crate) fn text_of(path: &Path, bytes: Vec<u8>) -> Result<String, FsError> {
     let not_text = || FsError::NotText {
         path: path.display().to_string(),
     };
@@ -134,7 +134,11 @@ pub fn text_of(path: &Path, bytes: Vec<u8>) -> Result<String, FsError> {
 }
 
 /// Writes a whole text file, creating missing parent directories.
-pub async fn write_text(cx: &ToolContext, path: &Path, content: String) -> Result<(), FsError> {
+pub(crate) async fn write_text(
+    cx: &ToolContext,
+    path: &Path,
+    content: String,
+) -> Result<(), FsError> {
     let roots = cx.roots.clone();
     let target = path.to_path_buf();
     let through_editor = cx.client_with(|f| f.write_text_file).is_some();

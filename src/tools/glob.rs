@@ -16,13 +16,13 @@ use super::typed::{titled, TypedTool};
 use super::walk::{Kind, Walk};
 use super::{ToolContext, ToolDisplay, ToolKind, ToolOutput};
 
-pub const NAME: &str = "glob";
+pub(crate) const NAME: &str = "glob";
 const DEFAULT_LIMIT: usize = 500;
 
 /// The arguments of a `glob` call.
 #[derive(Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
-pub struct GlobArgs {
+pub(crate) struct GlobArgs {
     /// Glob matched against paths relative to `path`, e.g. `*`, `**/*.rs`, `docs/*.md`.
     pattern: String,
     /// The directory to search. Default: the working directory.
@@ -35,7 +35,7 @@ pub struct GlobArgs {
 }
 
 #[derive(Debug, Clone, Copy, Default)]
-pub struct GlobTool;
+pub(crate) struct GlobTool;
 
 impl TypedTool for GlobTool {
     const NAME: &'static str = NAME;
@@ -59,7 +59,7 @@ impl TypedTool for GlobTool {
 }
 
 /// Resolves the optional directory argument and checks it may be searched.
-pub async fn search_base(
+pub(crate) async fn search_base(
     cx: &ToolContext,
     path: Option<&str>,
 ) -> Result<(PathBuf, String), ToolOutput> {
@@ -158,7 +158,11 @@ fn list(
 
 /// When the search base cannot be opened: a symlink swapped in on the way is an error; anything
 /// else (an unreadable directory) finds nothing, as before.
-pub fn walk_failed(roots: &Roots, base: &Path, error: std::io::Error) -> Result<(), ToolOutput> {
+pub(crate) fn walk_failed(
+    roots: &Roots,
+    base: &Path,
+    error: std::io::Error,
+) -> Result<(), ToolOutput> {
     if confined::is_escape(&error) {
         let path = roots.display(base);
         return Err(ToolOutput::error(

@@ -19,7 +19,7 @@ use super::typed::{titled, TypedTool};
 use super::walk::{Kind, Walk};
 use super::{ToolContext, ToolDisplay, ToolKind, ToolOutput};
 
-pub const NAME: &str = "grep";
+pub(crate) const NAME: &str = "grep";
 const DEFAULT_LIMIT: usize = 200;
 /// Characters of a matching line shown.
 const MAX_LINE_CHARS: usize = 300;
@@ -27,7 +27,7 @@ const MAX_LINE_CHARS: usize = 300;
 /// The arguments of a `grep` call.
 #[derive(Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
-pub struct GrepArgs {
+pub(crate) struct GrepArgs {
     /// The regular expression to look for.
     pattern: String,
     /// A file or directory to search. Default: the working directory.
@@ -46,7 +46,7 @@ pub struct GrepArgs {
 }
 
 #[derive(Debug, Clone, Copy, Default)]
-pub struct GrepTool;
+pub(crate) struct GrepTool;
 
 impl TypedTool for GrepTool {
     const NAME: &'static str = NAME;

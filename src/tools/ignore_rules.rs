@@ -14,7 +14,7 @@ use ignore::Match;
 use nix::errno::Errno;
 
 /// The rules one directory contributes (at least one of them not empty).
-pub struct Rules {
+pub(crate) struct Rules {
     ignore: Gitignore,
     git: Gitignore,
     exclude: Gitignore,
@@ -22,14 +22,14 @@ pub struct Rules {
 
 /// Which ignore files a directory may have, from its listing (all of them when it was not
 /// listed).
-pub struct Present {
-    pub ignore: bool,
-    pub gitignore: bool,
-    pub git: bool,
+pub(crate) struct Present {
+    pub(crate) ignore: bool,
+    pub(crate) gitignore: bool,
+    pub(crate) git: bool,
 }
 
 impl Present {
-    pub const ALL: Present = Present {
+    pub(crate) const ALL: Present = Present {
         ignore: true,
         gitignore: true,
         git: true,
@@ -40,7 +40,7 @@ impl Rules {
     /// Reads the rules of the directory `dir`; `open` opens a path relative to it (such as
     /// `.git/info/exclude`) and `open_by_name` a path git itself names (a worktree's common
     /// dir). `None` when the directory has no rules.
-    pub fn read(
+    pub(crate) fn read(
         dir: &Path,
         present: &Present,
         open: impl Fn(&Path) -> io::Result<File>,
@@ -70,7 +70,7 @@ impl Rules {
 }
 
 /// The global gitignore, read anew for each walk as the `ignore` crate does.
-pub fn global() -> Gitignore {
+pub(crate) fn global() -> Gitignore {
     let (global, error) = Gitignore::global();
     if let Some(error) = error {
         tracing::debug!(%error, "the global gitignore was not read");
@@ -82,7 +82,7 @@ pub fn global() -> Gitignore {
 /// above it (outermost first in `stack`): for each kind of file the deepest directory with a
 /// matching rule decides, and `.ignore` goes before `.gitignore`, before git's exclude file,
 /// before the global gitignore; a whitelist (`!pattern`) that decides keeps the path.
-pub fn is_ignored<'r>(
+pub(crate) fn is_ignored<'r>(
     stack: impl DoubleEndedIterator<Item = &'r Rules> + Clone,
     global: &Gitignore,
     path: &Path,

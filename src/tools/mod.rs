@@ -19,26 +19,26 @@ pub mod client;
 pub mod confined;
 #[cfg(test)]
 mod disclosure_tests;
-pub mod display;
-pub mod edit;
-pub mod fs;
-pub mod glob;
-pub mod grep;
+pub(crate) mod display;
+pub(crate) mod edit;
+pub(crate) mod fs;
+pub(crate) mod glob;
+pub(crate) mod grep;
 mod ignore_rules;
 pub mod paths;
-pub mod permission;
-pub mod plan;
-pub mod read;
-pub mod shell;
+pub(crate) mod permission;
+pub(crate) mod plan;
+pub(crate) mod read;
+pub(crate) mod shell;
 #[cfg(test)]
 mod swap_tests;
 #[cfg(test)]
-pub mod testing;
-pub mod typed;
+pub(crate) mod testing;
+pub(crate) mod typed;
 pub mod walk;
 #[cfg(test)]
 mod walk_swap_tests;
-pub mod write;
+pub(crate) mod write;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -52,14 +52,14 @@ use tokio_util::sync::CancellationToken;
 use crate::model::ToolSpec;
 use crate::session::SessionId;
 pub use client::ClientBridge;
-pub use display::ToolDisplay;
-pub use paths::Roots;
+pub(crate) use display::ToolDisplay;
+pub(crate) use paths::Roots;
 pub use permission::{PermissionMode, SessionPermissions};
 
 /// What kind of action a tool performs; mirrors ACP's tool kinds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum ToolKind {
+pub(crate) enum ToolKind {
     Read,
     Edit,
     Delete,
@@ -74,13 +74,13 @@ pub enum ToolKind {
 /// Everything a tool call may use.
 #[derive(Clone)]
 pub struct ToolContext {
-    pub session_id: SessionId,
-    pub cwd: PathBuf,
-    pub cancel: CancellationToken,
+    pub(crate) session_id: SessionId,
+    pub(crate) cwd: PathBuf,
+    pub(crate) cancel: CancellationToken,
     /// The id of this call (the model's tool-call id).
-    pub call_id: String,
+    pub(crate) call_id: String,
     /// Where the session may reach: cwd plus additional directories.
-    pub roots: Arc<Roots>,
+    pub(crate) roots: Arc<Roots>,
     /// The session's permission mode and remembered answers.
     pub permissions: Arc<SessionPermissions>,
     /// The editor, when the session has one.
@@ -102,7 +102,7 @@ impl ToolContext {
     }
 
     /// The editor, if it offers the service `wants` picks from its features.
-    pub fn client_with(
+    pub(crate) fn client_with(
         &self,
         wants: impl Fn(&client::ClientFeatures) -> bool,
     ) -> Option<&Arc<dyn ClientBridge>> {
@@ -111,7 +111,7 @@ impl ToolContext {
 
     /// Asks the permission rules (and, if they say so, the user) whether this call may do what
     /// `prompt` describes; see [`SessionPermissions::authorize`].
-    pub async fn authorize(
+    pub(crate) async fn authorize(
         &self,
         scope: permission::Scope,
         prompt: client::PermissionPrompt,
@@ -122,7 +122,7 @@ impl ToolContext {
     /// Resolves a model-given path against the roots; an error result names the problem.
     /// Makes a path tool's errors name its file as the model wrote it (`raw`), not as the
     /// absolute path it resolved to.
-    pub fn name_path_as_given(
+    pub(crate) fn name_path_as_given(
         &self,
         raw: Option<&str>,
         result: Result<ToolOutput, ToolOutput>,
@@ -136,14 +136,14 @@ impl ToolContext {
         }
     }
 
-    pub fn resolve(&self, raw: &str) -> Result<paths::Resolved, ToolOutput> {
+    pub(crate) fn resolve(&self, raw: &str) -> Result<paths::Resolved, ToolOutput> {
         self.roots.resolve(raw).map_err(|error| {
             ToolOutput::error("InvalidPath", "INVALID_PATH", format!("Error: {error}"))
         })
     }
 
     /// A permission prompt for this call.
-    pub fn prompt(
+    pub(crate) fn prompt(
         &self,
         kind: ToolKind,
         title: String,
@@ -160,7 +160,7 @@ impl ToolContext {
     }
 
     /// The scope of a resolved path, for permission decisions.
-    pub fn scope_of(resolved: &paths::Resolved) -> permission::Scope {
+    pub(crate) fn scope_of(resolved: &paths::Resolved) -> permission::Scope {
         if resolved.inside {
             permission::Scope::Workspace
         } else {
@@ -171,7 +171,7 @@ impl ToolContext {
 
 /// What a failed call means for the turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ToolErrorKind {
+pub(crate) enum ToolErrorKind {
     /// Told to the model, which may try something else; the turn goes on.
     Model,
     /// The call was cancelled (e.g. its permission prompt was dismissed): the turn stops after
@@ -183,26 +183,27 @@ pub enum ToolErrorKind {
 
 /// Why a call failed: machine-readable name and code for the log, and what it means.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ToolError {
+pub(crate) struct ToolError {
     /// e.g. `UnknownTool`.
-    pub name: String,
+    pub(crate) name: String,
     /// e.g. `UNKNOWN_TOOL`.
-    pub code: String,
-    pub kind: ToolErrorKind,
+    pub(crate) code: String,
+    pub(crate) kind: ToolErrorKind,
 }
 
 /// The result the model will see.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolOutput {
+    /// The text the model sees.
     pub text: String,
-    pub is_error: bool,
-    pub error: Option<ToolError>,
+    pub(crate) is_error: bool,
+    pub(crate) error: Option<ToolError>,
     /// What editors show besides the text (kept in the result's `meta`, not shown to the model).
-    pub display: Box<ToolDisplay>,
+    pub(crate) display: Box<ToolDisplay>,
 }
 
 impl ToolOutput {
-    pub fn ok(text: impl Into<String>) -> Self {
+    pub(crate) fn ok(text: impl Into<String>) -> Self {
         Self {
             text: text.into(),
             is_error: false,
@@ -212,12 +213,13 @@ impl ToolOutput {
     }
 
     /// A failure told to the model; the turn goes on.
-    pub fn error(name: &str, code: &str, text: impl Into<String>) -> Self {
+    pub(crate) fn error(name: &str, code: &str, text: impl Into<String>) -> Self {
         Self::failure(name, code, ToolErrorKind::Model, text)
     }
 
     /// A failure after which the turn cannot go on.
-    pub fn fatal(name: &str, code: &str, text: impl Into<String>) -> Self {
+    #[cfg(test)]
+    pub(crate) fn fatal(name: &str, code: &str, text: impl Into<String>) -> Self {
         Self::failure(name, code, ToolErrorKind::Fatal, text)
     }
 
@@ -238,14 +240,14 @@ impl ToolOutput {
         self.error.as_ref().map(|error| error.kind)
     }
 
-    pub fn with_display(mut self, display: ToolDisplay) -> Self {
+    pub(crate) fn with_display(mut self, display: ToolDisplay) -> Self {
         self.display = Box::new(display);
         self
     }
 
     /// Shows `path` as `shown` in the text (errors name files the way the model wrote them,
     /// relative to the cwd, rather than as resolved absolute paths).
-    pub fn relabel_path(mut self, path: &std::path::Path, shown: &str) -> Self {
+    pub(crate) fn relabel_path(mut self, path: &std::path::Path, shown: &str) -> Self {
         let absolute = path.display().to_string();
         if absolute != shown {
             self.text = self.text.replace(&absolute, shown);
@@ -254,16 +256,16 @@ impl ToolOutput {
     }
 
     /// Whether this is the result of a cancelled call.
-    pub fn is_cancelled(&self) -> bool {
+    pub(crate) fn is_cancelled(&self) -> bool {
         self.error_kind() == Some(ToolErrorKind::Cancelled)
     }
 
     /// Whether the turn must end (as failed) after this result.
-    pub fn is_fatal(&self) -> bool {
+    pub(crate) fn is_fatal(&self) -> bool {
         self.error_kind() == Some(ToolErrorKind::Fatal)
     }
 
-    pub fn cancelled() -> Self {
+    pub(crate) fn cancelled() -> Self {
         Self::failure(
             "Cancelled",
             "CANCELLED",
@@ -273,7 +275,7 @@ impl ToolOutput {
     }
 }
 
-pub trait Tool: Send + Sync {
+pub(crate) trait Tool: Send + Sync {
     fn spec(&self) -> ToolSpec;
     /// The spec offered to a session working in `cwd` (a tool may list what it finds there).
     fn spec_in(&self, cwd: &std::path::Path) -> ToolSpec {
@@ -300,11 +302,12 @@ pub struct ToolRegistry {
 }
 
 impl ToolRegistry {
+    /// An empty registry.
     pub fn new() -> Self {
         Self::default()
     }
 
-    pub fn register(&mut self, tool: Arc<dyn Tool>) {
+    pub(crate) fn register(&mut self, tool: Arc<dyn Tool>) {
         self.tools.push(tool);
         self.by_name = OnceLock::new();
     }
@@ -316,24 +319,25 @@ impl ToolRegistry {
         })
     }
 
-    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+    pub(crate) fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
         self.by_name().get(name)
     }
 
     /// Keeps only the tools whose name satisfies `keep`.
-    pub fn retain(&mut self, mut keep: impl FnMut(&str) -> bool) {
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&str) -> bool) {
         let mut by_name = self.by_name().clone();
         by_name.retain(|name, _| keep(name));
         self.tools = by_name.values().cloned().collect();
         self.by_name = OnceLock::from(by_name);
     }
 
+    /// The specs of every tool, by name.
     pub fn specs(&self) -> Vec<ToolSpec> {
         self.by_name().values().map(|tool| tool.spec()).collect()
     }
 
     /// The specs offered to a session working in `cwd`.
-    pub fn specs_in(&self, cwd: &std::path::Path) -> Vec<ToolSpec> {
+    pub(crate) fn specs_in(&self, cwd: &std::path::Path) -> Vec<ToolSpec> {
         self.by_name()
             .values()
             .map(|tool| tool.spec_in(cwd))

@@ -19,7 +19,7 @@ use std::path::{Component, Path, PathBuf};
 const MAX_LINKS: usize = 40;
 
 #[derive(Debug, thiserror::Error)]
-pub enum PathError {
+pub(crate) enum PathError {
     #[error("the path is empty")]
     Empty,
     #[error("too many levels of symbolic links resolving {path}")]
@@ -34,11 +34,11 @@ pub enum PathError {
 
 /// A path resolved against the roots.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Resolved {
+pub(crate) struct Resolved {
     /// Absolute, with every existing symlink and `..` resolved: the file the OS will touch.
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     /// Whether `path` lies inside one of the roots.
-    pub inside: bool,
+    pub(crate) inside: bool,
 }
 
 /// The workspace roots of a session; the first is the cwd, the base of relative paths.
@@ -52,6 +52,7 @@ pub struct Roots {
 }
 
 impl Roots {
+    /// The roots of a session: its cwd and the additional directories.
     pub fn new(cwd: PathBuf, additional: Vec<PathBuf>) -> Self {
         let given: Vec<PathBuf> = std::iter::once(&cwd)
             .chain(additional.iter())
@@ -65,17 +66,12 @@ impl Roots {
     }
 
     /// The session cwd as given (not resolved).
-    pub fn cwd(&self) -> &Path {
+    pub(crate) fn cwd(&self) -> &Path {
         &self.cwd
     }
 
-    /// The resolved roots, cwd first.
-    pub fn real(&self) -> &[PathBuf] {
-        &self.real
-    }
-
     /// Resolves `raw` (absolute, or relative to the cwd).
-    pub fn resolve(&self, raw: &str) -> Result<Resolved, PathError> {
+    pub(crate) fn resolve(&self, raw: &str) -> Result<Resolved, PathError> {
         if raw.trim().is_empty() {
             return Err(PathError::Empty);
         }
@@ -173,7 +169,7 @@ impl Roots {
     }
 
     /// The root a resolved path lies beneath, and the path relative to it.
-    pub fn beneath<'a>(&'a self, resolved: &'a Path) -> Option<(&'a Path, &'a Path)> {
+    pub(crate) fn beneath<'a>(&'a self, resolved: &'a Path) -> Option<(&'a Path, &'a Path)> {
         self.real.iter().find_map(|root| {
             let relative = resolved.strip_prefix(root).ok()?;
             Some((root.as_path(), relative))
@@ -181,12 +177,12 @@ impl Roots {
     }
 
     /// Whether a resolved path lies inside one of the roots.
-    pub fn contains(&self, resolved: &Path) -> bool {
+    pub(crate) fn contains(&self, resolved: &Path) -> bool {
         self.real.iter().any(|root| resolved.starts_with(root))
     }
 
     /// How to show a resolved path to the model: relative to the cwd when inside it.
-    pub fn display(&self, resolved: &Path) -> String {
+    pub(crate) fn display(&self, resolved: &Path) -> String {
         match self
             .real
             .first()

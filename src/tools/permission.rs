@@ -22,16 +22,21 @@ use tokio::sync::Notify;
 use super::client::{ClientError, PermissionAnswer, PermissionPrompt, ServerTool};
 use super::{ToolContext, ToolKind, ToolOutput};
 
+/// How a session's tool calls are permitted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PermissionMode {
+    /// Reads inside the workspace run freely; edits, commands and paths outside it ask first.
     #[default]
     Ask,
+    /// Edits and commands run without asking.
     Allow,
+    /// Edits and commands are refused.
     ReadOnly,
 }
 
 impl PermissionMode {
+    /// Every mode, in the order offered to the editor.
     pub const ALL: [Self; 3] = [Self::Ask, Self::Allow, Self::ReadOnly];
 
     /// The stable id (ACP mode id, log value).
@@ -43,12 +48,13 @@ impl PermissionMode {
         }
     }
 
+    /// The mode with this id, if there is one.
     pub fn from_id(id: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|mode| mode.id() == id)
     }
 
     /// The stricter of two modes: `read-only` over `ask` over `allow`.
-    pub fn strictest(self, other: Self) -> Self {
+    pub(crate) fn strictest(self, other: Self) -> Self {
         let rank = |mode: Self| match mode {
             Self::Allow => 0,
             Self::Ask => 1,
@@ -63,11 +69,11 @@ impl PermissionMode {
 
     /// Whether a call of this kind may change things at all in this mode (`read-only` refuses
     /// edits and commands whoever asks).
-    pub fn permits_changes(self, kind: ToolKind) -> bool {
+    pub(crate) fn permits_changes(self, kind: ToolKind) -> bool {
         self != Self::ReadOnly || !changes_things(kind)
     }
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Self::Ask => "Ask",
             Self::Allow => "Allow",
@@ -75,7 +81,7 @@ impl PermissionMode {
         }
     }
 
-    pub fn description(self) -> &'static str {
+    pub(crate) fn description(self) -> &'static str {
         match self {
             Self::Ask => "Reads inside the workspace are free; edits, commands and paths outside the workspace ask first",
             Self::Allow => "Edits and commands run without asking",
@@ -87,27 +93,27 @@ impl PermissionMode {
 /// Where a call reaches: inside the workspace roots, or outside them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Scope {
+pub(crate) enum Scope {
     Workspace,
     Outside,
 }
 
 /// One answer the user gave.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Decision {
-    pub call_id: String,
-    pub kind: ToolKind,
-    pub scope: Scope,
-    pub allow: bool,
+pub(crate) struct Decision {
+    pub(crate) call_id: String,
+    pub(crate) kind: ToolKind,
+    pub(crate) scope: Scope,
+    pub(crate) allow: bool,
     /// "always": remembered for the rest of the session.
-    pub always: bool,
+    pub(crate) always: bool,
     /// The MCP server's tool the answer is about (then "always" covers that tool alone).
-    pub server_tool: Option<ServerTool>,
+    pub(crate) server_tool: Option<ServerTool>,
 }
 
 /// A change of the session's permission state, waiting to be written to its log.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PermissionRecord {
+pub(crate) enum PermissionRecord {
     Mode(PermissionMode),
     Decision(Decision),
 }
@@ -226,6 +232,7 @@ pub struct SessionPermissions {
 }
 
 impl SessionPermissions {
+    /// Permissions starting in `mode`, nothing remembered yet.
     pub fn new(mode: PermissionMode) -> Self {
         let permissions = Self::default();
         permissions.lock().mode = mode;
@@ -233,17 +240,17 @@ impl SessionPermissions {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        crate::sync::lock(&self.state)
     }
 
     /// The session's own mode (what it was set to, and what its log records).
-    pub fn mode(&self) -> PermissionMode {
+    pub(crate) fn mode(&self) -> PermissionMode {
         self.lock().mode
     }
 
     /// The mode calls are decided under: the strictest of this session's own mode and every
     /// ancestor's current one.
-    pub fn effective_mode(&self) -> PermissionMode {
+    pub(crate) fn effective_mode(&self) -> PermissionMode {
         let own = self.mode();
         match self.ceiling.get() {
             Some(parent) => own.strictest(parent.effective_mode()),
@@ -253,12 +260,12 @@ impl SessionPermissions {
 
     /// Bounds this session by `parent`'s permissions for the rest of its life. A session is
     /// bound once (a child has one parent); a second call is ignored and returns `false`.
-    pub fn bind_to_parent(&self, parent: Arc<SessionPermissions>) -> bool {
+    pub(crate) fn bind_to_parent(&self, parent: Arc<SessionPermissions>) -> bool {
         self.ceiling.set(parent).is_ok()
     }
 
     /// Switches the mode; returns whether it changed (a change is queued for the log).
-    pub fn set_mode(&self, mode: PermissionMode) -> bool {
+    pub(crate) fn set_mode(&self, mode: PermissionMode) -> bool {
         let changed = {
             let mut state = self.lock();
             let changed = state.mode != mode;
@@ -275,7 +282,7 @@ impl SessionPermissions {
     }
 
     /// Restores state read back from the log (nothing is queued).
-    pub fn restore(&self, record: &PermissionRecord) {
+    pub(crate) fn restore(&self, record: &PermissionRecord) {
         let mut state = self.lock();
         match record {
             PermissionRecord::Mode(mode) => state.mode = *mode,
@@ -285,22 +292,24 @@ impl SessionPermissions {
     }
 
     /// The remembered "always" answer about one MCP server's tool, if any.
-    pub fn remembered_tool(&self, tool: &ServerTool) -> Option<bool> {
+    #[cfg(test)]
+    pub(crate) fn remembered_tool(&self, tool: &ServerTool) -> Option<bool> {
         self.lock().remembered_tools.get(tool).copied()
     }
 
     /// The remembered "always" answer for a kind and scope, if any.
-    pub fn remembered(&self, kind: ToolKind, scope: Scope) -> Option<bool> {
+    #[cfg(test)]
+    pub(crate) fn remembered(&self, kind: ToolKind, scope: Scope) -> Option<bool> {
         self.lock().remembered.get(&(kind, scope)).copied()
     }
 
     /// Takes the records not yet written to the log.
-    pub fn take_unlogged(&self) -> Vec<PermissionRecord> {
+    pub(crate) fn take_unlogged(&self) -> Vec<PermissionRecord> {
         std::mem::take(&mut self.lock().unlogged)
     }
 
     /// Resolves when a record may have been queued since the last call.
-    pub async fn changed(&self) {
+    pub(crate) async fn changed(&self) {
         self.changed.notified().await
     }
 
@@ -317,7 +326,7 @@ impl SessionPermissions {
 
     /// Decides whether the call in `cx` may do `prompt`, asking the user when the rules say so.
     /// An `Err` is the result to give the model (refused, rejected or cancelled).
-    pub async fn authorize(
+    pub(crate) async fn authorize(
         &self,
         scope: Scope,
         mut prompt: PermissionPrompt,

@@ -9,13 +9,13 @@ use serde::{Deserialize, Serialize};
 use super::typed::TypedTool;
 use super::{ToolContext, ToolKind, ToolOutput};
 
-pub const NAME: &str = "update_plan";
+pub(crate) const NAME: &str = "update_plan";
 
 const MAX_ENTRIES: usize = 50;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum Priority {
+pub(crate) enum Priority {
     High,
     Medium,
     Low,
@@ -23,7 +23,7 @@ pub enum Priority {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum Status {
+pub(crate) enum Status {
     Pending,
     InProgress,
     Completed,
@@ -32,29 +32,29 @@ pub enum Status {
 // One step of the plan (ACP's `PlanEntry`); no doc comment, which would enter the schema.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct Entry {
+pub(crate) struct Entry {
     /// What this step does, in a short sentence.
-    pub content: String,
-    pub priority: Priority,
-    pub status: Status,
+    pub(crate) content: String,
+    pub(crate) priority: Priority,
+    pub(crate) status: Status,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct PlanArgs {
+pub(crate) struct PlanArgs {
     /// The whole plan, in order; each call replaces the previous plan.
     #[schemars(length(max = 50))]
     entries: Vec<Entry>,
 }
 
 /// The plan in a logged `update_plan` call's arguments, if they are a valid plan.
-pub fn entries(arguments: &str) -> Option<Vec<Entry>> {
+pub(crate) fn entries(arguments: &str) -> Option<Vec<Entry>> {
     let parsed: PlanArgs = serde_json::from_str(arguments).ok()?;
     (parsed.entries.len() <= MAX_ENTRIES).then_some(parsed.entries)
 }
 
 #[derive(Clone)]
-pub struct PlanTool;
+pub(crate) struct PlanTool;
 
 impl TypedTool for PlanTool {
     const NAME: &'static str = NAME;

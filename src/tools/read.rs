@@ -12,7 +12,7 @@ use super::paths::Roots;
 use super::typed::{titled, TypedTool};
 use super::{ToolContext, ToolDisplay, ToolKind, ToolOutput};
 
-pub const NAME: &str = "read";
+pub(crate) const NAME: &str = "read";
 /// Lines returned when the call gives no `limit`.
 const DEFAULT_LINES: usize = 2000;
 /// Bytes of file text returned at most, whatever the window.
@@ -23,7 +23,7 @@ const MAX_LINE_CHARS: usize = 2000;
 /// The arguments of a `read` call.
 #[derive(Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
-pub struct ReadArgs {
+pub(crate) struct ReadArgs {
     /// The file to read, absolute or relative to the working directory.
     path: String,
     /// The first line to return (1-based). Default 1.
@@ -37,7 +37,7 @@ pub struct ReadArgs {
 }
 
 #[derive(Debug, Clone, Copy, Default)]
-pub struct ReadTool;
+pub(crate) struct ReadTool;
 
 impl TypedTool for ReadTool {
     const NAME: &'static str = NAME;

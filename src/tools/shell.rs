@@ -18,7 +18,7 @@ use super::{ToolContext, ToolDisplay, ToolKind, ToolOutput};
 use crate::process::group::{describe_status, GroupChild};
 use crate::process::truncate::head_tail;
 
-pub const NAME: &str = "bash";
+pub(crate) const NAME: &str = "bash";
 const DEFAULT_TIMEOUT_SECS: u64 = 120;
 const MAX_TIMEOUT_SECS: u64 = 1800;
 /// Output bytes the model sees at most (head and tail).
@@ -32,7 +32,7 @@ const SHELL: &str = "bash";
 /// The arguments of a `bash` call.
 #[derive(Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
-pub struct ShellArgs {
+pub(crate) struct ShellArgs {
     /// The command line, run as `bash -c <command>` in the working directory.
     command: String,
     /// Seconds before the command is killed. Default 120.
@@ -42,7 +42,7 @@ pub struct ShellArgs {
 }
 
 #[derive(Debug, Clone, Copy, Default)]
-pub struct ShellTool;
+pub(crate) struct ShellTool;
 
 impl TypedTool for ShellTool {
     const NAME: &'static str = NAME;

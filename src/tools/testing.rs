@@ -17,7 +17,7 @@ use super::{
 use crate::process::group::Terminal;
 
 /// `<tmp>/ws` (the cwd) and `<tmp>/outside`.
-pub struct Workspace {
+pub(crate) struct Workspace {
     _dir: tempfile::TempDir,
     root: PathBuf,
 }
@@ -29,7 +29,7 @@ impl Default for Workspace {
 }
 
 impl Workspace {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let base = dir.path().canonicalize().unwrap();
         std::fs::create_dir_all(base.join("ws")).unwrap();
@@ -40,46 +40,46 @@ impl Workspace {
         }
     }
 
-    pub fn path(&self, relative: &str) -> PathBuf {
+    pub(crate) fn path(&self, relative: &str) -> PathBuf {
         self.root.join(relative)
     }
 
-    pub fn outside(&self, name: &str) -> PathBuf {
+    pub(crate) fn outside(&self, name: &str) -> PathBuf {
         self.root.parent().unwrap().join("outside").join(name)
     }
 
-    pub fn write(&self, relative: &str, text: &str) {
+    pub(crate) fn write(&self, relative: &str, text: &str) {
         let path = self.path(relative);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, text).unwrap();
     }
 
-    pub fn read(&self, relative: &str) -> String {
+    pub(crate) fn read(&self, relative: &str) -> String {
         std::fs::read_to_string(self.path(relative)).unwrap()
     }
 
     /// A context in `ask` mode without an editor.
-    pub fn cx(&self) -> ToolContext {
+    pub(crate) fn cx(&self) -> ToolContext {
         let mut cx = ToolContext::new("s", self.root.clone(), CancellationToken::new());
         cx.roots = Arc::new(Roots::new(self.root.clone(), Vec::new()));
         cx.call_id = "call-1".into();
         cx
     }
 
-    pub fn cx_in_mode(&self, mode: PermissionMode) -> ToolContext {
+    pub(crate) fn cx_in_mode(&self, mode: PermissionMode) -> ToolContext {
         let mut cx = self.cx();
         cx.permissions = Arc::new(SessionPermissions::new(mode));
         cx
     }
 
-    pub fn cx_with(&self, editor: &Arc<FakeEditor>) -> ToolContext {
+    pub(crate) fn cx_with(&self, editor: &Arc<FakeEditor>) -> ToolContext {
         let mut cx = self.cx();
         cx.client = Some(editor.clone());
         cx
     }
 
     /// An editor offering file reads and writes (terminals with `with_terminal`).
-    pub fn editor(&self) -> Arc<FakeEditor> {
+    pub(crate) fn editor(&self) -> Arc<FakeEditor> {
         Arc::new(FakeEditor {
             root: self.root.clone(),
             terminal: false,
@@ -89,7 +89,7 @@ impl Workspace {
 }
 
 /// Runs a tool through a registry (as the agent loop does).
-pub async fn call(
+pub(crate) async fn call(
     tool: &(impl Tool + Clone + 'static),
     arguments: Value,
     cx: &ToolContext,
@@ -114,14 +114,14 @@ struct EditorState {
 
 /// An editor for tests: records every request, serves unsaved buffers, answers permission
 /// prompts from a queue (empty: cancelled), runs terminals as real process groups.
-pub struct FakeEditor {
+pub(crate) struct FakeEditor {
     root: PathBuf,
     terminal: bool,
     state: Mutex<EditorState>,
 }
 
 impl FakeEditor {
-    pub fn with_terminal(self: Arc<Self>) -> Arc<Self> {
+    pub(crate) fn with_terminal(self: Arc<Self>) -> Arc<Self> {
         Arc::new(FakeEditor {
             root: self.root.clone(),
             terminal: true,
@@ -143,19 +143,19 @@ impl FakeEditor {
             .unwrap_or_else(|_| path.display().to_string())
     }
 
-    pub fn buffer(&self, path: &Path, text: &str) {
+    pub(crate) fn buffer(&self, path: &Path, text: &str) {
         self.state().buffers.insert(path.to_owned(), text.into());
     }
 
-    pub fn answer(&self, answer: PermissionAnswer) {
+    pub(crate) fn answer(&self, answer: PermissionAnswer) {
         self.state().answers.push_back(answer);
     }
 
-    pub fn calls(&self) -> Vec<String> {
+    pub(crate) fn calls(&self) -> Vec<String> {
         self.state().calls.clone()
     }
 
-    pub fn permission_prompts(&self) -> usize {
+    pub(crate) fn permission_prompts(&self) -> usize {
         self.state().prompts
     }
 
@@ -323,13 +323,13 @@ fn exit_of(status: std::process::ExitStatus) -> TerminalExit {
 
 /// A handle on a running process that becomes readable when it exits (Linux pidfd), so a test
 /// can wait for the exit itself rather than sleep.
-pub struct ProcessHandle {
+pub(crate) struct ProcessHandle {
     fd: Option<tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>>,
     pid: i32,
 }
 
 /// Opens a pidfd for `pid`; a process that is already gone yields a handle that is ready.
-pub fn pidfd(pid: i32) -> ProcessHandle {
+pub(crate) fn pidfd(pid: i32) -> ProcessHandle {
     use std::os::fd::FromRawFd;
     // SAFETY: pidfd_open takes a pid and flags and returns a new file descriptor or -1.
     let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
@@ -348,7 +348,7 @@ pub fn pidfd(pid: i32) -> ProcessHandle {
 impl ProcessHandle {
     /// Waits for the process to exit; fails the test if it is still alive after a generous
     /// guard (a hang guard, not a timing assertion).
-    pub async fn exited(self) {
+    pub(crate) async fn exited(self) {
         let Some(fd) = self.fd else { return };
         let waited = tokio::time::timeout(std::time::Duration::from_secs(30), fd.readable()).await;
         assert!(waited.is_ok(), "process {} survived", self.pid);
@@ -356,6 +356,6 @@ impl ProcessHandle {
 }
 
 /// Waits until `pid` has exited (see [`ProcessHandle::exited`]).
-pub async fn wait_for_exit(pid: i32) {
+pub(crate) async fn wait_for_exit(pid: i32) {
     pidfd(pid).exited().await
 }

@@ -20,7 +20,7 @@ use super::{Tool, ToolContext, ToolDisplay, ToolKind, ToolOutput};
 use crate::model::ToolSpec;
 
 /// A model-facing tool with typed arguments; see the module docs.
-pub trait TypedTool: Clone + Send + Sync + 'static {
+pub(crate) trait TypedTool: Clone + Send + Sync + 'static {
     /// The name the model calls it by.
     const NAME: &'static str;
     /// What the model is told the tool does.

@@ -31,7 +31,7 @@ use super::paths::Roots;
 
 /// What an entry is, as listed (a symlink is not followed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     Dir,
     File,
     Symlink,
@@ -41,10 +41,10 @@ pub enum Kind {
 /// One entry met by the walk.
 pub struct Entry<'a> {
     /// The base joined with the names on the way.
-    pub path: &'a Path,
+    pub(crate) path: &'a Path,
     /// The path beneath the base (empty for the base itself).
-    pub relative: &'a Path,
-    pub kind: Kind,
+    pub(crate) relative: &'a Path,
+    pub(crate) kind: Kind,
     place: Place<'a>,
 }
 

@@ -10,12 +10,12 @@ use super::permission::Scope;
 use super::typed::{titled, TypedTool};
 use super::{ToolContext, ToolDisplay, ToolKind, ToolOutput};
 
-pub const NAME: &str = "write";
+pub(crate) const NAME: &str = "write";
 
 /// The arguments of a `write` call.
 #[derive(Deserialize, JsonSchema)]
 #[schemars(deny_unknown_fields)]
-pub struct WriteArgs {
+pub(crate) struct WriteArgs {
     /// The file to write, absolute or relative to the working directory.
     path: String,
     /// The complete new text of the file.
@@ -23,7 +23,7 @@ pub struct WriteArgs {
 }
 
 #[derive(Debug, Clone, Copy, Default)]
-pub struct WriteTool;
+pub(crate) struct WriteTool;
 
 impl TypedTool for WriteTool {
     const NAME: &'static str = NAME;
@@ -48,7 +48,7 @@ impl TypedTool for WriteTool {
 }
 
 /// An error result for a failed file operation (shared by `write` and `edit`).
-pub fn write_error(error: FsError) -> ToolOutput {
+pub(crate) fn write_error(error: FsError) -> ToolOutput {
     if error.is_cancelled() {
         return ToolOutput::cancelled();
     }

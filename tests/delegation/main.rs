@@ -1,6 +1,7 @@
 //! The delegation test catalogue, ported (and the session host children run on): the subagent service, the in-process driver, spawn
 //! and fork, structured output, background tasks and the model-facing tools — against the real
 //! agent loop and session store, with a scripted model.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 mod budget;
 mod compaction;

@@ -15,7 +15,7 @@ use crate::session::{AssistantBlock, BlockType, Chunk, FinishKind, FinishReason,
 
 /// Why a `data` payload could not be decoded.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum DecodeError {
+pub(crate) enum DecodeError {
     #[error("a chunk is not valid JSON ({error}): {excerpt}")]
     NotJson { error: String, excerpt: String },
     #[error("the endpoint reported an error in the stream: {0}")]
@@ -115,7 +115,7 @@ struct CallBlock {
 
 /// Decoding state of one response.
 #[derive(Default)]
-pub struct ChunkDecoder {
+pub(crate) struct ChunkDecoder {
     next_index: u32,
     reasoning: Option<TextBlock>,
     text: Option<TextBlock>,
@@ -129,17 +129,17 @@ pub struct ChunkDecoder {
 }
 
 impl ChunkDecoder {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Whether the endpoint has said why the response ended.
-    pub fn saw_finish_reason(&self) -> bool {
+    pub(crate) fn saw_finish_reason(&self) -> bool {
         self.finish_reason.is_some()
     }
 
     /// Decodes one `data` payload, appending the chunks it yields to `out`.
-    pub fn push(&mut self, data: &str, out: &mut Vec<Chunk>) -> Result<(), DecodeError> {
+    pub(crate) fn push(&mut self, data: &str, out: &mut Vec<Chunk>) -> Result<(), DecodeError> {
         let chunk: StreamChunk = serde_json::from_str(data).map_err(|e| DecodeError::NotJson {
             error: e.to_string(),
             excerpt: excerpt(data),
@@ -274,7 +274,7 @@ impl ChunkDecoder {
     /// Closes the response: `block-end` for every block in index order, `usage`, then one
     /// `finish`. Without a finish reason from the endpoint the response counts as complete
     /// (`[DONE]` arrived): tool calls, if any, else stop. Later calls yield nothing.
-    pub fn finish(&mut self, out: &mut Vec<Chunk>) {
+    pub(crate) fn finish(&mut self, out: &mut Vec<Chunk>) {
         if self.finished {
             return;
         }

@@ -10,10 +10,10 @@
 //! Knows nothing of where its settings and key come from (see `crate::config`).
 
 mod call;
-pub mod decode;
-pub mod request;
-pub mod retry;
-pub mod sse;
+pub(crate) mod decode;
+pub(crate) mod request;
+pub(crate) mod retry;
+pub(crate) mod sse;
 mod user_content;
 
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
@@ -26,22 +26,22 @@ use super::{ChunkStream, Credentials, Model, ModelError, ModelRequest};
 pub use sse::{SseDecoder, StreamFailure};
 
 /// DeepSeek's API root; `/chat/completions` is appended to it.
-pub const DEFAULT_BASE_URL: &str = "https://api.deepseek.com";
-pub const DEFAULT_MODEL: &str = "deepseek-chat";
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-pub const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(60);
-pub const DEFAULT_RETRIES: u32 = 3;
-pub const DEFAULT_RETRY_BASE: Duration = Duration::from_millis(500);
+pub(crate) const DEFAULT_BASE_URL: &str = "https://api.deepseek.com";
+pub(crate) const DEFAULT_MODEL: &str = "deepseek-chat";
+pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_RETRIES: u32 = 3;
+pub(crate) const DEFAULT_RETRY_BASE: Duration = Duration::from_millis(500);
 
 /// How to reach the endpoint and how patient to be with it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OpenAiSettings {
     /// The API root, e.g. `https://api.deepseek.com` or `http://127.0.0.1:8080/v1`.
-    pub base_url: String,
-    pub model: String,
+    pub(crate) base_url: String,
+    pub(crate) model: String,
     /// Recorded in `assistant/message` sources.
-    pub provider: String,
-    pub connect_timeout: Duration,
+    pub(crate) provider: String,
+    pub(crate) connect_timeout: Duration,
     /// A response that sends no bytes for this long fails.
     pub stall_timeout: Duration,
     /// Extra attempts after the first, for failures before any output was streamed.
@@ -49,10 +49,11 @@ pub struct OpenAiSettings {
     /// The first retry waits about this long; each further one twice as long.
     pub retry_base: Duration,
     /// Whether the model takes image parts (off by default: DeepSeek's chat models do not).
-    pub images: bool,
+    pub(crate) images: bool,
 }
 
 impl OpenAiSettings {
+    /// Settings for `model` at `base_url`, every other setting at its default.
     pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
         let base_url = base_url.into();
         Self {
@@ -69,7 +70,7 @@ impl OpenAiSettings {
 
     /// The URL requests are posted to: the API root with `/chat/completions` appended, or the
     /// base URL itself when it already ends in `/chat/completions` (never doubled).
-    pub fn endpoint(&self) -> String {
+    pub(crate) fn endpoint(&self) -> String {
         let root = self.base_url.trim_end_matches('/');
         if root.ends_with(CHAT_COMPLETIONS) {
             return root.to_owned();
@@ -79,10 +80,10 @@ impl OpenAiSettings {
 }
 
 /// The path of the Chat Completions API under an API root.
-pub const CHAT_COMPLETIONS: &str = "/chat/completions";
+pub(crate) const CHAT_COMPLETIONS: &str = "/chat/completions";
 
 /// `200 ms`, `1.5 s`, `60 s`.
-pub fn human_duration(duration: Duration) -> String {
+pub(crate) fn human_duration(duration: Duration) -> String {
     if duration < Duration::from_secs(1) {
         format!("{} ms", duration.as_millis())
     } else if duration.subsec_millis() == 0 {
@@ -93,7 +94,7 @@ pub fn human_duration(duration: Duration) -> String {
 }
 
 /// A short provider name for the log, from the API root's host.
-pub fn provider_name(base_url: &str) -> &'static str {
+pub(crate) fn provider_name(base_url: &str) -> &'static str {
     match host(base_url) {
         Some(host) if host == "deepseek.com" || host.ends_with(".deepseek.com") => "deepseek",
         Some(host) if host == "openai.com" || host.ends_with(".openai.com") => "openai",
@@ -102,7 +103,7 @@ pub fn provider_name(base_url: &str) -> &'static str {
 }
 
 /// The host of a URL, lower-cased (no port, no user info).
-pub fn host(url: &str) -> Option<String> {
+pub(crate) fn host(url: &str) -> Option<String> {
     let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
     let authority = rest.split(['/', '?', '#']).next()?;
     let authority = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
@@ -130,12 +131,12 @@ impl ApiKey {
         }
     }
 
-    pub fn source(&self) -> &str {
+    pub(crate) fn source(&self) -> &str {
         &self.source
     }
 
     /// The key with all but its last four characters hidden (all of it, if it is short).
-    pub fn masked(&self) -> String {
+    pub(crate) fn masked(&self) -> String {
         let chars: Vec<char> = self.value.chars().collect();
         if chars.len() < 12 {
             return "****".into();
@@ -158,20 +159,24 @@ impl std::fmt::Debug for ApiKey {
 /// The key the model calls with, or why there is none.
 #[derive(Debug, Clone, PartialEq)]
 pub enum KeyState {
+    /// A key, and where it came from.
     Present(ApiKey),
     /// `hint` tells the user what to set.
     Missing {
+        /// What to set.
         hint: String,
     },
 }
 
 /// Looks for the key again (for ACP `authenticate`).
-pub type KeyLoader = Arc<dyn Fn() -> BoxFuture<'static, KeyState> + Send + Sync>;
+pub(crate) type KeyLoader = Arc<dyn Fn() -> BoxFuture<'static, KeyState> + Send + Sync>;
 
+/// The HTTP client could not be built (the text says why).
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("could not set up the HTTP client: {0}")]
 pub struct ClientError(String);
 
+/// A model behind an OpenAI-compatible chat completions endpoint, streamed.
 pub struct OpenAiModel {
     settings: Arc<OpenAiSettings>,
     /// Built by [`Model::prepare`] in the background or else by the first call: loading the
@@ -185,6 +190,7 @@ pub struct OpenAiModel {
 }
 
 impl OpenAiModel {
+    /// The model for these settings and this key; the HTTP client itself is built later.
     pub fn new(settings: OpenAiSettings, key: KeyState) -> Result<Self, ClientError> {
         Ok(Self {
             settings: Arc::new(settings),
@@ -208,7 +214,7 @@ impl OpenAiModel {
         self
     }
 
-    pub fn settings(&self) -> &OpenAiSettings {
+    pub(crate) fn settings(&self) -> &OpenAiSettings {
         &self.settings
     }
 
@@ -288,7 +294,7 @@ impl Model for OpenAiModel {
                 ))))
             }
         };
-        let recent = || self.encoded.lock().unwrap_or_else(|p| p.into_inner());
+        let recent = || crate::sync::lock(&self.encoded);
         let mut encoded = recent().take(&request.session_id);
         let body = encoded.body(&self.settings.model, &request, self.settings.images);
         recent().put(request.session_id, encoded);

@@ -25,7 +25,8 @@ use crate::session::history::HistoryItem;
 use crate::session::AssistantBlock;
 
 /// The request body for `model`, encoding every message (no earlier request to reuse).
-pub fn body(model: &str, request: &ModelRequest, images: bool) -> Bytes {
+#[cfg(test)]
+pub(crate) fn body(model: &str, request: &ModelRequest, images: bool) -> Bytes {
     EncodedHistory::default().body(model, request, images)
 }
 
@@ -42,7 +43,7 @@ fn tool(spec: &ToolSpec) -> Value {
 
 /// One session's last request body, and where each history message ends in it.
 #[derive(Debug, Default)]
-pub struct EncodedHistory {
+pub(crate) struct EncodedHistory {
     /// One per history item of the last request, in order.
     items: Vec<EncodedItem>,
     /// The last body. The next one keeps its bytes up to the first message that changed
@@ -93,7 +94,7 @@ impl EncodedHistory {
     /// last body is kept up to the first item that is not the one at its place last time
     /// (the same shared item, or an equal one) or whose stretch now makes another reasoning
     /// decision; the items from there on are encoded afresh.
-    pub fn body(&mut self, model: &str, request: &ModelRequest, images: bool) -> Bytes {
+    pub(crate) fn body(&mut self, model: &str, request: &ModelRequest, images: bool) -> Bytes {
         let how = UserEncoding {
             images,
             blobs: request.blobs.as_deref(),
@@ -193,7 +194,7 @@ fn head(model: &str, system: &str) -> String {
 /// The [`EncodedHistory`] of each session that called most recently, so that a session's next
 /// step starts from its last one. Bounded: a session pushed out just encodes afresh.
 #[derive(Debug, Default)]
-pub struct RecentHistories {
+pub(crate) struct RecentHistories {
     /// Least recently used first.
     sessions: Vec<(String, EncodedHistory)>,
 }
@@ -203,14 +204,14 @@ impl RecentHistories {
 
     /// Takes out `session`'s history (an empty one if none is kept), to build a body with it
     /// while no lock is held; [`RecentHistories::put`] returns it.
-    pub fn take(&mut self, session: &str) -> EncodedHistory {
+    pub(crate) fn take(&mut self, session: &str) -> EncodedHistory {
         match self.sessions.iter().position(|(id, _)| id == session) {
             Some(at) => self.sessions.remove(at).1,
             None => EncodedHistory::default(),
         }
     }
 
-    pub fn put(&mut self, session: String, encoded: EncodedHistory) {
+    pub(crate) fn put(&mut self, session: String, encoded: EncodedHistory) {
         if self.sessions.len() >= Self::KEPT {
             self.sessions.remove(0);
         }

@@ -9,17 +9,17 @@ use std::hash::{BuildHasher, Hasher};
 use std::time::{Duration, SystemTime};
 
 /// The longest computed wait between two attempts.
-pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// A `Retry-After` longer than this is not waited for; the error is reported instead.
-pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(120);
+pub(crate) const MAX_RETRY_AFTER: Duration = Duration::from_secs(120);
 
 /// Whether an HTTP status is worth another attempt.
-pub fn retryable_status(status: u16) -> bool {
+pub(crate) fn retryable_status(status: u16) -> bool {
     status == 429 || (500..=599).contains(&status)
 }
 
 /// The wait before retry number `retry` (0 for the first retry), given the base wait.
-pub fn backoff(base: Duration, retry: u32) -> Duration {
+pub(crate) fn backoff(base: Duration, retry: u32) -> Duration {
     let window = base
         .saturating_mul(1u32.checked_shl(retry.min(20)).unwrap_or(u32::MAX))
         .min(MAX_BACKOFF);
@@ -37,7 +37,7 @@ fn random_fraction() -> f64 {
 
 /// Parses a `Retry-After` value: delta seconds, or an IMF-fixdate such as
 /// `Wed, 21 Oct 2015 07:28:00 GMT` (relative to `now`; a date in the past means no wait).
-pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+pub(crate) fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     let value = value.trim();
     if let Ok(seconds) = value.parse::<f64>() {
         return (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds));

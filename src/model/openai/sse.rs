@@ -32,7 +32,7 @@ pub enum StreamFailure {
 
 impl StreamFailure {
     /// Whether trying the request again could help, when nothing was streamed yet.
-    pub fn retryable(&self) -> bool {
+    pub(crate) fn retryable(&self) -> bool {
         matches!(self, Self::Transport(_) | Self::EndedEarly)
     }
 }
@@ -66,6 +66,7 @@ pub struct SseDecoder {
 }
 
 impl SseDecoder {
+    /// Decodes `body`, giving up when no bytes arrive for `stall`.
     pub fn new<S, E>(body: S, stall: Duration) -> Self
     where
         S: Stream<Item = Result<Bytes, E>> + Send + 'static,

@@ -13,9 +13,9 @@ use crate::session::{blobs, UserPart};
 
 /// How to encode: whether images go as images, and where the blobs are.
 #[derive(Clone, Copy)]
-pub struct UserEncoding<'a> {
-    pub images: bool,
-    pub blobs: Option<&'a Path>,
+pub(crate) struct UserEncoding<'a> {
+    pub(crate) images: bool,
+    pub(crate) blobs: Option<&'a Path>,
 }
 
 enum Piece {
@@ -24,7 +24,7 @@ enum Piece {
 }
 
 /// The `content` value for `parts`.
-pub fn content(parts: &[UserPart], how: UserEncoding<'_>) -> Value {
+pub(crate) fn content(parts: &[UserPart], how: UserEncoding<'_>) -> Value {
     let pieces: Vec<Piece> = parts.iter().map(|part| piece(part, how)).collect();
     if pieces.iter().all(|p| matches!(p, Piece::Text(_))) {
         let texts: Vec<String> = pieces
@@ -112,7 +112,7 @@ fn piece(part: &UserPart, how: UserEncoding<'_>) -> Piece {
 }
 
 /// What a model that does not take images gets for one.
-pub fn image_placeholder(mime_type: &str, size: u64) -> String {
+pub(crate) fn image_placeholder(mime_type: &str, size: u64) -> String {
     format!(
         "[an image ({mime_type}, {size} bytes of base64) was attached here; this model does not take images]"
     )

@@ -12,16 +12,16 @@
 /// `data` lines joined with `\n`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
-    pub kind: String,
-    pub data: String,
+    pub(crate) kind: String,
+    pub(crate) data: String,
 }
 
 /// A line of the stream is not UTF-8.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("the event stream is not valid UTF-8")]
-pub struct NotUtf8;
+pub(crate) struct NotUtf8;
 
-pub struct EventParser {
+pub(crate) struct EventParser {
     /// Bytes received and not yet compacted away; `buf[..start]` is read already.
     buf: Vec<u8>,
     /// Where the next line starts.
@@ -43,7 +43,7 @@ struct Fields {
 }
 
 impl EventParser {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             buf: Vec::new(),
             start: 0,
@@ -56,7 +56,7 @@ impl EventParser {
 
     /// Appends bytes read from the stream. Call [`EventParser::next_event`] until it returns
     /// `None` before pushing again.
-    pub fn push(&mut self, bytes: &[u8]) {
+    pub(crate) fn push(&mut self, bytes: &[u8]) {
         if self.start > 0 {
             self.buf.drain(..self.start);
             self.scan -= self.start;
@@ -67,7 +67,7 @@ impl EventParser {
 
     /// The next complete event in what was pushed, or `None` when more bytes are needed. An
     /// event still open when the stream ends is never dispatched (as the SSE spec says).
-    pub fn next_event(&mut self) -> Result<Option<Event>, NotUtf8> {
+    pub(crate) fn next_event(&mut self) -> Result<Option<Event>, NotUtf8> {
         while let Some((from, to)) = self.next_line() {
             let mut line = std::str::from_utf8(&self.buf[from..to]).map_err(|_| NotUtf8)?;
             if std::mem::take(&mut self.first_line) {
