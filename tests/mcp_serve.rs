@@ -384,3 +384,33 @@ async fn streamable_http_serves_the_same_tools() {
     server.start_kill().unwrap();
     let _ = server.wait().await;
 }
+
+#[tokio::test]
+async fn an_editors_session_list_marks_a_session_started_over_mcp() {
+    let Some(world) = World::new() else { return };
+    world.model.push(text_reply(&["made over mcp"]));
+    let found = world
+        .client(&["call", "kin", r#"{"prompt": "hello"}"#])
+        .await;
+    let id = found[0]["structured"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // `kin acp` on the same KIN_HOME: the editor's own session is listed without the mark.
+    let home = world.home.path().to_string_lossy().into_owned();
+    let mut acp =
+        common::Wire::start_with(None, tempfile::tempdir().unwrap(), &[("KIN_HOME", &home)]);
+    acp.initialize().await;
+    let editors = acp.new_session().await;
+    let (_, answer) = acp.request(1, "session/list", json!({})).await;
+    let sessions = answer["result"]["sessions"].as_array().unwrap();
+    let entry = |wanted: &str| {
+        sessions
+            .iter()
+            .find(|s| s["sessionId"] == wanted)
+            .unwrap_or_else(|| panic!("{wanted} is not listed: {answer}"))
+            .clone()
+    };
+    assert_eq!(entry(&id)["_meta"]["kin.startedOver"], "mcp", "{answer}");
+    assert!(entry(&editors).get("_meta").is_none(), "{answer}");
+}
