@@ -414,3 +414,46 @@ async fn an_editors_session_list_marks_a_session_started_over_mcp() {
     assert_eq!(entry(&id)["_meta"]["kin.startedOver"], "mcp", "{answer}");
     assert!(entry(&editors).get("_meta").is_none(), "{answer}");
 }
+
+#[tokio::test]
+async fn kin_reply_steers_a_task_that_is_mid_turn() {
+    let Some(world) = World::new() else { return };
+    let fifo = world.cwd.path().join("gate");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    // The model's command blocks reading the FIFO: the task is mid-turn until the client
+    // writes to it, which it does only after kin_reply answered.
+    let command =
+        json!({"command": format!("read -r line < {} && echo got $line", fifo.display())});
+    world
+        .model
+        .push(tool_calls_reply(&[("c1", "bash", &command.to_string())]));
+    world
+        .model
+        .push(text_reply(&["Counting in French: un, deux, trois."]));
+    let fifo_arg = fifo.to_string_lossy().into_owned();
+    let found = world
+        .client(&["steer", &fifo_arg, "count to three", "answer in French"])
+        .await;
+    let started = &found[0]["structured"];
+    let replied = &found[1];
+    assert_eq!(replied["isError"], false, "{replied}");
+    assert_eq!(replied["structured"]["delivered"], "into the running task");
+    assert_eq!(replied["structured"]["taskId"], started["taskId"]);
+    let output = &found[2];
+    assert_eq!(output["structured"]["state"], "completed", "{output}");
+    assert_eq!(
+        output["structured"]["answer"],
+        "Counting in French: un, deux, trois."
+    );
+    // The model's second request, in the same task, carried the steering message after the
+    // command's result.
+    let requests = world.model.requests();
+    assert_eq!(requests.len(), 2);
+    let second = requests[1].body.to_string();
+    assert!(second.contains("answer in French"), "{second}");
+    assert!(second.contains("got go"), "{second}");
+}
