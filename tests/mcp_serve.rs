@@ -457,3 +457,63 @@ async fn kin_reply_steers_a_task_that_is_mid_turn() {
     assert!(second.contains("answer in French"), "{second}");
     assert!(second.contains("got go"), "{second}");
 }
+
+#[tokio::test]
+async fn the_agent_argument_runs_the_task_as_a_users_agent_definition() {
+    let Some(world) = World::new() else { return };
+    let config = world.home.path().join("config/kin");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("config.toml"),
+        "[models.small]\nmodel = \"mock-small\"\n",
+    )
+    .unwrap();
+    let agents = world.cwd.path().join(".kin/agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    std::fs::write(
+        agents.join("pirate.md"),
+        "---\ndescription: Reads and talks like a pirate\ntools: [Read, grep]\nmodel: small\n\
+         permission: read-only\n---\nAlways answer like a pirate.\n",
+    )
+    .unwrap();
+    world.model.push(text_reply(&["Arr, nothing to report."]));
+    let found = world
+        .client(&[
+            "call",
+            "kin",
+            r#"{"prompt": "report", "agent": "pirate", "mode": "ask"}"#,
+        ])
+        .await;
+    let result = &found[0];
+    assert_eq!(result["isError"], false, "{result}");
+    assert_eq!(result["structured"]["answer"], "Arr, nothing to report.");
+    // The definition's instructions, tools and model reached the model.
+    let request = &world.model.requests()[0].body;
+    assert_eq!(request["model"], "mock-small", "{request}");
+    assert!(
+        request.to_string().contains("Always answer like a pirate."),
+        "{request}"
+    );
+    let mut tools: Vec<&str> = request["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str())
+        .collect();
+    tools.sort_unstable();
+    assert_eq!(tools, ["grep", "read"], "{request}");
+    // Its permission narrowed the call's `ask` to read-only.
+    let id = result["structured"]["sessionId"].as_str().unwrap();
+    let log = world.log(id);
+    assert!(log.contains("read-only"), "{log}");
+    // An unknown name is refused, listing the defined ones.
+    let unknown = world
+        .client(&["call", "kin", r#"{"prompt": "x", "agent": "parrot"}"#])
+        .await;
+    assert_eq!(unknown[0]["isError"], true, "{}", unknown[0]);
+    let text = unknown[0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("unknown agent \"parrot\"") && text.contains("pirate"),
+        "{text}"
+    );
+}
