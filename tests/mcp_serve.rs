@@ -385,3 +385,136 @@ async fn streamable_http_serves_the_same_tools() {
     server.start_kill().unwrap();
     let _ = server.wait().await;
 }
+
+#[tokio::test]
+async fn an_editors_session_list_marks_a_session_started_over_mcp() {
+    let Some(world) = World::new() else { return };
+    world.model.push(text_reply(&["made over mcp"]));
+    let found = world
+        .client(&["call", "kin", r#"{"prompt": "hello"}"#])
+        .await;
+    let id = found[0]["structured"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // `kin acp` on the same KIN_HOME: the editor's own session is listed without the mark.
+    let home = world.home.path().to_string_lossy().into_owned();
+    let mut acp =
+        common::Wire::start_with(None, tempfile::tempdir().unwrap(), &[("KIN_HOME", &home)]);
+    acp.initialize().await;
+    let editors = acp.new_session().await;
+    let (_, answer) = acp.request(1, "session/list", json!({})).await;
+    let sessions = answer["result"]["sessions"].as_array().unwrap();
+    let entry = |wanted: &str| {
+        sessions
+            .iter()
+            .find(|s| s["sessionId"] == wanted)
+            .unwrap_or_else(|| panic!("{wanted} is not listed: {answer}"))
+            .clone()
+    };
+    assert_eq!(entry(&id)["_meta"]["kin.startedOver"], "mcp", "{answer}");
+    assert!(entry(&editors).get("_meta").is_none(), "{answer}");
+}
+
+#[tokio::test]
+async fn kin_reply_steers_a_task_that_is_mid_turn() {
+    let Some(world) = World::new() else { return };
+    let fifo = world.cwd.path().join("gate");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    // The model's command blocks reading the FIFO: the task is mid-turn until the client
+    // writes to it, which it does only after kin_reply answered.
+    let command =
+        json!({"command": format!("read -r line < {} && echo got $line", fifo.display())});
+    world
+        .model
+        .push(tool_calls_reply(&[("c1", "bash", &command.to_string())]));
+    world
+        .model
+        .push(text_reply(&["Counting in French: un, deux, trois."]));
+    let fifo_arg = fifo.to_string_lossy().into_owned();
+    let found = world
+        .client(&["steer", &fifo_arg, "count to three", "answer in French"])
+        .await;
+    let started = &found[0]["structured"];
+    let replied = &found[1];
+    assert_eq!(replied["isError"], false, "{replied}");
+    assert_eq!(replied["structured"]["delivered"], "into the running task");
+    assert_eq!(replied["structured"]["taskId"], started["taskId"]);
+    let output = &found[2];
+    assert_eq!(output["structured"]["state"], "completed", "{output}");
+    assert_eq!(
+        output["structured"]["answer"],
+        "Counting in French: un, deux, trois."
+    );
+    // The model's second request, in the same task, carried the steering message after the
+    // command's result.
+    let requests = world.model.requests();
+    assert_eq!(requests.len(), 2);
+    let second = requests[1].body.to_string();
+    assert!(second.contains("answer in French"), "{second}");
+    assert!(second.contains("got go"), "{second}");
+}
+
+#[tokio::test]
+async fn the_agent_argument_runs_the_task_as_a_users_agent_definition() {
+    let Some(world) = World::new() else { return };
+    let config = world.home.path().join("config/kin");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("config.toml"),
+        "[models.small]\nmodel = \"mock-small\"\n",
+    )
+    .unwrap();
+    let agents = world.cwd.path().join(".kin/agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    std::fs::write(
+        agents.join("pirate.md"),
+        "---\ndescription: Reads and talks like a pirate\ntools: [Read, grep]\nmodel: small\n\
+         permission: read-only\n---\nAlways answer like a pirate.\n",
+    )
+    .unwrap();
+    world.model.push(text_reply(&["Arr, nothing to report."]));
+    let found = world
+        .client(&[
+            "call",
+            "kin",
+            r#"{"prompt": "report", "agent": "pirate", "mode": "ask"}"#,
+        ])
+        .await;
+    let result = &found[0];
+    assert_eq!(result["isError"], false, "{result}");
+    assert_eq!(result["structured"]["answer"], "Arr, nothing to report.");
+    // The definition's instructions, tools and model reached the model.
+    let request = &world.model.requests()[0].body;
+    assert_eq!(request["model"], "mock-small", "{request}");
+    assert!(
+        request.to_string().contains("Always answer like a pirate."),
+        "{request}"
+    );
+    let mut tools: Vec<&str> = request["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str())
+        .collect();
+    tools.sort_unstable();
+    assert_eq!(tools, ["grep", "read"], "{request}");
+    // Its permission narrowed the call's `ask` to read-only.
+    let id = result["structured"]["sessionId"].as_str().unwrap();
+    let log = world.log(id);
+    assert!(log.contains("read-only"), "{log}");
+    // An unknown name is refused, listing the defined ones.
+    let unknown = world
+        .client(&["call", "kin", r#"{"prompt": "x", "agent": "parrot"}"#])
+        .await;
+    assert_eq!(unknown[0]["isError"], true, "{}", unknown[0]);
+    let text = unknown[0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("unknown agent \"parrot\"") && text.contains("pirate"),
+        "{text}"
+    );
+}

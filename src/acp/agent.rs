@@ -611,6 +611,12 @@ fn list_sessions(
                 s.additional_directories.iter().map(PathBuf::from).collect();
             info.title = s.title;
             info.updated_at = Some(iso8601(s.updated_ms));
+            if let Some(front_end) = s.started_over {
+                info.meta = Some(serde_json::Map::from_iter([(
+                    STARTED_OVER_META_KEY.to_owned(),
+                    Value::String(front_end),
+                )]));
+            }
             info
         })
         .collect();
@@ -620,6 +626,9 @@ fn list_sessions(
 }
 
 const CURSOR_PREFIX: &str = "kin2:";
+/// The `session/list` entry's `_meta` key naming the front end that made the session
+/// (`"mcp"`), present only for a session not made by an editor.
+const STARTED_OVER_META_KEY: &str = "kin.startedOver";
 
 fn parse_cursor(cursor: &str) -> Result<ListCursor, RpcError> {
     cursor

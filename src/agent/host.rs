@@ -407,11 +407,14 @@ impl AgentHost {
     }
 
     /// Creates, stores and publishes a new top-level session made by a front end other than
-    /// an editor (`started_over`, e.g. `"mcp"`, is recorded in its header).
+    /// an editor (`started_over`, e.g. `"mcp"`, is recorded in its header). `persona`
+    /// replaces kin's, and `tools` (names) narrows its tools, for an agent definition.
     pub(crate) fn create_session_started_over(
         &self,
         cwd: PathBuf,
         started_over: &str,
+        persona: Option<String>,
+        tools: Option<&[String]>,
     ) -> Result<Arc<Agent>, HostError> {
         let mut header = Header::new(
             uuid::Uuid::new_v4().to_string(),
@@ -420,7 +423,27 @@ impl AgentHost {
             Vec::new(),
         );
         header.started_over = Some(started_over.to_owned());
-        self.create_with_header(header, cwd)
+        let registry = match tools {
+            None => self.tools.clone(),
+            Some(allowed) => {
+                let mut narrowed = (*self.tools).clone();
+                narrowed.retain(|name| allowed.iter().any(|a| a == name));
+                Arc::new(narrowed)
+            }
+        };
+        let log = self.store.create(&header)?;
+        let agent = Arc::new(Agent::new(AgentSpec {
+            header,
+            cwd,
+            log,
+            events: Vec::new(),
+            options: AgentOptions::default(),
+            persona,
+            tools: registry,
+            structured: None,
+        }));
+        self.publish(agent.clone())?;
+        Ok(agent)
     }
 
     fn create_with_header(&self, header: Header, cwd: PathBuf) -> Result<Arc<Agent>, HostError> {

@@ -146,6 +146,42 @@ impl AgentCatalog {
     }
 }
 
+/// Narrows `definition` to what this kin has: a model that is not configured is dropped (the
+/// session runs on the caller's), and each tool is kept under kin's name (Claude Code's
+/// `Read` is kin's `read`) or left out. The notices say what was dropped.
+pub(crate) fn fit(
+    definition: &mut AgentDefinition,
+    model_known: impl Fn(&str) -> bool,
+    tool_known: impl Fn(&str) -> bool,
+) -> Vec<String> {
+    let shown = definition.source.display().to_string();
+    let mut notices = Vec::new();
+    if let Some(model) = &definition.model {
+        if !model_known(model) {
+            notices.push(format!(
+                "{shown}: model `{model}` is not configured; the child runs on yours"
+            ));
+            definition.model = None;
+        }
+    }
+    if let Some(tools) = definition.tools.take() {
+        let mut kept = Vec::new();
+        for tool in tools {
+            match [tool.clone(), tool.to_lowercase()]
+                .into_iter()
+                .find(|name| tool_known(name))
+            {
+                Some(name) => kept.push(name),
+                None => notices.push(format!(
+                    "{shown}: tool `{tool}` is not a kin tool; left out"
+                )),
+            }
+        }
+        definition.tools = Some(kept);
+    }
+    notices
+}
+
 /// The front matter as written; anything else is reported and ignored.
 #[derive(Deserialize)]
 struct FrontMatter {

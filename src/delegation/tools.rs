@@ -191,30 +191,13 @@ impl SubagentTool {
             .filter(|notice| notice.starts_with(&shown))
             .cloned()
             .collect();
-        let host = self.delegation.host().ok();
         // Claude Code's `sonnet` or a typo is no reason to fail: the child runs on the caller's.
-        if let (Some(model), Some(host)) = (&definition.model, &host) {
-            if host.models().lookup(model).is_err() {
-                notices.push(format!(
-                    "{shown}: model `{model}` is not configured; the child runs on yours"
-                ));
-                definition.model = None;
-            }
-        }
-        if let (Some(tools), Some(host)) = (definition.tools.take(), &host) {
-            let mut kept = Vec::new();
-            for tool in tools {
-                let known = [tool.clone(), tool.to_lowercase()]
-                    .into_iter()
-                    .find(|name| host.tools().get(name).is_some());
-                match known {
-                    Some(name) => kept.push(name),
-                    None => notices.push(format!(
-                        "{shown}: tool `{tool}` is not a kin tool; left out"
-                    )),
-                }
-            }
-            definition.tools = Some(kept);
+        if let Ok(host) = self.delegation.host() {
+            notices.extend(agents::fit(
+                &mut definition,
+                |model| host.models().lookup(model).is_ok(),
+                |tool| host.tools().get(tool).is_some(),
+            ));
         }
         for notice in &notices {
             tracing::warn!(agent = name, "{notice}");

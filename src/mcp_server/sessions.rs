@@ -4,7 +4,8 @@
 //! call and `kin_output` wait on the same thing. `kin_reply` steers a running task or, when
 //! the session is idle (or only on disk, after a restart), runs a new task on it.
 
-use std::path::PathBuf;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -13,7 +14,8 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::tools::{width, CallMode, ReplyArgs, StartArgs};
-use crate::agent::{Agent, StopReason, TurnError};
+use crate::agent::{Agent, StopReason, TurnError, DEFAULT_PERSONA};
+use crate::delegation::agents::{self, AgentDefinition};
 use crate::model::Credentials;
 use crate::runtime::{Runtime, RuntimeError};
 use crate::session::{AssistantBlock, EventBody, UserPart};
@@ -42,6 +44,8 @@ pub(crate) enum CallError {
     },
     #[error("cwd must be an absolute path of an existing directory, got {0:?}")]
     BadCwd(String),
+    #[error("unknown agent {name:?}; the defined agents are: {available}")]
+    UnknownAgent { name: String, available: String },
     #[error("unknown session {0}")]
     UnknownSession(String),
     #[error(
@@ -76,6 +80,9 @@ pub(crate) struct Sessions {
     cwd: PathBuf,
     /// Each session this server started or continued, with its latest task, oldest first.
     latest: Mutex<Vec<(String, TaskId)>>,
+    /// The permission of the agent definition a session was started as: every task of it
+    /// runs at most this wide.
+    clamps: Mutex<HashMap<String, PermissionMode>>,
 }
 
 impl Sessions {
@@ -85,6 +92,7 @@ impl Sessions {
             ceiling,
             cwd,
             latest: Mutex::default(),
+            clamps: Mutex::default(),
         }
     }
 
@@ -127,14 +135,34 @@ impl Sessions {
                 path
             }
         };
+        let definition = match args.agent.as_deref() {
+            Some(name) => Some(self.definition(name, &cwd)?),
+            None => None,
+        };
         self.check_key()?;
         let host = self.runtime.host();
-        let agent = host.create_session_started_over(cwd, STARTED_OVER)?;
-        if let Some(model) = &args.model {
+        let persona = definition
+            .as_ref()
+            .filter(|d| !d.instructions.is_empty())
+            .map(|d| format!("{DEFAULT_PERSONA}\n\n{}", d.instructions));
+        let tools = definition.as_ref().and_then(|d| d.tools.as_deref());
+        let agent = host.create_session_started_over(cwd, STARTED_OVER, persona, tools)?;
+        let clamp = definition.as_ref().and_then(|d| d.permission);
+        let mode = clamp.map_or(mode, |own| mode.strictest(own));
+        // The call's model wins over the definition's.
+        let model = args
+            .model
+            .clone()
+            .or_else(|| definition.and_then(|d| d.model));
+        if let Some(model) = &model {
             if let Err(error) = host.switch_model(&agent, model) {
                 host.unpublish_agent(&agent);
                 return Err(CallError::Model(error.to_string()));
             }
+        }
+        if let Some(own) = clamp {
+            let mut clamps = self.clamps.lock().unwrap_or_else(|p| p.into_inner());
+            clamps.insert(agent.id.clone(), own);
         }
         self.runtime.start_mcp(&agent, Vec::new());
         Ok((agent, mode))
@@ -177,6 +205,28 @@ impl Sessions {
         Ok(task)
     }
 
+    /// The definition `name` for a session in `cwd`, narrowed to what this kin has.
+    fn definition(&self, name: &str, cwd: &Path) -> Result<AgentDefinition, CallError> {
+        let catalog = agents::load_for(cwd);
+        let Some(found) = catalog.get(name) else {
+            return Err(CallError::UnknownAgent {
+                name: name.to_owned(),
+                available: catalog.names(),
+            });
+        };
+        let mut definition = found.clone();
+        let host = self.runtime.host();
+        let notices = agents::fit(
+            &mut definition,
+            |model| host.models().lookup(model).is_ok(),
+            |tool| host.tools().get(tool).is_some(),
+        );
+        for notice in &notices {
+            tracing::warn!(agent = name, "{notice}");
+        }
+        Ok(definition)
+    }
+
     /// The session `kin_reply` names, live or opened from disk, if `kin mcp` made it.
     fn reopen(&self, id: &str) -> Result<Arc<Agent>, CallError> {
         let host = self.runtime.host();
@@ -209,7 +259,16 @@ impl Sessions {
         args: &ReplyArgs,
         bridge: Arc<dyn ClientBridge>,
     ) -> Result<Delivery, CallError> {
-        let mode = self.mode(args.mode)?;
+        let mut mode = self.mode(args.mode)?;
+        let clamp = self
+            .clamps
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&args.session_id)
+            .copied();
+        if let Some(own) = clamp {
+            mode = mode.strictest(own);
+        }
         let agent = self.reopen(&args.session_id)?;
         if agent.is_running() {
             if let Some(task) = self.latest(&agent.id) {

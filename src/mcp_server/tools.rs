@@ -53,6 +53,8 @@ pub(crate) struct StartArgs {
     pub(crate) mode: CallMode,
     /// A configured model id to run on (see `kin config`). Default: the configured default model.
     pub(crate) model: Option<String>,
+    /// The name of one of the user's agent definitions (`.kin/agents/`, `.claude/agents/` in `cwd`, or `agents/` in kin's config directory) to run as: its instructions, tools, model and permission apply (`model` above wins over its model; its permission can only narrow `mode`). An unknown name is an error that lists the defined ones. Default: kin itself.
+    pub(crate) agent: Option<String>,
     /// Start the task in the background: the call returns the session id at once; collect the answer with `kin_output`. Default false: the call returns the final answer.
     #[serde(default)]
     pub(crate) background: bool,
@@ -101,7 +103,8 @@ pub(crate) struct CancelArgs {
 pub(crate) struct ListArgs {}
 
 const KIN: &str = "Delegate a coding task to kin, an agent with file, search and shell tools \
-    and its own subagents. It works in `cwd` and answers in text. By default the call waits \
+    and its own subagents. It works in `cwd` and answers in text; name one of the user's agent \
+    definitions in `agent` to run as that agent. By default the call waits \
     and returns the final answer with the session id; with background: true it returns the \
     session id at once (collect the answer with `kin_output`). Continue the session later with \
     `kin_reply`. Progress notifications report what kin is doing while the call runs.";

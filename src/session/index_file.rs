@@ -57,6 +57,10 @@ pub(crate) struct Record {
     /// existed lack it: their children are summarized from their files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) child: Option<ChildInfo>,
+    /// The header's `startedOver` (`"mcp"`). Records written before this field existed lack
+    /// it and read as `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) started_over: Option<String>,
     /// On a stamp record only: the directory's modification time (ns) when its files were
     /// last found to match the records before this one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -82,6 +86,7 @@ impl Record {
             title: summary.title,
             updated_ns: u64::try_from(summary.updated_ns).unwrap_or(u64::MAX),
             child: summary.child,
+            started_over: summary.started_over,
             ..Self::default()
         }
     }
@@ -94,6 +99,7 @@ impl Record {
             additional_directories: header.additional_directories.clone(),
             parent_session: header.parent_session.clone(),
             title,
+            started_over: header.started_over.clone(),
             ..Self::default()
         }
     }
@@ -127,6 +133,7 @@ impl Record {
             updated_ns: u128::from(self.updated_ns),
             parent_session: self.parent_session,
             child: self.child,
+            started_over: self.started_over,
         }
     }
 }

@@ -13,6 +13,7 @@ fn summary_of(path: &Path) -> Option<SessionSummary> {
         updated_ns: 1,
         parent_session: None,
         child: None,
+        started_over: None,
     })
 }
 
@@ -168,4 +169,17 @@ fn an_index_replaced_between_pages_is_read_anew() {
     let (again, _) = page(&cache, dir, None, None, 2, summary_of).unwrap();
     assert_eq!(again[0].id, "s050");
     assert_eq!(walk(&cache, dir, 9).len(), 100);
+}
+
+#[test]
+fn started_over_is_kept_and_an_older_record_without_it_still_reads() {
+    let mut header = Header::new("m1".into(), 1, "/w".into(), vec![]);
+    header.started_over = Some("mcp".into());
+    let line = serde_json::to_string(&Record::entry(&header, None)).unwrap();
+    assert!(line.contains(r#""startedOver":"mcp""#), "{line}");
+    let read: Record = serde_json::from_str(&line).unwrap();
+    assert_eq!(read.into_summary().started_over.as_deref(), Some("mcp"));
+    let old: Record = serde_json::from_str(r#"{"id":"e1","cwd":"/w","updatedNs":5}"#).unwrap();
+    let summary = old.into_summary();
+    assert_eq!((summary.id.as_str(), summary.started_over), ("e1", None));
 }

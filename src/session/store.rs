@@ -416,6 +416,7 @@ fn summarize(path: &Path) -> Result<Option<SessionSummary>, StoreError> {
         updated_ns: modified_ns,
         parent_session: header.parent_session,
         child,
+        started_over: header.started_over,
     }))
 }
 

@@ -19,6 +19,9 @@ pub struct SessionSummary {
     /// For a child session, what `list_agents` shows; `None` also for a child indexed by an
     /// older kin (read its file instead).
     pub(crate) child: Option<ChildInfo>,
+    /// The front end that made a top-level session when not an editor (`"mcp"`), from its
+    /// header; `None` also for a session indexed by an older kin.
+    pub(crate) started_over: Option<String>,
 }
 
 /// The title of the last `session/title` event in `lines` (log lines); only those are parsed.

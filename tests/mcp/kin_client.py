@@ -11,6 +11,10 @@ Scenarios:
                              and kin_output(wait) of the session
   elicit JSON                a foreground kin whose client answers permission asks through
                              elicitation with allow: true (and prints each question)
+  steer FIFO PROMPT MESSAGE  on a server started with --mode allow: kin(background, allow);
+                             once the model's command has opened FIFO for reading (the task is
+                             mid-turn), kin_reply(MESSAGE, background), then a line into FIFO
+                             to let the command end, then kin_output(wait)
   http URL PROMPT            over streamable HTTP: the tool names, then a foreground kin
 """
 
@@ -79,6 +83,17 @@ async def scenario(session, name, args):
         out(listed)
         sid = listed["structured"]["sessions"][0]["sessionId"]
         out(await call(session, "kin_output", {"session_id": sid, "wait": True, "timeout_seconds": 60}))
+    elif name == "steer":
+        fifo, prompt, message = args
+        started = await call(session, "kin", {"prompt": prompt, "mode": "allow", "background": True})
+        out(started)
+        sid = started["structured"]["sessionId"]
+        # Opening a FIFO for writing returns once its reader (the model's command) opened it.
+        pipe = await anyio.to_thread.run_sync(lambda: open(fifo, "w"))
+        out(await call(session, "kin_reply", {"session_id": sid, "prompt": message, "background": True}))
+        pipe.write("go\n")
+        pipe.close()
+        out(await call(session, "kin_output", {"session_id": sid, "wait": True, "timeout_seconds": 60}))
     else:
         raise SystemExit(f"unknown scenario {name}")
 
@@ -93,7 +108,8 @@ async def main():
                 out({"names": [t.name for t in listed.tools]})
                 out(await call(session, "kin", {"prompt": args[1]}))
         return
-    params = StdioServerParameters(command=kin, args=["mcp"], env=dict(os.environ))
+    server_args = ["mcp", "--mode", "allow"] if name == "steer" else ["mcp"]
+    params = StdioServerParameters(command=kin, args=server_args, env=dict(os.environ))
     callback = None
     if name == "elicit":
         async def callback(context, params):
