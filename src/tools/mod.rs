@@ -276,6 +276,11 @@ impl ToolOutput {
 }
 
 pub(crate) trait Tool: Send + Sync {
+    /// The name the model calls it by; by default the spec's (a tool whose spec is costly to
+    /// build answers it directly).
+    fn name(&self) -> String {
+        self.spec().name
+    }
     fn spec(&self) -> ToolSpec;
     /// The spec offered to a session working in `cwd` (a tool may list what it finds there).
     fn spec_in(&self, cwd: &std::path::Path) -> ToolSpec {
@@ -291,9 +296,8 @@ pub(crate) trait Tool: Send + Sync {
 
 /// The tools of a session, kept sorted by name (the order they are offered to the model).
 ///
-/// A tool's name comes from its spec, and building the specs (JSON schemas) is most of what
-/// registering costs, so the by-name map is built on first use: kin answers `initialize`
-/// before any session needs its tools.
+/// The by-name map is built on first use (kin answers `initialize` before any session needs
+/// its tools) from each tool's name, without building its spec.
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
     /// In registration order; a later tool replaces an earlier one of the same name.
@@ -315,7 +319,7 @@ impl ToolRegistry {
     fn by_name(&self) -> &BTreeMap<String, Arc<dyn Tool>> {
         self.by_name.get_or_init(|| {
             let named = self.tools.iter();
-            named.map(|tool| (tool.spec().name, tool.clone())).collect()
+            named.map(|tool| (tool.name(), tool.clone())).collect()
         })
     }
 

@@ -6,7 +6,10 @@
 //! contract (`protocol/schemas/tools/*.json`) uses: no `$schema`/`title`, no `format`, and no
 //! `null` type or `default` for optional fields (their defaults are told in the descriptions).
 
+use std::any::TypeId;
+use std::collections::HashMap;
 use std::future::Future;
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
@@ -64,6 +67,10 @@ pub(crate) trait TypedTool: Clone + Send + Sync + 'static {
 }
 
 impl<T: TypedTool> Tool for T {
+    fn name(&self) -> String {
+        TypedTool::name(self).into()
+    }
+
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: TypedTool::name(self).into(),
@@ -135,7 +142,22 @@ pub(crate) fn titled(verb: &str, subject: Option<&str>) -> String {
 }
 
 /// The parameters schema of `A`, in the contract's plain form (see the module docs).
-pub(crate) fn parameters<A: JsonSchema>() -> Value {
+///
+/// Generated once per type and then cloned: every turn builds its tool specs, and running
+/// `schemars` each time was most of what starting a child cost.
+pub(crate) fn parameters<A: JsonSchema + 'static>() -> Value {
+    static SCHEMAS: OnceLock<Mutex<HashMap<TypeId, Value>>> = OnceLock::new();
+    let schemas = SCHEMAS.get_or_init(Default::default);
+    // A poisoned lock only means another thread panicked mid-insert; the map is still whole.
+    let mut schemas = schemas.lock().unwrap_or_else(PoisonError::into_inner);
+    schemas
+        .entry(TypeId::of::<A>())
+        .or_insert_with(generate::<A>)
+        .clone()
+}
+
+/// Runs `schemars` for `A` and trims the result to the contract's form.
+fn generate<A: JsonSchema>() -> Value {
     let generator = SchemaSettings::draft2020_12()
         .with(|settings| {
             settings.meta_schema = None;
@@ -263,5 +285,54 @@ mod tests {
         assert_eq!(title(json!({"path": ""})), "Read");
         assert_eq!(title(json!({"offset": 2})), "Read");
         assert_eq!(title(json!("not an object")), "Read");
+    }
+
+    /// A typed tool that counts how often its parameters schema is asked for.
+    #[derive(Clone)]
+    struct Counted(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+    #[derive(Deserialize, JsonSchema)]
+    struct CountedArgs {
+        #[allow(dead_code)]
+        what: String,
+    }
+
+    impl TypedTool for Counted {
+        const NAME: &'static str = "counted";
+        const DESCRIPTION: &'static str = "Counts its schemas.";
+        type Args = CountedArgs;
+
+        fn parameters(&self) -> Value {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            parameters::<CountedArgs>()
+        }
+        fn kind(&self) -> super::super::ToolKind {
+            super::super::ToolKind::Other
+        }
+        fn title(&self, _: Option<&CountedArgs>) -> String {
+            "Counted".into()
+        }
+        async fn run(&self, _: CountedArgs, _: ToolContext) -> Result<ToolOutput, ToolOutput> {
+            Ok(ToolOutput::ok(""))
+        }
+    }
+
+    #[test]
+    fn looking_a_typed_tool_up_by_name_builds_no_schema() {
+        let built = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut registry = crate::tools::ToolRegistry::new();
+        registry.register(std::sync::Arc::new(Counted(built.clone())));
+        assert!(registry.get("counted").is_some());
+        assert_eq!(built.load(std::sync::atomic::Ordering::SeqCst), 0);
+        assert_eq!(registry.specs().len(), 1);
+        assert_eq!(built.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn a_cached_schema_equals_a_fresh_one() {
+        let first = parameters::<CountedArgs>();
+        assert_eq!(parameters::<CountedArgs>(), first);
+        assert_eq!(generate::<CountedArgs>(), first);
+        assert_eq!(first["required"], json!(["what"]));
     }
 }
