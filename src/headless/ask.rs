@@ -3,15 +3,13 @@
 //! This is the only editor service `kin run` has: files and commands stay local.
 
 use std::io::{BufRead, IsTerminal, Write};
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::tools::client::{
-    ClientError, ClientFeatures, ClientResult, PermissionAnswer, PermissionPrompt, TerminalExit,
-    TerminalOutput, TerminalSpec,
+    ClientError, ClientFeatures, ClientResult, PermissionAnswer, PermissionPrompt,
 };
 use crate::tools::ClientBridge;
 
@@ -85,14 +83,6 @@ fn ask_blocking(question: &str) -> PermissionAnswer {
     }
 }
 
-fn no_service<T: Send + 'static>(what: &str) -> ClientResult<T> {
-    let error = ClientError::Failed {
-        method: what.to_owned(),
-        message: "kin run has no editor".into(),
-    };
-    futures::future::ready(Err(error)).boxed()
-}
-
 impl ClientBridge for TerminalAsk {
     fn features(&self) -> ClientFeatures {
         ClientFeatures::default()
@@ -100,19 +90,6 @@ impl ClientBridge for TerminalAsk {
 
     fn for_child(self: Arc<Self>, _child_session: &str) -> Arc<dyn ClientBridge> {
         self
-    }
-
-    fn read_text_file(&self, _path: PathBuf, _cancel: CancellationToken) -> ClientResult<String> {
-        no_service("fs/read_text_file")
-    }
-
-    fn write_text_file(
-        &self,
-        _path: PathBuf,
-        _content: String,
-        _cancel: CancellationToken,
-    ) -> ClientResult<()> {
-        no_service("fs/write_text_file")
     }
 
     fn request_permission(
@@ -139,35 +116,6 @@ impl ClientBridge for TerminalAsk {
             }
         }
         .boxed()
-    }
-
-    fn create_terminal(
-        &self,
-        _call_id: String,
-        _spec: TerminalSpec,
-        _cancel: CancellationToken,
-    ) -> ClientResult<String> {
-        no_service("terminal/create")
-    }
-
-    fn terminal_output(&self, _terminal_id: String) -> ClientResult<TerminalOutput> {
-        no_service("terminal/output")
-    }
-
-    fn wait_for_terminal_exit(
-        &self,
-        _terminal_id: String,
-        _cancel: CancellationToken,
-    ) -> ClientResult<TerminalExit> {
-        no_service("terminal/wait_for_exit")
-    }
-
-    fn kill_terminal(&self, _terminal_id: String) -> ClientResult<()> {
-        no_service("terminal/kill")
-    }
-
-    fn release_terminal(&self, _terminal_id: String) -> ClientResult<()> {
-        no_service("terminal/release")
     }
 }
 

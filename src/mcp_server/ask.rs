@@ -2,7 +2,6 @@
 //! MCP elicitation when the client declared it, else refused with a message naming `mode`.
 //! Files and commands stay local: this bridge offers no other client service.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use futures::FutureExt;
@@ -13,8 +12,7 @@ use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::tools::client::{
-    ClientError, ClientFeatures, ClientResult, PermissionAnswer, PermissionPrompt, TerminalExit,
-    TerminalOutput, TerminalSpec,
+    ClientError, ClientFeatures, ClientResult, PermissionAnswer, PermissionPrompt,
 };
 use crate::tools::ClientBridge;
 
@@ -49,14 +47,6 @@ impl ElicitAsk {
     }
 }
 
-fn no_service<T: Send + 'static>(what: &str) -> ClientResult<T> {
-    let error = ClientError::Failed {
-        method: what.to_owned(),
-        message: "kin mcp offers no editor services".into(),
-    };
-    futures::future::ready(Err(error)).boxed()
-}
-
 /// The answer for what the client's user said.
 fn answer_of(reply: Result<Option<Approval>, ElicitationError>) -> PermissionAnswer {
     match reply {
@@ -73,19 +63,6 @@ impl ClientBridge for ElicitAsk {
 
     fn for_child(self: Arc<Self>, _child_session: &str) -> Arc<dyn ClientBridge> {
         self
-    }
-
-    fn read_text_file(&self, _path: PathBuf, _cancel: CancellationToken) -> ClientResult<String> {
-        no_service("fs/read_text_file")
-    }
-
-    fn write_text_file(
-        &self,
-        _path: PathBuf,
-        _content: String,
-        _cancel: CancellationToken,
-    ) -> ClientResult<()> {
-        no_service("fs/write_text_file")
     }
 
     fn request_permission(
@@ -106,35 +83,6 @@ impl ClientBridge for ElicitAsk {
             }
         }
         .boxed()
-    }
-
-    fn create_terminal(
-        &self,
-        _call_id: String,
-        _spec: TerminalSpec,
-        _cancel: CancellationToken,
-    ) -> ClientResult<String> {
-        no_service("terminal/create")
-    }
-
-    fn terminal_output(&self, _terminal_id: String) -> ClientResult<TerminalOutput> {
-        no_service("terminal/output")
-    }
-
-    fn wait_for_terminal_exit(
-        &self,
-        _terminal_id: String,
-        _cancel: CancellationToken,
-    ) -> ClientResult<TerminalExit> {
-        no_service("terminal/wait_for_exit")
-    }
-
-    fn kill_terminal(&self, _terminal_id: String) -> ClientResult<()> {
-        no_service("terminal/kill")
-    }
-
-    fn release_terminal(&self, _terminal_id: String) -> ClientResult<()> {
-        no_service("terminal/release")
     }
 }
 

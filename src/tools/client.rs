@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
+use futures::FutureExt;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -129,6 +130,16 @@ pub struct TerminalOutput {
 /// What a call to the editor comes to, later.
 pub type ClientResult<T> = BoxFuture<'static, Result<T, ClientError>>;
 
+/// The answer of an editor service a bridge does not offer (`kin run`, `kin mcp`): callers
+/// check [`ClientBridge::features`] first, so this is only a guard.
+fn not_offered<T: Send + 'static>(method: &str) -> ClientResult<T> {
+    let error = ClientError::Failed {
+        method: method.to_owned(),
+        message: "no editor serves this session".into(),
+    };
+    futures::future::ready(Err(error)).boxed()
+}
+
 /// The editor's services for one session. Every request is cancellable; a cancelled request
 /// still settles (with [`ClientError::Cancelled`] or the editor's own answer).
 pub trait ClientBridge: Send + Sync {
@@ -150,16 +161,21 @@ pub trait ClientBridge: Send + Sync {
     /// already decided the call may touch `path` (a path outside the roots was allowed by the
     /// mode or the user): the editor is never asked about a path before that, so its answer
     /// (content, or an error saying the file is missing) cannot leak past a refusal.
-    fn read_text_file(&self, path: PathBuf, cancel: CancellationToken) -> ClientResult<String>;
+    /// By default not offered, like every editor service (see [`not_offered`]).
+    fn read_text_file(&self, _path: PathBuf, _cancel: CancellationToken) -> ClientResult<String> {
+        not_offered("fs/read_text_file")
+    }
 
     /// Replaces the text of `path` (the editor creates the file if missing). Decided first,
     /// as [`ClientBridge::read_text_file`].
     fn write_text_file(
         &self,
-        path: PathBuf,
-        content: String,
-        cancel: CancellationToken,
-    ) -> ClientResult<()>;
+        _path: PathBuf,
+        _content: String,
+        _cancel: CancellationToken,
+    ) -> ClientResult<()> {
+        not_offered("fs/write_text_file")
+    }
 
     /// Asks the user whether a tool call may run.
     fn request_permission(
@@ -172,26 +188,36 @@ pub trait ClientBridge: Send + Sync {
     /// The caller must release it with [`ClientBridge::release_terminal`].
     fn create_terminal(
         &self,
-        call_id: String,
-        spec: TerminalSpec,
-        cancel: CancellationToken,
-    ) -> ClientResult<String>;
+        _call_id: String,
+        _spec: TerminalSpec,
+        _cancel: CancellationToken,
+    ) -> ClientResult<String> {
+        not_offered("terminal/create")
+    }
 
     /// What the terminal has printed so far.
-    fn terminal_output(&self, terminal_id: String) -> ClientResult<TerminalOutput>;
+    fn terminal_output(&self, _terminal_id: String) -> ClientResult<TerminalOutput> {
+        not_offered("terminal/output")
+    }
 
     /// Waits until the terminal's command exits.
     fn wait_for_terminal_exit(
         &self,
-        terminal_id: String,
-        cancel: CancellationToken,
-    ) -> ClientResult<TerminalExit>;
+        _terminal_id: String,
+        _cancel: CancellationToken,
+    ) -> ClientResult<TerminalExit> {
+        not_offered("terminal/wait_for_exit")
+    }
 
     /// Kills the terminal's command; the terminal stays until released.
-    fn kill_terminal(&self, terminal_id: String) -> ClientResult<()>;
+    fn kill_terminal(&self, _terminal_id: String) -> ClientResult<()> {
+        not_offered("terminal/kill")
+    }
 
     /// Releases the terminal (killing its command if it still runs).
-    fn release_terminal(&self, terminal_id: String) -> ClientResult<()>;
+    fn release_terminal(&self, _terminal_id: String) -> ClientResult<()> {
+        not_offered("terminal/release")
+    }
 
     /// Shows `text` as what the running call `call_id` has done so far (it replaces what was
     /// shown before). An editor that cannot show it ignores it.
