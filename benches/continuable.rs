@@ -166,6 +166,10 @@ async fn list_many(runtime: &Arc<Runtime>, parent: &Arc<Agent>) {
     let child = settled_child(runtime, parent).await;
     let text = std::fs::read_to_string(runtime.host().store().path(&child).unwrap()).unwrap();
     let other = uuid::Uuid::new_v4().to_string();
+    // The copies go beside the real child (children have their own directory), and the
+    // directory's index is dropped so the store rebuilds it from the files, as after a crash.
+    let child_dir = runtime.host().store().path(&child).unwrap();
+    let child_dir = child_dir.parent().unwrap().to_owned();
     for n in 0..20_000 {
         let id = uuid::Uuid::new_v4().to_string();
         let copy = text.replace(&child, &id);
@@ -174,8 +178,9 @@ async fn list_many(runtime: &Arc<Runtime>, parent: &Arc<Agent>) {
         } else {
             copy.replace(&parent.id, &other)
         };
-        std::fs::write(runtime.host().store().path(&id).unwrap(), copy).unwrap();
+        std::fs::write(child_dir.join(format!("{id}.jsonl")), copy).unwrap();
     }
+    std::fs::remove_file(child_dir.join(".index")).unwrap();
     let mut samples = Vec::new();
     let mut listed = 0;
     for i in 0..13 {

@@ -40,13 +40,13 @@ fn prompt(text: &str) -> Vec<UserPart> {
     vec![UserPart::Text { text: text.into() }]
 }
 
-async fn child_overhead(runtime: &Arc<Runtime>, cwd: &std::path::Path) {
+async fn child_overhead(runtime: &Arc<Runtime>, cwd: &std::path::Path, runs: usize) {
     let parent = runtime
         .host()
         .create_session(cwd.to_owned(), vec![], 0)
         .unwrap();
     let (mut child_times, mut turn_times) = (Vec::new(), Vec::new());
-    for i in 0..520 {
+    for i in 0..20 + runs {
         let started = Instant::now();
         let request = StartRequest::new(prompt("go"), parent.clone(), CancellationToken::new());
         let run = runtime
@@ -76,7 +76,7 @@ async fn child_overhead(runtime: &Arc<Runtime>, cwd: &std::path::Path) {
     }
     let (child, turn) = (median(child_times), median(turn_times));
     println!(
-        "delegation: child start -> result median {:.3} ms; a plain turn on a new session {:.3} ms; overhead {:.3} ms per child (500 runs after 20 warm-ups; each includes one fsync at turn end)",
+        "delegation: child start -> result median {:.3} ms; a plain turn on a new session {:.3} ms; overhead {:.3} ms per child ({runs} runs after 20 warm-ups; each includes one fsync at turn end)",
         ms(child),
         ms(turn),
         ms(child.saturating_sub(turn))
@@ -173,10 +173,18 @@ async fn fork_big_parent(runtime: &Arc<Runtime>, cwd: &std::path::Path) {
 }
 
 fn main() {
-    instant_model::in_process(Arc::new(InstantModel), |runtime, cwd| async move {
+    // `KIN_BENCH_CHILD_RUNS=N` runs only the child start -> result part, N times (for a profile).
+    let only = std::env::var("KIN_BENCH_CHILD_RUNS")
+        .ok()
+        .and_then(|runs| runs.parse::<usize>().ok());
+    instant_model::in_process(Arc::new(InstantModel), move |runtime, cwd| async move {
+        if let Some(runs) = only {
+            child_overhead(&runtime, &cwd, runs).await;
+            return;
+        }
         // First, so the peak RSS it reports is its own.
         many_background(&runtime, &cwd).await;
-        child_overhead(&runtime, &cwd).await;
+        child_overhead(&runtime, &cwd, 500).await;
         fork_big_parent(&runtime, &cwd).await;
     });
 }

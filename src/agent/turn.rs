@@ -15,7 +15,7 @@ use super::{
 use crate::model::{ModelChoice, ModelError, ModelRequest};
 use crate::session::*;
 use crate::time::now_ms;
-use crate::tools::{ToolContext, ToolOutput};
+use crate::tools::{SpecScope, ToolContext, ToolOutput};
 
 /// How one step ended.
 enum StepEnd {
@@ -57,7 +57,10 @@ pub(super) async fn run(
         cancel,
         turn,
         tool_cancelled: false,
-        builtin_specs: agent.tools.specs_in(&agent.cwd),
+        builtin_specs: agent.tools.specs_in(SpecScope {
+            cwd: &agent.cwd,
+            top_level: agent.header.parent_session.is_none(),
+        }),
     };
     agent.context.begin_turn();
     let result = this.run(prompt).await;

@@ -5,13 +5,15 @@
 //! definition of a name wins, so the workspace's beat the user's. A file that cannot be used
 //! is skipped with a notice; it never fails a session.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Deserialize;
 use serde_yaml_ng::Value;
 
+use crate::sync::lock;
 use crate::tools::PermissionMode;
 
 /// One usable agent definition.
@@ -70,6 +72,30 @@ pub(crate) fn dirs(cwd: &Path, config_dir: Option<&Path>) -> Vec<PathBuf> {
 pub fn load_for(cwd: &Path) -> AgentCatalog {
     let config_dir = crate::config::config_dir(&crate::config::process_env);
     AgentCatalog::load(&dirs(cwd, config_dir.as_deref()))
+}
+
+/// The catalogs read so far, by workspace. A top-level turn reads its workspace's definitions
+/// again (so a file added or edited between prompts counts from the next one); a child's
+/// turn uses what was last read for its workspace, which spares every child of a tree the
+/// directory reads.
+#[derive(Debug, Default)]
+pub(crate) struct Catalogs {
+    by_cwd: Mutex<HashMap<PathBuf, Arc<AgentCatalog>>>,
+}
+
+impl Catalogs {
+    /// The definitions for a session in `cwd`: read again when `reread`, else the last read
+    /// (or a first one).
+    pub(crate) fn get(&self, cwd: &Path, reread: bool) -> Arc<AgentCatalog> {
+        if !reread {
+            if let Some(catalog) = lock(&self.by_cwd).get(cwd) {
+                return catalog.clone();
+            }
+        }
+        let catalog = Arc::new(load_for(cwd));
+        lock(&self.by_cwd).insert(cwd.to_owned(), catalog.clone());
+        catalog
+    }
 }
 
 impl AgentCatalog {
@@ -367,6 +393,29 @@ mod tests {
 
     fn parsed(text: &str) -> Result<(AgentDefinition, Vec<String>), DefinitionError> {
         parse(Path::new("/x/reviewer.md"), text)
+    }
+
+    #[test]
+    fn a_child_turn_uses_what_the_last_top_level_turn_read() {
+        let cwd = tempfile::tempdir().unwrap();
+        let dir = cwd.path().join(".kin/agents");
+        std::fs::create_dir_all(&dir).unwrap();
+        let write = |name: &str| {
+            let text = format!("---\nname: {name}\ndescription: d\n---\nbody\n");
+            std::fs::write(dir.join(format!("{name}.md")), text).unwrap();
+        };
+        let names = |catalog: &AgentCatalog| -> Vec<String> {
+            // Only this workspace's: the user's config directory may hold others.
+            let ours = catalog.agents.iter().filter(|a| a.source.starts_with(&dir));
+            ours.map(|a| a.name.clone()).collect()
+        };
+        let catalogs = Catalogs::default();
+        write("first");
+        assert_eq!(names(&catalogs.get(cwd.path(), false)), ["first"]);
+        write("second");
+        assert_eq!(names(&catalogs.get(cwd.path(), false)), ["first"]);
+        assert_eq!(names(&catalogs.get(cwd.path(), true)), ["first", "second"]);
+        assert_eq!(names(&catalogs.get(cwd.path(), false)), ["first", "second"]);
     }
 
     #[test]

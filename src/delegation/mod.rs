@@ -132,6 +132,8 @@ pub struct Delegation {
     /// Time limits, caps and budgets (`[delegation]`).
     settings: DelegationSettings,
     budgets: budget::Budgets,
+    /// The agent definitions read for each workspace.
+    catalogs: agents::Catalogs,
 }
 
 impl Delegation {
@@ -168,6 +170,7 @@ impl Delegation {
             host: OnceLock::new(),
             activations: Arc::new(Activations::new(queue)),
             budgets: budget::Budgets::new(&settings),
+            catalogs: agents::Catalogs::default(),
             settings,
         });
         let weak = Arc::downgrade(&delegation);

@@ -18,7 +18,7 @@ use crate::agent::{StopReason, DEFAULT_PERSONA};
 use crate::session::UserPart;
 use crate::tasks::{TaskId, TaskStatus};
 use crate::tools::typed::{parameters, TypedTool};
-use crate::tools::{ToolContext, ToolKind, ToolOutput};
+use crate::tools::{SpecScope, ToolContext, ToolKind, ToolOutput};
 
 /// The arguments of a delegation tool call. The texts are optional to serde so that a missing
 /// or empty one gets the tool's own error, as before typed arguments.
@@ -163,7 +163,7 @@ impl SubagentTool {
         name: &str,
         cwd: &std::path::Path,
     ) -> Result<(AgentDefinition, Vec<String>), ToolOutput> {
-        let catalog = agents::load_for(cwd);
+        let catalog = self.delegation.catalogs.get(cwd, false);
         let Some(found) = catalog.get(name) else {
             let broken: Vec<&String> = catalog
                 .notices
@@ -237,9 +237,9 @@ impl TypedTool for SubagentTool {
         self.what_it_does()
     }
 
-    fn description_in(&self, cwd: &std::path::Path) -> String {
+    fn description_in(&self, scope: SpecScope<'_>) -> String {
         let what = self.what_it_does();
-        let catalog = agents::load_for(cwd);
+        let catalog = self.delegation.catalogs.get(scope.cwd, scope.top_level);
         if catalog.agents.is_empty() {
             return what;
         }

@@ -91,23 +91,27 @@ impl SessionStore {
                 id: header.id.clone(),
             });
         }
-        self.layout
-            .make_dir(shelf)
-            .map_err(io_error("creating the sessions directory", &shelf.dir))?;
-        let file = OpenOptions::new()
-            .append(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(|source| match source.kind() {
-                io::ErrorKind::AlreadyExists => StoreError::Exists {
-                    id: header.id.clone(),
-                },
-                _ => StoreError::Io {
-                    op: "creating the session log",
-                    path: path.clone(),
-                    source,
-                },
-            })?;
+        let open = || OpenOptions::new().append(true).create_new(true).open(&path);
+        // The directory is made when the first open finds it missing, not checked every time.
+        let file = match open() {
+            Err(error) if error.kind() == io::ErrorKind::NotFound => {
+                self.layout
+                    .make_dir(shelf)
+                    .map_err(io_error("creating the sessions directory", &shelf.dir))?;
+                open()
+            }
+            opened => opened,
+        }
+        .map_err(|source| match source.kind() {
+            io::ErrorKind::AlreadyExists => StoreError::Exists {
+                id: header.id.clone(),
+            },
+            _ => StoreError::Io {
+                op: "creating the session log",
+                path: path.clone(),
+                source,
+            },
+        })?;
         // Nobody else knows the new id yet, so this is only refused by a foreign program.
         let lock = match SessionLock::acquire(&path, &header.id) {
             Ok(lock) => lock,

@@ -275,6 +275,14 @@ impl ToolOutput {
     }
 }
 
+/// Where a turn's tool specs are offered: the session's cwd, and whether the session is
+/// top-level (a tool that lists files it finds reads them again only then).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SpecScope<'a> {
+    pub(crate) cwd: &'a std::path::Path,
+    pub(crate) top_level: bool,
+}
+
 pub(crate) trait Tool: Send + Sync {
     /// The name the model calls it by; by default the spec's (a tool whose spec is costly to
     /// build answers it directly).
@@ -282,9 +290,9 @@ pub(crate) trait Tool: Send + Sync {
         self.spec().name
     }
     fn spec(&self) -> ToolSpec;
-    /// The spec offered to a session working in `cwd` (a tool may list what it finds there).
-    fn spec_in(&self, cwd: &std::path::Path) -> ToolSpec {
-        let _ = cwd;
+    /// The spec offered to a session working in `scope` (a tool may list what it finds there).
+    fn spec_in(&self, scope: SpecScope<'_>) -> ToolSpec {
+        let _ = scope;
         self.spec()
     }
     fn kind(&self) -> ToolKind;
@@ -340,11 +348,11 @@ impl ToolRegistry {
         self.by_name().values().map(|tool| tool.spec()).collect()
     }
 
-    /// The specs offered to a session working in `cwd`.
-    pub(crate) fn specs_in(&self, cwd: &std::path::Path) -> Vec<ToolSpec> {
+    /// The specs offered to a session working in `scope`.
+    pub(crate) fn specs_in(&self, scope: SpecScope<'_>) -> Vec<ToolSpec> {
         self.by_name()
             .values()
-            .map(|tool| tool.spec_in(cwd))
+            .map(|tool| tool.spec_in(scope))
             .collect()
     }
 

@@ -19,7 +19,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::{Tool, ToolContext, ToolDisplay, ToolKind, ToolOutput};
+use super::{SpecScope, Tool, ToolContext, ToolDisplay, ToolKind, ToolOutput};
 use crate::model::ToolSpec;
 
 /// A model-facing tool with typed arguments; see the module docs.
@@ -40,9 +40,9 @@ pub(crate) trait TypedTool: Clone + Send + Sync + 'static {
     fn description(&self) -> String {
         Self::DESCRIPTION.into()
     }
-    /// What a session working in `cwd` is told (by default the same).
-    fn description_in(&self, cwd: &std::path::Path) -> String {
-        let _ = cwd;
+    /// What a session working in `scope` is told (by default the same).
+    fn description_in(&self, scope: SpecScope<'_>) -> String {
+        let _ = scope;
         self.description()
     }
     /// The parameters schema: generated from `Args`; an instance may reword descriptions.
@@ -79,10 +79,10 @@ impl<T: TypedTool> Tool for T {
         }
     }
 
-    fn spec_in(&self, cwd: &std::path::Path) -> ToolSpec {
+    fn spec_in(&self, scope: SpecScope<'_>) -> ToolSpec {
         ToolSpec {
             name: TypedTool::name(self).into(),
-            description: TypedTool::description_in(self, cwd),
+            description: TypedTool::description_in(self, scope),
             parameters: TypedTool::parameters(self),
         }
     }
