@@ -11,12 +11,12 @@ use std::sync::Arc;
 
 use agent_client_protocol_schema::v1::{
     ClientCapabilities, CreateTerminalRequest, CreateTerminalResponse, EnvVariable,
-    KillTerminalRequest,
-    PermissionOption, PermissionOptionKind, ReadTextFileRequest, ReadTextFileResponse,
-    ReleaseTerminalRequest, RequestPermissionOutcome, RequestPermissionRequest,
-    RequestPermissionResponse, SessionNotification, TerminalExitStatus, TerminalOutputRequest,
-    TerminalOutputResponse, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
-    WaitForTerminalExitRequest, WaitForTerminalExitResponse, WriteTextFileRequest,
+    KillTerminalRequest, PermissionOption, PermissionOptionKind, ReadTextFileRequest,
+    ReadTextFileResponse, ReleaseTerminalRequest, RequestPermissionOutcome,
+    RequestPermissionRequest, RequestPermissionResponse, SessionNotification, TerminalExitStatus,
+    TerminalOutputRequest, TerminalOutputResponse, ToolCallStatus, ToolCallUpdate,
+    ToolCallUpdateFields, WaitForTerminalExitRequest, WaitForTerminalExitResponse,
+    WriteTextFileRequest,
 };
 use futures::FutureExt;
 use serde::de::DeserializeOwned;

@@ -10,7 +10,7 @@
 //! [`CommandGrants`]). A child reaches only the terminals it created; whatever it leaves open
 //! is released when its session ends ([`TerminalServices::close`], or the drop of the table).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::sync::{Arc, Mutex};
@@ -28,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::permission::{self, Asker, CommandGrants, Decision};
 use super::services::confine;
+use super::shown_terminals::{self, Shown};
 use crate::config::AcpPermission;
 use crate::process::child_env;
 use crate::process::group::Terminal;
@@ -44,6 +45,9 @@ const MAX_OUTPUT_BYTES: u64 = 1 << 20;
 const DEFAULT_OUTPUT_BYTES: u64 = 64 * 1024;
 /// The JSON-RPC code of a command kin refused to run (implementation-defined range).
 const REFUSED: i32 = -32000;
+/// Released terminals whose showing is remembered: a child's last update of a tool call
+/// names its terminal after releasing it.
+const REMEMBERED: usize = 32;
 
 /// Where one child's terminals run, and the ones it has open.
 pub(super) struct TerminalServices {
@@ -59,6 +63,8 @@ struct Table {
     next: u64,
     /// By the id the child was given.
     open: HashMap<String, Open>,
+    /// How the last released terminals show, oldest first.
+    released: VecDeque<(String, Shown)>,
     /// The child's session ended: nothing new starts.
     closed: bool,
 }
@@ -289,6 +295,22 @@ impl TerminalServices {
         }
     }
 
+    /// How the editor is shown terminal `id` that the child's tool call names: the editor's
+    /// own keeps its id, one kin runs becomes its output; `None` for an id kin never gave
+    /// this child (or released too long ago).
+    pub(crate) fn shown(&self, id: &str) -> Option<Shown> {
+        let table = lock(&self.table);
+        match table.open.get(id) {
+            Some(Open::Editor(_)) => Some(Shown::Editor),
+            Some(Open::Local(terminal)) => Some(shown_terminals::local(terminal)),
+            None => table
+                .released
+                .iter()
+                .find(|(known, _)| known == id)
+                .map(|(_, shown)| shown.clone()),
+        }
+    }
+
     fn find(&self, id: &str) -> Result<Open, RpcError> {
         lock(&self.table)
             .open
@@ -388,7 +410,23 @@ impl TerminalServices {
 
     /// `terminal/release`: killed if still running, and forgotten.
     pub(crate) fn release(self: &Arc<Self>, request: ReleaseTerminalRequest) -> Reply {
-        let Some(open) = lock(&self.table).open.remove(&*request.terminal_id.0) else {
+        let open = {
+            let mut table = lock(&self.table);
+            let open = table.open.remove(&*request.terminal_id.0);
+            if let Some(open) = &open {
+                let shown = match open {
+                    Open::Editor(_) => Shown::Editor,
+                    Open::Local(terminal) => shown_terminals::kept(terminal),
+                };
+                if table.released.len() >= REMEMBERED {
+                    table.released.pop_front();
+                }
+                let id = request.terminal_id.0.to_string();
+                table.released.push_back((id, shown));
+            }
+            open
+        };
+        let Some(open) = open else {
             let id = request.terminal_id.0;
             return Reply::Now(Err(RpcError::invalid_params(format!(
                 "unknown terminal {id}"

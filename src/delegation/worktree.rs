@@ -121,7 +121,10 @@ fn git_failed(command: &str, message: String) -> WorktreeError {
 }
 
 /// `git worktree add` of `worktree`, stopped by `cancel` (which removes what it had made).
-pub(crate) async fn add(worktree: &Worktree, cancel: &CancellationToken) -> Result<(), WorktreeError> {
+pub(crate) async fn add(
+    worktree: &Worktree,
+    cancel: &CancellationToken,
+) -> Result<(), WorktreeError> {
     let shown = worktree.dir.display().to_string();
     let args: Vec<String> = [
         "worktree",

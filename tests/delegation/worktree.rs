@@ -330,7 +330,10 @@ async fn a_continuable_worktree_child_killed_while_its_worktree_is_made_is_store
     assert!(output.contains("changed files:\n  two.txt\n"), "{output}");
     let cwds = world.child_cwds(&parent.id);
     assert_eq!(cwds.len(), 2, "a write, then its answer: {cwds:?}");
-    assert!(cwds[0].starts_with(repo.join(".git/kin-worktrees")), "{cwds:?}");
+    assert!(
+        cwds[0].starts_with(repo.join(".git/kin-worktrees")),
+        "{cwds:?}"
+    );
     assert!(cwds[0].join("two.txt").exists());
     assert_eq!(kin_branches(&repo), format!("kin/{}", started.child_id));
 }
