@@ -13,6 +13,8 @@
 //! - `wait`: answers the handshake; a prompt waits for `session/cancel`, then ends `cancelled`;
 //!   a second prompt meanwhile is refused with an error, as kin refuses one;
 //! - `usage`: as `wait`, but the prompt first reports a `usage_update` whose cost is 0.5 USD;
+//! - `priced`: advertises `loadSession`; a prompt reports a `usage_update` whose cost is 0.5 USD
+//!   and answers `priced`;
 //! - `steer`: a prompt waits for a second one, answers it with `took: <its text>` and then
 //!   ends both `end_turn` (a child that accepts a prompt while busy);
 //! - `permission`: a prompt asks for permission and answers with the outcome it got;
@@ -97,6 +99,11 @@ fn main() -> std::io::Result<()> {
                     &reply(json!({"protocolVersion": 1,
                         "agentCapabilities": {"mcpCapabilities": {"http": false}}})),
                 )?,
+                "priced" => send(
+                    &mut out,
+                    &reply(json!({"protocolVersion": 1,
+                        "agentCapabilities": {"loadSession": true}})),
+                )?,
                 _ => send(
                     &mut out,
                     &reply(json!({"protocolVersion": 1, "agentCapabilities": {}})),
@@ -178,6 +185,18 @@ fn main() -> std::io::Result<()> {
                         &mut out,
                         &json!({"jsonrpc": "2.0", "id": second["id"], "result": {"stopReason": "end_turn"}}),
                     )?;
+                }
+                "priced" => {
+                    let usage = json!({"jsonrpc": "2.0", "method": "session/update",
+                        "params": {"sessionId": "fake-session", "update": {
+                            "sessionUpdate": "usage_update", "used": 10, "size": 1000,
+                            "cost": {"amount": 0.5, "currency": "USD"}}}});
+                    send(&mut out, &usage)?;
+                    send(
+                        &mut out,
+                        &chunk("fake-session", "agent_message_chunk", "priced"),
+                    )?;
+                    send(&mut out, &reply(json!({"stopReason": "end_turn"})))?;
                 }
                 "bad-stop" => {
                     send(&mut out, &reply(json!({"stopReason": "paused"})))?;

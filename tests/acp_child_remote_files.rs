@@ -198,3 +198,29 @@ async fn a_remote_childs_paths_outside_the_editors_workspace_or_without_an_edito
     assert_eq!(run(&base, &remote, None).await, "error error error");
     assert!(!base.join("work/inside.txt").exists());
 }
+
+#[tokio::test]
+async fn a_remote_cwd_spelled_inside_the_workspace_that_leads_out_through_a_symlink_is_refused() {
+    let (_root, base) = workspace();
+    let editor = Arc::new(DiskEditor::default());
+    // `work/link` points at `elsewhere/`, outside the local cwd `work/`.
+    let remote = base.join("work/link").display().to_string();
+    assert_eq!(
+        run(&base.join("work"), &remote, Some(editor.clone())).await,
+        "error error error"
+    );
+    assert!(editor.calls.lock().unwrap().is_empty());
+    assert!(!base.join("elsewhere/inside.txt").exists());
+    assert!(!base.join("elsewhere/link").exists());
+}
+
+#[tokio::test]
+async fn a_local_cwd_reached_through_a_symlink_covers_the_directory_it_points_to() {
+    let (_root, base) = workspace();
+    std::os::unix::fs::symlink(base.join("work"), base.join("alias")).unwrap();
+    let editor = Arc::new(DiskEditor::default());
+    let remote = base.join("work").display().to_string();
+    let answer = run(&base.join("alias"), &remote, Some(editor.clone())).await;
+    assert_eq!(answer, "ok error error");
+    assert!(base.join("work/inside.txt").exists());
+}

@@ -1145,3 +1145,36 @@ async fn an_acp_child_is_stopped_at_the_budget_of_the_cost_it_reports() {
         "{parent_log}"
     );
 }
+
+#[tokio::test]
+async fn list_agents_shows_what_an_acp_child_reported_against_its_cost_budget() {
+    // The child advertises loadSession (so it is continuable and listed), reports a cost of
+    // 0.5 and answers: under a child cost budget of 2.
+    let marker = marker("priced");
+    let table = format!(
+        "[delegation]\nchild_budget_cost = 2.0\n\n[acp_agents.fake]\ncommand = {:?}\nargs = [{marker:?}, \"priced\"]\n",
+        fake_child().display().to_string(),
+    );
+    let parent = Script::new()
+        .calls(&[(
+            "start",
+            "subagent_fake",
+            json!({"description": "Ask fake", "prompt": "Hello.", "run_in_background": true}),
+        )])
+        .calls(&[(
+            "first",
+            "task_output",
+            json!({"task_id": "subagent-1", "wait": true}),
+        )])
+        .calls(&[("listed", "list_agents", json!({}))])
+        .text("PARENT_DONE");
+    let logs = kin_parent_of(parent, &table, &marker).await;
+    let parent_log = log_at_depth(&logs, 0);
+    assert!(
+        parent_log.contains(
+            "turns: 1, last stop: completed, model: default, budget: 0.5000 of 2 cost spent in \
+             its last activation, 1.5000 left — Ask fake"
+        ),
+        "{parent_log}"
+    );
+}

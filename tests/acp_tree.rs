@@ -252,6 +252,53 @@ async fn a_client_without_subagents_sees_no_child_text_only_a_summary_on_the_too
     assert!(title.starts_with("Ask kin: "), "{title}");
 }
 
+/// The terminal ids and the texts in the tool calls of `session`.
+fn tool_call_content(messages: &[Value], session: &str) -> (Vec<String>, String) {
+    let mut ids = Vec::new();
+    let mut texts = String::new();
+    let calls = messages.iter().filter_map(update_of).filter(|(id, u)| {
+        *id == session
+            && (u["sessionUpdate"] == "tool_call" || u["sessionUpdate"] == "tool_call_update")
+    });
+    for (_, update) in calls {
+        for item in update["content"].as_array().into_iter().flatten() {
+            match item["type"].as_str() {
+                Some("terminal") => ids.push(item["terminalId"].as_str().unwrap().to_owned()),
+                Some("content") => texts.push_str(item["content"]["text"].as_str().unwrap_or("")),
+                _ => {}
+            }
+        }
+    }
+    (ids, texts)
+}
+
+#[tokio::test]
+async fn a_kin_childs_terminal_shows_as_its_output_unless_the_editor_runs_it() {
+    // No terminals in the editor: kin runs the child's command itself, and the child's tool
+    // call shows its output, not an id the editor never gave.
+    let messages = run_tree(json!({"subagents": {}}), &["allow_once"], Vec::new()).await;
+    let parent = parent_session(&messages);
+    let (_, child) = announced_on(&messages, &parent).unwrap();
+    let (ids, texts) = tool_call_content(&messages, &child);
+    assert!(
+        ids.is_empty(),
+        "terminal ids the editor does not know: {ids:?}"
+    );
+    assert!(texts.contains("CHILD_RAN_BASH"), "{texts}");
+    // The editor's terminals (the scenario client's ids are `term-<n>`): the child's tool call
+    // names the one the editor created.
+    let capabilities = json!({"subagents": {}, "terminal": true});
+    let messages = run_tree(capabilities, &["allow_once"], Vec::new()).await;
+    let parent = parent_session(&messages);
+    let (_, child) = announced_on(&messages, &parent).unwrap();
+    let (ids, _) = tool_call_content(&messages, &child);
+    assert!(
+        !ids.is_empty(),
+        "the child's call shows the editor's terminal"
+    );
+    assert!(ids.iter().all(|id| id.starts_with("term-")), "{ids:?}");
+}
+
 /// The fake child, built with the tests (`cargo test` builds examples).
 fn fake_child() -> std::path::PathBuf {
     let deps = std::env::current_exe().unwrap();

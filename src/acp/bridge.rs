@@ -10,12 +10,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use agent_client_protocol_schema::v1::{
-    ClientCapabilities, CreateTerminalRequest, CreateTerminalResponse, KillTerminalRequest,
-    PermissionOption, PermissionOptionKind, ReadTextFileRequest, ReadTextFileResponse,
-    ReleaseTerminalRequest, RequestPermissionOutcome, RequestPermissionRequest,
-    RequestPermissionResponse, SessionNotification, TerminalExitStatus, TerminalOutputRequest,
-    TerminalOutputResponse, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
-    WaitForTerminalExitRequest, WaitForTerminalExitResponse, WriteTextFileRequest,
+    ClientCapabilities, CreateTerminalRequest, CreateTerminalResponse, EnvVariable,
+    KillTerminalRequest, PermissionOption, PermissionOptionKind, ReadTextFileRequest,
+    ReadTextFileResponse, ReleaseTerminalRequest, RequestPermissionOutcome,
+    RequestPermissionRequest, RequestPermissionResponse, SessionNotification, TerminalExitStatus,
+    TerminalOutputRequest, TerminalOutputResponse, ToolCallStatus, ToolCallUpdate,
+    ToolCallUpdateFields, WaitForTerminalExitRequest, WaitForTerminalExitResponse,
+    WriteTextFileRequest,
 };
 use futures::FutureExt;
 use serde::de::DeserializeOwned;
@@ -209,6 +210,12 @@ impl ClientBridge for AcpBridge {
         let request = CreateTerminalRequest::new(self.session_id.clone(), spec.command)
             .args(spec.args)
             .cwd(spec.cwd)
+            .env(
+                spec.env
+                    .into_iter()
+                    .map(|(name, value)| EnvVariable::new(name, value))
+                    .collect(),
+            )
             .output_byte_limit(spec.output_byte_limit);
         let created = self.call::<_, CreateTerminalResponse>("terminal/create", request, cancel);
         let (peer, session_id) = (self.peer.clone(), self.session_id.clone());

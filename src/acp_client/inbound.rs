@@ -17,6 +17,7 @@ use super::command::MAX_OUTPUT_BYTES;
 use super::forward::Forwarder;
 use super::permission::{self, Asker, CommandGrants};
 use super::services::FileServices;
+use super::shown_terminals;
 use super::terminals::TerminalServices;
 use crate::config::AcpPermission;
 use crate::rpc::{Handler, Reply, RequestContext, RpcError};
@@ -216,7 +217,12 @@ impl Handler for ClientHandler {
             self.collected.update(&params);
             if let Some(forwarder) = &self.forwarder {
                 if self.collected.collecting.load(Ordering::Acquire) {
-                    if let Ok(note) = serde_json::from_value::<SessionNotification>(params) {
+                    if let Ok(mut note) = serde_json::from_value::<SessionNotification>(params) {
+                        // The editor cannot show a terminal kin ran for the child by its id.
+                        let terminals = self.terminals.as_deref();
+                        shown_terminals::show(&mut note.update, |id| {
+                            terminals.and_then(|terminals| terminals.shown(id))
+                        });
                         forwarder.update(note);
                     }
                 }

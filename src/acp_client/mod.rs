@@ -9,6 +9,7 @@
 //! - [`permission`]: its permission requests, decided by policy and mode or asked of the editor;
 //! - [`services`]: the file services kin offers it, confined to its working directory;
 //! - [`terminals`]: the terminals kin offers it, in the editor or local, within its mode;
+//! - [`shown_terminals`]: the terminals its tool calls name, as the editor can show them;
 //! - [`session`]: [`AcpChild`], the ACP session (`initialize`, new or continued session,
 //!   steered prompts);
 //! - [`error`]: [`ChildError`]: a start failure, no answer to `initialize` in time, an exit
@@ -26,6 +27,7 @@ mod permission;
 mod process;
 mod services;
 mod session;
+mod shown_terminals;
 mod terminals;
 
 pub use command::{ChildCommand, DEPTH_ENV, DEPTH_META_KEY, MAX_OUTPUT_BYTES, PARENT_META_KEY};

@@ -5,9 +5,9 @@
 //! parent.
 //!
 //! A remote child (`remote_cwd`) names paths on its own machine. They are served only when the
-//! editor's workspace covers them (its `remote_cwd` lies inside the local `cwd`, as when both
-//! sides see one shared path) and the editor reads and writes files itself: then through the
-//! editor, confined to the `remote_cwd`. Otherwise its file requests are refused with a reason
+//! editor's workspace covers them (its `remote_cwd`, resolved on this machine, lies inside the
+//! local `cwd`, as when both sides see one shared path) and the editor reads and writes files
+//! itself: then through the editor, confined to the `remote_cwd`. Otherwise its file requests are refused with a reason
 //! and the local disk is never touched at those paths ([`for_command`]).
 
 use std::path::{Component, Path, PathBuf};
@@ -115,11 +115,7 @@ pub(super) fn for_command(command: &ChildCommand) -> (Option<FileServices>, Opti
         return (Some(services(command.cwd.clone(), client)), None);
     };
     let remote = Path::new(remote);
-    let covered = remote.is_absolute()
-        && remote
-            .components()
-            .all(|part| matches!(part, Component::RootDir | Component::Normal(_)))
-        && remote.starts_with(&command.cwd);
+    let covered = covers(&command.cwd, remote);
     let editor_files = client.as_ref().is_some_and(|client| {
         let features = client.features();
         features.read_text_file && features.write_text_file
@@ -144,6 +140,22 @@ pub(super) fn for_command(command: &ChildCommand) -> (Option<FileServices>, Opti
             ),
         ),
     }
+}
+
+/// Whether the local `cwd` (the editor's workspace) covers the remote child's `remote` cwd:
+/// `remote` is absolute and plainly spelled (no `.` or `..`), and, resolved on this machine
+/// against `cwd`, lies inside it. Both sides count: a `remote` spelled inside `cwd` that
+/// leads out through a symlink is not covered, and one inside the directory a symlinked
+/// `cwd` points to is. The resolution looks at nothing outside `cwd`.
+fn covers(cwd: &Path, remote: &Path) -> bool {
+    let plain = remote.is_absolute()
+        && remote
+            .components()
+            .all(|part| matches!(part, Component::RootDir | Component::Normal(_)));
+    plain
+        && Roots::new(cwd.to_owned(), Vec::new())
+            .resolve(&remote.to_string_lossy())
+            .is_ok_and(|resolved| resolved.inside)
 }
 
 /// The path as the child named it, if it lies inside the child's roots.
@@ -228,6 +240,26 @@ mod tests {
         );
         assert!(answer(read_only).await.is_err());
         assert_eq!(std::fs::read_to_string(work.join("a.txt")).unwrap(), "text");
+    }
+
+    #[test]
+    fn the_local_cwd_covers_a_remote_cwd_only_where_it_resolves_inside() {
+        let root = tempfile::tempdir().unwrap();
+        let base = root.path().canonicalize().unwrap();
+        std::fs::create_dir_all(base.join("work/sub")).unwrap();
+        std::fs::create_dir_all(base.join("elsewhere")).unwrap();
+        std::os::unix::fs::symlink(base.join("elsewhere"), base.join("work/out")).unwrap();
+        std::os::unix::fs::symlink(base.join("work"), base.join("alias")).unwrap();
+        let work = base.join("work");
+        assert!(covers(&work, &work.join("sub")));
+        assert!(covers(&work, &work.join("not-here-yet")));
+        assert!(!covers(&work, &work.join("out")), "a symlink leading out");
+        assert!(!covers(&work, &work.join("out/deeper")));
+        assert!(!covers(&work, &work.join("sub/../../elsewhere")));
+        assert!(!covers(&work, &base.join("elsewhere")));
+        assert!(!covers(&work, Path::new("sub")), "relative");
+        // A cwd reached through a symlink covers what it points to.
+        assert!(covers(&base.join("alias"), &work.join("sub")));
     }
 
     #[test]

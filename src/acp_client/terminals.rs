@@ -1,7 +1,8 @@
 //! The terminals kin offers a child (`terminal/create`, `terminal/output`,
 //! `terminal/wait_for_exit`, `terminal/kill`, `terminal/release`): run in the delegating
 //! session's editor when it offers terminals (shown on the delegating tool call), else locally
-//! in a process group under kin's guard, with the scrubbed environment and an output cap.
+//! in a process group under kin's guard, with the scrubbed environment and an output cap. The
+//! `env` the child asks for is scrubbed by the same rule on both paths.
 //!
 //! A command runs only in the child's roots and within its permission: never under a
 //! `read-only` parent or a `reject` policy; under `ask`, the user is asked (attributed to the
@@ -9,7 +10,7 @@
 //! [`CommandGrants`]). A child reaches only the terminals it created; whatever it leaves open
 //! is released when its session ends ([`TerminalServices::close`], or the drop of the table).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::sync::{Arc, Mutex};
@@ -27,7 +28,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::permission::{self, Asker, CommandGrants, Decision};
 use super::services::confine;
+use super::shown_terminals::{self, Shown};
 use crate::config::AcpPermission;
+use crate::process::child_env;
 use crate::process::group::Terminal;
 use crate::rpc::{Reply, RpcError};
 use crate::sync::lock;
@@ -42,6 +45,9 @@ const MAX_OUTPUT_BYTES: u64 = 1 << 20;
 const DEFAULT_OUTPUT_BYTES: u64 = 64 * 1024;
 /// The JSON-RPC code of a command kin refused to run (implementation-defined range).
 const REFUSED: i32 = -32000;
+/// Released terminals whose showing is remembered: a child's last update of a tool call
+/// names its terminal after releasing it.
+const REMEMBERED: usize = 32;
 
 /// Where one child's terminals run, and the ones it has open.
 pub(super) struct TerminalServices {
@@ -57,6 +63,8 @@ struct Table {
     next: u64,
     /// By the id the child was given.
     open: HashMap<String, Open>,
+    /// How the last released terminals show, oldest first.
+    released: VecDeque<(String, Shown)>,
     /// The child's session ended: nothing new starts.
     closed: bool,
 }
@@ -233,12 +241,21 @@ impl TerminalServices {
             .output_byte_limit
             .unwrap_or(DEFAULT_OUTPUT_BYTES)
             .min(MAX_OUTPUT_BYTES);
+        // What the child asked for, scrubbed as kin's own environment is, wherever it runs.
+        let env = child_env::allowed(
+            request
+                .env
+                .into_iter()
+                .map(|variable| (variable.name, variable.value))
+                .collect(),
+        );
         let (id, open) = match &self.editor {
             Some((client, call_id)) => {
                 let spec = TerminalSpec {
                     command: request.command,
                     args: request.args,
                     cwd,
+                    env,
                     output_byte_limit: limit,
                 };
                 let id = client
@@ -248,11 +265,6 @@ impl TerminalServices {
                 (id.clone(), Open::Editor(id))
             }
             None => {
-                let env: Vec<(String, String)> = request
-                    .env
-                    .into_iter()
-                    .map(|variable| (variable.name, variable.value))
-                    .collect();
                 let limit = usize::try_from(limit).unwrap_or(usize::MAX);
                 let terminal = Terminal::spawn(&request.command, &request.args, &cwd, &env, limit)
                     .map_err(|error| {
@@ -280,6 +292,22 @@ impl TerminalServices {
                 Err(refused("the child agent's session has ended"))
             }
             None => Ok(id),
+        }
+    }
+
+    /// How the editor is shown terminal `id` that the child's tool call names: the editor's
+    /// own keeps its id, one kin runs becomes its output; `None` for an id kin never gave
+    /// this child (or released too long ago).
+    pub(crate) fn shown(&self, id: &str) -> Option<Shown> {
+        let table = lock(&self.table);
+        match table.open.get(id) {
+            Some(Open::Editor(_)) => Some(Shown::Editor),
+            Some(Open::Local(terminal)) => Some(shown_terminals::local(terminal)),
+            None => table
+                .released
+                .iter()
+                .find(|(known, _)| known == id)
+                .map(|(_, shown)| shown.clone()),
         }
     }
 
@@ -382,7 +410,23 @@ impl TerminalServices {
 
     /// `terminal/release`: killed if still running, and forgotten.
     pub(crate) fn release(self: &Arc<Self>, request: ReleaseTerminalRequest) -> Reply {
-        let Some(open) = lock(&self.table).open.remove(&*request.terminal_id.0) else {
+        let open = {
+            let mut table = lock(&self.table);
+            let open = table.open.remove(&*request.terminal_id.0);
+            if let Some(open) = &open {
+                let shown = match open {
+                    Open::Editor(_) => Shown::Editor,
+                    Open::Local(terminal) => shown_terminals::kept(terminal),
+                };
+                if table.released.len() >= REMEMBERED {
+                    table.released.pop_front();
+                }
+                let id = request.terminal_id.0.to_string();
+                table.released.push_back((id, shown));
+            }
+            open
+        };
+        let Some(open) = open else {
             let id = request.terminal_id.0;
             return Reply::Now(Err(RpcError::invalid_params(format!(
                 "unknown terminal {id}"
@@ -429,6 +473,7 @@ impl TerminalServices {
 mod tests {
     use super::*;
     use crate::tools::testing::{FakeEditor, Workspace};
+    use agent_client_protocol_schema::v1::EnvVariable;
 
     async fn answer(reply: Reply) -> Result<Value, RpcError> {
         match reply {
@@ -501,6 +546,48 @@ mod tests {
         .await
         .unwrap_err();
         assert!(error.message.contains("outside"), "{error:?}");
+    }
+
+    /// The output of `echo $KIN_TERMINAL_SEEN-$KIN_TERMINAL_TOKEN` run with both set.
+    async fn env_output(services: &Arc<TerminalServices>, ws: &Workspace) -> Value {
+        let request = CreateTerminalRequest::new("s", "sh")
+            .args(vec![
+                "-c".into(),
+                "echo \"$KIN_TERMINAL_SEEN-$KIN_TERMINAL_TOKEN\"".into(),
+            ])
+            .env(vec![
+                EnvVariable::new("KIN_TERMINAL_SEEN", "seen"),
+                EnvVariable::new("KIN_TERMINAL_TOKEN", "secret"),
+            ])
+            .cwd(ws.path(""));
+        let created = services.create(
+            request,
+            AcpPermission::Allow,
+            PermissionMode::Allow,
+            None,
+            CancellationToken::new(),
+        );
+        let id = answer(created).await.unwrap()["terminalId"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let wait = WaitForTerminalExitRequest::new("s", id.clone());
+        answer(services.wait(wait, CancellationToken::new()))
+            .await
+            .unwrap();
+        let output = answer(services.output(TerminalOutputRequest::new("s", id)));
+        output.await.unwrap()["output"].clone()
+    }
+
+    #[tokio::test]
+    async fn the_childs_env_reaches_its_command_scrubbed_in_the_editor_and_locally() {
+        let ws = Workspace::new();
+        let editor = ws.editor().with_terminal();
+        let in_editor = services(&ws, Some(editor.clone()));
+        assert_eq!(env_output(&in_editor, &ws).await, "seen-\n");
+        assert_eq!(editor.calls().len(), 3, "the editor ran it");
+        let local = services(&ws, None);
+        assert_eq!(env_output(&local, &ws).await, "seen-\n");
     }
 
     #[tokio::test]

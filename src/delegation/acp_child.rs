@@ -447,7 +447,8 @@ fn run(
             result.error = None;
         }
         if let Some((record, _)) = record {
-            record.end(result.stop_reason, result.error.as_deref());
+            let reported = Some(spent.spent().cost()).filter(|cost| *cost > 0.0);
+            record.end(result.stop_reason, result.error.as_deref(), reported);
         }
         let _ = result_tx.send(result);
         child.shutdown().await;

@@ -1,8 +1,9 @@
 //! The turns of a continuable ACP child, kept in its local record (the session file named by
 //! its delegation id): each activation appends `turn/start`, the parent's prompt as
 //! `user/message` (with the child's `session/title`, the delegation's description, after the
-//! first), and, when the prompt answers, `turn/end` with how it ended. So `list_agents` counts
-//! its turns and shows its title and last stop, and a reloaded parent can show its last state.
+//! first), and, when the prompt answers, `turn/end` with how it ended (and the cost it
+//! reported, as `usage`). So `list_agents` counts its turns and shows its title, last stop and
+//! reported cost, and a reloaded parent can show its last state.
 //! What the child itself did stays in the child's own session. A child no one will continue
 //! gets a record too (without a descriptor: `list_agents` does not show it).
 
@@ -11,7 +12,7 @@ use serde_json::json;
 use crate::agent::StopReason;
 use crate::session::{
     EventBody, Header, SessionLog, SessionStore, SessionTitle, TurnEnd, TurnEndReason, TurnStart,
-    UserMessage, UserPart,
+    TurnUsage, UserMessage, UserPart,
 };
 
 /// The open record of one child, for one activation.
@@ -115,8 +116,9 @@ impl ChildRecord {
         }
     }
 
-    /// The activation ended with `stop` (`error`: why it failed).
-    pub(super) fn end(mut self, stop: StopReason, error: Option<&str>) {
+    /// The activation ended with `stop` (`error`: why it failed), having reported `cost` (the
+    /// cumulative `cost` of its `usage_update`s, if it reported any).
+    pub(super) fn end(mut self, stop: StopReason, error: Option<&str>, cost: Option<f64>) {
         let reason = match crate::agent::end_reason(stop) {
             TurnEndReason::Error {
                 step,
@@ -131,10 +133,17 @@ impl ChildRecord {
             },
             other => other,
         };
+        // ACP reports no tokens spent: only the cost the child reported is recorded.
+        let usage = cost.map(|cost| TurnUsage {
+            input_tokens: 0,
+            output_tokens: 0,
+            cache_read_tokens: None,
+            cost: Some(cost),
+        });
         let end = EventBody::TurnEnd(TurnEnd {
             turn: self.turn,
             reason,
-            usage: None,
+            usage,
         });
         let written = self.log.append(end, crate::time::now_ms());
         if let Err(error) = written.and_then(|_| self.log.sync()) {

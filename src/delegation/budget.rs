@@ -95,6 +95,22 @@ impl TreeBudget {
     }
 }
 
+/// What `list_agents` says of an ACP child's spending when a budget is configured: the cost
+/// its last activation reported against the child cost budget `max`, or that it cannot be
+/// budgeted (it reported none).
+pub(super) fn acp_child_line(reported: Option<f64>, max: Option<f64>) -> String {
+    match (reported, max) {
+        (None, _) => "budget: counts only the cost it reports (none reported: not budgeted)".into(),
+        (Some(spent), Some(max)) => format!(
+            "budget: {spent:.4} of {max} cost spent in its last activation, {:.4} left",
+            (max - spent).max(0.0)
+        ),
+        (Some(spent), None) => {
+            format!("budget: {spent:.4} cost spent in its last activation (no child cost budget)")
+        }
+    }
+}
+
 impl Budgets {
     pub(super) fn new(settings: &DelegationSettings) -> Self {
         Self {
@@ -188,6 +204,22 @@ mod tests {
         assert_eq!(
             figures.meta(),
             json!({"tokens": {"spent": 120, "limit": 100, "remaining": 0}})
+        );
+    }
+
+    #[test]
+    fn an_acp_childs_line_says_what_it_reported_against_its_budget() {
+        assert_eq!(
+            acp_child_line(None, Some(1.0)),
+            "budget: counts only the cost it reports (none reported: not budgeted)"
+        );
+        assert_eq!(
+            acp_child_line(Some(1.25), Some(1.0)),
+            "budget: 1.2500 of 1 cost spent in its last activation, 0.0000 left"
+        );
+        assert_eq!(
+            acp_child_line(Some(0.5), None),
+            "budget: 0.5000 cost spent in its last activation (no child cost budget)"
         );
     }
 

@@ -93,9 +93,19 @@ impl Provider for InProcessProvider {
         let host = host.clone();
         async move {
             // Made first, cancellably: a kill during the checkout stops git.
-            let made = worktree::create(&request.parent.cwd, &id, &request.cancel).await;
-            let worktree = made.map_err(worktree_error)?;
-            start(&host, request, seed, id, Some(worktree))
+            let worktree = worktree::locate(&request.parent.cwd, &id)
+                .await
+                .map_err(worktree_error)?;
+            match worktree::add(&worktree, &request.cancel).await {
+                Ok(()) => start(&host, request, seed, id, Some(worktree)),
+                // A continuable child's id is the model's already: it is stored anyway, with
+                // the worktree it was to work in as its cwd (made again when it is continued),
+                // and its turn ends at once as cancelled.
+                Err(worktree::WorktreeError::Cancelled) if request.continuation.is_some() => {
+                    start(&host, request, seed, id, Some(worktree))
+                }
+                Err(error) => Err(worktree_error(error)),
+            }
         }
         .boxed()
     }
@@ -265,7 +275,7 @@ fn start_in(
     // Until the child is published, a failure removes its file: nothing is left behind.
     let abandon = |error: &dyn std::fmt::Display| {
         let _ = host.store().delete(&id);
-        if let Some(worktree) = &worktree {
+        if let Some(worktree) = worktree.as_ref().filter(|worktree| worktree.dir.exists()) {
             let _ = worktree::settle(worktree);
         }
         DelegationError::Setup(error.to_string())
@@ -429,7 +439,8 @@ fn drive(host: &Arc<AgentHost>, child: Arc<Agent>, turn: Turn<'_>) -> Result<Run
     let result: BoxFuture<'static, SubagentResult> = async move {
         let outcome = running.await;
         let mut result = read_result(&reader, boundary, outcome, turn_cancel.is_cancelled());
-        if let Some(worktree) = worktree {
+        // A worktree whose making was cancelled was never there: nothing to settle.
+        if let Some(worktree) = worktree.filter(|worktree| worktree.dir.exists()) {
             let report = tokio::task::spawn_blocking(move || match worktree::settle(&worktree) {
                 Ok(settled) => settled.report(&worktree),
                 Err(error) => format!("[worktree: {}: {error}]", worktree.dir.display()),

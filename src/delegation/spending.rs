@@ -113,6 +113,24 @@ impl Delegation {
     }
 }
 
+impl Delegation {
+    /// The cost an ACP child reported in its last ended activation, from its record's last
+    /// `turn/end` (`None`: it reported none, or the record cannot be read).
+    pub(super) fn last_reported_cost(&self, id: &str) -> Option<f64> {
+        let mut last = None;
+        let skip = |line: &[u8]| crate::session::line_kind(line) != Some("turn/end");
+        let read = self.store.read_events(id, skip, |event| {
+            if let EventBody::TurnEnd(end) = &event.body {
+                last = end.usage.as_ref().and_then(|usage| usage.cost);
+            }
+        });
+        if let Err(error) = read {
+            tracing::warn!(%error, child = id, "could not read an ACP child's reported cost");
+        }
+        last
+    }
+}
+
 /// The tokens and cost of a session's own `turn/end`s.
 fn logged(events: &[Event]) -> (u64, f64) {
     let mut spent = (0u64, 0.0);

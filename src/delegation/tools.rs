@@ -498,16 +498,28 @@ impl TypedTool for ListAgentsTool {
     async fn run(&self, _args: ListAgentsArgs, cx: ToolContext) -> Result<ToolOutput, ToolOutput> {
         let delegation = self.0.clone();
         let parent = cx.session_id.clone();
-        let children = tokio::task::spawn_blocking(move || delegation.list(&parent))
-            .await
-            .unwrap_or_default();
+        let budgeted = self.0.has_budget();
+        let listed = tokio::task::spawn_blocking(move || {
+            let children = delegation.list(&parent);
+            // An ACP child spends what it reports: read from its record, only under a budget.
+            let reported: Vec<Option<f64>> = children
+                .iter()
+                .map(|child| match budgeted && child.kind.starts_with("acp:") {
+                    true => delegation.last_reported_cost(&child.id),
+                    false => None,
+                })
+                .collect();
+            (children, reported)
+        });
+        let (children, reported) = listed.await.unwrap_or_default();
         if children.is_empty() {
             return Ok(ToolOutput::ok("(no background subagents)"));
         }
-        let budgeted = self.0.has_budget();
+        let max_cost = self.0.settings.child_budget_cost;
         let lines: Vec<String> = children
             .iter()
-            .map(|child| {
+            .zip(reported)
+            .map(|(child, reported)| {
                 let state = match &child.task {
                     Some(task) => format!("running task {task}"),
                     None => "idle".into(),
@@ -520,10 +532,8 @@ impl TypedTool for ListAgentsTool {
                 };
                 // What kin cannot count, it says: an ACP child spends what it reports.
                 let usage = match child.kind.starts_with("acp:") && budgeted {
-                    true => {
-                        ", budget: counts only the cost it reports (none reported: not budgeted)"
-                    }
-                    false => "",
+                    true => format!(", {}", super::budget::acp_child_line(reported, max_cost)),
+                    false => String::new(),
                 };
                 format!(
                     "{} [{}] {state}, turns: {}, last stop: {}, model: {model}{usage} — {}",

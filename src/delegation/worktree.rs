@@ -85,6 +85,13 @@ pub(crate) async fn create(
     id: &str,
     cancel: &CancellationToken,
 ) -> Result<Worktree, WorktreeError> {
+    let found = locate(cwd, id).await?;
+    add(&found, cancel).await?;
+    Ok(found)
+}
+
+/// Where the worktree of child `id` goes, in the repository `cwd` is in (nothing is made).
+pub(crate) async fn locate(cwd: &Path, id: &str) -> Result<Worktree, WorktreeError> {
     let (cwd, id) = (cwd.to_owned(), id.to_owned());
     let found = tokio::task::spawn_blocking(move || -> Result<_, WorktreeError> {
         let repo = run(&cwd, &["rev-parse", "--show-toplevel"])
@@ -103,7 +110,6 @@ pub(crate) async fn create(
     })
     .await
     .map_err(|e| git_failed("rev-parse", e.to_string()))??;
-    add(&found, cancel).await?;
     Ok(found)
 }
 
@@ -114,8 +120,11 @@ fn git_failed(command: &str, message: String) -> WorktreeError {
     }
 }
 
-/// `git worktree add` of `worktree`, stopped by `cancel`.
-async fn add(worktree: &Worktree, cancel: &CancellationToken) -> Result<(), WorktreeError> {
+/// `git worktree add` of `worktree`, stopped by `cancel` (which removes what it had made).
+pub(crate) async fn add(
+    worktree: &Worktree,
+    cancel: &CancellationToken,
+) -> Result<(), WorktreeError> {
     let shown = worktree.dir.display().to_string();
     let args: Vec<String> = [
         "worktree",

@@ -67,6 +67,16 @@ pub(crate) fn scrub(
         .collect()
 }
 
+/// The variables a child agent asked to set for a command it runs through kin (its
+/// `terminal/create` `env`), without those the policy drops from kin's own: a child cannot
+/// put a credential-named variable or the model key into a command's environment.
+pub(crate) fn allowed(vars: Vec<(String, String)>) -> Vec<(String, String)> {
+    let policy = POLICY.read().unwrap_or_else(|p| p.into_inner());
+    vars.into_iter()
+        .filter(|(name, value)| keeps(&policy, OsStr::new(name), OsStr::new(value)))
+        .collect()
+}
+
 /// Whether a name looks like it holds a credential.
 pub(crate) fn is_credential_name(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();

@@ -107,6 +107,8 @@ pub struct TerminalSpec {
     pub(crate) command: String,
     pub(crate) args: Vec<String>,
     pub(crate) cwd: PathBuf,
+    /// Set for the command on top of the editor's environment (already scrubbed by kin).
+    pub(crate) env: Vec<(String, String)>,
     /// The most output the editor should keep (it drops the oldest bytes beyond this).
     pub(crate) output_byte_limit: u64,
 }

@@ -174,6 +174,7 @@ async fn in_terminal(
         command: SHELL.into(),
         args: vec!["-c".into(), command.into()],
         cwd: cx.cwd.clone(),
+        env: Vec::new(),
         output_byte_limit: TERMINAL_OUTPUT_LIMIT,
     };
     let id = match client

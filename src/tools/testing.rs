@@ -251,7 +251,7 @@ impl ClientBridge for FakeEditor {
             &spec.command,
             &spec.args,
             &spec.cwd,
-            &[],
+            &spec.env,
             usize::try_from(spec.output_byte_limit).unwrap(),
         );
         let mut state = self.state();

@@ -251,3 +251,89 @@ async fn isolation_outside_a_git_repository_is_refused() {
     assert!(world.child_cwds(&parent.id).is_empty());
     assert!(!world.cwd.path().join("new.txt").exists());
 }
+
+#[tokio::test]
+async fn a_continuable_worktree_child_killed_while_its_worktree_is_made_is_stored_and_continues() {
+    use std::io::Read;
+    use std::os::unix::fs::PermissionsExt;
+
+    let world = setup(repository(), json!({}));
+    let repo = world.cwd.path().to_owned();
+    // The checkout's hook says it started, then never ends: `git worktree add` is held.
+    let fifo = repo.join(".git/started");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let hook = repo.join(".git/hooks/post-checkout");
+    std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
+    let script = format!(
+        "#!/bin/sh\necho started > '{}'\nexec sleep 600\n",
+        fifo.display()
+    );
+    std::fs::write(&hook, script).unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+
+    let parent = world.session();
+    let mut request = StartRequest::new(
+        prompt("edit: one.txt"),
+        parent.clone(),
+        CancellationToken::new(),
+    );
+    request.worktree = true;
+    let delegation = world.runtime.delegation();
+    let started = delegation
+        .start_continuable("spawn", "a child", request)
+        .unwrap();
+    let reading = fifo.clone();
+    let said = tokio::task::spawn_blocking(move || {
+        let mut text = String::new();
+        std::fs::File::open(&reading)
+            .unwrap()
+            .read_to_string(&mut text)
+            .unwrap();
+        text
+    })
+    .await
+    .unwrap();
+    assert_eq!(said.trim(), "started");
+    let tasks = world.runtime.tasks().clone();
+    let task = started.task_id.to_string();
+    tasks.kill(&task, &parent.id, None).unwrap();
+    let cancel = CancellationToken::new();
+    let killed = tasks
+        .wait(&task, Duration::from_secs(60), &parent.id, &cancel)
+        .await
+        .unwrap();
+    assert_eq!(killed.status, kin::tasks::TaskStatus::Killed);
+    // Stored, in the state the kill left it: its one turn cancelled before it ran.
+    let listed = delegation.list(&parent.id);
+    let child = listed
+        .iter()
+        .find(|child| child.id == started.child_id)
+        .expect("the killed child is stored");
+    assert_eq!(child.last_stop.as_deref(), Some("aborted"), "{child:?}");
+    assert_eq!(kin_branches(&repo), "", "the half-made worktree is gone");
+    assert!(world.model.requests().is_empty(), "it never ran");
+
+    // Continued: the worktree is made again and the child works in it.
+    std::fs::remove_file(&hook).unwrap();
+    let delivered = delegation
+        .send_message(&parent.id, &started.child_id, prompt("edit: two.txt"), None)
+        .await
+        .unwrap();
+    let Delivery::Started(next) = delivered else {
+        panic!("expected a new activation");
+    };
+    let answer = tasks
+        .wait(next.as_str(), Duration::from_secs(60), &parent.id, &cancel)
+        .await
+        .unwrap();
+    let output = answer.output.unwrap();
+    assert!(output.contains("changed files:\n  two.txt\n"), "{output}");
+    let cwds = world.child_cwds(&parent.id);
+    assert_eq!(cwds.len(), 2, "a write, then its answer: {cwds:?}");
+    assert!(
+        cwds[0].starts_with(repo.join(".git/kin-worktrees")),
+        "{cwds:?}"
+    );
+    assert!(cwds[0].join("two.txt").exists());
+    assert_eq!(kin_branches(&repo), format!("kin/{}", started.child_id));
+}
