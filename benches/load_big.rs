@@ -54,7 +54,8 @@ fn write_log(path: &Path, cwd: &str, bytes: u64) -> u64 {
                 "chunk": {"type": "text-delta", "index": 0, "text": filler}}}));
         }
         lines.push(json!({"type": "assistant/message", "seq": 0, "time": 0, "surfaceOp": "append", "data": {"turn": turn, "step": 1,
-            "message": {"role": "assistant", "content": [{"type": "text", "text": format!("Done with part {turn}.")}]}}}));
+            "message": {"role": "assistant", "content": [{"type": "text", "text": format!("Done with part {turn}.")}],
+            "source": {"kind": "model"}, "id": format!("a{turn}")}}}));
         lines.push(
             json!({"type": "step/end", "seq": 0, "time": 0, "data": {"turn": turn, "step": 1}}),
         );

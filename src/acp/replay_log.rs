@@ -78,16 +78,30 @@ pub(super) fn replay_log(
     mut also: impl FnMut(&Event),
 ) -> Result<(), StoreError> {
     let held = RefCell::new(HeldChunks::default());
-    store.read_events(
-        id,
-        |line| held.borrow_mut().holds(line),
-        |event| {
-            for chunk in held.borrow_mut().release(&event) {
-                replay.push(&chunk, &tools(&chunk), blob_dir);
-            }
-            replay.push(&event, &tools(&event), blob_dir);
-            also(&event);
-        },
-    )?;
+    // The whole log is read here, in one go: off the worker, so the writer task (woken on
+    // this worker by each update) sends the updates as they are made instead of after.
+    off_the_worker(|| {
+        store.read_events(
+            id,
+            |line| held.borrow_mut().holds(line),
+            |event| {
+                for chunk in held.borrow_mut().release(&event) {
+                    replay.push(&chunk, &tools(&chunk), blob_dir);
+                }
+                replay.push(&event, &tools(&event), blob_dir);
+                also(&event);
+            },
+        )
+    })?;
     Ok(())
+}
+
+/// Runs `work`, which blocks for long, with this worker's other tasks handed to another
+/// thread meanwhile (on a multi-threaded runtime; elsewhere it just runs).
+fn off_the_worker<T>(work: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current().map(|handle| handle.runtime_flavor()) {
+        Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(work),
+        _ => work(),
+    }
 }

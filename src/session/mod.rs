@@ -22,6 +22,7 @@ mod summary;
 mod user_part;
 mod view;
 mod view_sidecar;
+mod view_turns;
 
 pub(crate) use context::{CompactionEnd, CompactionStart, CompactionTrigger, ModelSet, TurnUsage};
 pub use error::StoreError;

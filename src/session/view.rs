@@ -2,7 +2,8 @@
 //! summary and what followed, so the conversation before the last compaction's cut is not
 //! kept: only the events the session's state is restored from (turns, titles, permissions,
 //! model, tasks, descriptors, compactions) and an assistant message whose tool calls are still
-//! unanswered there. Folded, the kept events give the same model view as the whole log.
+//! unanswered there; its turns are folded into two events (`view_turns.rs`). Folded, the kept
+//! events give the same model view, turn numbers and spend as the whole log.
 //!
 //! The cut is found by reading the log backwards from its end: the last `compaction/end`
 //! with a summary, the `compaction/start` before it, and the `turn/end` before that (the
@@ -19,6 +20,7 @@ use super::event::{AssistantBlock, Event, EventBody};
 use super::line::{line_kind, parse_event_line};
 use super::loaded::{read_log_at, LoadedSession};
 use super::view_sidecar;
+use super::view_turns::FoldedTurns;
 
 /// Bytes read at a time, backwards or forwards.
 const CHUNK: usize = 1 << 20;
@@ -109,15 +111,20 @@ struct ViewKeeper {
     /// The last assistant message before the cut while some of its tool calls are open: the
     /// places in `kept` of it and of the results it has, and the calls still open.
     open: Option<(Vec<usize>, Vec<String>)>,
+    /// The turns before the cut, kept as two events (`view_turns.rs`).
+    turns: FoldedTurns,
 }
 
 impl ViewKeeper {
     fn push(&mut self, event: Event, line_end: u64) {
         if self.cut.is_none_or(|cut| line_end > cut) {
-            self.before_cut.get_or_insert(self.kept.len());
+            self.close_cut();
             self.kept.push(event);
             return;
         }
+        let Some(event) = self.turns.fold(event) else {
+            return;
+        };
         match &event.body {
             EventBody::UserMessage(_) | EventBody::SteeringMessage(_) => self.resolve(),
             EventBody::AssistantMessage(message) => {
@@ -182,6 +189,14 @@ impl ViewKeeper {
         }
     }
 
+    /// Ends the part before the cut (once): its folded turns follow what it kept.
+    fn close_cut(&mut self) {
+        if self.before_cut.is_none() {
+            self.kept.extend(self.turns.take());
+            self.before_cut = Some(self.kept.len());
+        }
+    }
+
     /// The open assistant message's calls are answered or closed: it is no longer needed.
     fn resolve(&mut self) {
         if let Some((places, _)) = self.open.take() {
@@ -218,7 +233,8 @@ pub(crate) fn load_view(path: &Path, mut file: File) -> Result<LoadedSession, St
         |line, line_end| keeper.borrow_mut().skips(line, line_end),
         |event, line_end| keeper.borrow_mut().push(event, line_end),
     )?;
-    let keeper = keeper.into_inner();
+    let mut keeper = keeper.into_inner();
+    keeper.close_cut();
     if let Some(cut) = cut {
         let before = &keeper.kept[..keeper.before_cut.unwrap_or(keeper.kept.len())];
         if let Err(error) = view_sidecar::write(path, &mut sidecar_file, cut, before) {
@@ -408,6 +424,54 @@ mod tests {
         assert_eq!(view.next_seq(), whole.next_seq());
         assert_eq!(view.torn_tail, whole.torn_tail);
         assert_eq!(view.valid_len, whole.valid_len);
+    }
+
+    #[test]
+    fn the_turns_before_the_cut_keep_their_count_last_end_and_spend_in_two_events() {
+        let mut log = Log::new();
+        for turn in 1..=50 {
+            log.line(
+                "turn/start",
+                &format!(r#"{{"turn":{turn},"trigger":{{"kind":"message"}}}}"#),
+            );
+            log.line("turn/end", &format!(r#"{{"turn":{turn},"reason":{{"kind":"completed"}},"usage":{{"inputTokens":{turn},"outputTokens":2,"cost":0.5}}}}"#));
+        }
+        log.compaction("c1", Some("S")).turn(51, "after", "a", None);
+        let (whole, view) = both(&log.text);
+        // (turn/starts, last turn/end's turn, tokens, cost) as a reopened session reads them.
+        let figures = |loaded: &LoadedSession| {
+            let (mut starts, mut last_end, mut tokens, mut cost) = (0, 0, 0, 0.0);
+            for event in &loaded.events {
+                match &event.body {
+                    EventBody::TurnStart(_) => starts += 1,
+                    EventBody::TurnEnd(end) => {
+                        last_end = end.turn;
+                        let usage = end.usage.clone().unwrap_or_default();
+                        tokens += usage.input_tokens + usage.output_tokens;
+                        cost += usage.cost.unwrap_or(0.0);
+                    }
+                    _ => {}
+                }
+            }
+            (starts, last_end, tokens, cost)
+        };
+        assert_eq!(figures(&whole), (51, 51, 1275 + 100, 25.0));
+        assert_eq!(figures(&view), (2, 51, 1275 + 100, 25.0));
+        assert_eq!(
+            HistoryFold::new(&view.events).history(),
+            HistoryFold::new(&whole.events).history()
+        );
+        let last_turn = |loaded: &LoadedSession| {
+            loaded
+                .events
+                .iter()
+                .filter_map(|e| match &e.body {
+                    EventBody::TurnStart(start) => Some(start.turn),
+                    _ => None,
+                })
+                .max()
+        };
+        assert_eq!(last_turn(&view), Some(51));
     }
 
     #[test]

@@ -15,10 +15,16 @@ use super::line::parse_event_line;
 /// The longest cut line looked for when writing (a `turn/end` or the header is short).
 const MAX_CUT_LINE: u64 = 64 * 1024;
 
+/// The sidecar format written now; a sidecar of another (or none, the first) is stale.
+/// 1: the turns before the cut are folded (`view_turns.rs`).
+const VERSION: u32 = 1;
+
 /// The sidecar's first line; the kept events follow, one a line.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Head {
+    #[serde(default)]
+    version: u32,
     /// The offset where the part after the cut begins.
     cut: u64,
     /// The log's line that ends there, without its newline.
@@ -51,7 +57,10 @@ pub(crate) fn read(path: &Path, file: &mut File, cut: u64) -> Option<Vec<Event>>
     let bytes = fs::read(path_of(path)).ok()?;
     let mut lines = bytes.split(|&b| b == b'\n');
     let head: Head = serde_json::from_slice(lines.next()?).ok()?;
-    if head.cut != cut || cut_line(file, cut).ok()?? != head.cut_line.as_bytes() {
+    if head.version != VERSION
+        || head.cut != cut
+        || cut_line(file, cut).ok()?? != head.cut_line.as_bytes()
+    {
         return None;
     }
     let mut events = Vec::new();
@@ -69,7 +78,12 @@ pub(crate) fn write(path: &Path, file: &mut File, cut: u64, events: &[Event]) ->
     let Ok(cut_line) = String::from_utf8(line) else {
         return Ok(());
     };
-    let mut bytes = serde_json::to_vec(&Head { cut, cut_line })?;
+    let head = Head {
+        version: VERSION,
+        cut,
+        cut_line,
+    };
+    let mut bytes = serde_json::to_vec(&head)?;
     bytes.push(b'\n');
     for event in events {
         serde_json::to_writer(&mut bytes, event)?;
