@@ -595,9 +595,6 @@ async fn an_agent_definition_still_applies_after_the_server_restarted() {
         .as_str()
         .unwrap()
         .to_owned();
-    let log = world.log(&id);
-    let header: Value = serde_json::from_str(log.lines().next().unwrap()).unwrap();
-    assert_eq!(header["agentDefinition"], "pirate", "{header}");
     // A new server reopens the session from disk: the model is offered only `read`, under the
     // definition's instructions, and the call's `ask` is narrowed to read-only again. The
     // model's `bash` is not a tool of this session, so nothing runs.
@@ -621,6 +618,9 @@ async fn an_agent_definition_still_applies_after_the_server_restarted() {
     );
     assert!(!world.cwd.path().join("made.txt").exists());
     assert_eq!(last_mode(&world.log(&id)), "read-only");
+    let log = world.log(&id);
+    let header: Value = serde_json::from_str(log.lines().next().unwrap()).unwrap();
+    assert_eq!(header["agentDefinition"], "pirate", "{header}");
     // The definition deleted: the result says so, the session runs as kin, but within the
     // mode its log records (read-only), whatever the call asks for.
     std::fs::remove_file(definition).unwrap();

@@ -100,3 +100,66 @@ pub(crate) fn last_answer(events: &[Event]) -> String {
         })
         .unwrap_or_default()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::parse_event_line;
+
+    fn events(lines: &[String]) -> Vec<Event> {
+        let mut events = Vec::new();
+        for line in lines {
+            parse_event_line(line, &mut events).unwrap();
+        }
+        events
+    }
+
+    fn start(seq: u64, turn: u32) -> String {
+        format!(
+            r#"{{"type":"turn/start","seq":{seq},"time":0,"data":{{"turn":{turn},"trigger":{{"kind":"user"}}}}}}"#
+        )
+    }
+
+    fn answer(seq: u64, turn: u32, text: &str) -> String {
+        format!(
+            r#"{{"type":"assistant/message","seq":{seq},"time":0,"data":{{"turn":{turn},"step":1,"message":{{"role":"assistant","content":[{{"type":"text","text":"{text}"}}],"source":{{}},"id":"a{seq}"}}}}}}"#
+        )
+    }
+
+    fn end(seq: u64, turn: u32, reason: &str) -> String {
+        format!(
+            r#"{{"type":"turn/end","seq":{seq},"time":0,"data":{{"turn":{turn},"reason":{{"kind":"{reason}"}}}}}}"#
+        )
+    }
+
+    #[test]
+    fn the_last_turn_is_read_with_its_own_answer() {
+        let log = events(&[
+            start(0, 1),
+            answer(1, 1, "first"),
+            end(2, 1, "completed"),
+            start(3, 2),
+            answer(4, 2, "second"),
+            end(5, 2, "completed"),
+        ]);
+        let turn = last_turn(&log).unwrap();
+        assert_eq!((turn.turn, turn.status), (2, TaskStatus::Completed));
+        assert_eq!(turn.answer.as_deref(), Some("second"));
+        assert_eq!(turn.detail, None);
+    }
+
+    #[test]
+    fn an_unfinished_or_stopped_turn_says_how_it_ended() {
+        let open = events(&[start(0, 1), answer(1, 1, "half")]);
+        let turn = last_turn(&open).unwrap();
+        assert_eq!(turn.status, TaskStatus::Interrupted);
+        assert_eq!(turn.answer, None);
+        let aborted = events(&[start(0, 1), end(1, 1, "aborted")]);
+        assert_eq!(last_turn(&aborted).unwrap().status, TaskStatus::Killed);
+        let timed_out = events(&[start(0, 1), end(1, 1, "timed_out")]);
+        let turn = last_turn(&timed_out).unwrap();
+        assert_eq!(turn.status, TaskStatus::Failed);
+        assert!(turn.detail.unwrap().starts_with("timed_out"));
+        assert_eq!(last_turn(&[]), None);
+    }
+}
