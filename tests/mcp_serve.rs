@@ -563,9 +563,9 @@ fn offered(request: &Value) -> Vec<String> {
 /// The mode the last `permission/mode` event of a log set.
 fn last_mode(log: &str) -> String {
     log.lines()
+        .rev()
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter(|event| event["type"] == "permission/mode")
-        .last()
+        .find(|event| event["type"] == "permission/mode")
         .map(|event| {
             event["data"]["mode"]
                 .as_str()

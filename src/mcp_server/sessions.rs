@@ -523,9 +523,7 @@ struct Ended<'a> {
 fn outcome(agent: &Agent, ended: Ended<'_>, max_steps: u32) -> TaskOutcome {
     let result = ended.result;
     match StopReason::of(result, ended.cancelled) {
-        StopReason::Completed => {
-            TaskOutcome::completed(agent.with_events(|events| logged::last_answer(events)))
-        }
+        StopReason::Completed => TaskOutcome::completed(agent.with_events(logged::last_answer)),
         StopReason::Cancelled => TaskOutcome::killed(),
         StopReason::TimedOut => TaskOutcome::failed(format!(
             "timed_out: {}",
