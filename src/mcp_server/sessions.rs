@@ -103,6 +103,11 @@ pub(crate) struct Sessions {
     /// The limits of the sessions that run as an agent definition (set when the session is
     /// created or reopened).
     limits: Mutex<HashMap<String, TaskLimits>>,
+    /// The foreground calls waiting now: each call's id, task and cancellation. MCP cancels a
+    /// call's token before it reads the client's next message, so a later call that finds the
+    /// token cancelled stops the task itself, without waiting for the cancelled call to wake.
+    calls: Mutex<Vec<(u64, TaskId, CancellationToken)>>,
+    next_call: std::sync::atomic::AtomicU64,
 }
 
 impl Sessions {
@@ -113,6 +118,8 @@ impl Sessions {
             cwd,
             latest: Mutex::default(),
             limits: Mutex::default(),
+            calls: Mutex::default(),
+            next_call: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -392,15 +399,53 @@ impl Sessions {
         cancel: &CancellationToken,
     ) -> Result<TaskSnapshot, CallError> {
         let tasks = self.runtime.tasks();
-        let snapshot = tasks
+        let call = timeout.is_none().then(|| self.attend(task, cancel));
+        let waited = tasks
             .wait(task, timeout.unwrap_or(FOREVER), OWNER, cancel)
-            .await?;
+            .await;
+        if let Some(call) = call {
+            let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+            calls.retain(|(id, _, _)| *id != call);
+        }
+        let snapshot = waited?;
         if timeout.is_none() && cancel.is_cancelled() && !snapshot.status.is_terminal() {
             tasks.kill(task, OWNER, Some("the MCP call was cancelled"))?;
             tasks.until_settled(task).await;
             return Ok(tasks.read(task, OWNER)?);
         }
         Ok(snapshot)
+    }
+
+    /// Records a foreground call waiting for `task`; returns its id.
+    fn attend(&self, task: &TaskId, cancel: &CancellationToken) -> u64 {
+        let id = self
+            .next_call
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+        calls.push((id, task.clone(), cancel.clone()));
+        id
+    }
+
+    /// Stops the tasks of foreground calls the client has cancelled (they stop themselves
+    /// too, once their call wakes), so that what a call reads next reflects the cancellation.
+    fn stop_cancelled_calls(&self) {
+        let cancelled: Vec<TaskId> = {
+            let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+            let (gone, waiting) = std::mem::take(&mut *calls)
+                .into_iter()
+                .partition(|(_, _, cancel)| cancel.is_cancelled());
+            *calls = waiting;
+            gone.into_iter().map(|(_, task, _)| task).collect()
+        };
+        for task in cancelled {
+            if let Err(error) =
+                self.runtime
+                    .tasks()
+                    .kill(&task, OWNER, Some("the MCP call was cancelled"))
+            {
+                tracing::debug!(%task, %error, "stopping a cancelled call's task");
+            }
+        }
     }
 
     /// `kin_output`: the session's latest task, after waiting if asked; for a session that
@@ -411,6 +456,7 @@ impl Sessions {
         wait: Option<Duration>,
         cancel: &CancellationToken,
     ) -> Result<Output, CallError> {
+        self.stop_cancelled_calls();
         let Some(task) = self.latest(session) else {
             return self.logged(session).map(Output::Logged);
         };
@@ -435,6 +481,7 @@ impl Sessions {
 
     /// `kin_cancel`: stops the session's running task and waits until it has settled.
     pub(crate) async fn cancel(&self, session: &str) -> Result<TaskSnapshot, CallError> {
+        self.stop_cancelled_calls();
         let task = self.latest_or_refuse(session)?;
         let tasks = self.runtime.tasks();
         if let KillResult::AlreadyFinished(snapshot) =
@@ -448,6 +495,7 @@ impl Sessions {
 
     /// `kin_list`: each session with its latest task, usage and delegated children.
     pub(crate) fn list(&self) -> Value {
+        self.stop_cancelled_calls();
         let latest = self
             .latest
             .lock()
