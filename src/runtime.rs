@@ -13,8 +13,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::host::AgentHost;
 use crate::agent::mcp_view::McpView;
+use crate::agent::shape::SessionShape;
 use crate::agent::Agent;
 use crate::config::{AcpAgentConfig, DelegationSettings};
+use crate::delegation::agents::{self, AgentDefinition, UnknownAgent};
 use crate::delegation::{Delegation, DEFAULT_MAX_DEPTH};
 use crate::mcp::{ServerSpec, SessionServers};
 use crate::model::Model;
@@ -55,6 +57,16 @@ impl Default for RuntimeOptions {
             mcp_startup_timeout: crate::mcp::DEFAULT_STARTUP_TIMEOUT,
         }
     }
+}
+
+/// What became of the agent definition of a session [`Runtime::open_defined`] opened.
+pub(crate) enum Reopened {
+    /// It records none, or was live already (narrowed when it first opened).
+    Plain,
+    /// Found again and applied.
+    Defined(AgentDefinition),
+    /// No longer defined.
+    Missing(UnknownAgent),
 }
 
 /// The one process-wide runtime: the session host, the background tasks and delegation, put together; the front ends open, close and delete sessions through it.
@@ -129,16 +141,50 @@ impl Runtime {
     }
 
     /// The live agent of a stored session (see [`AgentHost::open_session`]); the background
-    /// tasks an earlier process left unfinished show as interrupted.
+    /// tasks an earlier process left unfinished show as interrupted. A session that records an
+    /// agent definition runs as it again (see [`Runtime::open_defined`]).
     pub fn open_session(
         &self,
         id: &str,
         cwd: PathBuf,
         additional: Option<Vec<PathBuf>>,
     ) -> Result<Arc<Agent>, RuntimeError> {
-        let agent = self.host.open_session(id, cwd, additional)?;
+        Ok(self.open_defined(id, cwd, additional)?.0)
+    }
+
+    /// [`Runtime::open_session`], saying what became of the agent definition the session
+    /// records: found again (for `cwd`) and applied, or gone, in which case the session's
+    /// calls are decided within the mode its log records, at most.
+    pub(crate) fn open_defined(
+        &self,
+        id: &str,
+        cwd: PathBuf,
+        additional: Option<Vec<PathBuf>>,
+    ) -> Result<(Arc<Agent>, Reopened), RuntimeError> {
+        let mut reopened = Reopened::Plain;
+        let host = &self.host;
+        let agent = host.open_session(id, cwd, additional, |header, cwd| {
+            let Some(name) = header.agent_definition.as_deref() else {
+                return SessionShape::default();
+            };
+            match agents::find(host, name, cwd) {
+                Ok(definition) => {
+                    let shape = definition.shape();
+                    reopened = Reopened::Defined(definition);
+                    shape
+                }
+                Err(missing) => {
+                    tracing::warn!(session = id, "{missing}; running within its recorded mode");
+                    reopened = Reopened::Missing(missing);
+                    SessionShape::default()
+                }
+            }
+        })?;
+        if matches!(reopened, Reopened::Missing(_)) {
+            agent.cap_permissions(agent.permission_mode());
+        }
         self.delegation.restore(&agent);
-        Ok(agent)
+        Ok((agent, reopened))
     }
 
     /// Starts the session's MCP servers (the configured ones merged with `editor`'s) in the
@@ -147,7 +193,7 @@ impl Runtime {
         let specs = crate::mcp::merge(&self.mcp_servers, editor);
         let view = (!specs.is_empty()).then(|| McpView {
             servers: SessionServers::start(specs, agent.cwd.clone(), self.mcp_startup_timeout),
-            keep: None,
+            keep: agent.own_mcp_keep(),
             owned: true,
         });
         if let Some(old) = agent.set_mcp(view) {

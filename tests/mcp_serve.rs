@@ -518,3 +518,276 @@ async fn the_agent_argument_runs_the_task_as_a_users_agent_definition() {
         "{text}"
     );
 }
+
+impl World {
+    /// Writes the agent definition `name` into the workspace's `.kin/agents/`.
+    fn define(&self, name: &str, text: &str) -> PathBuf {
+        let agents = self.cwd.path().join(".kin/agents");
+        std::fs::create_dir_all(&agents).unwrap();
+        let path = agents.join(format!("{name}.md"));
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    /// Writes kin's config file.
+    fn configure(&self, text: &str) {
+        let config = self.home.path().join("config/kin");
+        std::fs::create_dir_all(&config).unwrap();
+        std::fs::write(config.join("config.toml"), text).unwrap();
+    }
+
+    /// One `kin_reply` call on a fresh server.
+    async fn reply(&self, id: &str, prompt: &str, mode: &str) -> Value {
+        let arguments = json!({"session_id": id, "prompt": prompt, "mode": mode}).to_string();
+        self.client(&["call", "kin_reply", &arguments])
+            .await
+            .remove(0)
+    }
+}
+
+/// The names of the tools a model request offered, sorted.
+fn offered(request: &Value) -> Vec<String> {
+    let mut tools: Vec<String> = request["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    tools.sort_unstable();
+    tools
+}
+
+/// The mode the last `permission/mode` event of a log set.
+fn last_mode(log: &str) -> String {
+    log.lines()
+        .rev()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|event| event["type"] == "permission/mode")
+        .map(|event| {
+            event["data"]["mode"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn an_agent_definition_still_applies_after_the_server_restarted() {
+    let Some(world) = World::new() else { return };
+    let definition = world.define(
+        "pirate",
+        "---\ndescription: Reads like a pirate\ntools: [read]\npermission: read-only\n---\n\
+         Always answer like a pirate.\n",
+    );
+    world.model.push(text_reply(&["Arr, first."]));
+    let found = world
+        .client(&[
+            "call",
+            "kin",
+            r#"{"prompt": "report", "agent": "pirate", "mode": "ask"}"#,
+        ])
+        .await;
+    let id = found[0]["structured"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // A new server reopens the session from disk: the model is offered only `read`, under the
+    // definition's instructions, and the call's `ask` is narrowed to read-only again. The
+    // model's `bash` is not a tool of this session, so nothing runs.
+    world.model.push(tool_calls_reply(&[(
+        "c1",
+        "bash",
+        r#"{"command":"touch made.txt"}"#,
+    )]));
+    world.model.push(text_reply(&["Arr, second."]));
+    let result = world.reply(&id, "and now?", "ask").await;
+    assert_eq!(result["isError"], false, "{result}");
+    assert_eq!(result["structured"]["answer"], "Arr, second.");
+    let requests = world.model.requests();
+    let reopened = &requests[1].body;
+    assert_eq!(offered(reopened), ["read"], "{reopened}");
+    assert!(
+        reopened
+            .to_string()
+            .contains("Always answer like a pirate."),
+        "{reopened}"
+    );
+    assert!(!world.cwd.path().join("made.txt").exists());
+    assert_eq!(last_mode(&world.log(&id)), "read-only");
+    let log = world.log(&id);
+    let header: Value = serde_json::from_str(log.lines().next().unwrap()).unwrap();
+    assert_eq!(header["agentDefinition"], "pirate", "{header}");
+    // The definition deleted: the result says so, the session runs as kin, but within the
+    // mode its log records (read-only), whatever the call asks for.
+    std::fs::remove_file(definition).unwrap();
+    world.model.push(text_reply(&["third"]));
+    let result = world.reply(&id, "once more", "ask").await;
+    assert_eq!(result["isError"], false, "{result}");
+    let notice = result["structured"]["notice"].as_str().unwrap_or_default();
+    assert!(
+        notice.contains("\"pirate\"") && notice.contains("no longer defined"),
+        "{result}"
+    );
+    assert!(result["text"]
+        .as_str()
+        .unwrap()
+        .contains("no longer defined"));
+    assert_eq!(last_mode(&world.log(&id)), "read-only");
+}
+
+/// A configured stdio MCP server named `t` (tests/mcp/stdio_server.py, its marks going to
+/// plain files): tools `mcp__t__count`, `crash`, `echo`, `grow`, `wait`.
+fn configure_mcp_server(world: &World) {
+    let marks = world.home.path().join("marks");
+    let go = world.home.path().join("go");
+    let server = json!({
+        "command": world.python,
+        "args": [common::repo().join("tests/mcp/stdio_server.py"), marks, go],
+    });
+    let config = format!(
+        "mcp_startup_timeout = \"60s\"\n\n[mcp_servers.t]\ncommand = {}\nargs = {}\n",
+        server["command"], server["args"]
+    );
+    world.configure(&config);
+}
+
+#[tokio::test]
+async fn a_definitions_tools_limit_the_configured_mcp_servers_tools_too() {
+    let Some(world) = World::new() else { return };
+    configure_mcp_server(&world);
+    world.define(
+        "echoer",
+        "---\ndescription: Reads and echoes\ntools: [read, mcp__t__echo]\n---\nEcho things.\n",
+    );
+    world.define(
+        "server-user",
+        "---\ndescription: Uses the whole server\ntools: [grep, mcp__t]\n---\nUse t.\n",
+    );
+    // The kin tool run as a definition: its one MCP tool, named as the model sees it.
+    world.model.push(text_reply(&["echoed"]));
+    let found = world
+        .client(&["call", "kin", r#"{"prompt": "echo", "agent": "echoer"}"#])
+        .await;
+    assert_eq!(found[0]["isError"], false, "{}", found[0]);
+    let first = &world.model.requests()[0].body;
+    assert_eq!(offered(first), ["mcp__t__echo", "read"], "{first}");
+    // A session without a definition sees every tool of the server; its subagent child run
+    // as a definition naming the server sees all of them and only its own kin tool.
+    let call = json!({"description": "use t", "prompt": "use the server", "agent": "server-user"});
+    world
+        .model
+        .push(tool_calls_reply(&[("c1", "subagent", &call.to_string())]));
+    world.model.push(text_reply(&["child done"]));
+    world.model.push(text_reply(&["parent done"]));
+    let found = world
+        .client(&["call", "kin", r#"{"prompt": "delegate"}"#])
+        .await;
+    assert_eq!(
+        found[0]["structured"]["answer"], "parent done",
+        "{}",
+        found[0]
+    );
+    let requests = world.model.requests();
+    let parent = offered(&requests[1].body);
+    assert!(
+        parent.iter().any(|t| t == "mcp__t__wait") && parent.iter().any(|t| t == "bash"),
+        "{parent:?}"
+    );
+    let child = &requests[2].body;
+    assert!(child.to_string().contains("use the server"), "{child}");
+    assert_eq!(
+        offered(child),
+        [
+            "grep",
+            "mcp__t__count",
+            "mcp__t__crash",
+            "mcp__t__echo",
+            "mcp__t__grow",
+            "mcp__t__wait"
+        ],
+        "{child}"
+    );
+}
+
+#[tokio::test]
+async fn a_definitions_timeout_and_budget_end_an_mcp_task_definitely() {
+    let Some(world) = World::new() else { return };
+    world.define(
+        "hasty",
+        "---\ndescription: Has one second\ntimeout: 1\n---\nBe quick.\n",
+    );
+    world.define(
+        "frugal",
+        "---\ndescription: Has twenty tokens\nbudget: 20\n---\nBe brief.\n",
+    );
+    // The model stalls: the definition's time limit ends the task, which settles isError
+    // naming timed_out, and kin hangs up on the model.
+    world.model.push(Reply::Hang(vec![event(&chunk(
+        json!({"role": "assistant", "content": ""}),
+        None,
+    ))]));
+    let found = world
+        .client(&["call", "kin", r#"{"prompt": "stall", "agent": "hasty"}"#])
+        .await;
+    let result = &found[0];
+    assert_eq!(result["isError"], true, "{result}");
+    assert_eq!(result["structured"]["state"], "failed", "{result}");
+    let error = result["structured"]["error"].as_str().unwrap();
+    assert!(error.starts_with("timed_out"), "{result}");
+    assert!(result["text"].as_str().unwrap().contains("timed_out"));
+    let closed = tokio::time::timeout(DEADLINE, world.model.next_event()).await;
+    assert_eq!(closed.unwrap(), ServerEvent::ClientClosed { request: 0 });
+    let id = result["structured"]["sessionId"].as_str().unwrap();
+    assert!(world.log(id).contains("timed_out"));
+    // A step of 25 tokens spends the budget of 20: the task stops there, budget_exhausted.
+    std::fs::write(world.cwd.path().join("a.txt"), "a\n").unwrap();
+    world
+        .model
+        .push(tool_calls_reply(&[("c1", "read", r#"{"path":"a.txt"}"#)]));
+    world.model.push(text_reply(&["never asked"]));
+    let found = world
+        .client(&["call", "kin", r#"{"prompt": "read", "agent": "frugal"}"#])
+        .await;
+    let result = &found[0];
+    assert_eq!(result["isError"], true, "{result}");
+    let error = result["structured"]["error"].as_str().unwrap();
+    assert!(error.starts_with("budget_exhausted"), "{result}");
+    assert_eq!(world.model.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn kin_output_after_a_restart_answers_from_the_log() {
+    let Some(world) = World::new() else { return };
+    world.model.push(text_reply(&["the answer ", "is 42"]));
+    let found = world
+        .client(&["call", "kin", r#"{"prompt": "what is it?"}"#])
+        .await;
+    let id = found[0]["structured"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // A new server never ran a task on it: the last turn is read from the log.
+    let arguments = json!({"session_id": id}).to_string();
+    let output = world.client(&["call", "kin_output", &arguments]).await;
+    let result = &output[0];
+    assert_eq!(result["isError"], false, "{result}");
+    assert_eq!(result["structured"]["state"], "completed", "{result}");
+    assert_eq!(result["structured"]["answer"], "the answer is 42");
+    assert_eq!(result["structured"]["fromLog"], true);
+    assert!(result["text"]
+        .as_str()
+        .unwrap()
+        .contains("the answer is 42"));
+    // A session kin mcp does not know is still refused.
+    let other = json!({"session_id": "00000000-0000-4000-8000-000000000000"}).to_string();
+    let refused = world.client(&["call", "kin_output", &other]).await;
+    assert_eq!(refused[0]["isError"], true);
+    assert!(refused[0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("unknown session"));
+}

@@ -13,6 +13,7 @@ use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::shape::SessionShape;
 use super::{
     system_prompt, Agent, AgentOptions, AgentSpec, CompactionOutcome, StopReason, TurnDeps,
     TurnError,
@@ -355,25 +356,6 @@ impl AgentHost {
         async move { task.await.unwrap_or(Err(TurnError::Stopped)) }.boxed()
     }
 
-    fn top_level(
-        &self,
-        header: Header,
-        cwd: PathBuf,
-        log: SessionLog,
-        events: Vec<Event>,
-    ) -> Arc<Agent> {
-        Arc::new(Agent::new(AgentSpec {
-            header,
-            cwd,
-            log,
-            events,
-            options: AgentOptions::default(),
-            persona: None,
-            tools: self.tools.clone(),
-            structured: None,
-        }))
-    }
-
     /// Creates, stores and publishes a new top-level session. `delegation_depth` is not 0
     /// for a session that is itself a delegated child (of an agent in another process).
     pub fn create_session(
@@ -407,14 +389,14 @@ impl AgentHost {
     }
 
     /// Creates, stores and publishes a new top-level session made by a front end other than
-    /// an editor (`started_over`, e.g. `"mcp"`, is recorded in its header). `persona`
-    /// replaces kin's, and `tools` (names) narrows its tools, for an agent definition.
+    /// an editor (`started_over`, e.g. `"mcp"`, is recorded in its header). A session run as
+    /// an agent definition records its name and is narrowed by `shape`.
     pub(crate) fn create_session_started_over(
         &self,
         cwd: PathBuf,
         started_over: &str,
-        persona: Option<String>,
-        tools: Option<&[String]>,
+        definition: Option<&str>,
+        shape: &SessionShape,
     ) -> Result<Arc<Agent>, HostError> {
         let mut header = Header::new(
             uuid::Uuid::new_v4().to_string(),
@@ -423,44 +405,54 @@ impl AgentHost {
             Vec::new(),
         );
         header.started_over = Some(started_over.to_owned());
-        let registry = match tools {
-            None => self.tools.clone(),
-            Some(allowed) => {
-                let mut narrowed = (*self.tools).clone();
-                narrowed.retain(|name| allowed.iter().any(|a| a == name));
-                Arc::new(narrowed)
-            }
-        };
+        header.agent_definition = definition.map(str::to_owned);
         let log = self.store.create(&header)?;
-        let agent = Arc::new(Agent::new(AgentSpec {
-            header,
-            cwd,
-            log,
-            events: Vec::new(),
-            options: AgentOptions::default(),
-            persona,
-            tools: registry,
-            structured: None,
-        }));
+        let agent = self.shaped(header, cwd, log, Vec::new(), shape);
         self.publish(agent.clone())?;
         Ok(agent)
     }
 
+    /// A top-level agent narrowed by `shape`.
+    fn shaped(
+        &self,
+        header: Header,
+        cwd: PathBuf,
+        log: SessionLog,
+        events: Vec<Event>,
+        shape: &SessionShape,
+    ) -> Arc<Agent> {
+        let agent = Arc::new(Agent::new(AgentSpec {
+            header,
+            cwd,
+            log,
+            events,
+            options: AgentOptions::default(),
+            persona: shape.persona.clone(),
+            tools: shape.registry(&self.tools),
+            structured: None,
+        }));
+        shape.bind(&agent);
+        agent
+    }
+
     fn create_with_header(&self, header: Header, cwd: PathBuf) -> Result<Arc<Agent>, HostError> {
         let log = self.store.create(&header)?;
-        let agent = self.top_level(header, cwd, log, Vec::new());
+        let agent = self.shaped(header, cwd, log, Vec::new(), &SessionShape::default());
         self.publish(agent.clone())?;
         Ok(agent)
     }
 
     /// The live agent of a stored session, opening it from disk if it is not live yet.
     /// `cwd` is where the client runs it now (it may have moved since it was created);
-    /// `additional` the directories the client sent now (`None`: those recorded at creation).
+    /// `additional` the directories the client sent now (`None`: those recorded at creation);
+    /// `shape_of` says how the session is narrowed, from its header (asked only when it is
+    /// opened from disk: a live session was narrowed when it opened).
     pub(crate) fn open_session(
         &self,
         id: &str,
         cwd: PathBuf,
         additional: Option<Vec<PathBuf>>,
+        shape_of: impl FnOnce(&Header, &std::path::Path) -> SessionShape,
     ) -> Result<Arc<Agent>, HostError> {
         if let Some(agent) = self.live(id) {
             return Ok(agent);
@@ -474,7 +466,8 @@ impl AgentHost {
                 .map(|dir| dir.to_string_lossy().into_owned())
                 .collect();
         }
-        let agent = self.top_level(loaded.header, cwd, log, loaded.events);
+        let shape = shape_of(&loaded.header, &cwd);
+        let agent = self.shaped(loaded.header, cwd, log, loaded.events, &shape);
         match self.publish(agent.clone()) {
             Ok(()) => Ok(agent),
             // Another request opened it meanwhile: use theirs, drop our handle.

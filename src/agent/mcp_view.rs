@@ -35,6 +35,20 @@ impl Agent {
         self.mcp.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
+    /// Limits the tools of the session's own MCP servers to those `allow` names (an agent
+    /// definition's `tools`, see [`crate::mcp::listed`]). Once, before its servers start.
+    pub(crate) fn limit_mcp_tools(&self, allow: Vec<String>) {
+        if self.mcp_allow.set(allow).is_err() {
+            tracing::debug!(session = %self.id, "MCP tools already limited");
+        }
+    }
+
+    /// What the session's own MCP servers may offer: `None` is every tool.
+    pub(crate) fn own_mcp_keep(&self) -> Option<ToolKeep> {
+        let allow = self.mcp_allow.get()?.clone();
+        Some(Arc::new(move |name: &str| crate::mcp::listed(&allow, name)))
+    }
+
     /// The registry holding the tool `name`: the built-ins, else the MCP tools (a built-in
     /// keeps a name both have).
     pub(crate) fn tools_for(&self, name: &str) -> Arc<ToolRegistry> {
@@ -61,8 +75,8 @@ impl Agent {
 
 impl McpView {
     /// A delegated child's view: its parent's servers (the same connections), narrowed by the
-    /// child's tool filter (`allow`: only these names; `deny`: never these) on top of the
-    /// parent's own narrowing.
+    /// child's tool filter (`allow`: only these names; `deny`: never these; a server's prefix
+    /// `mcp__<server>` names all its tools) on top of the parent's own narrowing.
     pub(crate) fn for_child(
         parent: &Agent,
         allow: Option<Vec<String>>,
@@ -72,8 +86,8 @@ impl McpView {
         let inherited = view.keep.clone();
         let keep: ToolKeep = Arc::new(move |name: &str| {
             inherited.as_ref().is_none_or(|keep| keep(name))
-                && allow.as_ref().is_none_or(|a| a.iter().any(|n| n == name))
-                && deny.as_ref().is_none_or(|d| d.iter().all(|n| n != name))
+                && allow.as_ref().is_none_or(|a| crate::mcp::listed(a, name))
+                && deny.as_ref().is_none_or(|d| !crate::mcp::listed(d, name))
         });
         Some(Self {
             servers: view.servers,

@@ -13,6 +13,7 @@ pub mod host;
 pub(crate) mod mcp_view;
 mod permissions;
 pub(crate) mod remote_children;
+pub(crate) mod shape;
 pub mod structured;
 mod system;
 pub(crate) use system::DEFAULT_PERSONA;
@@ -212,6 +213,8 @@ pub struct Agent {
     pub(crate) watch: Arc<Watch>,
     /// The session's MCP servers as this agent sees them (see [`mcp_view`]).
     mcp: RwLock<Option<mcp_view::McpView>>,
+    /// The only MCP tools the session's own servers may offer (its agent definition's list).
+    mcp_allow: std::sync::OnceLock<Vec<String>>,
 }
 
 pub use crate::session::UserMessage;
@@ -294,6 +297,7 @@ impl Agent {
             pending: Mutex::new(Vec::new()),
             watch: Arc::default(),
             mcp: RwLock::new(None),
+            mcp_allow: std::sync::OnceLock::new(),
         }
     }
 

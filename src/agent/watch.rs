@@ -66,6 +66,8 @@ pub struct Watch {
     cause: Mutex<Option<StopReason>>,
     budget: OnceLock<Budget>,
     spent: Spend,
+    /// What was spent before the current activation: the budget is each activation's.
+    before: Mutex<(u64, f64)>,
 }
 
 impl Default for Watch {
@@ -75,6 +77,7 @@ impl Default for Watch {
             cause: Mutex::new(None),
             budget: OnceLock::new(),
             spent: Spend::default(),
+            before: Mutex::new((0, 0.0)),
         }
     }
 }
@@ -103,8 +106,19 @@ impl Watch {
         let Some(budget) = self.budget.get() else {
             return false;
         };
-        budget.tokens.is_some_and(|max| self.spent.tokens() >= max)
-            || budget.cost.is_some_and(|max| self.spent.cost() >= max)
+        let (tokens, cost) = *lock(&self.before);
+        budget
+            .tokens
+            .is_some_and(|max| self.spent.tokens().saturating_sub(tokens) >= max)
+            || budget
+                .cost
+                .is_some_and(|max| self.spent.cost() - cost >= max)
+    }
+
+    /// Starts a new activation of an agent that runs many (a `kin mcp` session's tasks): its
+    /// budget counts from now.
+    pub(crate) fn begin_activation(&self) {
+        *lock(&self.before) = (self.spent.tokens(), self.spent.cost());
     }
 
     /// Marks progress now.
@@ -161,5 +175,10 @@ mod tests {
         watch.spend(40, 0.5);
         assert!(watch.over_budget());
         assert_eq!((tree.tokens(), tree.cost()), (100, 0.75));
+        // A new activation has its own budget.
+        watch.begin_activation();
+        assert!(!watch.over_budget());
+        watch.spend(100, 0.0);
+        assert!(watch.over_budget());
     }
 }

@@ -13,6 +13,9 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_yaml_ng::Value;
 
+use crate::agent::host::AgentHost;
+use crate::agent::shape::SessionShape;
+use crate::agent::DEFAULT_PERSONA;
 use crate::sync::lock;
 use crate::tools::PermissionMode;
 
@@ -193,6 +196,12 @@ pub(crate) fn fit(
     if let Some(tools) = definition.tools.take() {
         let mut kept = Vec::new();
         for tool in tools {
+            // MCP servers come and go: their tools are kept by the name the model sees
+            // (`mcp__server__tool`) or by server (`mcp__server`), unchecked.
+            if tool.starts_with(crate::mcp::MCP_PREFIX) {
+                kept.push(tool);
+                continue;
+            }
             match [tool.clone(), tool.to_lowercase()]
                 .into_iter()
                 .find(|name| tool_known(name))
@@ -206,6 +215,54 @@ pub(crate) fn fit(
         definition.tools = Some(kept);
     }
     notices
+}
+
+/// No definition of that name is usable.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+#[error("unknown agent {name:?}; the defined agents are: {available}")]
+pub(crate) struct UnknownAgent {
+    pub(crate) name: String,
+    /// The usable names, comma-separated (`none`).
+    pub(crate) available: String,
+}
+
+/// The definition `name` for a session in `cwd`, fitted to what `host` has (see [`fit`]; the
+/// notices are logged).
+pub(crate) fn find(
+    host: &AgentHost,
+    name: &str,
+    cwd: &Path,
+) -> Result<AgentDefinition, UnknownAgent> {
+    let catalog = load_for(cwd);
+    let Some(found) = catalog.get(name) else {
+        return Err(UnknownAgent {
+            name: name.to_owned(),
+            available: catalog.names(),
+        });
+    };
+    let mut definition = found.clone();
+    let notices = fit(
+        &mut definition,
+        |model| host.models().lookup(model).is_ok(),
+        |tool| host.tools().get(tool).is_some(),
+    );
+    for notice in &notices {
+        tracing::warn!(agent = name, "{notice}");
+    }
+    Ok(definition)
+}
+
+impl AgentDefinition {
+    /// What the definition makes of a top-level session: kin's persona followed by its
+    /// instructions, its tools, and its permission as the ceiling.
+    pub(crate) fn shape(&self) -> SessionShape {
+        SessionShape {
+            persona: (!self.instructions.is_empty())
+                .then(|| format!("{DEFAULT_PERSONA}\n\n{}", self.instructions)),
+            tools: self.tools.clone(),
+            ceiling: self.permission,
+        }
+    }
 }
 
 /// The front matter as written; anything else is reported and ignored.

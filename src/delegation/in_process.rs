@@ -266,6 +266,7 @@ fn start_in(
         seed_length: (!seed.is_empty()).then_some(seed.len() as u64),
         delegation_depth: depth,
         started_over: None,
+        agent_definition: None,
     };
     let id = header.id.clone();
     let mut log = host

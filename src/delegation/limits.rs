@@ -12,7 +12,9 @@ use futures::FutureExt;
 use tokio::time::{sleep_until, Instant};
 
 use super::provider::{Run, SubagentResult};
-use crate::agent::{StopReason, Watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::{Agent, StopReason, TurnError, Watch};
 use crate::session::UserPart;
 
 /// The share of the wall-clock limit after which the child is asked to wrap up.
@@ -167,6 +169,37 @@ pub(super) fn watched(run: Run, limits: TimeLimits) -> Run {
     }
     .boxed();
     run.with_result(result.shared())
+}
+
+/// Runs `turn`, a turn of the top-level `agent` started with `turn_cancel` (a `kin mcp` task
+/// run as an agent definition), under the wall-clock limit `wall`: at 80% the agent is
+/// steered to wrap up; at the limit its turn is cancelled and ends `timed_out`. Returns the
+/// turn's result and, when the limit ran out, what was reached.
+pub(crate) async fn limited_turn(
+    agent: Arc<Agent>,
+    wall: Duration,
+    mut turn: BoxFuture<'static, Result<StopReason, TurnError>>,
+    turn_cancel: CancellationToken,
+) -> (Result<StopReason, TurnError>, Option<String>) {
+    let limits = TimeLimits {
+        wall: Some(wall),
+        idle: None,
+    };
+    let steer_into = agent.clone();
+    let wrap_up = move |text: String| {
+        // A turn that is no longer running has nothing to wrap up.
+        let _ = steer_into.steer(vec![UserPart::Text { text }]);
+        std::future::ready(()).boxed()
+    };
+    let expired = tokio::select! {
+        result = &mut turn => return (result, None),
+        expired = expiry(limits, Instant::now(), None, wrap_up) => expired,
+    };
+    agent.watch.stop_with(StopReason::TimedOut);
+    turn_cancel.cancel();
+    let result = turn.await;
+    tracing::info!(session = %agent.id, limit = %expired.detail(), "a task timed out");
+    (result, Some(expired.detail()))
 }
 
 #[cfg(test)]

@@ -28,7 +28,7 @@ pub mod agents;
 mod budget;
 mod error;
 mod in_process;
-mod limits;
+pub(crate) mod limits;
 mod listing;
 mod provider;
 mod queue;

@@ -8,7 +8,8 @@
 //! - `stdio`: a stdio server's supervised process; `http`: the HTTP transport;
 //! - `tool`: a server tool as a kin tool (permissions); `result`: its results for the model;
 //! - `progress`: a call's progress notifications, routed to it and throttled for the editor;
-//! - `naming`: `mcp__<server>__<tool>` names within the model API's rules.
+//! - `naming`: `mcp__<server>__<tool>` names within the model API's rules, and how a tool
+//!   list (an agent definition's) names them.
 //!
 //! Uses `tools`, `model` (tool specs), `process` and `sync`.
 
@@ -22,5 +23,6 @@ pub(crate) mod spec;
 mod stdio;
 mod tool;
 
+pub(crate) use naming::{listed, PREFIX as MCP_PREFIX};
 pub use session::{SessionServers, DEFAULT_STARTUP_TIMEOUT};
 pub use spec::{merge, ServerSpec, Transport};

@@ -58,9 +58,38 @@ fn cut(text: &str, max: usize) -> String {
     text.chars().take(max).collect()
 }
 
+/// Whether a tool list (an agent definition's `tools`) names the MCP tool `name`: by the name
+/// the model sees (`mcp__files__read_file`), or by its server's prefix (`mcp__files`: every
+/// tool of that server).
+pub(crate) fn listed(entries: &[String], name: &str) -> bool {
+    entries.iter().any(|entry| {
+        entry == name
+            || (entry.starts_with(PREFIX)
+                && !entry[PREFIX.len()..].contains("__")
+                && name
+                    .strip_prefix(entry.as_str())
+                    .is_some_and(|rest| rest.starts_with("__")))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_list_names_a_tool_exactly_or_by_its_server() {
+        let list = vec![
+            "read".to_owned(),
+            "mcp__files".into(),
+            "mcp__db__query".into(),
+        ];
+        assert!(listed(&list, "read"));
+        assert!(listed(&list, "mcp__files__read_file"));
+        assert!(listed(&list, "mcp__db__query"));
+        assert!(!listed(&list, "mcp__db__drop"));
+        assert!(!listed(&list, "mcp__filesystem__read"));
+        assert!(!listed(&list, "mcp__db__query_2"));
+    }
 
     #[test]
     fn names_follow_the_model_rules() {

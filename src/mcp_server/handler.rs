@@ -14,8 +14,9 @@ use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
 use super::ask::ElicitAsk;
+use super::logged::LoggedTurn;
 use super::progress::Forwarder;
-use super::sessions::{state, CallError, Delivery, Sessions};
+use super::sessions::{state, CallError, Delivery, Output, Sessions};
 use super::tools::{self, CancelArgs, ListArgs, OutputArgs, ReplyArgs, StartArgs};
 use crate::tasks::{TaskId, TaskSnapshot, TaskStatus};
 use crate::tools::ClientBridge;
@@ -59,12 +60,12 @@ impl KinServer {
     async fn reply(&self, args: ReplyArgs, context: &RequestContext<RoleServer>) -> CallToolResult {
         let forwarder = self.forwarder(&args.session_id, context, args.background);
         let bridge: Arc<dyn ClientBridge> = Arc::new(ElicitAsk::new(context.peer.clone()));
-        let (task, steered) = match self.sessions.reply(&args, bridge) {
-            Ok(Delivery::Steered(task)) => (task, true),
-            Ok(Delivery::Started(task)) => (task, false),
+        let (task, steered, notice) = match self.sessions.reply(&args, bridge) {
+            Ok((Delivery::Steered(task), notice)) => (task, true, notice),
+            Ok((Delivery::Started(task), notice)) => (task, false, notice),
             Err(error) => return refused(&error),
         };
-        if args.background {
+        let mut result = if args.background {
             let mut result = json!({
                 "sessionId": args.session_id,
                 "taskId": task.as_str(),
@@ -72,10 +73,15 @@ impl KinServer {
                 "delivered": if steered { "into the running task" } else { "as a new task" },
             });
             result["next"] = "collect the answer with kin_output".into();
-            return CallToolResult::structured(result);
+            CallToolResult::structured(result)
+        } else {
+            self.settle(&args.session_id, &task, forwarder, context)
+                .await
+        };
+        if let Some(notice) = notice {
+            noted(&mut result, notice);
         }
-        self.settle(&args.session_id, &task, forwarder, context)
-            .await
+        result
     }
 
     /// Progress for a foreground call whose client asked for it.
@@ -127,7 +133,8 @@ impl KinServer {
             .output(&args.session_id, wait, &context.ct)
             .await
         {
-            Ok(snapshot) => report(&args.session_id, &snapshot),
+            Ok(Output::Task(snapshot)) => report(&args.session_id, &snapshot),
+            Ok(Output::Logged(turn)) => report_logged(&args.session_id, &turn),
             Err(error) => refused(&error),
         }
     }
@@ -168,31 +175,79 @@ fn started(session: &str, task: &TaskId) -> CallToolResult {
     }))
 }
 
+/// Adds `notice` to a call's result: a `notice` field and a text block.
+fn noted(result: &mut CallToolResult, notice: String) {
+    if let Some(Value::Object(structured)) = &mut result.structured_content {
+        structured.insert("notice".into(), notice.clone().into());
+    }
+    result
+        .content
+        .push(ContentBlock::text(format!("notice: {notice}")));
+}
+
 /// A task's state as the calls report it.
 fn described(session: &str, snapshot: &TaskSnapshot) -> Value {
     let mut result = json!({
         "sessionId": session,
         "taskId": snapshot.id.as_str(),
-        "state": state(snapshot.status),
     });
-    if let Some(answer) = &snapshot.output {
+    settled(
+        &mut result,
+        snapshot.status,
+        &snapshot.output,
+        &snapshot.detail,
+    );
+    result
+}
+
+/// Adds a task's `state`, `answer` and `error` to `result`.
+fn settled(
+    result: &mut Value,
+    status: TaskStatus,
+    answer: &Option<String>,
+    error: &Option<String>,
+) {
+    result["state"] = state(status).into();
+    if let Some(answer) = answer {
         result["answer"] = answer.clone().into();
     }
-    if let Some(detail) = &snapshot.detail {
-        result["error"] = detail.clone().into();
+    if let Some(error) = error {
+        result["error"] = error.clone().into();
     }
-    result
 }
 
 /// The result of a task: the answer when it completed, `isError` with the reason when it
 /// failed or was cancelled, the state while it runs.
 fn report(session: &str, snapshot: &TaskSnapshot) -> CallToolResult {
     let structured = described(session, snapshot);
-    let failed = matches!(
+    reported(
+        session,
+        structured,
         snapshot.status,
+        &snapshot.output,
+        &snapshot.detail,
+    )
+}
+
+/// `kin_output` of a session whose tasks ran in an earlier server: its last turn, from the log.
+fn report_logged(session: &str, turn: &LoggedTurn) -> CallToolResult {
+    let mut structured = json!({"sessionId": session, "turn": turn.turn, "fromLog": true});
+    settled(&mut structured, turn.status, &turn.answer, &turn.detail);
+    reported(session, structured, turn.status, &turn.answer, &turn.detail)
+}
+
+fn reported(
+    session: &str,
+    structured: Value,
+    status: TaskStatus,
+    answer: &Option<String>,
+    detail: &Option<String>,
+) -> CallToolResult {
+    let failed = matches!(
+        status,
         TaskStatus::Failed | TaskStatus::Killed | TaskStatus::Interrupted
     );
-    let text = match (&snapshot.output, snapshot.status) {
+    let text = match (answer, status) {
         (Some(answer), TaskStatus::Completed) => {
             format!("{answer}\n\n[kin session {session}; continue it with kin_reply]")
         }
@@ -200,7 +255,7 @@ fn report(session: &str, snapshot: &TaskSnapshot) -> CallToolResult {
         (_, status) if failed => format!(
             "the kin task {}: {} [session {session}]",
             state(status),
-            snapshot.detail.as_deref().unwrap_or("no reason given")
+            detail.as_deref().unwrap_or("no reason given")
         ),
         (_, status) => format!(
             "the kin task is {} [session {session}]; wait for it with kin_output",

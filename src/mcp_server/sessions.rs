@@ -5,7 +5,7 @@
 //! the session is idle (or only on disk, after a restart), runs a new task on it.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -13,12 +13,14 @@ use futures::FutureExt;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
+use super::logged::{self, LoggedTurn};
 use super::tools::{width, CallMode, ReplyArgs, StartArgs};
-use crate::agent::{Agent, StopReason, TurnError, DEFAULT_PERSONA};
-use crate::delegation::agents::{self, AgentDefinition};
+use crate::agent::{Agent, Budget, StopReason, TurnError};
+use crate::delegation::agents::{self, AgentDefinition, UnknownAgent};
+use crate::delegation::limits::limited_turn;
 use crate::model::Credentials;
-use crate::runtime::{Runtime, RuntimeError};
-use crate::session::{AssistantBlock, EventBody, UserPart};
+use crate::runtime::{Reopened, Runtime, RuntimeError};
+use crate::session::{Header, UserPart};
 use crate::tasks::{KillResult, TaskError, TaskId, TaskOutcome, TaskSnapshot, TaskStatus};
 use crate::tools::{ClientBridge, PermissionMode};
 
@@ -44,8 +46,8 @@ pub(crate) enum CallError {
     },
     #[error("cwd must be an absolute path of an existing directory, got {0:?}")]
     BadCwd(String),
-    #[error("unknown agent {name:?}; the defined agents are: {available}")]
-    UnknownAgent { name: String, available: String },
+    #[error(transparent)]
+    UnknownAgent(#[from] UnknownAgent),
     #[error("unknown session {0}")]
     UnknownSession(String),
     #[error(
@@ -55,6 +57,8 @@ pub(crate) enum CallError {
     NotStartedOverMcp(String),
     #[error("session {0} has run no task in this server; continue it with kin_reply")]
     NoTask(String),
+    #[error("session {0} has run no task yet; continue it with kin_reply")]
+    NeverRan(String),
     #[error("no API key for the model: {0}")]
     MissingKey(String),
     #[error("{0}")]
@@ -73,6 +77,22 @@ pub(crate) enum Delivery {
     Started(TaskId),
 }
 
+/// What `kin_output` found: a task of this server, or, for a session whose tasks ran in an
+/// earlier server process, its last turn as the log tells it.
+pub(crate) enum Output {
+    Task(TaskSnapshot),
+    Logged(LoggedTurn),
+}
+
+/// What the agent definition a session runs as sets for each of its tasks.
+#[derive(Debug, Clone, Copy, Default)]
+struct TaskLimits {
+    /// The widest mode a task runs in.
+    ceiling: Option<PermissionMode>,
+    /// A task's wall-clock limit.
+    timeout: Option<Duration>,
+}
+
 /// The server's sessions.
 pub(crate) struct Sessions {
     runtime: Arc<Runtime>,
@@ -80,9 +100,14 @@ pub(crate) struct Sessions {
     cwd: PathBuf,
     /// Each session this server started or continued, with its latest task, oldest first.
     latest: Mutex<Vec<(String, TaskId)>>,
-    /// The permission of the agent definition a session was started as: every task of it
-    /// runs at most this wide.
-    clamps: Mutex<HashMap<String, PermissionMode>>,
+    /// The limits of the sessions that run as an agent definition (set when the session is
+    /// created or reopened).
+    limits: Mutex<HashMap<String, TaskLimits>>,
+    /// The foreground calls waiting now: each call's id, task and cancellation. MCP cancels a
+    /// call's token before it reads the client's next message, so a later call that finds the
+    /// token cancelled stops the task itself, without waiting for the cancelled call to wake.
+    calls: Mutex<Vec<(u64, TaskId, CancellationToken)>>,
+    next_call: std::sync::atomic::AtomicU64,
 }
 
 impl Sessions {
@@ -92,7 +117,9 @@ impl Sessions {
             ceiling,
             cwd,
             latest: Mutex::default(),
-            clamps: Mutex::default(),
+            limits: Mutex::default(),
+            calls: Mutex::default(),
+            next_call: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -119,6 +146,34 @@ impl Sessions {
         }
     }
 
+    fn limits_of(&self, session: &str) -> TaskLimits {
+        let limits = self.limits.lock().unwrap_or_else(|p| p.into_inner());
+        limits.get(session).copied().unwrap_or_default()
+    }
+
+    fn set_limits(&self, session: &str, limits: TaskLimits) {
+        let mut all = self.limits.lock().unwrap_or_else(|p| p.into_inner());
+        all.insert(session.to_owned(), limits);
+    }
+
+    /// Puts `agent` under its definition's limits: permission, timeout and token budget.
+    fn limit(&self, agent: &Agent, definition: &AgentDefinition) {
+        self.set_limits(
+            &agent.id,
+            TaskLimits {
+                ceiling: definition.permission,
+                timeout: definition.timeout,
+            },
+        );
+        if let Some(tokens) = definition.budget_tokens {
+            agent.watch.set_budget(Budget {
+                tokens: Some(tokens),
+                cost: None,
+                tree: None,
+            });
+        }
+    }
+
     /// Creates the session `kin` asks for (nothing runs yet: see [`Sessions::run`]).
     pub(crate) fn create(
         &self,
@@ -135,40 +190,39 @@ impl Sessions {
                 path
             }
         };
+        let host = self.runtime.host();
         let definition = match args.agent.as_deref() {
-            Some(name) => Some(self.definition(name, &cwd)?),
+            Some(name) => Some(agents::find(host, name, &cwd)?),
             None => None,
         };
         self.check_key()?;
-        let host = self.runtime.host();
-        let persona = definition
+        let shape = definition
             .as_ref()
-            .filter(|d| !d.instructions.is_empty())
-            .map(|d| format!("{DEFAULT_PERSONA}\n\n{}", d.instructions));
-        let tools = definition.as_ref().and_then(|d| d.tools.as_deref());
-        let agent = host.create_session_started_over(cwd, STARTED_OVER, persona, tools)?;
-        let clamp = definition.as_ref().and_then(|d| d.permission);
-        let mode = clamp.map_or(mode, |own| mode.strictest(own));
+            .map(AgentDefinition::shape)
+            .unwrap_or_default();
+        let agent =
+            host.create_session_started_over(cwd, STARTED_OVER, args.agent.as_deref(), &shape)?;
+        let mode = shape.ceiling.map_or(mode, |own| mode.strictest(own));
         // The call's model wins over the definition's.
         let model = args
             .model
             .clone()
-            .or_else(|| definition.and_then(|d| d.model));
+            .or_else(|| definition.as_ref().and_then(|d| d.model.clone()));
         if let Some(model) = &model {
             if let Err(error) = host.switch_model(&agent, model) {
                 host.unpublish_agent(&agent);
                 return Err(CallError::Model(error.to_string()));
             }
         }
-        if let Some(own) = clamp {
-            let mut clamps = self.clamps.lock().unwrap_or_else(|p| p.into_inner());
-            clamps.insert(agent.id.clone(), own);
+        if let Some(definition) = &definition {
+            self.limit(&agent, definition);
         }
         self.runtime.start_mcp(&agent, Vec::new());
         Ok((agent, mode))
     }
 
-    /// Runs one task of `agent` for `prompt` in `mode`; returns its id at once.
+    /// Runs one task of `agent` for `prompt` in `mode`; returns its id at once. A session run
+    /// as an agent definition runs it under the definition's time limit and token budget.
     pub(crate) fn run(
         &self,
         agent: Arc<Agent>,
@@ -182,6 +236,7 @@ impl Sessions {
         let host = self.runtime.host().clone();
         let label = crate::text::visible(&cut(&prompt, 80)).into_owned();
         let session = agent.id.clone();
+        let timeout = self.limits_of(&session).timeout;
         let task = self.runtime.tasks().start_for(
             TASK_KIND,
             &label,
@@ -189,10 +244,33 @@ impl Sessions {
             Some(&session),
             move |cancel| {
                 async move {
+                    // The session's MCP servers are waited for once (up to their startup
+                    // timeout), as a first prompt in an editor waits for them.
+                    if let Some(view) = agent.mcp() {
+                        tokio::select! {
+                            not_ready = view.servers.wait_started() => {
+                                for line in not_ready {
+                                    tracing::warn!(session = %agent.id, "MCP server {line}");
+                                }
+                            }
+                            () = cancel.cancelled() => {}
+                        }
+                    }
+                    agent.watch.begin_activation();
                     let text = vec![UserPart::Text { text: prompt }];
-                    let turn = host.start_turn(agent.clone(), text, Some(bridge), cancel.clone());
-                    let result = turn.await;
-                    outcome(&agent, &result, cancel.is_cancelled(), host.max_steps())
+                    let turn_cancel = cancel.child_token();
+                    let turn =
+                        host.start_turn(agent.clone(), text, Some(bridge), turn_cancel.clone());
+                    let (result, expired) = match timeout {
+                        Some(wall) => limited_turn(agent.clone(), wall, turn, turn_cancel).await,
+                        None => (turn.await, None),
+                    };
+                    let ended = Ended {
+                        result: &result,
+                        cancelled: cancel.is_cancelled(),
+                        expired,
+                    };
+                    outcome(&agent, ended, host.max_steps())
                 }
                 .boxed()
             },
@@ -205,37 +283,9 @@ impl Sessions {
         Ok(task)
     }
 
-    /// The definition `name` for a session in `cwd`, narrowed to what this kin has.
-    fn definition(&self, name: &str, cwd: &Path) -> Result<AgentDefinition, CallError> {
-        let catalog = agents::load_for(cwd);
-        let Some(found) = catalog.get(name) else {
-            return Err(CallError::UnknownAgent {
-                name: name.to_owned(),
-                available: catalog.names(),
-            });
-        };
-        let mut definition = found.clone();
+    /// The header of stored session `id`, if `kin mcp` made it.
+    fn stored_header(&self, id: &str) -> Result<Header, CallError> {
         let host = self.runtime.host();
-        let notices = agents::fit(
-            &mut definition,
-            |model| host.models().lookup(model).is_ok(),
-            |tool| host.tools().get(tool).is_some(),
-        );
-        for notice in &notices {
-            tracing::warn!(agent = name, "{notice}");
-        }
-        Ok(definition)
-    }
-
-    /// The session `kin_reply` names, live or opened from disk, if `kin mcp` made it.
-    fn reopen(&self, id: &str) -> Result<Arc<Agent>, CallError> {
-        let host = self.runtime.host();
-        if let Some(agent) = host.live(id) {
-            return match agent.header().started_over.as_deref() {
-                Some(STARTED_OVER) => Ok(agent),
-                _ => Err(CallError::NotStartedOverMcp(id.to_owned())),
-            };
-        }
         if !host.store().exists(id) {
             return Err(CallError::UnknownSession(id.to_owned()));
         }
@@ -247,43 +297,78 @@ impl Sessions {
         if header.started_over.as_deref() != Some(STARTED_OVER) || header.parent_session.is_some() {
             return Err(CallError::NotStartedOverMcp(id.to_owned()));
         }
-        let cwd = header.cwd.map_or_else(|| self.cwd.clone(), PathBuf::from);
-        let agent = self.runtime.open_session(id, cwd, None)?;
-        self.runtime.start_mcp(&agent, Vec::new());
-        Ok(agent)
+        Ok(header)
     }
 
-    /// `kin_reply`: into the running task, else as a new task.
+    /// The session `kin_reply` names, live or opened from disk, if `kin mcp` made it; with a
+    /// notice when the agent definition it was started as is gone.
+    fn reopen(&self, id: &str) -> Result<(Arc<Agent>, Option<String>), CallError> {
+        let host = self.runtime.host();
+        if let Some(agent) = host.live(id) {
+            return match agent.header().started_over.as_deref() {
+                Some(STARTED_OVER) => Ok((agent, None)),
+                _ => Err(CallError::NotStartedOverMcp(id.to_owned())),
+            };
+        }
+        let header = self.stored_header(id)?;
+        let cwd = header.cwd.map_or_else(|| self.cwd.clone(), PathBuf::from);
+        let (agent, reopened) = self.runtime.open_defined(id, cwd, None)?;
+        let notice = match reopened {
+            Reopened::Plain => None,
+            Reopened::Defined(definition) => {
+                self.limit(&agent, &definition);
+                None
+            }
+            Reopened::Missing(missing) => {
+                let recorded = agent.permission_mode();
+                self.set_limits(
+                    id,
+                    TaskLimits {
+                        ceiling: Some(recorded),
+                        timeout: None,
+                    },
+                );
+                Some(format!(
+                    "the agent definition {:?} this session was started as is no longer \
+                     defined (the defined agents are: {}); the task ran as kin, within the \
+                     session's recorded mode {}",
+                    missing.name,
+                    missing.available,
+                    recorded.id()
+                ))
+            }
+        };
+        self.runtime.start_mcp(&agent, Vec::new());
+        Ok((agent, notice))
+    }
+
+    /// `kin_reply`: into the running task, else as a new task; with a notice when the
+    /// session's agent definition is gone.
     pub(crate) fn reply(
         &self,
         args: &ReplyArgs,
         bridge: Arc<dyn ClientBridge>,
-    ) -> Result<Delivery, CallError> {
-        let mut mode = self.mode(args.mode)?;
-        let clamp = self
-            .clamps
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&args.session_id)
-            .copied();
-        if let Some(own) = clamp {
-            mode = mode.strictest(own);
-        }
-        let agent = self.reopen(&args.session_id)?;
+    ) -> Result<(Delivery, Option<String>), CallError> {
+        let mode = self.mode(args.mode)?;
+        let (agent, notice) = self.reopen(&args.session_id)?;
+        let mode = self
+            .limits_of(&agent.id)
+            .ceiling
+            .map_or(mode, |own| mode.strictest(own));
         if agent.is_running() {
             if let Some(task) = self.latest(&agent.id) {
                 let content = vec![UserPart::Text {
                     text: args.prompt.clone(),
                 }];
                 if agent.steer(content).is_ok() {
-                    return Ok(Delivery::Steered(task));
+                    return Ok((Delivery::Steered(task), notice));
                 }
             }
         }
         self.check_key()?;
         // A steer refused because the turn was just ending: wait for it, then start anew.
         let task = self.run(agent, mode, args.prompt.clone(), bridge)?;
-        Ok(Delivery::Started(task))
+        Ok((Delivery::Started(task), notice))
     }
 
     /// The latest task of `session` in this server.
@@ -314,9 +399,15 @@ impl Sessions {
         cancel: &CancellationToken,
     ) -> Result<TaskSnapshot, CallError> {
         let tasks = self.runtime.tasks();
-        let snapshot = tasks
+        let call = timeout.is_none().then(|| self.attend(task, cancel));
+        let waited = tasks
             .wait(task, timeout.unwrap_or(FOREVER), OWNER, cancel)
-            .await?;
+            .await;
+        if let Some(call) = call {
+            let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+            calls.retain(|(id, _, _)| *id != call);
+        }
+        let snapshot = waited?;
         if timeout.is_none() && cancel.is_cancelled() && !snapshot.status.is_terminal() {
             tasks.kill(task, OWNER, Some("the MCP call was cancelled"))?;
             tasks.until_settled(task).await;
@@ -325,22 +416,72 @@ impl Sessions {
         Ok(snapshot)
     }
 
-    /// `kin_output`: the session's latest task, after waiting if asked.
+    /// Records a foreground call waiting for `task`; returns its id.
+    fn attend(&self, task: &TaskId, cancel: &CancellationToken) -> u64 {
+        let id = self
+            .next_call
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+        calls.push((id, task.clone(), cancel.clone()));
+        id
+    }
+
+    /// Stops the tasks of foreground calls the client has cancelled (they stop themselves
+    /// too, once their call wakes), so that what a call reads next reflects the cancellation.
+    fn stop_cancelled_calls(&self) {
+        let cancelled: Vec<TaskId> = {
+            let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+            let (gone, waiting) = std::mem::take(&mut *calls)
+                .into_iter()
+                .partition(|(_, _, cancel)| cancel.is_cancelled());
+            *calls = waiting;
+            gone.into_iter().map(|(_, task, _)| task).collect()
+        };
+        for task in cancelled {
+            if let Err(error) =
+                self.runtime
+                    .tasks()
+                    .kill(&task, OWNER, Some("the MCP call was cancelled"))
+            {
+                tracing::debug!(%task, %error, "stopping a cancelled call's task");
+            }
+        }
+    }
+
+    /// `kin_output`: the session's latest task, after waiting if asked; for a session that
+    /// ran no task in this server, its last turn as its log tells it.
     pub(crate) async fn output(
         &self,
         session: &str,
         wait: Option<Duration>,
         cancel: &CancellationToken,
-    ) -> Result<TaskSnapshot, CallError> {
-        let task = self.latest_or_refuse(session)?;
-        match wait {
-            Some(timeout) => self.wait(&task, Some(timeout), cancel).await,
-            None => Ok(self.runtime.tasks().read(&task, OWNER)?),
-        }
+    ) -> Result<Output, CallError> {
+        self.stop_cancelled_calls();
+        let Some(task) = self.latest(session) else {
+            return self.logged(session).map(Output::Logged);
+        };
+        let snapshot = match wait {
+            Some(timeout) => self.wait(&task, Some(timeout), cancel).await?,
+            None => self.runtime.tasks().read(&task, OWNER)?,
+        };
+        Ok(Output::Task(snapshot))
+    }
+
+    /// The last turn of a stored session `kin mcp` made (a task of an earlier server).
+    fn logged(&self, session: &str) -> Result<LoggedTurn, CallError> {
+        self.stored_header(session)?;
+        let loaded = self
+            .runtime
+            .host()
+            .store()
+            .load(session)
+            .map_err(|error| CallError::Runtime(RuntimeError::from(error)))?;
+        logged::last_turn(&loaded.events).ok_or_else(|| CallError::NeverRan(session.to_owned()))
     }
 
     /// `kin_cancel`: stops the session's running task and waits until it has settled.
     pub(crate) async fn cancel(&self, session: &str) -> Result<TaskSnapshot, CallError> {
+        self.stop_cancelled_calls();
         let task = self.latest_or_refuse(session)?;
         let tasks = self.runtime.tasks();
         if let KillResult::AlreadyFinished(snapshot) =
@@ -354,6 +495,7 @@ impl Sessions {
 
     /// `kin_list`: each session with its latest task, usage and delegated children.
     pub(crate) fn list(&self) -> Value {
+        self.stop_cancelled_calls();
         let latest = self
             .latest
             .lock()
@@ -416,16 +558,30 @@ fn cut(text: &str, max: usize) -> String {
     }
 }
 
-/// How a task that ran one turn of `agent` ended.
-fn outcome(
-    agent: &Agent,
-    result: &Result<StopReason, TurnError>,
+/// How a task's turn ended.
+struct Ended<'a> {
+    result: &'a Result<StopReason, TurnError>,
+    /// The task was cancelled.
     cancelled: bool,
-    max_steps: u32,
-) -> TaskOutcome {
-    match StopReason::of(result, cancelled) {
-        StopReason::Completed => TaskOutcome::completed(final_answer(agent)),
+    /// The limit its time limit reached, when it did.
+    expired: Option<String>,
+}
+
+/// How a task that ran one turn of `agent` ended.
+fn outcome(agent: &Agent, ended: Ended<'_>, max_steps: u32) -> TaskOutcome {
+    let result = ended.result;
+    match StopReason::of(result, ended.cancelled) {
+        StopReason::Completed => TaskOutcome::completed(agent.with_events(logged::last_answer)),
         StopReason::Cancelled => TaskOutcome::killed(),
+        StopReason::TimedOut => TaskOutcome::failed(format!(
+            "timed_out: {}",
+            ended
+                .expired
+                .unwrap_or_else(|| "the time limit was reached".to_owned())
+        )),
+        StopReason::BudgetExhausted => TaskOutcome::failed(
+            "budget_exhausted: the token budget of its agent definition was reached".to_owned(),
+        ),
         stop => match result {
             // Errors quote the endpoint, files and the model: made visible, not interpreted.
             Err(error) => TaskOutcome::failed(crate::text::visible(&error.to_string())),
@@ -435,28 +591,4 @@ fn outcome(
             }
         },
     }
-}
-
-/// The text of the session's last assistant message.
-fn final_answer(agent: &Agent) -> String {
-    agent.with_events(|events| {
-        events
-            .iter()
-            .rev()
-            .find_map(|event| match &event.body {
-                EventBody::AssistantMessage(message) => Some(
-                    message
-                        .message
-                        .content
-                        .iter()
-                        .filter_map(|block| match block {
-                            AssistantBlock::Text { text } => Some(text.as_str()),
-                            _ => None,
-                        })
-                        .collect::<String>(),
-                ),
-                _ => None,
-            })
-            .unwrap_or_default()
-    })
 }

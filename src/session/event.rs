@@ -38,6 +38,10 @@ pub struct Header {
     /// (`"mcp"`: `kin mcp`, for a parent agent); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) started_over: Option<String>,
+    /// The agent definition (by name) a top-level session runs as: its persona, tools and
+    /// permission are applied again each time the session is opened; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) agent_definition: Option<String>,
 }
 
 impl Header {
@@ -62,6 +66,7 @@ impl Header {
             seed_length: None,
             delegation_depth: 0,
             started_over: None,
+            agent_definition: None,
         }
     }
 }
