@@ -554,15 +554,27 @@ pub(crate) struct ToolResultPart {
     #[serde(rename = "type")]
     pub kind: String,
     pub(crate) tool_call_id: String,
-    pub content: Vec<ToolResultText>,
+    pub content: Vec<ToolResultContent>,
     pub(crate) is_error: bool,
 }
 
+/// One piece of a tool's result: its text, or an image whose base64 text is blob `sha256`
+/// (`size` its length), as a user message's image part.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct ToolResultText {
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub(crate) text: String,
+#[serde(
+    tag = "type",
+    rename_all = "kebab-case",
+    rename_all_fields = "camelCase"
+)]
+pub(crate) enum ToolResultContent {
+    Text {
+        text: String,
+    },
+    Image {
+        mime_type: String,
+        sha256: String,
+        size: u64,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -577,7 +589,33 @@ impl ToolResult {
         self.message
             .content
             .iter()
-            .flat_map(|part| part.content.iter().map(|t| t.text.as_str()))
+            .flat_map(|part| &part.content)
+            .filter_map(|content| match content {
+                ToolResultContent::Text { text } => Some(text.as_str()),
+                ToolResultContent::Image { .. } => None,
+            })
+            .collect()
+    }
+
+    /// The images the tool returned, as user-message image parts.
+    pub(crate) fn images(&self) -> Vec<UserPart> {
+        self.message
+            .content
+            .iter()
+            .flat_map(|part| &part.content)
+            .filter_map(|content| match content {
+                ToolResultContent::Image {
+                    mime_type,
+                    sha256,
+                    size,
+                } => Some(UserPart::Image {
+                    mime_type: mime_type.clone(),
+                    sha256: sha256.clone(),
+                    size: *size,
+                    uri: None,
+                }),
+                ToolResultContent::Text { .. } => None,
+            })
             .collect()
     }
 
