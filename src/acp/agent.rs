@@ -150,6 +150,20 @@ fn warn_broad_workspace(
     }));
 }
 
+/// The typed request. A prompt's params are moved into it, not copied as the schema's
+/// dispatch would: they may hold megabytes of images.
+fn client_request(method: &str, params: Value) -> Result<ClientRequest, MethodDispatchError> {
+    if method != "session/prompt" {
+        return ClientRequest::from_method_and_params(method, &params);
+    }
+    serde_json::from_value(params)
+        .map(ClientRequest::PromptRequest)
+        .map_err(|source| MethodDispatchError::InvalidPayload {
+            method: method.to_owned(),
+            source,
+        })
+}
+
 impl Handler for AcpAgent {
     fn request(&self, method: String, mut params: Value, cx: RequestContext) -> Reply {
         let ready = Reply::Now;
@@ -161,7 +175,7 @@ impl Handler for AcpAgent {
         if method == "initialize" {
             numeric_protocol_version(&mut params);
         }
-        let request = match ClientRequest::from_method_and_params(&method, &params) {
+        let request = match client_request(&method, params) {
             Ok(request) => request,
             Err(MethodDispatchError::UnknownMethod { .. })
                 if !self.initialized.load(Ordering::Acquire) =>

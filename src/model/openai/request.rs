@@ -157,12 +157,16 @@ impl EncodedHistory {
             let images = ends_run[at]
                 .then(|| tool_images::follow_up(history, at, how))
                 .flatten();
-            for message in message(item, send_reasoning, how).into_iter().chain(images) {
-                // The array's first message follows its `[`; any other, a comma.
-                if out.last() != Some(&b'[') {
-                    out.push(b',');
-                }
+            if let HistoryItem::User(parts) = &**item {
+                comma(&mut out);
+                user_content::write_message(parts, how, &mut out);
+            } else if let Some(message) = message(item, send_reasoning, how) {
+                comma(&mut out);
                 out.extend_from_slice(message.to_string().as_bytes());
+            }
+            if let Some(parts) = images {
+                comma(&mut out);
+                user_content::write_message(&parts, how, &mut out);
             }
             self.items.push(EncodedItem {
                 item: item.clone(),
@@ -192,6 +196,13 @@ impl EncodedHistory {
         out.push(b'}');
         self.body = Bytes::from(out);
         self.body.clone()
+    }
+}
+
+/// The array's first message follows its `[`; any other, a comma.
+fn comma(out: &mut Vec<u8>) {
+    if out.last() != Some(&b'[') {
+        out.push(b',');
     }
 }
 
@@ -250,12 +261,10 @@ fn reasoning_decisions(kinds: &[Kind]) -> Vec<bool> {
     decisions
 }
 
+/// The message of an assistant or tool item (user messages are written by `user_content`).
 fn message(item: &HistoryItem, send_reasoning: bool, how: UserEncoding<'_>) -> Option<Value> {
     match item {
-        HistoryItem::User(parts) => Some(json!({
-            "role": "user",
-            "content": user_content::content(parts, how),
-        })),
+        HistoryItem::User(_) => None,
         HistoryItem::Assistant(blocks) => assistant(blocks, send_reasoning),
         HistoryItem::ToolResult {
             call_id,

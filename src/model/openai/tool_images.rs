@@ -2,9 +2,7 @@
 //! a model that takes images the images of a step's tool results follow those results in one
 //! user message; a model that does not gets a line in the tool message saying so instead.
 
-use serde_json::{json, Value};
-
-use super::user_content::{self, UserEncoding};
+use super::user_content::UserEncoding;
 use crate::session::history::HistoryItem;
 use crate::session::UserPart;
 
@@ -24,13 +22,13 @@ pub(crate) fn ends_run(items: &[std::sync::Arc<HistoryItem>], at: usize) -> bool
     is_result(items.get(at)) && !is_result(items.get(at + 1))
 }
 
-/// The user message with the images of the run of tool results ending at `at`; `None` when
-/// they returned none or the model does not take images.
+/// The parts of the user message with the images of the run of tool results ending at `at`;
+/// `None` when they returned none or the model does not take images.
 pub(crate) fn follow_up(
     items: &[std::sync::Arc<HistoryItem>],
     at: usize,
     how: UserEncoding<'_>,
-) -> Option<Value> {
+) -> Option<Vec<UserPart>> {
     if !how.images {
         return None;
     }
@@ -52,10 +50,7 @@ pub(crate) fn follow_up(
         // Walking back: this call's parts go before the later calls'.
         parts.splice(0..0, these);
     }
-    if parts.is_empty() {
-        return None;
-    }
-    Some(json!({"role": "user", "content": user_content::content(&parts, how)}))
+    (!parts.is_empty()).then_some(parts)
 }
 
 #[cfg(test)]
@@ -94,14 +89,15 @@ mod tests {
             images: true,
             blobs: Some(dir.path()),
         };
-        let message = follow_up(&items, 3, how).unwrap();
-        let texts: Vec<&str> = message["content"]
-            .as_array()
-            .unwrap()
+        let parts = follow_up(&items, 3, how).unwrap();
+        let texts: Vec<&str> = parts
             .iter()
-            .filter_map(|part| part["text"].as_str())
-            .filter(|text| text.starts_with("The images"))
+            .filter_map(|part| match part {
+                UserPart::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
             .collect();
+        assert_eq!(parts.len(), 5, "two texts, three images");
         assert_eq!(
             texts,
             [
