@@ -80,11 +80,11 @@ pub(crate) fn blocks(prompt: &[UserPart], capabilities: &Value, blob_dir: &Path)
                 from_link,
                 ..
             } => {
-                let contents = inline
-                    .clone()
-                    .or_else(|| sha256.as_deref().and_then(read));
+                let contents = inline.clone().or_else(|| sha256.as_deref().and_then(read));
                 let Some(contents) = contents else {
-                    out.push(text(format!("[attached file {uri}: its content is missing]")));
+                    out.push(text(format!(
+                        "[attached file {uri}: its content is missing]"
+                    )));
                     continue;
                 };
                 if embedded {
