@@ -150,20 +150,6 @@ fn warn_broad_workspace(
     }));
 }
 
-/// The typed request. A prompt's params are moved into it, not copied as the schema's
-/// dispatch would: they may hold megabytes of images.
-fn client_request(method: &str, params: Value) -> Result<ClientRequest, MethodDispatchError> {
-    if method != "session/prompt" {
-        return ClientRequest::from_method_and_params(method, &params);
-    }
-    serde_json::from_value(params)
-        .map(ClientRequest::PromptRequest)
-        .map_err(|source| MethodDispatchError::InvalidPayload {
-            method: method.to_owned(),
-            source,
-        })
-}
-
 impl Handler for AcpAgent {
     fn request(&self, method: String, mut params: Value, cx: RequestContext) -> Reply {
         let ready = Reply::Now;
@@ -173,9 +159,9 @@ impl Handler for AcpAgent {
             }
         }
         if method == "initialize" {
-            numeric_protocol_version(&mut params);
+            super::request_params::numeric_protocol_version(&mut params);
         }
-        let request = match client_request(&method, params) {
+        let request = match super::request_params::client_request(&method, params) {
             Ok(request) => request,
             Err(MethodDispatchError::UnknownMethod { .. })
                 if !self.initialized.load(Ordering::Acquire) =>
@@ -242,20 +228,6 @@ impl Handler for AcpAgent {
             Ok(_) => {}
             Err(error) => tracing::debug!(%error, "ignoring a notification"),
         }
-    }
-}
-
-/// Reads a `protocolVersion` sent as a numeric string (`"1"`, as some clients do) as that
-/// number; anything else is left for the usual decoding to judge.
-fn numeric_protocol_version(params: &mut Value) {
-    let Some(version) = params.get_mut("protocolVersion") else {
-        return;
-    };
-    if let Some(number) = version
-        .as_str()
-        .and_then(|text| text.trim().parse::<u16>().ok())
-    {
-        *version = Value::from(number);
     }
 }
 

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::records::{Descriptor, TaskEnd, TaskStart};
+pub(crate) use super::tool_result::ToolResultContent;
 pub use super::user_part::UserPart;
 
 /// Line 1 of every session log.
@@ -556,25 +557,6 @@ pub(crate) struct ToolResultPart {
     pub(crate) tool_call_id: String,
     pub content: Vec<ToolResultContent>,
     pub(crate) is_error: bool,
-}
-
-/// One piece of a tool's result: its text, or an image whose base64 text is blob `sha256`
-/// (`size` its length), as a user message's image part.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(
-    tag = "type",
-    rename_all = "kebab-case",
-    rename_all_fields = "camelCase"
-)]
-pub(crate) enum ToolResultContent {
-    Text {
-        text: String,
-    },
-    Image {
-        mime_type: String,
-        sha256: String,
-        size: u64,
-    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
