@@ -28,6 +28,9 @@
 //!   left=<ok|error>`, or `create=error:<message>` when the first create fails.
 //! - `mcp`: advertises `mcpCapabilities: {http: false}`; the prompt's answer is `mcp <the names
 //!   of the MCP servers its session/new got, comma-separated>`.
+//! - `rich`: advertises `promptCapabilities: {image: true, embeddedContext: true}`; the
+//!   prompt's answer is `blocks <each block's type, and an image's data or a resource's uri
+//!   after a colon, comma-separated>`.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 use std::io::{BufRead, Write};
@@ -103,6 +106,11 @@ fn main() -> std::io::Result<()> {
                     &mut out,
                     &reply(json!({"protocolVersion": 1,
                         "agentCapabilities": {"loadSession": true}})),
+                )?,
+                "rich" => send(
+                    &mut out,
+                    &reply(json!({"protocolVersion": 1, "agentCapabilities":
+                        {"promptCapabilities": {"image": true, "embeddedContext": true}}})),
                 )?,
                 _ => send(
                     &mut out,
@@ -315,6 +323,29 @@ fn main() -> std::io::Result<()> {
                         }
                     };
                     send(&mut out, &chunk(session, "agent_message_chunk", &text))?;
+                    send(&mut out, &reply(json!({"stopReason": "end_turn"})))?;
+                }
+                "rich" => {
+                    let blocks = message.pointer("/params/prompt").and_then(Value::as_array);
+                    let described: Vec<String> = blocks
+                        .into_iter()
+                        .flatten()
+                        .map(|block| {
+                            let kind = block["type"].as_str().unwrap_or("?");
+                            let detail = block["data"]
+                                .as_str()
+                                .or_else(|| block.pointer("/resource/uri")?.as_str());
+                            match detail {
+                                Some(detail) => format!("{kind}:{detail}"),
+                                None => kind.to_owned(),
+                            }
+                        })
+                        .collect();
+                    let text = format!("blocks {}", described.join(","));
+                    send(
+                        &mut out,
+                        &chunk("fake-session", "agent_message_chunk", &text),
+                    )?;
                     send(&mut out, &reply(json!({"stopReason": "end_turn"})))?;
                 }
                 "mcp" => {

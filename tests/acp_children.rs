@@ -107,6 +107,36 @@ async fn a_well_behaved_child_answers_with_its_message_text_and_gets_the_depth()
 }
 
 #[tokio::test]
+async fn a_child_that_takes_images_and_resources_gets_its_prompt_as_those_blocks() {
+    let cwd = tempfile::tempdir().unwrap();
+    let marker = marker("rich");
+    let cancel = CancellationToken::new();
+    let mut child = AcpChild::start(command_for("rich", &marker, cwd.path()), &cancel)
+        .await
+        .unwrap();
+    assert_eq!(
+        child.capabilities["promptCapabilities"],
+        json!({"image": true, "embeddedContext": true})
+    );
+    let content = vec![
+        json!({"type": "text", "text": "look"}),
+        json!({"type": "image", "mimeType": "image/png", "data": "iVBO"}),
+        json!({"type": "resource", "resource": {"uri": "file:///w/a.md", "text": "hello"}}),
+    ];
+    let (_steer, mut no_steers) = tokio::sync::mpsc::unbounded_channel::<Steer>();
+    let outcome = child
+        .prompt_content_steered("look", content, &cancel, &mut no_steers)
+        .await
+        .unwrap();
+    assert_eq!(
+        outcome.text,
+        "blocks text,image:iVBO,resource:file:///w/a.md"
+    );
+    child.shutdown().await;
+    assert_none_left(&marker).await;
+}
+
+#[tokio::test]
 async fn a_slow_start_is_waited_for() {
     let cwd = tempfile::tempdir().unwrap();
     let marker = marker("slow");

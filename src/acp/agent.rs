@@ -159,9 +159,9 @@ impl Handler for AcpAgent {
             }
         }
         if method == "initialize" {
-            numeric_protocol_version(&mut params);
+            super::request_params::numeric_protocol_version(&mut params);
         }
-        let request = match ClientRequest::from_method_and_params(&method, &params) {
+        let request = match super::request_params::client_request(&method, params) {
             Ok(request) => request,
             Err(MethodDispatchError::UnknownMethod { .. })
                 if !self.initialized.load(Ordering::Acquire) =>
@@ -228,20 +228,6 @@ impl Handler for AcpAgent {
             Ok(_) => {}
             Err(error) => tracing::debug!(%error, "ignoring a notification"),
         }
-    }
-}
-
-/// Reads a `protocolVersion` sent as a numeric string (`"1"`, as some clients do) as that
-/// number; anything else is left for the usual decoding to judge.
-fn numeric_protocol_version(params: &mut Value) {
-    let Some(version) = params.get_mut("protocolVersion") else {
-        return;
-    };
-    if let Some(number) = version
-        .as_str()
-        .and_then(|text| text.trim().parse::<u16>().ok())
-    {
-        *version = Value::from(number);
     }
 }
 

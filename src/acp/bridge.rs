@@ -43,6 +43,8 @@ pub(crate) struct AcpBridge {
     features: ClientFeatures,
     /// The client shows children as sessions of their own (`clientCapabilities.subagents`).
     child_sessions: bool,
+    /// What the client said it takes (whether warnings go as `notice` updates).
+    capabilities: Arc<ClientCapabilities>,
 }
 
 impl AcpBridge {
@@ -56,6 +58,7 @@ impl AcpBridge {
                 terminal: capabilities.terminal,
             },
             child_sessions: capabilities.subagents.is_some(),
+            capabilities: Arc::new(capabilities.clone()),
         }
     }
 
@@ -109,6 +112,7 @@ impl ClientBridge for AcpBridge {
             session_id: child_session.to_owned(),
             features: self.features,
             child_sessions: true,
+            capabilities: self.capabilities.clone(),
         })
     }
 
@@ -238,6 +242,18 @@ impl ClientBridge for AcpBridge {
                 self.session_id.clone(),
                 updates::progress_shown(call_id, text),
             ),
+        );
+    }
+
+    fn warn_user(&self, text: &str) {
+        let (severity, session) = (super::notice::Severity::Warning, &self.session_id);
+        super::notice::send(
+            &self.peer,
+            &self.capabilities,
+            session,
+            severity,
+            text,
+            None,
         );
     }
 

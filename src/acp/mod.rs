@@ -18,6 +18,7 @@ mod prompt_content;
 mod prompt_links;
 mod prompt_size;
 mod replay_log;
+mod request_params;
 mod subagents;
 mod tree_replay;
 pub mod updates;

@@ -65,12 +65,14 @@ fn unsupported(block: &ContentBlock) -> RpcError {
 }
 
 fn store(dir: &Path, bytes: &[u8]) -> Result<String, RpcError> {
-    blobs::put(dir, bytes).map_err(|e| {
-        RpcError::internal(format!(
-            "could not store a prompt attachment in {}: {e}",
-            dir.display()
-        ))
-    })
+    blobs::put(dir, bytes).map_err(|e| store_failed(dir, e))
+}
+
+fn store_failed(dir: &Path, error: std::io::Error) -> RpcError {
+    RpcError::internal(format!(
+        "could not store a prompt attachment in {}: {error}",
+        dir.display()
+    ))
 }
 
 /// Converts `blocks`; audio (not advertised) is refused with `-32602`.
@@ -83,7 +85,11 @@ pub(crate) fn convert(
         match block {
             ContentBlock::Text(text) => out.parts.push(UserPart::Text { text: text.text }),
             ContentBlock::Image(image) => {
-                let sha256 = store(cx.blob_dir, image.data.as_bytes())?;
+                let size = image.data.len() as u64;
+                // Kept in memory too: the model request reads it back at once.
+                let data = std::sync::Arc::new(image.data);
+                let sha256 =
+                    blobs::put_text(cx.blob_dir, data).map_err(|e| store_failed(cx.blob_dir, e))?;
                 if !cx.images {
                     out.notices.push(format!(
                         "The model does not take images: an image ({}) was replaced by a placeholder",
@@ -91,7 +97,7 @@ pub(crate) fn convert(
                     ));
                 }
                 out.parts.push(UserPart::Image {
-                    size: image.data.len() as u64,
+                    size,
                     mime_type: image.mime_type,
                     sha256,
                     uri: image.uri,

@@ -72,7 +72,9 @@ pub(crate) fn forward(
                     _ => agent.tools.clone(),
                 };
                 let mut out: Vec<SessionUpdate> =
-                    updates::live(event, &tools).into_iter().collect();
+                    updates::live(event, &tools, Some(&agent.blob_dir()))
+                        .into_iter()
+                        .collect();
                 if matches!(event.body, EventBody::AssistantMessage(_)) {
                     let budget = delegation.budget_meta(&agent.id);
                     out.extend(models::usage_update(&catalog, agent, budget));

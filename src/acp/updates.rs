@@ -44,7 +44,12 @@ fn text_chunk(text: &str) -> ContentChunk {
 }
 
 /// The updates to send while a turn runs, for one freshly appended event.
-pub(crate) fn live(event: &Event, tools: &ToolRegistry) -> Option<SessionUpdate> {
+/// `blob_dir` is the session's, where a tool's images are read from.
+pub(crate) fn live(
+    event: &Event,
+    tools: &ToolRegistry,
+    blob_dir: Option<&Path>,
+) -> Option<SessionUpdate> {
     match &event.body {
         EventBody::AssistantChunk(c) => match &c.chunk {
             Chunk::TextDelta { text, .. } if !text.is_empty() => {
@@ -57,7 +62,7 @@ pub(crate) fn live(event: &Event, tools: &ToolRegistry) -> Option<SessionUpdate>
         },
         EventBody::ToolCall(call) if call.name == plan::NAME => plan_update(&call.arguments),
         EventBody::ToolCall(call) => Some(tool_call(call, tools)),
-        EventBody::ToolResult(result) => tool_result(result, true),
+        EventBody::ToolResult(result) => tool_result(result, true, blob_dir),
         EventBody::SessionTitle(title) => Some(SessionUpdate::SessionInfoUpdate(
             SessionInfoUpdate::new()
                 .title(title.title.clone())
@@ -106,7 +111,7 @@ fn plan_update(arguments: &str) -> Option<SessionUpdate> {
 }
 
 /// A result as an update of its call; none for a call editors are not shown (`hidden`).
-fn tool_result(result: &ToolResult, live: bool) -> Option<SessionUpdate> {
+fn tool_result(result: &ToolResult, live: bool, blob_dir: Option<&Path>) -> Option<SessionUpdate> {
     let display = ToolDisplay::from_meta(result.meta.as_ref());
     if display.hidden {
         return None;
@@ -127,6 +132,14 @@ fn tool_result(result: &ToolResult, live: bool) -> Option<SessionUpdate> {
     if content.is_empty() || failed {
         content.push(ToolCallContent::from(field(&result.text())));
     }
+    // A tool's images (an MCP server's), as the editor shows a prompt's.
+    content.extend(
+        result
+            .images()
+            .iter()
+            .filter_map(|part| user_block(part, blob_dir))
+            .map(ToolCallContent::from),
+    );
     let mut fields = ToolCallUpdateFields::new().status(status).content(content);
     if !display.locations.is_empty() {
         fields = fields.locations(locations(&display));
@@ -343,9 +356,9 @@ impl Replay {
                     });
                 }
             }
-            EventBody::ToolResult(result) => out.extend(tool_result(result, false)),
+            EventBody::ToolResult(result) => out.extend(tool_result(result, false, blob_dir)),
             EventBody::ToolCall(_) | EventBody::SessionTitle(_) => {
-                out.extend(live(event, tools));
+                out.extend(live(event, tools, blob_dir));
             }
             EventBody::CompactionStart(_) | EventBody::CompactionEnd(_) => {
                 out.extend(super::models::compaction_updates(event));

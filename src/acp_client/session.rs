@@ -305,13 +305,27 @@ impl AcpChild {
         cancel: &CancellationToken,
         steers: &mut mpsc::UnboundedReceiver<Steer>,
     ) -> Result<PromptOutcome, ChildError> {
+        let content = vec![json!({"type": "text", "text": text})];
+        self.prompt_content_steered(text, content, cancel, steers)
+            .await
+    }
+
+    /// [`AcpChild::prompt_steered`] with the first prompt given as its ACP content blocks
+    /// (`text` is what the child's record and the editor show of it).
+    pub async fn prompt_content_steered(
+        &mut self,
+        text: &str,
+        content: Vec<Value>,
+        cancel: &CancellationToken,
+        steers: &mut mpsc::UnboundedReceiver<Steer>,
+    ) -> Result<PromptOutcome, ChildError> {
         self.collected.take();
         if let Some(forwarder) = &self.forwarder {
             forwarder.announce(std::path::Path::new(&self.command.session_cwd()));
             forwarder.prompted(text);
         }
         self.collected.collecting.store(true, Ordering::Release);
-        let answered = self.answer_prompts(text, cancel, steers).await;
+        let answered = self.answer_prompts(content, cancel, steers).await;
         self.collected.collecting.store(false, Ordering::Release);
         if let Some(forwarder) = &self.forwarder {
             forwarder.finish(answered.as_ref().ok().copied());
@@ -334,16 +348,15 @@ impl AcpChild {
     /// on it, so the run waits for its answer too.
     async fn answer_prompts(
         &mut self,
-        text: &str,
+        content: Vec<Value>,
         cancel: &CancellationToken,
         steers: &mut mpsc::UnboundedReceiver<Steer>,
     ) -> Result<StopReason, ChildError> {
         const METHOD: &str = "session/prompt";
         let faulted = self.collected.faulted.clone();
-        let request = |peer: Peer, session: String, text: String, at: usize| {
+        let request = |peer: Peer, session: String, content: Vec<Value>, at: usize| {
             async move {
-                let params =
-                    json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]});
+                let params = json!({"sessionId": session, "prompt": content});
                 (at, peer.request(METHOD, &params).await)
             }
             .boxed()
@@ -352,7 +365,7 @@ impl AcpChild {
         in_flight.push(request(
             self.peer.clone(),
             self.session_id.clone(),
-            text.to_owned(),
+            content,
             0,
         ));
         // One slot per prompt: the verdict a steered prompt still owes its sender.
@@ -412,7 +425,7 @@ impl AcpChild {
                         in_flight.push(request(
                             self.peer.clone(),
                             self.session_id.clone(),
-                            steer.text,
+                            vec![json!({"type": "text", "text": steer.text})],
                             verdicts.len(),
                         ));
                         verdicts.push(Some(steer.verdict));

@@ -18,6 +18,7 @@ pub mod structured;
 mod system;
 pub(crate) use system::DEFAULT_PERSONA;
 mod title;
+mod tool_images;
 mod turn;
 pub(crate) use turn::end_reason;
 mod watch;
@@ -236,6 +237,8 @@ struct AgentState {
     log: SessionLog,
     last_turn: u32,
     has_title: bool,
+    /// The user was told once that this session's model gets a tool's images as placeholders.
+    tool_images_told: bool,
 }
 
 /// Why a message could not be steered into a turn.
@@ -284,6 +287,7 @@ impl Agent {
                 log: spec.log,
                 last_turn,
                 has_title,
+                tool_images_told: false,
             }),
             transcript: RwLock::new(Transcript {
                 history: HistoryFold::new(&spec.events),

@@ -453,7 +453,8 @@ impl Turn<'_> {
             return Ok(StepEnd::Finished(StopReason::Cancelled));
         }
         for (call_id, name, arguments) in &calls {
-            self.call_tool(step, call_id, name, arguments).await?;
+            self.call_tool(step, call_id, name, arguments, choice.profile.images)
+                .await?;
         }
         if self.cancel.is_cancelled() || self.tool_cancelled {
             return Ok(StepEnd::Finished(StopReason::Cancelled));
@@ -477,6 +478,7 @@ impl Turn<'_> {
         call_id: &str,
         name: &str,
         arguments: &str,
+        model_takes_images: bool,
     ) -> Result<(), TurnError> {
         let turn = self.turn;
         let call = self.state.log.append(
@@ -533,6 +535,20 @@ impl Turn<'_> {
         }
         // Logged like any result first; then the turn ends.
         let fatal = output.is_fatal().then(|| output.text.clone());
+        if !output.images.is_empty() && !model_takes_images && !self.state.tool_images_told {
+            self.state.tool_images_told = true;
+            if let Some(client) = &self.deps.client {
+                client.warn_user(&format!(
+                    "The model does not take images: the images `{name}` returned are given to it \
+                     as placeholders"
+                ));
+            }
+        }
+        let mut content = vec![ToolResultContent::Text { text: output.text }];
+        content.extend(super::tool_images::store(
+            &self.agent.blob_dir(),
+            output.images,
+        ));
         self.emit_surface(
             EventBody::ToolResult(Box::new(ToolResult {
                 turn,
@@ -542,10 +558,7 @@ impl Turn<'_> {
                     content: vec![ToolResultPart {
                         kind: "tool-result".into(),
                         tool_call_id: call_id.into(),
-                        content: vec![ToolResultText {
-                            kind: "text".into(),
-                            text: output.text,
-                        }],
+                        content,
                         is_error: output.is_error,
                     }],
                     role: "user".into(),

@@ -119,7 +119,23 @@ impl AcpProvider {
     }
 }
 
-/// The prompt's text parts, one paragraph each (ACP children get text only).
+/// A delegation's prompt for an ACP child: its text parts (what the record and the editor
+/// show) and the content blocks the child gets (see [`super::acp_prompt`]).
+struct ChildPrompt {
+    text: String,
+    content: Vec<Value>,
+}
+
+impl ChildPrompt {
+    fn new(prompt: &[UserPart], child: &AcpChild, parent: &crate::agent::Agent) -> Self {
+        Self {
+            text: prompt_text(prompt),
+            content: super::acp_prompt::blocks(prompt, &child.capabilities, &parent.blob_dir()),
+        }
+    }
+}
+
+/// The prompt's text parts, one paragraph each (steered messages go as this text).
 fn prompt_text(prompt: &[UserPart]) -> String {
     prompt
         .iter()
@@ -253,9 +269,9 @@ impl Provider for AcpProvider {
                 let opened = ChildRecord::open(&store, &id);
                 turns = opened.map(|opened| (opened, request.label.clone()));
             }
-            let text = prompt_text(&request.prompt);
+            let prompt = ChildPrompt::new(&request.prompt, &child, &request.parent);
             let activation = Activation { stop, watch };
-            Ok(run(id, name, child, text, activation, children, turns))
+            Ok(run(id, name, child, prompt, activation, children, turns))
         }
         .boxed()
     }
@@ -339,11 +355,11 @@ impl Provider for AcpProvider {
                 .await
                 .map_err(setup_error)?;
             learn(&learned, &child.capabilities);
-            let text = prompt_text(&request.prompt);
+            let prompt = ChildPrompt::new(&request.prompt, &child, &request.parent);
             let id = request.session_id;
             let turns = ChildRecord::open(&store, &id).map(|opened| (opened, None));
             let activation = Activation { stop, watch };
-            Ok(run(id, name, child, text, activation, children, turns))
+            Ok(run(id, name, child, prompt, activation, children, turns))
         }
         .boxed()
     }
@@ -419,7 +435,7 @@ fn run(
     id: String,
     name: String,
     child: AcpChild,
-    text: String,
+    prompt: ChildPrompt,
     activation: Activation,
     remote: Arc<RemoteChildren>,
     record: Option<(ChildRecord, Option<String>)>,
@@ -435,10 +451,13 @@ fn run(
     let task = tokio::spawn(async move {
         let mut child = child;
         let mut record = record;
+        let ChildPrompt { text, content } = prompt;
         if let Some((record, title)) = &mut record {
             record.begin(&text, title.as_deref());
         }
-        let outcome = child.prompt_steered(&text, &running, &mut steers).await;
+        let outcome = child
+            .prompt_content_steered(&text, content, &running, &mut steers)
+            .await;
         remote.remove(&key);
         let mut result = result_of(&name, outcome);
         // Stopped at its budget (the cost it reported), not by a user.

@@ -20,6 +20,7 @@
 //! a task that settled unseen, `task/start` and `task/end` (`records.rs`).
 
 mod acp_child;
+mod acp_prompt;
 mod acp_record;
 mod acp_tree;
 mod acp_watch;

@@ -1,21 +1,30 @@
-//! A `tools/call` result as the model sees it: text blocks as they are; images, audio and
-//! binary resources as short placeholders (kin's tool results are text); embedded text
+//! A `tools/call` result as the model sees it: text blocks as they are; images as a short
+//! line in the text plus the image itself beside it (given to a model that takes images, see
+//! `model::openai::tool_images`); audio and binary resources as placeholders; embedded text
 //! resources with their URI; resource links; `structuredContent` when no text says it; and
 //! `isError` as an error result. Long results keep their head and tail, like the shell's.
 
 use serde_json::Value;
 
 use crate::process::truncate::head_tail;
-use crate::tools::ToolOutput;
+use crate::tools::{ToolImage, ToolOutput};
 
 /// The most of a result the model gets (as the shell tool).
 pub(crate) const MAX_RESULT: usize = 30 * 1024;
 
 pub(crate) fn to_output(server: &str, result: &Value) -> ToolOutput {
     let mut parts: Vec<String> = Vec::new();
+    let mut images = Vec::new();
     let blocks = result.get("content").and_then(Value::as_array);
     for block in blocks.into_iter().flatten() {
-        if let Some(part) = block_text(block) {
+        if let Some(image) = image(block) {
+            parts.push(format!(
+                "[image from the tool: {}, about {} bytes]",
+                image.mime_type,
+                image.base64.len() / 4 * 3
+            ));
+            images.push(image);
+        } else if let Some(part) = block_text(block) {
             parts.push(part);
         }
     }
@@ -35,7 +44,22 @@ pub(crate) fn to_output(server: &str, result: &Value) -> ToolOutput {
         };
         return ToolOutput::error("McpToolError", "MCP_TOOL_ERROR", text);
     }
-    ToolOutput::ok(text)
+    let mut output = ToolOutput::ok(text);
+    output.images = images;
+    output
+}
+
+/// An `image` block with data and a type.
+fn image(block: &Value) -> Option<ToolImage> {
+    let field = |name: &str| block.get(name).and_then(Value::as_str);
+    if field("type")? != "image" {
+        return None;
+    }
+    let base64 = field("data").filter(|data| !data.is_empty())?;
+    Some(ToolImage {
+        mime_type: field("mimeType").unwrap_or("image/png").to_owned(),
+        base64: base64.to_owned(),
+    })
 }
 
 fn block_text(block: &Value) -> Option<String> {
@@ -89,9 +113,16 @@ mod tests {
         assert!(!output.is_error);
         assert_eq!(
             output.text,
-            "hello\n[image from the tool: image/png, about 3 bytes, not shown]\n\
+            "hello\n[image from the tool: image/png, about 3 bytes]\n\
              [resource file:///a]\nA\n[resource file:///b: x/y, binary, not shown]\n\
              [resource link: c file:///c]"
+        );
+        assert_eq!(
+            output.images,
+            [ToolImage {
+                mime_type: "image/png".into(),
+                base64: "AAAA".into()
+            }]
         );
     }
 

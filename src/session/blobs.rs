@@ -5,6 +5,7 @@
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use ring::digest::{digest, SHA256};
 
@@ -23,22 +24,94 @@ pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     hex
 }
 
+/// Payloads at least this long are hashed while they are written (on another thread), not
+/// before: a pasted image is megabytes, and the prompt waits for both.
+const OVERLAP_FROM: usize = 256 * 1024;
+
 /// Stores `bytes` in `dir` and returns its name (its SHA-256). Written to a temporary file and
 /// renamed, so a blob file is always whole; one that exists already is left as it is.
 pub(crate) fn put(dir: &Path, bytes: &[u8]) -> io::Result<String> {
-    let name = sha256_hex(bytes);
+    fs::create_dir_all(dir)?;
+    let tag = format!("{}.{}", bytes.len(), next_tmp());
+    let (name, tmp) = if bytes.len() >= OVERLAP_FROM {
+        std::thread::scope(|scope| {
+            let writing = scope.spawn(|| write_tmp(dir, &tag, bytes));
+            let name = sha256_hex(bytes);
+            let tmp = writing
+                .join()
+                .unwrap_or_else(|_| Err(io::Error::other("the blob writer panicked")));
+            (name, tmp)
+        })
+    } else {
+        let name = sha256_hex(bytes);
+        if dir.join(&name).exists() {
+            return Ok(name);
+        }
+        let tmp = write_tmp(dir, &tag, bytes);
+        (name, tmp)
+    };
+    let tmp = tmp?;
     let path = dir.join(&name);
     if path.exists() {
+        let _ = fs::remove_file(&tmp);
         return Ok(name);
     }
-    fs::create_dir_all(dir)?;
-    let mut tmp = tempfile_in(dir, &name)?;
-    tmp.1.write_all(bytes)?;
-    drop(tmp.1);
-    fs::rename(&tmp.0, &path).inspect_err(|_| {
-        let _ = fs::remove_file(&tmp.0);
+    fs::rename(&tmp, &path).inspect_err(|_| {
+        let _ = fs::remove_file(&tmp);
     })?;
     Ok(name)
+}
+
+/// A number for this process's next temporary file: two stores at once never share one.
+fn next_tmp() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+fn write_tmp(dir: &Path, tag: &str, bytes: &[u8]) -> io::Result<PathBuf> {
+    let (path, mut file) = tempfile_in(dir, tag)?;
+    file.write_all(bytes).inspect_err(|_| {
+        let _ = fs::remove_file(&path);
+    })?;
+    Ok(path)
+}
+
+/// Text blobs this process stored last, kept in memory: the model request that follows a
+/// prompt reads its image back at once, and megabytes need not be read (and checked as UTF-8)
+/// again. Content-addressed, so an entry is never stale; bounded by [`RECENT_BYTES`].
+static RECENT: Mutex<Vec<(PathBuf, Arc<String>)>> = Mutex::new(Vec::new());
+const RECENT_BYTES: usize = 64 * 1024 * 1024;
+
+/// [`put`] for text that is read back soon (a prompt's image): it is also kept in memory.
+pub(crate) fn put_text(dir: &Path, text: Arc<String>) -> io::Result<String> {
+    let name = put(dir, text.as_bytes())?;
+    let mut recent = RECENT.lock().unwrap_or_else(PoisonError::into_inner);
+    let path = dir.join(&name);
+    recent.retain(|(kept, _)| *kept != path);
+    recent.push((path, text));
+    let mut total: usize = recent.iter().map(|(_, text)| text.len()).sum();
+    while total > RECENT_BYTES && recent.len() > 1 {
+        total -= recent.remove(0).1.len();
+    }
+    Ok(name)
+}
+
+/// Reads text blob `name` of `dir`, from memory when this process stored it lately.
+pub(crate) fn get_shared(dir: &Path, name: &str) -> Option<Arc<String>> {
+    if !is_name(name) {
+        return None;
+    }
+    let path = dir.join(name);
+    let recent = RECENT.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some((_, text)) = recent.iter().find(|(kept, _)| *kept == path) {
+        return Some(text.clone());
+    }
+    drop(recent);
+    get_text(dir, name).map(Arc::new)
+}
+
+fn is_name(name: &str) -> bool {
+    name.len() == 64 && name.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 fn tempfile_in(dir: &Path, name: &str) -> io::Result<(PathBuf, fs::File)> {
@@ -71,7 +144,7 @@ pub(crate) fn share(from: &Path, to: &Path) {
 /// Reads blob `name` from `dir`; `None` when it is missing or the name is not a SHA-256 (a
 /// log edited by hand must not reach outside the directory).
 pub(crate) fn get(dir: &Path, name: &str) -> Option<Vec<u8>> {
-    if name.len() != 64 || !name.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if !is_name(name) {
         return None;
     }
     fs::read(dir.join(name)).ok()
@@ -103,5 +176,19 @@ mod tests {
         let fork = dir_of(&home.path().join("s2.jsonl"));
         share(&dir, &fork);
         assert_eq!(get(&fork, &name).unwrap(), b"abc");
+    }
+
+    #[test]
+    fn a_large_text_blob_is_hashed_while_written_and_read_back_from_memory() {
+        let home = tempfile::tempdir().unwrap();
+        let text = Arc::new("A".repeat(OVERLAP_FROM + 1));
+        let name = put_text(home.path(), text.clone()).unwrap();
+        assert_eq!(name, sha256_hex(text.as_bytes()));
+        assert_eq!(get(home.path(), &name).unwrap(), text.as_bytes());
+        let shared = get_shared(home.path(), &name).unwrap();
+        assert!(Arc::ptr_eq(&shared, &text), "from memory");
+        let names: Vec<_> = std::fs::read_dir(home.path()).unwrap().flatten().collect();
+        assert_eq!(names.len(), 1, "no temporary file is left");
+        assert!(get_shared(home.path(), "../x").is_none());
     }
 }

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::records::{Descriptor, TaskEnd, TaskStart};
+pub(crate) use super::tool_result::ToolResultContent;
 pub use super::user_part::UserPart;
 
 /// Line 1 of every session log.
@@ -559,15 +560,8 @@ pub(crate) struct ToolResultPart {
     #[serde(rename = "type")]
     pub kind: String,
     pub(crate) tool_call_id: String,
-    pub content: Vec<ToolResultText>,
+    pub content: Vec<ToolResultContent>,
     pub(crate) is_error: bool,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct ToolResultText {
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub(crate) text: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -582,7 +576,33 @@ impl ToolResult {
         self.message
             .content
             .iter()
-            .flat_map(|part| part.content.iter().map(|t| t.text.as_str()))
+            .flat_map(|part| &part.content)
+            .filter_map(|content| match content {
+                ToolResultContent::Text { text } => Some(text.as_str()),
+                ToolResultContent::Image { .. } => None,
+            })
+            .collect()
+    }
+
+    /// The images the tool returned, as user-message image parts.
+    pub(crate) fn images(&self) -> Vec<UserPart> {
+        self.message
+            .content
+            .iter()
+            .flat_map(|part| &part.content)
+            .filter_map(|content| match content {
+                ToolResultContent::Image {
+                    mime_type,
+                    sha256,
+                    size,
+                } => Some(UserPart::Image {
+                    mime_type: mime_type.clone(),
+                    sha256: sha256.clone(),
+                    size: *size,
+                    uri: None,
+                }),
+                ToolResultContent::Text { .. } => None,
+            })
             .collect()
     }
 

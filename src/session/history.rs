@@ -23,6 +23,8 @@ pub enum HistoryItem {
         text: String,
         /// Whether the tool failed.
         is_error: bool,
+        /// Images the tool returned (image parts naming their blobs).
+        images: Vec<UserPart>,
     },
 }
 
@@ -72,18 +74,7 @@ impl HistoryItem {
     /// Bytes of text the model reads in this message.
     pub fn text_len(&self) -> usize {
         match self {
-            Self::User(parts) => parts
-                .iter()
-                .map(|part| match part {
-                    UserPart::Text { text } => text.len(),
-                    UserPart::ResourceLink { uri, name, .. } => uri.len() + name.len(),
-                    UserPart::Resource { text, size, .. } => {
-                        text.as_ref().map_or(*size as usize, String::len)
-                    }
-                    // An image is counted by its stored size: an upper bound of what it costs.
-                    UserPart::Image { size, .. } => *size as usize,
-                })
-                .sum(),
+            Self::User(parts) => parts.iter().map(UserPart::text_len).sum(),
             Self::Assistant(blocks) => blocks
                 .iter()
                 .map(|block| match block {
@@ -95,7 +86,9 @@ impl HistoryItem {
                     } => name.len() + arguments.len(),
                 })
                 .sum(),
-            Self::ToolResult { text, .. } => text.len(),
+            Self::ToolResult { text, images, .. } => {
+                text.len() + images.iter().map(UserPart::text_len).sum::<usize>()
+            }
         }
     }
 }
@@ -171,6 +164,7 @@ impl HistoryFold {
                     call_id,
                     text: result.text(),
                     is_error: result.is_error(),
+                    images: result.images(),
                 });
             }
             EventBody::TurnStart(_) => self.step_starts.clear(),
@@ -290,6 +284,7 @@ fn interrupted(call_id: &str) -> HistoryItem {
         call_id: call_id.to_owned(),
         text: INTERRUPTED_TOOL_RESULT.into(),
         is_error: true,
+        images: Vec::new(),
     }
 }
 
@@ -372,6 +367,7 @@ mod tests {
                         call_id: result.call_id().to_owned(),
                         text: result.text(),
                         is_error: result.is_error(),
+                        images: result.images(),
                     });
                 }
                 _ => {}

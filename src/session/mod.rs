@@ -19,6 +19,7 @@ mod log;
 pub(crate) mod records;
 mod store;
 mod summary;
+mod tool_result;
 mod user_part;
 mod view;
 mod view_sidecar;

@@ -76,6 +76,19 @@ pub enum UserPart {
     },
 }
 
+impl UserPart {
+    /// Bytes of text the model reads for this part (for token estimates).
+    pub(crate) fn text_len(&self) -> usize {
+        match self {
+            Self::Text { text } => text.len(),
+            Self::ResourceLink { uri, name, .. } => uri.len() + name.len(),
+            Self::Resource { text, size, .. } => text.as_ref().map_or(*size as usize, String::len),
+            // An image is counted by its stored size: an upper bound of what it costs.
+            Self::Image { size, .. } => *size as usize,
+        }
+    }
+}
+
 fn is_false(value: &bool) -> bool {
     !*value
 }

@@ -224,4 +224,10 @@ pub trait ClientBridge: Send + Sync {
     /// Shows `text` as what the running call `call_id` has done so far (it replaces what was
     /// shown before). An editor that cannot show it ignores it.
     fn show_progress(&self, _call_id: &str, _text: &str) {}
+
+    /// Tells the user something they should know about the session (an ACP `notice`). An
+    /// editor that cannot show it ignores it; the log keeps a line either way.
+    fn warn_user(&self, text: &str) {
+        tracing::warn!("{text}");
+    }
 }

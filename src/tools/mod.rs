@@ -191,6 +191,13 @@ pub(crate) struct ToolError {
     pub(crate) kind: ToolErrorKind,
 }
 
+/// An image a tool returned (an MCP server's image content): its base64 text as received.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ToolImage {
+    pub(crate) mime_type: String,
+    pub(crate) base64: String,
+}
+
 /// The result the model will see.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolOutput {
@@ -200,6 +207,9 @@ pub struct ToolOutput {
     pub(crate) error: Option<ToolError>,
     /// What editors show besides the text (kept in the result's `meta`, not shown to the model).
     pub(crate) display: Box<ToolDisplay>,
+    /// Images returned with the text: stored as blobs beside the log, given to a model that
+    /// takes images, and shown in the editor.
+    pub(crate) images: Vec<ToolImage>,
 }
 
 impl ToolOutput {
@@ -209,6 +219,7 @@ impl ToolOutput {
             is_error: false,
             error: None,
             display: Box::default(),
+            images: Vec::new(),
         }
     }
 
@@ -233,6 +244,7 @@ impl ToolOutput {
                 kind,
             }),
             display: Box::default(),
+            images: Vec::new(),
         }
     }
 

@@ -7,14 +7,15 @@ when `count` may return.
 
 Tools: `echo(text)`; `wait()`, which returns only when cancelled; `grow()`, which adds the
 tool `grown` and tells the client the list changed; `crash()`, which ends the process;
-`count(n)`, which reports progress 1..n and returns once the test writes to GO.
+`count(n)`, which reports progress 1..n and returns once the test writes to GO;
+`picture()`, which returns a caption and a small PNG (the bytes of `PICTURE`).
 """
 
 import asyncio
 import os
 import sys
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context, Image, MCPServer
 
 marks_path, go_path = sys.argv[1], sys.argv[2]
 listings = 0
@@ -75,6 +76,16 @@ async def count(n: int, ctx: Context) -> str:
         await ctx.report_progress(i, n, f"step {i}")
     await asyncio.to_thread(lambda: open(go_path).readline())
     return f"counted {n}"
+
+
+# A PNG signature and a few bytes: enough for an image block; no model decodes it in tests.
+PICTURE = b"\x89PNG\r\n\x1a\nkin-test-picture"
+
+
+@server.tool()
+def picture() -> list:
+    """Returns a caption and a picture."""
+    return ["a test picture", Image(data=PICTURE, format="png")]
 
 
 @server.tool()

@@ -14,6 +14,7 @@ pub(crate) mod decode;
 pub(crate) mod request;
 pub(crate) mod retry;
 pub(crate) mod sse;
+mod tool_images;
 mod user_content;
 
 use std::sync::{Arc, Mutex, OnceLock, RwLock};

@@ -1,7 +1,8 @@
 //! [`ModelRequest`] -> the JSON body of a streaming Chat Completions request.
 //!
 //! The system prompt is the first message; user parts become one text message; assistant
-//! blocks become one assistant message with `tool_calls`; tool results become `tool` messages.
+//! blocks become one assistant message with `tool_calls`; tool results become `tool` messages
+//! (their images, if any, a user message after them: see [`super::tool_images`]).
 //!
 //! Reasoning is sent back as DeepSeek's thinking mode requires: between two user messages, if
 //! the model called a tool, every assistant message of that stretch carries its
@@ -19,6 +20,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
+use super::tool_images;
 use super::user_content::{self, UserEncoding};
 use crate::model::{ModelRequest, ToolSpec};
 use crate::session::history::HistoryItem;
@@ -59,6 +61,8 @@ struct EncodedItem {
     item: Arc<HistoryItem>,
     kind: Kind,
     send_reasoning: bool,
+    /// Whether the images of the tool results up to this one were written after it.
+    ends_run: bool,
     /// Where the body's messages end once this item's is written (an item may send none).
     end: usize,
 }
@@ -116,11 +120,16 @@ impl EncodedHistory {
             })
             .collect();
         let decisions = reasoning_decisions(&kinds);
+        let ends_run: Vec<bool> = (0..history.len())
+            .map(|at| tool_images::ends_run(history, at))
+            .collect();
         let keep = if self.body.get(..self.head_len) == Some(head.as_bytes()) {
             self.items[..same]
                 .iter()
-                .zip(&decisions)
-                .take_while(|(kept, send)| kept.send_reasoning == **send)
+                .zip(decisions.iter().zip(&ends_run))
+                .take_while(|(kept, (send, ends))| {
+                    kept.send_reasoning == **send && kept.ends_run == **ends
+                })
                 .count()
         } else {
             0
@@ -145,17 +154,25 @@ impl EncodedHistory {
         self.items.truncate(keep);
         for (at, item) in history.iter().enumerate().skip(keep) {
             let send_reasoning = decisions[at];
-            if let Some(message) = message(item, send_reasoning, how) {
-                // The array's first message follows its `[`; any other, a comma.
-                if out.last() != Some(&b'[') {
-                    out.push(b',');
-                }
+            let images = ends_run[at]
+                .then(|| tool_images::follow_up(history, at, how))
+                .flatten();
+            if let HistoryItem::User(parts) = &**item {
+                comma(&mut out);
+                user_content::write_message(parts, how, &mut out);
+            } else if let Some(message) = message(item, send_reasoning, how) {
+                comma(&mut out);
                 out.extend_from_slice(message.to_string().as_bytes());
+            }
+            if let Some(parts) = images {
+                comma(&mut out);
+                user_content::write_message(&parts, how, &mut out);
             }
             self.items.push(EncodedItem {
                 item: item.clone(),
                 kind: kinds[at],
                 send_reasoning,
+                ends_run: ends_run[at],
                 end: out.len(),
             });
         }
@@ -179,6 +196,13 @@ impl EncodedHistory {
         out.push(b'}');
         self.body = Bytes::from(out);
         self.body.clone()
+    }
+}
+
+/// The array's first message follows its `[`; any other, a comma.
+fn comma(out: &mut Vec<u8>) {
+    if out.last() != Some(&b'[') {
+        out.push(b',');
     }
 }
 
@@ -237,13 +261,21 @@ fn reasoning_decisions(kinds: &[Kind]) -> Vec<bool> {
     decisions
 }
 
+/// The message of an assistant or tool item (user messages are written by `user_content`).
 fn message(item: &HistoryItem, send_reasoning: bool, how: UserEncoding<'_>) -> Option<Value> {
     match item {
-        HistoryItem::User(parts) => Some(json!({
-            "role": "user",
-            "content": user_content::content(parts, how),
-        })),
+        HistoryItem::User(_) => None,
         HistoryItem::Assistant(blocks) => assistant(blocks, send_reasoning),
+        HistoryItem::ToolResult {
+            call_id,
+            text,
+            images,
+            ..
+        } if !images.is_empty() && !how.images => Some(json!({
+            "role": "tool",
+            "tool_call_id": call_id,
+            "content": format!("{text}\n{}", tool_images::placeholder(images.len())),
+        })),
         HistoryItem::ToolResult { call_id, text, .. } => Some(json!({
             "role": "tool",
             "tool_call_id": call_id,
@@ -371,6 +403,7 @@ mod tests {
                 call_id: "c".into(),
                 text: "out".into(),
                 is_error: false,
+                images: Vec::new(),
             },
             HistoryItem::Assistant(vec![AssistantBlock::Text { text: "a2".into() }]),
         ];
@@ -409,6 +442,7 @@ mod tests {
                 call_id: "c".into(),
                 text: "x".into(),
                 is_error: true,
+                images: Vec::new(),
             },
             HistoryItem::User(vec![
                 UserPart::Text { text: "see".into() },

@@ -6,6 +6,7 @@
 //! directory; one that is missing there becomes a placeholder too.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use serde_json::{json, Value};
 
@@ -20,38 +21,80 @@ pub(crate) struct UserEncoding<'a> {
 
 enum Piece {
     Text(String),
-    Image { mime_type: String, base64: String },
+    Image {
+        mime_type: String,
+        base64: Arc<String>,
+    },
 }
 
-/// The `content` value for `parts`.
-pub(crate) fn content(parts: &[UserPart], how: UserEncoding<'_>) -> Value {
+/// Appends the user message `{"role":"user","content":…}` for `parts` to `out`. An image's
+/// base64 is written into the body once, as it is (it needs no JSON escaping; text that would
+/// is escaped), not built into a JSON value and serialised again.
+pub(crate) fn write_message(parts: &[UserPart], how: UserEncoding<'_>, out: &mut Vec<u8>) {
     let pieces: Vec<Piece> = parts.iter().map(|part| piece(part, how)).collect();
+    out.extend_from_slice(br#"{"role":"user","content":"#);
     if pieces.iter().all(|p| matches!(p, Piece::Text(_))) {
-        let texts: Vec<String> = pieces
-            .into_iter()
+        let texts: Vec<&str> = pieces
+            .iter()
             .filter_map(|p| match p {
-                Piece::Text(text) => Some(text),
+                Piece::Text(text) => Some(text.as_str()),
                 Piece::Image { .. } => None,
             })
             .collect();
-        return Value::String(texts.join("\n\n"));
+        push_json(out, &Value::String(texts.join("\n\n")));
+    } else {
+        out.push(b'[');
+        for (at, piece) in pieces.iter().enumerate() {
+            if at > 0 {
+                out.push(b',');
+            }
+            match piece {
+                Piece::Text(text) => push_json(out, &json!({"type": "text", "text": text})),
+                Piece::Image { mime_type, base64 } => {
+                    out.extend_from_slice(br#"{"type":"image_url","image_url":{"url":"#);
+                    push_data_url(out, mime_type, base64);
+                    out.extend_from_slice(b"}}");
+                }
+            }
+        }
+        out.push(b']');
     }
-    Value::Array(
-        pieces
-            .into_iter()
-            .map(|p| match p {
-                Piece::Text(text) => json!({"type": "text", "text": text}),
-                Piece::Image { mime_type, base64 } => json!({
-                    "type": "image_url",
-                    "image_url": {"url": format!("data:{mime_type};base64,{base64}")},
-                }),
-            })
-            .collect(),
-    )
+    out.push(b'}');
 }
 
-fn read_text(how: UserEncoding<'_>, sha256: &str) -> Option<String> {
-    how.blobs.and_then(|dir| blobs::get_text(dir, sha256))
+fn push_json(out: &mut Vec<u8>, value: &Value) {
+    out.extend_from_slice(value.to_string().as_bytes());
+}
+
+/// `"data:<mime>;base64,<base64>"` as a JSON string.
+fn push_data_url(out: &mut Vec<u8>, mime_type: &str, base64: &str) {
+    if needs_escaping(mime_type.as_bytes()) || needs_escaping(base64.as_bytes()) {
+        push_json(
+            out,
+            &Value::String(format!("data:{mime_type};base64,{base64}")),
+        );
+        return;
+    }
+    out.reserve(base64.len() + mime_type.len() + 16);
+    out.extend_from_slice(b"\"data:");
+    out.extend_from_slice(mime_type.as_bytes());
+    out.extend_from_slice(b";base64,");
+    out.extend_from_slice(base64.as_bytes());
+    out.push(b'"');
+}
+
+/// Whether JSON needs any of `bytes` escaped (a control character, a quote or a backslash).
+/// Checked a block at a time, without an early exit inside one, so it runs at memory speed.
+fn needs_escaping(bytes: &[u8]) -> bool {
+    bytes.chunks(64).any(|block| {
+        block.iter().fold(false, |any, &b| {
+            any | (b < 0x20) | (b == b'"') | (b == b'\\')
+        })
+    })
+}
+
+fn read_text(how: UserEncoding<'_>, sha256: &str) -> Option<Arc<String>> {
+    how.blobs.and_then(|dir| blobs::get_shared(dir, sha256))
 }
 
 fn piece(part: &UserPart, how: UserEncoding<'_>) -> Piece {
@@ -94,7 +137,7 @@ fn piece(part: &UserPart, how: UserEncoding<'_>) -> Piece {
             }
             let body = match (text, sha256) {
                 (Some(text), _) => Some(text.clone()),
-                (None, Some(sha256)) => read_text(how, sha256),
+                (None, Some(sha256)) => read_text(how, sha256).map(Arc::unwrap_or_clone),
                 (None, None) => None,
             };
             let Some(body) = body else {
@@ -121,6 +164,15 @@ pub(crate) fn image_placeholder(mime_type: &str, size: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The `content` of the message written for `parts`.
+    fn content(parts: &[UserPart], how: UserEncoding<'_>) -> Value {
+        let mut out = Vec::new();
+        write_message(parts, how, &mut out);
+        let message: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(message["role"], "user");
+        message["content"].clone()
+    }
 
     fn image(sha256: &str) -> UserPart {
         UserPart::Image {
@@ -152,6 +204,22 @@ mod tests {
         assert!(text.as_str().unwrap().contains("does not take images"));
         let missing = content(&[image(&"0".repeat(64))], with);
         assert!(missing.as_str().unwrap().contains("missing"));
+    }
+
+    #[test]
+    fn base64_goes_in_as_it_is_and_anything_else_is_escaped() {
+        let home = tempfile::tempdir().unwrap();
+        let odd = blobs::put(home.path(), b"a\"b\\c\n").unwrap();
+        let with = UserEncoding {
+            images: true,
+            blobs: Some(home.path()),
+        };
+        let url = &content(&[image(&odd)], with)[0]["image_url"]["url"];
+        assert_eq!(url, "data:image/png;base64,a\"b\\c\n");
+        assert!(!needs_escaping(b"iVBORw0KGgo+/="));
+        assert!(needs_escaping(
+            &[b'A'; 200].iter().chain(b"\"").copied().collect::<Vec<_>>()
+        ));
     }
 
     #[test]

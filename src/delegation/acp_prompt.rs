@@ -1,0 +1,182 @@
+//! A delegation's prompt as the ACP content blocks an ACP child gets. Text and resource links
+//! go as they are (every ACP agent takes them); images and embedded resources go as `image`
+//! and `resource` blocks when the child's `initialize` advertised `promptCapabilities.image`
+//! / `embeddedContext`, else as text: a resource's contents as an attached file, an image as a
+//! one-line placeholder. Payloads are read from the delegating session's blob directory.
+
+use std::path::Path;
+
+use serde_json::{json, Map, Value};
+
+use crate::session::{blobs, UserPart};
+
+/// The content blocks for `prompt`, for a child with these `agentCapabilities`.
+pub(crate) fn blocks(prompt: &[UserPart], capabilities: &Value, blob_dir: &Path) -> Vec<Value> {
+    let takes = |what: &str| {
+        capabilities
+            .pointer(&format!("/promptCapabilities/{what}"))
+            .and_then(Value::as_bool)
+            == Some(true)
+    };
+    let (images, embedded) = (takes("image"), takes("embeddedContext"));
+    let read = |sha256: &str| blobs::get_text(blob_dir, sha256);
+    let text = |text: String| json!({"type": "text", "text": text});
+    let mut out = Vec::new();
+    for part in prompt {
+        match part {
+            UserPart::Text { text: t } => out.push(text(t.clone())),
+            UserPart::ResourceLink {
+                uri,
+                name,
+                mime_type,
+                title,
+                description,
+                size,
+            } => {
+                let mut link = Map::new();
+                link.insert("type".into(), json!("resource_link"));
+                link.insert("uri".into(), json!(uri));
+                link.insert("name".into(), json!(name));
+                let optional = [
+                    ("mimeType", mime_type.as_ref().map(|v| json!(v))),
+                    ("title", title.as_ref().map(|v| json!(v))),
+                    ("description", description.as_ref().map(|v| json!(v))),
+                    ("size", size.map(|v| json!(v))),
+                ];
+                for (key, value) in optional {
+                    if let Some(value) = value {
+                        link.insert(key.into(), value);
+                    }
+                }
+                out.push(Value::Object(link));
+            }
+            UserPart::Image {
+                mime_type,
+                sha256,
+                size,
+                uri,
+            } => match read(sha256).filter(|_| images) {
+                Some(data) => {
+                    let mut image = json!({"type": "image", "mimeType": mime_type, "data": data});
+                    if let Some(uri) = uri {
+                        image["uri"] = json!(uri);
+                    }
+                    out.push(image);
+                }
+                None if images => out.push(text(format!(
+                    "[an image ({mime_type}) was attached here; its data is missing]"
+                ))),
+                None => out.push(text(format!(
+                    "[an image ({mime_type}, {size} bytes of base64) was attached here; this \
+                     agent does not take images]"
+                ))),
+            },
+            UserPart::Resource {
+                uri,
+                mime_type,
+                text: inline,
+                sha256,
+                binary,
+                from_link,
+                ..
+            } => {
+                let contents = inline.clone().or_else(|| sha256.as_deref().and_then(read));
+                let Some(contents) = contents else {
+                    out.push(text(format!(
+                        "[attached file {uri}: its content is missing]"
+                    )));
+                    continue;
+                };
+                if embedded {
+                    let key = if *binary { "blob" } else { "text" };
+                    let mut resource = json!({"uri": uri, key: contents});
+                    if let Some(mime) = mime_type {
+                        resource["mimeType"] = json!(mime);
+                    }
+                    out.push(json!({"type": "resource", "resource": resource}));
+                } else if *from_link {
+                    // The link before it is sent: the child can read the file itself.
+                } else if *binary {
+                    let mime = mime_type.as_deref().unwrap_or("application/octet-stream");
+                    out.push(text(format!(
+                        "[attached file {uri} ({mime}): binary content not shown]"
+                    )));
+                } else {
+                    out.push(text(format!(
+                        "Attached file {uri}:\n<attached-file uri=\"{uri}\">\n{contents}\n</attached-file>"
+                    )));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prompt(dir: &Path) -> Vec<UserPart> {
+        let image = blobs::put(dir, b"iVBO").unwrap();
+        vec![
+            UserPart::text("look"),
+            UserPart::Image {
+                mime_type: "image/png".into(),
+                sha256: image,
+                size: 4,
+                uri: None,
+            },
+            UserPart::Resource {
+                uri: "file:///w/a.md".into(),
+                mime_type: Some("text/markdown".into()),
+                text: Some("hello".into()),
+                sha256: None,
+                size: 5,
+                binary: false,
+                from_link: false,
+                cap: None,
+            },
+            UserPart::ResourceLink {
+                uri: "file:///w/b.rs".into(),
+                name: "b.rs".into(),
+                mime_type: None,
+                title: None,
+                description: None,
+                size: Some(3),
+            },
+        ]
+    }
+
+    #[test]
+    fn a_child_that_takes_images_and_resources_gets_them_as_blocks() {
+        let dir = tempfile::tempdir().unwrap();
+        let caps = json!({"promptCapabilities": {"image": true, "embeddedContext": true}});
+        let blocks = blocks(&prompt(dir.path()), &caps, dir.path());
+        assert_eq!(
+            blocks,
+            [
+                json!({"type": "text", "text": "look"}),
+                json!({"type": "image", "mimeType": "image/png", "data": "iVBO"}),
+                json!({"type": "resource", "resource":
+                    {"uri": "file:///w/a.md", "text": "hello", "mimeType": "text/markdown"}}),
+                json!({"type": "resource_link", "uri": "file:///w/b.rs", "name": "b.rs", "size": 3}),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_child_without_those_capabilities_gets_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let blocks = blocks(&prompt(dir.path()), &Value::Null, dir.path());
+        let kinds: Vec<&str> = blocks.iter().filter_map(|b| b["type"].as_str()).collect();
+        assert_eq!(kinds, ["text", "text", "text", "resource_link"]);
+        assert!(blocks[1]["text"]
+            .as_str()
+            .unwrap()
+            .contains("does not take images"));
+        assert!(blocks[2]["text"]
+            .as_str()
+            .unwrap()
+            .contains("<attached-file uri=\"file:///w/a.md\">\nhello\n</attached-file>"));
+    }
+}
