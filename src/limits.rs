@@ -2,6 +2,7 @@
 //! Set once at start from the configuration (`config`), read wherever a size is checked; tests
 //! and embedders that set nothing get the defaults. Uses nothing else of kin.
 
+use crate::sync::{read_lock, write_lock};
 use std::sync::RwLock;
 
 /// Tool-call arguments longer than this are refused (the model gets an error result).
@@ -36,10 +37,10 @@ static LIMITS: RwLock<Limits> = RwLock::new(Limits::DEFAULT);
 
 /// Sets the caps for the rest of the process.
 pub(crate) fn configure(limits: Limits) {
-    *LIMITS.write().unwrap_or_else(|p| p.into_inner()) = limits;
+    *write_lock(&LIMITS) = limits;
 }
 
 /// The caps in force.
 pub(crate) fn current() -> Limits {
-    *LIMITS.read().unwrap_or_else(|p| p.into_inner())
+    *read_lock(&LIMITS)
 }

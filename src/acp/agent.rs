@@ -68,10 +68,7 @@ impl AcpAgent {
     }
 
     fn client_capabilities(&self) -> ClientCapabilities {
-        self.client
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        lock(&self.client).clone()
     }
 }
 

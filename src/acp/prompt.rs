@@ -24,6 +24,7 @@ use crate::model::Credentials;
 use crate::rpc::{Peer, RequestContext, RpcError};
 use crate::runtime::Runtime;
 use crate::session::UserPart;
+use crate::sync::lock;
 use crate::tools::PermissionMode;
 
 /// The command set last sent to the client for each session, so a change is sent once.
@@ -35,7 +36,7 @@ impl Announced {
     pub(crate) fn refresh(&self, peer: &Peer, agent: &Agent) {
         let config_dir = crate::config::config_dir(&crate::config::process_env);
         let found = Commands::load(&commands::dirs(&agent.cwd, config_dir.as_deref()));
-        let mut sent = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut sent = lock(&self.0);
         if sent.get(&agent.id) == Some(&found) {
             return;
         }
@@ -52,13 +53,13 @@ impl Announced {
 
     /// Sends the commands afresh next time (the session was opened again).
     pub(crate) fn forget(&self, session: &str) {
-        let mut sent = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut sent = lock(&self.0);
         sent.remove(session);
     }
 
     /// The commands last sent for `session`.
     fn current(&self, session: &str) -> Commands {
-        let sent = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let sent = lock(&self.0);
         sent.get(session).cloned().unwrap_or_default()
     }
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::Agent;
 use crate::mcp::SessionServers;
+use crate::sync::{read_lock, write_lock};
 use crate::tools::ToolRegistry;
 
 /// Which of the servers' tools an agent may call.
@@ -25,14 +26,14 @@ impl Agent {
     /// Makes `view` the agent's MCP servers; returns the servers it owned before, to stop
     /// (a child's borrowed view is never returned: the parent's servers are not its to stop).
     pub(crate) fn set_mcp(&self, view: Option<McpView>) -> Option<Arc<SessionServers>> {
-        let mut slot = self.mcp.write().unwrap_or_else(|p| p.into_inner());
+        let mut slot = write_lock(&self.mcp);
         std::mem::replace(&mut *slot, view)
             .filter(|old| old.owned)
             .map(|old| old.servers)
     }
 
     pub(crate) fn mcp(&self) -> Option<McpView> {
-        self.mcp.read().unwrap_or_else(|p| p.into_inner()).clone()
+        read_lock(&self.mcp).clone()
     }
 
     /// Limits the tools of the session's own MCP servers to those `allow` names (an agent

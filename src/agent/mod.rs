@@ -32,7 +32,7 @@ use tokio_util::sync::CancellationToken;
 use crate::model::{Model, ModelCatalog, ModelChoice, ModelError};
 use crate::session::history::{HistoryFold, ModelHistory};
 use crate::session::{Event, EventBody, Header, SessionLog, StoreError, UserPart};
-use crate::sync::lock;
+use crate::sync::{lock, read_lock, write_lock};
 use crate::tools::{ClientBridge, PermissionMode, Roots, SessionPermissions, ToolRegistry};
 
 pub(crate) use assemble::MessageAssembler;
@@ -394,12 +394,12 @@ impl Agent {
     }
 
     fn transcript(&self) -> RwLockReadGuard<'_, Transcript> {
-        self.transcript.read().unwrap_or_else(|p| p.into_inner())
+        read_lock(&self.transcript)
     }
 
     fn push_event(&self, event: Event) {
         self.watch.progressed();
-        let mut transcript = self.transcript.write().unwrap_or_else(|p| p.into_inner());
+        let mut transcript = write_lock(&self.transcript);
         transcript.history.push(&event);
         transcript.events.push(event);
     }

@@ -9,6 +9,7 @@ use futures::FutureExt;
 use serde_json::Value;
 
 use crate::model::ToolSpec;
+use crate::sync::lock;
 use crate::tools::{Tool, ToolContext, ToolKind, ToolOutput};
 
 /// The name of the tool a child calls to hand back its structured result.
@@ -58,10 +59,7 @@ impl StructuredCapture {
     }
 
     pub(crate) fn captured(&self) -> Option<Value> {
-        self.captured
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        lock(&self.captured).clone()
     }
 
     pub(crate) fn is_captured(&self) -> bool {
@@ -95,7 +93,7 @@ impl StructuredCapture {
                 ),
             );
         }
-        let mut captured = self.captured.lock().unwrap_or_else(|p| p.into_inner());
+        let mut captured = lock(&self.captured);
         if captured.is_some() {
             return Self::refusal(STRUCTURED_TOOL);
         }

@@ -3,12 +3,13 @@
 //! for the credentials again, so a user who fixes the config file after starting kin gets the
 //! model, endpoint, timeouts and retries written there, not only the key.
 
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use futures::future::BoxFuture;
 
 use super::{load_key, process_env, resolve, ConfigError, ModelConfig, Overrides};
 use crate::model::{ChunkStream, Credentials, Model, ModelRequest, OpenAiModel};
+use crate::sync::{lock, read_lock, write_lock};
 
 pub(crate) struct ReloadableModel {
     overrides: Overrides,
@@ -37,7 +38,7 @@ impl Current {
 /// process. Only edits of the configuration add names, so this stays a handful of strings.
 fn keep_name(name: &str) -> &'static str {
     static NAMES: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
-    let mut names = NAMES.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut names = lock(&NAMES);
     if let Some(kept) = names.iter().find(|kept| **kept == name) {
         return kept;
     }
@@ -76,7 +77,7 @@ impl ReloadableModel {
     }
 
     fn read<T>(&self, f: impl FnOnce(&Current) -> T) -> T {
-        f(&self.current.read().unwrap_or_else(PoisonError::into_inner))
+        f(&read_lock(&self.current))
     }
 
     fn model(&self) -> Arc<OpenAiModel> {
@@ -130,7 +131,7 @@ impl Model for ReloadableModel {
                         base_url = model.settings().base_url,
                         "read the model configuration again"
                     );
-                    *current.write().unwrap_or_else(PoisonError::into_inner) = Current::new(model);
+                    *write_lock(&current) = Current::new(model);
                     credentials
                 }
                 Err(error) => Credentials::Missing {

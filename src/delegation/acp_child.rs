@@ -38,6 +38,7 @@ use crate::agent::remote_children::RemoteChildren;
 use crate::agent::{Agent, StopReason, Watch};
 use crate::config::AcpAgentConfig;
 use crate::session::{AssistantBlock, EventBody, Header, SessionStore, UserPart};
+use crate::sync::lock;
 use agent_client_protocol_schema::v1::StopReason as AcpStopReason;
 
 /// One configured child agent.
@@ -60,9 +61,7 @@ impl AcpProvider {
 
     /// Whether background children are continuable, if known: configured, else learned.
     fn known_continuable(&self) -> Option<bool> {
-        self.config
-            .continuable
-            .or(*self.learned.lock().unwrap_or_else(|p| p.into_inner()))
+        self.config.continuable.or(*lock(&self.learned))
     }
 
     fn command(&self, request: &StartRequest, depth: u32) -> Result<ChildCommand, DelegationError> {
@@ -368,7 +367,7 @@ impl Provider for AcpProvider {
 /// Keeps what the child's `agentCapabilities` say about continuing sessions, and returns it.
 fn learn(learned: &Mutex<Option<bool>>, capabilities: &Value) -> bool {
     let continuable = crate::acp_client::continuation_method(capabilities).is_some();
-    *learned.lock().unwrap_or_else(|p| p.into_inner()) = Some(continuable);
+    *lock(learned) = Some(continuable);
     continuable
 }
 

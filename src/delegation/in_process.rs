@@ -25,6 +25,7 @@ use crate::agent::structured::StructuredOutputTool;
 use crate::agent::{Agent, AgentOptions, AgentSpec, StopReason, StructuredCapture, TurnError};
 use crate::session::history::completed_turn_seed;
 use crate::session::{AssistantBlock, Empty, Event, EventBody, Header, UserPart};
+use crate::sync::lock;
 use crate::time::unique_now_ms;
 use crate::tools::{ClientBridge, PermissionMode, ToolRegistry};
 
@@ -521,7 +522,7 @@ struct InProcessControl {
 impl RunControl for InProcessControl {
     fn dispose(&self) -> BoxFuture<'static, ()> {
         self.cancel.cancel();
-        let child = self.child.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let child = lock(&self.child).take();
         let result = self.result.clone();
         let host = self.host.clone();
         async move {
@@ -537,7 +538,7 @@ impl RunControl for InProcessControl {
         &self,
         content: Vec<UserPart>,
     ) -> Option<BoxFuture<'static, Result<(), SteerRefusal>>> {
-        let child = self.child.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let child = lock(&self.child).clone();
         // In process, delivery is decided at once: the turn is open or it is not.
         let delivered = match child {
             Some(child) => child.steer(content).map_err(|_| SteerRefusal::Stopped),

@@ -21,6 +21,7 @@ use crate::delegation::limits::limited_turn;
 use crate::model::Credentials;
 use crate::runtime::{Reopened, Runtime, RuntimeError};
 use crate::session::{Header, UserPart};
+use crate::sync::lock;
 use crate::tasks::{KillResult, TaskError, TaskId, TaskOutcome, TaskSnapshot, TaskStatus};
 use crate::tools::{ClientBridge, PermissionMode};
 
@@ -147,12 +148,12 @@ impl Sessions {
     }
 
     fn limits_of(&self, session: &str) -> TaskLimits {
-        let limits = self.limits.lock().unwrap_or_else(|p| p.into_inner());
+        let limits = lock(&self.limits);
         limits.get(session).copied().unwrap_or_default()
     }
 
     fn set_limits(&self, session: &str, limits: TaskLimits) {
-        let mut all = self.limits.lock().unwrap_or_else(|p| p.into_inner());
+        let mut all = lock(&self.limits);
         all.insert(session.to_owned(), limits);
     }
 
@@ -275,7 +276,7 @@ impl Sessions {
                 .boxed()
             },
         )?;
-        let mut latest = self.latest.lock().unwrap_or_else(|p| p.into_inner());
+        let mut latest = lock(&self.latest);
         match latest.iter_mut().find(|(id, _)| *id == session) {
             Some(entry) => entry.1 = task.clone(),
             None => latest.push((session, task.clone())),
@@ -373,7 +374,7 @@ impl Sessions {
 
     /// The latest task of `session` in this server.
     pub(crate) fn latest(&self, session: &str) -> Option<TaskId> {
-        let latest = self.latest.lock().unwrap_or_else(|p| p.into_inner());
+        let latest = lock(&self.latest);
         latest
             .iter()
             .find(|(id, _)| id == session)
@@ -404,7 +405,7 @@ impl Sessions {
             .wait(task, timeout.unwrap_or(FOREVER), OWNER, cancel)
             .await;
         if let Some(call) = call {
-            let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+            let mut calls = lock(&self.calls);
             calls.retain(|(id, _, _)| *id != call);
         }
         let snapshot = waited?;
@@ -421,7 +422,7 @@ impl Sessions {
         let id = self
             .next_call
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+        let mut calls = lock(&self.calls);
         calls.push((id, task.clone(), cancel.clone()));
         id
     }
@@ -430,7 +431,7 @@ impl Sessions {
     /// too, once their call wakes), so that what a call reads next reflects the cancellation.
     fn stop_cancelled_calls(&self) {
         let cancelled: Vec<TaskId> = {
-            let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+            let mut calls = lock(&self.calls);
             let (gone, waiting) = std::mem::take(&mut *calls)
                 .into_iter()
                 .partition(|(_, _, cancel)| cancel.is_cancelled());
@@ -496,11 +497,7 @@ impl Sessions {
     /// `kin_list`: each session with its latest task, usage and delegated children.
     pub(crate) fn list(&self) -> Value {
         self.stop_cancelled_calls();
-        let latest = self
-            .latest
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let latest = lock(&self.latest).clone();
         let host = self.runtime.host();
         let sessions: Vec<Value> = latest
             .iter()

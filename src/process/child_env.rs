@@ -9,6 +9,7 @@
 //! The policy is process-wide, like the environment it filters: `config` sets it at startup
 //! and adds every key it loads.
 
+use crate::sync::{read_lock, write_lock};
 use std::ffi::{OsStr, OsString};
 use std::sync::RwLock;
 
@@ -34,7 +35,7 @@ static POLICY: RwLock<EnvPolicy> = RwLock::new(EnvPolicy {
 
 /// Sets the names to pass and the model key's variables; keys already hidden stay hidden.
 pub(crate) fn configure(pass: Vec<String>, key_vars: Vec<String>) {
-    let mut policy = POLICY.write().unwrap_or_else(|p| p.into_inner());
+    let mut policy = write_lock(&POLICY);
     policy.pass = pass;
     policy.key_vars = key_vars;
 }
@@ -45,7 +46,7 @@ pub(crate) fn hide_value(key: &str) {
     if key.is_empty() {
         return;
     }
-    let mut policy = POLICY.write().unwrap_or_else(|p| p.into_inner());
+    let mut policy = write_lock(&POLICY);
     if !policy.key_values.iter().any(|known| known == key) {
         policy.key_values.push(key.to_owned());
     }
@@ -53,7 +54,7 @@ pub(crate) fn hide_value(key: &str) {
 
 /// kin's environment as tool processes get it.
 pub(crate) fn scrubbed() -> Vec<(OsString, OsString)> {
-    let policy = POLICY.read().unwrap_or_else(|p| p.into_inner());
+    let policy = read_lock(&POLICY);
     scrub(std::env::vars_os(), &policy)
 }
 
@@ -71,7 +72,7 @@ pub(crate) fn scrub(
 /// `terminal/create` `env`), without those the policy drops from kin's own: a child cannot
 /// put a credential-named variable or the model key into a command's environment.
 pub(crate) fn allowed(vars: Vec<(String, String)>) -> Vec<(String, String)> {
-    let policy = POLICY.read().unwrap_or_else(|p| p.into_inner());
+    let policy = read_lock(&POLICY);
     vars.into_iter()
         .filter(|(name, value)| keeps(&policy, OsStr::new(name), OsStr::new(value)))
         .collect()

@@ -221,7 +221,7 @@ impl Terminal {
 
     /// The output kept so far, whether older output was dropped, and the exit status if ended.
     pub(crate) fn output(&self) -> (String, bool, Option<ExitStatus>) {
-        let output = self.output.lock().unwrap_or_else(|p| p.into_inner());
+        let output = lock(&self.output);
         (output.snapshot(), output.cut() > 0, *self.exit.borrow())
     }
 

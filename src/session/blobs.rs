@@ -5,8 +5,9 @@
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
+use crate::sync::lock;
 use ring::digest::{digest, SHA256};
 
 /// The blob directory of the log at `log_path` (`<id>.jsonl` -> `<id>.blobs`).
@@ -76,16 +77,18 @@ fn write_tmp(dir: &Path, tag: &str, bytes: &[u8]) -> io::Result<PathBuf> {
     Ok(path)
 }
 
-/// Text blobs this process stored last, kept in memory: the model request that follows a
-/// prompt reads its image back at once, and megabytes need not be read (and checked as UTF-8)
-/// again. Content-addressed, so an entry is never stale; bounded by [`RECENT_BYTES`].
+/// Text blobs this process stored and nobody has read yet, kept in memory: the model request
+/// that follows a prompt reads its image back at once, and megabytes need not be read (and
+/// checked as UTF-8) again. The first read takes the entry (later reads go to the file), so an
+/// idle kin holds none of them. Content-addressed, so an entry is never stale; bounded by
+/// [`RECENT_BYTES`].
 static RECENT: Mutex<Vec<(PathBuf, Arc<String>)>> = Mutex::new(Vec::new());
 const RECENT_BYTES: usize = 64 * 1024 * 1024;
 
 /// [`put`] for text that is read back soon (a prompt's image): it is also kept in memory.
 pub(crate) fn put_text(dir: &Path, text: Arc<String>) -> io::Result<String> {
     let name = put(dir, text.as_bytes())?;
-    let mut recent = RECENT.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut recent = lock(&RECENT);
     let path = dir.join(&name);
     recent.retain(|(kept, _)| *kept != path);
     recent.push((path, text));
@@ -102,9 +105,9 @@ pub(crate) fn get_shared(dir: &Path, name: &str) -> Option<Arc<String>> {
         return None;
     }
     let path = dir.join(name);
-    let recent = RECENT.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some((_, text)) = recent.iter().find(|(kept, _)| *kept == path) {
-        return Some(text.clone());
+    let mut recent = lock(&RECENT);
+    if let Some(at) = recent.iter().position(|(kept, _)| *kept == path) {
+        return Some(recent.remove(at).1);
     }
     drop(recent);
     get_text(dir, name).map(Arc::new)
@@ -187,6 +190,12 @@ mod tests {
         assert_eq!(get(home.path(), &name).unwrap(), text.as_bytes());
         let shared = get_shared(home.path(), &name).unwrap();
         assert!(Arc::ptr_eq(&shared, &text), "from memory");
+        let again = get_shared(home.path(), &name).unwrap();
+        assert!(
+            !Arc::ptr_eq(&again, &text),
+            "the first read took it: the file serves later ones"
+        );
+        assert_eq!(again, text);
         let names: Vec<_> = std::fs::read_dir(home.path()).unwrap().flatten().collect();
         assert_eq!(names.len(), 1, "no temporary file is left");
         assert!(get_shared(home.path(), "../x").is_none());

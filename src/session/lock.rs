@@ -20,6 +20,7 @@ use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 
 use super::error::StoreError;
+use crate::sync::lock;
 
 /// A held session lock; the lock is released when the last handle on it in this process is
 /// dropped.
@@ -38,9 +39,7 @@ type Registry = HashMap<PathBuf, Weak<Held>>;
 
 fn registry() -> MutexGuard<'static, Registry> {
     static HELD: OnceLock<Mutex<Registry>> = OnceLock::new();
-    HELD.get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
+    lock(HELD.get_or_init(Default::default))
 }
 
 impl Drop for Held {

@@ -26,6 +26,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::session::SessionId;
 
+use crate::sync::lock;
 pub use sinks::{Notice, Record};
 pub(crate) use sinks::{NoticeSink, RecordSink};
 pub use status::TaskStatus;
@@ -213,38 +214,33 @@ impl TaskService {
 
     /// Where completion notices go.
     pub fn set_notice_sink(&self, sink: NoticeSink) {
-        *self.notice.lock().unwrap_or_else(|p| p.into_inner()) = Some(sink);
+        *lock(&self.notice) = Some(sink);
     }
 
     /// What `task_output` adds before the status line.
     pub(crate) fn set_output_note(&self, note: OutputNote) {
-        *self.note.lock().unwrap_or_else(|p| p.into_inner()) = Some(note);
+        *lock(&self.note) = Some(note);
     }
 
     /// The note for `owner`'s `task_output`, if any.
     pub(crate) fn output_note(&self, owner: &str) -> Option<String> {
-        let note = self.note.lock().unwrap_or_else(|p| p.into_inner());
+        let note = lock(&self.note);
         note.as_ref().and_then(|note| note(owner))
     }
 
     /// Where task starts and settlements of owned tasks go.
     pub fn set_record_sink(&self, sink: RecordSink) {
-        *self.records.lock().unwrap_or_else(|p| p.into_inner()) = Some(sink);
+        *lock(&self.records) = Some(sink);
     }
 
     fn record(&self, record: Record) {
-        if let Some(sink) = self
-            .records
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-        {
+        if let Some(sink) = lock(&self.records).as_ref() {
             sink(record);
         }
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.state)
     }
 
     /// Starts `work` on its own tokio task; returns the new id at once.
@@ -500,12 +496,7 @@ impl TaskService {
     }
 
     fn tell(&self, notice: Notice) {
-        if let Some(sink) = self
-            .notice
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-        {
+        if let Some(sink) = lock(&self.notice).as_ref() {
             sink(notice);
         }
     }

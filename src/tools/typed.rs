@@ -9,7 +9,7 @@
 use std::any::TypeId;
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::{Mutex, OnceLock};
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
@@ -21,6 +21,7 @@ use serde_json::{Map, Value};
 
 use super::{SpecScope, Tool, ToolContext, ToolDisplay, ToolKind, ToolOutput};
 use crate::model::ToolSpec;
+use crate::sync::lock;
 
 /// A model-facing tool with typed arguments; see the module docs.
 pub(crate) trait TypedTool: Clone + Send + Sync + 'static {
@@ -149,7 +150,7 @@ pub(crate) fn parameters<A: JsonSchema + 'static>() -> Value {
     static SCHEMAS: OnceLock<Mutex<HashMap<TypeId, Value>>> = OnceLock::new();
     let schemas = SCHEMAS.get_or_init(Default::default);
     // A poisoned lock only means another thread panicked mid-insert; the map is still whole.
-    let mut schemas = schemas.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut schemas = lock(schemas);
     schemas
         .entry(TypeId::of::<A>())
         .or_insert_with(generate::<A>)

@@ -23,6 +23,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 
 use super::{ChunkStream, Credentials, Model, ModelError, ModelRequest};
+use crate::sync::{read_lock, write_lock};
 
 pub use sse::{SseDecoder, StreamFailure};
 
@@ -220,7 +221,7 @@ impl OpenAiModel {
     }
 
     fn key(&self) -> KeyState {
-        self.key.read().unwrap_or_else(|p| p.into_inner()).clone()
+        read_lock(&self.key).clone()
     }
 }
 
@@ -350,7 +351,7 @@ impl Model for OpenAiModel {
         Box::pin(async move {
             let fresh = loader().await;
             let result = credentials(&fresh);
-            *slot.write().unwrap_or_else(|p| p.into_inner()) = fresh;
+            *write_lock(&slot) = fresh;
             result
         })
     }
