@@ -707,6 +707,7 @@ async fn a_definitions_tools_limit_the_configured_mcp_servers_tools_too() {
             "mcp__t__crash",
             "mcp__t__echo",
             "mcp__t__grow",
+            "mcp__t__picture",
             "mcp__t__wait"
         ],
         "{child}"

@@ -1,6 +1,7 @@
 //! A `tools/call` result as the model sees it: text blocks as they are; images as a short
 //! line in the text plus the image itself beside it (given to a model that takes images, see
-//! `model::openai::tool_images`); audio and binary resources as placeholders; embedded text
+//! `model::openai::tool_images`), and so are embedded `image/*` blobs; audio and other binary
+//! resources as placeholders; embedded text
 //! resources with their URI; resource links; `structuredContent` when no text says it; and
 //! `isError` as an error result. Long results keep their head and tail, like the shell's.
 
@@ -49,15 +50,22 @@ pub(crate) fn to_output(server: &str, result: &Value) -> ToolOutput {
     output
 }
 
-/// An `image` block with data and a type.
+/// An `image` block with data and a type, or an embedded resource whose blob is an image
+/// (`image/*`): both reach an image model the same way.
 fn image(block: &Value) -> Option<ToolImage> {
     let field = |name: &str| block.get(name).and_then(Value::as_str);
-    if field("type")? != "image" {
-        return None;
-    }
-    let base64 = field("data").filter(|data| !data.is_empty())?;
-    Some(ToolImage {
-        mime_type: field("mimeType").unwrap_or("image/png").to_owned(),
+    let (mime_type, base64) = match field("type")? {
+        "image" => (field("mimeType").unwrap_or("image/png"), field("data")?),
+        "resource" => {
+            let resource = block.get("resource")?;
+            let get = |name: &str| resource.get(name).and_then(Value::as_str);
+            let mime_type = get("mimeType").filter(|mime| mime.starts_with("image/"))?;
+            (mime_type, get("blob")?)
+        }
+        _ => return None,
+    };
+    (!base64.is_empty()).then(|| ToolImage {
+        mime_type: mime_type.to_owned(),
         base64: base64.to_owned(),
     })
 }
@@ -107,7 +115,9 @@ mod tests {
             {"type": "image", "data": "AAAA", "mimeType": "image/png"},
             {"type": "resource", "resource": {"uri": "file:///a", "text": "A"}},
             {"type": "resource", "resource": {"uri": "file:///b", "blob": "AA", "mimeType": "x/y"}},
-            {"type": "resource_link", "uri": "file:///c", "name": "c"}
+            {"type": "resource_link", "uri": "file:///c", "name": "c"},
+            {"type": "resource", "resource": {"uri": "file:///d.jpg", "blob": "BBBB",
+                "mimeType": "image/jpeg"}}
         ]});
         let output = to_output("s", &result);
         assert!(!output.is_error);
@@ -115,14 +125,15 @@ mod tests {
             output.text,
             "hello\n[image from the tool: image/png, about 3 bytes]\n\
              [resource file:///a]\nA\n[resource file:///b: x/y, binary, not shown]\n\
-             [resource link: c file:///c]"
+             [resource link: c file:///c]\n[image from the tool: image/jpeg, about 3 bytes]"
         );
+        let image = |mime: &str, base64: &str| ToolImage {
+            mime_type: mime.into(),
+            base64: base64.into(),
+        };
         assert_eq!(
             output.images,
-            [ToolImage {
-                mime_type: "image/png".into(),
-                base64: "AAAA".into()
-            }]
+            [image("image/png", "AAAA"), image("image/jpeg", "BBBB")]
         );
     }
 

@@ -92,9 +92,10 @@ impl SessionStore {
             });
         }
         let open = || OpenOptions::new().append(true).create_new(true).open(&path);
-        // The directory is made when the first open finds it missing, not checked every time.
+        // The directory is made (or its failure named) when an open fails for want of it, not
+        // checked before every create.
         let file = match open() {
-            Err(error) if error.kind() == io::ErrorKind::NotFound => {
+            Err(error) if error.kind() != io::ErrorKind::AlreadyExists && !shelf.dir.is_dir() => {
                 self.layout
                     .make_dir(shelf)
                     .map_err(io_error("creating the sessions directory", &shelf.dir))?;

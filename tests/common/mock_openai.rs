@@ -44,6 +44,8 @@ pub struct Request {
     pub headers: Vec<(String, String)>,
     /// The JSON body (`Null` if it was not JSON).
     pub body: Value,
+    /// When its head (request line and headers) had arrived: the client had built the body.
+    pub started: Instant,
     /// When its last byte had arrived.
     pub received: Instant,
 }
@@ -241,14 +243,15 @@ async fn read_request(socket: &mut TcpStream, buffer: &mut Vec<u8>) -> Option<Re
         .find(|(n, _)| n == "content-length")
         .and_then(|(_, v)| v.parse().ok())
         .unwrap_or(0);
+    let started = Instant::now();
     let body_start = head_end + 4;
+    // Read the body straight into the buffer, sized once from Content-Length.
+    buffer.reserve((body_start + length).saturating_sub(buffer.len()));
     while buffer.len() < body_start + length {
-        let mut chunk = [0u8; 8192];
-        let n = socket.read(&mut chunk).await.ok()?;
+        let n = socket.read_buf(buffer).await.ok()?;
         if n == 0 {
             return None;
         }
-        buffer.extend_from_slice(&chunk[..n]);
     }
     let received = Instant::now();
     let body =
@@ -259,6 +262,7 @@ async fn read_request(socket: &mut TcpStream, buffer: &mut Vec<u8>) -> Option<Re
         path,
         headers,
         body,
+        started,
         received,
     })
 }
