@@ -783,6 +783,13 @@ async fn kin_output_after_a_restart_answers_from_the_log() {
         .as_str()
         .unwrap()
         .contains("the answer is 42"));
+    // Nothing of it runs in this server: kin_cancel says so from the log, and stops nothing.
+    let cancel = world.client(&["call", "kin_cancel", &arguments]).await;
+    let result = &cancel[0];
+    assert_eq!(result["isError"], false, "{result}");
+    assert_eq!(result["structured"]["cancelled"], false, "{result}");
+    assert_eq!(result["structured"]["fromLog"], true, "{result}");
+    assert_eq!(result["structured"]["state"], "completed", "{result}");
     // A session kin mcp does not know is still refused.
     let other = json!({"session_id": "00000000-0000-4000-8000-000000000000"}).to_string();
     let refused = world.client(&["call", "kin_output", &other]).await;

@@ -141,9 +141,16 @@ impl KinServer {
 
     async fn cancel(&self, args: CancelArgs) -> CallToolResult {
         match self.sessions.cancel(&args.session_id).await {
-            Ok(snapshot) => {
+            Ok(Output::Task(snapshot)) => {
                 let mut result = described(&args.session_id, &snapshot);
                 result["cancelled"] = Value::Bool(snapshot.status == TaskStatus::Killed);
+                CallToolResult::structured(result)
+            }
+            // Nothing of it runs here (its tasks ran in an earlier server): nothing to stop.
+            Ok(Output::Logged(turn)) => {
+                let mut result = json!({"sessionId": args.session_id, "turn": turn.turn,
+                    "fromLog": true, "cancelled": false});
+                settled(&mut result, turn.status, &turn.answer, &turn.detail);
                 CallToolResult::structured(result)
             }
             Err(error) => refused(&error),

@@ -56,10 +56,13 @@ pub(crate) enum CallError {
          `kin run --session`"
     )]
     NotStartedOverMcp(String),
-    #[error("session {0} has run no task in this server; continue it with kin_reply")]
-    NoTask(String),
     #[error("session {0} has run no task yet; continue it with kin_reply")]
     NeverRan(String),
+    #[error(
+        "session {0} is running in another kin process; cancel it through the server that \
+         started that task"
+    )]
+    RunningElsewhere(String),
     #[error("no API key for the model: {0}")]
     MissingKey(String),
     #[error("{0}")]
@@ -78,8 +81,8 @@ pub(crate) enum Delivery {
     Started(TaskId),
 }
 
-/// What `kin_output` found: a task of this server, or, for a session whose tasks ran in an
-/// earlier server process, its last turn as the log tells it.
+/// What `kin_output` (and `kin_cancel`) found: a task of this server, or, for a session whose
+/// tasks ran in an earlier server process, its last turn as the log tells it.
 pub(crate) enum Output {
     Task(TaskSnapshot),
     Logged(LoggedTurn),
@@ -381,16 +384,6 @@ impl Sessions {
             .map(|(_, task)| task.clone())
     }
 
-    fn latest_or_refuse(&self, session: &str) -> Result<TaskId, CallError> {
-        self.latest(session).ok_or_else(|| {
-            if self.runtime.host().store().exists(session) {
-                CallError::NoTask(session.to_owned())
-            } else {
-                CallError::UnknownSession(session.to_owned())
-            }
-        })
-    }
-
     /// The task now, or once it settled, `timeout` passed or `cancel` tripped. A foreground
     /// call passes `None` and its own cancellation: a cancelled call kills the task.
     pub(crate) async fn wait(
@@ -480,18 +473,27 @@ impl Sessions {
         logged::last_turn(&loaded.events).ok_or_else(|| CallError::NeverRan(session.to_owned()))
     }
 
-    /// `kin_cancel`: stops the session's running task and waits until it has settled.
-    pub(crate) async fn cancel(&self, session: &str) -> Result<TaskSnapshot, CallError> {
+    /// `kin_cancel`: stops the session's running task and waits until it has settled. A
+    /// session whose tasks ran in an earlier server has nothing running here: its last turn
+    /// is answered from the log, unless another process holds the session open.
+    pub(crate) async fn cancel(&self, session: &str) -> Result<Output, CallError> {
         self.stop_cancelled_calls();
-        let task = self.latest_or_refuse(session)?;
+        let Some(task) = self.latest(session) else {
+            let turn = self.logged(session)?;
+            let path = self.runtime.host().store().path(session);
+            if path.is_ok_and(|path| crate::session::is_locked(&path)) {
+                return Err(CallError::RunningElsewhere(session.to_owned()));
+            }
+            return Ok(Output::Logged(turn));
+        };
         let tasks = self.runtime.tasks();
         if let KillResult::AlreadyFinished(snapshot) =
             tasks.kill(&task, OWNER, Some("kin_cancel"))?
         {
-            return Ok(snapshot);
+            return Ok(Output::Task(snapshot));
         }
         tasks.until_settled(&task).await;
-        Ok(tasks.read(&task, OWNER)?)
+        Ok(Output::Task(tasks.read(&task, OWNER)?))
     }
 
     /// `kin_list`: each session with its latest task, usage and delegated children.
