@@ -761,6 +761,25 @@ async fn a_definitions_timeout_and_budget_end_an_mcp_task_definitely() {
 }
 
 #[tokio::test]
+async fn the_delegation_time_limit_bounds_a_plain_kin_task() {
+    let Some(world) = World::new() else { return };
+    world.configure("[delegation]\ntimeout = \"1s\"\n");
+    world.model.push(Reply::Hang(vec![event(&chunk(
+        json!({"role": "assistant", "content": ""}),
+        None,
+    ))]));
+    let found = world
+        .client(&["call", "kin", r#"{"prompt": "stall"}"#])
+        .await;
+    let result = &found[0];
+    assert_eq!(result["isError"], true, "{result}");
+    let error = result["structured"]["error"].as_str().unwrap();
+    assert!(error.starts_with("timed_out"), "{result}");
+    let closed = tokio::time::timeout(DEADLINE, world.model.next_event()).await;
+    assert_eq!(closed.unwrap(), ServerEvent::ClientClosed { request: 0 });
+}
+
+#[tokio::test]
 async fn kin_output_after_a_restart_answers_from_the_log() {
     let Some(world) = World::new() else { return };
     world.model.push(text_reply(&["the answer ", "is 42"]));

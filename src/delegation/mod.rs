@@ -138,6 +138,11 @@ pub struct Delegation {
 }
 
 impl Delegation {
+    /// The `[delegation]` settings: time limits, caps and budgets.
+    pub(crate) fn settings(&self) -> &DelegationSettings {
+        &self.settings
+    }
+
     /// The service with the in-process providers and one per configured ACP agent. It takes
     /// the task service's notices and records.
     pub(crate) fn new(

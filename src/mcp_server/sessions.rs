@@ -169,10 +169,18 @@ impl Sessions {
                 timeout: definition.timeout,
             },
         );
-        if let Some(tokens) = definition.budget_tokens {
+        self.budget(agent, definition.budget_tokens);
+    }
+
+    /// Gives each task of `agent` a budget: `tokens` (a definition's), else the `[delegation]`
+    /// per-child budget, as a delegated child gets.
+    fn budget(&self, agent: &Agent, tokens: Option<u64>) {
+        let defaults = self.runtime.delegation().settings();
+        let tokens = tokens.or(defaults.child_budget_tokens);
+        if tokens.is_some() || defaults.child_budget_cost.is_some() {
             agent.watch.set_budget(Budget {
-                tokens: Some(tokens),
-                cost: None,
+                tokens,
+                cost: defaults.child_budget_cost,
                 tree: None,
             });
         }
@@ -218,8 +226,9 @@ impl Sessions {
                 return Err(CallError::Model(error.to_string()));
             }
         }
-        if let Some(definition) = &definition {
-            self.limit(&agent, definition);
+        match &definition {
+            Some(definition) => self.limit(&agent, definition),
+            None => self.budget(&agent, None),
         }
         self.runtime.start_mcp(&agent, Vec::new());
         Ok((agent, mode))
@@ -240,7 +249,9 @@ impl Sessions {
         let host = self.runtime.host().clone();
         let label = crate::text::visible(&cut(&prompt, 80)).into_owned();
         let session = agent.id.clone();
-        let timeout = self.limits_of(&session).timeout;
+        // A definition's time limit, else `[delegation]`'s, as a delegated child gets.
+        let timeout =
+            (self.limits_of(&session).timeout).or(self.runtime.delegation().settings().timeout);
         let task = self.runtime.tasks().start_for(
             TASK_KIND,
             &label,
@@ -318,7 +329,10 @@ impl Sessions {
         let cwd = header.cwd.map_or_else(|| self.cwd.clone(), PathBuf::from);
         let (agent, reopened) = self.runtime.open_defined(id, cwd, None)?;
         let notice = match reopened {
-            Reopened::Plain => None,
+            Reopened::Plain => {
+                self.budget(&agent, None);
+                None
+            }
             Reopened::Defined(definition) => {
                 self.limit(&agent, &definition);
                 None
@@ -332,6 +346,7 @@ impl Sessions {
                         timeout: None,
                     },
                 );
+                self.budget(&agent, None);
                 Some(format!(
                     "the agent definition {:?} this session was started as is no longer \
                      defined (the defined agents are: {}); the task ran as kin, within the \
