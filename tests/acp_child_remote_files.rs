@@ -11,33 +11,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::FutureExt;
-use kin::acp_client::{AcpChild, ChildCommand, ChildLink, ChildSink};
+use kin::acp_client::{AcpChild, ChildCommand, ChildLink};
 use kin::config::AcpPermission;
 use kin::tools::client::{
     ClientError, ClientFeatures, ClientResult, PermissionAnswer, PermissionPrompt, TerminalExit,
     TerminalOutput, TerminalSpec,
 };
 use kin::tools::ClientBridge;
-use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-
-fn fake_child() -> PathBuf {
-    let deps = std::env::current_exe().unwrap();
-    let path = deps
-        .parent()
-        .and_then(Path::parent)
-        .unwrap()
-        .join("examples/fake_acp_child");
-    assert!(path.is_file(), "{} is missing", path.display());
-    path
-}
-
-struct Nowhere;
-
-impl ChildSink for Nowhere {
-    fn update(&self, _: &str, _: &Value) {}
-    fn summary(&self, _: &str, _: &str, _: &str) {}
-}
 
 /// An editor that reads and writes the local disk and records each request.
 #[derive(Default)]
@@ -128,7 +109,7 @@ impl ClientBridge for DiskEditor {
 async fn run(local: &Path, remote: &str, editor: Option<Arc<DiskEditor>>) -> String {
     kin::process::guard::enable(common::kin_binary());
     let command = ChildCommand {
-        program: fake_child().display().to_string(),
+        program: common::fake_acp_child().display().to_string(),
         args: vec!["remote-files-marker".into(), "fs-escape".into()],
         env: Vec::new(),
         cwd: local.to_owned(),
@@ -144,7 +125,7 @@ async fn run(local: &Path, remote: &str, editor: Option<Arc<DiskEditor>>) -> Str
             child: "child".into(),
             call_id: None,
             title: None,
-            sink: Arc::new(Nowhere),
+            sink: Arc::new(common::Nowhere),
             client: editor.map(|editor| editor as Arc<dyn ClientBridge>),
         }),
         mcp_servers: Vec::new(),

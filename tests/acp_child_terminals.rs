@@ -6,37 +6,17 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kin::acp_client::{AcpChild, ChildCommand, ChildLink, ChildSink};
+use kin::acp_client::{AcpChild, ChildCommand, ChildLink};
 use kin::config::AcpPermission;
 use kin::tools::{PermissionMode, SessionPermissions};
-use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 /// A guard against a broken kin, not a timing assertion.
 const DEADLINE: Duration = Duration::from_secs(60);
-
-fn fake_child() -> PathBuf {
-    let deps = std::env::current_exe().unwrap();
-    let path = deps
-        .parent()
-        .and_then(Path::parent)
-        .unwrap()
-        .join("examples/fake_acp_child");
-    assert!(path.is_file(), "{} is missing", path.display());
-    path
-}
-
-/// Takes a linked child's passed-on traffic and drops it.
-struct Nowhere;
-
-impl ChildSink for Nowhere {
-    fn update(&self, _: &str, _: &Value) {}
-    fn summary(&self, _: &str, _: &str, _: &str) {}
-}
 
 fn command(
     marker: &str,
@@ -46,7 +26,7 @@ fn command(
 ) -> ChildCommand {
     kin::process::guard::enable(common::kin_binary());
     ChildCommand {
-        program: fake_child().display().to_string(),
+        program: common::fake_acp_child().display().to_string(),
         args: vec![marker.to_owned(), "terminal".to_owned()],
         env: Vec::new(),
         cwd: cwd.to_owned(),
@@ -62,7 +42,7 @@ fn command(
             child: "child".into(),
             call_id: None,
             title: None,
-            sink: Arc::new(Nowhere),
+            sink: Arc::new(common::Nowhere),
             client: None,
         }),
         mcp_servers: Vec::new(),

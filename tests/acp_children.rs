@@ -20,22 +20,6 @@ use tokio_util::sync::CancellationToken;
 /// A guard against a broken kin, not a timing assertion.
 const DEADLINE: Duration = Duration::from_secs(60);
 
-/// The fake child, built with the tests (`cargo test` builds examples).
-fn fake_child() -> PathBuf {
-    let deps = std::env::current_exe().unwrap();
-    let path = deps
-        .parent()
-        .and_then(Path::parent)
-        .unwrap()
-        .join("examples/fake_acp_child");
-    assert!(
-        path.is_file(),
-        "{} is missing: build it with `cargo build --example fake_acp_child`",
-        path.display()
-    );
-    path
-}
-
 /// A string unique to this test process and `name`: it tags the processes of one test.
 fn marker(name: &str) -> String {
     format!("acp-child-marker-{}-{name}", std::process::id())
@@ -58,7 +42,7 @@ fn command_for(mode: &str, marker: &str, cwd: &Path) -> ChildCommand {
     // Children run under the process guard, as in kin.
     kin::process::guard::enable(common::kin_binary());
     ChildCommand {
-        program: fake_child().display().to_string(),
+        program: common::fake_acp_child().display().to_string(),
         args: vec![marker.to_owned(), mode.to_owned()],
         env: Vec::new(),
         cwd: cwd.to_owned(),
@@ -525,7 +509,7 @@ async fn a_background_child_that_cannot_continue_sessions_is_a_one_shot_task() {
     let marker = marker("one-shot");
     let table = format!(
         "[acp_agents.fake]\ncommand = {:?}\nargs = [{marker:?}, \"ok\"]\n",
-        fake_child().display().to_string(),
+        common::fake_acp_child().display().to_string(),
     );
     let parent = Script::new()
         .calls(&[(
@@ -570,7 +554,7 @@ async fn a_background_child_that_crashes_before_saying_is_a_failed_one_shot_task
     let marker = marker("probe-crash");
     let table = format!(
         "[acp_agents.fake]\ncommand = {:?}\nargs = [{marker:?}, \"crash\"]\n",
-        fake_child().display().to_string(),
+        common::fake_acp_child().display().to_string(),
     );
     let parent = Script::new()
         .calls(&[(
@@ -1068,14 +1052,6 @@ async fn claude_agent_acp_answers_a_delegation_from_the_mock_model() {
     );
 }
 
-/// Takes a linked child's passed-on traffic and drops it.
-struct Nowhere;
-
-impl kin::acp_client::ChildSink for Nowhere {
-    fn update(&self, _: &str, _: &Value) {}
-    fn summary(&self, _: &str, _: &str, _: &str) {}
-}
-
 #[tokio::test]
 async fn a_misbehaving_child_cannot_write_outside_its_cwd_through_the_fs_bridge() {
     let root = tempfile::tempdir().unwrap();
@@ -1091,7 +1067,7 @@ async fn a_misbehaving_child_cannot_write_outside_its_cwd_through_the_fs_bridge(
         child: "child".into(),
         call_id: None,
         title: None,
-        sink: std::sync::Arc::new(Nowhere),
+        sink: std::sync::Arc::new(common::Nowhere),
         client: None,
     });
     assert_eq!(run(command).await.unwrap(), "ok error error");
@@ -1110,7 +1086,7 @@ async fn an_acp_child_past_its_time_limit_is_cancelled_and_reports_timed_out() {
     let marker = marker("acp-timeout");
     let table = format!(
         "[acp_agents.fake]\ncommand = {:?}\nargs = [{marker:?}, \"wait\"]\n",
-        fake_child().display().to_string(),
+        common::fake_acp_child().display().to_string(),
     );
     let parent = Script::new()
         .calls(&[(
@@ -1135,7 +1111,7 @@ async fn an_acp_child_that_goes_quiet_meets_the_idle_watchdog() {
     let marker = marker("idle");
     let table = format!(
         "[delegation]\nidle_timeout = \"300ms\"\n\n[acp_agents.fake]\ncommand = {:?}\nargs = [{marker:?}, \"wait\"]\n",
-        fake_child().display().to_string(),
+        common::fake_acp_child().display().to_string(),
     );
     let parent = Script::new()
         .calls(&[(
@@ -1159,7 +1135,7 @@ async fn an_acp_child_is_stopped_at_the_budget_of_the_cost_it_reports() {
     let marker = marker("budget");
     let table = format!(
         "[delegation]\nchild_budget_cost = 0.25\n\n[acp_agents.fake]\ncommand = {:?}\nargs = [{marker:?}, \"usage\"]\n",
-        fake_child().display().to_string(),
+        common::fake_acp_child().display().to_string(),
     );
     let parent = Script::new()
         .calls(&[(
@@ -1183,7 +1159,7 @@ async fn list_agents_shows_what_an_acp_child_reported_against_its_cost_budget() 
     let marker = marker("priced");
     let table = format!(
         "[delegation]\nchild_budget_cost = 2.0\n\n[acp_agents.fake]\ncommand = {:?}\nargs = [{marker:?}, \"priced\"]\n",
-        fake_child().display().to_string(),
+        common::fake_acp_child().display().to_string(),
     );
     let parent = Script::new()
         .calls(&[(

@@ -299,18 +299,6 @@ async fn a_kin_childs_terminal_shows_as_its_output_unless_the_editor_runs_it() {
     assert!(ids.iter().all(|id| id.starts_with("term-")), "{ids:?}");
 }
 
-/// The fake child, built with the tests (`cargo test` builds examples).
-fn fake_child() -> std::path::PathBuf {
-    let deps = std::env::current_exe().unwrap();
-    let path = deps
-        .parent()
-        .and_then(std::path::Path::parent)
-        .unwrap()
-        .join("examples/fake_acp_child");
-    assert!(path.is_file(), "{} is missing", path.display());
-    path
-}
-
 #[tokio::test]
 async fn the_editor_cancels_the_acp_child_alone_and_the_parent_goes_on() {
     let parent = Script::new()
@@ -327,7 +315,7 @@ async fn the_editor_cancels_the_acp_child_alone_and_the_parent_goes_on() {
         home.path().join("config/kin/config.toml"),
         format!(
             "[acp_agents.fake]\ncommand = {:?}\nargs = [\"tree-cancel\", \"wait\"]\n",
-            fake_child().display().to_string()
+            common::fake_acp_child().display().to_string()
         ),
     )
     .unwrap();
@@ -434,7 +422,7 @@ async fn closing_a_parent_with_a_running_background_child_sends_nothing_after_th
         home.path().join("config/kin/config.toml"),
         format!(
             "[acp_agents.fake]\ncommand = {:?}\nargs = [\"tree-close\", \"wait\"]\n",
-            fake_child().display().to_string()
+            common::fake_acp_child().display().to_string()
         ),
     )
     .unwrap();
@@ -505,7 +493,7 @@ async fn a_reloaded_parent_replays_a_child_that_is_still_running_as_running() {
         home.path().join("config/kin/config.toml"),
         format!(
             "[acp_agents.fake]\ncommand = {:?}\nargs = [\"tree-running\", \"wait\"]\n",
-            fake_child().display().to_string()
+            common::fake_acp_child().display().to_string()
         ),
     )
     .unwrap();

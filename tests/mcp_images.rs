@@ -16,25 +16,9 @@ use serde_json::{json, Value};
 /// base64 of the server's `PICTURE`.
 const PICTURE: &str = "iVBORw0KGgpraW4tdGVzdC1waWN0dXJl";
 
-/// The Python the tests use (`KIN_PYTHON`, else the CI venv), or `None` (with a visible line)
-/// outside CI when it lacks the `mcp` package.
+/// The Python with what these tests import (see `common::python_with`).
 fn python_with_mcp() -> Option<PathBuf> {
-    let python = std::env::var_os("KIN_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| common::repo().join("target/ci-venv/bin/python"));
-    let ok = std::process::Command::new(&python)
-        .args(["-c", "import mcp.server.mcpserver"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if ok {
-        return Some(python);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI must have the Python `mcp` package (tests/interop/requirements.txt)"
-    );
-    eprintln!("SKIPPED: no Python with the `mcp` package (set KIN_PYTHON)");
-    None
+    common::python_with("mcp.server.mcpserver")
 }
 
 /// A kin on the mock model, its config file holding `config`.

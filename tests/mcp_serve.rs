@@ -16,25 +16,9 @@ use serde_json::{json, Value};
 
 const DEADLINE: Duration = Duration::from_secs(120);
 
-/// The Python with the SDK (`KIN_PYTHON`, else the CI venv), or `None` with a visible line
-/// outside CI.
+/// The Python with what these tests import (see `common::python_with`).
 fn python_with_mcp() -> Option<PathBuf> {
-    let python = std::env::var_os("KIN_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| common::repo().join("target/ci-venv/bin/python"));
-    let ok = std::process::Command::new(&python)
-        .args(["-c", "import mcp.client.stdio, mcp.client.streamable_http"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if ok {
-        return Some(python);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI must have the Python `mcp` package (tests/interop/requirements.txt)"
-    );
-    eprintln!("SKIPPED: no Python with the `mcp` package (set KIN_PYTHON)");
-    None
+    common::python_with("mcp.client.stdio, mcp.client.streamable_http")
 }
 
 /// One server's world: its store, its cwd and its model.

@@ -66,6 +66,13 @@ async fn new_session(wire: &mut Wire, servers: Value) -> String {
         .to_owned()
 }
 
+/// A new session with `servers`, in mode `allow`.
+async fn allowed_session(wire: &mut Wire, servers: Value) -> String {
+    let session = new_session(wire, servers).await;
+    set_mode(wire, &session, "allow").await;
+    session
+}
+
 async fn set_mode(wire: &mut Wire, session: &str, mode: &str) {
     let (_, answer) = wire
         .request(
@@ -115,8 +122,7 @@ async fn the_filesystem_server_answers_a_tool_call_and_is_gone_after_close() {
     std::fs::write(wire.cwd.path().join("hello-mcp.txt"), "hi").unwrap();
     wire.initialize().await;
     let root = wire.cwd();
-    let session = new_session(&mut wire, filesystem_entry(&node, &script, &root)).await;
-    set_mode(&mut wire, &session, "allow").await;
+    let session = allowed_session(&mut wire, filesystem_entry(&node, &script, &root)).await;
     let updates = prompt(&mut wire, &session).await;
     let text = tool_text(&updates, "c1");
     assert!(text.contains("hello-mcp.txt"), "{text}");
@@ -244,8 +250,7 @@ async fn an_in_process_child_calls_the_parents_server_through_the_same_process()
     std::fs::write(wire.cwd.path().join("from-child.txt"), "hi").unwrap();
     wire.initialize().await;
     let root = wire.cwd();
-    let session = new_session(&mut wire, filesystem_entry(&node, &script, &root)).await;
-    set_mode(&mut wire, &session, "allow").await;
+    let session = allowed_session(&mut wire, filesystem_entry(&node, &script, &root)).await;
     prompt(&mut wire, &session).await;
     let marker = script.to_string_lossy().into_owned();
     let servers = common::marked(&marker)
@@ -264,25 +269,9 @@ async fn an_in_process_child_calls_the_parents_server_through_the_same_process()
     assert!(logs.contains("from-child.txt"), "{logs}");
 }
 
-/// The Python the tests use for the SDK's HTTP server (`KIN_PYTHON`, else the CI venv), or
-/// `None` (with a visible line) outside CI when it lacks the `mcp` package.
+/// The Python with what these tests import (see `common::python_with`).
 fn python_with_mcp() -> Option<PathBuf> {
-    let python = std::env::var_os("KIN_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| common::repo().join("target/ci-venv/bin/python"));
-    let ok = std::process::Command::new(&python)
-        .args(["-c", "import mcp.server.mcpserver, uvicorn"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if ok {
-        return Some(python);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI must have the Python `mcp` package (tests/interop/requirements.txt)"
-    );
-    eprintln!("SKIPPED: no Python with the `mcp` package (set KIN_PYTHON)");
-    None
+    common::python_with("mcp.server.mcpserver, uvicorn")
 }
 
 #[tokio::test]
@@ -326,18 +315,6 @@ async fn an_http_server_gets_the_editors_headers_and_answers_a_call() {
     let _ = server.start_kill();
 }
 
-/// The fake ACP child, built with the tests (`cargo test` builds examples).
-fn fake_child() -> PathBuf {
-    let deps = std::env::current_exe().unwrap();
-    let path = deps
-        .parent()
-        .and_then(std::path::Path::parent)
-        .unwrap()
-        .join("examples/fake_acp_child");
-    assert!(path.is_file(), "{} is missing", path.display());
-    path
-}
-
 #[tokio::test]
 async fn an_acp_child_gets_the_servers_its_capabilities_accept() {
     let marker = format!("1000.{}79", std::process::id());
@@ -347,7 +324,7 @@ async fn an_acp_child_gets_the_servers_its_capabilities_accept() {
         home.path().join("config/kin/config.toml"),
         format!(
             "mcp_startup_timeout = \"200ms\"\n[acp_agents.fake]\ncommand = {:?}\nargs = [{marker:?}, \"mcp\"]\n",
-            fake_child().display().to_string()
+            common::fake_acp_child().display().to_string()
         ),
     )
     .unwrap();
@@ -365,8 +342,7 @@ async fn an_acp_child_gets_the_servers_its_capabilities_accept() {
         {"name": "files", "command": "sleep", "args": [marker], "env": []},
         {"type": "http", "name": "web", "url": "http://127.0.0.1:9/mcp", "headers": []}
     ]);
-    let session = new_session(&mut wire, servers).await;
-    set_mode(&mut wire, &session, "allow").await;
+    let session = allowed_session(&mut wire, servers).await;
     let updates = prompt(&mut wire, &session).await;
     let text = tool_text(&updates, "a1");
     // The child takes stdio, and no HTTP (`mcpCapabilities.http: false`).
@@ -394,8 +370,7 @@ async fn a_server_flooding_its_stderr_still_serves() {
     let root = wire.cwd();
     let servers =
         json!([{"name": "files", "command": "sh", "args": ["-c", flood, root], "env": []}]);
-    let session = new_session(&mut wire, servers).await;
-    set_mode(&mut wire, &session, "allow").await;
+    let session = allowed_session(&mut wire, servers).await;
     let updates = prompt(&mut wire, &session).await;
     let text = tool_text(&updates, "f1");
     assert!(text.contains("after-flood.txt"), "{text}");
@@ -647,8 +622,7 @@ async fn a_cancelled_call_reaches_the_server_as_mcp_cancellation() {
         .dir();
     let mut wire = start(replay.path());
     wire.initialize().await;
-    let session = new_session(&mut wire, servers).await;
-    set_mode(&mut wire, &session, "allow").await;
+    let session = allowed_session(&mut wire, servers).await;
     wire.send(
         &json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
         "params": {"sessionId": session, "prompt": [{"type": "text", "text": "Go."}]}}),
@@ -677,8 +651,7 @@ async fn a_changed_tool_list_is_offered_from_the_next_step_on() {
         .dir();
     let mut wire = start(replay.path());
     wire.initialize().await;
-    let session = new_session(&mut wire, servers).await;
-    set_mode(&mut wire, &session, "allow").await;
+    let session = allowed_session(&mut wire, servers).await;
     prompt(&mut wire, &session).await;
     // The relisting the server's notification caused (the first listing was at start).
     marks.wait_for("listed 2").await;
@@ -701,8 +674,7 @@ async fn a_crashed_server_is_restarted_and_its_tools_work_again() {
         .dir();
     let mut wire = start(replay.path());
     wire.initialize().await;
-    let session = new_session(&mut wire, servers).await;
-    set_mode(&mut wire, &session, "allow").await;
+    let session = allowed_session(&mut wire, servers).await;
     let updates = prompt(&mut wire, &session).await;
     assert!(
         tool_text(&updates, "x1").contains("MCP server `py`"),
@@ -730,8 +702,7 @@ async fn progress_of_a_call_shows_on_its_tool_call_and_the_last_report_is_not_lo
         .dir();
     let mut wire = start(replay.path());
     wire.initialize().await;
-    let session = new_session(&mut wire, servers).await;
-    set_mode(&mut wire, &session, "allow").await;
+    let session = allowed_session(&mut wire, servers).await;
     wire.send(
         &json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
         "params": {"sessionId": session, "prompt": [{"type": "text", "text": "Go."}]}}),

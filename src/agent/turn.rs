@@ -59,7 +59,11 @@ pub(super) async fn run(
         tool_cancelled: false,
         builtin_specs: agent.tools.specs_in(SpecScope {
             cwd: &agent.cwd,
-            top_level: agent.header.parent_session.is_none(),
+            fresh_since: agent
+                .header
+                .parent_session
+                .is_none()
+                .then(std::time::Instant::now),
         }),
     };
     agent.context.begin_turn();

@@ -8,7 +8,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use serde_yaml_ng::Value;
@@ -77,26 +77,28 @@ pub fn load_for(cwd: &Path) -> AgentCatalog {
     AgentCatalog::load(&dirs(cwd, config_dir.as_deref()))
 }
 
-/// The catalogs read so far, by workspace. A top-level turn reads its workspace's definitions
-/// again (so a file added or edited between prompts counts from the next one); a child's
-/// turn uses what was last read for its workspace, which spares every child of a tree the
-/// directory reads.
+/// The catalogs read so far, by workspace, with when each was read. A top-level turn reads
+/// its workspace's definitions again once (so a file added or edited between prompts counts
+/// from the next one, and the turn's delegating tools share one read); a child's turn uses
+/// what was last read for its workspace, which spares every child of a tree the directory
+/// reads.
 #[derive(Debug, Default)]
 pub(crate) struct Catalogs {
-    by_cwd: Mutex<HashMap<PathBuf, Arc<AgentCatalog>>>,
+    by_cwd: Mutex<HashMap<PathBuf, (Instant, Arc<AgentCatalog>)>>,
 }
 
 impl Catalogs {
-    /// The definitions for a session in `cwd`: read again when `reread`, else the last read
-    /// (or a first one).
-    pub(crate) fn get(&self, cwd: &Path, reread: bool) -> Arc<AgentCatalog> {
-        if !reread {
-            if let Some(catalog) = lock(&self.by_cwd).get(cwd) {
+    /// The definitions for a session in `cwd`: the last read if it was made at or after
+    /// `fresh_since` (any last read when `None`), else a new one.
+    pub(crate) fn get(&self, cwd: &Path, fresh_since: Option<Instant>) -> Arc<AgentCatalog> {
+        if let Some((read_at, catalog)) = lock(&self.by_cwd).get(cwd) {
+            if fresh_since.is_none_or(|since| *read_at >= since) {
                 return catalog.clone();
             }
         }
+        let read_at = Instant::now();
         let catalog = Arc::new(load_for(cwd));
-        lock(&self.by_cwd).insert(cwd.to_owned(), catalog.clone());
+        lock(&self.by_cwd).insert(cwd.to_owned(), (read_at, catalog.clone()));
         catalog
     }
 }
@@ -468,11 +470,20 @@ mod tests {
         };
         let catalogs = Catalogs::default();
         write("first");
-        assert_eq!(names(&catalogs.get(cwd.path(), false)), ["first"]);
+        assert_eq!(names(&catalogs.get(cwd.path(), None)), ["first"]);
         write("second");
-        assert_eq!(names(&catalogs.get(cwd.path(), false)), ["first"]);
-        assert_eq!(names(&catalogs.get(cwd.path(), true)), ["first", "second"]);
-        assert_eq!(names(&catalogs.get(cwd.path(), false)), ["first", "second"]);
+        assert_eq!(names(&catalogs.get(cwd.path(), None)), ["first"]);
+        let turn = Some(Instant::now());
+        assert_eq!(names(&catalogs.get(cwd.path(), turn)), ["first", "second"]);
+        // The same turn's other tools share that read.
+        write("third");
+        assert_eq!(names(&catalogs.get(cwd.path(), turn)), ["first", "second"]);
+        assert_eq!(names(&catalogs.get(cwd.path(), None)), ["first", "second"]);
+        let next_turn = Some(Instant::now());
+        assert_eq!(
+            names(&catalogs.get(cwd.path(), next_turn)),
+            ["first", "second", "third"]
+        );
     }
 
     #[test]

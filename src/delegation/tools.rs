@@ -163,7 +163,7 @@ impl SubagentTool {
         name: &str,
         cwd: &std::path::Path,
     ) -> Result<(AgentDefinition, Vec<String>), ToolOutput> {
-        let catalog = self.delegation.catalogs.get(cwd, false);
+        let catalog = self.delegation.catalogs.get(cwd, None);
         let Some(found) = catalog.get(name) else {
             let broken: Vec<&String> = catalog
                 .notices
@@ -239,7 +239,7 @@ impl TypedTool for SubagentTool {
 
     fn description_in(&self, scope: SpecScope<'_>) -> String {
         let what = self.what_it_does();
-        let catalog = self.delegation.catalogs.get(scope.cwd, scope.top_level);
+        let catalog = self.delegation.catalogs.get(scope.cwd, scope.fresh_since);
         if catalog.agents.is_empty() {
             return what;
         }

@@ -287,12 +287,13 @@ impl ToolOutput {
     }
 }
 
-/// Where a turn's tool specs are offered: the session's cwd, and whether the session is
-/// top-level (a tool that lists files it finds reads them again only then).
+/// Where a turn's tool specs are offered: the session's cwd, and, for a top-level session,
+/// when its turn began (a tool that lists files it finds reads them again once per such turn;
+/// a child's turn, `None`, uses what was read last).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct SpecScope<'a> {
     pub(crate) cwd: &'a std::path::Path,
-    pub(crate) top_level: bool,
+    pub(crate) fresh_since: Option<std::time::Instant>,
 }
 
 pub(crate) trait Tool: Send + Sync {

@@ -19,6 +19,51 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The fake ACP child example (`cargo test` builds examples), beside the test binary.
+pub fn fake_acp_child() -> PathBuf {
+    let deps = std::env::current_exe().unwrap();
+    let path = deps
+        .parent()
+        .and_then(Path::parent)
+        .unwrap()
+        .join("examples/fake_acp_child");
+    assert!(
+        path.is_file(),
+        "{} is missing: build it with `cargo build --example fake_acp_child`",
+        path.display()
+    );
+    path
+}
+
+/// Takes a linked ACP child's passed-on traffic and drops it.
+pub struct Nowhere;
+
+impl kin::acp_client::ChildSink for Nowhere {
+    fn update(&self, _: &str, _: &Value) {}
+    fn summary(&self, _: &str, _: &str, _: &str) {}
+}
+
+/// The Python the MCP tests use (`KIN_PYTHON`, else the CI venv) if `import {modules}` works in
+/// it. Outside CI a missing package is a visible skip (`None`); in CI it fails the test.
+pub fn python_with(modules: &str) -> Option<PathBuf> {
+    let python = std::env::var_os("KIN_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("target/ci-venv/bin/python"));
+    let ok = std::process::Command::new(&python)
+        .args(["-c", &format!("import {modules}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if ok {
+        return Some(python);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI must have the Python `mcp` package (tests/interop/requirements.txt)"
+    );
+    eprintln!("SKIPPED: no Python with the `mcp` package (set KIN_PYTHON)");
+    None
+}
+
 /// `../shared/reference`, beside the repository (read at test time, never copied), for the
 /// test named `test`. A fresh clone has none: then this returns `None` after writing a skip
 /// line, unless `KIN_REQUIRE_REFERENCE=1` (set by `.ci/run` when the folder is there), where
