@@ -28,6 +28,7 @@
 //! - [`config`]: where kin keeps its data; the model configuration (flags, env, config file).
 //! - [`session`]: the durable JSONL session log, its records and its folds.
 //! - [`sync`]: the one mutex `lock` helper.
+//! - [`memory`]: how the process uses the allocator (megabyte payloads mapped on their own).
 //! - [`scenario`]: drives `kin acp` through a recorded scenario (`kin demo`, tests, benches).
 //!
 //! Dependencies point down:
@@ -40,8 +41,8 @@
 //! `config` turn the editor's and the file's entries into `mcp` specs.
 //! [`acp_client`] uses `rpc`, `config`, `process` and, to serve a child's requests, `tools`
 //! (the editor bridge, permissions, confined file access); `tools` and `config` use `process`,
-//! which uses only `sync`. `session` and `rpc` use only `sync` too; `time`, `sync`, `text` and
-//! `limits` use nothing else of kin; `scenario` uses `rpc`, `session` and `process`.
+//! which uses only `sync`. `session` and `rpc` use only `sync` too; `time`, `sync`, `text`,
+//! `memory` and `limits` use nothing else of kin; `scenario` uses `rpc`, `session` and `process`.
 
 pub mod acp;
 pub mod acp_client;
@@ -52,6 +53,7 @@ pub mod headless;
 pub mod limits;
 pub mod mcp;
 pub mod mcp_server;
+pub mod memory;
 pub mod model;
 pub mod process;
 pub mod rpc;

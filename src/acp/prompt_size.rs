@@ -1,12 +1,13 @@
 //! The caps on a `session/prompt`'s content (see `crate::limits`): checked before any of it is
 //! kept or stored, and refused with `-32602` naming the cap.
 
-use agent_client_protocol_schema::v1::ContentBlock;
+use agent_client_protocol_schema::v1::{ContentBlock, EmbeddedResourceResource};
 
 use crate::limits::Limits;
 use crate::rpc::RpcError;
 
-/// The bytes a content block brings: its text, or a link's strings.
+/// The bytes a content block brings: its text, a link's strings, a payload and its names.
+/// Read from the fields: serialising a pasted image only to measure it cost milliseconds.
 fn content_bytes(block: &ContentBlock) -> usize {
     match block {
         ContentBlock::Text(text) => text.text.len(),
@@ -18,8 +19,25 @@ fn content_bytes(block: &ContentBlock) -> usize {
                 + optional(&link.title)
                 + optional(&link.description)
         }
-        other => serde_json::to_string(other).map_or(0, |text| text.len()),
+        ContentBlock::Image(image) => {
+            image.data.len() + image.mime_type.len() + image.uri.as_ref().map_or(0, String::len)
+        }
+        ContentBlock::Audio(audio) => audio.data.len() + audio.mime_type.len(),
+        ContentBlock::Resource(embedded) => match &embedded.resource {
+            EmbeddedResourceResource::TextResourceContents(text) => {
+                text.text.len() + text.uri.len()
+            }
+            EmbeddedResourceResource::BlobResourceContents(blob) => {
+                blob.blob.len() + blob.uri.len()
+            }
+            other => serialized_len(other),
+        },
+        other => serialized_len(other),
     }
+}
+
+fn serialized_len(value: &impl serde::Serialize) -> usize {
+    serde_json::to_vec(value).map_or(0, |bytes| bytes.len())
 }
 
 /// The block cap checked on the raw params, before they are turned into typed blocks (which

@@ -195,10 +195,11 @@ impl Peer {
                     self.respond(&Value::Null, Err(error));
                 }
                 Ok(Some(Frame::Line(line))) => {
-                    self.dispatch(&line, &handler, &tracker);
-                    if line.len() >= RELEASE_AFTER_BYTES {
+                    let big = line.len() >= RELEASE_AFTER_BYTES;
+                    let answering = self.dispatch(&line, &handler, &tracker, big);
+                    if big && !answering {
                         drop(line);
-                        release_freed_memory();
+                        crate::memory::release_freed();
                     }
                 }
             }
@@ -217,13 +218,23 @@ impl Peer {
         let _ = writer.await;
     }
 
-    fn dispatch<H: Handler>(&self, line: &[u8], handler: &Arc<H>, tracker: &TaskTracker) {
+    /// Handles one line; `true` when a task now answers it, which calls
+    /// [`crate::memory::release_freed`] after its answer when `big` (a pasted image is then not
+    /// faulted back in page by page while the prompt is being handled).
+    fn dispatch<H: Handler>(
+        &self,
+        line: &[u8],
+        handler: &Arc<H>,
+        tracker: &TaskTracker,
+        big: bool,
+    ) -> bool {
         let incoming = match classify(line) {
             Ok(Some(incoming)) => incoming,
-            Ok(None) => return,
+            Ok(None) => return false,
             Err(rejected) => {
                 handler.invalid(&rejected.error);
-                return self.respond(&rejected.id, Err(rejected.error));
+                self.respond(&rejected.id, Err(rejected.error));
+                return false;
             }
         };
         match incoming {
@@ -244,18 +255,20 @@ impl Peer {
                     Ok(Reply::Later(future)) => future,
                     Ok(Reply::Now(answer)) => {
                         lock(&self.inner.in_flight).remove(&key);
-                        return self.respond(&id, answer);
+                        self.respond(&id, answer);
+                        return false;
                     }
                     Ok(Reply::NowThen(answer, then)) => {
                         lock(&self.inner.in_flight).remove(&key);
                         self.respond(&id, answer);
                         // Dropped unrun when the writer is gone.
                         let _ = self.inner.out.send(Outgoing::Then(then));
-                        return;
+                        return false;
                     }
                     Err(_) => {
                         lock(&self.inner.in_flight).remove(&key);
-                        return self.respond(&id, handler_panicked());
+                        self.respond(&id, handler_panicked());
+                        return false;
                     }
                 };
                 let peer = self.clone();
@@ -270,7 +283,11 @@ impl Peer {
                     for work in after {
                         work();
                     }
+                    if big {
+                        crate::memory::release_freed();
+                    }
                 });
+                return true;
             }
             Incoming::Notification { method, params } if method == CANCEL_REQUEST => {
                 if let Some(id) = params.get("requestId") {
@@ -302,6 +319,7 @@ impl Peer {
                 }
             }
         }
+        false
     }
 
     /// Queues the message; false (and nothing sent) when it cannot be encoded or its line would
@@ -408,19 +426,8 @@ impl Peer {
     }
 }
 
-/// Lines at least this long are followed by [`release_freed_memory`].
+/// Lines at least this long are followed by [`crate::memory::release_freed`].
 const RELEASE_AFTER_BYTES: usize = 4 * 1024 * 1024;
-
-/// Gives memory freed since back to the system. Parsing one huge line (say a prompt of a
-/// million parts that is then refused) leaves hundreds of megabytes free but still resident in
-/// glibc's heap; they would count against kin for as long as it runs.
-fn release_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only returns free heap pages to the kernel; it takes no pointers.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
 
 fn handler_panicked() -> Result<Value, RpcError> {
     tracing::error!("a request handler panicked");
