@@ -6,6 +6,7 @@
 
 mod ask;
 mod handler;
+mod isolation;
 mod logged;
 mod progress;
 mod sessions;

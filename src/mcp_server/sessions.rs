@@ -5,7 +5,7 @@
 //! the session is idle (or only on disk, after a restart), runs a new task on it.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -13,11 +13,13 @@ use futures::FutureExt;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
+use super::isolation;
 use super::logged::{self, LoggedTurn};
 use super::tools::{width, CallMode, ReplyArgs, StartArgs};
 use crate::agent::{Agent, Budget, StopReason, TurnError};
 use crate::delegation::agents::{self, AgentDefinition, UnknownAgent};
 use crate::delegation::limits::limited_turn;
+use crate::delegation::worktree::{self, WorktreeError};
 use crate::model::Credentials;
 use crate::runtime::{Reopened, Runtime, RuntimeError};
 use crate::session::{Header, UserPart};
@@ -49,6 +51,9 @@ pub(crate) enum CallError {
     BadCwd(String),
     #[error(transparent)]
     UnknownAgent(#[from] UnknownAgent),
+    /// The session's worktree could not be made (not a repository, git failed, cancelled).
+    #[error(transparent)]
+    Worktree(#[from] WorktreeError),
     #[error("unknown session {0}")]
     UnknownSession(String),
     #[error(
@@ -186,10 +191,12 @@ impl Sessions {
         }
     }
 
-    /// Creates the session `kin` asks for (nothing runs yet: see [`Sessions::run`]).
-    pub(crate) fn create(
+    /// Creates the session `kin` asks for (nothing runs yet: see [`Sessions::run`]). An
+    /// isolated one gets its worktree first; `cancel` stops the checkout, leaving nothing.
+    pub(crate) async fn create(
         &self,
         args: &StartArgs,
+        cancel: &CancellationToken,
     ) -> Result<(Arc<Agent>, PermissionMode), CallError> {
         let mode = self.mode(args.mode)?;
         let cwd = match &args.cwd {
@@ -212,8 +219,27 @@ impl Sessions {
             .as_ref()
             .map(AgentDefinition::shape)
             .unwrap_or_default();
-        let agent =
-            host.create_session_started_over(cwd, STARTED_OVER, args.agent.as_deref(), &shape)?;
+        let id = uuid::Uuid::new_v4().to_string();
+        let made = match isolation::wanted(args.isolation, definition.as_ref()) {
+            true => Some(worktree::create(&cwd, &id, cancel).await?),
+            false => None,
+        };
+        // The session works in its worktree, and records it as its cwd.
+        let session_cwd = made.as_ref().map_or(cwd, |made| made.dir.clone());
+        let created = host.create_session_started_over(
+            id,
+            session_cwd,
+            STARTED_OVER,
+            args.agent.as_deref(),
+            &shape,
+        );
+        // A session that could not be made (or run) leaves no worktree behind.
+        let discard = || {
+            if let Some(made) = &made {
+                let _ = worktree::settle(made);
+            }
+        };
+        let agent = created.inspect_err(|_| discard())?;
         let mode = shape.ceiling.map_or(mode, |own| mode.strictest(own));
         // The call's model wins over the definition's.
         let model = args
@@ -223,6 +249,7 @@ impl Sessions {
         if let Some(model) = &model {
             if let Err(error) = host.switch_model(&agent, model) {
                 host.unpublish_agent(&agent);
+                discard();
                 return Err(CallError::Model(error.to_string()));
             }
         }
@@ -259,6 +286,12 @@ impl Sessions {
             Some(&session),
             move |cancel| {
                 async move {
+                    // An isolated session's worktree, made again if its last task removed it.
+                    let isolated = match isolation::ensure(&agent.id, &agent.cwd, &cancel).await {
+                        Ok(isolated) => isolated,
+                        Err(WorktreeError::Cancelled) => return TaskOutcome::killed(),
+                        Err(error) => return TaskOutcome::failed(error.to_string()),
+                    };
                     // The session's MCP servers are waited for once (up to their startup
                     // timeout), as a first prompt in an editor waits for them.
                     if let Some(view) = agent.mcp() {
@@ -285,7 +318,12 @@ impl Sessions {
                         cancelled: cancel.is_cancelled(),
                         expired,
                     };
-                    outcome(&agent, ended, host.max_steps())
+                    let mut outcome = outcome(&agent, ended, host.max_steps());
+                    if let Some(isolated) = isolated.filter(|isolated| isolated.dir.exists()) {
+                        let report = worktree::settle_and_report(isolated).await;
+                        isolation::append(&mut outcome.output, &mut outcome.detail, &report);
+                    }
+                    outcome
                 }
                 .boxed()
             },
@@ -363,12 +401,21 @@ impl Sessions {
 
     /// `kin_reply`: into the running task, else as a new task; with a notice when the
     /// session's agent definition is gone.
-    pub(crate) fn reply(
+    pub(crate) async fn reply(
         &self,
         args: &ReplyArgs,
         bridge: Arc<dyn ClientBridge>,
+        cancel: &CancellationToken,
     ) -> Result<(Delivery, Option<String>), CallError> {
         let mode = self.mode(args.mode)?;
+        if self.runtime.host().live(&args.session_id).is_none() {
+            // A stored isolated session opens in its worktree: made again first if its last
+            // task removed it.
+            let header = self.stored_header(&args.session_id)?;
+            if let Some(cwd) = header.cwd {
+                isolation::ensure(&args.session_id, Path::new(&cwd), cancel).await?;
+            }
+        }
         let (agent, notice) = self.reopen(&args.session_id)?;
         let mode = self
             .limits_of(&agent.id)
@@ -467,7 +514,13 @@ impl Sessions {
     ) -> Result<Output, CallError> {
         self.stop_cancelled_calls();
         let Some(task) = self.latest(session) else {
-            return self.logged(session).map(Output::Logged);
+            let mut turn = self.logged(session)?;
+            let header = self.stored_header(session)?;
+            let cwd = header.cwd.map(PathBuf::from).unwrap_or_default();
+            if let Some(report) = isolation::logged_report(session, &cwd).await {
+                isolation::append(&mut turn.answer, &mut turn.detail, &report);
+            }
+            return Ok(Output::Logged(turn));
         };
         let snapshot = match wait {
             Some(timeout) => self.wait(&task, Some(timeout), cancel).await?,
