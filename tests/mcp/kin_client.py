@@ -6,6 +6,7 @@ passed on: KIN_HOME, the model settings) or, for `http URL`, connects to a runni
 Scenarios:
   tools                      the listed tools (name, description, inputSchema)
   call TOOL JSON             one call, with the progress messages it received
+  allowed TOOL JSON          the same on a server started with --mode allow
   background PROMPT          kin(background) then kin_output(wait) and kin_list
   cancel PROMPT              a foreground kin cancelled once progress arrives, then kin_list
                              and kin_output(wait) of the session
@@ -108,7 +109,9 @@ async def main():
                 out({"names": [t.name for t in listed.tools]})
                 out(await call(session, "kin", {"prompt": args[1]}))
         return
-    server_args = ["mcp", "--mode", "allow"] if name == "steer" else ["mcp"]
+    server_args = ["mcp", "--mode", "allow"] if name in ("steer", "allowed") else ["mcp"]
+    if name == "allowed":
+        name = "call"
     params = StdioServerParameters(command=kin, args=server_args, env=dict(os.environ))
     callback = None
     if name == "elicit":
