@@ -990,3 +990,48 @@ async fn a_worktree_task_without_changes_reports_it_removed_and_outside_a_reposi
     assert_eq!(world.stored(), before);
     assert_eq!(world.model.requests().len(), 2);
 }
+
+#[tokio::test]
+async fn a_call_cancelled_while_its_worktree_is_checked_out_leaves_nothing_behind() {
+    use std::os::unix::fs::PermissionsExt;
+
+    let Some(world) = World::new() else { return };
+    world.git_init();
+    // The checkout's hook says it started, then never ends: git is still adding.
+    let fifo = world.home.path().join("started");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let hook = world.cwd.path().join(".git/hooks/post-checkout");
+    std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
+    let script = format!(
+        "#!/bin/sh\necho started > '{}'\nexec sleep 600\n",
+        fifo.display()
+    );
+    std::fs::write(&hook, script).unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let fifo = fifo.display().to_string();
+    let found = world
+        .client(&[
+            "cancel-when",
+            &fifo,
+            r#"{"prompt": "x", "isolation": "worktree"}"#,
+        ])
+        .await;
+    assert_eq!(found, [json!({"hook": "started"})]);
+    // No session, worktree or branch: the server removed what git had made before it ended.
+    assert_eq!(world.stored(), 0);
+    let kept = world.cwd.path().join(".git/kin-worktrees");
+    let entries = std::fs::read_dir(&kept).map_or(0, |dir| dir.count());
+    assert_eq!(entries, 0, "{}", kept.display());
+    let listed = git(world.cwd.path(), &["worktree", "list", "--porcelain"]);
+    assert_eq!(listed.matches("worktree ").count(), 1, "{listed}");
+    let branches = git(
+        world.cwd.path(),
+        &["branch", "--list", "--format=%(refname:short)", "kin/*"],
+    );
+    assert_eq!(branches, "");
+    assert!(world.model.requests().is_empty());
+}

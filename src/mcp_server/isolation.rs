@@ -8,6 +8,7 @@
 use std::path::Path;
 
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use super::tools::Isolation;
 use crate::delegation::agents::AgentDefinition;
@@ -19,6 +20,34 @@ pub(crate) fn wanted(asked: Option<Isolation>, definition: Option<&AgentDefiniti
         Some(isolation) => isolation == Isolation::Worktree,
         None => definition.is_some_and(|definition| definition.isolation.is_some()),
     }
+}
+
+/// Makes the worktree of new session `id` from the repository `cwd` is in, as a task of
+/// `setup`, which the server waits for before it exits: a checkout cancelled because the
+/// client hung up is removed before the process ends. `cancel` stops the checkout and
+/// removes what it had made; so does a cancel that comes just as it finished.
+pub(crate) async fn make(
+    setup: &TaskTracker,
+    cwd: &Path,
+    id: &str,
+    cancel: &CancellationToken,
+) -> Result<Worktree, WorktreeError> {
+    let (cwd, id, cancel) = (cwd.to_owned(), id.to_owned(), cancel.clone());
+    let making = setup.spawn(async move {
+        let made = worktree::create(&cwd, &id, &cancel).await?;
+        if cancel.is_cancelled() {
+            // Nothing will work in it: removed (it has no changes) with its branch.
+            let _ = tokio::task::spawn_blocking(move || worktree::settle(&made)).await;
+            return Err(WorktreeError::Cancelled);
+        }
+        Ok(made)
+    });
+    making.await.unwrap_or_else(|error| {
+        Err(WorktreeError::Git {
+            command: "worktree".into(),
+            message: error.to_string(),
+        })
+    })
 }
 
 /// Whether `cwd` is session `id`'s own worktree (not one of a subagent child's, which a plain

@@ -12,6 +12,7 @@ use std::time::Duration;
 use futures::FutureExt;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use super::isolation;
 use super::logged::{self, LoggedTurn};
@@ -117,6 +118,8 @@ pub(crate) struct Sessions {
     /// token cancelled stops the task itself, without waiting for the cancelled call to wake.
     calls: Mutex<Vec<(u64, TaskId, CancellationToken)>>,
     next_call: std::sync::atomic::AtomicU64,
+    /// The worktrees being made for new sessions (waited for by [`Sessions::finish`]).
+    setup: TaskTracker,
 }
 
 impl Sessions {
@@ -129,7 +132,15 @@ impl Sessions {
             limits: Mutex::default(),
             calls: Mutex::default(),
             next_call: std::sync::atomic::AtomicU64::new(0),
+            setup: TaskTracker::new(),
         }
+    }
+
+    /// Waits until no worktree is being made (one whose call was cancelled, or whose client
+    /// hung up, is removed first); the server calls it once its transport has ended.
+    pub(crate) async fn finish(&self) {
+        self.setup.close();
+        self.setup.wait().await;
     }
 
     pub(crate) fn runtime(&self) -> &Arc<Runtime> {
@@ -221,7 +232,7 @@ impl Sessions {
             .unwrap_or_default();
         let id = uuid::Uuid::new_v4().to_string();
         let made = match isolation::wanted(args.isolation, definition.as_ref()) {
-            true => Some(worktree::create(&cwd, &id, cancel).await?),
+            true => Some(isolation::make(&self.setup, &cwd, &id, cancel).await?),
             false => None,
         };
         // The session works in its worktree, and records it as its cwd.
