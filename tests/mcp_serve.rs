@@ -1035,3 +1035,56 @@ async fn a_call_cancelled_while_its_worktree_is_checked_out_leaves_nothing_behin
     assert_eq!(branches, "");
     assert!(world.model.requests().is_empty());
 }
+
+#[tokio::test]
+async fn kin_run_session_reopens_a_definitions_session_within_its_permission() {
+    let Some(world) = World::new() else { return };
+    world.define(
+        "reader",
+        "---\ndescription: Only reads\ntools: [read, write]\npermission: read-only\n---\n\
+         Only read.\n",
+    );
+    world.model.push(text_reply(&["hello"]));
+    let found = world
+        .client(&["call", "kin", r#"{"prompt": "hi", "agent": "reader"}"#])
+        .await;
+    let id = found[0]["structured"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Opened by a user with `--mode allow`: the definition's tools, instructions and
+    // read-only ceiling apply again, so the write is refused.
+    world.model.push(tool_calls_reply(&[(
+        "c1",
+        "write",
+        r#"{"path":"made.txt","content":"x\n"}"#,
+    )]));
+    world.model.push(text_reply(&["could not write"]));
+    let run = world
+        .command(&common::kin_binary())
+        .args(["run", "--mode", "allow", "--session", &id, "write made.txt"])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&run.stdout).trim(),
+        "could not write"
+    );
+    assert!(!world.cwd.path().join("made.txt").exists());
+    let requests = world.model.requests();
+    let reopened = &requests[1].body;
+    assert_eq!(offered(reopened), ["read", "write"], "{reopened}");
+    assert!(reopened.to_string().contains("Only read."), "{reopened}");
+    let refused = requests[2].body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .to_string();
+    assert!(refused.contains("read-only"), "{refused}");
+}
