@@ -5,7 +5,7 @@
 //! the session is idle (or only on disk, after a restart), runs a new task on it.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -366,7 +366,13 @@ impl Sessions {
 
     /// The session `kin_reply` names, live or opened from disk, if `kin mcp` made it; with a
     /// notice when the agent definition it was started as is gone.
-    fn reopen(&self, id: &str) -> Result<(Arc<Agent>, Option<String>), CallError> {
+    /// An isolated one opens in its worktree, made again first (`cancel` stops that) if its
+    /// last task removed it.
+    async fn reopen(
+        &self,
+        id: &str,
+        cancel: &CancellationToken,
+    ) -> Result<(Arc<Agent>, Option<String>), CallError> {
         let host = self.runtime.host();
         if let Some(agent) = host.live(id) {
             return match agent.header().started_over.as_deref() {
@@ -376,6 +382,7 @@ impl Sessions {
         }
         let header = self.stored_header(id)?;
         let cwd = header.cwd.map_or_else(|| self.cwd.clone(), PathBuf::from);
+        isolation::ensure(id, &cwd, cancel).await?;
         let (agent, reopened) = self.runtime.open_defined(id, cwd, None)?;
         let notice = match reopened {
             Reopened::Plain => {
@@ -419,15 +426,7 @@ impl Sessions {
         cancel: &CancellationToken,
     ) -> Result<(Delivery, Option<String>), CallError> {
         let mode = self.mode(args.mode)?;
-        if self.runtime.host().live(&args.session_id).is_none() {
-            // A stored isolated session opens in its worktree: made again first if its last
-            // task removed it.
-            let header = self.stored_header(&args.session_id)?;
-            if let Some(cwd) = header.cwd {
-                isolation::ensure(&args.session_id, Path::new(&cwd), cancel).await?;
-            }
-        }
-        let (agent, notice) = self.reopen(&args.session_id)?;
+        let (agent, notice) = self.reopen(&args.session_id, cancel).await?;
         let mode = self
             .limits_of(&agent.id)
             .ceiling
@@ -525,8 +524,7 @@ impl Sessions {
     ) -> Result<Output, CallError> {
         self.stop_cancelled_calls();
         let Some(task) = self.latest(session) else {
-            let mut turn = self.logged(session)?;
-            let header = self.stored_header(session)?;
+            let (mut turn, header) = self.logged(session)?;
             let cwd = header.cwd.map(PathBuf::from).unwrap_or_default();
             if let Some(report) = isolation::logged_report(session, &cwd).await {
                 isolation::append(&mut turn.answer, &mut turn.detail, &report);
@@ -540,8 +538,9 @@ impl Sessions {
         Ok(Output::Task(snapshot))
     }
 
-    /// The last turn of a stored session `kin mcp` made (a task of an earlier server).
-    fn logged(&self, session: &str) -> Result<LoggedTurn, CallError> {
+    /// The last turn of a stored session `kin mcp` made (a task of an earlier server), with
+    /// the session's header.
+    fn logged(&self, session: &str) -> Result<(LoggedTurn, Header), CallError> {
         self.stored_header(session)?;
         let loaded = self
             .runtime
@@ -549,7 +548,9 @@ impl Sessions {
             .store()
             .load(session)
             .map_err(|error| CallError::Runtime(RuntimeError::from(error)))?;
-        logged::last_turn(&loaded.events).ok_or_else(|| CallError::NeverRan(session.to_owned()))
+        let turn = logged::last_turn(&loaded.events)
+            .ok_or_else(|| CallError::NeverRan(session.to_owned()))?;
+        Ok((turn, loaded.header))
     }
 
     /// `kin_cancel`: stops the session's running task and waits until it has settled. A
@@ -558,7 +559,7 @@ impl Sessions {
     pub(crate) async fn cancel(&self, session: &str) -> Result<Output, CallError> {
         self.stop_cancelled_calls();
         let Some(task) = self.latest(session) else {
-            let turn = self.logged(session)?;
+            let (turn, _) = self.logged(session)?;
             let path = self.runtime.host().store().path(session);
             if path.is_ok_and(|path| crate::session::is_locked(&path)) {
                 return Err(CallError::RunningElsewhere(session.to_owned()));
