@@ -17,6 +17,7 @@ use crate::agent::shape::SessionShape;
 use crate::agent::Agent;
 use crate::config::{AcpAgentConfig, DelegationSettings};
 use crate::delegation::agents::{self, AgentDefinition, UnknownAgent};
+use crate::delegation::worktree;
 use crate::delegation::{Delegation, DEFAULT_MAX_DEPTH};
 use crate::mcp::{ServerSpec, SessionServers};
 use crate::model::Model;
@@ -167,7 +168,11 @@ impl Runtime {
             let Some(name) = header.agent_definition.as_deref() else {
                 return SessionShape::default();
             };
-            match agents::find(host, name, cwd) {
+            // A session isolated in a worktree finds its definition where it was started: in
+            // the checkout the worktree was made from (a workspace's definitions are seldom
+            // committed, so the worktree may not have them).
+            let workspace = worktree::checkout_of(cwd);
+            match agents::find(host, name, workspace.as_deref().unwrap_or(cwd)) {
                 Ok(definition) => {
                     let shape = definition.shape();
                     reopened = Reopened::Defined(definition);

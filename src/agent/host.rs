@@ -390,16 +390,18 @@ impl AgentHost {
 
     /// Creates, stores and publishes a new top-level session made by a front end other than
     /// an editor (`started_over`, e.g. `"mcp"`, is recorded in its header). A session run as
-    /// an agent definition records its name and is narrowed by `shape`.
+    /// an agent definition records its name and is narrowed by `shape`. `id` is a fresh UUID
+    /// (the caller may need it first: a worktree is named after it).
     pub(crate) fn create_session_started_over(
         &self,
+        id: String,
         cwd: PathBuf,
         started_over: &str,
         definition: Option<&str>,
         shape: &SessionShape,
     ) -> Result<Arc<Agent>, HostError> {
         let mut header = Header::new(
-            uuid::Uuid::new_v4().to_string(),
+            id,
             unique_now_ms(),
             cwd.to_string_lossy().into_owned(),
             Vec::new(),

@@ -443,12 +443,7 @@ fn drive(host: &Arc<AgentHost>, child: Arc<Agent>, turn: Turn<'_>) -> Result<Run
         let mut result = read_result(&reader, boundary, outcome, turn_cancel.is_cancelled());
         // A worktree whose making was cancelled was never there: nothing to settle.
         if let Some(worktree) = worktree.filter(|worktree| worktree.dir.exists()) {
-            let report = tokio::task::spawn_blocking(move || match worktree::settle(&worktree) {
-                Ok(settled) => settled.report(&worktree),
-                Err(error) => format!("[worktree: {}: {error}]", worktree.dir.display()),
-            })
-            .await
-            .unwrap_or_else(|_| "[worktree: could not be settled]".into());
+            let report = worktree::settle_and_report(worktree).await;
             let text = format!("\n{report}");
             result.output.push(AssistantBlock::Text { text });
         }

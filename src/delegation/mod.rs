@@ -37,7 +37,7 @@ mod records;
 mod request;
 mod spending;
 mod tools;
-mod worktree;
+pub(crate) mod worktree;
 
 use std::sync::{Arc, OnceLock, Weak};
 

@@ -77,6 +77,17 @@ pub(crate) fn is_kin_worktree(dir: &Path) -> bool {
         .is_some_and(|name| name == DIR)
 }
 
+/// The checkout the kin worktree at `dir` was made from: `dir` is
+/// `<git common dir>/kin-worktrees/<id>`, and the common dir is that checkout's `.git`. `None`
+/// when `dir` is not one of kin's worktrees.
+pub(crate) fn checkout_of(dir: &Path) -> Option<PathBuf> {
+    if !is_kin_worktree(dir) {
+        return None;
+    }
+    let common = dir.parent()?.parent()?;
+    common.parent().map(Path::to_owned)
+}
+
 /// The worktree of child `id`, made from the repository `cwd` is in, on a new branch
 /// `kin/<id>` from its `HEAD`. A `cancel` during `git worktree add` stops git (its whole
 /// process group) and removes the half-made worktree and branch.
@@ -232,6 +243,17 @@ impl Settled {
     }
 }
 
+/// [`settle`]s `worktree` off the async threads; the lines that report what became of it
+/// (appended to the answer of the activation or task that worked in it).
+pub(crate) async fn settle_and_report(worktree: Worktree) -> String {
+    tokio::task::spawn_blocking(move || match settle(&worktree) {
+        Ok(settled) => settled.report(&worktree),
+        Err(error) => format!("[worktree: {}: {error}]", worktree.dir.display()),
+    })
+    .await
+    .unwrap_or_else(|_| "[worktree: could not be settled]".into())
+}
+
 /// Stages everything in the worktree (untracked files count as changes) and reports it; an
 /// unchanged worktree is removed with its branch.
 pub(crate) fn settle(worktree: &Worktree) -> Result<Settled, WorktreeError> {
@@ -301,6 +323,8 @@ mod tests {
         let repo = repo();
         let worktree = made(repo.path(), "c1").await;
         assert!(is_kin_worktree(&worktree.dir));
+        assert_eq!(checkout_of(&worktree.dir), Some(worktree.repo.clone()));
+        assert_eq!(checkout_of(repo.path()), None);
         assert!(worktree.dir.is_dir());
         assert_eq!(settle(&worktree).unwrap(), Settled::Removed);
         assert!(!worktree.dir.exists());

@@ -40,7 +40,7 @@ impl KinServer {
     }
 
     async fn start(&self, args: StartArgs, context: &RequestContext<RoleServer>) -> CallToolResult {
-        let (agent, mode) = match self.sessions.create(&args) {
+        let (agent, mode) = match self.sessions.create(&args, &context.ct).await {
             Ok(created) => created,
             Err(error) => return refused(&error),
         };
@@ -60,7 +60,7 @@ impl KinServer {
     async fn reply(&self, args: ReplyArgs, context: &RequestContext<RoleServer>) -> CallToolResult {
         let forwarder = self.forwarder(&args.session_id, context, args.background);
         let bridge: Arc<dyn ClientBridge> = Arc::new(ElicitAsk::new(context.peer.clone()));
-        let (task, steered, notice) = match self.sessions.reply(&args, bridge) {
+        let (task, steered, notice) = match self.sessions.reply(&args, bridge, &context.ct).await {
             Ok((Delivery::Steered(task), notice)) => (task, true, notice),
             Ok((Delivery::Started(task), notice)) => (task, false, notice),
             Err(error) => return refused(&error),
@@ -258,7 +258,11 @@ fn reported(
         (Some(answer), TaskStatus::Completed) => {
             format!("{answer}\n\n[kin session {session}; continue it with kin_reply]")
         }
-        (_, TaskStatus::Killed) => format!("the kin task was cancelled [session {session}]"),
+        (_, TaskStatus::Killed) => match detail {
+            // What became of its worktree.
+            Some(detail) => format!("the kin task was cancelled [session {session}]\n{detail}"),
+            None => format!("the kin task was cancelled [session {session}]"),
+        },
         (_, status) if failed => format!(
             "the kin task {}: {} [session {session}]",
             state(status),

@@ -6,6 +6,7 @@
 
 mod ask;
 mod handler;
+mod isolation;
 mod logged;
 mod progress;
 mod sessions;
@@ -83,7 +84,7 @@ where
     W: tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
     let sessions = Arc::new(Sessions::new(runtime.clone(), options.ceiling, options.cwd));
-    let served = KinServer::new(sessions).serve((read, write)).await;
+    let served = KinServer::new(sessions.clone()).serve((read, write)).await;
     let result = match served {
         Ok(running) => {
             let stop = running.cancellation_token();
@@ -95,6 +96,7 @@ where
         }
         Err(error) => Err(ServeError::Handshake(error.to_string())),
     };
+    sessions.finish().await;
     runtime.shutdown().await;
     result
 }
@@ -113,6 +115,7 @@ pub async fn serve_http(
     let bound = listener.local_addr().unwrap_or(addr);
     eprintln!("kin: serving MCP on http://{bound}/mcp");
     let sessions = Arc::new(Sessions::new(runtime.clone(), options.ceiling, options.cwd));
+    let served = sessions.clone();
     let mut config =
         StreamableHttpServerConfig::default().with_cancellation_token(shutdown.child_token());
     if !bound.ip().is_loopback() {
@@ -158,6 +161,7 @@ pub async fn serve_http(
     }
     connections.close();
     connections.wait().await;
+    served.finish().await;
     runtime.shutdown().await;
     Ok(())
 }

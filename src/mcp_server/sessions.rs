@@ -12,12 +12,15 @@ use std::time::Duration;
 use futures::FutureExt;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
+use super::isolation;
 use super::logged::{self, LoggedTurn};
 use super::tools::{width, CallMode, ReplyArgs, StartArgs};
 use crate::agent::{Agent, Budget, StopReason, TurnError};
 use crate::delegation::agents::{self, AgentDefinition, UnknownAgent};
 use crate::delegation::limits::limited_turn;
+use crate::delegation::worktree::{self, WorktreeError};
 use crate::model::Credentials;
 use crate::runtime::{Reopened, Runtime, RuntimeError};
 use crate::session::{Header, UserPart};
@@ -49,6 +52,9 @@ pub(crate) enum CallError {
     BadCwd(String),
     #[error(transparent)]
     UnknownAgent(#[from] UnknownAgent),
+    /// The session's worktree could not be made (not a repository, git failed, cancelled).
+    #[error(transparent)]
+    Worktree(#[from] WorktreeError),
     #[error("unknown session {0}")]
     UnknownSession(String),
     #[error(
@@ -112,6 +118,8 @@ pub(crate) struct Sessions {
     /// token cancelled stops the task itself, without waiting for the cancelled call to wake.
     calls: Mutex<Vec<(u64, TaskId, CancellationToken)>>,
     next_call: std::sync::atomic::AtomicU64,
+    /// The worktrees being made for new sessions (waited for by [`Sessions::finish`]).
+    setup: TaskTracker,
 }
 
 impl Sessions {
@@ -124,7 +132,15 @@ impl Sessions {
             limits: Mutex::default(),
             calls: Mutex::default(),
             next_call: std::sync::atomic::AtomicU64::new(0),
+            setup: TaskTracker::new(),
         }
+    }
+
+    /// Waits until no worktree is being made (one whose call was cancelled, or whose client
+    /// hung up, is removed first); the server calls it once its transport has ended.
+    pub(crate) async fn finish(&self) {
+        self.setup.close();
+        self.setup.wait().await;
     }
 
     pub(crate) fn runtime(&self) -> &Arc<Runtime> {
@@ -186,10 +202,12 @@ impl Sessions {
         }
     }
 
-    /// Creates the session `kin` asks for (nothing runs yet: see [`Sessions::run`]).
-    pub(crate) fn create(
+    /// Creates the session `kin` asks for (nothing runs yet: see [`Sessions::run`]). An
+    /// isolated one gets its worktree first; `cancel` stops the checkout, leaving nothing.
+    pub(crate) async fn create(
         &self,
         args: &StartArgs,
+        cancel: &CancellationToken,
     ) -> Result<(Arc<Agent>, PermissionMode), CallError> {
         let mode = self.mode(args.mode)?;
         let cwd = match &args.cwd {
@@ -212,8 +230,27 @@ impl Sessions {
             .as_ref()
             .map(AgentDefinition::shape)
             .unwrap_or_default();
-        let agent =
-            host.create_session_started_over(cwd, STARTED_OVER, args.agent.as_deref(), &shape)?;
+        let id = uuid::Uuid::new_v4().to_string();
+        let made = match isolation::wanted(args.isolation, definition.as_ref()) {
+            true => Some(isolation::make(&self.setup, &cwd, &id, cancel).await?),
+            false => None,
+        };
+        // The session works in its worktree, and records it as its cwd.
+        let session_cwd = made.as_ref().map_or(cwd, |made| made.dir.clone());
+        let created = host.create_session_started_over(
+            id,
+            session_cwd,
+            STARTED_OVER,
+            args.agent.as_deref(),
+            &shape,
+        );
+        // A session that could not be made (or run) leaves no worktree behind.
+        let discard = || {
+            if let Some(made) = &made {
+                let _ = worktree::settle(made);
+            }
+        };
+        let agent = created.inspect_err(|_| discard())?;
         let mode = shape.ceiling.map_or(mode, |own| mode.strictest(own));
         // The call's model wins over the definition's.
         let model = args
@@ -223,6 +260,7 @@ impl Sessions {
         if let Some(model) = &model {
             if let Err(error) = host.switch_model(&agent, model) {
                 host.unpublish_agent(&agent);
+                discard();
                 return Err(CallError::Model(error.to_string()));
             }
         }
@@ -259,6 +297,12 @@ impl Sessions {
             Some(&session),
             move |cancel| {
                 async move {
+                    // An isolated session's worktree, made again if its last task removed it.
+                    let isolated = match isolation::ensure(&agent.id, &agent.cwd, &cancel).await {
+                        Ok(isolated) => isolated,
+                        Err(WorktreeError::Cancelled) => return TaskOutcome::killed(),
+                        Err(error) => return TaskOutcome::failed(error.to_string()),
+                    };
                     // The session's MCP servers are waited for once (up to their startup
                     // timeout), as a first prompt in an editor waits for them.
                     if let Some(view) = agent.mcp() {
@@ -285,7 +329,12 @@ impl Sessions {
                         cancelled: cancel.is_cancelled(),
                         expired,
                     };
-                    outcome(&agent, ended, host.max_steps())
+                    let mut outcome = outcome(&agent, ended, host.max_steps());
+                    if let Some(isolated) = isolated.filter(|isolated| isolated.dir.exists()) {
+                        let report = worktree::settle_and_report(isolated).await;
+                        isolation::append(&mut outcome.output, &mut outcome.detail, &report);
+                    }
+                    outcome
                 }
                 .boxed()
             },
@@ -317,7 +366,13 @@ impl Sessions {
 
     /// The session `kin_reply` names, live or opened from disk, if `kin mcp` made it; with a
     /// notice when the agent definition it was started as is gone.
-    fn reopen(&self, id: &str) -> Result<(Arc<Agent>, Option<String>), CallError> {
+    /// An isolated one opens in its worktree, made again first (`cancel` stops that) if its
+    /// last task removed it.
+    async fn reopen(
+        &self,
+        id: &str,
+        cancel: &CancellationToken,
+    ) -> Result<(Arc<Agent>, Option<String>), CallError> {
         let host = self.runtime.host();
         if let Some(agent) = host.live(id) {
             return match agent.header().started_over.as_deref() {
@@ -327,6 +382,7 @@ impl Sessions {
         }
         let header = self.stored_header(id)?;
         let cwd = header.cwd.map_or_else(|| self.cwd.clone(), PathBuf::from);
+        isolation::ensure(id, &cwd, cancel).await?;
         let (agent, reopened) = self.runtime.open_defined(id, cwd, None)?;
         let notice = match reopened {
             Reopened::Plain => {
@@ -363,13 +419,14 @@ impl Sessions {
 
     /// `kin_reply`: into the running task, else as a new task; with a notice when the
     /// session's agent definition is gone.
-    pub(crate) fn reply(
+    pub(crate) async fn reply(
         &self,
         args: &ReplyArgs,
         bridge: Arc<dyn ClientBridge>,
+        cancel: &CancellationToken,
     ) -> Result<(Delivery, Option<String>), CallError> {
         let mode = self.mode(args.mode)?;
-        let (agent, notice) = self.reopen(&args.session_id)?;
+        let (agent, notice) = self.reopen(&args.session_id, cancel).await?;
         let mode = self
             .limits_of(&agent.id)
             .ceiling
@@ -467,7 +524,12 @@ impl Sessions {
     ) -> Result<Output, CallError> {
         self.stop_cancelled_calls();
         let Some(task) = self.latest(session) else {
-            return self.logged(session).map(Output::Logged);
+            let (mut turn, header) = self.logged(session)?;
+            let cwd = header.cwd.map(PathBuf::from).unwrap_or_default();
+            if let Some(report) = isolation::logged_report(session, &cwd).await {
+                isolation::append(&mut turn.answer, &mut turn.detail, &report);
+            }
+            return Ok(Output::Logged(turn));
         };
         let snapshot = match wait {
             Some(timeout) => self.wait(&task, Some(timeout), cancel).await?,
@@ -476,8 +538,9 @@ impl Sessions {
         Ok(Output::Task(snapshot))
     }
 
-    /// The last turn of a stored session `kin mcp` made (a task of an earlier server).
-    fn logged(&self, session: &str) -> Result<LoggedTurn, CallError> {
+    /// The last turn of a stored session `kin mcp` made (a task of an earlier server), with
+    /// the session's header.
+    fn logged(&self, session: &str) -> Result<(LoggedTurn, Header), CallError> {
         self.stored_header(session)?;
         let loaded = self
             .runtime
@@ -485,7 +548,9 @@ impl Sessions {
             .store()
             .load(session)
             .map_err(|error| CallError::Runtime(RuntimeError::from(error)))?;
-        logged::last_turn(&loaded.events).ok_or_else(|| CallError::NeverRan(session.to_owned()))
+        let turn = logged::last_turn(&loaded.events)
+            .ok_or_else(|| CallError::NeverRan(session.to_owned()))?;
+        Ok((turn, loaded.header))
     }
 
     /// `kin_cancel`: stops the session's running task and waits until it has settled. A
@@ -494,7 +559,7 @@ impl Sessions {
     pub(crate) async fn cancel(&self, session: &str) -> Result<Output, CallError> {
         self.stop_cancelled_calls();
         let Some(task) = self.latest(session) else {
-            let turn = self.logged(session)?;
+            let (turn, _) = self.logged(session)?;
             let path = self.runtime.host().store().path(session);
             if path.is_ok_and(|path| crate::session::is_locked(&path)) {
                 return Err(CallError::RunningElsewhere(session.to_owned()));

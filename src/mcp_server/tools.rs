@@ -31,6 +31,17 @@ impl CallMode {
     }
 }
 
+/// Where a `kin` task's session works.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum Isolation {
+    // (Plain comments: variant docs would make the schema a `oneOf`.)
+    // In a fresh git worktree of `cwd`'s repository.
+    Worktree,
+    // In `cwd` itself.
+    None,
+}
+
 /// How wide a mode is: `read-only` < `ask` < `allow`.
 pub(crate) fn width(mode: PermissionMode) -> u8 {
     match mode {
@@ -55,6 +66,10 @@ pub(crate) struct StartArgs {
     pub(crate) model: Option<String>,
     /// The name of one of the user's agent definitions (`.kin/agents/`, `.claude/agents/` in `cwd`, or `agents/` in kin's config directory) to run as: its instructions, tools, model and permission apply (`model` above wins over its model; its permission can only narrow `mode`). An unknown name is an error that lists the defined ones. Default: kin itself.
     pub(crate) agent: Option<String>,
+    /// `worktree`: the session works in a fresh git worktree of `cwd`'s repository, on its own branch `kin/<session id>`, so the main checkout is left alone; each result reports the branch, changed files and a diffstat (a worktree without changes is removed with its branch), and `kin_reply` continues in it. Outside a git repository the call fails. `none`: work in `cwd`. Default: the agent definition's `isolation`, else `none`.
+    #[serde(default)]
+    #[schemars(with = "Isolation")]
+    pub(crate) isolation: Option<Isolation>,
     /// Start the task in the background: the call returns the session id at once; collect the answer with `kin_output`. Default false: the call returns the final answer.
     #[serde(default)]
     pub(crate) background: bool,
@@ -104,10 +119,11 @@ pub(crate) struct ListArgs {}
 
 const KIN: &str = "Delegate a coding task to kin, an agent with file, search and shell tools \
     and its own subagents. It works in `cwd` and answers in text; name one of the user's agent \
-    definitions in `agent` to run as that agent. By default the call waits \
-    and returns the final answer with the session id; with background: true it returns the \
-    session id at once (collect the answer with `kin_output`). Continue the session later with \
-    `kin_reply`. Progress notifications report what kin is doing while the call runs.";
+    definitions in `agent` to run as that agent; with isolation `worktree` its edits stay in a \
+    git worktree on their own branch. By default the call waits and returns the final answer \
+    with the session id; with background: true it returns the session id at once (collect the \
+    answer with `kin_output`). Continue the session later with `kin_reply`. Progress \
+    notifications report what kin is doing while the call runs.";
 const KIN_REPLY: &str = "Continue a kin session by id, also one started before the server \
     restarted: a session that is working takes the message into its running task, an idle \
     one runs a new task with it. Waits for the answer unless background: true.";

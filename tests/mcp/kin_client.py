@@ -6,9 +6,12 @@ passed on: KIN_HOME, the model settings) or, for `http URL`, connects to a runni
 Scenarios:
   tools                      the listed tools (name, description, inputSchema)
   call TOOL JSON             one call, with the progress messages it received
+  allowed TOOL JSON          the same on a server started with --mode allow
   background PROMPT          kin(background) then kin_output(wait) and kin_list
   cancel PROMPT              a foreground kin cancelled once progress arrives, then kin_list
                              and kin_output(wait) of the session
+  cancel-when FIFO JSON      a foreground kin(JSON) cancelled once a line can be read from FIFO
+                             (a git hook of the checkout says it runs), then hangs up at once
   elicit JSON                a foreground kin whose client answers permission asks through
                              elicitation with allow: true (and prints each question)
   steer FIFO PROMPT MESSAGE  on a server started with --mode allow: kin(background, allow);
@@ -83,6 +86,18 @@ async def scenario(session, name, args):
         out(listed)
         sid = listed["structured"]["sessions"][0]["sessionId"]
         out(await call(session, "kin_output", {"session_id": sid, "wait": True, "timeout_seconds": 60}))
+    elif name == "cancel-when":
+        fifo, arguments = args
+        async with anyio.create_task_group() as group:
+            async def run():
+                await session.call_tool("kin", json.loads(arguments))
+                out({"unexpected": "the cancelled call answered"})
+
+            group.start_soon(run)
+            # Opening a FIFO for reading returns once its writer (the hook) opened it.
+            said = await anyio.to_thread.run_sync(lambda: open(fifo).read())
+            out({"hook": said.strip()})
+            group.cancel_scope.cancel()
     elif name == "steer":
         fifo, prompt, message = args
         started = await call(session, "kin", {"prompt": prompt, "mode": "allow", "background": True})
@@ -108,7 +123,9 @@ async def main():
                 out({"names": [t.name for t in listed.tools]})
                 out(await call(session, "kin", {"prompt": args[1]}))
         return
-    server_args = ["mcp", "--mode", "allow"] if name == "steer" else ["mcp"]
+    server_args = ["mcp", "--mode", "allow"] if name in ("steer", "allowed") else ["mcp"]
+    if name == "allowed":
+        name = "call"
     params = StdioServerParameters(command=kin, args=server_args, env=dict(os.environ))
     callback = None
     if name == "elicit":
