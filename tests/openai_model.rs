@@ -56,7 +56,8 @@ fn request(text: &str) -> ModelRequest {
         tools: vec![ToolSpec {
             name: "read_file".into(),
             description: "Reads a file".into(),
-            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}})
+                .into(),
         }],
         max_tokens: None,
         blobs: None,

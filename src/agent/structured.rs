@@ -30,7 +30,7 @@ pub(crate) enum SchemaError {
 
 /// The requested schema and, once the model reported it, the captured value.
 pub struct StructuredCapture {
-    schema: Value,
+    schema: std::sync::Arc<Value>,
     validator: jsonschema::Validator,
     captured: Mutex<Option<Value>>,
 }
@@ -52,7 +52,7 @@ impl StructuredCapture {
         let validator =
             jsonschema::validator_for(&schema).map_err(|e| SchemaError::Invalid(e.to_string()))?;
         Ok(Self {
-            schema,
+            schema: schema.into(),
             validator,
             captured: Mutex::new(None),
         })

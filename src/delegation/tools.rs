@@ -4,7 +4,7 @@
 //! entry of [`Delegation`], and words the result. Names, parameters and result texts are a
 //! wire contract; the descriptions are kin's own.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -117,6 +117,29 @@ fn non_empty(text: Option<&String>) -> Option<String> {
 }
 
 /// Rewords the description of one property of a generated schema.
+/// The subagent tool's parameters, their wording fitted to a child that `inherits` the
+/// conversation and to one that runs `one_shot` in the background.
+fn worded(inherits: bool, one_shot: bool) -> Value {
+    let mut schema = (*parameters::<SubagentArgs>()).clone();
+    if inherits {
+        describe(
+            &mut schema,
+            "prompt",
+            "The task for the child. It already knows this conversation's completed turns, \
+             so state only what is new.",
+        );
+    }
+    if one_shot {
+        describe(
+            &mut schema,
+            "run_in_background",
+            "Run in the background and return a task id at once; collect the answer with \
+             task_output, stop it with task_kill.",
+        );
+    }
+    schema
+}
+
 fn describe(schema: &mut Value, property: &str, description: &str) {
     if let Some(slot) = schema.pointer_mut(&format!("/properties/{property}/description")) {
         *slot = Value::String(description.to_owned());
@@ -254,27 +277,14 @@ impl TypedTool for SubagentTool {
         )
     }
 
-    fn parameters(&self) -> Value {
-        let mut schema = parameters::<SubagentArgs>();
-        if self.inherits_context() {
-            describe(
-                &mut schema,
-                "prompt",
-                "The task for the child. It already knows this conversation's completed turns, \
-                 so state only what is new.",
-            );
-        }
-        if self.continuable() != Some(true) {
-            describe(
-                &mut schema,
-                "run_in_background",
-                "Run in the background and return a task id at once; collect the answer with \
-                 task_output, stop it with task_kill.",
-            );
-        }
-        schema
+    fn parameters(&self) -> Arc<Value> {
+        let (inherits, one_shot) = (self.inherits_context(), self.continuable() != Some(true));
+        // Four wordings in all, each made once: every step of every turn offers the tool.
+        static WORDED: [OnceLock<Arc<Value>>; 4] = [const { OnceLock::new() }; 4];
+        WORDED[usize::from(inherits) * 2 + usize::from(one_shot)]
+            .get_or_init(|| Arc::new(worded(inherits, one_shot)))
+            .clone()
     }
-
     fn kind(&self) -> ToolKind {
         ToolKind::Think
     }

@@ -24,7 +24,7 @@ pub(crate) struct McpTool {
     /// The name the model calls it by.
     pub(crate) name: String,
     pub(crate) description: String,
-    pub(crate) schema: Value,
+    pub(crate) schema: Arc<Value>,
     pub(crate) read_only: bool,
     /// What the editor shows for its calls.
     pub(crate) title: String,
@@ -53,7 +53,7 @@ impl McpTool {
         Self {
             title,
             remote: tool.name.to_string(),
-            schema: Value::Object((*tool.input_schema).clone()),
+            schema: Arc::new(Value::Object((*tool.input_schema).clone())),
             server,
             name,
             description,

@@ -137,8 +137,8 @@ const KIN_LIST: &str = "List the kin sessions this server started or continued, 
 /// The names of the server's tools, as listed.
 pub(crate) const NAMES: [&str; 5] = ["kin", "kin_reply", "kin_output", "kin_cancel", "kin_list"];
 
-fn tool(name: &'static str, description: &'static str, schema: Value) -> Tool {
-    let object = match schema {
+fn tool(name: &'static str, description: &'static str, schema: Arc<Value>) -> Tool {
+    let object = match Arc::unwrap_or_clone(schema) {
         Value::Object(object) => object,
         _ => serde_json::Map::new(),
     };

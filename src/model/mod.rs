@@ -9,6 +9,7 @@ mod replay;
 mod unconfigured;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
@@ -31,8 +32,8 @@ pub struct ToolSpec {
     pub name: String,
     /// What the model is told the tool does.
     pub description: String,
-    /// JSON Schema of the arguments object.
-    pub parameters: Value,
+    /// JSON Schema of the arguments object; shared, since every step of every turn offers it.
+    pub parameters: Arc<Value>,
 }
 
 /// One model call.

@@ -445,7 +445,7 @@ mod tests {
             ToolSpec {
                 name: self.name.into(),
                 description: self.description.into(),
-                parameters: serde_json::json!({"type": "object"}),
+                parameters: serde_json::json!({"type": "object"}).into(),
             }
         }
         fn kind(&self) -> ToolKind {

@@ -9,7 +9,7 @@
 use std::any::TypeId;
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
@@ -47,7 +47,7 @@ pub(crate) trait TypedTool: Clone + Send + Sync + 'static {
         self.description()
     }
     /// The parameters schema: generated from `Args`; an instance may reword descriptions.
-    fn parameters(&self) -> Value {
+    fn parameters(&self) -> Arc<Value> {
         parameters::<Self::Args>()
     }
     fn kind(&self) -> ToolKind;
@@ -144,16 +144,16 @@ pub(crate) fn titled(verb: &str, subject: Option<&str>) -> String {
 
 /// The parameters schema of `A`, in the contract's plain form (see the module docs).
 ///
-/// Generated once per type and then cloned: every turn builds its tool specs, and running
-/// `schemars` each time was most of what starting a child cost.
-pub(crate) fn parameters<A: JsonSchema + 'static>() -> Value {
-    static SCHEMAS: OnceLock<Mutex<HashMap<TypeId, Value>>> = OnceLock::new();
+/// Generated once per type and then shared: every step builds its tool specs, and running
+/// `schemars` (or copying its result) each time was most of what starting a child cost.
+pub(crate) fn parameters<A: JsonSchema + 'static>() -> Arc<Value> {
+    static SCHEMAS: OnceLock<Mutex<HashMap<TypeId, Arc<Value>>>> = OnceLock::new();
     let schemas = SCHEMAS.get_or_init(Default::default);
     // A poisoned lock only means another thread panicked mid-insert; the map is still whole.
     let mut schemas = lock(schemas);
     schemas
         .entry(TypeId::of::<A>())
-        .or_insert_with(generate::<A>)
+        .or_insert_with(|| Arc::new(generate::<A>()))
         .clone()
 }
 
@@ -303,7 +303,7 @@ mod tests {
         const DESCRIPTION: &'static str = "Counts its schemas.";
         type Args = CountedArgs;
 
-        fn parameters(&self) -> Value {
+        fn parameters(&self) -> Arc<Value> {
             self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             parameters::<CountedArgs>()
         }
@@ -333,7 +333,7 @@ mod tests {
     fn a_cached_schema_equals_a_fresh_one() {
         let first = parameters::<CountedArgs>();
         assert_eq!(parameters::<CountedArgs>(), first);
-        assert_eq!(generate::<CountedArgs>(), first);
+        assert_eq!(generate::<CountedArgs>(), *first);
         assert_eq!(first["required"], json!(["what"]));
     }
 }

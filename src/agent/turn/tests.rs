@@ -55,7 +55,7 @@ impl Tool for Broken {
         ToolSpec {
             name: "broken".into(),
             description: "fails fatally".into(),
-            parameters: serde_json::json!({"type": "object"}),
+            parameters: serde_json::json!({"type": "object"}).into(),
         }
     }
     fn kind(&self) -> ToolKind {

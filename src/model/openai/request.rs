@@ -32,15 +32,30 @@ pub(crate) fn body(model: &str, request: &ModelRequest, images: bool) -> Bytes {
     EncodedHistory::default().body(model, request, images)
 }
 
-fn tool(spec: &ToolSpec) -> Value {
-    json!({
-        "type": "function",
-        "function": {
-            "name": spec.name,
-            "description": spec.description,
-            "parameters": spec.parameters,
-        }
-    })
+/// A tool as the chat completions API takes it; serialised from the spec's own fields, so the
+/// shared schemas are not copied for each request.
+#[derive(serde::Serialize)]
+struct ToolJson<'a> {
+    r#type: &'static str,
+    function: FunctionJson<'a>,
+}
+
+#[derive(serde::Serialize)]
+struct FunctionJson<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
+}
+
+fn tool(spec: &ToolSpec) -> ToolJson<'_> {
+    ToolJson {
+        r#type: "function",
+        function: FunctionJson {
+            name: &spec.name,
+            description: &spec.description,
+            parameters: &spec.parameters,
+        },
+    }
 }
 
 /// One session's last request body, and where each history message ends in it.
@@ -177,23 +192,16 @@ impl EncodedHistory {
             });
         }
         out.push(b']');
-        let mut rest = Map::new();
         if !request.tools.is_empty() {
-            rest.insert(
-                "tools".into(),
-                Value::Array(request.tools.iter().map(tool).collect()),
-            );
+            out.extend_from_slice(br#","tools":"#);
+            let tools: Vec<ToolJson<'_>> = request.tools.iter().map(tool).collect();
+            // Into a `Vec`, of strings and JSON values: this cannot fail.
+            let _ = serde_json::to_writer(&mut out, &tools);
         }
         if let Some(max_tokens) = request.max_tokens {
-            rest.insert("max_tokens".into(), json!(max_tokens));
+            out.extend_from_slice(format!(r#","max_tokens":{max_tokens}"#).as_bytes());
         }
-        rest.insert("stream".into(), json!(true));
-        rest.insert("stream_options".into(), json!({"include_usage": true}));
-        // `{"tools":…,…}` without its braces continues the object.
-        let rest = Value::Object(rest).to_string();
-        out.push(b',');
-        out.extend_from_slice(&rest.as_bytes()[1..rest.len() - 1]);
-        out.push(b'}');
+        out.extend_from_slice(br#","stream":true,"stream_options":{"include_usage":true}}"#);
         self.body = Bytes::from(out);
         self.body.clone()
     }
@@ -342,7 +350,7 @@ mod tests {
             tools: vec![ToolSpec {
                 name: "ls".into(),
                 description: "list".into(),
-                parameters: json!({"type": "object"}),
+                parameters: json!({"type": "object"}).into(),
             }],
             max_tokens: None,
             blobs: None,
