@@ -526,6 +526,11 @@ impl Sessions {
         let Some(task) = self.latest(session) else {
             let (mut turn, header) = self.logged(session)?;
             let cwd = header.cwd.map(PathBuf::from).unwrap_or_default();
+            // A session another kin process is running now keeps its worktree as it is.
+            let path = self.runtime.host().store().path(session);
+            if path.is_ok_and(|path| crate::session::is_locked(&path)) {
+                return Ok(Output::Logged(turn));
+            }
             if let Some(report) = isolation::logged_report(session, &cwd).await {
                 isolation::append(&mut turn.answer, &mut turn.detail, &report);
             }
