@@ -432,6 +432,7 @@ impl AgentHost {
             persona: shape.persona.clone(),
             tools: shape.registry(&self.tools),
             structured: None,
+            roots: None,
         }));
         shape.bind(&agent);
         agent

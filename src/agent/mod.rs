@@ -168,6 +168,10 @@ pub struct AgentSpec {
     pub tools: Arc<ToolRegistry>,
     /// Set when the session must report a structured result.
     pub structured: Option<Arc<StructuredCapture>>,
+    /// Its roots, when they are already resolved: a child working in its parent's cwd and
+    /// directories shares the parent's (resolving walks every path component). `None`:
+    /// resolved from `cwd` and the header.
+    pub roots: Option<Arc<Roots>>,
 }
 
 /// One live session: its log, history and settings, and the turn that may be running in it.
@@ -264,17 +268,23 @@ impl Agent {
             .events
             .iter()
             .any(|event| matches!(event.body, EventBody::SessionTitle(_)));
-        let additional = spec
-            .header
-            .additional_directories
-            .iter()
-            .map(PathBuf::from)
-            .collect();
+        let roots = match &spec.roots {
+            Some(roots) => roots.clone(),
+            None => {
+                let additional = spec
+                    .header
+                    .additional_directories
+                    .iter()
+                    .map(PathBuf::from)
+                    .collect();
+                Arc::new(Roots::new(spec.cwd.clone(), additional))
+            }
+        };
         let blob_dir = crate::session::blobs::dir_of(spec.log.path());
         Self {
             id: spec.header.id.clone(),
             blob_dir,
-            roots: Arc::new(Roots::new(spec.cwd.clone(), additional)),
+            roots,
             permissions: Arc::new(permissions::restore(&spec.events)),
             context: SessionContext::restore(&spec.events),
             cwd: spec.cwd,

@@ -306,6 +306,7 @@ fn start_in(
         persona: request.persona.clone(),
         tools: Arc::new(tools),
         structured,
+        roots: worktree.is_none().then(|| parent.roots().clone()),
     }));
     if let Some(budget) = &request.budget {
         child.watch.set_budget(budget.clone());
@@ -370,6 +371,7 @@ fn resume(
         persona: descriptor.persona.clone(),
         tools: Arc::new(tools),
         structured: None,
+        roots: None,
     }));
     if let Some(budget) = &request.budget {
         child.watch.set_budget(budget.clone());

@@ -58,26 +58,41 @@ impl SessionLock {
     /// `NotFound` if the file does not exist (or was deleted while it was being locked);
     /// `Locked` if another process holds it.
     pub(crate) fn acquire(path: &Path, id: &str) -> Result<Self, StoreError> {
-        loop {
-            let mut held = registry();
+        Self::acquire_with(path, || lock_file(path, id))
+    }
+
+    /// [`SessionLock::acquire`] for the file this process has just created at `path`, open
+    /// as `file`: that file is locked (through a second handle), with no new open of the path
+    /// and no check that the path still names it.
+    pub(crate) fn acquire_created(path: &Path, id: &str, file: &File) -> Result<Self, StoreError> {
+        Self::acquire_with(path, || {
+            let handle = file.try_clone().map_err(io_error(path, id))?;
+            flock(handle, path, id)
+        })
+    }
+
+    fn acquire_with(
+        path: &Path,
+        take: impl FnOnce() -> Result<Flock<File>, StoreError>,
+    ) -> Result<Self, StoreError> {
+        let mut held = loop {
+            let held = registry();
             match held.get(path).map(Weak::upgrade) {
                 Some(Some(live)) => return Ok(Self { _held: live }),
                 // Its last handle is being dropped: wait until it is unlocked.
                 Some(None) => {
                     drop(held);
                     std::thread::yield_now();
-                    continue;
                 }
-                None => {}
+                None => break held,
             }
-            let flock = lock_file(path, id)?;
-            let live = Arc::new(Held {
-                path: path.to_owned(),
-                flock: Some(flock),
-            });
-            held.insert(path.to_owned(), Arc::downgrade(&live));
-            return Ok(Self { _held: live });
-        }
+        };
+        let live = Arc::new(Held {
+            path: path.to_owned(),
+            flock: Some(take()?),
+        });
+        held.insert(path.to_owned(), Arc::downgrade(&live));
+        Ok(Self { _held: live })
     }
 }
 
@@ -87,31 +102,37 @@ pub(crate) fn is_locked(path: &Path) -> bool {
     File::open(path).is_ok_and(|file| holder_pid(&file).is_some())
 }
 
-fn lock_file(path: &Path, id: &str) -> Result<Flock<File>, StoreError> {
-    let io_error = |source: io::Error| match source.kind() {
+fn io_error<'a>(path: &'a Path, id: &'a str) -> impl Fn(io::Error) -> StoreError + 'a {
+    move |source: io::Error| match source.kind() {
         io::ErrorKind::NotFound => StoreError::NotFound { id: id.to_owned() },
         _ => StoreError::Io {
             op: "locking the session log",
             path: path.to_owned(),
             source,
         },
-    };
-    let file = File::open(path).map_err(io_error)?;
-    let flock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-        Ok(flock) => flock,
-        Err((file, Errno::EWOULDBLOCK)) => {
-            return Err(StoreError::Locked {
-                id: id.to_owned(),
-                pid: holder_pid(&file),
-            })
-        }
-        Err((_, errno)) => return Err(io_error(io::Error::from(errno))),
-    };
+    }
+}
+
+fn lock_file(path: &Path, id: &str) -> Result<Flock<File>, StoreError> {
+    let file = File::open(path).map_err(io_error(path, id))?;
+    let flock = flock(file, path, id)?;
     // Deleted (or replaced) between the open and the lock: this handle is not the session.
-    if !same_file(path, &flock).map_err(io_error)? {
+    if !same_file(path, &flock).map_err(io_error(path, id))? {
         return Err(StoreError::NotFound { id: id.to_owned() });
     }
     Ok(flock)
+}
+
+/// Takes the exclusive lock on `file` (the session `id` at `path`) without waiting.
+fn flock(file: File, path: &Path, id: &str) -> Result<Flock<File>, StoreError> {
+    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(flock) => Ok(flock),
+        Err((file, Errno::EWOULDBLOCK)) => Err(StoreError::Locked {
+            id: id.to_owned(),
+            pid: holder_pid(&file),
+        }),
+        Err((_, errno)) => Err(io_error(path, id)(io::Error::from(errno))),
+    }
 }
 
 fn same_file(path: &Path, file: &File) -> io::Result<bool> {

@@ -114,7 +114,7 @@ impl SessionStore {
             },
         })?;
         // Nobody else knows the new id yet, so this is only refused by a foreign program.
-        let lock = match SessionLock::acquire(&path, &header.id) {
+        let lock = match SessionLock::acquire_created(&path, &header.id, &file) {
             Ok(lock) => lock,
             Err(error) => {
                 let _ = fs::remove_file(&path);

@@ -260,6 +260,7 @@ impl World {
             persona: None,
             tools: self.runtime.host().tools().clone(),
             structured: None,
+            roots: None,
         }));
         self.runtime.host().publish(agent.clone()).unwrap();
         agent

@@ -86,6 +86,7 @@ async fn a_fatal_tool_error_is_logged_then_ends_the_turn_as_failed() {
         persona: None,
         tools: Arc::new(tools),
         structured: None,
+        roots: None,
     }));
     let model: Arc<dyn Model> = Arc::new(CallsBroken);
     let deps = TurnDeps {
