@@ -119,12 +119,12 @@ fn main() {
                     "params": {"sessionId": session, "prompt": blocks}})
                 .to_string();
                 let before_log = log_len(home.path(), &session);
-                let before = server.requests().len();
+                let before = server.request_count();
                 let sent = prompt(&mut kin, id, &line);
                 id += 1;
-                let requests = server.requests();
-                assert_eq!(requests.len(), before + 1, "one model request per prompt");
-                let body = &requests[before].body;
+                assert_eq!(server.request_count(), before + 1, "one model request per prompt");
+                let request = server.request(before).expect("the prompt's model request");
+                let body = &request.body;
                 if image {
                     let last = &body["messages"].as_array().expect("messages")
                         [body["messages"].as_array().map_or(0, |m| m.len() - 1)];
@@ -143,8 +143,8 @@ fn main() {
                         .expect("the prompt's user/message line");
                     log_growth.push(user_line.len() as f64);
                 }
-                let head = ms(requests[before].started.duration_since(sent));
-                let whole = ms(requests[before].received.duration_since(sent));
+                let head = ms(request.started.duration_since(sent));
+                let whole = ms(request.received.duration_since(sent));
                 if n > 0 {
                     if image { &mut with_image } else { &mut without }.push(head);
                     if image {

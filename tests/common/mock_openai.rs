@@ -155,6 +155,16 @@ impl MockServer {
         self.state.lock().unwrap().requests.clone()
     }
 
+    /// How many requests came in (without copying them: a bench's may be megabytes each).
+    pub fn request_count(&self) -> usize {
+        self.state.lock().unwrap().requests.len()
+    }
+
+    /// The request numbered `at` (from 0), if it came in.
+    pub fn request(&self, at: usize) -> Option<Request> {
+        self.state.lock().unwrap().requests.get(at).cloned()
+    }
+
     /// Waits for the next event (a client hanging up on a held response).
     pub async fn next_event(&self) -> ServerEvent {
         self.events
