@@ -28,7 +28,7 @@
 //! - [`config`]: where kin keeps its data; the model configuration (flags, env, config file).
 //! - [`session`]: the durable JSONL session log, its records and its folds.
 //! - [`sync`]: the one mutex `lock` helper.
-//! - [`memory`]: how the process uses the allocator (megabyte payloads mapped on their own).
+//! - `memory`: giving the heap of a huge message back to the system.
 //! - [`scenario`]: drives `kin acp` through a recorded scenario (`kin demo`, tests, benches).
 //!
 //! Dependencies point down:
@@ -53,7 +53,7 @@ pub mod headless;
 pub mod limits;
 pub mod mcp;
 pub mod mcp_server;
-pub mod memory;
+pub(crate) mod memory;
 pub mod model;
 pub mod process;
 pub mod rpc;

@@ -131,7 +131,6 @@ impl ModelFlags {
 fn main() -> ExitCode {
     // `kin __guard ...` (how kin runs commands) guards one command and exits here.
     kin::process::guard::init();
-    kin::memory::configure();
     // Colours only for a person watching a terminal, never in a file or an editor's log pane.
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)

@@ -1,23 +1,5 @@
-//! How kin's process uses glibc's allocator: megabyte payloads (a pasted image, a long line
-//! from the editor) get their own mappings, and memory freed after a huge message goes back to
-//! the system.
-
-/// Blocks at least this large are mapped on their own. glibc's default threshold starts at
-/// 128 KiB but rises to the size of each large block freed, so after the first pasted image
-/// every later one came from the heap: each growth of a buffer then copied it, and the trim
-/// after a large line unmapped the heap pages the next payload faulted back in.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-const MAP_FROM_BYTES: libc::c_int = 1024 * 1024;
-
-/// Sets the policy; call once at start, before other threads allocate.
-pub fn configure() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only changes allocator parameters; a fixed threshold also turns off
-    // glibc's dynamic adjustment. It takes no pointers.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, MAP_FROM_BYTES);
-    }
-}
+//! How kin's process gives memory back: after a huge message (a pasted image, a prompt of a
+//! million parts) the heap it used is returned to the system rather than kept resident.
 
 /// Gives memory freed since back to the system. Parsing one huge line (say a prompt of a
 /// million parts that is then refused) leaves hundreds of megabytes free but still resident in
