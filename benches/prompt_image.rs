@@ -122,7 +122,11 @@ fn main() {
                 let before = server.request_count();
                 let sent = prompt(&mut kin, id, &line);
                 id += 1;
-                assert_eq!(server.request_count(), before + 1, "one model request per prompt");
+                assert_eq!(
+                    server.request_count(),
+                    before + 1,
+                    "one model request per prompt"
+                );
                 let request = server.request(before).expect("the prompt's model request");
                 let body = &request.body;
                 if image {
