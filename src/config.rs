@@ -17,13 +17,14 @@ use std::path::{Path, PathBuf};
 pub use acp_agents::{AcpAgentConfig, AcpPermission};
 pub use delegation::{DelegationSettings, DEFAULT_MAX_RUNNING, DEFAULT_MAX_RUNNING_PER_PROCESS};
 pub use duration::parse_duration;
+pub use file::ConfigFile;
 pub use key::load as load_key;
 pub use mcp_servers::{render as render_mcp_servers, McpSettings};
 pub(crate) use reloadable::ReloadableModel;
 pub use resolve::{
-    resolve, ConfiguredModel, KeyPlan, ModelConfig, Origin, Overrides, Setting, ENV_API_KEY,
-    ENV_BASE_URL, ENV_CONNECT_TIMEOUT, ENV_DEEPSEEK_KEY, ENV_MODEL, ENV_OPENAI_KEY, ENV_RETRIES,
-    ENV_STALL_TIMEOUT,
+    resolve, resolve_in, ConfiguredModel, KeyPlan, ModelConfig, Origin, Overrides, Setting,
+    ENV_API_KEY, ENV_BASE_URL, ENV_CONNECT_TIMEOUT, ENV_DEEPSEEK_KEY, ENV_MODEL, ENV_OPENAI_KEY,
+    ENV_RETRIES, ENV_STALL_TIMEOUT,
 };
 pub use show::{render, render_agents};
 
@@ -173,38 +174,29 @@ pub fn configure_limits(config: Result<&ModelConfig, &ConfigError>) {
 }
 
 /// The delegation limits of the config file's `[delegation]` table (defaults without one).
-pub fn delegation_settings(env: EnvLookup<'_>) -> Result<DelegationSettings, ConfigError> {
-    let Some(path) = file::path(env) else {
-        return Ok(DelegationSettings::default());
-    };
-    Ok(file::load(&path)?
-        .and_then(|config| config.delegation)
-        .map(|entry| DelegationSettings::from_entry(&entry))
-        .unwrap_or_default())
+pub fn delegation_settings(config: &ConfigFile) -> DelegationSettings {
+    config
+        .file
+        .as_ref()
+        .and_then(|file| file.delegation.as_ref())
+        .map(DelegationSettings::from_entry)
+        .unwrap_or_default()
 }
 
 /// The child agents of the config file's `[acp_agents.<name>]` tables (none without a file).
-pub fn acp_agents(env: EnvLookup<'_>) -> Result<Vec<AcpAgentConfig>, ConfigError> {
-    let Some(path) = file::path(env) else {
-        return Ok(Vec::new());
-    };
-    match file::load(&path)? {
-        Some(config) => acp_agents::resolve(&config.acp_agents, &path),
-        None => Ok(Vec::new()),
+pub fn acp_agents(config: &ConfigFile) -> Result<Vec<AcpAgentConfig>, ConfigError> {
+    match (&config.file, &config.path) {
+        (Some(file), Some(path)) => acp_agents::resolve(&file.acp_agents, path),
+        _ => Ok(Vec::new()),
     }
 }
 
 /// The MCP servers of the config file (none without one).
-pub fn mcp_servers(env: EnvLookup<'_>) -> Result<McpSettings, ConfigError> {
-    let Some(path) = file::path(env) else {
-        return Ok(McpSettings::default());
-    };
-    match file::load(&path)? {
-        Some(config) => mcp_servers::resolve(
-            &config.mcp_servers,
-            config.mcp_startup_timeout.as_ref(),
-            &path,
-        ),
-        None => Ok(McpSettings::default()),
+pub fn mcp_servers(config: &ConfigFile) -> Result<McpSettings, ConfigError> {
+    match (&config.file, &config.path) {
+        (Some(file), Some(path)) => {
+            mcp_servers::resolve(&file.mcp_servers, file.mcp_startup_timeout.as_ref(), path)
+        }
+        _ => Ok(McpSettings::default()),
     }
 }

@@ -251,11 +251,24 @@ fn run_command(cli: Cli) -> anyhow::Result<u8> {
     result
 }
 
-/// The model to serve: the replay of `replay`, else the configured OpenAI-compatible one.
-async fn model(replay: Option<&PathBuf>, flags: &ModelFlags) -> anyhow::Result<ModelCatalog> {
+/// The runtime on the model to serve: the replay of `replay`, else the configured
+/// OpenAI-compatible one. The config file is read once for all of it.
+async fn start_runtime(
+    replay: Option<&PathBuf>,
+    flags: &ModelFlags,
+) -> anyhow::Result<Arc<Runtime>> {
+    let file = config::ConfigFile::read(&config::process_env)?;
+    open_runtime(model(replay, flags, &file).await?, &file)
+}
+
+async fn model(
+    replay: Option<&PathBuf>,
+    flags: &ModelFlags,
+    file: &config::ConfigFile,
+) -> anyhow::Result<ModelCatalog> {
     let overrides = flags.overrides();
     // Resolved once here: the tool environment needs it even when a replay is the model.
-    let config = config::resolve(&overrides, &config::process_env);
+    let config = config::resolve_in(&overrides, &config::process_env, file);
     config::configure_tool_env(&overrides, config.as_ref());
     config::configure_limits(config.as_ref());
     Ok(match replay {
@@ -271,7 +284,7 @@ async fn model(replay: Option<&PathBuf>, flags: &ModelFlags) -> anyhow::Result<M
     })
 }
 
-fn open_runtime(models: ModelCatalog) -> anyhow::Result<Arc<Runtime>> {
+fn open_runtime(models: ModelCatalog, file: &config::ConfigFile) -> anyhow::Result<Arc<Runtime>> {
     let home = config::kin_home();
     let mut options = RuntimeOptions::default();
     if let Some(depth) = std::env::var("KIN_SUBAGENT_MAX_DEPTH")
@@ -282,9 +295,9 @@ fn open_runtime(models: ModelCatalog) -> anyhow::Result<Arc<Runtime>> {
             format!("KIN_SUBAGENT_MAX_DEPTH must be a non-negative integer, got {depth:?}")
         })?;
     }
-    options.acp_agents = config::acp_agents(&config::process_env)?;
-    options.delegation = config::delegation_settings(&config::process_env)?;
-    let mcp = config::mcp_servers(&config::process_env)?;
+    options.acp_agents = config::acp_agents(file)?;
+    options.delegation = config::delegation_settings(file);
+    let mcp = config::mcp_servers(file)?;
     options.mcp_servers = mcp.servers;
     if let Some(timeout) = mcp.startup_timeout {
         options.mcp_startup_timeout = timeout;
@@ -303,7 +316,7 @@ async fn acp(replay: Option<PathBuf>, flags: ModelFlags) -> anyhow::Result<u8> {
              editor; to try kin by hand run `kin demo` or `kin run \"PROMPT\"` (Ctrl-D ends)"
         );
     }
-    let runtime = open_runtime(model(replay.as_ref(), &flags).await?)?;
+    let runtime = start_runtime(replay.as_ref(), &flags).await?;
     let shutdown = CancellationToken::new();
     tokio::spawn(stop_on_signal(shutdown.clone()));
     kin::acp::serve_stdio(runtime, shutdown).await;
@@ -326,7 +339,7 @@ async fn mcp(args: McpArgs, replay: Option<PathBuf>, flags: ModelFlags) -> anyho
             );
         }
     }
-    let runtime = open_runtime(model(replay.as_ref(), &flags).await?)?;
+    let runtime = start_runtime(replay.as_ref(), &flags).await?;
     let shutdown = CancellationToken::new();
     tokio::spawn(stop_on_signal(shutdown.clone()));
     let options = kin::mcp_server::ServeOptions {
@@ -357,7 +370,7 @@ struct RunArgs {
 }
 
 async fn run(args: RunArgs, replay: Option<PathBuf>, flags: ModelFlags) -> anyhow::Result<u8> {
-    let runtime = open_runtime(model(replay.as_ref(), &flags).await?)?;
+    let runtime = start_runtime(replay.as_ref(), &flags).await?;
     let cancel = CancellationToken::new();
     tokio::spawn(stop_on_signal(cancel.clone()));
     let options = HeadlessOptions {
@@ -378,14 +391,15 @@ async fn run(args: RunArgs, replay: Option<PathBuf>, flags: ModelFlags) -> anyho
 }
 
 async fn show_config(flags: ModelFlags) -> anyhow::Result<u8> {
-    let config = config::resolve(&flags.overrides(), &config::process_env)?;
+    let file = config::ConfigFile::read(&config::process_env)?;
+    let config = config::resolve_in(&flags.overrides(), &config::process_env, &file)?;
     let key = config::load_key(&config.key).await;
-    let agents = config::acp_agents(&config::process_env)?;
+    let agents = config::acp_agents(&file)?;
     print!("{}", config::render(&config, &key));
     print!("{}", config::render_agents(&agents));
     print!(
         "{}",
-        config::render_mcp_servers(&config::mcp_servers(&config::process_env)?)
+        config::render_mcp_servers(&config::mcp_servers(&file)?)
     );
     Ok(0)
 }

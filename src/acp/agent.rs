@@ -104,13 +104,12 @@ fn check_roots(cwd: &Path, additional: &[PathBuf]) -> Result<Vec<String>, RpcErr
 /// A warning for a workspace that is the whole filesystem or the user's home directory: every
 /// file under it counts as inside, so reads there never ask.
 fn broad_workspace(cwd: &Path, home: Option<&Path>) -> Option<String> {
-    let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => a == b,
-    };
-    let what = if same(cwd, Path::new("/")) {
+    // Resolved once: every resolution reads each component's link.
+    let resolved = |path: &Path| path.canonicalize().unwrap_or_else(|_| path.to_owned());
+    let cwd = resolved(cwd);
+    let what = if cwd == Path::new("/") {
         "the whole filesystem (/)"
-    } else if home.is_some_and(|home| same(cwd, home)) {
+    } else if home.is_some_and(|home| cwd == resolved(home)) {
         "your home directory"
     } else {
         return None;

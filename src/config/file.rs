@@ -109,6 +109,27 @@ pub(crate) fn path(env: EnvLookup<'_>) -> Option<PathBuf> {
     env("HOME").map(|home| PathBuf::from(home).join(".config/kin/config.toml"))
 }
 
+/// The config file as one read gives it: start-up takes the model, delegation, child-agent
+/// and MCP settings from the same read (it was read and parsed once for each).
+#[derive(Debug, Default)]
+pub struct ConfigFile {
+    pub(crate) path: Option<PathBuf>,
+    /// `None` when there is no file.
+    pub(crate) file: Option<FileConfig>,
+}
+
+impl ConfigFile {
+    /// Reads the config file `env` points at.
+    pub fn read(env: EnvLookup<'_>) -> Result<Self, ConfigError> {
+        let path = path(env);
+        let file = match &path {
+            Some(path) => load(path)?,
+            None => None,
+        };
+        Ok(Self { path, file })
+    }
+}
+
 /// Reads the file; `Ok(None)` when there is none.
 pub(crate) fn load(path: &Path) -> Result<Option<FileConfig>, ConfigError> {
     let text = match std::fs::read_to_string(path) {

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::duration::{duration_value, parse_duration, DurationValue};
-use super::file::{self, FileConfig};
+use super::file::{ConfigFile, FileConfig};
 pub use super::key::KeyPlan;
 use super::{ConfigError, EnvLookup};
 use crate::model::openai::{self, ApiKey, OpenAiSettings};
@@ -177,13 +177,19 @@ fn pick<T>(
 
 /// Resolves the configuration from `overrides`, the environment `env` and the config file.
 pub fn resolve(overrides: &Overrides, env: EnvLookup<'_>) -> Result<ModelConfig, ConfigError> {
-    let path = file::path(env);
-    let loaded = match &path {
-        Some(path) => file::load(path)?,
-        None => None,
-    };
-    let file_found = loaded.is_some();
-    let file = loaded.unwrap_or_default();
+    resolve_in(overrides, env, &ConfigFile::read(env)?)
+}
+
+/// [`resolve`] with the config file already read.
+pub fn resolve_in(
+    overrides: &Overrides,
+    env: EnvLookup<'_>,
+    config: &ConfigFile,
+) -> Result<ModelConfig, ConfigError> {
+    let path = config.path.clone();
+    let file_found = config.file.is_some();
+    let empty = FileConfig::default();
+    let file = config.file.as_ref().unwrap_or(&empty);
     let in_file = |value: Option<_>| value.zip(path.clone());
     let from_env = |name: &str| env(name).map(|v| (v, name.to_owned()));
 
@@ -229,14 +235,14 @@ pub fn resolve(overrides: &Overrides, env: EnvLookup<'_>) -> Result<ModelConfig,
         file.retries.zip(path.clone()),
         openai::DEFAULT_RETRIES,
     );
-    let key = key_plan(overrides, env, &file, path.as_ref(), &base_url.value);
+    let key = key_plan(overrides, env, file, path.as_ref(), &base_url.value);
     let pass_env = pick(
         None,
         from_env(ENV_PASS_ENV).map(|(text, name)| (split_names(&text), name)),
         file.pass_env.clone().zip(path.clone()),
         Vec::new(),
     );
-    let key_vars = key_vars(overrides, &file, &key);
+    let key_vars = key_vars(overrides, file, &key);
     let cap = |value: Option<u64>, name: &str, default: usize| {
         file_cap(value, name, &path).map(|value| pick(None, None, value, default))
     };
