@@ -109,6 +109,14 @@ fn expected_file(tool: &Value) -> Value {
     file
 }
 
+/// The session id a `kin` call's result names.
+fn session_id(result: &Value) -> String {
+    result["structured"]["sessionId"]
+        .as_str()
+        .expect("the result names its session")
+        .to_owned()
+}
+
 #[tokio::test]
 async fn the_listed_tools_match_their_schema_files() {
     let Some(world) = World::new() else { return };
@@ -226,10 +234,7 @@ async fn kin_reply_continues_a_session_after_the_server_restarted() {
     let first = world
         .client(&["call", "kin", r#"{"prompt": "remember the number 41"}"#])
         .await;
-    let id = first[0]["structured"]["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = session_id(&first[0]);
     // A new `kin mcp` process: the session comes from disk.
     let arguments = json!({"session_id": id, "prompt": "and add one"}).to_string();
     let second = world.client(&["call", "kin_reply", &arguments]).await;
@@ -377,10 +382,7 @@ async fn an_editors_session_list_marks_a_session_started_over_mcp() {
     let found = world
         .client(&["call", "kin", r#"{"prompt": "hello"}"#])
         .await;
-    let id = found[0]["structured"]["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = session_id(&found[0]);
     // `kin acp` on the same KIN_HOME: the editor's own session is listed without the mark.
     let home = world.home.path().to_string_lossy().into_owned();
     let mut acp =
@@ -575,10 +577,7 @@ async fn an_agent_definition_still_applies_after_the_server_restarted() {
             r#"{"prompt": "report", "agent": "pirate", "mode": "ask"}"#,
         ])
         .await;
-    let id = found[0]["structured"]["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = session_id(&found[0]);
     // A new server reopens the session from disk: the model is offered only `read`, under the
     // definition's instructions, and the call's `ask` is narrowed to read-only again. The
     // model's `bash` is not a tool of this session, so nothing runs.
@@ -770,10 +769,7 @@ async fn kin_output_after_a_restart_answers_from_the_log() {
     let found = world
         .client(&["call", "kin", r#"{"prompt": "what is it?"}"#])
         .await;
-    let id = found[0]["structured"]["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = session_id(&found[0]);
     // A new server never ran a task on it: the last turn is read from the log.
     let arguments = json!({"session_id": id}).to_string();
     let output = world.client(&["call", "kin_output", &arguments]).await;
@@ -868,10 +864,7 @@ async fn a_definitions_worktree_isolation_runs_the_task_in_its_own_worktree() {
         .await;
     let result = &found[0];
     assert_eq!(result["isError"], false, "{result}");
-    let id = result["structured"]["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = session_id(result);
     // The file is in the session's worktree (its recorded cwd), not in the main checkout.
     let dir = recorded_cwd(&world.log(&id));
     assert!(
@@ -1048,10 +1041,7 @@ async fn kin_run_session_reopens_a_definitions_session_within_its_permission() {
     let found = world
         .client(&["call", "kin", r#"{"prompt": "hi", "agent": "reader"}"#])
         .await;
-    let id = found[0]["structured"]["sessionId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = session_id(&found[0]);
     // Opened by a user with `--mode allow`: the definition's tools, instructions and
     // read-only ceiling apply again, so the write is refused.
     world.model.push(tool_calls_reply(&[(
