@@ -219,8 +219,8 @@ impl Peer {
     }
 
     /// Handles one line; `true` when a task now answers it, which calls
-    /// [`crate::memory::release_freed`] after its answer when `big` (a pasted image is then not
-    /// faulted back in page by page while the prompt is being handled).
+    /// [`crate::memory::release_freed`] after its answer when `big` (not while the handler is
+    /// still working on the payload it came with).
     fn dispatch<H: Handler>(
         &self,
         line: &[u8],
