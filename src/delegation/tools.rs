@@ -116,7 +116,6 @@ fn non_empty(text: Option<&String>) -> Option<String> {
     text.filter(|s| !s.trim().is_empty()).cloned()
 }
 
-/// Rewords the description of one property of a generated schema.
 /// The subagent tool's parameters, their wording fitted to a child that `inherits` the
 /// conversation and to one that runs `one_shot` in the background.
 fn worded(inherits: bool, one_shot: bool) -> Value {
@@ -140,6 +139,7 @@ fn worded(inherits: bool, one_shot: bool) -> Value {
     schema
 }
 
+/// Rewords the description of one property of a generated schema.
 fn describe(schema: &mut Value, property: &str, description: &str) {
     if let Some(slot) = schema.pointer_mut(&format!("/properties/{property}/description")) {
         *slot = Value::String(description.to_owned());
@@ -285,6 +285,7 @@ impl TypedTool for SubagentTool {
             .get_or_init(|| Arc::new(worded(inherits, one_shot)))
             .clone()
     }
+
     fn kind(&self) -> ToolKind {
         ToolKind::Think
     }
