@@ -5,14 +5,14 @@
 use std::path::Path;
 
 use agent_client_protocol_schema::v1::{
-    BlobResourceContents, ContentBlock, ContentChunk, Diff, EmbeddedResource,
-    EmbeddedResourceResource, ImageContent, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus,
-    ResourceLink, SessionInfoUpdate, SessionNotification, SessionUpdate, Terminal,
-    TextResourceContents, ToolCall as AcpToolCall, ToolCallContent, ToolCallLocation,
-    ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind as AcpToolKind,
+    ContentBlock, ContentChunk, Diff, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus,
+    SessionInfoUpdate, SessionNotification, SessionUpdate, Terminal, ToolCall as AcpToolCall,
+    ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
+    ToolKind as AcpToolKind,
 };
 use serde_json::Value;
 
+use crate::acp_client::content::{self, LinkDetails};
 use crate::rpc::RequestContext;
 use crate::session::{
     blobs, AssistantBlock, Chunk, Event, EventBody, ToolCall, ToolResult, UserPart,
@@ -223,11 +223,7 @@ fn user_block(part: &UserPart, blob_dir: Option<&Path>) -> Option<ContentBlock> 
             uri,
             ..
         } => match read(sha256) {
-            Some(data) => {
-                let mut image = ImageContent::new(data, mime_type.clone());
-                image.uri.clone_from(uri);
-                ContentBlock::Image(image)
-            }
+            Some(data) => content::image(data, mime_type, uri.as_ref()),
             None => missing("image"),
         },
         UserPart::Resource {
@@ -240,21 +236,10 @@ fn user_block(part: &UserPart, blob_dir: Option<&Path>) -> Option<ContentBlock> 
             sha256,
             binary,
             ..
-        } => {
-            let Some(content) = text.clone().or_else(|| sha256.as_deref().and_then(read)) else {
-                return Some(missing(uri));
-            };
-            let resource = if *binary {
-                let mut blob = BlobResourceContents::new(content, uri.clone());
-                blob.mime_type.clone_from(mime_type);
-                EmbeddedResourceResource::BlobResourceContents(blob)
-            } else {
-                let mut text = TextResourceContents::new(content, uri.clone());
-                text.mime_type.clone_from(mime_type);
-                EmbeddedResourceResource::TextResourceContents(text)
-            };
-            ContentBlock::Resource(EmbeddedResource::new(resource))
-        }
+        } => match text.clone().or_else(|| sha256.as_deref().and_then(read)) {
+            Some(data) => content::resource(uri, mime_type.as_ref(), data, *binary),
+            None => missing(uri),
+        },
         UserPart::ResourceLink {
             uri,
             name,
@@ -262,14 +247,16 @@ fn user_block(part: &UserPart, blob_dir: Option<&Path>) -> Option<ContentBlock> 
             title,
             description,
             size,
-        } => {
-            let mut link = ResourceLink::new(name.clone(), uri.clone());
-            link.mime_type.clone_from(mime_type);
-            link.title.clone_from(title);
-            link.description.clone_from(description);
-            link.size = *size;
-            ContentBlock::ResourceLink(link)
-        }
+        } => content::link(
+            name,
+            uri,
+            LinkDetails {
+                mime_type: mime_type.as_ref(),
+                title: title.as_ref(),
+                description: description.as_ref(),
+                size: *size,
+            },
+        ),
     })
 }
 

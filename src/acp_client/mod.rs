@@ -3,6 +3,7 @@
 //! server) and the delegation code that uses it; uses `rpc`, `config`, `process` and `tools`.
 //!
 //! - [`command`]: what to launch and the limits of a run;
+//! - [`content`]: kin's stored prompt payloads as typed ACP content blocks (also for replay);
 //! - [`process`]: the OS process, its stderr tail and its teardown;
 //! - [`inbound`]: the child's notifications and requests, decoded with the ACP schema types;
 //! - [`forward`]: the child's place in kin's tree: its updates passed on under kin's ids;
@@ -20,6 +21,7 @@
 //! serves the editor. Only `agent_message_chunk` text collected during a prompt is the answer.
 
 mod command;
+pub(crate) mod content;
 mod error;
 mod forward;
 mod inbound;

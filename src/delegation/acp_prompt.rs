@@ -6,8 +6,10 @@
 
 use std::path::Path;
 
-use serde_json::{json, Map, Value};
+use agent_client_protocol_schema::v1::ContentBlock;
+use serde_json::Value;
 
+use crate::acp_client::content::{self, LinkDetails};
 use crate::session::{blobs, UserPart};
 
 /// The content blocks for `prompt`, for a child with these `agentCapabilities`.
@@ -20,11 +22,10 @@ pub(crate) fn blocks(prompt: &[UserPart], capabilities: &Value, blob_dir: &Path)
     };
     let (images, embedded) = (takes("image"), takes("embeddedContext"));
     let read = |sha256: &str| blobs::get_text(blob_dir, sha256);
-    let text = |text: String| json!({"type": "text", "text": text});
     let mut out = Vec::new();
     for part in prompt {
-        match part {
-            UserPart::Text { text: t } => out.push(text(t.clone())),
+        let block = match part {
+            UserPart::Text { text } => ContentBlock::from(text.clone()),
             UserPart::ResourceLink {
                 uri,
                 name,
@@ -32,44 +33,30 @@ pub(crate) fn blocks(prompt: &[UserPart], capabilities: &Value, blob_dir: &Path)
                 title,
                 description,
                 size,
-            } => {
-                let mut link = Map::new();
-                link.insert("type".into(), json!("resource_link"));
-                link.insert("uri".into(), json!(uri));
-                link.insert("name".into(), json!(name));
-                let optional = [
-                    ("mimeType", mime_type.as_ref().map(|v| json!(v))),
-                    ("title", title.as_ref().map(|v| json!(v))),
-                    ("description", description.as_ref().map(|v| json!(v))),
-                    ("size", size.map(|v| json!(v))),
-                ];
-                for (key, value) in optional {
-                    if let Some(value) = value {
-                        link.insert(key.into(), value);
-                    }
-                }
-                out.push(Value::Object(link));
-            }
+            } => content::link(
+                name,
+                uri,
+                LinkDetails {
+                    mime_type: mime_type.as_ref(),
+                    title: title.as_ref(),
+                    description: description.as_ref(),
+                    size: *size,
+                },
+            ),
             UserPart::Image {
                 mime_type,
                 sha256,
                 size,
                 uri,
             } => match read(sha256).filter(|_| images) {
-                Some(data) => {
-                    let mut image = json!({"type": "image", "mimeType": mime_type, "data": data});
-                    if let Some(uri) = uri {
-                        image["uri"] = json!(uri);
-                    }
-                    out.push(image);
-                }
-                None if images => out.push(text(format!(
+                Some(data) => content::image(data, mime_type, uri.as_ref()),
+                None if images => ContentBlock::from(format!(
                     "[an image ({mime_type}) was attached here; its data is missing]"
-                ))),
-                None => out.push(text(format!(
+                )),
+                None => ContentBlock::from(format!(
                     "[an image ({mime_type}, {size} bytes of base64) was attached here; this \
                      agent does not take images]"
-                ))),
+                )),
             },
             UserPart::Resource {
                 uri,
@@ -81,33 +68,29 @@ pub(crate) fn blocks(prompt: &[UserPart], capabilities: &Value, blob_dir: &Path)
                 ..
             } => {
                 let contents = inline.clone().or_else(|| sha256.as_deref().and_then(read));
-                let Some(contents) = contents else {
-                    out.push(text(format!(
+                match contents {
+                    None => ContentBlock::from(format!(
                         "[attached file {uri}: its content is missing]"
-                    )));
-                    continue;
-                };
-                if embedded {
-                    let key = if *binary { "blob" } else { "text" };
-                    let mut resource = json!({"uri": uri, key: contents});
-                    if let Some(mime) = mime_type {
-                        resource["mimeType"] = json!(mime);
+                    )),
+                    Some(data) if embedded => {
+                        content::resource(uri, mime_type.as_ref(), data, *binary)
                     }
-                    out.push(json!({"type": "resource", "resource": resource}));
-                } else if *from_link {
                     // The link before it is sent: the child can read the file itself.
-                } else if *binary {
-                    let mime = mime_type.as_deref().unwrap_or("application/octet-stream");
-                    out.push(text(format!(
-                        "[attached file {uri} ({mime}): binary content not shown]"
-                    )));
-                } else {
-                    out.push(text(format!(
-                        "Attached file {uri}:\n<attached-file uri=\"{uri}\">\n{contents}\n</attached-file>"
-                    )));
+                    Some(_) if *from_link => continue,
+                    Some(_) if *binary => {
+                        let mime = mime_type.as_deref().unwrap_or("application/octet-stream");
+                        ContentBlock::from(format!(
+                            "[attached file {uri} ({mime}): binary content not shown]"
+                        ))
+                    }
+                    Some(data) => ContentBlock::from(format!(
+                        "Attached file {uri}:\n<attached-file uri=\"{uri}\">\n{data}\n</attached-file>"
+                    )),
                 }
             }
-        }
+        };
+        // Serialising a schema type into a JSON value cannot fail.
+        out.push(serde_json::to_value(block).unwrap_or_default());
     }
     out
 }
@@ -115,6 +98,7 @@ pub(crate) fn blocks(prompt: &[UserPart], capabilities: &Value, blob_dir: &Path)
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn prompt(dir: &Path) -> Vec<UserPart> {
         let image = blobs::put(dir, b"iVBO").unwrap();
