@@ -448,21 +448,12 @@ async fn kin_reply_steers_a_task_that_is_mid_turn() {
 #[tokio::test]
 async fn the_agent_argument_runs_the_task_as_a_users_agent_definition() {
     let Some(world) = World::new() else { return };
-    let config = world.home.path().join("config/kin");
-    std::fs::create_dir_all(&config).unwrap();
-    std::fs::write(
-        config.join("config.toml"),
-        "[models.small]\nmodel = \"mock-small\"\n",
-    )
-    .unwrap();
-    let agents = world.cwd.path().join(".kin/agents");
-    std::fs::create_dir_all(&agents).unwrap();
-    std::fs::write(
-        agents.join("pirate.md"),
+    world.configure("[models.small]\nmodel = \"mock-small\"\n");
+    world.define(
+        "pirate",
         "---\ndescription: Reads and talks like a pirate\ntools: [Read, grep]\nmodel: small\n\
          permission: read-only\n---\nAlways answer like a pirate.\n",
-    )
-    .unwrap();
+    );
     world.model.push(text_reply(&["Arr, nothing to report."]));
     let found = world
         .client(&[
