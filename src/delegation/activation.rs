@@ -50,8 +50,18 @@ pub(super) struct Activation {
 }
 
 impl Activation {
-    pub(super) fn run(&self) -> Option<Run> {
-        lock(&self.run).clone()
+    /// The in-process child agent, once the provider published one.
+    pub(super) fn local_agent(&self) -> Option<Arc<crate::agent::Agent>> {
+        lock(&self.run).as_ref()?.local_agent.clone()
+    }
+
+    /// Delivers `content` into the running child (see [`Run::steer`]); `None` before the
+    /// provider published the run.
+    pub(super) fn steer(
+        &self,
+        content: Vec<crate::session::UserPart>,
+    ) -> Option<BoxFuture<'static, Result<(), DelegationError>>> {
+        lock(&self.run).as_ref().map(|run| run.steer(content))
     }
 }
 

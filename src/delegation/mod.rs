@@ -488,7 +488,7 @@ impl Delegation {
             // Never adopt an agent the service did not start.
             (None, Some(_)) => return Err(DelegationError::OutsideControl(child_id.to_owned())),
             (Some(activation), Some(live)) => {
-                let local = activation.run().and_then(|run| run.local_agent);
+                let local = activation.local_agent();
                 if local.is_some_and(|local| !Arc::ptr_eq(&local, live)) {
                     return Err(DelegationError::NotAssociatedAgent(child_id.to_owned()));
                 }
@@ -532,19 +532,18 @@ impl Delegation {
     ) -> Result<BoxFuture<'static, Result<Delivery, DelegationError>>, DelegationError> {
         let starting = || DelegationError::Starting(child_id.to_owned());
         let task_id = activation.task_id.get().ok_or_else(starting)?;
-        let task = self
+        let status = self
             .tasks
-            .peek(task_id, &parent.id)
+            .status(task_id, &parent.id)
             .map_err(DelegationError::TaskFence)?;
-        if task.status != crate::tasks::TaskStatus::Running {
+        if status != crate::tasks::TaskStatus::Running {
             return Err(DelegationError::TaskNotRunning {
                 id: child_id.to_owned(),
                 task: task_id.to_string(),
-                status: task.status.as_str(),
+                status: status.as_str(),
             });
         }
-        let run = activation.run().ok_or_else(starting)?;
-        let delivery = run.steer(message);
+        let delivery = activation.steer(message).ok_or_else(starting)?;
         let task_id = task_id.clone();
         let child_id = child_id.to_owned();
         Ok(async move {

@@ -558,6 +558,12 @@ impl TaskService {
         }
     }
 
+    /// A task's status, without counting as having seen its result (and without copying it).
+    pub(crate) fn status(&self, id: &str, caller: &str) -> Result<TaskStatus, TaskError> {
+        let mut state = self.state();
+        Ok(Self::fenced(&mut state, id, caller)?.snapshot.status)
+    }
+
     /// Looks at a task without counting as having seen its result.
     pub fn peek(&self, id: &str, caller: &str) -> Result<TaskSnapshot, TaskError> {
         let mut state = self.state();
