@@ -28,7 +28,8 @@
 //! - [`config`]: where kin keeps its data; the model configuration (flags, env, config file).
 //! - [`session`]: the durable JSONL session log, its records and its folds.
 //! - [`sync`]: the one mutex `lock` helper.
-//! - `memory`: giving the heap of a huge message back to the system.
+//! - [`memory`]: kin's allocator (large buffers on huge pages) and giving the heap of a huge
+//!   message back to the system.
 //! - [`scenario`]: drives `kin acp` through a recorded scenario (`kin demo`, tests, benches).
 //!
 //! Dependencies point down:
@@ -53,7 +54,7 @@ pub mod headless;
 pub mod limits;
 pub mod mcp;
 pub mod mcp_server;
-pub(crate) mod memory;
+pub mod memory;
 pub mod model;
 pub mod process;
 pub mod rpc;
