@@ -57,10 +57,10 @@ fn log_len(home: &Path, session: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// The floor program's median time from writing the image prompt to its answer.
-fn floor_ms(data: &str) -> f64 {
+/// A floor program's median time from writing the image prompt to its answer.
+fn floor_ms(data: &str, spawn: fn(&Path) -> Kin) -> f64 {
     let cwd = temp_dir("kin-bench-cwd-");
-    let mut floor = Kin::spawn_floor(cwd.path());
+    let mut floor = spawn(cwd.path());
     floor.initialize();
     let mut times = Vec::new();
     for id in 0..(PROCESSES * PROMPTS) as u64 {
@@ -162,7 +162,8 @@ fn main() {
         }
         kin.finish();
     }
-    let floor = floor_ms(&data);
+    let floor = floor_ms(&data, Kin::spawn_floor);
+    let pipe = floor_ms(&data, Kin::spawn_pipe_floor);
     let (image_median, image_p10, image_p90) = summary(&mut with_image);
     let (text_median, _, _) = summary(&mut without);
     let (whole_image, _, _) = summary(&mut sent_with);
@@ -185,6 +186,12 @@ fn main() {
          {floor:.2} ms for the same image prompt: what moving 6.7 MB through a pipe and parsing \
          it costs any agent; kin's image cost beyond it {:.2} ms",
         image_median - text_median - floor
+    );
+    println!(
+        "prompt_image: the pipe floor (blocking reads into a buffer it keeps, the newline \
+         found, nothing parsed) takes {pipe:.2} ms: what moving the line alone costs; kin's \
+         image cost beyond it {:.2} ms",
+        image_median - text_median - pipe
     );
     println!(
         "prompt_image: its user/message log line: median {line_median:.0} bytes, at most \

@@ -33,8 +33,10 @@ pub fn kin_binary() -> OsString {
 /// becomes this program and exits at stdin EOF, so the floor is built by the same `cargo
 /// bench` with the same profile and never ships.
 pub fn serve_floor_if_asked() {
-    if std::env::var_os(FLOOR).is_none() {
-        return;
+    match std::env::var(FLOOR).as_deref() {
+        Err(_) => return,
+        Ok(PIPE_FLOOR) => serve_pipe_floor(),
+        Ok(_) => {}
     }
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -66,6 +68,54 @@ pub fn serve_floor_if_asked() {
     });
     // stdin's reader thread may still be parked in a read; do not wait for it.
     std::process::exit(0);
+}
+
+/// [`FLOOR`]'s value for [`serve_pipe_floor`].
+const PIPE_FLOOR: &str = "pipe";
+
+/// The floor of moving a line through a pipe: the pipe widened to 1 MiB (as kin widens its
+/// stdin), blocking reads into one buffer kept for the whole run (so its pages are in place
+/// after the first line), a SIMD search for the newline, the `id` read off the line's start,
+/// an empty result. No parsing, no runtime.
+fn serve_pipe_floor() -> ! {
+    use std::io::{Read, Write};
+    use std::os::fd::AsFd;
+    let _ = nix::fcntl::fcntl(
+        std::io::stdin().as_fd(),
+        nix::fcntl::FcntlArg::F_SETPIPE_SZ(1 << 20),
+    );
+    let (mut stdin, mut stdout) = (std::io::stdin().lock(), std::io::stdout().lock());
+    let mut buffer = vec![0u8; 32 << 20];
+    let (mut filled, mut scanned) = (0, 0);
+    loop {
+        if let Some(at) = memchr::memchr(b'\n', &buffer[scanned..filled]) {
+            let end = scanned + at;
+            if let Some(id) = leading_id(&buffer[..end]) {
+                let answer = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{}}}}\n");
+                stdout.write_all(answer.as_bytes()).expect("writing");
+                stdout.flush().expect("flushing");
+            }
+            buffer.copy_within(end + 1..filled, 0);
+            (filled, scanned) = (filled - end - 1, 0);
+            continue;
+        }
+        scanned = filled;
+        match stdin.read(&mut buffer[filled..]) {
+            Ok(0) | Err(_) => std::process::exit(0),
+            Ok(n) => filled += n,
+        }
+    }
+}
+
+/// The numeric `id` of a line that starts `{"jsonrpc":"2.0","id":N`, as the benches write.
+fn leading_id(line: &[u8]) -> Option<u64> {
+    let head = &line[..line.len().min(64)];
+    let at = head.windows(5).position(|w| w == b"\"id\":")? + 5;
+    let digits = head[at..].iter().take_while(|b| b.is_ascii_digit()).count();
+    std::str::from_utf8(&head[at..at + digits])
+        .ok()?
+        .parse()
+        .ok()
 }
 
 /// The `initialize` request every bench starts with (id 1).
@@ -121,6 +171,13 @@ impl Kin {
     pub fn spawn_floor(cwd: &Path) -> Self {
         let mut command = Command::new(std::env::current_exe().expect("the bench's own path"));
         command.env(FLOOR, "1").current_dir(cwd);
+        Self::start(command)
+    }
+
+    /// The pipe floor ([`serve_pipe_floor`]): what moving a line costs with nothing done to it.
+    pub fn spawn_pipe_floor(cwd: &Path) -> Self {
+        let mut command = Command::new(std::env::current_exe().expect("the bench's own path"));
+        command.env(FLOOR, PIPE_FLOOR).current_dir(cwd);
         Self::start(command)
     }
 
