@@ -127,7 +127,12 @@ mod huge {
 // SAFETY: small allocations are the system allocator's own; large ones are mappings that
 // satisfy the layout (2 MiB alignment covers every alignment `is_huge` admits) and are only
 // released by `dealloc`/`realloc` with the layout they were made for.
+//
+// Each method is kept out of line, as the system allocator's are: inlined into every
+// allocation and drop in the program, the size test would grow code everywhere and change
+// what else the compiler inlines.
 unsafe impl std::alloc::GlobalAlloc for HugePageAllocator {
+    #[inline(never)]
     unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
         match is_huge(layout) {
             true => huge::map(layout.size()),
@@ -136,6 +141,7 @@ unsafe impl std::alloc::GlobalAlloc for HugePageAllocator {
         }
     }
 
+    #[inline(never)]
     unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
         match is_huge(layout) {
             // A fresh anonymous mapping reads as zeros.
@@ -145,6 +151,7 @@ unsafe impl std::alloc::GlobalAlloc for HugePageAllocator {
         }
     }
 
+    #[inline(never)]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
         match is_huge(layout) {
             // SAFETY: `ptr` came from `alloc` with this layout, so it is our mapping.
@@ -154,6 +161,7 @@ unsafe impl std::alloc::GlobalAlloc for HugePageAllocator {
         }
     }
 
+    #[inline(never)]
     unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
         // SAFETY: `layout.align()` is a valid alignment and the caller guarantees `new_size`
         // does not overflow it when rounded up.
