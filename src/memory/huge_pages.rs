@@ -224,4 +224,41 @@ mod tests {
             allocator.dealloc(up, Layout::from_size_align(HUGE_FROM, 8).unwrap());
         }
     }
+
+    /// With the address space after a block taken, growing it must move its pages elsewhere.
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_block_that_cannot_grow_in_place_moves_to_a_new_aligned_mapping() {
+        let allocator = HugePageAllocator;
+        let layout = Layout::from_size_align(HUGE_FROM, 8).unwrap();
+        unsafe {
+            let block = allocator.alloc(layout);
+            assert!(!block.is_null());
+            block.write_bytes(9, layout.size());
+            let after = block.add(mapped_len(layout.size()));
+            let blocker = libc::mmap(
+                after.cast(),
+                HUGE_PAGE,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
+                -1,
+                0,
+            );
+            assert_eq!(
+                blocker,
+                after.cast(),
+                "the page after the block is free to take"
+            );
+            let grown = allocator.realloc(block, layout, 2 * HUGE_FROM);
+            assert!(!grown.is_null());
+            assert_ne!(grown, block, "moved");
+            assert_eq!(grown as usize % HUGE_PAGE, 0, "2 MiB aligned");
+            assert!(std::slice::from_raw_parts(grown, layout.size())
+                .iter()
+                .all(|&b| b == 9));
+            grown.add(2 * HUGE_FROM - 1).write(1);
+            allocator.dealloc(grown, Layout::from_size_align(2 * HUGE_FROM, 8).unwrap());
+            libc::munmap(blocker, HUGE_PAGE);
+        }
+    }
 }
