@@ -139,18 +139,29 @@ fn user_content(server: &MockServer, request: usize) -> Value {
     messages.iter().rev().find(|m| m["role"] == "user").unwrap()["content"].clone()
 }
 
-#[tokio::test]
-async fn an_image_reaches_a_model_that_takes_images_and_stays_out_of_the_log() {
+/// A kin on a model that takes images (answering "a cat"), with a session open.
+async fn open_with_images() -> (MockServer, Wire, Checked, String) {
     let server = MockServer::start();
     server.push(text_reply(&["a cat"]));
     let mut kin = live(&server, Some("images = true\n"));
     let mut wire = Checked::new();
     let (session, _) = wire.open(&mut kin).await;
-    let data = "iVBORw0KGgo".repeat(1000);
-    let prompt = json!({"sessionId": session, "prompt": [
+    (server, kin, wire, session)
+}
+
+/// A prompt asking about the PNG image `data`.
+fn image_prompt(session: &str, data: &str) -> Value {
+    json!({"sessionId": session, "prompt": [
         {"type": "text", "text": "What is this?"},
         {"type": "image", "mimeType": "image/png", "data": data},
-    ]});
+    ]})
+}
+
+#[tokio::test]
+async fn an_image_reaches_a_model_that_takes_images_and_stays_out_of_the_log() {
+    let (server, mut kin, mut wire, session) = open_with_images().await;
+    let data = "iVBORw0KGgo".repeat(1000);
+    let prompt = image_prompt(&session, &data);
     let (updates, answer) = wire.request(&mut kin, 3, "session/prompt", prompt).await;
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     assert!(!kinds(&updates).contains(&"notice".to_owned()));
@@ -176,6 +187,32 @@ async fn an_image_reaches_a_model_that_takes_images_and_stays_out_of_the_log() {
         .find(|u| u.pointer("/params/update/content/type") == Some(&json!("image")))
         .expect("the image is replayed");
     assert_eq!(image["params"]["update"]["content"]["data"], data);
+}
+
+#[tokio::test]
+async fn an_image_that_cannot_be_stored_still_reaches_the_model_and_the_user_is_told() {
+    let (server, mut kin, mut wire, session) = open_with_images().await;
+    // A blob directory nothing can be created in, root or not: the image is written while
+    // the model request goes out, and that write fails.
+    let blobs = kin.home.path().join(format!("sessions/{session}.blobs"));
+    std::os::unix::fs::symlink("/proc/self/fdinfo", &blobs).unwrap();
+    let data = "iVBORw0KGgo".repeat(1000);
+    let prompt = image_prompt(&session, &data);
+    let (updates, answer) = wire.request(&mut kin, 3, "session/prompt", prompt).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let content = user_content(&server, 0);
+    assert_eq!(
+        content[1]["image_url"]["url"],
+        format!("data:image/png;base64,{data}")
+    );
+    let notice = updates
+        .iter()
+        .find(|u| u.pointer("/params/update/sessionUpdate") == Some(&json!("notice")))
+        .expect("a notice about the image");
+    assert_eq!(notice["params"]["update"]["severity"], "error");
+    let title = notice["params"]["update"]["title"].as_str().unwrap();
+    assert!(title.contains("could not be stored"), "{title}");
+    log_text(&kin, &session);
 }
 
 #[tokio::test]

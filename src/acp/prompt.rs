@@ -4,6 +4,7 @@
 //! change.
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use agent_client_protocol_schema::v1::{
@@ -23,7 +24,7 @@ use crate::agent::{Agent, CompactionOutcome, TurnError};
 use crate::model::Credentials;
 use crate::rpc::{Peer, RequestContext, RpcError};
 use crate::runtime::Runtime;
-use crate::session::UserPart;
+use crate::session::{blob_writes, UserPart};
 use crate::sync::lock;
 use crate::tools::PermissionMode;
 
@@ -185,6 +186,31 @@ fn agents_text(runtime: &Runtime, session: &str) -> String {
     format!("Subagents of this session:\n{}", lines.join("\n"))
 }
 
+/// Waits for the blob files of the session's last prompts, written while the turn ran (see
+/// `blob_writes`), and tells the user of any that could not be written.
+async fn report_unstored(cx: &RequestContext, client: &ClientCapabilities, id: &str, dir: &Path) {
+    let owned = dir.to_owned();
+    let failed = tokio::task::spawn_blocking(move || blob_writes::take_failed(&owned))
+        .await
+        .unwrap_or_default();
+    for error in failed {
+        let description = format!(
+            "Writing it to {} failed: {error}. The model saw it; when the session is loaded it \
+             will be missing.",
+            dir.display()
+        );
+        let title = "An attachment of this prompt could not be stored";
+        notice::send(
+            &cx.peer,
+            client,
+            id,
+            Severity::Error,
+            title,
+            Some(&description),
+        );
+    }
+}
+
 pub(crate) async fn prompt(
     runtime: Arc<Runtime>,
     client: ClientCapabilities,
@@ -257,6 +283,7 @@ pub(crate) async fn prompt(
         .host()
         .start_turn(agent, parts, Some(bridge), cancel.clone())
         .await;
+    report_unstored(&cx, &client, &id, &blob_dir).await;
     if let Err(error @ TurnError::Busy { .. }) = &outcome {
         return Err(RpcError::invalid_request(format!(
             "invalid request: {error}"

@@ -68,6 +68,12 @@ fn store(dir: &Path, bytes: &[u8]) -> Result<String, RpcError> {
     blobs::put(dir, bytes).map_err(|e| store_failed(dir, e))
 }
 
+/// Stores an image's base64: kept in memory too, as the model request reads it back at once,
+/// and written while that request goes out.
+fn store_image(dir: &Path, base64: String) -> Result<String, RpcError> {
+    blobs::put_text(dir, std::sync::Arc::new(base64)).map_err(|e| store_failed(dir, e))
+}
+
 fn store_failed(dir: &Path, error: std::io::Error) -> RpcError {
     RpcError::internal(format!(
         "could not store a prompt attachment in {}: {error}",
@@ -86,10 +92,7 @@ pub(crate) fn convert(
             ContentBlock::Text(text) => out.parts.push(UserPart::Text { text: text.text }),
             ContentBlock::Image(image) => {
                 let size = image.data.len() as u64;
-                // Kept in memory too: the model request reads it back at once.
-                let data = std::sync::Arc::new(image.data);
-                let sha256 =
-                    blobs::put_text(cx.blob_dir, data).map_err(|e| store_failed(cx.blob_dir, e))?;
+                let name = store_image(cx.blob_dir, image.data)?;
                 if !cx.images {
                     out.notices.push(format!(
                         "The model does not take images: an image ({}) was replaced by a placeholder",
@@ -99,7 +102,7 @@ pub(crate) fn convert(
                 out.parts.push(UserPart::Image {
                     size,
                     mime_type: image.mime_type,
-                    sha256,
+                    blob: name,
                     uri: image.uri,
                 });
             }
@@ -107,7 +110,7 @@ pub(crate) fn convert(
                 match embedded.resource {
                     EmbeddedResourceResource::TextResourceContents(text) => {
                         let size = text.text.len() as u64;
-                        let (inline, sha256) = if text.text.len() <= INLINE_MAX {
+                        let (inline, stored) = if text.text.len() <= INLINE_MAX {
                             (Some(text.text), None)
                         } else {
                             (None, Some(store(cx.blob_dir, text.text.as_bytes())?))
@@ -116,7 +119,7 @@ pub(crate) fn convert(
                             uri: text.uri,
                             mime_type: text.mime_type,
                             text: inline,
-                            sha256,
+                            blob: stored,
                             size,
                             binary: false,
                             from_link: false,
@@ -124,9 +127,13 @@ pub(crate) fn convert(
                         });
                     }
                     EmbeddedResourceResource::BlobResourceContents(blob) => {
-                        let sha256 = store(cx.blob_dir, blob.blob.as_bytes())?;
                         let size = blob.blob.len() as u64;
                         let mime = blob.mime_type.clone().unwrap_or_default();
+                        let name = if mime.starts_with("image/") {
+                            store_image(cx.blob_dir, blob.blob)?
+                        } else {
+                            store(cx.blob_dir, blob.blob.as_bytes())?
+                        };
                         if mime.starts_with("image/") {
                             if !cx.images {
                                 out.notices.push(format!(
@@ -136,7 +143,7 @@ pub(crate) fn convert(
                             }
                             out.parts.push(UserPart::Image {
                                 mime_type: mime,
-                                sha256,
+                                blob: name,
                                 size,
                                 uri: Some(blob.uri),
                             });
@@ -145,7 +152,7 @@ pub(crate) fn convert(
                                 uri: blob.uri,
                                 mime_type: blob.mime_type,
                                 text: None,
-                                sha256: Some(sha256),
+                                blob: Some(name),
                                 size,
                                 binary: true,
                                 from_link: false,
@@ -231,7 +238,7 @@ pub(crate) fn read_linked(
         Err(_) => return Ok(None),
     };
     let size = text.len() as u64;
-    let (inline, sha256) = if text.len() <= INLINE_MAX {
+    let (inline, stored) = if text.len() <= INLINE_MAX {
         (Some(text), None)
     } else {
         (None, Some(store(blob_dir, text.as_bytes())?))
@@ -240,7 +247,7 @@ pub(crate) fn read_linked(
         uri: uri.to_owned(),
         mime_type: None,
         text: inline,
-        sha256,
+        blob: stored,
         size,
         binary: false,
         from_link: true,
@@ -316,7 +323,7 @@ mod tests {
         );
         let big = attach_link(&uri(&work.path().join("big.txt")), &cx).unwrap();
         assert!(
-            matches!(big, Linked::Attached(UserPart::Resource { sha256: Some(_), cap: Some(c), .. }) if c == LINK_CAP)
+            matches!(big, Linked::Attached(UserPart::Resource { blob: Some(_), cap: Some(c), .. }) if c == LINK_CAP)
         );
         let secret_path = outside.path().join("secret.md");
         let secret = attach_link(&uri(&secret_path), &cx).unwrap();

@@ -213,16 +213,16 @@ pub(crate) fn acp_kind(kind: ToolKind) -> AcpToolKind {
 /// for a link (the link itself is replayed). Payloads come from the blob directory; one that
 /// is missing there is replayed as a note.
 fn user_block(part: &UserPart, blob_dir: Option<&Path>) -> Option<ContentBlock> {
-    let read = |sha256: &str| blob_dir.and_then(|dir| blobs::get_text(dir, sha256));
+    let read = |blob: &str| blob_dir.and_then(|dir| blobs::get_text(dir, blob));
     let missing = |what: &str| ContentBlock::from(format!("[{what}: its data is missing]"));
     Some(match part {
         UserPart::Text { text } => ContentBlock::from(field(text)),
         UserPart::Image {
             mime_type,
-            sha256,
+            blob,
             uri,
             ..
-        } => match read(sha256) {
+        } => match read(blob) {
             Some(data) => content::image(data, mime_type, uri.as_ref()),
             None => missing("image"),
         },
@@ -233,10 +233,10 @@ fn user_block(part: &UserPart, blob_dir: Option<&Path>) -> Option<ContentBlock> 
             uri,
             mime_type,
             text,
-            sha256,
+            blob,
             binary,
             ..
-        } => match text.clone().or_else(|| sha256.as_deref().and_then(read)) {
+        } => match text.clone().or_else(|| blob.as_deref().and_then(read)) {
             Some(data) => content::resource(uri, mime_type.as_ref(), data, *binary),
             None => missing(uri),
         },

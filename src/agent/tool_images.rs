@@ -13,10 +13,10 @@ pub(super) fn store(blob_dir: &Path, images: Vec<ToolImage>) -> Vec<ToolResultCo
         .into_iter()
         .filter_map(
             |image| match blobs::put(blob_dir, image.base64.as_bytes()) {
-                Ok(sha256) => Some(ToolResultContent::Image {
+                Ok(blob) => Some(ToolResultContent::Image {
                     size: image.base64.len() as u64,
                     mime_type: image.mime_type,
-                    sha256,
+                    blob,
                 }),
                 Err(error) => {
                     tracing::warn!(%error, "a tool's image could not be stored; it is left out");
@@ -39,10 +39,10 @@ mod tests {
             base64: "iVBO".into(),
         };
         let parts = store(dir.path(), vec![image]);
-        let [ToolResultContent::Image { sha256, size, .. }] = parts.as_slice() else {
+        let [ToolResultContent::Image { blob, size, .. }] = parts.as_slice() else {
             panic!("one image part: {parts:?}");
         };
         assert_eq!(*size, 4);
-        assert_eq!(blobs::get_text(dir.path(), sha256).as_deref(), Some("iVBO"));
+        assert_eq!(blobs::get_text(dir.path(), blob).as_deref(), Some("iVBO"));
     }
 }

@@ -21,7 +21,7 @@ pub(crate) fn blocks(prompt: &[UserPart], capabilities: &Value, blob_dir: &Path)
             == Some(true)
     };
     let (images, embedded) = (takes("image"), takes("embeddedContext"));
-    let read = |sha256: &str| blobs::get_text(blob_dir, sha256);
+    let read = |blob: &str| blobs::get_text(blob_dir, blob);
     let mut out = Vec::new();
     for part in prompt {
         let block = match part {
@@ -45,10 +45,10 @@ pub(crate) fn blocks(prompt: &[UserPart], capabilities: &Value, blob_dir: &Path)
             ),
             UserPart::Image {
                 mime_type,
-                sha256,
+                blob,
                 size,
                 uri,
-            } => match read(sha256).filter(|_| images) {
+            } => match read(blob).filter(|_| images) {
                 Some(data) => content::image(data, mime_type, uri.as_ref()),
                 None if images => ContentBlock::from(format!(
                     "[an image ({mime_type}) was attached here; its data is missing]"
@@ -62,12 +62,12 @@ pub(crate) fn blocks(prompt: &[UserPart], capabilities: &Value, blob_dir: &Path)
                 uri,
                 mime_type,
                 text: inline,
-                sha256,
+                blob,
                 binary,
                 from_link,
                 ..
             } => {
-                let contents = inline.clone().or_else(|| sha256.as_deref().and_then(read));
+                let contents = inline.clone().or_else(|| blob.as_deref().and_then(read));
                 match contents {
                     None => ContentBlock::from(format!(
                         "[attached file {uri}: its content is missing]"
@@ -106,7 +106,7 @@ mod tests {
             UserPart::text("look"),
             UserPart::Image {
                 mime_type: "image/png".into(),
-                sha256: image,
+                blob: image,
                 size: 4,
                 uri: None,
             },
@@ -114,7 +114,7 @@ mod tests {
                 uri: "file:///w/a.md".into(),
                 mime_type: Some("text/markdown".into()),
                 text: Some("hello".into()),
-                sha256: None,
+                blob: None,
                 size: 5,
                 binary: false,
                 from_link: false,

@@ -593,11 +593,11 @@ impl ToolResult {
             .filter_map(|content| match content {
                 ToolResultContent::Image {
                     mime_type,
-                    sha256,
+                    blob,
                     size,
                 } => Some(UserPart::Image {
                     mime_type: mime_type.clone(),
-                    sha256: sha256.clone(),
+                    blob: blob.clone(),
                     size: *size,
                     uri: None,
                 }),

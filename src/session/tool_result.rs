@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-/// One piece of a tool's result: its text, or an image whose base64 text is blob `sha256`
+/// One piece of a tool's result: its text, or an image whose base64 text is blob `blob`
 /// (`size` its length), as a user message's image part.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(
@@ -16,7 +16,8 @@ pub(crate) enum ToolResultContent {
     },
     Image {
         mime_type: String,
-        sha256: String,
+        #[serde(alias = "sha256")]
+        blob: String,
         size: u64,
     },
 }

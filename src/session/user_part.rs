@@ -1,6 +1,6 @@
 //! The parts of a user-role message as the log keeps them: text, links, images and attached
-//! resources. Large payloads are not in the log line: a part names them by the SHA-256 of the
-//! file holding them in the session's blob directory (see [`super::blobs`]).
+//! resources. Large payloads are not in the log line: a part names the file holding them in the
+//! session's blob directory (see [`super::blobs`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -36,12 +36,13 @@ pub enum UserPart {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         size: Option<i64>,
     },
-    /// An image; its base64 text, as the client sent it, is the blob `sha256`.
+    /// An image; its base64 text, as the client sent it, is the blob `blob`.
     Image {
         /// Its media type.
         mime_type: String,
-        /// The blob holding the base64 text.
-        sha256: String,
+        /// The blob holding the base64 text (`sha256` in logs written before BLAKE3 names).
+        #[serde(alias = "sha256")]
+        blob: String,
         /// Length of the base64 text.
         size: u64,
         /// Where the image came from, if the client said.
@@ -60,8 +61,8 @@ pub enum UserPart {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         text: Option<String>,
         /// The blob holding the content otherwise (text, or base64 when `binary`).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        sha256: Option<String>,
+        #[serde(default, alias = "sha256", skip_serializing_if = "Option::is_none")]
+        blob: Option<String>,
         /// Length of the content in bytes (of the base64 text when `binary`).
         size: u64,
         /// Whether the blob holds base64 of binary content.
@@ -110,7 +111,7 @@ mod tests {
             uri: "file:///w/a.md".into(),
             mime_type: None,
             text: Some("hi".into()),
-            sha256: None,
+            blob: None,
             size: 2,
             binary: false,
             from_link: true,
@@ -122,10 +123,19 @@ mod tests {
             serde_json::json!({"type": "resource", "uri": "file:///w/a.md", "text": "hi", "size": 2, "fromLink": true})
         );
         assert_eq!(serde_json::from_value::<UserPart>(wire).unwrap(), part);
-        let image: UserPart = serde_json::from_str(
+        let image: UserPart =
+            serde_json::from_str(r#"{"type":"image","mimeType":"image/png","blob":"ab","size":4}"#)
+                .unwrap();
+        assert!(matches!(image, UserPart::Image { size: 4, .. }));
+        // A line written before blobs were named by BLAKE3 reads the same.
+        let old: UserPart = serde_json::from_str(
             r#"{"type":"image","mimeType":"image/png","sha256":"ab","size":4}"#,
         )
         .unwrap();
-        assert!(matches!(image, UserPart::Image { size: 4, .. }));
+        assert!(matches!(old, UserPart::Image { ref blob, .. } if blob == "ab"));
+        let old: UserPart =
+            serde_json::from_str(r#"{"type":"resource","uri":"u","sha256":"cd","size":9}"#)
+                .unwrap();
+        assert!(matches!(old, UserPart::Resource { blob: Some(ref b), .. } if b == "cd"));
     }
 }

@@ -59,10 +59,10 @@ mod tests {
 
     use super::*;
 
-    fn result(call_id: &str, images: usize, sha256: &str) -> Arc<HistoryItem> {
+    fn result(call_id: &str, images: usize, blob: &str) -> Arc<HistoryItem> {
         let image = UserPart::Image {
             mime_type: "image/png".into(),
-            sha256: sha256.into(),
+            blob: blob.into(),
             size: 4,
             uri: None,
         };

@@ -93,8 +93,8 @@ fn needs_escaping(bytes: &[u8]) -> bool {
     })
 }
 
-fn read_text(how: UserEncoding<'_>, sha256: &str) -> Option<Arc<String>> {
-    how.blobs.and_then(|dir| blobs::get_shared(dir, sha256))
+fn read_text(how: UserEncoding<'_>, blob: &str) -> Option<Arc<String>> {
+    how.blobs.and_then(|dir| blobs::get_shared(dir, blob))
 }
 
 fn piece(part: &UserPart, how: UserEncoding<'_>) -> Piece {
@@ -103,11 +103,11 @@ fn piece(part: &UserPart, how: UserEncoding<'_>) -> Piece {
         UserPart::ResourceLink { uri, name, .. } => Piece::Text(format!("[{name}]({uri})")),
         UserPart::Image {
             mime_type,
-            sha256,
+            blob,
             size,
             ..
         } => {
-            let data = how.images.then(|| read_text(how, sha256)).flatten();
+            let data = how.images.then(|| read_text(how, blob)).flatten();
             match data {
                 Some(base64) => Piece::Image {
                     mime_type: mime_type.clone(),
@@ -123,7 +123,7 @@ fn piece(part: &UserPart, how: UserEncoding<'_>) -> Piece {
             uri,
             mime_type,
             text,
-            sha256,
+            blob,
             size,
             binary,
             cap,
@@ -135,9 +135,9 @@ fn piece(part: &UserPart, how: UserEncoding<'_>) -> Piece {
                     "[attached file {uri} ({mime}, {size} bytes of base64): binary content not shown]"
                 ));
             }
-            let body = match (text, sha256) {
+            let body = match (text, blob) {
                 (Some(text), _) => Some(text.clone()),
-                (None, Some(sha256)) => read_text(how, sha256).map(Arc::unwrap_or_clone),
+                (None, Some(blob)) => read_text(how, blob).map(Arc::unwrap_or_clone),
                 (None, None) => None,
             };
             let Some(body) = body else {
@@ -174,10 +174,10 @@ mod tests {
         message["content"].clone()
     }
 
-    fn image(sha256: &str) -> UserPart {
+    fn image(blob: &str) -> UserPart {
         UserPart::Image {
             mime_type: "image/png".into(),
-            sha256: sha256.into(),
+            blob: blob.into(),
             size: 4,
             uri: None,
         }
@@ -228,7 +228,7 @@ mod tests {
             uri: "file:///w/a.md".into(),
             mime_type: None,
             text: Some("hello".into()),
-            sha256: None,
+            blob: None,
             size: 5,
             binary: false,
             from_link: false,
