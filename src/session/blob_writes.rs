@@ -1,4 +1,4 @@
-//! Blob files written on a thread of their own, after their name is known: a prompt's image is
+//! Blob files written on a blocking thread once their name is known: a prompt's image is
 //! hashed at once (the log line names it) and the model request goes out while the file is
 //! still being written. Whoever reads a blob that is still being written waits for it; the
 //! prompt that stored it collects a failure with [`take_failed`]; kin waits for all of them
@@ -45,8 +45,8 @@ impl Drop for Ending {
     }
 }
 
-/// Runs `write` (which makes the file `path`) on a thread of its own; on the calling thread
-/// when no thread can be started.
+/// Runs `write` (which makes the file `path`) on the runtime's blocking threads; on the
+/// calling thread outside a runtime.
 pub(crate) fn spawn(path: PathBuf, write: impl FnOnce() -> io::Result<()> + Send + 'static) {
     lock(&WRITES).running.push(path.clone());
     let run = move || {
@@ -56,19 +56,9 @@ pub(crate) fn spawn(path: PathBuf, write: impl FnOnce() -> io::Result<()> + Send
         };
         ending.error = write().err().map(|e| e.to_string());
     };
-    let run = std::sync::Arc::new(Mutex::new(Some(run)));
-    let on_thread = run.clone();
-    let started = std::thread::Builder::new()
-        .name("kin-blob-write".into())
-        .spawn(move || {
-            if let Some(run) = lock(&on_thread).take() {
-                run();
-            }
-        });
-    if started.is_err() {
-        if let Some(run) = lock(&run).take() {
-            run();
-        }
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => drop(runtime.spawn_blocking(run)),
+        Err(_) => run(),
     }
 }
 
@@ -110,8 +100,8 @@ pub(crate) fn take_failed(dir: &Path) -> Vec<String> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_reader_waits_for_the_write_and_a_failure_is_taken_once() {
+    #[tokio::test]
+    async fn a_reader_waits_for_the_write_and_a_failure_is_taken_once() {
         let home = tempfile::tempdir().unwrap();
         let dir = home.path().to_owned();
         let (go, wait) = std::sync::mpsc::channel::<()>();
