@@ -189,6 +189,66 @@ async fn an_image_reaches_a_model_that_takes_images_and_stays_out_of_the_log() {
     assert_eq!(image["params"]["update"]["content"]["data"], data);
 }
 
+/// A line of megabytes: its long strings are taken out before it is parsed (`long_strings`),
+/// and the images go to the model uncopied. What the model and the log get is exactly what
+/// the prompt held, on its first request and on the next one (which keeps the first's body).
+#[tokio::test]
+async fn megabyte_images_and_long_texts_reach_the_model_exactly() {
+    let (server, mut kin, mut wire, session) = open_with_images().await;
+    server.push(text_reply(&["still a cat"]));
+    let image = "iVBORw0KGgo".repeat(200_000);
+    let embedded = "R0lGODlh".repeat(20_000);
+    let long_text = "word ".repeat(20_000);
+    let file_text = "x=1; ".repeat(20_000);
+    let prompt = json!({"sessionId": session, "prompt": [
+        {"type": "text", "text": long_text},
+        {"type": "image", "mimeType": "image/png", "data": image},
+        {"type": "resource", "resource":
+            {"uri": "file:///w/a.gif", "mimeType": "image/gif", "blob": embedded}},
+        {"type": "resource", "resource": {"uri": "file:///w/a.js", "text": file_text}},
+    ]});
+    let (_, answer) = wire.request(&mut kin, 3, "session/prompt", prompt).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let follow = json!({"sessionId": session, "prompt": [{"type": "text", "text": "And now?"}]});
+    let (_, answer) = wire.request(&mut kin, 4, "session/prompt", follow).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    for request in 0..2 {
+        let body = &server.requests()[request].body;
+        let first_user = body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["role"] == "user")
+            .unwrap();
+        let content = first_user["content"].as_array().unwrap();
+        assert_eq!(content[0], json!({"type": "text", "text": long_text}));
+        assert_eq!(
+            content[1]["image_url"]["url"],
+            format!("data:image/png;base64,{image}")
+        );
+        assert_eq!(
+            content[2]["image_url"]["url"],
+            format!("data:image/gif;base64,{embedded}")
+        );
+        let attached = content[3]["text"].as_str().unwrap();
+        assert!(
+            attached.contains(&format!("\n{file_text}\n")),
+            "request {request}"
+        );
+    }
+    let log = log_text(&kin, &session);
+    assert!(!log.contains(&image) && !log.contains(&embedded));
+    let blobs = kin.home.path().join(format!("sessions/{session}.blobs"));
+    let mut stored: Vec<String> = std::fs::read_dir(&blobs)
+        .unwrap()
+        .map(|entry| std::fs::read_to_string(entry.unwrap().path()).unwrap())
+        .collect();
+    stored.sort();
+    let mut expected = vec![image, embedded, file_text];
+    expected.sort();
+    assert!(stored == expected, "each payload is stored whole");
+}
+
 #[tokio::test]
 async fn an_image_that_cannot_be_stored_still_reaches_the_model_and_the_user_is_told() {
     let (server, mut kin, mut wire, session) = open_with_images().await;

@@ -10,10 +10,12 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use agent_client_protocol_schema::v1::{ContentBlock, EmbeddedResourceResource};
+use bytes::Bytes;
 use serde_json::Value;
 
-use crate::rpc::RpcError;
-use crate::session::{blobs, UserPart};
+use crate::rpc::{LongStrings, RpcError};
+use crate::session::blobs::{self, Text};
+use crate::session::UserPart;
 use crate::tools::Roots;
 
 /// Text resources longer than this go to the blob directory instead of the log line.
@@ -21,11 +23,52 @@ pub(crate) const INLINE_MAX: usize = 4 * 1024;
 /// Most bytes of a linked file attached to the prompt.
 pub(crate) const LINK_CAP: u64 = 256 * 1024;
 
-/// What converting needs: where blobs go, the roots, whether the model takes images.
+/// What converting needs: where blobs go, the roots, whether the model takes images, and the
+/// payloads the request's line kept aside ([`keep_payloads`]).
 pub(crate) struct PromptContext<'a> {
     pub(crate) blob_dir: &'a Path,
     pub(crate) roots: &'a Roots,
     pub(crate) images: bool,
+    pub(crate) long_strings: &'a LongStrings,
+}
+
+/// Puts back the long strings of a `session/prompt`'s params (see `rpc::long_strings`), except
+/// the payloads of image blocks and of embedded blob resources: those stay markers, for
+/// [`convert`] to take as slices of the line, so a pasted image is never copied.
+pub(crate) fn keep_payloads(params: &mut Value, long: &LongStrings) {
+    fn payload_slot(block: &mut Value) -> Option<&mut Value> {
+        match block.get("type").and_then(Value::as_str) {
+            Some("image") => block.get_mut("data"),
+            Some("resource") => block.get_mut("resource")?.get_mut("blob"),
+            _ => None,
+        }
+    }
+    let mut kept = Vec::new();
+    let blocks = params.get_mut("prompt").and_then(Value::as_array_mut);
+    for (at, block) in blocks.into_iter().flatten().enumerate() {
+        if let Some(slot) = payload_slot(block) {
+            kept.push((at, slot.take()));
+        }
+    }
+    long.restore(params);
+    for (at, value) in kept {
+        if let Some(slot) = params["prompt"].get_mut(at).and_then(payload_slot) {
+            *slot = value;
+        }
+    }
+}
+
+/// A block's payload: the string its marker stands for (plain, and hashed as it was read), or
+/// the text itself.
+fn payload(cx: &PromptContext<'_>, text: String) -> Text {
+    match cx.long_strings.take(&text) {
+        Some(taken) => Text {
+            bytes: taken.text,
+            hash: Some(taken.hash),
+            plain: true,
+        },
+        None => Text::new(Bytes::from(text.into_bytes())),
+    }
 }
 
 /// The parts, and what the user should be told about them.
@@ -70,8 +113,8 @@ fn store(dir: &Path, bytes: &[u8]) -> Result<String, RpcError> {
 
 /// Stores an image's base64: kept in memory too, as the model request reads it back at once,
 /// and written while that request goes out.
-fn store_image(dir: &Path, base64: String) -> Result<String, RpcError> {
-    blobs::put_text(dir, std::sync::Arc::new(base64)).map_err(|e| store_failed(dir, e))
+fn store_image(dir: &Path, base64: Text) -> Result<String, RpcError> {
+    blobs::put_text(dir, base64).map_err(|e| store_failed(dir, e))
 }
 
 fn store_failed(dir: &Path, error: std::io::Error) -> RpcError {
@@ -91,8 +134,9 @@ pub(crate) fn convert(
         match block {
             ContentBlock::Text(text) => out.parts.push(UserPart::Text { text: text.text }),
             ContentBlock::Image(image) => {
-                let size = image.data.len() as u64;
-                let name = store_image(cx.blob_dir, image.data)?;
+                let data = payload(cx, image.data);
+                let size = data.bytes.len() as u64;
+                let name = store_image(cx.blob_dir, data)?;
                 if !cx.images {
                     out.notices.push(format!(
                         "The model does not take images: an image ({}) was replaced by a placeholder",
@@ -127,12 +171,13 @@ pub(crate) fn convert(
                         });
                     }
                     EmbeddedResourceResource::BlobResourceContents(blob) => {
-                        let size = blob.blob.len() as u64;
+                        let data = payload(cx, blob.blob);
+                        let size = data.bytes.len() as u64;
                         let mime = blob.mime_type.clone().unwrap_or_default();
                         let name = if mime.starts_with("image/") {
-                            store_image(cx.blob_dir, blob.blob)?
+                            store_image(cx.blob_dir, data)?
                         } else {
-                            store(cx.blob_dir, blob.blob.as_bytes())?
+                            store(cx.blob_dir, &data.bytes)?
                         };
                         if mime.starts_with("image/") {
                             if !cx.images {
@@ -311,10 +356,12 @@ mod tests {
         )
         .unwrap();
         std::fs::write(outside.path().join("secret.md"), "no").unwrap();
+        let none = LongStrings::default();
         let cx = PromptContext {
             blob_dir: &blobs,
             roots: &roots,
             images: false,
+            long_strings: &none,
         };
         let uri = |p: &Path| format!("file://{}", p.display());
         let small = attach_link(&uri(&work.path().join("small.md")), &cx).unwrap();

@@ -19,8 +19,10 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::long_strings::{self, LongStrings};
 use super::message::is_negative_zero;
-use super::{classify, Frame, Incoming, LineReader, RpcError, MAX_LINE_BYTES};
+use super::string_scan::Found;
+use super::{Frame, Incoming, LineReader, RpcError, MAX_LINE_BYTES};
 use crate::sync::lock;
 
 const CANCEL_REQUEST: &str = "$/cancel_request";
@@ -38,6 +40,13 @@ pub(crate) trait Handler: Send + Sync + 'static {
     /// Called for each line that is not a JSON-RPC message (which is also answered with the
     /// error); lets a handler that must not tolerate such output (a child agent's) give up.
     fn invalid(&self, _error: &RpcError) {}
+
+    /// Whether requests of `method` come with their long strings still taken out (see
+    /// `long_strings`): the handler then takes those it wants from
+    /// [`RequestContext::long_strings`] and must [`LongStrings::restore`] the rest.
+    fn keeps_long_strings(&self, _method: &str) -> bool {
+        false
+    }
 }
 
 /// How a [`Handler`] answers a request.
@@ -57,6 +66,8 @@ pub(crate) enum Reply {
 pub(crate) struct RequestContext {
     pub(crate) cancel: CancellationToken,
     pub(crate) peer: Peer,
+    /// The strings taken out of the request's line, for a handler that keeps them (else empty).
+    pub(crate) long_strings: LongStrings,
     after_answer: Arc<Mutex<Vec<AfterWrite>>>,
 }
 
@@ -196,7 +207,9 @@ impl Peer {
                 }
                 Ok(Some(Frame::Line(line))) => {
                     let big = line.len() >= RELEASE_AFTER_BYTES;
-                    let answering = self.dispatch(&line, &handler, &tracker, big);
+                    let line = bytes::Bytes::from(line);
+                    let found = lines.take_long_strings();
+                    let answering = self.dispatch(&line, &found, &handler, &tracker, big);
                     if big && !answering {
                         drop(line);
                         crate::memory::release_freed();
@@ -223,12 +236,15 @@ impl Peer {
     /// still working on the payload it came with).
     fn dispatch<H: Handler>(
         &self,
-        line: &[u8],
+        line: &bytes::Bytes,
+        found: &[Found],
         handler: &Arc<H>,
         tracker: &TaskTracker,
         big: bool,
     ) -> bool {
-        let incoming = match classify(line) {
+        let keeps = |method: &str| handler.keeps_long_strings(method);
+        let (parsed, long_strings) = long_strings::classify(line, found, keeps);
+        let incoming = match parsed {
             Ok(Some(incoming)) => incoming,
             Ok(None) => return false,
             Err(rejected) => {
@@ -246,6 +262,7 @@ impl Peer {
                 let cx = RequestContext {
                     cancel,
                     peer: self.clone(),
+                    long_strings,
                     after_answer: after_answer.clone(),
                 };
                 let started = std::panic::catch_unwind(AssertUnwindSafe(|| {
@@ -470,229 +487,5 @@ async fn write_messages<W: AsyncWrite + Unpin>(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-
-    /// Answers `echo` with its params and `wait` only when cancelled; records notifications.
-    struct TestHandler {
-        notes: Mutex<Vec<String>>,
-    }
-
-    impl Handler for TestHandler {
-        fn request(&self, method: String, params: Value, cx: RequestContext) -> Reply {
-            match method.as_str() {
-                "now" => Reply::Now(Ok(params)),
-                "then" => {
-                    let peer = cx.peer.clone();
-                    Reply::NowThen(Ok(params), Box::new(move || peer.notify("after", &())))
-                }
-                "echo" => Reply::Later(async move { Ok(params) }.boxed()),
-                "big" => Reply::Now(Ok(Value::from("x".repeat(TEST_MAX_LINE)))),
-                "wait" => Reply::Later(
-                    async move {
-                        cx.cancel.cancelled().await;
-                        Err(RpcError::cancelled())
-                    }
-                    .boxed(),
-                ),
-                _ => Reply::Now(Err(RpcError::method_not_found(&method))),
-            }
-        }
-
-        fn notification(&self, method: String, _params: Value) {
-            self.notes.lock().unwrap().push(method);
-        }
-    }
-
-    type Output = tokio::io::Lines<BufReader<tokio::io::DuplexStream>>;
-
-    /// The line cap of the test peer: small, so over-long messages are cheap to make.
-    const TEST_MAX_LINE: usize = 64 * 1024;
-
-    /// A peer serving `TestHandler` over two in-memory pipes (one per direction, so dropping
-    /// the test's input end is end of input); the test writes `input` and reads `output`.
-    fn serve() -> (Peer, tokio::io::DuplexStream, Output, JoinHandle<()>) {
-        let (input, their_read) = tokio::io::duplex(1 << 20);
-        let (their_write, output) = tokio::io::duplex(1 << 20);
-        let (peer, writer) = Peer::with_max_line(their_write, TEST_MAX_LINE);
-        let handler = Arc::new(TestHandler {
-            notes: Mutex::new(Vec::new()),
-        });
-        let serving = peer.clone();
-        let task = tokio::spawn(async move {
-            serving
-                .serve(their_read, handler, CancellationToken::new())
-                .await;
-            serving.close(writer).await;
-        });
-        (peer, input, BufReader::new(output).lines(), task)
-    }
-
-    async fn next(lines: &mut Output) -> Value {
-        serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap()
-    }
-
-    /// No line goes out longer than we would accept: an over-long answer becomes an error
-    /// answer, an over-long request fails at once, an over-long notification is not sent.
-    #[tokio::test]
-    async fn no_outgoing_line_is_longer_than_an_incoming_one_may_be() {
-        let (peer, mut input, mut output, _task) = serve();
-        let huge = "y".repeat(TEST_MAX_LINE);
-        peer.notify("too/big", &huge);
-        let error = peer.request("too/big", &huge).await.unwrap_err();
-        assert!(error.to_string().contains("could not be sent"), "{error}");
-        input
-            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"big\"}\n")
-            .await
-            .unwrap();
-        let answer = next(&mut output).await;
-        assert_eq!(answer["id"], 7);
-        assert_eq!(answer["error"]["code"], RpcError::INTERNAL_ERROR);
-        assert!(answer["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("longer than"));
-    }
-
-    #[tokio::test]
-    async fn answers_requests_with_their_ids_unchanged() {
-        let (_peer, mut input, mut output, _task) = serve();
-        input
-            .write_all(
-                b"{\"jsonrpc\":\"2.0\",\"id\":\"abc\",\"method\":\"echo\",\"params\":{\"x\":1}}\n",
-            )
-            .await
-            .unwrap();
-        let answer = next(&mut output).await;
-        assert_eq!(answer, json!({"jsonrpc":"2.0","id":"abc","result":{"x":1}}));
-    }
-
-    /// The work of a `NowThen` reply starts only once its answer is out: what it sends
-    /// follows the answer.
-    #[tokio::test]
-    async fn work_after_an_answer_runs_once_the_answer_is_written() {
-        let (_peer, mut input, mut output, _task) = serve();
-        input
-            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"then\",\"params\":[7]}\n")
-            .await
-            .unwrap();
-        assert_eq!(
-            next(&mut output).await,
-            json!({"jsonrpc":"2.0","id":1,"result":[7]})
-        );
-        assert_eq!(next(&mut output).await["method"], "after");
-    }
-
-    #[tokio::test]
-    async fn minus_zero_ids_are_written_back_as_minus_zero() {
-        let (_peer, mut input, mut output, _task) = serve();
-        input
-            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":-0,\"method\":\"echo\"}\n{\"jsonrpc\":\"2.0\",\"id\":-0,\"method\":\"echo\",\"params\":true}\n")
-            .await
-            .unwrap();
-        // The error is written at once, the answer by the request's task: either may be first.
-        let mut replies = vec![
-            output.next_line().await.unwrap().unwrap(),
-            output.next_line().await.unwrap().unwrap(),
-        ];
-        replies.sort();
-        assert!(
-            replies[0].starts_with(r#"{"jsonrpc":"2.0","id":-0,"error":{"code":-32600"#),
-            "{replies:?}"
-        );
-        assert_eq!(replies[1], r#"{"jsonrpc":"2.0","id":-0,"result":{}}"#);
-    }
-
-    #[tokio::test]
-    async fn replies_known_at_once_are_answered_in_arrival_order() {
-        let (_peer, mut input, mut output, _task) = serve();
-        let lines = (1..=3)
-            .map(|id| {
-                format!(
-                    "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"now\",\"params\":[{id}]}}\n"
-                )
-            })
-            .collect::<String>();
-        input.write_all(lines.as_bytes()).await.unwrap();
-        for id in 1..=3 {
-            assert_eq!(
-                next(&mut output).await,
-                json!({"jsonrpc":"2.0","id":id,"result":[id]})
-            );
-        }
-    }
-
-    #[tokio::test]
-    async fn outgoing_requests_match_replies_by_number_or_string() {
-        let (peer, mut input, mut output, _task) = serve();
-        let asking = tokio::spawn({
-            let peer = peer.clone();
-            async move { peer.request("ask", &json!({})).await }
-        });
-        let request = next(&mut output).await;
-        assert_eq!(request["method"], "ask");
-        let id = request["id"].as_i64().unwrap();
-        let reply = format!("{{\"jsonrpc\":\"2.0\",\"id\":\"{id}\",\"result\":42}}\n");
-        input.write_all(reply.as_bytes()).await.unwrap();
-        assert_eq!(asking.await.unwrap(), Ok(json!(42)));
-    }
-
-    #[tokio::test]
-    async fn cancelling_an_outgoing_request_tells_the_peer_and_still_takes_its_answer() {
-        let (peer, mut input, mut output, _task) = serve();
-        let cancel = CancellationToken::new();
-        let asking = tokio::spawn({
-            let (peer, cancel) = (peer.clone(), cancel.clone());
-            async move { peer.request_cancellable("ask", &json!({}), &cancel).await }
-        });
-        let id = next(&mut output).await["id"].as_i64().unwrap();
-        cancel.cancel();
-        let notice = next(&mut output).await;
-        assert_eq!(notice["method"], CANCEL_REQUEST);
-        assert_eq!(notice["params"]["requestId"], id);
-        let reply = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{{\"code\":-32800,\"message\":\"cancelled\"}}}}\n");
-        input.write_all(reply.as_bytes()).await.unwrap();
-        assert_eq!(
-            asking.await.unwrap().unwrap_err().code,
-            RpcError::REQUEST_CANCELLED
-        );
-    }
-
-    #[tokio::test]
-    async fn cancel_request_notification_cancels_an_incoming_request() {
-        let (_peer, mut input, mut output, _task) = serve();
-        input
-            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"wait\"}\n{\"jsonrpc\":\"2.0\",\"method\":\"$/cancel_request\",\"params\":{\"requestId\":9}}\n")
-            .await
-            .unwrap();
-        let answer = next(&mut output).await;
-        assert_eq!(answer["id"], 9);
-        assert_eq!(answer["error"]["code"], RpcError::REQUEST_CANCELLED);
-    }
-
-    #[tokio::test]
-    async fn end_of_input_answers_every_open_request_and_fails_pending_ones() {
-        let (peer, mut input, mut output, task) = serve();
-        input
-            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"wait\"}\n")
-            .await
-            .unwrap();
-        let asking = tokio::spawn({
-            let peer = peer.clone();
-            async move { peer.request("ask", &json!({})).await }
-        });
-        assert_eq!(next(&mut output).await["method"], "ask");
-        drop(input);
-        let answer = next(&mut output).await;
-        assert_eq!(answer["id"], 1);
-        assert_eq!(answer["error"]["code"], RpcError::REQUEST_CANCELLED);
-        assert_eq!(asking.await.unwrap(), Err(RpcError::connection_closed()));
-        task.await.unwrap();
-        assert!(
-            output.next_line().await.unwrap().is_none(),
-            "writer closed after the last answer"
-        );
-        assert!(peer.request("late", &json!({})).await.is_err());
-    }
-}
+#[path = "peer_tests.rs"]
+mod tests;

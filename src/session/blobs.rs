@@ -6,7 +6,9 @@
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
+
+use bytes::Bytes;
 
 use super::blob_writes;
 use crate::sync::lock;
@@ -78,40 +80,65 @@ fn write_tmp(dir: &Path, tag: &str, bytes: &[u8]) -> io::Result<PathBuf> {
     Ok(path)
 }
 
-/// Text blobs this process stored and nobody has read yet, kept in memory: the model request
-/// that follows a prompt reads its image back at once, and megabytes need not be read (and
-/// checked as UTF-8) again. The first read takes the entry (later reads go to the file), so an
-/// idle kin holds none of them. Content-addressed, so an entry is never stale; bounded by
-/// [`RECENT_BYTES`].
-static RECENT: Mutex<Vec<(PathBuf, Arc<String>)>> = Mutex::new(Vec::new());
+/// Text blobs (UTF-8) this process stored and nobody has read yet, kept in memory: the model
+/// request that follows a prompt reads its image back at once, and megabytes need not be read
+/// (and checked as UTF-8) again. The first read takes the entry (later reads go to the file),
+/// so an idle kin holds none of them. Content-addressed, so an entry is never stale; bounded
+/// by [`RECENT_BYTES`].
+static RECENT: Mutex<Vec<(PathBuf, Text)>> = Mutex::new(Vec::new());
 const RECENT_BYTES: usize = 64 * 1024 * 1024;
 
-/// [`put`] for text that is read back soon (a prompt's image): it is kept in memory, and the
-/// file is written on another thread ([`blob_writes`]), so the model request need not wait
-/// for it. A write that fails is reported by [`blob_writes::take_failed`].
-pub(crate) fn put_text(dir: &Path, text: Arc<String>) -> io::Result<String> {
+/// A text blob in memory: UTF-8, with what is known of it already.
+#[derive(Debug, Clone)]
+pub(crate) struct Text {
+    pub(crate) bytes: Bytes,
+    /// Its BLAKE3 hash (its name), when it was computed as the text was read.
+    pub(crate) hash: Option<blake3::Hash>,
+    /// Printable ASCII without `"` or `\`: it goes into a JSON string as it is.
+    pub(crate) plain: bool,
+}
+
+impl Text {
+    /// Text nothing is known of yet.
+    pub(crate) fn new(bytes: Bytes) -> Self {
+        Self {
+            bytes,
+            hash: None,
+            plain: false,
+        }
+    }
+}
+
+/// [`put`] for text that is read back soon (a prompt's image): it is kept in memory (as given:
+/// a prompt's image is a slice of the line it came in), and the file is written on another
+/// thread ([`blob_writes`]), so the model request need not wait for it. A write that fails is
+/// reported by [`blob_writes::take_failed`].
+pub(crate) fn put_text(dir: &Path, text: Text) -> io::Result<String> {
     fs::create_dir_all(dir)?;
-    let name = name_of(text.as_bytes());
+    let name = match text.hash {
+        Some(hash) => hash.to_hex().to_string(),
+        None => name_of(&text.bytes),
+    };
     let path = dir.join(&name);
     if !path.exists() {
         let (dir, text, target) = (dir.to_owned(), text.clone(), path.clone());
         blob_writes::spawn(path.clone(), move || {
-            let tag = format!("{}.{}", text.len(), next_tmp());
-            move_into_place(write_tmp(&dir, &tag, text.as_bytes())?, &target)
+            let tag = format!("{}.{}", text.bytes.len(), next_tmp());
+            move_into_place(write_tmp(&dir, &tag, &text.bytes)?, &target)
         });
     }
     let mut recent = lock(&RECENT);
     recent.retain(|(kept, _)| *kept != path);
     recent.push((path, text));
-    let mut total: usize = recent.iter().map(|(_, text)| text.len()).sum();
+    let mut total: usize = recent.iter().map(|(_, text)| text.bytes.len()).sum();
     while total > RECENT_BYTES && recent.len() > 1 {
-        total -= recent.remove(0).1.len();
+        total -= recent.remove(0).1.bytes.len();
     }
     Ok(name)
 }
 
-/// Reads text blob `name` of `dir`, from memory when this process stored it lately.
-pub(crate) fn get_shared(dir: &Path, name: &str) -> Option<Arc<String>> {
+/// Reads text blob `name` of `dir` (UTF-8), from memory when this process stored it lately.
+pub(crate) fn get_shared(dir: &Path, name: &str) -> Option<Text> {
     if !is_name(name) {
         return None;
     }
@@ -121,7 +148,7 @@ pub(crate) fn get_shared(dir: &Path, name: &str) -> Option<Arc<String>> {
         return Some(recent.remove(at).1);
     }
     drop(recent);
-    get_text(dir, name).map(Arc::new)
+    get_text(dir, name).map(|text| Text::new(Bytes::from(text.into_bytes())))
 }
 
 fn is_name(name: &str) -> bool {
@@ -198,18 +225,23 @@ mod tests {
     #[test]
     fn a_large_text_blob_is_written_in_the_background_and_read_back_from_memory() {
         let home = tempfile::tempdir().unwrap();
-        let text = Arc::new("A".repeat(OVERLAP_FROM + 1));
-        let name = put_text(home.path(), text.clone()).unwrap();
-        assert_eq!(name, name_of(text.as_bytes()));
-        assert_eq!(get(home.path(), &name).unwrap(), text.as_bytes());
+        let text = Bytes::from("A".repeat(OVERLAP_FROM + 1));
+        let name = put_text(home.path(), Text::new(text.clone())).unwrap();
+        let known = Text {
+            hash: Some(blake3::hash(&text)),
+            ..Text::new(text.clone())
+        };
+        assert_eq!(put_text(home.path(), known).unwrap(), name);
+        assert_eq!(name, name_of(&text));
+        assert_eq!(get(home.path(), &name).unwrap(), text);
         let shared = get_shared(home.path(), &name).unwrap();
-        assert!(Arc::ptr_eq(&shared, &text), "from memory");
+        assert_eq!(shared.bytes.as_ptr(), text.as_ptr(), "from memory");
         let again = get_shared(home.path(), &name).unwrap();
         assert!(
-            !Arc::ptr_eq(&again, &text),
+            again.bytes.as_ptr() != text.as_ptr(),
             "the first read took it: the file serves later ones"
         );
-        assert_eq!(again, text);
+        assert_eq!(again.bytes, text);
         let names: Vec<_> = std::fs::read_dir(home.path()).unwrap().flatten().collect();
         assert_eq!(names.len(), 1, "no temporary file is left");
         assert!(get_shared(home.path(), "../x").is_none());
