@@ -27,7 +27,8 @@
 //! - [`model`]: the model trait; the OpenAI-compatible HTTP client; replay of recorded scenarios.
 //! - [`config`]: where kin keeps its data; the model configuration (flags, env, config file).
 //! - [`session`]: the durable JSONL session log, its records and its folds.
-//! - [`sync`]: the one mutex `lock` helper.
+//! - [`sync`]: the one mutex `lock` helper. `background`: low-priority threads for work beside
+//!   answering the client (a blob's write, the HTTP client's early build).
 //! - [`memory`]: kin's allocator (large buffers on huge pages) and giving the heap of a huge
 //!   message back to the system.
 //! - [`scenario`]: drives `kin acp` through a recorded scenario (`kin demo`, tests, benches).
@@ -42,12 +43,14 @@
 //! `config` turn the editor's and the file's entries into `mcp` specs.
 //! [`acp_client`] uses `rpc`, `config`, `process` and, to serve a child's requests, `tools`
 //! (the editor bridge, permissions, confined file access); `tools` and `config` use `process`,
-//! which uses only `sync`. `session` and `rpc` use only `sync` too; `time`, `sync`, `text`,
-//! `memory` and `limits` use nothing else of kin; `scenario` uses `rpc`, `session` and `process`.
+//! which uses only `sync`. `rpc` uses only `sync` too, `session` `sync` and `background`;
+//! `time`, `sync`, `text`, `memory`, `background` and `limits` use nothing else of kin;
+//! `scenario` uses `rpc`, `session` and `process`.
 
 pub mod acp;
 pub mod acp_client;
 pub mod agent;
+mod background;
 pub mod config;
 pub mod delegation;
 pub mod headless;

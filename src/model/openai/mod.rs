@@ -246,16 +246,6 @@ fn build_client(settings: &OpenAiSettings) -> Result<reqwest::Client, ClientErro
         .map_err(|e| ClientError(sse::error_chain(&e)))
 }
 
-/// Gives the calling thread the lowest priority (nice 19; on Linux nice is per thread), so
-/// that what it does in the background never competes with answering the client.
-fn lower_priority() {
-    // SAFETY: `setpriority` only takes integers; `who = 0` is the calling thread.
-    let status = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 19) };
-    if status != 0 {
-        tracing::debug!("could not lower the priority of a background thread");
-    }
-}
-
 /// Whether calls to `base_url` can need TLS: anything but a plain `http://` URL.
 fn needs_roots(base_url: &str) -> bool {
     let scheme = base_url.split_once("://").map_or("", |(scheme, _)| scheme);
@@ -333,12 +323,9 @@ impl Model for OpenAiModel {
             return;
         }
         let (slot, settings) = (self.client.clone(), self.settings.clone());
-        let spawned = std::thread::Builder::new()
-            .name("kin-http-client".into())
-            .spawn(move || {
-                lower_priority();
-                slot.get_or_init(|| build_client(&settings));
-            });
+        let spawned = crate::background::spawn("kin-http-client", move || {
+            slot.get_or_init(|| build_client(&settings));
+        });
         if let Err(error) = spawned {
             tracing::debug!(%error, "could not prepare the HTTP client early; the first call will");
         }
