@@ -2,9 +2,9 @@
 
 /// kin's allocator: the system's, except that an allocation of [`HUGE_FROM`] bytes or more is
 /// its own anonymous mapping, 2 MiB aligned and marked for transparent huge pages. A pasted
-/// image is megabytes on one line, held in several buffers in turn (the line read, the parsed
-/// string, the request body); each is touched once, front to back, and on 4 KiB pages a fresh
-/// 7 MB buffer cost ~1,700 page faults (~3.5 ms on the 2-core VM kin is measured on), against
+/// image is megabytes on one line, read into a buffer the request body then shares; other huge
+/// messages are also parsed into buffers of their own. Each is touched once, front to back,
+/// and on 4 KiB pages a fresh 7 MB buffer cost ~1,700 page faults (~3.5 ms on the 2-core VM kin is measured on), against
 /// 4 faults on 2 MiB pages (~0.5 ms). The malloc heap's large chunks are not 2 MiB aligned,
 /// which is why the mapping is made here rather than advised after `malloc`. Where huge pages
 /// are off (or the kernel says no) the mapping simply takes small pages.
