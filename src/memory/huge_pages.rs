@@ -4,10 +4,11 @@
 /// its own anonymous mapping, 2 MiB aligned and marked for transparent huge pages. A pasted
 /// image is megabytes on one line, read into a buffer the request body then shares; other huge
 /// messages are also parsed into buffers of their own. Each is touched once, front to back,
-/// and on 4 KiB pages a fresh 7 MB buffer cost ~1,700 page faults (~3.5 ms on the 2-core VM kin is measured on), against
-/// 4 faults on 2 MiB pages (~0.5 ms). The malloc heap's large chunks are not 2 MiB aligned,
-/// which is why the mapping is made here rather than advised after `malloc`. Where huge pages
-/// are off (or the kernel says no) the mapping simply takes small pages.
+/// and on 4 KiB pages a fresh 7 MB buffer cost ~1,700 page faults (~3.5 ms on the 2-core VM
+/// kin is measured on), against 4 faults on 2 MiB pages (~0.5 ms). The malloc heap's large
+/// chunks are not 2 MiB aligned, which is why the mapping is made here rather than advised
+/// after `malloc`. Where huge pages are off (or the kernel says no) the mapping simply takes
+/// small pages.
 pub struct HugePageAllocator;
 
 /// Where an allocation becomes its own mapping.
