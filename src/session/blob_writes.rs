@@ -54,7 +54,7 @@ impl Drop for Ending {
 
 /// Runs `write` (which makes the file `path`) on a background thread of its own: at normal
 /// priority, copying the megabytes into the page cache took a core from the model request
-/// being built and sent beside it (~1.5-2 ms later on 2 cores). A write whose thread cannot
+/// being built and sent beside it (~1.2 ms later on 2 cores). A write whose thread cannot
 /// start fails like any other.
 pub(crate) fn spawn(path: PathBuf, write: impl FnOnce() -> io::Result<()> + Send + 'static) {
     lock(&WRITES).running.push(path.clone());
