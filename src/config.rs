@@ -115,9 +115,19 @@ pub async fn build_models(
         model: Arc::new(build_model(overrides, config).await?),
     };
     let mut choices = Vec::with_capacity(others.len());
+    // Tables naming the same endpoint share its cap on requests in flight.
+    let mut by_endpoint = std::collections::HashMap::new();
     for other in others {
         let key = load_key(&other.config.key).await;
-        let model = OpenAiModel::new(other.config.settings(), key)?;
+        let settings = other.config.settings();
+        let endpoint = settings.endpoint();
+        let mut model = OpenAiModel::new(settings, key)?;
+        match by_endpoint.get(&endpoint) {
+            Some(requests) => model = model.sharing_requests(Arc::clone(requests)),
+            None => {
+                by_endpoint.insert(endpoint, model.requests());
+            }
+        }
         choices.push(ModelChoice {
             profile: other.profile,
             model: Arc::new(model),
@@ -181,6 +191,37 @@ pub fn delegation_settings(config: &ConfigFile) -> DelegationSettings {
         .and_then(|file| file.delegation.as_ref())
         .map(DelegationSettings::from_entry)
         .unwrap_or_default()
+}
+
+/// `[tools] max_parallel` of the config file: calls of one model step that run at once.
+pub fn max_parallel(config: &ConfigFile) -> Result<Setting<usize>, ConfigError> {
+    let value = config
+        .file
+        .as_ref()
+        .and_then(|file| file.tools.as_ref())
+        .and_then(|tools| tools.max_parallel);
+    let found = resolve::file_cap(value, "tools.max_parallel", &config.path)?;
+    Ok(match found {
+        Some((value, path)) => Setting {
+            value,
+            origin: Origin::File(path),
+        },
+        None => Setting {
+            value: crate::agent::host::DEFAULT_MAX_PARALLEL,
+            origin: Origin::Default,
+        },
+    })
+}
+
+/// The `kin config` line of [`max_parallel`].
+pub fn render_tools(max_parallel: &Setting<usize>) -> String {
+    let line = format!(
+        "{:<24} {:<40} {}",
+        "tools.max_parallel",
+        max_parallel.value.to_string(),
+        max_parallel.origin
+    );
+    format!("{}\n", line.trim_end())
 }
 
 /// The child agents of the config file's `[acp_agents.<name>]` tables (none without a file).

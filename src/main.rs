@@ -319,6 +319,7 @@ fn open_runtime(models: ModelCatalog, file: &config::ConfigFile) -> anyhow::Resu
     }
     options.acp_agents = config::acp_agents(file)?;
     options.delegation = config::delegation_settings(file);
+    options.max_parallel = config::max_parallel(file)?.value;
     let mcp = config::mcp_servers(file)?;
     options.mcp_servers = mcp.servers;
     if let Some(timeout) = mcp.startup_timeout {
@@ -418,6 +419,7 @@ async fn show_config(flags: ModelFlags) -> anyhow::Result<u8> {
     let key = config::load_key(&config.key).await;
     let agents = config::acp_agents(&file)?;
     print!("{}", config::render(&config, &key));
+    print!("{}", config::render_tools(&config::max_parallel(&file)?));
     print!("{}", config::render_agents(&agents));
     print!(
         "{}",

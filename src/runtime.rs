@@ -32,6 +32,8 @@ pub use crate::agent::host::{HostError as RuntimeError, DEFAULT_MAX_STEPS};
 pub struct RuntimeOptions {
     /// Steps one turn may take.
     pub max_steps: u32,
+    /// Calls of one step that run at once (`[tools] max_parallel`).
+    pub max_parallel: usize,
     /// The deepest a delegated child may be (1: children cannot delegate further).
     pub subagent_max_depth: u32,
     /// Child agents over ACP, each with its own delegation tool.
@@ -50,6 +52,7 @@ impl Default for RuntimeOptions {
     fn default() -> Self {
         Self {
             max_steps: DEFAULT_MAX_STEPS,
+            max_parallel: crate::agent::host::DEFAULT_MAX_PARALLEL,
             subagent_max_depth: DEFAULT_MAX_DEPTH,
             acp_agents: Vec::new(),
             models: None,
@@ -113,7 +116,9 @@ impl Runtime {
         tools.register(Arc::new(TaskListTool(tasks.clone())));
         tools.register(Arc::new(TaskKillTool(tasks.clone())));
         let host = Arc::new(
-            AgentHost::new(store, model, Arc::new(tools), options.max_steps).with_models(models),
+            AgentHost::new(store, model, Arc::new(tools), options.max_steps)
+                .with_models(models)
+                .with_max_parallel(options.max_parallel),
         );
         delegation.attach(&host);
         Ok(Arc::new(Self {

@@ -38,6 +38,7 @@ pub(crate) async fn attach_outside(
             roots: agent.roots().clone(),
             permissions: agent.permissions().clone(),
             client: Some(client.clone()),
+            files: agent.files().clone(),
         };
         let mut display = ToolDisplay::default();
         display

@@ -26,6 +26,8 @@ use crate::tools::{ClientBridge, ToolRegistry};
 
 /// Steps (model calls) one turn may take before it is stopped.
 pub const DEFAULT_MAX_STEPS: u32 = 100;
+/// Calls of one model step that run at once, by default (`[tools] max_parallel`).
+pub const DEFAULT_MAX_PARALLEL: usize = 8;
 
 /// Why the host could not open a session.
 #[derive(Debug, thiserror::Error)]
@@ -151,6 +153,8 @@ pub struct AgentHost {
     /// Every tool a top-level session offers (children get a filtered copy).
     tools: Arc<ToolRegistry>,
     max_steps: u32,
+    /// Calls of one step that run at once.
+    max_parallel: usize,
     /// Every running turn.
     turns: TaskTracker,
     events: Arc<HostEvents>,
@@ -176,6 +180,7 @@ impl AgentHost {
             model,
             tools,
             max_steps,
+            max_parallel: DEFAULT_MAX_PARALLEL,
             turns: TaskTracker::new(),
             events: Arc::new(HostEvents::default()),
             agents: Mutex::new(HashMap::new()),
@@ -188,6 +193,12 @@ impl AgentHost {
     pub(crate) fn with_models(mut self, models: Arc<ModelCatalog>) -> Self {
         self.model = models.default_choice().model.clone();
         self.models = models;
+        self
+    }
+
+    /// This host running at most `max` calls of one step at once (at least 1).
+    pub(crate) fn with_max_parallel(mut self, max: usize) -> Self {
+        self.max_parallel = max.max(1);
         self
     }
 
@@ -303,6 +314,7 @@ impl AgentHost {
             models: self.models.clone(),
             system: system_prompt(agent),
             max_steps: self.max_steps,
+            max_parallel: self.max_parallel,
             client: None,
         }
     }

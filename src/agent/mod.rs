@@ -33,7 +33,9 @@ use crate::model::{Model, ModelCatalog, ModelChoice, ModelError};
 use crate::session::history::{HistoryFold, ModelHistory};
 use crate::session::{Event, EventBody, Header, SessionLog, StoreError, UserPart};
 use crate::sync::{lock, read_lock, write_lock};
-use crate::tools::{ClientBridge, PermissionMode, Roots, SessionPermissions, ToolRegistry};
+use crate::tools::{
+    ClientBridge, FileStamps, PermissionMode, Roots, SessionPermissions, ToolRegistry,
+};
 
 pub(crate) use assemble::MessageAssembler;
 pub(crate) use compact::CompactionOutcome;
@@ -143,6 +145,8 @@ pub struct TurnDeps {
     pub(crate) models: Arc<ModelCatalog>,
     pub(crate) system: String,
     pub(crate) max_steps: u32,
+    /// Calls of one step that run at once (1: one at a time).
+    pub(crate) max_parallel: usize,
     /// The editor, for tools that can work through it and for permission prompts.
     pub(crate) client: Option<Arc<dyn ClientBridge>>,
 }
@@ -195,6 +199,8 @@ pub struct Agent {
     roots: Arc<Roots>,
     /// Permission mode and remembered answers, restored from the log.
     permissions: Arc<SessionPermissions>,
+    /// What its tools last saw of the files they read or wrote (stale writes are refused).
+    files: Arc<FileStamps>,
     /// Held for a whole turn: one turn at a time, one writer of the log.
     state: tokio::sync::Mutex<AgentState>,
     /// The log's events so far; readable while a turn runs (a fork copies the completed part).
@@ -286,6 +292,7 @@ impl Agent {
             blob_dir,
             roots,
             permissions: Arc::new(permissions::restore(&spec.events)),
+            files: Arc::default(),
             context: SessionContext::restore(&spec.events),
             cwd: spec.cwd,
             options: spec.options,
@@ -338,6 +345,11 @@ impl Agent {
 
     pub(crate) fn permission_mode(&self) -> PermissionMode {
         self.permissions.mode()
+    }
+
+    /// What the session's tools last saw of the files they read or wrote.
+    pub(crate) fn files(&self) -> &Arc<FileStamps> {
+        &self.files
     }
 
     /// The session's permission state (what tool calls are decided by).

@@ -6,7 +6,10 @@ use futures::StreamExt;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+mod calls;
+
 use super::argument_cap::ArgumentCap;
+use calls::PlannedCall;
 use super::compact::{compact, in_turn_through, next_request_tokens, CompactionOutcome};
 use super::context::estimate_tokens;
 use super::{
@@ -15,7 +18,7 @@ use super::{
 use crate::model::{ModelChoice, ModelError, ModelRequest};
 use crate::session::*;
 use crate::time::now_ms;
-use crate::tools::{SpecScope, ToolContext, ToolOutput};
+use crate::tools::SpecScope;
 
 /// How one step ended.
 enum StepEnd {
@@ -424,14 +427,18 @@ impl Turn<'_> {
             .record_call(&usage, &choice.profile, used, items);
         let cost = self.agent.context.usage().cost - cost_before;
         self.agent.watch.spend(used, cost);
-        let calls: Vec<(String, String, String)> = blocks
+        let calls: Vec<PlannedCall> = blocks
             .iter()
             .filter_map(|block| match block {
                 AssistantBlock::ToolCall {
                     id,
                     name,
                     arguments,
-                } => Some((id.clone(), name.clone(), arguments.clone())),
+                } => Some(PlannedCall {
+                    id: id.clone(),
+                    name: name.clone(),
+                    arguments: arguments.clone(),
+                }),
                 _ => None,
             })
             .collect();
@@ -456,10 +463,7 @@ impl Turn<'_> {
         if finish.kind == FinishKind::Aborted {
             return Ok(StepEnd::Finished(StopReason::Cancelled));
         }
-        for (call_id, name, arguments) in &calls {
-            self.call_tool(step, call_id, name, arguments, choice.profile.images)
-                .await?;
-        }
+        self.run_calls(step, &calls, choice.profile.images).await?;
         if self.cancel.is_cancelled() || self.tool_cancelled {
             return Ok(StepEnd::Finished(StopReason::Cancelled));
         }
@@ -473,118 +477,6 @@ impl Turn<'_> {
             FinishKind::Refusal => StepEnd::Finished(StopReason::Refusal),
             _ => StepEnd::Finished(StopReason::Completed),
         })
-    }
-
-    /// Runs one tool call; its `tool/call` always gets a `tool/result`, also when cancelled.
-    async fn call_tool(
-        &mut self,
-        step: u32,
-        call_id: &str,
-        name: &str,
-        arguments: &str,
-        model_takes_images: bool,
-    ) -> Result<(), TurnError> {
-        let turn = self.turn;
-        let call = self.state.log.append(
-            EventBody::ToolCall(ToolCall {
-                turn,
-                step,
-                call_id: call_id.into(),
-                name: name.into(),
-                arguments: arguments.into(),
-            }),
-            now_ms(),
-        )?;
-        let call_seq = call.seq;
-        self.push(call);
-        let captured = self.structured_captured();
-        let refused = super::argument_cap::refused(arguments);
-        let output = if self.cancel.is_cancelled() || self.tool_cancelled {
-            ToolOutput::cancelled()
-        } else if let Some(refused) = refused {
-            ToolOutput::error(
-                "ArgumentsTooLarge",
-                "ARGUMENTS_TOO_LARGE",
-                refused.message(),
-            )
-        } else if captured {
-            crate::agent::StructuredCapture::refusal(name)
-        } else {
-            let agent = self.agent;
-            let cx = ToolContext {
-                session_id: agent.id.clone().into(),
-                cwd: agent.cwd.clone(),
-                cancel: self.cancel.child_token(),
-                call_id: call_id.into(),
-                roots: agent.roots.clone(),
-                permissions: agent.permissions.clone(),
-                client: self.deps.client.clone(),
-            };
-            let tools = agent.tools_for(name);
-            let running = tools.call(name, arguments, cx);
-            tokio::pin!(running);
-            // Answers given while the call runs are logged as they come, not after it.
-            loop {
-                tokio::select! {
-                    output = &mut running => break output,
-                    _ = agent.permissions.changed() => {
-                        self.log_permission_records(Some((turn, step)))?;
-                    }
-                }
-            }
-        };
-        self.log_permission_records(Some((turn, step)))?;
-        if output.is_cancelled() && !self.cancel.is_cancelled() {
-            self.tool_cancelled = true;
-        }
-        // Logged like any result first; then the turn ends.
-        let fatal = output.is_fatal().then(|| output.text.clone());
-        if !output.images.is_empty() && !model_takes_images && !self.state.tool_images_told {
-            self.state.tool_images_told = true;
-            if let Some(client) = &self.deps.client {
-                client.warn_user(&format!(
-                    "The model does not take images: the images `{name}` returned are given to it \
-                     as placeholders"
-                ));
-            }
-        }
-        let mut content = vec![ToolResultContent::Text { text: output.text }];
-        content.extend(super::tool_images::store(
-            &self.agent.blob_dir(),
-            output.images,
-        ));
-        self.emit_surface(
-            EventBody::ToolResult(Box::new(ToolResult {
-                turn,
-                step,
-                message: ToolResultMessage {
-                    source: json!({"kind": "tool", "callId": call_id}),
-                    content: vec![ToolResultPart {
-                        kind: "tool-result".into(),
-                        tool_call_id: call_id.into(),
-                        content,
-                        is_error: output.is_error,
-                    }],
-                    role: "user".into(),
-                    id: uuid::Uuid::new_v4().to_string(),
-                },
-                error: output.error.map(|error| ToolResultError {
-                    name: error.name,
-                    code: error.code,
-                }),
-                meta: output.display.to_meta(),
-            })),
-            Some(vec![call_seq]),
-        )?;
-        // What the call recorded (a task it started) follows its result.
-        self.write_pending()?;
-        if let Some(message) = fatal {
-            return Err(TurnError::Tool {
-                name: name.into(),
-                message,
-            });
-        }
-        Ok(())
     }
 }
 

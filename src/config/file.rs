@@ -43,12 +43,25 @@ pub(crate) struct FileConfig {
     /// Limits of delegated children (see `delegation`).
     #[serde(default)]
     pub(crate) delegation: Option<super::delegation::DelegationEntry>,
+    /// How tool calls run (`[tools]`).
+    #[serde(default)]
+    pub(crate) tools: Option<ToolsEntry>,
+    /// Model requests in flight at once to one endpoint.
+    pub(crate) max_concurrent_requests: Option<u64>,
     /// MCP servers for every session (see `mcp_servers`).
     #[serde(default)]
     pub(crate) mcp_servers: BTreeMap<String, super::mcp_servers::McpServerEntry>,
     pub(crate) mcp_startup_timeout: Option<DurationValue>,
     #[serde(flatten)]
     pub(crate) unknown: BTreeMap<String, toml::Value>,
+}
+
+/// `[tools]` as written.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ToolsEntry {
+    /// Calls of one model step that run at once (1: one at a time).
+    pub(crate) max_parallel: Option<u64>,
 }
 
 /// The profile keys, at the top level (the default model) or in a `[models.<id>]` table.

@@ -96,6 +96,8 @@ pub struct ModelConfig {
     pub stall_timeout: Setting<Duration>,
     /// How often a failed model request is retried.
     pub retries: Setting<u32>,
+    /// Model requests in flight at once to the endpoint; more wait for a free one.
+    pub(crate) max_concurrent_requests: Setting<usize>,
     /// Whether prompt images are sent to the model as images; the file's `images` key.
     pub(crate) images: bool,
     /// Where the API key comes from.
@@ -130,6 +132,7 @@ impl ModelConfig {
         settings.connect_timeout = self.connect_timeout.value;
         settings.stall_timeout = self.stall_timeout.value;
         settings.retries = self.retries.value;
+        settings.max_concurrent_requests = self.max_concurrent_requests.value;
         settings.images = self.images;
         settings
     }
@@ -261,6 +264,11 @@ pub fn resolve_in(
         "max_prompt_blocks",
         crate::limits::DEFAULT_PROMPT_BLOCKS,
     )?;
+    let max_concurrent_requests = cap(
+        file.max_concurrent_requests,
+        "max_concurrent_requests",
+        openai::DEFAULT_MAX_CONCURRENT_REQUESTS,
+    )?;
     let profile = super::models::profile(
         crate::model::DEFAULT_MODEL_ID,
         &model.value,
@@ -280,6 +288,7 @@ pub fn resolve_in(
         connect_timeout,
         stall_timeout,
         retries,
+        max_concurrent_requests,
         images: file.profile.images.unwrap_or(false),
         key,
         pass_env,
@@ -317,7 +326,7 @@ pub fn resolve_in(
 }
 
 /// A size cap from the config file: a whole number above zero.
-fn file_cap(
+pub(super) fn file_cap(
     value: Option<u64>,
     name: &str,
     path: &Option<PathBuf>,

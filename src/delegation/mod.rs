@@ -349,6 +349,11 @@ impl Delegation {
         mut request: StartRequest,
     ) -> Result<Run, DelegationError> {
         let root = self.root_of(&request.parent);
+        // Set aside before the child exists: siblings started side by side are admitted one
+        // after the other, in the order their calls started.
+        let reservation =
+            self.budgets
+                .admit(&root, self.own_spend(&root), request.budget_tokens)?;
         request.budget = Some(self.budgets.child(&root, request.budget_tokens));
         let caps = provider.capabilities();
         let wanted = [
@@ -377,10 +382,11 @@ impl Delegation {
         }
         let host = self.host()?;
         let limits = self.time_limits(request.timeout);
-        Ok(limits::watched(
-            provider.start(&host, request).await?,
-            limits,
-        ))
+        let run = limits::watched(provider.start(&host, request).await?, limits);
+        Ok(match reservation {
+            Some(reservation) => reservation.hold_for(run),
+            None => run,
+        })
     }
 
     /// Starts a continuable child of `request` in the background through `provider`, as

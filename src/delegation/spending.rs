@@ -84,7 +84,7 @@ impl Delegation {
     }
 
     /// What the live root session `root` spent on its own model calls in this process.
-    fn own_spend(&self, root: &str) -> (u64, f64) {
+    pub(super) fn own_spend(&self, root: &str) -> (u64, f64) {
         self.live(root).map_or((0, 0.0), |agent| {
             let spent = agent.watch.spent();
             (spent.tokens(), spent.cost())

@@ -92,6 +92,12 @@ impl SubagentTool {
              change, an analysis — so the steps do not fill this conversation. The child does \
              not see this conversation: give it a complete prompt."
         };
+        let what = format!(
+            "{what} Several foreground calls in one message run side by side, in this \
+             working directory: give children that write files separate files, or \
+             `isolation: \"worktree\"` each (a write to a file another agent changed since \
+             this one read it fails)."
+        );
         match self.continuable() {
             Some(true) => format!(
                 "{what} Set `run_in_background: true` to start it in the background instead: you \
@@ -288,6 +294,12 @@ impl TypedTool for SubagentTool {
 
     fn kind(&self) -> ToolKind {
         ToolKind::Think
+    }
+
+    /// A foreground child only answers: siblings run side by side. A background start
+    /// creates a task a later call of the step may read, so it runs alone.
+    fn overlaps(&self, args: &SubagentArgs) -> bool {
+        args.run_in_background != Some(true)
     }
 
     fn title(&self, args: Option<&SubagentArgs>) -> String {

@@ -10,7 +10,8 @@ use super::display::{file_diffs, Location};
 use super::fs::{self, FsError};
 use super::permission::Scope;
 use super::typed::{titled, TypedTool};
-use super::write::write_error;
+use super::file_stamps::{Stamp, StaleFile};
+use super::write::{stale_error, write_error};
 use super::{ToolContext, ToolDisplay, ToolKind, ToolOutput};
 
 pub(crate) const NAME: &str = "edit";
@@ -125,6 +126,8 @@ async fn run(params: EditArgs, cx: &ToolContext) -> Result<ToolOutput, ToolOutpu
         )
         .await?;
     }
+    // What this call read: the file must still be that when the edit is written.
+    let read_stamp = Stamp::of(&target.path);
     let old = fs::read_text(&cx, &target.path)
         .await
         .map_err(write_error)?
@@ -147,9 +150,16 @@ async fn run(params: EditArgs, cx: &ToolContext) -> Result<ToolOutput, ToolOutpu
         )
         .await?;
     }
+    cx.files
+        .check(&target.path, &shown)
+        .map_err(stale_error)?;
+    if Stamp::of(&target.path) != read_stamp {
+        return Err(stale_error(StaleFile::Changed { shown }));
+    }
     fs::write_text(&cx, &target.path, edited.text)
         .await
         .map_err(write_error)?;
+    cx.files.wrote(&target.path);
     Ok(ToolOutput::ok(format!("Edited {shown}: {}", edited.summary)).with_display(display))
 }
 

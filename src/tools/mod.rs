@@ -21,6 +21,7 @@ pub mod confined;
 mod disclosure_tests;
 pub(crate) mod display;
 pub(crate) mod edit;
+pub(crate) mod file_stamps;
 pub(crate) mod fs;
 pub(crate) mod glob;
 pub(crate) mod grep;
@@ -52,6 +53,7 @@ use tokio_util::sync::CancellationToken;
 use crate::model::ToolSpec;
 use crate::session::SessionId;
 pub use client::ClientBridge;
+pub use file_stamps::FileStamps;
 pub(crate) use display::ToolDisplay;
 pub(crate) use paths::Roots;
 pub use permission::{PermissionMode, SessionPermissions};
@@ -85,6 +87,8 @@ pub struct ToolContext {
     pub permissions: Arc<SessionPermissions>,
     /// The editor, when the session has one.
     pub client: Option<Arc<dyn ClientBridge>>,
+    /// What the session's agent last saw of the files it read or wrote.
+    pub(crate) files: Arc<FileStamps>,
 }
 
 impl ToolContext {
@@ -98,6 +102,7 @@ impl ToolContext {
             call_id: String::new(),
             permissions: Arc::new(SessionPermissions::default()),
             client: None,
+            files: Arc::default(),
         }
     }
 
@@ -311,6 +316,13 @@ pub(crate) trait Tool: Send + Sync {
     fn kind(&self) -> ToolKind;
     /// A short human title for this call, shown by editors.
     fn title(&self, arguments: &Value) -> String;
+    /// Whether this call may run side by side with its neighbours of the same model step:
+    /// true only for a call that changes nothing another call of the step could see (a read,
+    /// a foreground child). By default a call runs alone.
+    fn overlaps(&self, arguments: &Value) -> bool {
+        let _ = arguments;
+        false
+    }
     /// Runs the call. Must return promptly once `cx.cancel` trips.
     fn call(&self, arguments: Value, cx: ToolContext) -> BoxFuture<'static, ToolOutput>;
 }
@@ -367,6 +379,18 @@ impl ToolRegistry {
             .values()
             .map(|tool| tool.spec_in(scope))
             .collect()
+    }
+
+    /// Whether call `name` with `arguments` (its JSON text) may overlap its neighbours; an
+    /// unknown tool or arguments that do not parse run alone.
+    pub(crate) fn overlaps(&self, name: &str, arguments: &str) -> bool {
+        let Some(tool) = self.get(name) else {
+            return false;
+        };
+        match serde_json::from_str::<Value>(arguments) {
+            Ok(value @ Value::Object(_)) => tool.overlaps(&value),
+            _ => false,
+        }
     }
 
     /// Runs a call by name; unknown tools and unparsable arguments become error results.
