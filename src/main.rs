@@ -319,7 +319,7 @@ fn open_runtime(models: ModelCatalog, file: &config::ConfigFile) -> anyhow::Resu
     }
     options.acp_agents = config::acp_agents(file)?;
     options.delegation = config::delegation_settings(file);
-    options.max_parallel = config::max_parallel(file)?.value;
+    options.max_parallel = config::max_parallel(file)?.value();
     let mcp = config::mcp_servers(file)?;
     options.mcp_servers = mcp.servers;
     if let Some(timeout) = mcp.startup_timeout {

@@ -202,6 +202,11 @@ impl AgentHost {
         self
     }
 
+    /// Tells the model a session was created here (see [`Model::session_created`]).
+    pub(crate) fn note_created(&self, id: &str) {
+        self.model.session_created(id);
+    }
+
     /// The session store every session here is kept in.
     pub fn store(&self) -> &SessionStore {
         &self.store
@@ -421,6 +426,7 @@ impl AgentHost {
         header.started_over = Some(started_over.to_owned());
         header.agent_definition = definition.map(str::to_owned);
         let log = self.store.create(&header)?;
+        self.model.session_created(&header.id);
         let agent = self.shaped(header, cwd, log, Vec::new(), shape);
         self.publish(agent.clone())?;
         Ok(agent)
@@ -452,6 +458,7 @@ impl AgentHost {
 
     fn create_with_header(&self, header: Header, cwd: PathBuf) -> Result<Arc<Agent>, HostError> {
         let log = self.store.create(&header)?;
+        self.model.session_created(&header.id);
         let agent = self.shaped(header, cwd, log, Vec::new(), &SessionShape::default());
         self.publish(agent.clone())?;
         Ok(agent)

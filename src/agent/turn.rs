@@ -9,7 +9,6 @@ use tokio_util::sync::CancellationToken;
 mod calls;
 
 use super::argument_cap::ArgumentCap;
-use calls::PlannedCall;
 use super::compact::{compact, in_turn_through, next_request_tokens, CompactionOutcome};
 use super::context::estimate_tokens;
 use super::{
@@ -19,6 +18,7 @@ use crate::model::{ModelChoice, ModelError, ModelRequest};
 use crate::session::*;
 use crate::time::now_ms;
 use crate::tools::SpecScope;
+use calls::PlannedCall;
 
 /// How one step ended.
 enum StepEnd {

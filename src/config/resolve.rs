@@ -78,6 +78,13 @@ pub struct Setting<T> {
     pub(crate) origin: Origin,
 }
 
+impl<T: Copy> Setting<T> {
+    /// The value in force.
+    pub fn value(&self) -> T {
+        self.value
+    }
+}
+
 /// The model configuration as resolved from flags, environment and the config file.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelConfig {

@@ -334,7 +334,10 @@ mod tests {
         // Without a token budget of its own a child sets nothing aside.
         assert!(budgets.admit("root", (0, 0.0), None).unwrap().is_none());
         let unlimited = Budgets::new(&DelegationSettings::default());
-        assert!(unlimited.admit("root", (0, 0.0), Some(5)).unwrap().is_none());
+        assert!(unlimited
+            .admit("root", (0, 0.0), Some(5))
+            .unwrap()
+            .is_none());
     }
 
     #[test]

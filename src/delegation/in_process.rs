@@ -274,6 +274,7 @@ fn start_in(
         .store()
         .create(&header)
         .map_err(|e| DelegationError::Setup(e.to_string()))?;
+    host.note_created(&id);
     // Until the child is published, a failure removes its file: nothing is left behind.
     let abandon = |error: &dyn std::fmt::Display| {
         let _ = host.store().delete(&id);

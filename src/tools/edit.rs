@@ -7,10 +7,10 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::display::{file_diffs, Location};
+use super::file_stamps::{StaleFile, Stamp};
 use super::fs::{self, FsError};
 use super::permission::Scope;
 use super::typed::{titled, TypedTool};
-use super::file_stamps::{Stamp, StaleFile};
 use super::write::{stale_error, write_error};
 use super::{ToolContext, ToolDisplay, ToolKind, ToolOutput};
 
@@ -150,9 +150,8 @@ async fn run(params: EditArgs, cx: &ToolContext) -> Result<ToolOutput, ToolOutpu
         )
         .await?;
     }
-    cx.files
-        .check(&target.path, &shown)
-        .map_err(stale_error)?;
+    let writing = cx.roots.writing().await;
+    cx.files.check(&target.path, &shown).map_err(stale_error)?;
     if Stamp::of(&target.path) != read_stamp {
         return Err(stale_error(StaleFile::Changed { shown }));
     }
@@ -160,6 +159,7 @@ async fn run(params: EditArgs, cx: &ToolContext) -> Result<ToolOutput, ToolOutpu
         .await
         .map_err(write_error)?;
     cx.files.wrote(&target.path);
+    drop(writing);
     Ok(ToolOutput::ok(format!("Edited {shown}: {}", edited.summary)).with_display(display))
 }
 

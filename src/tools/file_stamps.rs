@@ -107,7 +107,9 @@ mod tests {
         std::fs::write(&other, "two!").unwrap();
         std::fs::rename(&other, &path).unwrap();
         let refused = stamps.check(&path, "a.txt").unwrap_err();
-        assert!(refused.to_string().contains("a.txt changed since you last read"));
+        assert!(refused
+            .to_string()
+            .contains("a.txt changed since you last read"));
         stamps.wrote(&path);
         assert_eq!(stamps.check(&path, "a.txt"), Ok(()));
         std::fs::remove_file(&path).unwrap();

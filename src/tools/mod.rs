@@ -53,8 +53,8 @@ use tokio_util::sync::CancellationToken;
 use crate::model::ToolSpec;
 use crate::session::SessionId;
 pub use client::ClientBridge;
-pub use file_stamps::FileStamps;
 pub(crate) use display::ToolDisplay;
+pub use file_stamps::FileStamps;
 pub(crate) use paths::Roots;
 pub use permission::{PermissionMode, SessionPermissions};
 

@@ -49,6 +49,9 @@ pub struct Roots {
     given: Vec<PathBuf>,
     /// The roots with their own symlinks resolved, cwd first.
     real: Vec<PathBuf>,
+    /// Held from a write's staleness check to its end: agents sharing these roots (siblings
+    /// in their parent's cwd) cannot both pass the check and then overwrite each other.
+    writes: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Roots {
@@ -62,7 +65,17 @@ impl Roots {
             .iter()
             .map(|root| physical(root).unwrap_or_else(|_| root.clone()))
             .collect();
-        Self { cwd, given, real }
+        Self {
+            cwd,
+            given,
+            real,
+            writes: Default::default(),
+        }
+    }
+
+    /// Waits for the turn to write a file (see `writes`).
+    pub(crate) async fn writing(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.writes.lock().await
     }
 
     /// The session cwd as given (not resolved).

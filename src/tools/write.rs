@@ -109,13 +109,13 @@ async fn run(params: WriteArgs, cx: &ToolContext) -> Result<ToolOutput, ToolOutp
     }
     let lines = params.content.lines().count();
     let bytes = params.content.len();
-    cx.files
-        .check(&target.path, &shown)
-        .map_err(stale_error)?;
+    let writing = cx.roots.writing().await;
+    cx.files.check(&target.path, &shown).map_err(stale_error)?;
     fs::write_text(&cx, &target.path, params.content)
         .await
         .map_err(write_error)?;
     cx.files.wrote(&target.path);
+    drop(writing);
     let text = match old {
         Some(_) => format!("Replaced {shown} ({lines} lines, {bytes} bytes)"),
         None => format!("Created {shown} ({lines} lines, {bytes} bytes)"),

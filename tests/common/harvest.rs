@@ -4,9 +4,9 @@ use std::path::Path;
 
 use kin::session::parse_log;
 
-/// The session logs a run left in `home`, ordered: sessions in the order their ids first
-/// appear in `stdout`, then the rest by creation time. Returns (id, file text).
-pub fn harvest_logs(home: &Path, stdout: &[String]) -> Result<Vec<(String, String)>, String> {
+/// The session logs a run left in `home`, in the order the sessions were created. Returns
+/// (id, file text).
+pub fn harvest_logs(home: &Path) -> Result<Vec<(String, String)>, String> {
     let mut logs = Vec::new();
     for dir in [home.join("sessions"), home.join("sessions/children")] {
         let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -24,13 +24,8 @@ pub fn harvest_logs(home: &Path, stdout: &[String]) -> Result<Vec<(String, Strin
             }
         }
     }
-    let joined = stdout.join("\n");
-    let first_seen = |id: &str| joined.find(id).unwrap_or(usize::MAX);
-    logs.sort_by(|((a, at), _), ((b, bt), _)| {
-        first_seen(a)
-            .cmp(&first_seen(b))
-            .then(at.cmp(bt))
-            .then(a.cmp(b))
-    });
+    // Creation order: what replay binds scripts by (a session's `createdAt` is unique and
+    // increasing within a process); the id only breaks a tie between processes.
+    logs.sort_by(|((a, at), _), ((b, bt), _)| at.cmp(bt).then(a.cmp(b)));
     Ok(logs.into_iter().map(|((id, _), text)| (id, text)).collect())
 }

@@ -1,8 +1,9 @@
 //! Making runs comparable: volatile values (paths, ids, times) become placeholders.
 //!
 //! - the workspace and the kin home, wherever they occur in a string -> `{{cwd}}`, `{{home}}`;
-//! - every UUID -> `{{id:N}}`, numbered by first appearance across the whole run (stdout first,
-//!   then the logs in order), so a session id in stdout and in its log get the same number;
+//! - every UUID -> `{{id:N}}`: the sessions' ids first, in creation order, then every other
+//!   UUID by first appearance across the whole run (stdout first, then the logs in order), so
+//!   a session id in stdout and in its log get the same number whatever order siblings run in;
 //! - ISO timestamps under `updatedAt` -> `{{time}}`; log `time`, header `createdAt` -> 0;
 //! - a `session/list` page (`sessions`) is sorted by normalized id: its newest-first order
 //!   rests on file times, which the file system keeps only to a few milliseconds.
@@ -31,6 +32,14 @@ impl Normalizer {
         Self {
             paths,
             ids: HashMap::new(),
+        }
+    }
+
+    /// Numbers these UUIDs first, in this order.
+    pub fn number_first<'a>(&mut self, ids: impl IntoIterator<Item = &'a str>) {
+        for id in ids {
+            let next = self.ids.len() + 1;
+            self.ids.entry(id.to_owned()).or_insert(next);
         }
     }
 

@@ -340,13 +340,7 @@ async fn execute(
 }
 
 /// `call`'s outcome with its `tool/result` (the images stored beside the log).
-fn finish(
-    agent: &Agent,
-    turn: u32,
-    step: u32,
-    call: &PlannedCall,
-    output: ToolOutput,
-) -> Finished {
+fn finish(agent: &Agent, turn: u32, step: u32, call: &PlannedCall, output: ToolOutput) -> Finished {
     let (cancelled, images) = (output.is_cancelled(), !output.images.is_empty());
     // Logged like any result first; then the turn ends.
     let fatal = output.is_fatal().then(|| output.text.clone());
