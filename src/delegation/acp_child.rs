@@ -229,6 +229,7 @@ impl Provider for AcpProvider {
         let name = self.config.name.clone();
         // Where the record of a continuable child goes.
         let store = host.store().clone();
+        let created_in = host.clone();
         let learned = self.learned.clone();
         let children = host.remote_children().clone();
         let id = match &request.continuation {
@@ -257,6 +258,9 @@ impl Provider for AcpProvider {
             if request.continuation.is_none() {
                 let cwd = child.command_cwd();
                 let created = ChildRecord::create(&store, &id, &request.parent.id, depth, &cwd);
+                if created.is_some() {
+                    created_in.note_created(&id);
+                }
                 turns = created.map(|created| (created, request.label.clone()));
             }
             if let Some(continuation) = &request.continuation {
@@ -265,6 +269,7 @@ impl Provider for AcpProvider {
                     child.shutdown().await;
                     return Err(error);
                 }
+                created_in.note_created(&continuation.session_id);
                 let opened = ChildRecord::open(&store, &id);
                 turns = opened.map(|opened| (opened, request.label.clone()));
             }

@@ -93,10 +93,9 @@ impl SubagentTool {
              not see this conversation: give it a complete prompt."
         };
         let what = format!(
-            "{what} Several foreground calls in one message run side by side, in this \
-             working directory: give children that write files separate files, or \
-             `isolation: \"worktree\"` each (a write to a file another agent changed since \
-             this one read it fails)."
+            "{what} Several foreground calls in one message run side by side in this working \
+             directory: give children that write files separate files, or `isolation: \
+             \"worktree\"` each; a write to a file changed since the writer last read it fails."
         );
         match self.continuable() {
             Some(true) => format!(
