@@ -376,10 +376,14 @@ async fn two_siblings_editing_one_file_the_second_edit_fails_clearly() {
         ("c1", "subagent", &one),
         ("c2", "subagent", &two),
     ]));
-    // Each child reads the file, then (once both have read it) edits it.
+    // Each child reads the file (once both have asked), then edits it (once both have read).
     let read = json!({"path": "f.txt"}).to_string();
-    server.push(tool_calls_reply(&[("read", "read", &read)]));
-    server.push(tool_calls_reply(&[("read", "read", &read)]));
+    for _ in 0..2 {
+        server.push(Reply::Gated {
+            requests: 3,
+            reply: Box::new(tool_calls_reply(&[("read", "read", &read)])),
+        });
+    }
     for n in 1..3 {
         let edit =
             json!({"path": "f.txt", "old_string": "base", "new_string": format!("child {n}")});
@@ -409,4 +413,60 @@ async fn two_siblings_editing_one_file_the_second_edit_fails_clearly() {
     assert_eq!(edits.len(), 2, "{edits:?}");
     let text = std::fs::read_to_string(kin.cwd.path().join("f.txt")).unwrap();
     assert!(text == "child 1\n" || text == "child 2\n", "{text}");
+}
+
+/// Three children with a model delay under `config`; whether their model calls overlapped.
+async fn children_overlap(config: &str) -> bool {
+    let server = MockServer::start();
+    let mut kin = kin_on(&server, Some(config));
+    kin.initialize().await;
+    let session = kin.new_session().await;
+    let calls = [child_call("one"), child_call("two"), child_call("three")];
+    server.push(tool_calls_reply(&[
+        ("c1", "subagent", &calls[0]),
+        ("c2", "subagent", &calls[1]),
+        ("c3", "subagent", &calls[2]),
+    ]));
+    for _ in 0..3 {
+        let answer = text_reply(&["a child's answer"]);
+        server.push(Reply::Delayed(Duration::from_millis(100), Box::new(answer)));
+    }
+    server.push(text_reply(&["done"]));
+    let (_, answer) = drive(&mut kin, 2, prompt(&session, "fan out"), |_, _| vec![]).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    // Overlap: some child asked before another child's answer was out.
+    (1..4).any(|a| {
+        (1..4).any(|b| {
+            a != b
+                && server.request(a).unwrap().received < server.answered(b).unwrap()
+                && server.request(b).unwrap().received < server.answered(a).unwrap()
+        })
+    })
+}
+
+#[tokio::test]
+async fn max_parallel_of_one_and_a_cap_of_one_request_run_the_children_one_at_a_time() {
+    assert!(children_overlap("[tools]\nmax_parallel = 3\n").await);
+    assert!(!children_overlap("[tools]\nmax_parallel = 1\n").await);
+    assert!(!children_overlap("max_concurrent_requests = 1\n").await);
+}
+
+#[tokio::test]
+async fn a_max_parallel_of_zero_is_refused_clearly() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path().join("config/kin");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("config.toml"), "[tools]\nmax_parallel = 0\n").unwrap();
+    let output = std::process::Command::new(common::kin_binary())
+        .arg("config")
+        .env("XDG_CONFIG_HOME", home.path().join("config"))
+        .env("KIN_HOME", home.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("`tools.max_parallel` must be a whole number above zero, got 0"),
+        "{stderr}"
+    );
 }

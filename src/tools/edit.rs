@@ -126,7 +126,7 @@ async fn run(params: EditArgs, cx: &ToolContext) -> Result<ToolOutput, ToolOutpu
         )
         .await?;
     }
-    // What this call read: the file must still be that when the edit is written.
+    // What this call reads: the file must still be that when the edit is written.
     let read_stamp = Stamp::of(&target.path);
     let old = fs::read_text(&cx, &target.path)
         .await
@@ -136,6 +136,15 @@ async fn run(params: EditArgs, cx: &ToolContext) -> Result<ToolOutput, ToolOutpu
                 path: shown.clone(),
             })
         })?;
+    // A file that changed since the agent saw it (or while it was read) is refused before its
+    // text is matched: the model's old text may be what it saw, not what is there.
+    let read_stamp = match Stamp::of(&target.path) {
+        after if after == read_stamp => after,
+        _ => return Err(stale_error(StaleFile::Changed { shown })),
+    };
+    cx.files
+        .check_against(&target.path, read_stamp, &shown)
+        .map_err(stale_error)?;
     let edited = change.apply(&old, &shown).map_err(|e| e.output())?;
     let display = ToolDisplay {
         locations: vec![Location::new(&target.path, Some(edited.first_line))],

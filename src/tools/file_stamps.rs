@@ -75,11 +75,21 @@ impl FileStamps {
 
     /// Refuses when `path` changed since this agent last saw it; `shown` names it.
     pub(crate) fn check(&self, path: &Path, shown: &str) -> Result<(), StaleFile> {
+        self.check_against(path, Stamp::of(path), shown)
+    }
+
+    /// As [`FileStamps::check`], against `now`, the stamp of the version about to be used.
+    pub(crate) fn check_against(
+        &self,
+        path: &Path,
+        now: Option<Stamp>,
+        shown: &str,
+    ) -> Result<(), StaleFile> {
         let Some(known) = lock(&self.seen).get(path).copied() else {
             return Ok(());
         };
         let shown = shown.to_owned();
-        match Stamp::of(path) {
+        match now {
             Some(now) if now == known => Ok(()),
             Some(_) => Err(StaleFile::Changed { shown }),
             None => Err(StaleFile::Deleted { shown }),
