@@ -151,7 +151,9 @@ pub struct TurnDeps {
     pub(crate) client: Option<Arc<dyn ClientBridge>>,
 }
 
-/// Receives each event right after it was appended to the log.
+/// Receives each event right after it was appended to the log; the calls of a step that run
+/// side by side are handed to it as they start and end instead (with `seq` 0: the log writes
+/// them later, in the model's order, without handing them again).
 pub(crate) type Observer<'a> = &'a (dyn Fn(&Event) + Send + Sync);
 
 /// Everything that makes up a live agent besides its log.

@@ -4,9 +4,9 @@ use std::path::Path;
 
 use kin::session::parse_log;
 
-/// The session logs a run left in `home`, in the order the sessions were created. Returns
-/// (id, file text).
-pub fn harvest_logs(home: &Path) -> Result<Vec<(String, String)>, String> {
+/// The session logs a run left in `home`, in the order the sessions were created (ties: in the
+/// order `stdout` first names them). Returns (id, file text).
+pub fn harvest_logs(home: &Path, stdout: &[String]) -> Result<Vec<(String, String)>, String> {
     let mut logs = Vec::new();
     for dir in [home.join("sessions"), home.join("sessions/children")] {
         let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -25,7 +25,14 @@ pub fn harvest_logs(home: &Path) -> Result<Vec<(String, String)>, String> {
         }
     }
     // Creation order: what replay binds scripts by (a session's `createdAt` is unique and
-    // increasing within a process); the id only breaks a tie between processes.
-    logs.sort_by(|((a, at), _), ((b, bt), _)| at.cmp(bt).then(a.cmp(b)));
+    // increasing within a process). Sessions of two processes (an ACP kin child's own and its
+    // parent's record of it) may tie: the one stdout names first comes first.
+    let joined = stdout.join("\n");
+    let first_seen = |id: &str| joined.find(id).unwrap_or(usize::MAX);
+    logs.sort_by(|((a, at), _), ((b, bt), _)| {
+        at.cmp(bt)
+            .then(first_seen(a).cmp(&first_seen(b)))
+            .then(a.cmp(b))
+    });
     Ok(logs.into_iter().map(|((id, _), text)| (id, text)).collect())
 }

@@ -321,7 +321,7 @@ pub async fn play_with(source: ModelSource<'_>, input: &Input) -> Outcome {
         .run(input)
         .await
         .unwrap_or_else(|e| panic!("scenario {label} failed: {e}"));
-    let harvested = harvest_logs(&home).unwrap();
+    let harvested = harvest_logs(&home, &raw_stdout).unwrap();
     let mut normalizer = Normalizer::new(&cwd, &home);
     // Session ids are numbered by creation order, whichever the output names first.
     normalizer.number_first(harvested.iter().map(|(id, _)| id.as_str()));

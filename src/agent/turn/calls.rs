@@ -134,7 +134,7 @@ impl Turn<'_> {
             }
         };
         let done = finish(self.agent, turn, step, call, output);
-        self.commit(step, call, call_seq, done, model_takes_images)
+        self.commit(step, call, call_seq, done, model_takes_images, false)
     }
 
     /// Calls that may overlap: all shown started at once, run at most `max_parallel` at a
@@ -188,7 +188,7 @@ impl Turn<'_> {
                 .and_then(|logged| {
                     let seq = logged.seq;
                     self.agent.push_event(logged);
-                    self.commit_quietly(step, call, seq, done, model_takes_images)
+                    self.commit(step, call, seq, done, model_takes_images, true)
                 });
             if let Err(error) = committed {
                 run_cancel.cancel();
@@ -202,7 +202,8 @@ impl Turn<'_> {
     }
 
     /// Logs a call's outcome after its `tool/call` (seq `call_seq`): the permission answers
-    /// given meanwhile, the result, and what the call recorded (a task it started).
+    /// given meanwhile, the result, and what the call recorded (a task it started). `shown`:
+    /// the observer saw the result already (a side-by-side call's, as it ended).
     fn commit(
         &mut self,
         step: u32,
@@ -210,30 +211,7 @@ impl Turn<'_> {
         call_seq: u64,
         done: Finished,
         model_takes_images: bool,
-    ) -> Result<(), TurnError> {
-        self.commit_as(step, call, call_seq, done, model_takes_images, true)
-    }
-
-    /// As [`Turn::commit`], for a call whose result the observer was shown already.
-    fn commit_quietly(
-        &mut self,
-        step: u32,
-        call: &PlannedCall,
-        call_seq: u64,
-        done: Finished,
-        model_takes_images: bool,
-    ) -> Result<(), TurnError> {
-        self.commit_as(step, call, call_seq, done, model_takes_images, false)
-    }
-
-    fn commit_as(
-        &mut self,
-        step: u32,
-        call: &PlannedCall,
-        call_seq: u64,
-        done: Finished,
-        model_takes_images: bool,
-        observed: bool,
+        shown: bool,
     ) -> Result<(), TurnError> {
         let Finished {
             result,
@@ -260,10 +238,10 @@ impl Turn<'_> {
             .state
             .log
             .append_surface(body, now_ms(), Some(vec![call_seq]))?;
-        if observed {
-            self.push(logged);
-        } else {
+        if shown {
             self.agent.push_event(logged);
+        } else {
+            self.push(logged);
         }
         self.write_pending()?;
         if let Some(message) = fatal {
