@@ -135,8 +135,37 @@ fn tool_events(log: &[Value]) -> Vec<(String, String)> {
         .collect()
 }
 
+/// What a one-at-a-time run logs for `calls`: each call, then its result.
+fn in_model_order(calls: &[&str]) -> Vec<(String, String)> {
+    let event = |kind: &str, id: &str| (kind.to_owned(), id.to_owned());
+    calls
+        .iter()
+        .flat_map(|id| [event("tool/call", id), event("tool/result", id)])
+        .collect()
+}
+
 fn child_call(label: &str) -> String {
     json!({"description": label, "prompt": format!("answer as {label}")}).to_string()
+}
+
+/// The parent's step asking for three foreground children, `c1`..`c3`.
+fn ask_three_children(server: &MockServer) {
+    let calls = [child_call("one"), child_call("two"), child_call("three")];
+    server.push(tool_calls_reply(&[
+        ("c1", "subagent", &calls[0]),
+        ("c2", "subagent", &calls[1]),
+        ("c3", "subagent", &calls[2]),
+    ]));
+}
+
+/// The parent asks for three children, each answered after `delay`, then ends.
+fn script_three_children(server: &MockServer, delay: Duration) {
+    ask_three_children(server);
+    for _ in 0..3 {
+        let answer = text_reply(&["a child's answer"]);
+        server.push(Reply::Delayed(delay, Box::new(answer)));
+    }
+    server.push(text_reply(&["all three answered"]));
 }
 
 #[tokio::test]
@@ -145,17 +174,7 @@ async fn three_foreground_children_run_side_by_side_and_commit_in_order() {
     let mut kin = kin_on(&server, None);
     kin.initialize().await;
     let session = kin.new_session().await;
-    let calls = [child_call("one"), child_call("two"), child_call("three")];
-    server.push(tool_calls_reply(&[
-        ("c1", "subagent", &calls[0]),
-        ("c2", "subagent", &calls[1]),
-        ("c3", "subagent", &calls[2]),
-    ]));
-    for _ in 0..3 {
-        let answer = text_reply(&["a child's answer"]);
-        server.push(Reply::Delayed(Duration::from_millis(300), Box::new(answer)));
-    }
-    server.push(text_reply(&["all three answered"]));
+    script_three_children(&server, Duration::from_millis(300));
     let (seen, answer) = drive(&mut kin, 2, prompt(&session, "fan out"), |_, _| vec![]).await;
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     // Every child asked the model before any child was answered: they ran side by side.
@@ -181,16 +200,10 @@ async fn three_foreground_children_run_side_by_side_and_commit_in_order() {
         assert!(shown < first_done, "{call} shown started first");
     }
     // The log and the next request are a one-at-a-time run's.
-    let expected: Vec<(String, String)> = ["c1", "c2", "c3"]
-        .iter()
-        .flat_map(|id| {
-            [
-                ("tool/call".into(), id.to_string()),
-                ("tool/result".into(), id.to_string()),
-            ]
-        })
-        .collect();
-    assert_eq!(tool_events(&root_log(&kin)), expected);
+    assert_eq!(
+        tool_events(&root_log(&kin)),
+        in_model_order(&["c1", "c2", "c3"])
+    );
     let told = tool_messages(&server.request(4).unwrap().body);
     let ids: Vec<&str> = told.iter().map(|(id, _)| id.as_str()).collect();
     assert_eq!(ids, ["c1", "c2", "c3"]);
@@ -286,12 +299,7 @@ async fn cancel_during_a_fan_out_answers_cancelled_with_a_result_for_every_call(
     let mut kin = kin_on(&server, None);
     kin.initialize().await;
     let session = kin.new_session().await;
-    let calls = [child_call("one"), child_call("two"), child_call("three")];
-    server.push(tool_calls_reply(&[
-        ("c1", "subagent", &calls[0]),
-        ("c2", "subagent", &calls[1]),
-        ("c3", "subagent", &calls[2]),
-    ]));
+    ask_three_children(&server);
     server.set_default(Reply::Hang(Vec::new()));
     kin.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": prompt(&session, "fan out")}))
         .await;
@@ -310,15 +318,7 @@ async fn cancel_during_a_fan_out_answers_cancelled_with_a_result_for_every_call(
     let (_, answer) = kin.answer(&json!(2)).await;
     assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
     let log = root_log(&kin);
-    let expected: Vec<(String, String)> = ["c1", "c2", "c3"]
-        .iter()
-        .flat_map(|id| {
-            [
-                ("tool/call".into(), id.to_string()),
-                ("tool/result".into(), id.to_string()),
-            ]
-        })
-        .collect();
+    let expected = in_model_order(&["c1", "c2", "c3"]);
     assert_eq!(tool_events(&log), expected, "every call has its result");
     for result in log.iter().filter(|e| e["type"] == "tool/result") {
         assert_eq!(result["data"]["error"]["code"], "CANCELLED", "{result}");
@@ -421,17 +421,7 @@ async fn children_overlap(config: &str) -> bool {
     let mut kin = kin_on(&server, Some(config));
     kin.initialize().await;
     let session = kin.new_session().await;
-    let calls = [child_call("one"), child_call("two"), child_call("three")];
-    server.push(tool_calls_reply(&[
-        ("c1", "subagent", &calls[0]),
-        ("c2", "subagent", &calls[1]),
-        ("c3", "subagent", &calls[2]),
-    ]));
-    for _ in 0..3 {
-        let answer = text_reply(&["a child's answer"]);
-        server.push(Reply::Delayed(Duration::from_millis(100), Box::new(answer)));
-    }
-    server.push(text_reply(&["done"]));
+    script_three_children(&server, Duration::from_millis(100));
     let (_, answer) = drive(&mut kin, 2, prompt(&session, "fan out"), |_, _| vec![]).await;
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     // Overlap: some child asked before another child's answer was out.
