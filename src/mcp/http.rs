@@ -36,11 +36,16 @@ pub(crate) fn transport(
     Ok(StreamableHttpClientTransport::with_client(client, config))
 }
 
-/// The HTTP status (401 or 403) when `error`, or any cause of it, is the server refusing kin's
+/// The HTTP status (401 or 403) when the handshake failed because the server refused kin's
 /// credentials: trying again with the same headers cannot help.
-pub(crate) fn auth_refusal(error: &(dyn std::error::Error + 'static)) -> Option<u16> {
+pub(crate) fn auth_refusal(error: &rmcp::service::ClientInitializeError) -> Option<u16> {
+    use rmcp::service::ClientInitializeError;
     use rmcp::transport::streamable_http_client::StreamableHttpError as E;
-    let mut cause = Some(error);
+    // The transport's error is a field, not a `source`, of the handshake's.
+    let ClientInitializeError::TransportError { error, .. } = error else {
+        return None;
+    };
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
     while let Some(error) = cause {
         match error.downcast_ref::<E<reqwest::Error>>() {
             Some(E::AuthRequired(_)) => return Some(401),

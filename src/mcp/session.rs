@@ -191,7 +191,8 @@ fn left_out_notice(max: usize, left_out: &[(&str, usize, Vec<String>)]) -> Optio
         })
         .collect();
     Some(format!(
-        "the model is offered at most {max} MCP tools (`mcp_max_tools` in the config file);          left out: {}",
+        "the model is offered at most {max} MCP tools (`mcp_max_tools` in the config file); \
+         left out: {}",
         servers.join("; ")
     ))
 }
