@@ -31,7 +31,8 @@ pub(crate) type ResponseBody = BoxBody<Bytes, Infallible>;
 pub(crate) struct Gate {
     pub(crate) token: Token,
     pub(crate) service: StreamableHttpService<KinServer, LocalSessionManager>,
-    pub(crate) sessions: Arc<LocalSessionManager>,
+    /// rmcp's live MCP sessions (counted for the cap).
+    pub(crate) manager: Arc<LocalSessionManager>,
 }
 
 impl Gate {
@@ -55,7 +56,7 @@ impl Gate {
         }
         let opens_session =
             request.method() == Method::POST && !request.headers().contains_key("mcp-session-id");
-        if opens_session && self.sessions.sessions.read().await.len() >= MAX_SESSIONS {
+        if opens_session && self.manager.sessions.read().await.len() >= MAX_SESSIONS {
             let message = format!(
                 "kin mcp has {MAX_SESSIONS} live MCP sessions, its most; end one (HTTP DELETE) \
                  or wait until an idle one expires"

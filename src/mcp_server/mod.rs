@@ -144,7 +144,7 @@ pub async fn serve_http(
     let gate = Arc::new(Gate {
         token,
         service: listen::service(sessions.clone(), manager.clone(), &addrs, &shutdown),
-        sessions: manager,
+        manager,
     });
     let slots = Arc::new(Semaphore::new(listen::MAX_CONNECTIONS));
     let connections = TaskTracker::new();
