@@ -236,7 +236,12 @@ pub fn acp_agents(config: &ConfigFile) -> Result<Vec<AcpAgentConfig>, ConfigErro
 pub fn mcp_servers(config: &ConfigFile) -> Result<McpSettings, ConfigError> {
     match (&config.file, &config.path) {
         (Some(file), Some(path)) => {
-            mcp_servers::resolve(&file.mcp_servers, file.mcp_startup_timeout.as_ref(), path)
+            let timeout = file.mcp_startup_timeout.as_ref();
+            let settings = mcp_servers::resolve(&file.mcp_servers, timeout, path)?;
+            Ok(McpSettings {
+                max_tools: file.mcp_max_tools,
+                ..settings
+            })
         }
         _ => Ok(McpSettings::default()),
     }

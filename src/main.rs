@@ -68,14 +68,8 @@ enum Command {
     /// Codex CLI launches), or as streamable HTTP with `--listen`. Tools: kin, kin_reply,
     /// kin_output, kin_cancel, kin_list.
     Mcp {
-        /// Serve streamable HTTP on this address (path /mcp) instead of stdin/stdout, e.g.
-        /// 127.0.0.1:8765; port 0 picks a free port (printed on stderr)
-        #[arg(long, value_name = "ADDR")]
-        listen: Option<std::net::SocketAddr>,
-        /// Accept a --listen address that is not loopback (anyone who reaches it can run
-        /// tasks as you)
-        #[arg(long)]
-        allow_remote: bool,
+        #[command(flatten)]
+        listen: ListenFlags,
         /// The widest mode a call may ask for (`read-only`, `ask` or `allow`); a call's `mode`
         /// can only narrow it [default: ask]
         #[arg(long, value_name = "MODE", value_parser = parse_mode)]
@@ -89,6 +83,30 @@ enum Command {
     /// List the agent definitions the `subagent` tools can name here, with the file each came
     /// from (`.kin/agents/`, `.claude/agents/`, then `agents/` in kin's config directory).
     Agents,
+}
+
+/// Where `kin mcp` serves HTTP, and how it lets clients in.
+#[derive(Args, Clone, Debug, Default, PartialEq)]
+struct ListenFlags {
+    /// Serve streamable HTTP on this address (path /mcp) instead of stdin/stdout, e.g.
+    /// 127.0.0.1:8765; port 0 picks a free port (printed on stderr). Every request needs the
+    /// bearer token whose file is printed on stderr
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<std::net::SocketAddr>,
+    /// Serve streamable HTTP on this Unix socket (made 0600), alone or beside --listen
+    #[arg(long, value_name = "PATH")]
+    socket: Option<PathBuf>,
+    /// Take the bearer token from this file (readable by you only) instead of `mcp-token` in
+    /// kin's data directory, which is made on first use
+    #[arg(long, value_name = "PATH")]
+    token_file: Option<PathBuf>,
+    /// Accept a --listen address that is not loopback (anyone who reaches it and holds the
+    /// token can run tasks as you)
+    #[arg(long)]
+    allow_remote: bool,
+    /// Over HTTP, accept `/` and your home directory as a task's cwd (refused by default)
+    #[arg(long)]
+    allow_broad_cwd: bool,
 }
 
 /// Model settings; each beats its environment variable and the config file.
@@ -193,8 +211,7 @@ fn bare_acp() -> Cli {
 fn bare_mcp() -> Cli {
     Cli {
         command: Command::Mcp {
-            listen: None,
-            allow_remote: false,
+            listen: ListenFlags::default(),
             mode: None,
             replay: None,
             model: ModelFlags::default(),
@@ -250,16 +267,11 @@ fn run_command(cli: Cli) -> anyhow::Result<u8> {
         }
         Command::Mcp {
             listen,
-            allow_remote,
             mode,
             replay,
             model,
         } => {
-            let options = McpArgs {
-                listen,
-                allow_remote,
-                mode,
-            };
+            let options = McpArgs { listen, mode };
             runtime.block_on(Box::pin(mcp(options, replay, model)))
         }
         Command::Config { model } => runtime.block_on(Box::pin(show_config(model))),
@@ -325,6 +337,9 @@ fn open_runtime(models: ModelCatalog, file: &config::ConfigFile) -> anyhow::Resu
     if let Some(timeout) = mcp.startup_timeout {
         options.mcp_startup_timeout = timeout;
     }
+    if let Some(max) = mcp.max_tools {
+        options.mcp_max_tools = max;
+    }
     let model = models.default_choice().model.clone();
     options.models = Some(models);
     Runtime::new(&home, model, kin::tools::builtin(), options)
@@ -348,14 +363,14 @@ async fn acp(replay: Option<PathBuf>, flags: ModelFlags) -> anyhow::Result<u8> {
 
 /// `kin mcp`'s own arguments.
 struct McpArgs {
-    listen: Option<std::net::SocketAddr>,
-    allow_remote: bool,
+    listen: ListenFlags,
     mode: Option<PermissionMode>,
 }
 
 async fn mcp(args: McpArgs, replay: Option<PathBuf>, flags: ModelFlags) -> anyhow::Result<u8> {
-    if let Some(addr) = args.listen {
-        if !addr.ip().is_loopback() && !args.allow_remote {
+    let http = args.listen;
+    if let Some(addr) = http.listen {
+        if !addr.ip().is_loopback() && !http.allow_remote {
             anyhow::bail!(
                 "--listen {addr} is not a loopback address; anyone who reaches it could run \
                  tasks as you (add --allow-remote if that is what you want)"
@@ -369,10 +384,17 @@ async fn mcp(args: McpArgs, replay: Option<PathBuf>, flags: ModelFlags) -> anyho
         ceiling: args.mode.unwrap_or(PermissionMode::Ask),
         cwd: std::env::current_dir().context("reading the current directory")?,
     };
-    match args.listen {
-        Some(addr) => kin::mcp_server::serve_http(runtime, options, addr, shutdown).await?,
-        None => kin::mcp_server::serve_stdio(runtime, options, shutdown).await?,
+    if http.listen.is_none() && http.socket.is_none() {
+        kin::mcp_server::serve_stdio(runtime, options, shutdown).await?;
+        return Ok(0);
     }
+    let listen = kin::mcp_server::ListenOptions {
+        addr: http.listen,
+        socket: http.socket,
+        token_file: http.token_file,
+        allow_broad_cwd: http.allow_broad_cwd,
+    };
+    kin::mcp_server::serve_http(runtime, options, listen, shutdown).await?;
     Ok(0)
 }
 
@@ -485,14 +507,12 @@ mod tests {
         let (
             Ok(Command::Mcp {
                 listen,
-                allow_remote,
                 mode,
                 replay,
                 model,
             }),
             Command::Mcp {
                 listen: bare_listen,
-                allow_remote: bare_allow_remote,
                 mode: bare_mode,
                 replay: bare_replay,
                 model: bare_model,
@@ -502,7 +522,6 @@ mod tests {
             panic!("`kin mcp` and the shortcut are not both the mcp command");
         };
         assert_eq!(listen, bare_listen);
-        assert_eq!(allow_remote, bare_allow_remote);
         assert_eq!(mode, bare_mode);
         assert_eq!(replay, bare_replay);
         assert_eq!(model.overrides(), bare_model.overrides());

@@ -46,6 +46,8 @@ pub struct RuntimeOptions {
     pub mcp_servers: Vec<ServerSpec>,
     /// How long a session's first prompt waits for its MCP servers to start.
     pub mcp_startup_timeout: Duration,
+    /// The most MCP tools offered to the model (`mcp_max_tools`).
+    pub mcp_max_tools: usize,
 }
 
 impl Default for RuntimeOptions {
@@ -59,6 +61,7 @@ impl Default for RuntimeOptions {
             delegation: DelegationSettings::default(),
             mcp_servers: Vec::new(),
             mcp_startup_timeout: crate::mcp::DEFAULT_STARTUP_TIMEOUT,
+            mcp_max_tools: crate::mcp::DEFAULT_MAX_TOOLS,
         }
     }
 }
@@ -82,6 +85,7 @@ pub struct Runtime {
     shutdown: CancellationToken,
     mcp_servers: Vec<ServerSpec>,
     mcp_startup_timeout: Duration,
+    mcp_max_tools: usize,
 }
 
 impl Runtime {
@@ -128,6 +132,7 @@ impl Runtime {
             shutdown,
             mcp_servers: options.mcp_servers,
             mcp_startup_timeout: options.mcp_startup_timeout,
+            mcp_max_tools: options.mcp_max_tools,
         }))
     }
 
@@ -202,7 +207,12 @@ impl Runtime {
     pub(crate) fn start_mcp(&self, agent: &Agent, editor: Vec<ServerSpec>) {
         let specs = crate::mcp::merge(&self.mcp_servers, editor);
         let view = (!specs.is_empty()).then(|| McpView {
-            servers: SessionServers::start(specs, agent.cwd.clone(), self.mcp_startup_timeout),
+            servers: SessionServers::start(
+                specs,
+                agent.cwd.clone(),
+                self.mcp_startup_timeout,
+                self.mcp_max_tools,
+            ),
             keep: agent.own_mcp_keep(),
             owned: true,
         });

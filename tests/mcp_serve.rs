@@ -355,7 +355,14 @@ async fn streamable_http_serves_the_same_tools() {
         .strip_prefix("kin: serving MCP on ")
         .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
         .to_owned();
-    let found = world.client(&["http", &url, "hello"]).await;
+    let said = tokio::time::timeout(DEADLINE, lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(said.starts_with("kin: the bearer token is in "), "{said}");
+    let token = std::fs::read_to_string(world.home.path().join("mcp-token")).unwrap();
+    let found = world.client(&["http", &url, token.trim(), "hello"]).await;
     assert_eq!(found[0]["names"].as_array().unwrap().len(), 5);
     assert_eq!(
         found[1]["structured"]["answer"], "over http",

@@ -52,6 +52,8 @@ pub(crate) struct FileConfig {
     #[serde(default)]
     pub(crate) mcp_servers: BTreeMap<String, super::mcp_servers::McpServerEntry>,
     pub(crate) mcp_startup_timeout: Option<DurationValue>,
+    /// The most MCP tools offered to the model (see `mcp_servers`).
+    pub(crate) mcp_max_tools: Option<usize>,
     #[serde(flatten)]
     pub(crate) unknown: BTreeMap<String, toml::Value>,
 }

@@ -1,6 +1,6 @@
 //! MCP servers for every session: the `[mcp_servers.<name>]` tables of the config file
-//! (`command`, `args`, `env` for stdio; `url`, `headers` for streamable HTTP) and
-//! `mcp_startup_timeout`. An editor's server of the same name replaces a configured one.
+//! (`command`, `args`, `env` for stdio; `url`, `headers` for streamable HTTP; `call_timeout`),
+//! `mcp_startup_timeout` and `mcp_max_tools`. An editor's server of the same name replaces a configured one.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -24,6 +24,8 @@ pub(crate) struct McpServerEntry {
     url: Option<String>,
     #[serde(default)]
     headers: BTreeMap<String, String>,
+    /// How long one tool call may take, e.g. "30m".
+    call_timeout: Option<DurationValue>,
 }
 
 /// The configured servers, in name order, and the startup timeout.
@@ -33,6 +35,8 @@ pub struct McpSettings {
     pub servers: Vec<ServerSpec>,
     /// How long a server may take to start; the built-in default when `None`.
     pub startup_timeout: Option<Duration>,
+    /// The most MCP tools offered to the model; the built-in default when `None`.
+    pub max_tools: Option<usize>,
 }
 
 pub(crate) fn resolve(
@@ -80,15 +84,22 @@ pub(crate) fn resolve(
                     return Err(invalid(key("command"), "a server needs `command` or `url`"))
                 }
             };
+            let call_timeout = entry
+                .call_timeout
+                .as_ref()
+                .map(|value| duration_value(value).map_err(|e| invalid(key("call_timeout"), &e)))
+                .transpose()?;
             Ok(ServerSpec {
                 name: name.clone(),
                 transport,
+                call_timeout,
             })
         })
         .collect::<Result<_, _>>()?;
     Ok(McpSettings {
         servers,
         startup_timeout,
+        max_tools: None,
     })
 }
 
@@ -107,6 +118,9 @@ pub fn render(settings: &McpSettings) -> String {
             "mcp_startup_timeout: {} s\n",
             timeout.as_secs_f64()
         ));
+    }
+    if let Some(max) = settings.max_tools {
+        text.push_str(&format!("mcp_max_tools: {max}\n"));
     }
     text
 }
