@@ -15,10 +15,11 @@ use futures::future::{BoxFuture, Shared};
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 
+use super::outcome::child_output;
 use super::provider::{Capabilities, Continuable, Provider, Run, RunControl, SteerRefusal};
 use super::request::{ResumeRequest, StartRequest, ToolFilter};
 use super::worktree::{self, Worktree};
-use super::{DelegationError, SubagentResult};
+use super::{diagnostic, DelegationError, SubagentResult};
 use crate::agent::host::AgentHost;
 use crate::agent::mcp_view::McpView;
 use crate::agent::structured::StructuredOutputTool;
@@ -268,6 +269,7 @@ fn start_in(
         delegation_depth: depth,
         started_over: None,
         agent_definition: None,
+        label: request.label.clone(),
     };
     let id = header.id.clone();
     let mut log = host
@@ -462,27 +464,32 @@ fn drive(host: &Arc<AgentHost>, child: Arc<Agent>, turn: Turn<'_>) -> Result<Run
     Ok(Run::new(child.id.clone(), Some(child), result, control))
 }
 
-/// The outcome of the activation whose events start at `boundary`.
+/// The outcome of the activation whose events start at `boundary`: its output by the one
+/// rule (`outcome.rs`), and why it did not complete, when it did not.
 fn read_result(
     child: &Agent,
     boundary: usize,
     outcome: Result<StopReason, TurnError>,
     cancelled: bool,
 ) -> SubagentResult {
-    let output: Vec<AssistantBlock> = child.with_events(|events| {
-        events
-            .get(boundary..)
-            .unwrap_or_default()
-            .iter()
-            .rev()
-            .find_map(|event| match &event.body {
-                EventBody::AssistantMessage(message) => Some(message.message.content.clone()),
-                _ => None,
-            })
-            .unwrap_or_default()
+    let (output, dropped_calls) = child.with_events(|events| {
+        let own = events.get(boundary..).unwrap_or_default();
+        (child_output(own), dropped_at_the_end(own))
     });
     let mut stop_reason = StopReason::of(&outcome, cancelled);
     let mut structured = None;
+    let mut diagnostic = match (&outcome, stop_reason) {
+        (Err(error), StopReason::Error) => Some(diagnostic::of_turn_error(error)),
+        (_, StopReason::MaxSteps) => {
+            Some("the child reached kin's step limit for one turn while still calling tools".into())
+        }
+        (_, StopReason::MaxTokens) if dropped_calls > 0 => Some(format!(
+            "the model's output stopped at its token limit in the middle of {dropped_calls}              tool call(s), which were not run"
+        )),
+        (_, StopReason::MaxTokens) => Some("the model's output stopped at its token limit".into()),
+        (_, StopReason::BudgetExhausted) => child.watch.budget_reached(),
+        _ => None,
+    };
     if let Some(capture) = &child.structured {
         match capture.captured() {
             Some(value) => structured = Some(value),
@@ -491,6 +498,10 @@ fn read_result(
                 stop_reason = if cancelled {
                     StopReason::Cancelled
                 } else {
+                    diagnostic = Some(format!(
+                        "the child finished without calling `{}`",
+                        crate::agent::STRUCTURED_TOOL
+                    ));
                     StopReason::Error
                 };
             }
@@ -501,8 +512,26 @@ fn read_result(
         output,
         structured,
         stop_reason,
-        error: None,
+        diagnostic,
+        abnormal: None,
     }
+}
+
+/// How many tool calls the last step of `events` held when it was cut at the token limit.
+fn dropped_at_the_end(events: &[Event]) -> usize {
+    events
+        .iter()
+        .rev()
+        .find_map(|event| match &event.body {
+            EventBody::AssistantMessage(message) => Some(
+                message
+                    .dropped_tool_calls
+                    .as_ref()
+                    .map_or(0, |dropped| dropped.calls.len()),
+            ),
+            _ => None,
+        })
+        .unwrap_or(0)
 }
 
 /// Holds no [`Run`] (that would be a cycle: the run holds its control) and gives up the child
@@ -517,7 +546,7 @@ struct InProcessControl {
 }
 
 impl RunControl for InProcessControl {
-    fn dispose(&self) -> BoxFuture<'static, ()> {
+    fn dispose(&self) -> BoxFuture<'static, Option<String>> {
         self.cancel.cancel();
         let child = lock(&self.child).take();
         let result = self.result.clone();
@@ -527,6 +556,8 @@ impl RunControl for InProcessControl {
             if let (Some(child), Some(host)) = (child, host.upgrade()) {
                 host.unpublish_agent(&child);
             }
+            // Its log was settled with its turn: nothing here can fail.
+            None
         }
         .boxed()
     }
