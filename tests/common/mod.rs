@@ -294,10 +294,24 @@ pub async fn play_with(source: ModelSource<'_>, input: &Input) -> Outcome {
     let (home, cwd) = (root.path().join("home"), root.path().join("workspace"));
     std::fs::create_dir_all(&home).unwrap();
     std::fs::create_dir_all(&cwd).unwrap();
-    let (replay_dir, env) = match source {
+    let (replay_dir, mut env) = match source {
         ModelSource::Replay(dir) => (Some(dir.to_owned()), Vec::new()),
         ModelSource::Live(env) => (None, env),
     };
+    // A scenario's `config.toml` is kin's config file for the run (`{{fake_acp_child}}` names
+    // the fake ACP child).
+    if let Some(config) = replay_dir.as_ref().map(|dir| dir.join("config.toml")) {
+        if config.is_file() {
+            let text = std::fs::read_to_string(&config).unwrap().replace(
+                "{{fake_acp_child}}",
+                &fake_acp_child().display().to_string(),
+            );
+            let config_home = root.path().join("config");
+            std::fs::create_dir_all(config_home.join("kin")).unwrap();
+            std::fs::write(config_home.join("kin/config.toml"), text).unwrap();
+            env.push(("XDG_CONFIG_HOME".into(), config_home.display().to_string()));
+        }
+    }
     let label = replay_dir
         .as_ref()
         .map_or_else(|| "(live model)".to_owned(), |d| d.display().to_string());
