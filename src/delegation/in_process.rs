@@ -484,7 +484,8 @@ fn read_result(
             Some("the child reached kin's step limit for one turn while still calling tools".into())
         }
         (_, StopReason::MaxTokens) if dropped_calls > 0 => Some(format!(
-            "the model's output stopped at its token limit in the middle of {dropped_calls}              tool call(s), which were not run"
+            "the model's output stopped at its token limit in the middle of {dropped_calls} \
+             tool call(s), which were not run"
         )),
         (_, StopReason::MaxTokens) => Some("the model's output stopped at its token limit".into()),
         (_, StopReason::BudgetExhausted) => child.watch.budget_reached(),
@@ -573,5 +574,89 @@ impl RunControl for InProcessControl {
             None => Err(SteerRefusal::Stopped),
         };
         Some(std::future::ready(delivered).boxed())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::AgentOptions;
+    use crate::session::{SessionStore, StoreError};
+
+    /// A child agent with `events` as its log so far.
+    fn child_with(store: &SessionStore, events: Vec<Event>) -> Agent {
+        let header = Header::new("c1".into(), 1, "/".into(), Vec::new());
+        let log = store.create(&header).unwrap();
+        Agent::new(AgentSpec {
+            header,
+            cwd: "/".into(),
+            log,
+            events,
+            options: AgentOptions::default(),
+            persona: None,
+            tools: Arc::new(ToolRegistry::new()),
+            structured: None,
+            roots: None,
+        })
+    }
+
+    fn streamed(seq: u64, text: &str) -> Event {
+        let chunk = crate::session::Chunk::TextDelta {
+            index: 0,
+            text: text.into(),
+        };
+        let body = EventBody::AssistantChunk(crate::session::AssistantChunk {
+            turn: 1,
+            step: 1,
+            chunk,
+        });
+        Event::new(seq, 0, body)
+    }
+
+    #[test]
+    fn a_child_whose_last_log_write_fails_settles_failed_with_that_cause() {
+        let home = tempfile::tempdir().unwrap();
+        let store = SessionStore::open(home.path()).unwrap();
+        let child = child_with(&store, vec![streamed(0, "Almost done")]);
+        // What a turn whose `turn/end` could not be written returns.
+        let full = StoreError::Io {
+            op: "appending to",
+            path: "/sessions/c1.jsonl".into(),
+            source: std::io::Error::from_raw_os_error(libc::ENOSPC),
+        };
+        let result = read_result(&child, 0, Err(TurnError::Store(full)), false);
+        assert_eq!(result.stop_reason, StopReason::Error);
+        assert_eq!(
+            result.diagnostic.as_deref(),
+            Some("the disk is full: could not write the child's session log /sessions/c1.jsonl")
+        );
+        assert_eq!(result.text(), "Almost done");
+    }
+
+    #[test]
+    fn a_child_cut_at_the_token_limit_says_its_calls_were_not_run() {
+        let home = tempfile::tempdir().unwrap();
+        let store = SessionStore::open(home.path()).unwrap();
+        let data = serde_json::json!({"turn": 1, "step": 1, "message": {"role": "assistant",
+            "content": [], "source": {"kind": "model", "provider": "p", "model": "m"},
+            "id": "x"}, "droppedToolCalls": {"reason": "cut", "calls": [{"type": "tool-call",
+            "id": "c", "name": "read", "arguments": "{\"pa"}]}});
+        let message = serde_json::from_value(data).unwrap();
+        let events = vec![
+            streamed(0, "Reading"),
+            Event::new(1, 0, EventBody::AssistantMessage(Box::new(message))),
+        ];
+        let child = child_with(&store, events);
+        let result = read_result(&child, 0, Ok(StopReason::MaxTokens), false);
+        assert_eq!(result.stop_reason, StopReason::MaxTokens);
+        assert_eq!(
+            result.diagnostic.as_deref(),
+            Some(
+                "the model's output stopped at its token limit in the middle of 1 tool \
+                 call(s), which were not run"
+            )
+        );
+        // The empty message left by the cut step does not hide what was streamed.
+        assert_eq!(result.text(), "Reading");
     }
 }
