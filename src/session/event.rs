@@ -454,7 +454,17 @@ pub struct AssistantMessage {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub(crate) dropped_tool_calls: Option<super::truncated::DroppedToolCalls>,
+    pub(crate) dropped_tool_calls: Option<DroppedToolCalls>,
+}
+
+/// The tool calls a step that finished at the token limit held, left unrun (see
+/// `truncated.rs`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DroppedToolCalls {
+    /// Why they were not run.
+    pub reason: String,
+    /// The calls, as the model wrote them.
+    pub calls: Vec<AssistantBlock>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -42,4 +42,3 @@ pub use log::SessionLog;
 pub use records::{Descriptor, TaskEnd, TaskStart, ToolFilter};
 pub use store::SessionStore;
 pub use summary::SessionSummary;
-pub use truncated::DroppedToolCalls;

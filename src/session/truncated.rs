@@ -2,22 +2,11 @@
 //! be cut anywhere. Its calls are taken out of the assistant message (so the model never sees
 //! a call without a result) and kept beside it, unrun, with the reason.
 
-use serde::{Deserialize, Serialize};
-
-use super::event::AssistantBlock;
+use super::event::{AssistantBlock, DroppedToolCalls};
 
 /// Why the calls of a truncated step were not run (written in the log beside them).
 pub(crate) const TRUNCATED_STEP: &str = "the model's output stopped at its token limit \
     (finish reason length), so these tool calls may be cut off; none was run";
-
-/// The tool calls a step that finished at the token limit held, left unrun.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DroppedToolCalls {
-    /// Why they were not run.
-    pub reason: String,
-    /// The calls, as the model wrote them.
-    pub calls: Vec<AssistantBlock>,
-}
 
 impl DroppedToolCalls {
     /// Takes the tool calls out of `blocks`, keeping text and reasoning in order; `None` when
