@@ -102,11 +102,11 @@ fn last_stderr_line(stderr: &StderrTail) -> String {
     }
 }
 
-/// `text` on one line: runs of whitespace (line breaks included) become one space, secrets are
-/// redacted, and it is cut to [`MAX_CHARS`].
+/// `text` on one line: runs of whitespace (line breaks included) become one space, other
+/// control characters show escaped, secrets are redacted, and it is cut to [`MAX_CHARS`].
 pub(crate) fn one_line(text: &str) -> String {
     let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    let scrubbed = scrub_secrets(&flat);
+    let scrubbed = scrub_secrets(&crate::text::visible(&flat));
     match scrubbed.char_indices().nth(MAX_CHARS) {
         Some((at, _)) => format!("{}…", &scrubbed[..at]),
         None => scrubbed,

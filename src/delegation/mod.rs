@@ -13,6 +13,10 @@
 //! - [`Delegation::restore`]: on reopening a session, the tasks an earlier process left
 //!   unfinished show as interrupted.
 //!
+//! What a child hands back is worded in one place: its output by one rule, and for a run that
+//! did not complete a headline, a one-line diagnostic and its partial output (`outcome.rs`,
+//! causes in `diagnostic.rs`), for the foreground tool result and the background task alike.
+//!
 //! The service owns the provider table (`spawn`, `fork` in process; `acp:<name>` as ACP child
 //! processes) and the activation map (`activation.rs`: one task per activation). It reaches
 //! the host one way, a `Weak<AgentHost>` set once by the runtime, and passes it to providers.
