@@ -159,8 +159,8 @@ async fn a_child_whose_endpoint_fails_names_the_status_and_message() {
     let (told, _) = failing_child(error_reply(500, "upstream overloaded")).await;
     assert_eq!(
         told,
-        "Error: subagent run failed\nDiagnostic: the model endpoint answered HTTP 500: \
-         upstream overloaded"
+        "Error: subagent run failed\nDiagnostic: model endpoint answered HTTP 500: upstream \
+         overloaded"
     );
 }
 
@@ -237,4 +237,31 @@ async fn a_reloaded_tree_shows_each_child_under_its_live_title() {
     let (replayed, loaded) = kin.request(4, "session/load", load).await;
     assert!(loaded.get("result").is_some(), "{loaded}");
     assert_eq!(titles(&replayed), ["Count the files"]);
+}
+
+#[tokio::test]
+async fn an_editor_with_subagents_sees_why_a_child_failed() {
+    let server = MockServer::start();
+    let mut kin = kin_on(&server);
+    let capabilities = json!({"protocolVersion": 1, "clientCapabilities": {"subagents": {}}});
+    kin.request(0, "initialize", capabilities).await;
+    let session = kin.new_session().await;
+    let call = r#"{"description":"Doomed child","prompt":"Answer the question."}"#;
+    server.push(tool_calls_reply(&[("call_1", "subagent", call)]));
+    server.push(error_reply(503, "no capacity"));
+    server.push(text_reply(&["The child failed."]));
+    let params = json!({"sessionId": session, "prompt": [{"type": "text", "text": "go"}]});
+    let (updates, answer) = kin.request(2, "session/prompt", params).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let idle = updates
+        .iter()
+        .map(|m| &m["params"]["update"])
+        .find(|u| u["sessionUpdate"] == "subagent_update" && u["state"]["state"] == "idle")
+        .expect("the child goes idle");
+    let state = idle["state"].to_string();
+    assert!(state.contains("\"error\""), "{state}");
+    assert!(
+        state.contains("model endpoint answered HTTP 503: no capacity"),
+        "{state}"
+    );
 }

@@ -25,34 +25,10 @@ pub(crate) fn of_turn_error(error: &TurnError) -> String {
     }
 }
 
-/// A model call's failure: what the endpoint said, or what became of the stream.
+/// A model call's failure: what the endpoint said (the client already quotes an error body's
+/// message), or what became of the stream.
 pub(crate) fn of_model_error(error: &ModelError) -> String {
-    match error {
-        ModelError::Http { status, body, .. } => one_line(&format!(
-            "the model endpoint answered HTTP {status}: {}",
-            endpoint_message(body)
-        )),
-        other => one_line(&other.to_string()),
-    }
-}
-
-/// The message of an endpoint's error body (`{"error": {"message": ...}}`, as OpenAI-style
-/// servers answer), else the body as it came.
-fn endpoint_message(body: &str) -> String {
-    let parsed: Option<serde_json::Value> = serde_json::from_str(body).ok();
-    let message = parsed.as_ref().and_then(|value| {
-        value
-            .pointer("/error/message")
-            .or_else(|| value.get("message"))
-            .or_else(|| value.get("error"))
-            .and_then(serde_json::Value::as_str)
-            .map(str::to_owned)
-    });
-    match message {
-        Some(message) => message,
-        None if body.trim().is_empty() => "(no message)".to_owned(),
-        None => body.to_owned(),
-    }
+    one_line(&error.to_string())
 }
 
 /// A session log that could not be written: a full disk and a lost lock say so first.
@@ -185,8 +161,8 @@ mod tests {
     fn an_endpoint_error_names_its_status_and_message() {
         let error = ModelError::Http {
             status: 500,
-            body: r#"{"error": {"message": "upstream overloaded", "type": "server_error"}}"#.into(),
-            attempts: 3,
+            body: "upstream overloaded".into(),
+            attempts: 1,
         };
         let turn = TurnError::Model {
             turn: 1,
@@ -195,7 +171,7 @@ mod tests {
         };
         assert_eq!(
             of_turn_error(&turn),
-            "the model endpoint answered HTTP 500: upstream overloaded"
+            "model endpoint answered HTTP 500: upstream overloaded"
         );
         let plain = ModelError::Http {
             status: 429,
@@ -204,7 +180,7 @@ mod tests {
         };
         assert_eq!(
             of_model_error(&plain),
-            "the model endpoint answered HTTP 429: slow down please"
+            "model endpoint answered HTTP 429: slow down please"
         );
     }
 

@@ -249,12 +249,12 @@ mod tests {
     fn a_failure_reads_headline_diagnostic_and_partial_output() {
         let failed = result(
             StopReason::Error,
-            Some("the model endpoint answered HTTP 500: overloaded"),
+            Some("model endpoint answered HTTP 500: overloaded"),
             "Thinking",
         );
         assert_eq!(
             failure_text(&failed).unwrap(),
-            "Error: subagent run failed\nDiagnostic: the model endpoint answered HTTP 500: \
+            "Error: subagent run failed\nDiagnostic: model endpoint answered HTTP 500: \
              overloaded\nPartial output before the run ended:\nThinking"
         );
         let bare = result(StopReason::Refusal, None, "  ");
