@@ -124,30 +124,34 @@ pub(crate) fn scrub_secrets(text: &str) -> String {
         if bare.eq_ignore_ascii_case("bearer") {
             redact_next = true;
             words.push(word.to_owned());
-            continue;
-        }
-        if redact_next && !word.is_empty() {
-            redact_next = false;
+        } else if std::mem::take(&mut redact_next) && !word.is_empty() {
             words.push(REDACTED.to_owned());
-            continue;
-        }
-        if let Some(at) = word.find(['=', ':']) {
-            let (key, rest) = word.split_at(at);
-            if names_a_secret(key) {
-                redact_next = rest.len() == 1;
-                if rest.len() > 1 {
-                    words.push(format!("{key}{}{REDACTED}", &rest[..1]));
-                    continue;
-                }
-            }
-        }
-        if bare.starts_with("sk-") && bare.len() >= 20 {
+        } else if let Some(kept) = secret_value_cut(word) {
+            // `api_key=...`, `...?token=...`: the value goes.
+            words.push(format!("{kept}{REDACTED}"));
+        } else if word.ends_with(':') && names_a_secret(&word[..word.len() - 1]) {
+            // `token: ...`: the next word goes.
+            redact_next = true;
+            words.push(word.to_owned());
+        } else if bare.starts_with("sk-") && bare.len() >= 20 {
             words.push(word.replace(bare, REDACTED));
-            continue;
+        } else {
+            words.push(word.to_owned());
         }
-        words.push(word.to_owned());
     }
     words.join(" ")
+}
+
+/// For a word holding `<secret name>=<value>` (or `:`), also inside a URL's query: the word up
+/// to and with that separator (what follows it goes).
+fn secret_value_cut(word: &str) -> Option<&str> {
+    word.match_indices(['=', ':']).find_map(|(at, _)| {
+        let name_start = word[..at]
+            .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+            .map_or(0, |before| before + 1);
+        let has_value = at + 1 < word.len();
+        (has_value && names_a_secret(&word[name_start..at])).then(|| &word[..=at])
+    })
 }
 
 #[cfg(test)]
@@ -265,7 +269,11 @@ mod tests {
             scrub_secrets("using key sk-abcdefghijklmnopqrstuvwx, then"),
             "using key [redacted], then"
         );
-        assert_eq!(scrub_secrets("nothing to see"), "nothing to see");
+        assert_eq!(
+            scrub_secrets("GET https://h/v1?api_key=abc123&x=1 failed"),
+            "GET https://h/v1?api_key=[redacted] failed"
+        );
+        assert_eq!(scrub_secrets("nothing: to see"), "nothing: to see");
     }
 
     #[test]
