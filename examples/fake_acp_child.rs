@@ -7,6 +7,8 @@
 //!   streamed after a thought (which is not part of the answer);
 //! - `slow`: waits 300 ms before reading anything, then as `ok`;
 //! - `crash`: writes a line to stderr and exits with code 3 on `initialize`;
+//! - `partial-crash`: answers the handshake; a prompt streams `Half an answer`, then the child
+//!   writes a line holding a bearer token to stderr and exits with code 3;
 //! - `hang`: never answers, ignores stdin's end and SIGTERM (only SIGKILL ends it);
 //! - `garbage`: answers `initialize` with a line that is not JSON;
 //! - `flood`: answers the handshake, then floods the prompt with message chunks;
@@ -139,6 +141,15 @@ fn main() -> std::io::Result<()> {
                 send(&mut out, &reply(json!({"sessionId": "fake-session"})))?;
             }
             Some("session/prompt") => match mode.as_str() {
+                "partial-crash" => {
+                    send(
+                        &mut out,
+                        &chunk("fake-session", "agent_message_chunk", "Half an answer"),
+                    )?;
+                    eprintln!("fake child: starting");
+                    eprintln!("fake child: lost the model, Authorization: Bearer fake-secret-0042");
+                    std::process::exit(3);
+                }
                 "flood" => {
                     let text = "x".repeat(64 * 1024);
                     loop {

@@ -761,6 +761,29 @@ async fn the_delegation_time_limit_bounds_a_plain_kin_task() {
 }
 
 #[tokio::test]
+async fn a_failed_kin_task_hands_back_what_it_wrote_so_far() {
+    let Some(world) = World::new() else { return };
+    world.configure("[delegation]\ntimeout = \"1s\"\n");
+    world.model.push(Reply::Hang(vec![
+        event(&chunk(json!({"role": "assistant", "content": ""}), None)),
+        event(&chunk(json!({"content": "half an answer"}), None)),
+    ]));
+    let found = world
+        .client(&["call", "kin", r#"{"prompt": "stall"}"#])
+        .await;
+    let result = &found[0];
+    assert_eq!(result["isError"], true, "{result}");
+    assert_eq!(result["structured"]["state"], "failed", "{result}");
+    assert_eq!(result["structured"]["partialOutput"], "half an answer");
+    assert!(result["structured"].get("answer").is_none(), "{result}");
+    let text = result["text"].as_str().unwrap();
+    assert!(
+        text.ends_with("\nPartial output before the run ended:\nhalf an answer"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
 async fn kin_output_after_a_restart_answers_from_the_log() {
     let Some(world) = World::new() else { return };
     world.model.push(text_reply(&["the answer ", "is 42"]));

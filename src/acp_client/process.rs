@@ -144,20 +144,29 @@ impl Process {
     }
 
     /// Once its input is closed: waits `eof_grace`, SIGTERMs the group, waits `term_grace`,
-    /// SIGKILLs it. Returns the stderr reader, still to be stopped.
-    pub(crate) async fn stop(&mut self, command: &ChildCommand) -> Option<JoinHandle<()>> {
+    /// SIGKILLs it. Returns the stderr reader, still to be stopped, and, if the child
+    /// outlived all of that, what to say about it.
+    pub(crate) async fn stop(
+        &mut self,
+        command: &ChildCommand,
+    ) -> (Option<JoinHandle<()>>, Option<String>) {
+        let mut survived = None;
         if !self.wait_exit(command.eof_grace).await {
             self.signal(Signal::SIGTERM);
             if !self.wait_exit(command.term_grace).await {
                 self.signal(Signal::SIGKILL);
                 if !self.wait_exit(command.term_grace).await {
                     tracing::warn!(program = command.program, "a child agent survived SIGKILL");
+                    survived = Some(format!(
+                        "the ACP child `{}` did not exit after stdin closed, SIGTERM and SIGKILL",
+                        command.program
+                    ));
                 }
             }
         }
         // Gone or not, nothing is left to ask of it: drop the lifeline.
         self.lifeline = None;
-        self.stderr_reader.take()
+        (self.stderr_reader.take(), survived)
     }
 }
 

@@ -503,8 +503,9 @@ impl AcpChild {
     }
 
     /// Tears the child down: close stdin, wait `eof_grace`, SIGTERM the group, wait
-    /// `term_grace`, SIGKILL. Returns once the child is gone.
-    pub async fn shutdown(mut self) {
+    /// `term_grace`, SIGKILL. Returns once the child is gone, with what went wrong if it is
+    /// not (it outlived SIGKILL).
+    pub async fn shutdown(mut self) -> Option<String> {
         if let Some(writer) = self.writer.take() {
             // A child that does not read could keep the last write from finishing.
             let abort = writer.abort_handle();
@@ -515,7 +516,7 @@ impl AcpChild {
                 abort.abort();
             }
         }
-        let stderr_reader = self.process.stop(&self.command).await;
+        let (stderr_reader, survived) = self.process.stop(&self.command).await;
         // Nothing is left to ask of it: stop reading.
         for task in [self.reader.take(), stderr_reader].into_iter().flatten() {
             let abort = task.abort_handle();
@@ -530,6 +531,13 @@ impl AcpChild {
         if let Some(terminals) = &self.terminals {
             terminals.close().await;
         }
+        survived
+    }
+
+    /// The agent message text of the prompt that just failed: what the child had produced
+    /// when its run ended.
+    pub fn partial_text(&self) -> String {
+        self.collected.take()
     }
 }
 

@@ -409,7 +409,7 @@ impl Turn<'_> {
                 .map_or_else(|| "the model reported an error".into(), |f| f.to_string());
             return Err(model_error(ModelError::Failed(detail)));
         }
-        let blocks = message.blocks();
+        let mut blocks = message.blocks();
         // Counted before the message is logged: its observers see the figures after it.
         let reply_len: usize = blocks
             .iter()
@@ -427,6 +427,15 @@ impl Turn<'_> {
             .record_call(&usage, &choice.profile, used, items);
         let cost = self.agent.context.usage().cost - cost_before;
         self.agent.watch.spend(used, cost);
+        let dropped = match finish.kind {
+            // Cut at the token limit: the calls may be cut too, so the step owes none.
+            FinishKind::MaxTokens => DroppedToolCalls::take_from(&mut blocks),
+            _ => None,
+        };
+        if let Some(dropped) = &dropped {
+            let (session, calls) = (&self.agent.id, dropped.calls.len());
+            tracing::warn!(%session, turn, step, calls, "tool calls dropped: {}", dropped.reason);
+        }
         let calls: Vec<PlannedCall> = blocks
             .iter()
             .filter_map(|block| match block {
@@ -457,6 +466,7 @@ impl Turn<'_> {
                     id: uuid::Uuid::new_v4().to_string(),
                 },
                 usage: message.usage.clone(),
+                dropped_tool_calls: dropped,
             })),
             Some(chunk_seqs),
         )?;

@@ -13,6 +13,10 @@
 //! - [`Delegation::restore`]: on reopening a session, the tasks an earlier process left
 //!   unfinished show as interrupted.
 //!
+//! What a child hands back is worded in one place: its output by one rule, and for a run that
+//! did not complete a headline, a one-line diagnostic and its partial output (`outcome.rs`,
+//! causes in `diagnostic.rs`), for the foreground tool result and the background task alike.
+//!
 //! The service owns the provider table (`spawn`, `fork` in process; `acp:<name>` as ACP child
 //! processes) and the activation map (`activation.rs`: one task per activation). It reaches
 //! the host one way, a `Weak<AgentHost>` set once by the runtime, and passes it to providers.
@@ -27,10 +31,12 @@ mod acp_watch;
 mod activation;
 pub mod agents;
 mod budget;
+mod diagnostic;
 mod error;
 mod in_process;
 pub(crate) mod limits;
 mod listing;
+mod outcome;
 mod provider;
 mod queue;
 mod records;
@@ -55,8 +61,10 @@ use crate::tools::{ClientBridge, Tool};
 use activation::{lock_child, Activations, Begin};
 
 pub(crate) use acp_child::AcpProvider;
+pub(crate) use diagnostic::{of_turn_error as diagnostic_of, one_line};
 pub use error::DelegationError;
 use in_process::{InProcessProvider, Seed};
+pub(crate) use outcome::last_turn_output;
 use provider::{Continuable, Provider};
 pub use provider::{Run, SubagentResult};
 use request::{Continuation, ResumeRequest};
@@ -306,9 +314,7 @@ impl Delegation {
         start.call_id = request.call_id.filter(|_| mode == Mode::Foreground);
         if mode == Mode::Foreground {
             let run = self.start(&provider, start).await?;
-            let result = run.result().await;
-            run.dispose().await;
-            return Ok(Delegated::Answer(result));
+            return Ok(Delegated::Answer(run.settle().await));
         }
         // Decided before answering: an ACP child may have to be asked first.
         let continuable = match provider.continuable() {

@@ -230,8 +230,13 @@ fn settled(
     error: &Option<String>,
 ) {
     result["state"] = state(status).into();
+    // A task that did not complete may still have produced some of its answer.
+    let key = match status {
+        TaskStatus::Completed => "answer",
+        _ => "partialOutput",
+    };
     if let Some(answer) = answer {
-        result["answer"] = answer.clone().into();
+        result[key] = answer.clone().into();
     }
     if let Some(error) = error {
         result["error"] = error.clone().into();
@@ -278,11 +283,18 @@ fn reported(
             Some(detail) => format!("the kin task was cancelled [session {session}]\n{detail}"),
             None => format!("the kin task was cancelled [session {session}]"),
         },
-        (_, status) if failed => format!(
-            "the kin task {}: {} [session {session}]",
-            state(status),
-            detail.as_deref().unwrap_or("no reason given")
-        ),
+        (partial, status) if failed => {
+            let mut text = format!(
+                "the kin task {}: {} [session {session}]",
+                state(status),
+                detail.as_deref().unwrap_or("no reason given")
+            );
+            if let Some(partial) = partial {
+                text.push_str("\nPartial output before the run ended:\n");
+                text.push_str(partial);
+            }
+            text
+        }
         (_, status) => format!(
             "the kin task is {} [session {session}]; wait for it with kin_output",
             state(status)

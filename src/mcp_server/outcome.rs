@@ -18,9 +18,11 @@ pub(crate) struct Ended<'a> {
 /// How a task that ran one turn of `agent` ended.
 pub(crate) fn outcome(agent: &Agent, ended: Ended<'_>, max_steps: u32) -> TaskOutcome {
     let result = ended.result;
-    match StopReason::of(result, ended.cancelled) {
-        StopReason::Completed => TaskOutcome::completed(agent.with_events(logged::last_answer)),
-        StopReason::Cancelled => TaskOutcome::killed(),
+    let mut failed = match StopReason::of(result, ended.cancelled) {
+        StopReason::Completed => {
+            return TaskOutcome::completed(agent.with_events(logged::last_answer))
+        }
+        StopReason::Cancelled => return TaskOutcome::killed(),
         StopReason::TimedOut => TaskOutcome::failed(format!(
             "timed_out: {}",
             ended
@@ -31,12 +33,16 @@ pub(crate) fn outcome(agent: &Agent, ended: Ended<'_>, max_steps: u32) -> TaskOu
             "budget_exhausted: the token budget of its agent definition was reached".to_owned(),
         ),
         stop => match result {
-            // Errors quote the endpoint, files and the model: made visible, not interpreted.
-            Err(error) => TaskOutcome::failed(crate::text::visible(&error.to_string())),
+            // One line, as a delegated child's failure reads.
+            Err(error) => TaskOutcome::failed(crate::delegation::diagnostic_of(error)),
             Ok(_) => {
                 let (_, message) = crate::headless::exit_status(&Ok(stop), max_steps);
                 TaskOutcome::failed(message.unwrap_or_else(|| "the turn failed".to_owned()))
             }
         },
-    }
+    };
+    // What the turn produced before it ended, as a delegated child hands it back.
+    let partial = agent.with_events(crate::delegation::last_turn_output);
+    failed.output = Some(partial).filter(|text| !text.trim().is_empty());
+    failed
 }

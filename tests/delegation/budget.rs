@@ -72,7 +72,12 @@ async fn a_child_at_its_budget_stops_after_that_step() {
     );
     assert_eq!(
         results(&world, &parent.id),
-        [("Error: subagent run budget_exhausted".to_owned(), true)]
+        [(
+            "Error: subagent run budget_exhausted\nDiagnostic: its token budget of 5 was reached \
+             (166 tokens spent)"
+                .to_owned(),
+            true
+        )]
     );
     let ends: Vec<Value> = world
         .log(&child)
