@@ -31,6 +31,8 @@
 //! - `rich`: advertises `promptCapabilities: {image: true, embeddedContext: true}`; the
 //!   prompt's answer is `blocks <each block's type, and an image's data or a resource's uri
 //!   after a colon, comma-separated>`.
+//! - `foreign`: a prompt sends message text under another session's id (`INJECTED`), then
+//!   its own (`own answer`), and ends `end_turn`.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 use std::io::{BufRead, Write};
@@ -203,6 +205,17 @@ fn main() -> std::io::Result<()> {
                     send(
                         &mut out,
                         &chunk("fake-session", "agent_message_chunk", "priced"),
+                    )?;
+                    send(&mut out, &reply(json!({"stopReason": "end_turn"})))?;
+                }
+                "foreign" => {
+                    send(
+                        &mut out,
+                        &chunk("someone-elses-session", "agent_message_chunk", "INJECTED "),
+                    )?;
+                    send(
+                        &mut out,
+                        &chunk("fake-session", "agent_message_chunk", "own answer"),
                     )?;
                     send(&mut out, &reply(json!({"stopReason": "end_turn"})))?;
                 }
