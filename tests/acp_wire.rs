@@ -403,28 +403,40 @@ async fn a_line_of_many_tiny_json_values_is_refused_before_it_is_parsed() {
 
 #[tokio::test]
 async fn a_prompt_right_after_cancel_waits_for_the_cancelled_turn_and_runs() {
-    // The busy scenario's hanging first turn, then a second turn that answers.
-    let replay = tempfile::tempdir().unwrap();
-    let mut log =
-        std::fs::read_to_string(snapshot_dir("busy-session").join("session.jsonl")).unwrap();
-    let chunks = [
-        json!({"type":"block-start","index":0,"blockType":"text"}),
-        json!({"type":"text-delta","index":0,"text":"SECOND_TURN_RAN"}),
-        json!({"type":"block-end","index":0,"block":{"type":"text","text":"SECOND_TURN_RAN"}}),
-        json!({"type":"finish","reason":{"kind":"stop"}}),
-    ];
-    for (n, chunk) in chunks.into_iter().enumerate() {
-        let line = json!({"type":"assistant/chunk","seq":8 + n,"time":0,
-            "data":{"turn":2,"step":1,"chunk":chunk}});
-        log.push_str(&format!("{line}\n"));
-    }
-    std::fs::write(replay.path().join("session.jsonl"), log).unwrap();
+    // The first turn runs a command that ignores SIGTERM, so the cancelled turn takes the
+    // guard's grace period to settle; the second turn answers.
+    let command = "trap '' TERM; touch started; sleep 30";
+    let replay = common::Script::new()
+        .calls(&[("slow", "bash", json!({"command": command}))])
+        .text("SECOND_TURN_RAN")
+        .dir();
     let mut kin = Wire::start(Some(replay.path()));
-    let session = start_hanging_prompt(&mut kin, 7).await;
+    kin.initialize().await;
+    let session = kin.new_session().await;
+    kin.request(
+        2,
+        "session/set_mode",
+        json!({"sessionId": session, "modeId": "allow"}),
+    )
+    .await;
+    let prompt =
+        |text: &str| json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]});
+    kin.send(&json!({"jsonrpc":"2.0","id":7,"method":"session/prompt","params":prompt("go")}))
+        .await;
+    // The command is running (and ignoring SIGTERM) once it has made its file.
+    let started = kin.cwd.path().join("started");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !started.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the command never started"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     // As an editor does when the user sends a new message mid-turn: cancel, then prompt.
     kin.send(&json!({"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":session}}))
         .await;
-    kin.send(&json!({"jsonrpc":"2.0","id":8,"method":"session/prompt","params":{"sessionId":session,"prompt":[{"type":"text","text":"again"}]}}))
+    kin.send(&json!({"jsonrpc":"2.0","id":8,"method":"session/prompt","params":prompt("again")}))
         .await;
     let (mut first, mut second, mut text) = (None, None, String::new());
     while first.is_none() || second.is_none() {

@@ -648,7 +648,7 @@ async fn a_fifo_linked_in_a_prompt_never_blocks_kin_and_cancel_still_works() {
 
 #[tokio::test]
 async fn a_link_swapped_for_a_symlink_never_attaches_the_outside_file() {
-    const TRIES: usize = 150;
+    const TRIES: usize = 100;
     let server = MockServer::start();
     server.set_default(text_reply(&["ok"]));
     let mut kin = live(&server, None);
@@ -662,20 +662,24 @@ async fn a_link_swapped_for_a_symlink_never_attaches_the_outside_file() {
     let (session, _) = wire.open(&mut kin).await;
     let mode = json!({"sessionId": session, "modeId": "read-only"});
     wire.request(&mut kin, 3, "session/set_mode", mode).await;
-    // Swaps `notes.txt` between a regular file and a symlink leading out, atomically (by
-    // rename), until the prompts are done.
+    // Swaps `notes.txt` with a symlink leading out, atomically and as fast as the kernel
+    // allows (one `renameat2(RENAME_EXCHANGE)` a swap), until the prompts are done.
+    let other = cwd.join(".other");
+    std::os::unix::fs::symlink(&secret, &other).unwrap();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let swapper = {
-        let (stop, cwd, secret, target) =
-            (stop.clone(), cwd.clone(), secret.clone(), target.clone());
+        let (stop, other, target) = (stop.clone(), other.clone(), target.clone());
         std::thread::spawn(move || {
-            let (file, symlink) = (cwd.join(".swap-file"), cwd.join(".swap-link"));
+            use nix::fcntl::{renameat2, RenameFlags};
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                std::fs::write(&file, "inside text").unwrap();
-                std::fs::rename(&file, &target).unwrap();
-                let _ = std::fs::remove_file(&symlink);
-                std::os::unix::fs::symlink(&secret, &symlink).unwrap();
-                std::fs::rename(&symlink, &target).unwrap();
+                renameat2(
+                    nix::fcntl::AT_FDCWD,
+                    &target,
+                    nix::fcntl::AT_FDCWD,
+                    &other,
+                    RenameFlags::RENAME_EXCHANGE,
+                )
+                .unwrap();
             }
         })
     };
