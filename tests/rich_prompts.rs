@@ -785,3 +785,42 @@ async fn compaction_is_counted_when_unreported_and_a_runaway_summary_fails_it() 
         assert!(estimated > 0, "an unreported call is estimated: {end}");
     }
 }
+
+#[tokio::test]
+async fn a_blob_swapped_for_a_symlink_is_not_followed_when_the_session_is_loaded() {
+    let server = MockServer::start();
+    server.push(text_reply(&["ok"]));
+    let mut kin = live(&server, None);
+    let mut wire = Checked::new();
+    let (session, _) = wire.open(&mut kin).await;
+    let long = "BLOB-TEXT ".repeat(1000);
+    let prompt = json!({"sessionId": session, "prompt": [
+        {"type": "text", "text": "Read"},
+        {"type": "resource", "resource": {"uri": "file:///virtual/long.txt", "text": long}},
+    ]});
+    wire.request(&mut kin, 3, "session/prompt", prompt).await;
+    kin.close_stdin();
+    kin.child.wait().await.unwrap();
+    // Another process of the user swaps the stored blob for a symlink leading elsewhere.
+    let blobs = kin.home.path().join(format!("sessions/{session}.blobs"));
+    let blob = std::fs::read_dir(&blobs).unwrap().next().unwrap().unwrap().path();
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("secret.txt");
+    std::fs::write(&secret, "OUTSIDE-BLOB-SECRET").unwrap();
+    std::fs::remove_file(&blob).unwrap();
+    std::os::unix::fs::symlink(&secret, &blob).unwrap();
+    let home = std::mem::replace(&mut kin.home, tempfile::tempdir().unwrap());
+    let env = [
+        ("KIN_BASE_URL", server.base_url()),
+        ("KIN_MODEL", "mock-model".to_owned()),
+        ("KIN_API_KEY", "sk-rich-000001".to_owned()),
+    ];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mut again = Wire::start_with(None, home, &env);
+    again.initialize().await;
+    let load = json!({"sessionId": session, "cwd": again.cwd(), "mcpServers": []});
+    let (updates, answer) = again.request(1, "session/load", load).await;
+    assert!(answer.get("result").is_some(), "{answer}");
+    let shown: String = updates.iter().map(Value::to_string).collect();
+    assert!(!shown.contains("OUTSIDE-BLOB-SECRET"), "{shown}");
+}
