@@ -803,7 +803,12 @@ async fn a_blob_swapped_for_a_symlink_is_not_followed_when_the_session_is_loaded
     kin.child.wait().await.unwrap();
     // Another process of the user swaps the stored blob for a symlink leading elsewhere.
     let blobs = kin.home.path().join(format!("sessions/{session}.blobs"));
-    let blob = std::fs::read_dir(&blobs).unwrap().next().unwrap().unwrap().path();
+    let blob = std::fs::read_dir(&blobs)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
     let outside = tempfile::tempdir().unwrap();
     let secret = outside.path().join("secret.txt");
     std::fs::write(&secret, "OUTSIDE-BLOB-SECRET").unwrap();

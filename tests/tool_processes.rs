@@ -332,9 +332,12 @@ fn other_user(what: &str) -> Option<(u32, u32)> {
 /// `user`, kin runs under that uid (its files copied where that user can reach them).
 fn grandparent_environ(user: Option<(u32, u32)>) -> String {
     use std::os::unix::process::CommandExt;
-    let command = "gp=$(awk '{print $4}' /proc/$PPID/stat); \
+    // The verdicts are spelled through variables, so the command's own text (in the logged
+    // call) never holds them.
+    let command = "r=READ; d=DENIED; gp=$(awk '{print $4}' /proc/$PPID/stat); \
         echo \"GRANDPARENT: $(tr '\\0' ' ' < /proc/$gp/cmdline)\"; \
-        if tr '\\0' '\\n' < /proc/$gp/environ; then echo ENVIRON-READ; else echo ENVIRON-DENIED; fi";
+        if tr '\\0' '\\n' < /proc/$gp/environ; then echo KIN_ENVIRON_$r; else echo KIN_ENVIRON_$d; fi; \
+        if cat /proc/$PPID/environ >/dev/null; then echo GUARD_ENVIRON_$r; else echo GUARD_ENVIRON_$d; fi";
     let script = Script::new()
         .calls(&[("environ", "bash", json!({"command": command}))])
         .text("done");
@@ -385,7 +388,7 @@ async fn a_tool_command_finds_no_key_in_kins_own_environ() {
     // As root the block is readable: it is there, without the credentials.
     if is_root() {
         assert!(
-            as_me.contains("ENVIRON-READ") && as_me.contains("KIN_HOME="),
+            as_me.contains("KIN_ENVIRON_READ") && as_me.contains("KIN_HOME="),
             "{as_me}"
         );
     }
@@ -398,6 +401,8 @@ async fn a_tool_command_finds_no_key_in_kins_own_environ() {
         !as_other.contains("sk-grandparent-key") && !as_other.contains("token-grandparent"),
         "{as_other}"
     );
-    // Not root: kin is not dumpable, so its own user's commands cannot open the block at all.
-    assert!(as_other.contains("ENVIRON-DENIED"), "{as_other}");
+    // Not root: kin and the guard are not dumpable, so the commands of their own user cannot
+    // open their blocks at all.
+    assert!(as_other.contains("KIN_ENVIRON_DENIED"), "{as_other}");
+    assert!(as_other.contains("GUARD_ENVIRON_DENIED"), "{as_other}");
 }
