@@ -88,40 +88,25 @@ pub(crate) struct Commands {
     pub(crate) user: Vec<UserCommand>,
 }
 
-/// A directory user commands are read from.
-#[derive(Debug, Clone)]
-pub(crate) struct CommandDir {
-    pub(crate) path: PathBuf,
-    /// kin's config directory: the user's own files, read by name. Otherwise the files are
-    /// read confined beneath the session's roots.
-    pub(crate) trusted: bool,
-}
-
-/// The directories user commands are read from, first wins.
-pub(crate) fn dirs(cwd: &Path, config_dir: Option<&Path>) -> Vec<CommandDir> {
-    let workspace = |path: PathBuf| CommandDir {
-        path,
-        trusted: false,
-    };
-    let mut dirs = vec![workspace(cwd.join(".kin/commands"))];
-    dirs.extend(config_dir.map(|dir| CommandDir {
-        path: dir.join("commands"),
-        trusted: true,
-    }));
-    dirs.push(workspace(cwd.join(".claude/commands")));
+/// The directories user commands are read from, first wins, each with whether it is kin's
+/// config directory (read by name; the others are read confined beneath the session's roots).
+pub(crate) fn dirs(cwd: &Path, config_dir: Option<&Path>) -> Vec<(PathBuf, bool)> {
+    let mut dirs = vec![(cwd.join(".kin/commands"), false)];
+    dirs.extend(config_dir.map(|dir| (dir.join("commands"), true)));
+    dirs.push((cwd.join(".claude/commands"), false));
     dirs
 }
 
 impl Commands {
     /// Reads the user commands in `dirs`, the workspace's confined beneath `roots`.
     /// Unreadable directories and files are skipped. Blocking: for `spawn_blocking`.
-    pub(crate) fn load(dirs: &[CommandDir], roots: &Roots) -> Self {
+    pub(crate) fn load(dirs: &[(PathBuf, bool)], roots: &Roots) -> Self {
         let mut user: Vec<UserCommand> = Vec::new();
-        for dir in dirs {
-            let Ok(entries) = std::fs::read_dir(&dir.path) else {
+        for (dir, trusted) in dirs {
+            let Ok(entries) = std::fs::read_dir(dir) else {
                 continue;
             };
-            let confine = (!dir.trusted).then_some(roots);
+            let confine = (!trusted).then_some(roots);
             let mut found: Vec<UserCommand> = entries
                 .flatten()
                 .take(MAX_COMMANDS_PER_DIR)

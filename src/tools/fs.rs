@@ -65,59 +65,49 @@ fn io_error(path: &Path, source: std::io::Error) -> FsError {
 /// root when inside the roots, by name when outside. Never blocks on a FIFO or a device (the
 /// open is non-blocking, and only a regular file is taken), and refuses kin's own files.
 pub(crate) fn open_file(roots: &Roots, path: &Path) -> Result<(File, u64), FsError> {
-    if private::is_private(path) {
-        return Err(FsError::Private {
-            path: path.display().to_string(),
-        });
-    }
-    let file = match roots.beneath(path) {
+    open_regular(path, || match roots.beneath(path) {
         Some((root, relative)) => confined::open_beneath(root, relative),
         None => open_by_name(path),
-    }
-    .map_err(|e| io_error(path, e))?;
-    let meta = file.metadata().map_err(|e| io_error(path, e))?;
-    let path = || path.display().to_string();
-    if meta.is_dir() {
-        return Err(FsError::IsDirectory { path: path() });
-    }
-    if !meta.is_file() {
-        return Err(FsError::NotRegular { path: path() });
-    }
-    Ok((file, meta.len()))
-}
-
-/// Opens `path` for reading as the confined open does, but by name (a path outside the
-/// roots that the user allowed, or one of kin's trusted directories).
-fn open_by_name(path: &Path) -> std::io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)
+    })
 }
 
 /// At most `cap` bytes of the regular file at `path`, and whether the file holds more. For
 /// files kin reads on its own (prompt links, commands, agent definitions): with `confine`,
-/// opened confined beneath the root `path` lies under (a path outside every root is refused);
-/// without, by name (a file the user allowed, or one of kin's config directory). Never blocks
-/// on a FIFO; refuses kin's own files. A blocking call, for `spawn_blocking`.
+/// opened confined beneath the root `path` lies under (a path under no root is refused);
+/// without, by name (a file the user allowed, or one of kin's config directory); otherwise as
+/// [`open_file`]. A blocking call, for `spawn_blocking`.
 pub(crate) fn read_capped(
     confine: Option<&Roots>,
     path: &Path,
     cap: u64,
 ) -> Result<(Vec<u8>, bool), FsError> {
+    let (file, size) = open_regular(path, || match confine {
+        Some(roots) => match roots.beneath_as_given(path) {
+            Some((root, relative)) => confined::open_beneath(root, relative),
+            None => Err(std::io::Error::from_raw_os_error(libc::EXDEV)),
+        },
+        None => open_by_name(path),
+    })?;
+    let mut bytes = Vec::with_capacity(size.min(cap) as usize);
+    file.take(cap + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| io_error(path, e))?;
+    let cut = bytes.len() as u64 > cap;
+    bytes.truncate(cap as usize);
+    Ok((bytes, cut))
+}
+
+/// `open`s `path` unless it is one of kin's own files, and keeps it only if it is a regular
+/// file; with its size.
+fn open_regular(
+    path: &Path,
+    open: impl FnOnce() -> std::io::Result<File>,
+) -> Result<(File, u64), FsError> {
     let shown = || path.display().to_string();
     if private::is_private(path) {
         return Err(FsError::Private { path: shown() });
     }
-    let file = match confine {
-        Some(roots) => match roots.beneath_as_given(path) {
-            Some((root, relative)) => confined::open_beneath(root, relative),
-            None => return Err(FsError::Escaped { path: shown() }),
-        },
-        None => open_by_name(path),
-    }
-    .map_err(|e| io_error(path, e))?;
+    let file = open().map_err(|e| io_error(path, e))?;
     let meta = file.metadata().map_err(|e| io_error(path, e))?;
     if meta.is_dir() {
         return Err(FsError::IsDirectory { path: shown() });
@@ -125,13 +115,17 @@ pub(crate) fn read_capped(
     if !meta.is_file() {
         return Err(FsError::NotRegular { path: shown() });
     }
-    let mut bytes = Vec::with_capacity(meta.len().min(cap) as usize);
-    file.take(cap + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| io_error(path, e))?;
-    let cut = bytes.len() as u64 > cap;
-    bytes.truncate(cap as usize);
-    Ok((bytes, cut))
+    Ok((file, meta.len()))
+}
+
+/// Opens `path` for reading as the confined open does (non-blocking, no controlling
+/// terminal), but by name.
+fn open_by_name(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
 }
 
 /// Reads a whole text file; `Ok(None)` when it does not exist (neither on disk nor as a buffer
