@@ -576,9 +576,13 @@ async fn kins_own_config_file_is_refused_to_read_and_attach_inside_a_root() {
     let config_dir = kin.home.path().join("config/kin");
     let config = config_dir.join("config.toml");
     let args = json!({"path": config.display().to_string()}).to_string();
-    server.push(common::mock_openai::tool_calls_reply(&[(
-        "r1", "read", &args,
-    )]));
+    // `read` names the file; `grep` searches the root that holds it (its pattern does not
+    // spell the secret, so only a match could bring it into a request).
+    let grep = json!({"pattern": "CONFIG-S[E]CRET", "path": config_dir.display().to_string()});
+    server.push(common::mock_openai::tool_calls_reply(&[
+        ("r1", "read", &args),
+        ("g1", "grep", &grep.to_string()),
+    ]));
     server.push(text_reply(&["ok"]));
     let mut wire = Checked::new();
     let init = json!({"protocolVersion": 1, "clientCapabilities": {"session": {"notices": {}}}});
