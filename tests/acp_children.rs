@@ -1201,6 +1201,9 @@ async fn text_a_child_sends_under_another_sessions_id_is_refused() {
         .text("PARENT_DONE");
     let logs = kin_parent_of(parent, &table, &marker).await;
     let parent_log = log_at_depth(&logs, 0);
-    assert!(parent_log.contains("own answer"), "{parent_log}");
+    assert!(
+        parent_log.contains("own answer, foreign request refused"),
+        "{parent_log}"
+    );
     assert!(!parent_log.contains("INJECTED"), "{parent_log}");
 }

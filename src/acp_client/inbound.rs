@@ -167,8 +167,36 @@ impl ClientHandler {
     }
 }
 
+impl ClientHandler {
+    /// Whether `session` is the child's own session or one of the children it announced:
+    /// traffic under any other id is not its to send (refused and logged).
+    fn known_session(&self, session: &str) -> bool {
+        let known = self.collected.is_own(session)
+            || self
+                .forwarder
+                .as_ref()
+                .is_some_and(|forwarder| forwarder.kin_id(session).is_some());
+        if !known {
+            tracing::warn!(
+                session,
+                "an ACP child sent traffic under a session id that is not its own or one it \
+                 announced; refused"
+            );
+        }
+        known
+    }
+}
+
 impl Handler for ClientHandler {
     fn request(&self, method: String, params: Value, cx: RequestContext) -> Reply {
+        if let Some(session) = params.get("sessionId").and_then(Value::as_str) {
+            if !self.known_session(session) {
+                return Reply::Now(Err(RpcError::invalid_params(format!(
+                    "invalid params: session {session} is not this agent's session or one it \
+                     announced"
+                ))));
+            }
+        }
         let request = match AgentRequest::from_method_and_params(&method, &params) {
             Ok(request) => request,
             Err(agent_client_protocol_schema::MethodDispatchError::UnknownMethod { .. }) => {
@@ -227,26 +255,16 @@ impl Handler for ClientHandler {
 
     fn notification(&self, method: String, params: Value) {
         if method == "session/update" {
-            // Traffic under an id that is neither the child's session nor one of the children
-            // it announced is not its to send: refused, never merged into its answer.
+            // Only the child's own session's text is its answer.
             let session = params
                 .get("sessionId")
                 .and_then(Value::as_str)
                 .unwrap_or("");
-            let own = self.collected.is_own(session);
-            let announced = || {
-                self.forwarder
-                    .as_ref()
-                    .is_some_and(|forwarder| forwarder.kin_id(session).is_some())
-            };
-            if !own && !announced() {
-                tracing::warn!(
-                    session,
-                    "an ACP child sent an update under a session id that is not its own or one                      it announced; refused"
-                );
+            if !self.known_session(session) {
                 return;
             }
-            self.collected.update(&params, own);
+            self.collected
+                .update(&params, self.collected.is_own(session));
             if let Some(forwarder) = &self.forwarder {
                 if self.collected.collecting.load(Ordering::Acquire) {
                     if let Ok(mut note) = serde_json::from_value::<SessionNotification>(params) {
