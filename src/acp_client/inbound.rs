@@ -68,6 +68,10 @@ impl Collected {
         lock(&self.state).session = session.to_owned();
     }
 
+    fn opened(&self) -> bool {
+        !lock(&self.state).session.is_empty()
+    }
+
     fn is_own(&self, session: &str) -> bool {
         let state = lock(&self.state);
         !state.session.is_empty() && state.session == session
@@ -171,7 +175,10 @@ impl ClientHandler {
     /// Whether `session` is the child's own session or one of the children it announced:
     /// traffic under any other id is not its to send (refused and logged).
     fn known_session(&self, session: &str) -> bool {
-        let known = self.collected.is_own(session)
+        // Before the child's session is open nothing it sends is collected or passed on (and
+        // the answer naming its id may still be on its way to the task that asked).
+        let known = !self.collected.opened()
+            || self.collected.is_own(session)
             || self
                 .forwarder
                 .as_ref()
