@@ -87,8 +87,13 @@ pub(crate) fn dirs(cwd: &Path, config_dir: Option<&Path>) -> Vec<(PathBuf, bool)
 /// process environment.
 pub fn load_for(cwd: &Path) -> AgentCatalog {
     let config_dir = crate::config::config_dir(&crate::config::process_env);
+    let dirs = dirs(cwd, config_dir.as_deref());
+    // Most workspaces have none of these directories: no hand-off of the worker for that.
+    if !dirs.iter().any(|(dir, _)| dir.is_dir()) {
+        return AgentCatalog::default();
+    }
     let workspace = Roots::new(cwd.to_owned(), Vec::new());
-    off_the_workers(|| AgentCatalog::load(&dirs(cwd, config_dir.as_deref()), &workspace))
+    off_the_workers(|| AgentCatalog::load(&dirs, &workspace))
 }
 
 /// The catalogs read so far, by workspace, with when each was read. A top-level turn reads
