@@ -33,6 +33,8 @@
 //! - `rich`: advertises `promptCapabilities: {image: true, embeddedContext: true}`; the
 //!   prompt's answer is `blocks <each block's type, and an image's data or a resource's uri
 //!   after a colon, comma-separated>`.
+//! - `foreign`: a prompt sends message text under another session's id (`INJECTED`) and a
+//!   permission request under it, then answers `own answer, foreign request <refused|served>`.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 use std::io::{BufRead, Write};
@@ -214,6 +216,31 @@ fn main() -> std::io::Result<()> {
                     send(
                         &mut out,
                         &chunk("fake-session", "agent_message_chunk", "priced"),
+                    )?;
+                    send(&mut out, &reply(json!({"stopReason": "end_turn"})))?;
+                }
+                "foreign" => {
+                    send(
+                        &mut out,
+                        &chunk("someone-elses-session", "agent_message_chunk", "INJECTED "),
+                    )?;
+                    send(
+                        &mut out,
+                        &json!({"jsonrpc": "2.0", "id": "perm-foreign", "method": "session/request_permission",
+                            "params": {"sessionId": "someone-elses-session", "toolCall": {"toolCallId": "t1"},
+                                "options": [{"optionId": "yes", "name": "Yes", "kind": "allow_once"}]}}),
+                    )?;
+                    let answer = lines.next().transpose()?.unwrap_or_default();
+                    let answer: Value = serde_json::from_str(&answer).unwrap_or(Value::Null);
+                    let asked = if answer.get("error").is_some() {
+                        "refused"
+                    } else {
+                        "served"
+                    };
+                    let text = format!("own answer, foreign request {asked}");
+                    send(
+                        &mut out,
+                        &chunk("fake-session", "agent_message_chunk", &text),
                     )?;
                     send(&mut out, &reply(json!({"stopReason": "end_turn"})))?;
                 }

@@ -37,6 +37,14 @@ pub(crate) fn config_dir(env: EnvLookup<'_>) -> Option<PathBuf> {
     file::path(env).and_then(|path| path.parent().map(Path::to_owned))
 }
 
+/// kin's own files, which tools must not read for the model: the config file and the data
+/// directory `home`.
+pub fn own_files(home: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = file::path(&process_env).into_iter().collect();
+    files.push(home.to_owned());
+    files
+}
+
 /// The process environment as an [`EnvLookup`].
 pub fn process_env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())

@@ -153,6 +153,8 @@ static ALLOCATOR: kin::memory::HugePageAllocator = kin::memory::HugePageAllocato
 fn main() -> ExitCode {
     // `kin __guard ...` (how kin runs commands) guards one command and exits here.
     kin::process::guard::init();
+    // Before any thread: may re-execute kin without the credentials in its environment.
+    let hidden = kin::process::own_env::hide_secrets();
     // Colours only for a person watching a terminal, never in a file or an editor's log pane.
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
@@ -162,6 +164,9 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .init();
+    if let kin::process::own_env::Outcome::Failed(why) = hidden {
+        tracing::warn!("credentials stay in kin's environment block: {why}");
+    }
     let cli = match parse_cli() {
         Ok(cli) => cli,
         // Usage mistakes in kin's error style; help and version as clap prints them.
@@ -320,6 +325,7 @@ async fn model(
 
 fn open_runtime(models: ModelCatalog, file: &config::ConfigFile) -> anyhow::Result<Arc<Runtime>> {
     let home = config::kin_home();
+    kin::tools::private::protect(config::own_files(&home));
     let mut options = RuntimeOptions::default();
     if let Some(depth) = std::env::var("KIN_SUBAGENT_MAX_DEPTH")
         .ok()

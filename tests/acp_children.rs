@@ -1225,3 +1225,26 @@ async fn list_agents_shows_what_an_acp_child_reported_against_its_cost_budget() 
         "{parent_log}"
     );
 }
+
+#[tokio::test]
+async fn text_a_child_sends_under_another_sessions_id_is_refused() {
+    let marker = marker("foreign");
+    let table = format!(
+        "[acp_agents.fake]\ncommand = {:?}\nargs = [{marker:?}, \"foreign\"]\n",
+        common::fake_acp_child().display().to_string(),
+    );
+    let parent = Script::new()
+        .calls(&[(
+            "ask",
+            "subagent_fake",
+            json!({"description": "Ask fake", "prompt": "Hello."}),
+        )])
+        .text("PARENT_DONE");
+    let logs = kin_parent_of(parent, &table, &marker).await;
+    let parent_log = log_at_depth(&logs, 0);
+    assert!(
+        parent_log.contains("own answer, foreign request refused"),
+        "{parent_log}"
+    );
+    assert!(!parent_log.contains("INJECTED"), "{parent_log}");
+}

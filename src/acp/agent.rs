@@ -321,37 +321,41 @@ async fn dispatch(
 ) -> Result<Value, RpcError> {
     match request {
         ClientRequest::AuthenticateRequest(req) => authenticate(&runtime, &req.method_id.0).await,
-        ClientRequest::NewSessionRequest(req) => answer((|| {
-            let additional = check_roots(&req.cwd, &req.additional_directories)?;
-            let depth = delegation_depth(req.meta.as_ref())?;
-            // A kin parent names its id for this session: listed as its child, not top-level.
-            let parent = req
-                .meta
-                .as_ref()
-                .and_then(|meta| meta.get(crate::acp_client::PARENT_META_KEY))
-                .and_then(Value::as_str)
-                .filter(|id| !id.is_empty() && id.len() <= 128)
-                .map(str::to_owned);
-            let agent = runtime
-                .host()
-                .create_session_under(req.cwd.clone(), additional, depth, parent)
-                .map_err(runtime_error)?;
-            warn_broad_workspace(&cx, &client, &agent.id, &req.cwd);
-            let refused = start_mcp(&runtime, &agent, &req.mcp_servers);
-            let (peer, session) = (cx.peer.clone(), agent.clone());
-            let announced = announced.clone();
-            // After the answer: the client knows the session once it has it.
-            cx.after_answer(Box::new(move || {
-                for title in refused {
-                    notice::send(&peer, &client, &session.id, Severity::Warning, &title, None);
-                }
-                announced.refresh(&peer, &session);
-            }));
-            let mode = agent.permission_mode();
-            Ok(NewSessionResponse::new(agent.id.clone())
-                .modes(modes::mode_state(mode))
-                .config_options(models::options_of(runtime.host(), &agent)))
-        })()),
+        ClientRequest::NewSessionRequest(req) => answer(
+            async {
+                let additional = check_roots(&req.cwd, &req.additional_directories)?;
+                let depth = delegation_depth(req.meta.as_ref())?;
+                // A kin parent names its id for this session: listed as its child, not top-level.
+                let parent = req
+                    .meta
+                    .as_ref()
+                    .and_then(|meta| meta.get(crate::acp_client::PARENT_META_KEY))
+                    .and_then(Value::as_str)
+                    .filter(|id| !id.is_empty() && id.len() <= 128)
+                    .map(str::to_owned);
+                let agent = runtime
+                    .host()
+                    .create_session_under(req.cwd.clone(), additional, depth, parent)
+                    .map_err(runtime_error)?;
+                warn_broad_workspace(&cx, &client, &agent.id, &req.cwd);
+                let refused = start_mcp(&runtime, &agent, &req.mcp_servers);
+                let commands = Announced::load(&agent).await;
+                let (peer, session) = (cx.peer.clone(), agent.id.clone());
+                let announced = announced.clone();
+                // After the answer: the client knows the session once it has it.
+                cx.after_answer(Box::new(move || {
+                    for title in refused {
+                        notice::send(&peer, &client, &session, Severity::Warning, &title, None);
+                    }
+                    announced.send(&peer, &session, commands);
+                }));
+                let mode = agent.permission_mode();
+                Ok(NewSessionResponse::new(agent.id.clone())
+                    .modes(modes::mode_state(mode))
+                    .config_options(models::options_of(runtime.host(), &agent)))
+            }
+            .await,
+        ),
         ClientRequest::LoadSessionRequest(req) => {
             let id = &req.session_id.0;
             let agent = match open_idle(&runtime, id, req.cwd, req.additional_directories)? {
@@ -386,7 +390,7 @@ async fn dispatch(
                 super::tree_replay::announce_children(&cx.peer, runtime.host().store(), &agent.id);
             }
             announced.forget(&agent.id);
-            announced.refresh(&cx.peer, &agent);
+            announced.refresh(&cx.peer, &agent).await;
             let mode = agent.permission_mode();
             answer(Ok(LoadSessionResponse::new()
                 .modes(modes::mode_state(mode))
@@ -402,13 +406,14 @@ async fn dispatch(
             warn_broad_workspace(&cx, &client, &agent.id, &agent.cwd);
             let refused = start_mcp(&runtime, &agent, &req.mcp_servers);
             announced.forget(&agent.id);
-            let (peer, session) = (cx.peer.clone(), agent.clone());
+            let commands = Announced::load(&agent).await;
+            let (peer, session) = (cx.peer.clone(), agent.id.clone());
             let announced = announced.clone();
             cx.after_answer(Box::new(move || {
                 for title in refused {
-                    notice::send(&peer, &client, &session.id, Severity::Warning, &title, None);
+                    notice::send(&peer, &client, &session, Severity::Warning, &title, None);
                 }
-                announced.refresh(&peer, &session)
+                announced.send(&peer, &session, commands)
             }));
             let mode = agent.permission_mode();
             answer(Ok(ResumeSessionResponse::new()

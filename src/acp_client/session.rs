@@ -271,6 +271,7 @@ impl AcpChild {
             return Err(ChildError::NoSessionId);
         }
         self.session_id = id.to_string();
+        self.collected.own_session(&self.session_id);
         if let Some(forwarder) = &self.forwarder {
             forwarder.root(&self.session_id);
         }
@@ -286,7 +287,9 @@ impl AcpChild {
             .continuation_method()
             .ok_or(ChildError::NotContinuable)?;
         let params = json!({"sessionId": session_id, "cwd": self.command.session_cwd(), "mcpServers": self.mcp_servers()});
-        // Updates before a prompt (a loaded history) are not collected.
+        // Updates before a prompt (a loaded history) are not collected, but they are the
+        // session's own.
+        self.collected.own_session(session_id);
         self.call(method, &params, cancel).await?;
         self.session_id = session_id.to_owned();
         if let Some(forwarder) = &self.forwarder {

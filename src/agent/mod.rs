@@ -92,7 +92,10 @@ impl StopReason {
 #[derive(Debug, thiserror::Error)]
 pub enum TurnError {
     /// A turn is already running in the session.
-    #[error("session {id} is already running a prompt; wait for it to finish or cancel it")]
+    #[error(
+        "session {id} is already running a prompt: wait for its answer, or send `session/cancel` \
+         and prompt again (a prompt after a cancel waits for the cancelled turn to end, then runs)"
+    )]
     Busy {
         /// The session's id.
         id: String,
@@ -209,6 +212,10 @@ pub struct Agent {
     transcript: RwLock<Transcript>,
     running: AtomicBool,
     turn_cancel: Mutex<Option<CancellationToken>>,
+    /// The running turn was cancelled: a prompt now waits for it to end instead of failing.
+    cancelled_turn: AtomicBool,
+    /// Signalled whenever a turn (or compaction) lets go of the session.
+    idle: tokio::sync::Notify,
     /// Messages delivered into the running turn (`steer`), taken before the next model call.
     steering: Mutex<Steering>,
     /// Notices for the model (e.g. a finished background task), taken before the next call.
@@ -314,6 +321,8 @@ impl Agent {
             }),
             running: AtomicBool::new(false),
             turn_cancel: Mutex::new(None),
+            cancelled_turn: AtomicBool::new(false),
+            idle: tokio::sync::Notify::new(),
             steering: Mutex::new(Steering::default()),
             inbox: Mutex::new(Vec::new()),
             records: Mutex::new(Vec::new()),
@@ -482,10 +491,8 @@ impl Agent {
         observe: Observer<'_>,
         cancel: CancellationToken,
     ) -> Result<CompactionOutcome, TurnError> {
-        if self.running.swap(true, Ordering::AcqRel) {
-            return Err(TurnError::Busy {
-                id: self.id.clone(),
-            });
+        if !self.take_turn(&cancel).await? {
+            return Ok(CompactionOutcome::Cancelled);
         }
         // `session/cancel` reaches it as it reaches a turn.
         *lock(&self.turn_cancel) = Some(cancel.clone());
@@ -494,14 +501,45 @@ impl Agent {
             let trigger = crate::session::CompactionTrigger::Request;
             compact::compact(self, &mut state, choice, (trigger, None), observe, &cancel).await
         };
+        self.release_turn();
+        Ok(result?)
+    }
+
+    /// Takes the session for a turn or a compaction. While another runs: waits for it to end
+    /// if it was cancelled (a client that cancels and prompts again loses nothing), else
+    /// refuses (`Busy`). `Ok(false)` when `cancel` fired while waiting.
+    async fn take_turn(&self, cancel: &CancellationToken) -> Result<bool, TurnError> {
+        loop {
+            let idle = self.idle.notified();
+            tokio::pin!(idle);
+            idle.as_mut().enable();
+            if !self.running.swap(true, Ordering::AcqRel) {
+                self.cancelled_turn.store(false, Ordering::Release);
+                return Ok(true);
+            }
+            if !self.cancelled_turn.load(Ordering::Acquire) {
+                return Err(TurnError::Busy {
+                    id: self.id.clone(),
+                });
+            }
+            tokio::select! {
+                () = idle => {}
+                () = cancel.cancelled() => return Ok(false),
+            }
+        }
+    }
+
+    /// Lets go of the session taken by [`Self::take_turn`].
+    fn release_turn(&self) {
         *lock(&self.turn_cancel) = None;
         self.running.store(false, Ordering::Release);
-        Ok(result?)
+        self.idle.notify_waiters();
     }
 
     /// Cancels the running turn, if any; it settles as `Cancelled`.
     pub(crate) fn cancel(&self) {
         if let Some(token) = lock(&self.turn_cancel).as_ref() {
+            self.cancelled_turn.store(true, Ordering::Release);
             token.cancel();
         }
     }
@@ -580,7 +618,8 @@ impl Agent {
         std::mem::take(&mut *lock(&self.inbox))
     }
 
-    /// Runs one turn for `prompt`. Refuses (without touching the log) while another runs.
+    /// Runs one turn for `prompt`. Refuses (without touching the log) while another runs,
+    /// unless that one was cancelled: then it runs once that one has ended.
     pub async fn run_turn(
         self: &Arc<Self>,
         prompt: Vec<UserPart>,
@@ -588,10 +627,8 @@ impl Agent {
         observe: Observer<'_>,
         cancel: CancellationToken,
     ) -> Result<StopReason, TurnError> {
-        if self.running.swap(true, Ordering::AcqRel) {
-            return Err(TurnError::Busy {
-                id: self.id.clone(),
-            });
+        if !self.take_turn(&cancel).await? {
+            return Ok(StopReason::Cancelled);
         }
         *lock(&self.turn_cancel) = Some(cancel.clone());
         lock(&self.steering).open = true;
@@ -599,9 +636,8 @@ impl Agent {
             let mut state = self.state.lock().await;
             turn::run(self, &mut state, prompt, deps, observe, &cancel).await
         };
-        *lock(&self.turn_cancel) = None;
         lock(&self.steering).open = false;
-        self.running.store(false, Ordering::Release);
+        self.release_turn();
         // A mode switch or record that arrived as the turn was ending is written now.
         if let Err(error) = self.write_idle_records() {
             tracing::warn!(%error, session = %self.id, "could not log a permission change");

@@ -418,7 +418,12 @@ impl Turn<'_> {
             .sum();
         let (used, usage) = match &message.usage {
             Some(usage) => (usage.input_tokens + usage.output_tokens, usage.clone()),
-            None => (estimate_tokens(request_len + reply_len), Usage::default()),
+            None => {
+                let estimate = estimate_tokens(request_len + reply_len);
+                // Logged in the turn's `turn/end`, so a budget still counts it after a restart.
+                self.agent.context.record_estimate(estimate);
+                (estimate, Usage::default())
+            }
         };
         let items = self.agent.model_history().len() + 1;
         let cost_before = self.agent.context.usage().cost;

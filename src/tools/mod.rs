@@ -29,6 +29,7 @@ mod ignore_rules;
 pub mod paths;
 pub(crate) mod permission;
 pub(crate) mod plan;
+pub mod private;
 pub(crate) mod read;
 pub(crate) mod shell;
 #[cfg(test)]

@@ -189,6 +189,17 @@ impl Roots {
         })
     }
 
+    /// As [`Self::beneath`], also for a path under a root as given (not resolved): the path
+    /// relative to that root's resolved form, for a confined open.
+    pub(crate) fn beneath_as_given<'a>(&'a self, path: &'a Path) -> Option<(&'a Path, &'a Path)> {
+        self.beneath(path).or_else(|| {
+            self.given
+                .iter()
+                .zip(&self.real)
+                .find_map(|(given, real)| Some((real.as_path(), path.strip_prefix(given).ok()?)))
+        })
+    }
+
     /// Whether a resolved path lies inside one of the roots.
     pub(crate) fn contains(&self, resolved: &Path) -> bool {
         self.real.iter().any(|root| resolved.starts_with(root))

@@ -75,6 +75,7 @@ fn fs_error(error: FsError) -> ToolOutput {
         FsError::NotFound { .. } => ("NotFound", "NOT_FOUND"),
         FsError::IsDirectory { .. } => ("IsDirectory", "IS_DIRECTORY"),
         FsError::NotText { .. } => ("NotText", "NOT_TEXT"),
+        FsError::Private { .. } => ("Private", "PRIVATE"),
         _ => ("ReadFailed", "READ_FAILED"),
     };
     let hint = match &error {
