@@ -47,6 +47,9 @@ pub(crate) struct FileConfig {
     #[serde(default)]
     pub(crate) mcp_servers: BTreeMap<String, super::mcp_servers::McpServerEntry>,
     pub(crate) mcp_startup_timeout: Option<DurationValue>,
+    /// How commands are confined (see `sandbox`).
+    #[serde(default)]
+    pub(crate) sandbox: Option<super::sandbox::SandboxEntry>,
     #[serde(flatten)]
     pub(crate) unknown: BTreeMap<String, toml::Value>,
 }
