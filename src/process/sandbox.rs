@@ -545,9 +545,17 @@ impl Drop for Sandbox {
 
 /// `path` with its symlinks resolved as far as it exists (what Landlock sees).
 pub(crate) fn canonical(path: &Path) -> PathBuf {
+    canonical_within(path, 8)
+}
+
+fn canonical_within(path: &Path, links: u8) -> PathBuf {
     use std::path::Component;
     if let Ok(path) = path.canonicalize() {
         return path;
+    }
+    // A dangling symlink: where a write through it would land.
+    if let (Ok(target), Some(parent), true) = (std::fs::read_link(path), path.parent(), links > 0) {
+        return canonical_within(&parent.join(target), links - 1);
     }
     // Not there (yet): `..` taken lexically, the part that exists resolved.
     let mut lexical = PathBuf::new();
@@ -561,7 +569,7 @@ pub(crate) fn canonical(path: &Path) -> PathBuf {
         }
     }
     match (lexical.parent(), lexical.file_name()) {
-        (Some(parent), Some(name)) => canonical(parent).join(name),
+        (Some(parent), Some(name)) => canonical_within(parent, links).join(name),
         _ => lexical,
     }
 }

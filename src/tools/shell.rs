@@ -129,7 +129,8 @@ async fn run(
         None => locally(&cx, &launch, timeout).await?,
     };
     let mut output = head_tail(&output, MAX_OUTPUT);
-    if let (Ended::Exited(_, false), Some(policy)) = (&ended, &launch.policy) {
+    // Also after a success: a command may have gone on past a refused write.
+    if let (Ended::Exited(..), Some(policy)) = (&ended, &launch.policy) {
         if let Some(note) = sandbox_hint::explain(&output, policy, &cx.cwd) {
             output = format!("{output}\n{note}");
         }
@@ -329,7 +330,8 @@ mod tests {
 
     #[test]
     fn titles_show_the_whole_command_and_mark_several_lines() {
-        let title = |command: &str| Tool::title(&ShellTool, &json!({ "command": command }));
+        let title =
+            |command: &str| Tool::title(&ShellTool::default(), &json!({ "command": command }));
         assert_eq!(title("ls -la"), "ls -la");
         assert_eq!(title(""), "Run a command");
         assert_eq!(title("ls\nrm -rf ~\n"), "[2 lines] ls\\nrm -rf ~");
@@ -344,14 +346,14 @@ mod tests {
         ws.write("f.txt", "hello\n");
         let cx = ws.cx_in_mode(PermissionMode::Allow);
         let out = call(
-            &ShellTool,
+            &ShellTool::default(),
             json!({"command": "cat f.txt; echo err >&2"}),
             &cx,
         )
         .await;
         assert!(!out.is_error, "{}", out.text);
         assert_eq!(out.text, "hello\nerr\n\n[exit code 0]");
-        let out = call(&ShellTool, json!({"command": "exit 3"}), &cx).await;
+        let out = call(&ShellTool::default(), json!({"command": "exit 3"}), &cx).await;
         assert!(out.is_error);
         assert_eq!(out.text, "\n[exit code 3]");
         assert_eq!(out.error.unwrap().name, "CommandFailed");
@@ -361,7 +363,12 @@ mod tests {
     async fn large_output_keeps_head_and_tail() {
         let ws = Workspace::new();
         let cx = ws.cx_in_mode(PermissionMode::Allow);
-        let out = call(&ShellTool, json!({"command": "seq 1 100000"}), &cx).await;
+        let out = call(
+            &ShellTool::default(),
+            json!({"command": "seq 1 100000"}),
+            &cx,
+        )
+        .await;
         assert!(out.text.starts_with("1\n2\n3\n"), "{}", &out.text[..20]);
         assert!(out.text.ends_with("99999\n100000\n\n[exit code 0]"));
         assert!(out.text.contains("bytes cut from the middle of the output"));
@@ -398,7 +405,12 @@ mod tests {
         let (command, fifo) = grandchild_command(&ws);
         let pid = read_pid(fifo);
         let cx = ws.cx_in_mode(PermissionMode::Allow);
-        let out = call(&ShellTool, json!({"command": command, "timeout": 1}), &cx).await;
+        let out = call(
+            &ShellTool::default(),
+            json!({"command": command, "timeout": 1}),
+            &cx,
+        )
+        .await;
         assert_eq!(out.error.as_ref().unwrap().name, "Timeout", "{}", out.text);
         assert!(out.text.contains("timed out after 1 s"));
         wait_for_exit(pid.await.unwrap()).await;
@@ -412,7 +424,7 @@ mod tests {
         let cancel = cx.cancel.clone();
         let running = tokio::spawn({
             let cx = cx.clone();
-            async move { call(&ShellTool, json!({"command": command}), &cx).await }
+            async move { call(&ShellTool::default(), json!({"command": command}), &cx).await }
         });
         let pid = read_pid(fifo).await.unwrap();
         let alive = crate::tools::testing::pidfd(pid);
@@ -428,7 +440,7 @@ mod tests {
         let editor = ws.editor();
         editor.answer(PermissionAnswer::RejectOnce);
         let out = call(
-            &ShellTool,
+            &ShellTool::default(),
             json!({"command": "touch made"}),
             &ws.cx_with(&editor),
         )
@@ -441,7 +453,7 @@ mod tests {
         );
         assert!(!ws.path("made").exists());
         let out = call(
-            &ShellTool,
+            &ShellTool::default(),
             json!({"command": "touch made"}),
             &ws.cx_in_mode(PermissionMode::ReadOnly),
         )
@@ -456,7 +468,7 @@ mod tests {
         let editor = ws.editor().with_terminal();
         editor.answer(PermissionAnswer::AllowOnce);
         let out = call(
-            &ShellTool,
+            &ShellTool::default(),
             json!({"command": "echo hi; exit 2"}),
             &ws.cx_with(&editor),
         )
@@ -483,7 +495,12 @@ mod tests {
         let editor = ws.editor().with_terminal();
         let cx = ws.cx_with(&editor);
         cx.permissions.set_mode(PermissionMode::Allow);
-        let out = call(&ShellTool, json!({"command": command, "timeout": 1}), &cx).await;
+        let out = call(
+            &ShellTool::default(),
+            json!({"command": command, "timeout": 1}),
+            &cx,
+        )
+        .await;
         assert_eq!(out.error.as_ref().unwrap().name, "Timeout", "{}", out.text);
         let calls = editor.calls();
         assert_eq!(
