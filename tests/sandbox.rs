@@ -369,3 +369,46 @@ async fn an_acp_child_of_a_read_only_parent_cannot_write() {
         "child\n"
     );
 }
+
+/// Starts a session whose configured MCP server is `sh` writing outside, then inside (the
+/// mark that it ran), then waiting; `sandboxed`: the server opted into the sandbox.
+async fn start_mcp_server(dirs: &Dirs, sandboxed: bool) {
+    let script = format!(
+        "echo server > {}/from-server.txt; echo ran > ran.txt; exec sleep 600",
+        dirs.outside.display()
+    );
+    dirs.configure(&format!(
+        "mcp_startup_timeout = \"200ms\"\n[mcp_servers.probe]\ncommand = \"sh\"\nargs = [\"-c\", {script:?}]\nsandbox = {sandboxed}\n"
+    ));
+    let _ = std::fs::remove_file(dirs.cwd.join("ran.txt"));
+    let replay = Script::new().text("done").dir();
+    let mut runner = dirs.runner(replay.path(), &[]);
+    for step in [
+        Step::Initialize {
+            client_capabilities: None,
+        },
+        Step::NewSession { cwd: None },
+    ] {
+        runner.play(&step).await.unwrap();
+    }
+    // A process start has no event to wait on: poll for the mark, within a generous bound.
+    let start = std::time::Instant::now();
+    while !dirs.cwd.join("ran.txt").exists() {
+        assert!(start.elapsed().as_secs() < 60, "the MCP server never ran");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    runner.finish().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_mcp_server_that_opts_in_runs_in_the_sandbox() {
+    if !landlock("an_mcp_server_that_opts_in_runs_in_the_sandbox") {
+        return;
+    }
+    let dirs = Dirs::new();
+    start_mcp_server(&dirs, true).await;
+    assert!(!dirs.outside.join("from-server.txt").exists());
+    // Not opted in: the server keeps the user's reach (many keep state of their own).
+    start_mcp_server(&dirs, false).await;
+    assert!(dirs.outside.join("from-server.txt").exists());
+}

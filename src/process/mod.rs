@@ -5,7 +5,8 @@
 //! - [`group`]: a command in its own process group, its output collected;
 //! - [`child_env`]: no secrets in the environment of started processes;
 //! - [`sandbox`]: the kernel sandbox (Landlock) of what kin starts for the model, launched by
-//!   [`sandbox_exec`]; `sandbox_hint` tells its refusals from ordinary permission errors;
+//!   [`sandbox_exec`] to a `sandbox_policy`; `sandbox_hint` tells its refusals from ordinary
+//!   permission errors;
 //! - [`truncate`]: head-and-tail caps on large outputs;
 //! - `stderr_tail`: the last stderr lines of a child, for the error that names its failure.
 
@@ -15,5 +16,6 @@ pub mod guard;
 pub mod sandbox;
 pub mod sandbox_exec;
 pub(crate) mod sandbox_hint;
+pub(crate) mod sandbox_policy;
 pub(crate) mod stderr_tail;
 pub(crate) mod truncate;

@@ -16,24 +16,12 @@ use landlock::{
     Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetError, RulesetStatus, ABI,
 };
 
-use super::sandbox::Policy;
+use super::sandbox_policy::{Policy, DEVICES};
 
 /// The hidden subcommand.
 pub(crate) const ARG: &str = "sandbox-exec";
 /// The launcher's exit code when it did not run the program (a shell's "cannot execute").
 const NOT_RUN: i32 = 126;
-
-/// Devices every program writes to (the null device, terminals, shared memory), writable
-/// whatever the policy: no file a user keeps is among them.
-pub(crate) const DEVICES: [&str; 7] = [
-    "/dev/null",
-    "/dev/zero",
-    "/dev/full",
-    "/dev/tty",
-    "/dev/pts",
-    "/dev/ptmx",
-    "/dev/shm",
-];
 
 /// The write rights kin takes away outside the writable set: every right that changes the
 /// file tree (Landlock ABI 4's set; device ioctls are not writes and stay as they are).

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::sandbox::Policy;
+use super::sandbox_policy::Policy;
 
 /// Error texts a refused write or connect shows up as.
 const DENIED: [&str; 2] = ["Permission denied", "Operation not permitted"];
