@@ -17,10 +17,10 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
-pub use super::sandbox_policy::Policy;
 use super::sandbox_policy::canonical;
+pub use super::sandbox_policy::Policy;
 use crate::sync::lock;
 
 /// The command policy of the kin above, for a kin started inside its sandbox (JSON).
@@ -552,7 +552,7 @@ mod tests {
             .command_policy(&scope(&root, true))
             .unwrap()
             .unwrap();
-        assert_eq!(policy.writable, [temp.clone()]);
+        assert_eq!(policy.writable, std::slice::from_ref(temp));
         assert!(!policy.network);
         let base = temp.parent().unwrap().to_owned();
         drop(sandbox);

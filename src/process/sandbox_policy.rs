@@ -59,12 +59,9 @@ impl Policy {
     pub(crate) fn allows_write(&self, path: &Path) -> bool {
         let path = canonical(path);
         self.writable.iter().any(|top| path.starts_with(top))
-            || DEVICES
-                .iter()
-                .any(|device| path.starts_with(device))
+            || DEVICES.iter().any(|device| path.starts_with(device))
     }
 }
-
 
 /// `path` with its symlinks resolved as far as it exists (what Landlock sees).
 pub(crate) fn canonical(path: &Path) -> PathBuf {
@@ -96,4 +93,3 @@ fn canonical_within(path: &Path, links: u8) -> PathBuf {
         _ => lexical,
     }
 }
-
