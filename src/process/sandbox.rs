@@ -267,9 +267,18 @@ impl Sandbox {
 
     /// Whether started processes are confined.
     pub fn confines(&self) -> bool {
-        self.settings.mode != SandboxMode::Off
+        self.mode() != SandboxMode::Off
             && matches!(self.support, Support::Landlock { .. })
             && self.launcher.is_some()
+    }
+
+    /// The mode in force: a kin started inside a sandbox cannot turn it off for what it starts
+    /// (the kernel would hold them anyway; this keeps what kin reports true).
+    fn mode(&self) -> SandboxMode {
+        match (self.settings.mode, &self.ceiling) {
+            (SandboxMode::Off, Some(_)) => SandboxMode::Auto,
+            (mode, _) => mode,
+        }
     }
 
     /// The launch of a command working in `scope`.
@@ -312,7 +321,7 @@ impl Sandbox {
 
     /// The policy of a command in `scope`, or `None` when it runs unconfined.
     pub fn command_policy(&self, scope: &CommandScope<'_>) -> Result<Option<Policy>, SandboxError> {
-        match (&self.settings.mode, self.confines()) {
+        match (self.mode(), self.confines()) {
             (SandboxMode::Off, _) => return Ok(None),
             (_, true) => {}
             (SandboxMode::Auto, false) => return Ok(None),
@@ -328,7 +337,7 @@ impl Sandbox {
         let policy = Policy {
             writable,
             network: self.settings.network.unwrap_or(!scope.read_only),
-            required: self.settings.mode == SandboxMode::Required,
+            required: self.mode() == SandboxMode::Required,
         };
         Ok(Some(match &self.ceiling {
             Some(ceiling) => policy.within(ceiling),
@@ -459,7 +468,7 @@ impl Sandbox {
             );
             return (false, "Commands run in kin's sandbox".into(), description);
         }
-        match self.settings.mode {
+        match self.mode() {
             SandboxMode::Off => (
                 true,
                 "Commands run without a sandbox".into(),
@@ -568,13 +577,20 @@ mod tests {
             network: false,
             required: false,
         };
-        let sandbox = landlock(SandboxSettings::default(), Some(ceiling));
+        let sandbox = landlock(SandboxSettings::default(), Some(ceiling.clone()));
         let policy = sandbox
             .command_policy(&scope(&root, false))
             .unwrap()
             .unwrap();
         assert_eq!(policy.writable, [root.join("sub")]);
         assert!(!policy.network);
+        // Under a ceiling, `off` cannot turn the sandbox off.
+        let off = SandboxSettings {
+            mode: SandboxMode::Off,
+            ..SandboxSettings::default()
+        };
+        let policy = landlock(off, Some(ceiling)).command_policy(&scope(&root, false));
+        assert_eq!(policy.unwrap().unwrap().writable, [root.join("sub")]);
     }
 
     #[test]
