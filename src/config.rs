@@ -10,6 +10,7 @@ mod mcp_servers;
 mod models;
 mod reloadable;
 mod resolve;
+mod sandbox;
 mod show;
 
 use std::path::{Path, PathBuf};
@@ -26,6 +27,7 @@ pub use resolve::{
     ENV_API_KEY, ENV_BASE_URL, ENV_CONNECT_TIMEOUT, ENV_DEEPSEEK_KEY, ENV_MODEL, ENV_OPENAI_KEY,
     ENV_RETRIES, ENV_STALL_TIMEOUT,
 };
+pub use sandbox::render as render_sandbox;
 pub use show::{render, render_agents};
 
 /// Reads an environment variable; empty values count as unset.
@@ -252,5 +254,21 @@ pub fn mcp_servers(config: &ConfigFile) -> Result<McpSettings, ConfigError> {
             })
         }
         _ => Ok(McpSettings::default()),
+    }
+}
+
+/// The `[sandbox]` settings of the config file (defaults without one).
+pub fn sandbox_settings(
+    config: &ConfigFile,
+) -> Result<crate::process::sandbox::SandboxSettings, ConfigError> {
+    match (&config.file, &config.path) {
+        (Some(file), Some(path)) => match &file.sandbox {
+            Some(entry) => {
+                let home = std::env::var_os("HOME").map(PathBuf::from);
+                sandbox::resolve(entry, home.as_deref(), path)
+            }
+            None => Ok(Default::default()),
+        },
+        _ => Ok(Default::default()),
     }
 }

@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use kin::config::{self, Overrides};
 use kin::headless::{self, HeadlessOptions};
 use kin::model::{ModelCatalog, ReplayModel};
+use kin::process::sandbox::Sandbox;
 use kin::runtime::{Runtime, RuntimeOptions};
 use kin::tools::PermissionMode;
 
@@ -153,6 +154,8 @@ static ALLOCATOR: kin::memory::HugePageAllocator = kin::memory::HugePageAllocato
 fn main() -> ExitCode {
     // `kin __guard ...` (how kin runs commands) guards one command and exits here.
     kin::process::guard::init();
+    // `kin sandbox-exec ...` (how kin starts a confined process) confines itself and execs.
+    kin::process::sandbox_exec::init();
     // Before any thread: may re-execute kin without the credentials in its environment.
     let hidden = kin::process::own_env::hide_secrets();
     // Colours only for a person watching a terminal, never in a file or an editor's log pane.
@@ -346,9 +349,12 @@ fn open_runtime(models: ModelCatalog, file: &config::ConfigFile) -> anyhow::Resu
     if let Some(max) = mcp.max_tools {
         options.mcp_max_tools = max;
     }
+    options.mcp_sandboxed = mcp.sandboxed;
+    let sandbox = Arc::new(Sandbox::for_this_process(config::sandbox_settings(file)?));
+    options.sandbox = sandbox.clone();
     let model = models.default_choice().model.clone();
     options.models = Some(models);
-    Runtime::new(&home, model, kin::tools::builtin(), options)
+    Runtime::new(&home, model, kin::tools::builtin_confined(sandbox), options)
         .with_context(|| format!("opening the session store in {}", home.display()))
 }
 
@@ -453,6 +459,8 @@ async fn show_config(flags: ModelFlags) -> anyhow::Result<u8> {
         "{}",
         config::render_mcp_servers(&config::mcp_servers(&file)?)
     );
+    let sandbox = Sandbox::for_this_process(config::sandbox_settings(&file)?);
+    print!("{}", config::render_sandbox(&sandbox));
     Ok(0)
 }
 

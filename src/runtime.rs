@@ -21,6 +21,7 @@ use crate::delegation::worktree;
 use crate::delegation::{Delegation, DEFAULT_MAX_DEPTH};
 use crate::mcp::{ServerSpec, SessionServers};
 use crate::model::Model;
+use crate::process::sandbox::Sandbox;
 use crate::session::{SessionStore, StoreError};
 use crate::tasks::{TaskKillTool, TaskListTool, TaskOutputTool, TaskService};
 use crate::tools::ToolRegistry;
@@ -48,6 +49,10 @@ pub struct RuntimeOptions {
     pub mcp_startup_timeout: Duration,
     /// The most MCP tools offered to the model (`mcp_max_tools`).
     pub mcp_max_tools: usize,
+    /// The kernel sandbox of the processes sessions start (default: off).
+    pub sandbox: Arc<Sandbox>,
+    /// The configured MCP stdio servers that run inside it (`sandbox = true`), by name.
+    pub mcp_sandboxed: Vec<String>,
 }
 
 impl Default for RuntimeOptions {
@@ -62,6 +67,8 @@ impl Default for RuntimeOptions {
             mcp_servers: Vec::new(),
             mcp_startup_timeout: crate::mcp::DEFAULT_STARTUP_TIMEOUT,
             mcp_max_tools: crate::mcp::DEFAULT_MAX_TOOLS,
+            sandbox: Arc::new(Sandbox::off()),
+            mcp_sandboxed: Vec::new(),
         }
     }
 }
@@ -86,6 +93,8 @@ pub struct Runtime {
     mcp_servers: Vec<ServerSpec>,
     mcp_startup_timeout: Duration,
     mcp_max_tools: usize,
+    sandbox: Arc<Sandbox>,
+    mcp_sandboxed: Vec<String>,
 }
 
 impl Runtime {
@@ -111,6 +120,8 @@ impl Runtime {
             options.subagent_max_depth,
             &options.acp_agents,
             options.delegation.clone(),
+            &options.sandbox,
+            home,
         );
         let mut tools = base_tools;
         for tool in delegation.tools() {
@@ -133,6 +144,8 @@ impl Runtime {
             mcp_servers: options.mcp_servers,
             mcp_startup_timeout: options.mcp_startup_timeout,
             mcp_max_tools: options.mcp_max_tools,
+            sandbox: options.sandbox,
+            mcp_sandboxed: options.mcp_sandboxed,
         }))
     }
 
@@ -205,7 +218,15 @@ impl Runtime {
     /// Starts the session's MCP servers (the configured ones merged with `editor`'s) in the
     /// background, replacing any it had (which are stopped in the background). Returns at once.
     pub(crate) fn start_mcp(&self, agent: &Agent, editor: Vec<ServerSpec>) {
-        let specs = crate::mcp::merge(&self.mcp_servers, editor);
+        let mut specs = crate::mcp::merge(&self.mcp_servers, editor);
+        for spec in specs
+            .iter_mut()
+            .filter(|spec| self.mcp_sandboxed.contains(&spec.name))
+        {
+            if let Err(error) = self.confine_mcp(agent, spec) {
+                tracing::warn!(server = spec.name, %error, "an MCP server is not started");
+            }
+        }
         let view = (!specs.is_empty()).then(|| McpView {
             servers: SessionServers::start(
                 specs,
@@ -219,6 +240,47 @@ impl Runtime {
         if let Some(old) = agent.set_mcp(view) {
             tokio::spawn(async move { old.stop().await });
         }
+    }
+
+    /// Rewrites a stdio server's command to start inside the session's sandbox; one that cannot
+    /// be confined under `required` gets a command that fails with the reason.
+    fn confine_mcp(&self, agent: &Agent, spec: &mut ServerSpec) -> Result<(), String> {
+        use crate::process::sandbox::CommandScope;
+        let crate::mcp::Transport::Stdio { command, args, env } = &mut spec.transport else {
+            return Ok(());
+        };
+        let scope = CommandScope {
+            session: &agent.id,
+            roots: agent.roots().all().to_vec(),
+            read_only: agent.permissions().effective_mode()
+                == crate::tools::PermissionMode::ReadOnly,
+        };
+        match self.sandbox.command(&scope, command, args) {
+            Ok(launch) => {
+                *command = launch.program;
+                *args = launch.args;
+                env.extend(launch.env);
+                Ok(())
+            }
+            Err(error) => {
+                // Started anyway, to fail with the reason as its stderr (the server's error
+                // names it).
+                let reason = error.to_string();
+                *command = "sh".into();
+                *args = vec![
+                    "-c".into(),
+                    "echo \"kin: $1\" >&2; exit 126".into(),
+                    "sh".into(),
+                    reason.clone(),
+                ];
+                Err(reason)
+            }
+        }
+    }
+
+    /// The kernel sandbox of the processes sessions start.
+    pub fn sandbox(&self) -> &Arc<Sandbox> {
+        &self.sandbox
     }
 
     /// Stops the session's MCP servers and waits until their processes are gone.

@@ -55,6 +55,7 @@ fn command_for(mode: &str, marker: &str, cwd: &Path) -> ChildCommand {
         link: None,
         remote_cwd: None,
         mcp_servers: Vec::new(),
+        sandbox: None,
     }
 }
 
@@ -671,6 +672,7 @@ async fn a_kin_child_is_reopened_in_a_new_process_and_continues_its_session() {
         link: None,
         remote_cwd: None,
         mcp_servers: Vec::new(),
+        sandbox: None,
     };
     let cancel = CancellationToken::new();
     let mut first = AcpChild::start(command.clone(), &cancel).await.unwrap();

@@ -19,8 +19,10 @@ use super::error::{ChildError, StderrTail};
 use crate::process::child_env;
 use crate::process::group::describe_status;
 use crate::process::guard::{self, Lifeline};
+use crate::process::sandbox::Launch;
 use crate::process::stderr_tail::keep_last_lines;
 use crate::sync::lock;
+use crate::tools::PermissionMode;
 
 /// Stderr lines kept for error reports, and the longest kept line.
 const STDERR_LINES: usize = 10;
@@ -48,13 +50,15 @@ impl Process {
             program: command.program.clone(),
             reason: error.to_string(),
         };
+        let launch = confined(command)?;
         let (mut launcher, lifeline) =
-            guard::command(&command.program, &command.args).map_err(spawn_error)?;
+            guard::command(&launch.program, &launch.args).map_err(spawn_error)?;
         launcher
             .current_dir(&command.cwd)
             .env_clear()
             .envs(child_env::scrubbed())
             .envs(command.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .envs(launch.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .env(DEPTH_ENV, command.depth.to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -168,6 +172,34 @@ impl Process {
         self.lifeline = None;
         (self.stderr_reader.take(), survived)
     }
+}
+
+/// How `command` is started: inside its sandbox when it has one and runs here (a child reached
+/// through a channel such as ssh is the far side's to confine).
+fn confined(command: &ChildCommand) -> Result<Launch, ChildError> {
+    let sandbox = command
+        .sandbox
+        .as_ref()
+        .filter(|_| command.remote_cwd.is_none());
+    let Some(child) = sandbox else {
+        return Ok(Launch::direct(&command.program, &command.args));
+    };
+    let read_only = command
+        .ceiling
+        .as_ref()
+        .is_some_and(|ceiling| ceiling.effective_mode() == PermissionMode::ReadOnly);
+    child
+        .sandbox
+        .agent(
+            &child.scope(&command.cwd, read_only),
+            &child.state,
+            &command.program,
+            &command.args,
+        )
+        .map_err(|error| ChildError::Spawn {
+            program: command.program.clone(),
+            reason: error.to_string(),
+        })
 }
 
 impl Drop for Process {

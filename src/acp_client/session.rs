@@ -160,12 +160,15 @@ impl AcpChild {
         let (files, files_refused) = services::for_command(&command);
         let grants = Arc::new(CommandGrants::default());
         let terminals = local.map(|link| {
-            Arc::new(TerminalServices::new(
-                Arc::new(crate::tools::Roots::new(command.cwd.clone(), Vec::new())),
-                link.client.clone(),
-                link.call_id.clone(),
-                grants.clone(),
-            ))
+            Arc::new(
+                TerminalServices::new(
+                    Arc::new(crate::tools::Roots::new(command.cwd.clone(), Vec::new())),
+                    link.client.clone(),
+                    link.call_id.clone(),
+                    grants.clone(),
+                )
+                .confined(command.sandbox.clone()),
+            )
         });
         let offers_files = files.is_some();
         let handler = Arc::new(ClientHandler {

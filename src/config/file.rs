@@ -54,6 +54,9 @@ pub(crate) struct FileConfig {
     pub(crate) mcp_startup_timeout: Option<DurationValue>,
     /// The most MCP tools offered to the model (see `mcp_servers`).
     pub(crate) mcp_max_tools: Option<usize>,
+    /// How commands are confined (see `sandbox`).
+    #[serde(default)]
+    pub(crate) sandbox: Option<super::sandbox::SandboxEntry>,
     #[serde(flatten)]
     pub(crate) unknown: BTreeMap<String, toml::Value>,
 }

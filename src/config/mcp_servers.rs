@@ -26,6 +26,9 @@ pub(crate) struct McpServerEntry {
     headers: BTreeMap<String, String>,
     /// How long one tool call may take, e.g. "30m".
     call_timeout: Option<DurationValue>,
+    /// Run the (stdio) server inside kin's sandbox, like a command.
+    #[serde(default)]
+    sandbox: bool,
 }
 
 /// The configured servers, in name order, and the startup timeout.
@@ -37,6 +40,8 @@ pub struct McpSettings {
     pub startup_timeout: Option<Duration>,
     /// The most MCP tools offered to the model; the built-in default when `None`.
     pub max_tools: Option<usize>,
+    /// The stdio servers that opted into kin's sandbox (`sandbox = true`), by name.
+    pub sandboxed: Vec<String>,
 }
 
 pub(crate) fn resolve(
@@ -96,10 +101,22 @@ pub(crate) fn resolve(
             })
         })
         .collect::<Result<_, _>>()?;
+    let sandboxed = entries
+        .iter()
+        .filter(|(_, entry)| entry.sandbox)
+        .map(|(name, entry)| match entry.command {
+            Some(_) => Ok(name.clone()),
+            None => Err(invalid(
+                format!("mcp_servers.{name}.sandbox"),
+                "only a stdio server (`command`) runs in kin's sandbox",
+            )),
+        })
+        .collect::<Result<_, _>>()?;
     Ok(McpSettings {
         servers,
         startup_timeout,
         max_tools: None,
+        sandboxed,
     })
 }
 
@@ -107,8 +124,12 @@ pub(crate) fn resolve(
 pub fn render(settings: &McpSettings) -> String {
     let mut text = String::new();
     for spec in &settings.servers {
+        let sandboxed = match settings.sandboxed.contains(&spec.name) {
+            true => " (in kin's sandbox)",
+            false => "",
+        };
         text.push_str(&format!(
-            "mcp server {}: {}\n",
+            "mcp server {}: {}{sandboxed}\n",
             spec.name,
             spec.transport.describe()
         ));
@@ -152,6 +173,20 @@ mod tests {
              mcp server web: http: https://h/mcp (headers: Authorization=***)\n\
              mcp_startup_timeout: 2 s\n"
         );
+    }
+
+    #[test]
+    fn stdio_servers_opt_into_the_sandbox() {
+        let settings = parse("[mcp_servers.a]\ncommand = \"x\"\nsandbox = true\n").unwrap();
+        assert_eq!(settings.sandboxed, ["a"]);
+        assert_eq!(
+            render(&settings),
+            "mcp server a: stdio: x (in kin's sandbox)\n"
+        );
+        let error = parse("[mcp_servers.a]\nurl = \"https://h\"\nsandbox = true\n")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("mcp_servers.a.sandbox"), "{error}");
     }
 
     #[test]

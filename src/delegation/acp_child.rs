@@ -32,11 +32,12 @@ use super::acp_watch;
 use super::provider::{Capabilities, Continuable, Provider, Run, RunControl, SteerRefusal};
 use super::request::{child_depth, Continuation, ResumeRequest, StartRequest};
 use super::{diagnostic, DelegationError, SubagentResult};
-use crate::acp_client::{AcpChild, ChildCommand, ChildError, PromptOutcome, Steer};
+use crate::acp_client::{AcpChild, ChildCommand, ChildError, ChildSandbox, PromptOutcome, Steer};
 use crate::agent::host::AgentHost;
 use crate::agent::remote_children::RemoteChildren;
 use crate::agent::{Agent, StopReason, Watch};
 use crate::config::AcpAgentConfig;
+use crate::process::sandbox::Sandbox;
 use crate::session::{AssistantBlock, EventBody, Header, SessionStore, UserPart};
 use crate::sync::lock;
 use agent_client_protocol_schema::v1::StopReason as AcpStopReason;
@@ -45,16 +46,21 @@ use agent_client_protocol_schema::v1::StopReason as AcpStopReason;
 pub(crate) struct AcpProvider {
     name: String,
     config: AcpAgentConfig,
+    /// The sandbox its children run in, and where kin keeps its sessions (a kin child's state).
+    sandbox: Arc<Sandbox>,
+    kin_home: PathBuf,
     /// Whether the child can continue sessions, as its last `initialize` answer said.
     learned: Arc<Mutex<Option<bool>>>,
 }
 
 impl AcpProvider {
     /// The provider is named `acp:<name>`.
-    pub(crate) fn new(config: AcpAgentConfig) -> Self {
+    pub(crate) fn new(config: AcpAgentConfig, sandbox: Arc<Sandbox>, kin_home: PathBuf) -> Self {
         Self {
             name: format!("acp:{}", config.name),
             config,
+            sandbox,
+            kin_home,
             learned: Arc::default(),
         }
     }
@@ -113,6 +119,13 @@ impl AcpProvider {
             link: None,
             mcp_servers: parent.mcp().map_or_else(Vec::new, |view| {
                 view.servers.specs().iter().map(|s| s.to_acp()).collect()
+            }),
+            sandbox: Some(ChildSandbox {
+                sandbox: self.sandbox.clone(),
+                session: parent.id.clone(),
+                state: std::iter::once(self.kin_home.clone())
+                    .chain(config.writable.iter().cloned())
+                    .collect(),
             }),
         })
     }

@@ -159,13 +159,15 @@ impl Delegation {
         max_depth: u32,
         acp_agents: &[AcpAgentConfig],
         settings: DelegationSettings,
+        sandbox: &Arc<crate::process::sandbox::Sandbox>,
+        kin_home: &std::path::Path,
     ) -> Arc<Self> {
         let mut providers: Vec<Arc<dyn Provider>> = vec![
             Arc::new(InProcessProvider::new(Seed::Fresh)),
             Arc::new(InProcessProvider::new(Seed::CompletedTurns)),
         ];
         for agent in acp_agents {
-            let provider = AcpProvider::new(agent.clone());
+            let provider = AcpProvider::new(agent.clone(), sandbox.clone(), kin_home.to_owned());
             if providers.iter().any(|p| p.name() == provider.name()) {
                 tracing::error!(
                     agent = agent.name,

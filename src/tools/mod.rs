@@ -436,15 +436,24 @@ impl ToolRegistry {
 }
 
 /// The built-in coding tools: `read`, `write`, `edit`, `glob`, `grep` and `bash`, and
-/// `update_plan`.
+/// `update_plan`; `bash` runs its commands unconfined.
 pub fn builtin() -> ToolRegistry {
+    builtin_with(shell::ShellTool::default())
+}
+
+/// [`builtin`], with `bash` starting its commands inside `sandbox`.
+pub fn builtin_confined(sandbox: Arc<crate::process::sandbox::Sandbox>) -> ToolRegistry {
+    builtin_with(shell::ShellTool::confined(sandbox))
+}
+
+fn builtin_with(shell: shell::ShellTool) -> ToolRegistry {
     let mut registry = ToolRegistry::new();
     registry.register(Arc::new(read::ReadTool));
     registry.register(Arc::new(write::WriteTool));
     registry.register(Arc::new(edit::EditTool));
     registry.register(Arc::new(glob::GlobTool));
     registry.register(Arc::new(grep::GrepTool));
-    registry.register(Arc::new(shell::ShellTool));
+    registry.register(Arc::new(shell));
     registry.register(Arc::new(plan::PlanTool));
     registry
 }

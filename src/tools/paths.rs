@@ -78,6 +78,11 @@ impl Roots {
         self.writes.lock().await
     }
 
+    /// Every root with its symlinks resolved, cwd first.
+    pub(crate) fn all(&self) -> &[PathBuf] {
+        &self.real
+    }
+
     /// The session cwd as given (not resolved).
     pub(crate) fn cwd(&self) -> &Path {
         &self.cwd
