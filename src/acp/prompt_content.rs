@@ -262,7 +262,11 @@ pub(crate) fn read_linked(
     let Ok(file) = std::fs::File::open(path) else {
         return Ok(None);
     };
-    if !file.metadata().is_ok_and(|m| m.is_file()) {
+    // kin's credential file is never attached (see `config::is_credential_file`).
+    if !file
+        .metadata()
+        .is_ok_and(|m| m.is_file() && !crate::config::is_credential_file(&m))
+    {
         return Ok(None);
     }
     let mut bytes = Vec::new();

@@ -453,6 +453,13 @@ fn key_plan(
             format!("api_key in {file_name}"),
         ));
     }
+    // What `kin login` stored beats the provider's variable: signing in is the later choice.
+    if let Some(store) = file.api_key_store {
+        return KeyPlan::Stored {
+            store,
+            file: super::credentials::credential_file(env),
+        };
+    }
     let provider_var = if openai::provider_name(base_url) == "deepseek" {
         ENV_DEEPSEEK_KEY
     } else {
@@ -463,8 +470,8 @@ fn key_plan(
     }
     KeyPlan::Missing {
         hint: format!(
-            "set {ENV_API_KEY} (or {provider_var}) to your API key for {base_url}, or set \
-             api_key_command in {file_name}"
+            "run `kin login`, or set {ENV_API_KEY} (or {provider_var}) to your API key for \
+             {base_url}, or set api_key_command in {file_name}"
         ),
     }
 }
