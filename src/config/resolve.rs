@@ -479,6 +479,7 @@ fn key_plan(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::KeyStore;
     use std::collections::HashMap;
 
     struct Fixture {
@@ -587,6 +588,27 @@ mod tests {
         };
         let config = fixture.resolve(&named).unwrap();
         assert!(matches!(&config.key, KeyPlan::Missing { hint } if hint.contains("MY_KEY")));
+
+        // The key `kin login` stored beats the provider's variable, not the file's own keys.
+        let fixture = Fixture::new(Some("api_key_store = \"file\"\n")).set("OPENAI_API_KEY", "oa");
+        let config = fixture.resolve(&local).unwrap();
+        let expected = fixture.file.parent().unwrap().join("api-key");
+        assert!(
+            matches!(&config.key, KeyPlan::Stored { store: KeyStore::File, file: Some(f) } if *f == expected),
+            "{:?}",
+            config.key
+        );
+        let fixture = Fixture::new(Some("api_key = \"k\"\napi_key_store = \"keyring\"\n"));
+        let config = fixture.resolve(&local).unwrap();
+        assert!(matches!(&config.key, KeyPlan::Found(_)), "{:?}", config.key);
+        let error = Fixture::new(Some("api_key_store = \"vault\"\n"))
+            .resolve(&local)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("api_key_store") && error.contains("vault"),
+            "{error}"
+        );
     }
 
     #[test]
