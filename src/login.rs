@@ -129,6 +129,10 @@ enum Step {
 
 /// Runs `kin login`; the exit code is 0 when signed in, 130 when cancelled with Ctrl-C.
 pub async fn login(options: LoginOptions) -> Result<u8, LoginError> {
+    // A config file that is not TOML could not be edited: say so before the questions.
+    if let Err(error @ ConfigError::Parse { .. }) = config::ConfigFile::read(&config::process_env) {
+        return Err(error.into());
+    }
     let term = Terminal::open();
     let current = current().await;
     let decided = tokio::select! {
@@ -200,12 +204,14 @@ async fn decide(
                 key = ask_key(term, options, &endpoint, current).await?;
                 Step::Model
             }
+            // A model given as a flag needs no list (the check tries it).
+            Step::Model if given_model.is_some() => {
+                model = given_model.take().unwrap_or_default();
+                Step::Check
+            }
             Step::Model => match endpoint::models(&endpoint.base_url, key.as_deref()).await {
                 Ok(listed) => {
-                    model = match given_model.take() {
-                        Some(model) => model,
-                        None => choose_model(term, &endpoint, listed, current).await?,
-                    };
+                    model = choose_model(term, &endpoint, listed, current).await?;
                     Step::Check
                 }
                 Err(refusal) => recover(term, refusal).await?,

@@ -101,19 +101,6 @@ fn prompt(session: &str, text: &str) -> Value {
     json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]})
 }
 
-/// What the mock answers `GET /models` with.
-fn model_list(ids: &[&str]) -> Reply {
-    let data: Vec<Value> = ids
-        .iter()
-        .map(|id| json!({"id": id, "object": "model"}))
-        .collect();
-    Reply::Status {
-        status: 200,
-        headers: vec![("content-type".into(), "application/json".into())],
-        body: json!({"object": "list", "data": data}).to_string(),
-    }
-}
-
 /// What the mock answers the check (a plain, unstreamed chat completion) with.
 fn completion() -> Reply {
     Reply::Status {
@@ -150,7 +137,6 @@ async fn a_terminal_sign_in_is_found_by_authenticate_without_a_restart() {
     assert!(server.requests().is_empty());
 
     // The client runs `kin login` (here with its flags, as a script would).
-    server.push(model_list(&["mock-model", "other-model"]));
     server.push(completion());
     let config_home = kin.home.path().join("config");
     let mut login = Command::new(kin_binary());
@@ -181,11 +167,10 @@ async fn a_terminal_sign_in_is_found_by_authenticate_without_a_restart() {
         "{said}"
     );
     let requests = server.requests();
-    assert_eq!(requests[0].path, "/v1/models");
-    assert_eq!(requests[1].path, "/v1/chat/completions");
-    assert_eq!(requests[1].body["model"], "mock-model");
+    assert_eq!(requests[0].path, "/v1/chat/completions");
+    assert_eq!(requests[0].body["model"], "mock-model");
     assert_eq!(
-        requests[1].header("authorization"),
+        requests[0].header("authorization"),
         Some("Bearer sk-signed-in-0001")
     );
 
@@ -199,7 +184,7 @@ async fn a_terminal_sign_in_is_found_by_authenticate_without_a_restart() {
         .request(4, "session/prompt", prompt(&session, "hi"))
         .await;
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
-    let sent = &server.requests()[2];
+    let sent = &server.requests()[1];
     assert_eq!(
         sent.header("authorization"),
         Some("Bearer sk-signed-in-0001")

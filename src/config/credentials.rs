@@ -195,6 +195,10 @@ pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 
 #[cfg(feature = "keyring")]
 fn keyring_entry() -> Result<keyring::Entry, CredentialError> {
+    // Why there is no keyring (no Secret Service on D-Bus, ...) says more than "no store".
+    if let Err(error) = keyring::Entry::store_status() {
+        return Err(CredentialError::Keyring(format!("none answered ({error})")));
+    }
     keyring::Entry::new(KEYRING_ENTRY.0, KEYRING_ENTRY.1)
         .map_err(|error| CredentialError::Keyring(error.to_string()))
 }

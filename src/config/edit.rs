@@ -73,7 +73,11 @@ fn read(path: &Path) -> Result<DocumentMut, ConfigError> {
 }
 
 fn write(path: &Path, doc: &DocumentMut) -> Result<(), ConfigError> {
-    write_private(path, doc.to_string().as_bytes()).map_err(|source| ConfigError::Write {
+    let mut text = doc.to_string();
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    write_private(path, text.as_bytes()).map_err(|source| ConfigError::Write {
         path: path.to_owned(),
         source,
     })
