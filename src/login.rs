@@ -214,14 +214,14 @@ async fn decide(
                     model = choose_model(term, &endpoint, listed, current).await?;
                     Step::Check
                 }
-                Err(refusal) => recover(term, refusal).await?,
+                Err(refusal) => recover(term, refusal, Step::Model).await?,
             },
             Step::Check if options.no_check => break,
             Step::Check => {
                 term.say(&format!("Checking {model} at {} ...\n", endpoint.base_url));
                 match endpoint::check(&endpoint.base_url, key.as_deref(), &model).await {
                     Ok(()) => break,
-                    Err(refusal) => recover(term, refusal).await?,
+                    Err(refusal) => recover(term, refusal, Step::Check).await?,
                 }
             }
         };
@@ -233,9 +233,9 @@ async fn decide(
     })
 }
 
-/// After a refusal: says what went wrong and asks what to change (the likely answer first).
-/// Without a terminal, the refusal is the error.
-async fn recover(term: &Terminal, refusal: Refusal) -> Result<Step, LoginError> {
+/// After a refusal at step `failed`: says what went wrong and asks what to change (the likely
+/// answer first; retrying runs `failed` again). Without a terminal, the refusal is the error.
+async fn recover(term: &Terminal, refusal: Refusal, failed: Step) -> Result<Step, LoginError> {
     if !term.interactive() {
         return Err(refusal.into());
     }
@@ -257,7 +257,7 @@ async fn recover(term: &Terminal, refusal: Refusal) -> Result<Step, LoginError> 
             'e' => return Ok(Step::Endpoint),
             'k' => return Ok(Step::Key),
             'm' => return Ok(Step::Model),
-            'r' => return Ok(Step::Check),
+            'r' => return Ok(failed),
             'q' => return Err(LoginError::Quit),
             _ => term.say("Please answer e, k, m, r or q.\n"),
         }

@@ -161,6 +161,9 @@ fn an_interactive_sign_in_hides_the_key_lists_the_models_and_keeps_the_rest() {
     std::fs::create_dir_all(config_path(home.path()).parent().unwrap()).unwrap();
     std::fs::write(config_path(home.path()), BEFORE).unwrap();
     let server = MockServer::start();
+    // The first key is refused by the check; the user is told why and pastes another.
+    server.push(model_list(&["alpha-model", "mock-model"]));
+    server.push(error_reply(401, "Incorrect API key provided"));
     server.push(model_list(&["alpha-model", "mock-model"]));
     server.push(completion());
     let Some(mut login) = Session::start(home.path()) else {
@@ -171,26 +174,34 @@ fn an_interactive_sign_in_hides_the_key_lists_the_models_and_keeps_the_rest() {
     let at = login.wait_for("API root", at);
     login.type_line(&server.base_url());
     let at = login.wait_for("(hidden", at);
-    login.type_line("sk-pty-secret-4242");
+    login.type_line("sk-pty-wrong-0000");
     let at = login.wait_for("2) mock-model", at);
     let at = login.wait_for("Model (number or name) [1]: ", at);
     login.type_line("2");
+    let at = login.wait_for("refused the key (HTTP 401): Incorrect API key provided", at);
+    let at = login.wait_for("[q]uit? [k] ", at);
+    login.type_line("");
+    let at = login.wait_for("(hidden", at);
+    login.type_line("sk-pty-secret-4242");
+    let at = login.wait_for("Model (number or name) [1]: ", at);
+    login.type_line("mock-model");
     login.wait_for("Signed in", at);
     let (code, transcript) = login.finish();
     assert_eq!(code, 0, "{transcript}");
-    assert!(
-        !transcript.contains("sk-pty-secret-4242"),
-        "the key was shown:\n{transcript}"
-    );
+    for key in ["sk-pty-secret-4242", "sk-pty-wrong"] {
+        assert!(
+            !transcript.contains(key),
+            "the key was shown:\n{transcript}"
+        );
+    }
     assert!(transcript.contains("1) alpha-model"), "{transcript}");
 
     let requests = server.requests();
     assert_eq!(requests[0].path, "/v1/models");
-    assert_eq!(
-        requests[1].header("authorization"),
-        Some("Bearer sk-pty-secret-4242")
-    );
-    assert_eq!(requests[1].body["model"], "mock-model");
+    let bearer = |n: usize| requests[n].header("authorization").map(str::to_owned);
+    assert_eq!(bearer(1).as_deref(), Some("Bearer sk-pty-wrong-0000"));
+    assert_eq!(bearer(3).as_deref(), Some("Bearer sk-pty-secret-4242"));
+    assert_eq!(requests[3].body["model"], "mock-model");
     let config = std::fs::read_to_string(config_path(home.path())).unwrap();
     assert_eq!(mode(&config_path(home.path())), 0o600);
     assert!(
