@@ -2,8 +2,10 @@
 //! command-line flags, environment variables and the config file (see `resolve`).
 
 mod acp_agents;
+mod credentials;
 mod delegation;
 mod duration;
+mod edit;
 mod file;
 mod key;
 mod mcp_servers;
@@ -16,8 +18,11 @@ mod show;
 use std::path::{Path, PathBuf};
 
 pub use acp_agents::{AcpAgentConfig, AcpPermission};
+pub use credentials::{credential_file, is_credential_file, KeyStore, ENV_KEY_STORE};
+pub(crate) use credentials::{remove as remove_key, save as save_key, CredentialError};
 pub use delegation::{DelegationSettings, DEFAULT_MAX_RUNNING, DEFAULT_MAX_RUNNING_PER_PROCESS};
 pub use duration::parse_duration;
+pub(crate) use edit::{forget_sign_in, write_sign_in, SignIn};
 pub use file::ConfigFile;
 pub use key::load as load_key;
 pub use mcp_servers::{render as render_mcp_servers, McpSettings};
@@ -32,6 +37,12 @@ pub use show::{render, render_agents};
 
 /// Reads an environment variable; empty values count as unset.
 pub(crate) type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// The config file's path (`$XDG_CONFIG_HOME/kin/config.toml`, else
+/// `~/.config/kin/config.toml`); `None` when neither variable is set.
+pub(crate) fn config_file(env: EnvLookup<'_>) -> Option<PathBuf> {
+    file::path(env)
+}
 
 /// kin's config directory (`$XDG_CONFIG_HOME/kin`, else `~/.config/kin`), where user-wide
 /// slash commands live in `commands/`.
@@ -58,6 +69,15 @@ pub enum ConfigError {
     /// The config file could not be read.
     #[error("reading the config file {path}: {source}")]
     Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The config file could not be written.
+    #[error("writing the config file {path}: {source}")]
+    Write {
         /// The file.
         path: PathBuf,
         /// The I/O error.

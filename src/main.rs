@@ -84,6 +84,49 @@ enum Command {
     /// List the agent definitions the `subagent` tools can name here, with the file each came
     /// from (`.kin/agents/`, `.claude/agents/`, then `agents/` in kin's config directory).
     Agents,
+    /// Sign in at the terminal: choose the endpoint and model, give the key (kept in the OS
+    /// keyring, else in a file only you can read), checked with one request. Flags answer the
+    /// questions for scripts.
+    Login(LoginFlags),
+    /// Remove the key `kin login` stored.
+    Logout,
+}
+
+/// `kin login`'s flags; each answers one question.
+#[derive(Args, Clone, Default)]
+struct LoginFlags {
+    /// A known endpoint: deepseek, openai, llama-cpp (127.0.0.1:8080), ollama (127.0.0.1:11434)
+    #[arg(long, value_name = "NAME", conflicts_with = "base_url")]
+    provider: Option<String>,
+    /// Any OpenAI-compatible API root, e.g. http://127.0.0.1:8000/v1
+    #[arg(long, value_name = "URL")]
+    base_url: Option<String>,
+    /// The model to use
+    #[arg(long, value_name = "NAME")]
+    model: Option<String>,
+    /// Read the API key from the first line of stdin
+    #[arg(long, conflicts_with = "no_key")]
+    api_key_stdin: bool,
+    /// The endpoint takes no key
+    #[arg(long)]
+    no_key: bool,
+    /// Where the key goes: `keyring` (the OS keyring, else a file if none answers) or `file`
+    /// [default: keyring]
+    #[arg(long, value_name = "STORE", env = config::ENV_KEY_STORE, value_parser = parse_store)]
+    key_store: Option<config::KeyStore>,
+    /// Skip the request that checks the key and the model
+    #[arg(long)]
+    no_check: bool,
+}
+
+/// A key store by name (`keyring`, `file`).
+fn parse_store(id: &str) -> Result<config::KeyStore, String> {
+    match config::KeyStore::from_id(id) {
+        Some(store @ (config::KeyStore::Keyring | config::KeyStore::File)) => Ok(store),
+        _ => Err(format!(
+            "unknown key store {id:?}; expected keyring or file"
+        )),
+    }
 }
 
 /// Where `kin mcp` serves HTTP, and how it lets clients in.
@@ -284,6 +327,23 @@ fn run_command(cli: Cli) -> anyhow::Result<u8> {
         }
         Command::Config { model } => runtime.block_on(Box::pin(show_config(model))),
         Command::Agents => list_agents(),
+        Command::Login(flags) => {
+            let options = kin::login::LoginOptions {
+                provider: flags.provider,
+                base_url: flags.base_url,
+                model: flags.model,
+                api_key_stdin: flags.api_key_stdin,
+                no_key: flags.no_key,
+                key_store: flags.key_store,
+                no_check: flags.no_check,
+            };
+            runtime
+                .block_on(Box::pin(kin::login::login(options)))
+                .map_err(anyhow::Error::from)
+        }
+        Command::Logout => runtime
+            .block_on(Box::pin(kin::login::logout()))
+            .map_err(anyhow::Error::from),
         Command::Demo => runtime
             .block_on(Box::pin(kin::scenario::demo::run()))
             .map(|()| 0),

@@ -13,7 +13,7 @@ use agent_client_protocol_schema::v1::{
 };
 use serde_json::Value;
 
-use super::answers::{answer, auth_required, live_agent, switch_mode, unknown_mode};
+use super::answers::{answer, live_agent, switch_mode, unknown_mode};
 use super::bridge::AcpBridge;
 use super::commands::{self, Builtin, Commands, Invoked};
 use super::modes;
@@ -266,7 +266,7 @@ pub(crate) async fn prompt(
     let converted = prompt_content::convert(blocks, &context)?;
     let mut parts = converted.parts;
     if let Credentials::Missing { hint } = runtime.host().model().credentials() {
-        return Err(auth_required(&hint));
+        return Err(super::auth::required(&hint, &client));
     }
     let bridge = Arc::new(AcpBridge::new(cx.peer.clone(), agent.id.clone(), &client));
     // Linked files; outside the roots, the permission rules decide before they are read.

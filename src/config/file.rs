@@ -20,6 +20,8 @@ pub(crate) struct FileConfig {
     pub(crate) api_key_env: Option<String>,
     /// A shell command printing the key, e.g. `pass show deepseek`.
     pub(crate) api_key_command: Option<String>,
+    /// Where `kin login` put the key (see `credentials`).
+    pub(crate) api_key_store: Option<super::credentials::KeyStore>,
     pub(crate) connect_timeout: Option<DurationValue>,
     pub(crate) stall_timeout: Option<DurationValue>,
     pub(crate) retries: Option<u32>,

@@ -469,6 +469,13 @@ fn key_plan(
             format!("api_key in {file_name}"),
         ));
     }
+    // What `kin login` stored beats the provider's variable: signing in is the later choice.
+    if let Some(store) = file.api_key_store {
+        return KeyPlan::Stored {
+            store,
+            file: super::credentials::credential_file(env),
+        };
+    }
     let provider_var = if openai::provider_name(base_url) == "deepseek" {
         ENV_DEEPSEEK_KEY
     } else {
@@ -479,8 +486,8 @@ fn key_plan(
     }
     KeyPlan::Missing {
         hint: format!(
-            "set {ENV_API_KEY} (or {provider_var}) to your API key for {base_url}, or set \
-             api_key_command in {file_name}"
+            "run `kin login`, or set {ENV_API_KEY} (or {provider_var}) to your API key for \
+             {base_url}, or set api_key_command in {file_name}"
         ),
     }
 }
@@ -488,6 +495,7 @@ fn key_plan(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::KeyStore;
     use std::collections::HashMap;
 
     struct Fixture {
@@ -596,6 +604,27 @@ mod tests {
         };
         let config = fixture.resolve(&named).unwrap();
         assert!(matches!(&config.key, KeyPlan::Missing { hint } if hint.contains("MY_KEY")));
+
+        // The key `kin login` stored beats the provider's variable, not the file's own keys.
+        let fixture = Fixture::new(Some("api_key_store = \"file\"\n")).set("OPENAI_API_KEY", "oa");
+        let config = fixture.resolve(&local).unwrap();
+        let expected = fixture.file.parent().unwrap().join("api-key");
+        assert!(
+            matches!(&config.key, KeyPlan::Stored { store: KeyStore::File, file: Some(f) } if *f == expected),
+            "{:?}",
+            config.key
+        );
+        let fixture = Fixture::new(Some("api_key = \"k\"\napi_key_store = \"keyring\"\n"));
+        let config = fixture.resolve(&local).unwrap();
+        assert!(matches!(&config.key, KeyPlan::Found(_)), "{:?}", config.key);
+        let error = Fixture::new(Some("api_key_store = \"vault\"\n"))
+            .resolve(&local)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("api_key_store") && error.contains("vault"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -100,6 +100,7 @@ pub fn render(config: &ModelConfig, key: &KeyState) -> String {
         let key = match &model.config.key {
             super::KeyPlan::Found(key) => key.masked(),
             super::KeyPlan::Command { source, .. } => format!("(from {source})"),
+            super::KeyPlan::Stored { store, .. } => format!("(kin login, {})", store.id()),
             super::KeyPlan::Missing { hint } => format!("(none: {hint})"),
         };
         let what = format!(

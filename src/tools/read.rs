@@ -97,6 +97,7 @@ async fn run(params: ReadArgs, cx: &ToolContext) -> Result<ToolOutput, ToolOutpu
         cx.prompt(ToolKind::Read, format!("Read {shown}"), display.clone()),
     )
     .await?;
+    refuse_credentials(&target.path)?;
     // Taken before the read: a change while it runs counts as one the model did not see.
     let stamp = Stamp::of(&target.path);
     let window = if cx.client_with(|f| f.read_text_file).is_some() {
@@ -120,6 +121,22 @@ async fn run(params: ReadArgs, cx: &ToolContext) -> Result<ToolOutput, ToolOutpu
     .map_err(fs_error)?;
     cx.files.saw(&target.path, stamp);
     Ok(ToolOutput::ok(window.render(&shown, offset)).with_display(display))
+}
+
+/// kin's own credential file (`kin login`'s key) is never read for the model, whatever the
+/// permissions allow; checked once the permission is settled.
+fn refuse_credentials(path: &Path) -> Result<(), ToolOutput> {
+    match std::fs::metadata(path) {
+        Ok(meta) if crate::config::is_credential_file(&meta) => Err(ToolOutput::error(
+            "Refused",
+            "REFUSED",
+            format!(
+                "Error: {} holds kin's API key; kin never reads it",
+                path.display()
+            ),
+        )),
+        _ => Ok(()),
+    }
 }
 
 fn read_local(roots: &Roots, path: &Path, offset: usize, limit: usize) -> Result<Window, FsError> {

@@ -176,10 +176,12 @@ impl Call {
     async fn attempt(&mut self) -> Attempt {
         self.attempts += 1;
         let url = self.settings.endpoint();
-        let request = self
-            .client
-            .post(&url)
-            .bearer_auth(self.key.secret())
+        let mut request = self.client.post(&url);
+        // An empty key is a server that takes none (`kin login` for a local server).
+        if !self.key.secret().is_empty() {
+            request = request.bearer_auth(self.key.secret());
+        }
+        let request = request
             .header(CONTENT_TYPE, "application/json")
             .header(ACCEPT, "text/event-stream")
             .body(self.body.to_reqwest())

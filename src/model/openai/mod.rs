@@ -26,6 +26,7 @@ use futures::future::BoxFuture;
 use super::{ChunkStream, Credentials, Model, ModelError, ModelRequest};
 use crate::sync::{read_lock, write_lock};
 
+pub(crate) use sse::error_chain;
 pub use sse::{SseDecoder, StreamFailure};
 
 /// DeepSeek's API root; `/chat/completions` is appended to it.
@@ -266,6 +267,11 @@ fn build_client(settings: &OpenAiSettings) -> Result<reqwest::Client, ClientErro
     builder
         .build()
         .map_err(|e| ClientError(sse::error_chain(&e)))
+}
+
+/// The HTTP client model calls to `settings`' endpoint use (also `kin login`'s requests).
+pub(crate) fn http_client(settings: &OpenAiSettings) -> Result<reqwest::Client, ClientError> {
+    build_client(settings)
 }
 
 /// Whether calls to `base_url` can need TLS: anything but a plain `http://` URL.
