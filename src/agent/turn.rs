@@ -7,8 +7,10 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::argument_cap::ArgumentCap;
-use super::compact::{compact, in_turn_through, next_request_tokens, CompactionOutcome};
-use super::context::estimate_tokens;
+use super::compact::{
+    compact, in_turn_through, next_request_tokens, room_check, summary_cap, CompactionOutcome,
+};
+use super::context::tool_schema_bytes;
 use super::{
     permissions, Agent, AgentState, MessageAssembler, Observer, StopReason, TurnDeps, TurnError,
 };
@@ -82,7 +84,9 @@ pub(super) async fn run(
         Err(TurnError::Model { step, error, .. }) => TurnEndReason::Error {
             step: Some(*step),
             message: Some(error.to_string()),
-            code: None,
+            // The fold leaves such a turn out of later requests (see `session::history`).
+            code: matches!(error, ModelError::ContextOverflow(_))
+                .then(|| crate::session::history::CONTEXT_OVERFLOW_CODE.to_owned()),
             failure: None,
         },
         Err(error) => TurnEndReason::Error {
@@ -213,29 +217,58 @@ impl Turn<'_> {
             }
             self.deliver_pending()?;
             let choice = self.choice();
-            let over = self.over_threshold(&choice);
+            let known = match choice.profile.context_window {
+                Some(window) => Some(window),
+                None => choice.model.discover_window().await,
+            };
+            let window = self.agent.context.window(known);
+            let tools = self.tool_specs();
+            self.agent
+                .context
+                .set_fixed_bytes(self.deps.system.len() + tool_schema_bytes(&tools));
+            let over = self.over_threshold(window);
             if over && armed && !failed {
-                let trigger = CompactionTrigger::Threshold;
-                let outcome = self.compact(&choice, trigger, step).await?;
+                let outcome = match self.room(&choice, window, step) {
+                    Ok(()) => {
+                        let trigger = CompactionTrigger::Threshold;
+                        self.compact(&choice, trigger, step).await?
+                    }
+                    Err(no_room) => {
+                        self.tell_no_room(&no_room);
+                        CompactionOutcome::NothingToCompact
+                    }
+                };
                 failed = matches!(outcome, CompactionOutcome::Failed { .. });
                 armed = outcome == CompactionOutcome::NothingToCompact;
             }
             armed |= !over;
             self.emit(EventBody::StepStart(StepRef { turn, step }))?;
-            let result = self.step(step, &choice).await;
+            let result = self.step(step, &choice, tools, window).await;
             self.emit(EventBody::StepEnd(StepRef { turn, step }))?;
             self.state.log.flush()?;
             let result = match result {
-                // Too long for the endpoint: compact once and call again.
-                Err(TurnError::Model { ref error, .. })
-                    if error.is_context_overflow() && !compacted_on_overflow =>
-                {
-                    compacted_on_overflow = true;
-                    let trigger = CompactionTrigger::Overflow;
-                    match self.compact(&choice, trigger, step).await? {
-                        CompactionOutcome::Compacted { .. } => continue,
-                        _ => result,
+                // Too long for the endpoint: compact once and call again, when compacting can
+                // make room; else the turn fails, and its prompt is left out of later requests.
+                Err(TurnError::Model { error, .. }) if error.is_context_overflow() => {
+                    if let Some((_, reported)) = error.overflow_sizes() {
+                        self.agent.context.report_window(reported);
                     }
+                    let window = self.agent.context.window(window);
+                    let room = self.room(&choice, window, step);
+                    if !compacted_on_overflow && room.is_ok() {
+                        compacted_on_overflow = true;
+                        let trigger = CompactionTrigger::Overflow;
+                        if let CompactionOutcome::Compacted { .. } =
+                            self.compact(&choice, trigger, step).await?
+                        {
+                            continue;
+                        }
+                    }
+                    if let Err(no_room) = &room {
+                        self.tell_no_room(no_room);
+                    }
+                    let error = self.overflow_error(&error, window);
+                    Err(TurnError::Model { turn, step, error })
                 }
                 result => result,
             };
@@ -274,13 +307,74 @@ impl Turn<'_> {
         }
     }
 
-    /// Whether the next request would pass the compaction share of `choice`'s window.
-    fn over_threshold(&self, choice: &ModelChoice) -> bool {
-        let Some(window) = choice.profile.context_window else {
+    /// The compaction share of a `window`-token window.
+    fn limit(&self, window: u64) -> u64 {
+        (window as f64 * self.deps.models.compact_at()) as u64
+    }
+
+    /// Whether the next request would pass the compaction share of the window.
+    fn over_threshold(&self, window: Option<u64>) -> bool {
+        let Some(window) = window else {
             return false;
         };
-        let limit = (window as f64 * self.deps.models.compact_at()) as u64;
-        next_request_tokens(self.agent, self.deps.system.len()) > limit
+        let fixed = self.agent.context.usage().fixed_bytes;
+        next_request_tokens(self.agent, fixed) > self.limit(window)
+    }
+
+    /// Whether a compaction before `step` could bring the request under the threshold
+    /// (always assumed when the window is unknown).
+    fn room(
+        &self,
+        choice: &ModelChoice,
+        window: Option<u64>,
+        step: u32,
+    ) -> Result<(), super::compact::NoRoom> {
+        let Some(window) = window else {
+            return Ok(());
+        };
+        let in_turn = in_turn_through(self.turn, step);
+        let summary = summary_cap(choice, Some(window));
+        room_check(self.agent, in_turn, window, self.limit(window), summary)
+    }
+
+    /// Tells the user, once a session, that compaction cannot make room, and what to change.
+    fn tell_no_room(&mut self, no_room: &super::compact::NoRoom) {
+        if std::mem::replace(&mut self.state.no_room_told, true) {
+            return;
+        }
+        let advice = no_room.advice();
+        tracing::warn!(session = %self.agent.id, "{advice}");
+        if let Some(client) = &self.deps.client {
+            client.warn_user(&advice);
+        }
+    }
+
+    /// The error a turn ends with when its request does not fit and compaction cannot help:
+    /// the figures, and that the prompt is left out of later requests.
+    fn overflow_error(&self, error: &ModelError, window: Option<u64>) -> ModelError {
+        let history = self.agent.model_history();
+        let prompt_bytes: usize = history
+            .iter()
+            .rev()
+            .find(|item| matches!(item, crate::session::history::HistoryItem::User(_)))
+            .map_or(0, |item| item.text_len());
+        let prompt = self.agent.context.estimate(prompt_bytes);
+        let fixed = self
+            .agent
+            .context
+            .estimate(self.agent.context.usage().fixed_bytes);
+        let (request, window) = match (error.overflow_sizes(), window) {
+            (Some((request, window)), _) => (Some(request), Some(window)),
+            (None, window) => (None, window),
+        };
+        let window = window.map_or_else(|| "the model's".to_owned(), |w| format!("a {w}-token"));
+        let request = request.map_or_else(String::new, |r| format!(" ({r} tokens)"));
+        ModelError::ContextOverflow(format!(
+            "the request{request} does not fit {window} context window and compaction cannot \
+             make room: this prompt alone is about {prompt} tokens, the system prompt and tool \
+             definitions about {fixed}. The prompt is left out of later requests; send a shorter \
+             one, or give the model a larger window. (The endpoint said: {error})"
+        ))
     }
 
     /// Compacts before `step`: within the turn too when it has older steps to summarise.
@@ -347,20 +441,30 @@ impl Turn<'_> {
         specs
     }
 
-    async fn step(&mut self, step: u32, choice: &ModelChoice) -> Result<StepEnd, TurnError> {
+    async fn step(
+        &mut self,
+        step: u32,
+        choice: &ModelChoice,
+        tools: Vec<crate::model::ToolSpec>,
+        window: Option<u64>,
+    ) -> Result<StepEnd, TurnError> {
         let turn = self.turn;
         let model_error = |error| TurnError::Model { turn, step, error };
         let history = self.agent.model_history();
-        let request_len = self.deps.system.len() + history.text_len_from(0);
+        let request_len = self.agent.context.usage().fixed_bytes + history.text_len_from(0);
+        let (output_cap, cap_source) = choice.output_cap(window);
+        let max_tokens = self.agent.options.max_tokens.unwrap_or(output_cap);
         let request = ModelRequest {
             session_id: self.agent.id.clone(),
             cwd: Some(self.agent.cwd.clone()),
             system: self.deps.system.clone(),
             history,
-            tools: self.tool_specs(),
-            max_tokens: self.agent.options.max_tokens.or(choice.profile.max_output),
+            tools,
+            max_tokens: Some(max_tokens),
             blobs: Some(self.agent.blob_dir()),
         };
+        let near_window = |tokens: u64| window.is_some_and(|w| tokens * 10 >= w * 9);
+        let request_tokens = self.agent.context.estimate(request_len);
         let mut stream = choice.model.stream(request);
         let mut message = MessageAssembler::default();
         let mut chunk_seqs = Vec::new();
@@ -373,6 +477,16 @@ impl Turn<'_> {
             };
             let chunk = match next {
                 Some(Ok(chunk)) => chunk,
+                // An empty answer to a request near the window: most likely too long.
+                Some(Err(ModelError::EmptyBody { .. })) if near_window(request_tokens) => {
+                    return Err(model_error(ModelError::EmptyBody {
+                        hint: format!(
+                            " (the request was about {request_tokens} tokens of a {}-token \
+                             window: an over-long prompt is a common cause)",
+                            window.unwrap_or_default()
+                        ),
+                    }))
+                }
                 Some(Err(error)) => return Err(model_error(error)),
                 None => {
                     return Err(model_error(ModelError::Failed(
@@ -414,8 +528,22 @@ impl Turn<'_> {
             .map(|item| item.text_len())
             .sum();
         let (used, usage) = match &message.usage {
-            Some(usage) => (usage.input_tokens + usage.output_tokens, usage.clone()),
-            None => (estimate_tokens(request_len + reply_len), Usage::default()),
+            Some(usage) => {
+                self.agent
+                    .context
+                    .calibrate(request_len, usage.input_tokens);
+                (usage.input_tokens + usage.output_tokens, usage.clone())
+            }
+            // No usage from the endpoint: estimated, never 0 (the log says so).
+            None => {
+                let usage = Usage {
+                    input_tokens: request_tokens,
+                    output_tokens: self.agent.context.estimate(reply_len),
+                    ..Usage::default()
+                };
+                self.agent.context.mark_estimated();
+                (usage.input_tokens + usage.output_tokens, usage)
+            }
         };
         let items = self.agent.model_history().len() + 1;
         let cost_before = self.agent.context.usage().cost;
@@ -455,6 +583,20 @@ impl Turn<'_> {
         )?;
         if finish.kind == FinishKind::Aborted {
             return Ok(StepEnd::Finished(StopReason::Cancelled));
+        }
+        if calls.is_empty() && reply_len == 0 {
+            tracing::warn!(session = %self.agent.id, turn, step, "the model returned an empty answer");
+        }
+        if finish.kind == FinishKind::MaxTokens {
+            let setting = if self.agent.options.max_tokens.is_some() {
+                "the session's own cap"
+            } else {
+                cap_source
+            };
+            let text =
+                format!("The answer stopped at the output cap of {max_tokens} tokens ({setting}).");
+            tracing::info!(session = %self.agent.id, "{text}");
+            self.agent.context.note_output_cap(max_tokens, setting);
         }
         for (call_id, name, arguments) in &calls {
             self.call_tool(step, call_id, name, arguments, choice.profile.images)
@@ -536,6 +678,10 @@ impl Turn<'_> {
         self.log_permission_records(Some((turn, step)))?;
         if output.is_cancelled() && !self.cancel.is_cancelled() {
             self.tool_cancelled = true;
+        }
+        if output.is_error {
+            let first = output.text.lines().next().unwrap_or_default();
+            tracing::info!(session = %self.agent.id, tool = name, error = %first, "tool call failed");
         }
         // Logged like any result first; then the turn ends.
         let fatal = output.is_fatal().then(|| output.text.clone());

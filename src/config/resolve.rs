@@ -21,6 +21,8 @@ pub const ENV_API_KEY: &str = "KIN_API_KEY";
 pub const ENV_CONNECT_TIMEOUT: &str = "KIN_CONNECT_TIMEOUT";
 /// Environment variable with the stall timeout (no bytes from the model for this long).
 pub const ENV_STALL_TIMEOUT: &str = "KIN_STALL_TIMEOUT";
+/// Environment variable with the time-to-first-token limit (unset: scaled to the prompt).
+pub const ENV_FIRST_TOKEN_TIMEOUT: &str = "KIN_FIRST_TOKEN_TIMEOUT";
 /// Environment variable with the number of retries of a model request.
 pub const ENV_RETRIES: &str = "KIN_RETRIES";
 /// Names separated by commas or spaces.
@@ -94,6 +96,9 @@ pub struct ModelConfig {
     pub connect_timeout: Setting<Duration>,
     /// How long the model may send nothing before the request is given up.
     pub stall_timeout: Setting<Duration>,
+    /// How long the answer's first byte may take (`None`: the stall timeout plus time for a
+    /// slow local server to evaluate the prompt).
+    pub first_token_timeout: Setting<Option<Duration>>,
     /// How often a failed model request is retried.
     pub retries: Setting<u32>,
     /// Whether prompt images are sent to the model as images; the file's `images` key.
@@ -129,6 +134,7 @@ impl ModelConfig {
             OpenAiSettings::new(self.base_url.value.clone(), self.model.value.clone());
         settings.connect_timeout = self.connect_timeout.value;
         settings.stall_timeout = self.stall_timeout.value;
+        settings.first_token_timeout = self.first_token_timeout.value;
         settings.retries = self.retries.value;
         settings.images = self.images;
         settings
@@ -218,6 +224,13 @@ pub fn resolve_in(
         file_duration(&file.stall_timeout, "stall_timeout", &path)?,
         openai::DEFAULT_STALL_TIMEOUT,
     );
+    let first_token_timeout = pick(
+        None,
+        env_duration(env, ENV_FIRST_TOKEN_TIMEOUT)?.map(|(d, name)| (Some(d), name)),
+        file_duration(&file.first_token_timeout, "first_token_timeout", &path)?
+            .map(|(d, path)| (Some(d), path)),
+        None,
+    );
     let retries = pick(
         overrides.retries.map(|v| (v, "--retries")),
         match env(ENV_RETRIES) {
@@ -279,6 +292,7 @@ pub fn resolve_in(
         base_url,
         connect_timeout,
         stall_timeout,
+        first_token_timeout,
         retries,
         images: file.profile.images.unwrap_or(false),
         key,

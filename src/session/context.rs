@@ -25,6 +25,9 @@ pub(crate) struct TurnUsage {
     pub(crate) cache_read_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) cost: Option<f64>,
+    /// The endpoint reported no usage for some call: its tokens here are kin's estimate.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) estimated: bool,
 }
 
 /// Why a compaction ran.

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use super::event::{AssistantBlock, Event, EventBody, UserPart};
+use super::event::{AssistantBlock, Chunk, Event, EventBody, TurnEndReason, UserPart};
 
 /// One message of the model-facing conversation.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,6 +27,14 @@ pub enum HistoryItem {
         images: Vec<UserPart>,
     },
 }
+
+/// The `turn/end` error code of a turn whose request did not fit the context window: the
+/// fold leaves that turn out, so its prompt is not sent again.
+pub(crate) const CONTEXT_OVERFLOW_CODE: &str = "context_overflow";
+
+/// Ends the text a step streamed before it was cut short (cancelled, or the stream broke),
+/// kept as the step's assistant message so the conversation still alternates.
+pub(crate) const INTERRUPTED_ANSWER: &str = "[interrupted]";
 
 /// Text given as the result of a tool call whose turn ended before it produced one.
 pub(crate) const INTERRUPTED_TOOL_RESULT: &str =
@@ -122,6 +130,9 @@ pub(crate) struct HistoryFold {
     /// A compaction under way within the running turn: it also summarises the turn's items
     /// from the end of its prompt (`step_starts[0]`) up to this cut.
     in_turn_cut: Option<usize>,
+    /// The text the running step streamed so far, until its `assistant/message` (a step that
+    /// ends without one keeps it as an interrupted answer).
+    partial: String,
 }
 
 /// How a compaction summary opens the conversation it replaces.
@@ -150,6 +161,7 @@ impl HistoryFold {
             }
             EventBody::AssistantMessage(message) => {
                 self.close_open();
+                self.partial.clear();
                 for block in &message.message.content {
                     if let AssistantBlock::ToolCall { id, .. } = block {
                         self.open_calls.push(id.clone());
@@ -167,9 +179,27 @@ impl HistoryFold {
                     images: result.images(),
                 });
             }
+            EventBody::AssistantChunk(chunk) => {
+                if let Chunk::TextDelta { text, .. } = &chunk.chunk {
+                    self.partial.push_str(text);
+                }
+            }
             EventBody::TurnStart(_) => self.step_starts.clear(),
-            EventBody::StepStart(_) => self.step_starts.push(self.items.len()),
-            EventBody::TurnEnd(_) => {
+            EventBody::StepStart(_) => {
+                self.partial.clear();
+                self.step_starts.push(self.items.len());
+            }
+            EventBody::StepEnd(_) => self.keep_partial(),
+            EventBody::TurnEnd(end) => {
+                self.keep_partial();
+                // A call left open is answered within its turn, so a compaction of the turn
+                // takes its result too.
+                self.close_open();
+                if overflowed(&end.reason) {
+                    self.open_calls.clear();
+                    let start = self.completed_len.min(self.items.len());
+                    Arc::make_mut(&mut self.items).truncate(start);
+                }
                 self.completed_len = self.items.len();
                 self.step_starts.clear();
             }
@@ -268,6 +298,20 @@ impl HistoryFold {
         ModelHistory(Arc::new(items))
     }
 
+    /// A step that streamed text but logged no message: the text stays, marked interrupted.
+    fn keep_partial(&mut self) {
+        if self.partial.trim().is_empty() {
+            self.partial.clear();
+            return;
+        }
+        let text = format!(
+            "{}\n\n{INTERRUPTED_ANSWER}",
+            std::mem::take(&mut self.partial)
+        );
+        self.close_open();
+        self.add(HistoryItem::Assistant(vec![AssistantBlock::Text { text }]));
+    }
+
     fn add(&mut self, item: HistoryItem) {
         Arc::make_mut(&mut self.items).push(Arc::new(item));
     }
@@ -277,6 +321,11 @@ impl HistoryFold {
             self.add(interrupted(&call_id));
         }
     }
+}
+
+/// Whether a turn ended because its request did not fit the context window.
+fn overflowed(reason: &TurnEndReason) -> bool {
+    matches!(reason, TurnEndReason::Error { code: Some(code), .. } if code == CONTEXT_OVERFLOW_CODE)
 }
 
 fn interrupted(call_id: &str) -> HistoryItem {
@@ -339,11 +388,37 @@ mod tests {
     fn from_scratch(events: &[Event]) -> Vec<HistoryItem> {
         let mut items = Vec::new();
         let mut open: Vec<String> = Vec::new();
+        let mut partial = String::new();
+        let mut turn_start = 0;
         let close = |items: &mut Vec<HistoryItem>, open: &mut Vec<String>| {
             items.extend(open.drain(..).map(|id| interrupted(&id)));
         };
+        let keep = |items: &mut Vec<HistoryItem>, open: &mut Vec<String>, partial: &mut String| {
+            if !partial.trim().is_empty() {
+                close(items, open);
+                let text = format!("{partial}\n\n{INTERRUPTED_ANSWER}");
+                items.push(HistoryItem::Assistant(vec![AssistantBlock::Text { text }]));
+            }
+            partial.clear();
+        };
         for event in events {
             match &event.body {
+                EventBody::AssistantChunk(chunk) => {
+                    if let Chunk::TextDelta { text, .. } = &chunk.chunk {
+                        partial.push_str(text);
+                    }
+                }
+                EventBody::StepStart(_) => partial.clear(),
+                EventBody::StepEnd(_) => keep(&mut items, &mut open, &mut partial),
+                EventBody::TurnEnd(end) => {
+                    keep(&mut items, &mut open, &mut partial);
+                    close(&mut items, &mut open);
+                    if overflowed(&end.reason) {
+                        open.clear();
+                        items.truncate(turn_start);
+                    }
+                    turn_start = items.len();
+                }
                 EventBody::UserMessage(message) => {
                     close(&mut items, &mut open);
                     items.push(HistoryItem::User(message.content.clone()));
@@ -354,6 +429,7 @@ mod tests {
                 }
                 EventBody::AssistantMessage(message) => {
                     close(&mut items, &mut open);
+                    partial.clear();
                     for block in &message.message.content {
                         if let AssistantBlock::ToolCall { id, .. } = block {
                             open.push(id.clone());

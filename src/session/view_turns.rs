@@ -55,6 +55,7 @@ fn add(total: &mut TurnUsage, usage: &TurnUsage) {
         let sum = total.cache_read_tokens.unwrap_or(0).saturating_add(cached);
         total.cache_read_tokens = Some(sum);
     }
+    total.estimated |= usage.estimated;
     if let Some(cost) = usage.cost {
         total.cost = Some(total.cost.unwrap_or(0.0) + cost);
     }
@@ -87,6 +88,7 @@ mod tests {
             output_tokens: output,
             cache_read_tokens: cached,
             cost,
+            estimated: false,
         };
         let mut folded = FoldedTurns::default();
         let events = [
