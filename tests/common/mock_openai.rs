@@ -131,12 +131,26 @@ impl LlamaLike {
         None
     }
 
-    /// `reply` as this server would send it: without usage when it reports none.
-    fn shape(&self, reply: Reply) -> Reply {
+    /// `reply` as this server would send it: its usage chunk with the prompt tokens it
+    /// counted (`prompt_tokens`), or none when it reports none.
+    fn shape(&self, reply: Reply, prompt_tokens: u64) -> Reply {
         let strip = |parts: Vec<Vec<u8>>| -> Vec<Vec<u8>> {
             parts
                 .into_iter()
-                .filter(|part| self.usage || !String::from_utf8_lossy(part).contains("\"usage\""))
+                .filter_map(|part| {
+                    let text = String::from_utf8_lossy(&part);
+                    if !text.contains("\"usage\"") {
+                        return Some(part);
+                    }
+                    let data: Value =
+                        serde_json::from_str(text.trim().trim_start_matches("data:").trim())
+                            .ok()?;
+                    let completion = data
+                        .pointer("/usage/completion_tokens")
+                        .and_then(Value::as_u64)
+                        .unwrap_or(0);
+                    self.usage.then(|| event(&usage(prompt_tokens, completion)))
+                })
                 .collect()
         };
         match reply {
@@ -145,7 +159,7 @@ impl LlamaLike {
             Reply::Cut(parts) => Reply::Cut(strip(parts)),
             Reply::Delayed { after, reply } => Reply::Delayed {
                 after,
-                reply: Box::new(self.shape(*reply)),
+                reply: Box::new(self.shape(*reply, prompt_tokens)),
             },
             other => other,
         }
@@ -360,13 +374,14 @@ async fn serve(
             let mut state = state.lock().unwrap();
             let llama = state.llama.clone();
             let refusal = llama.as_ref().and_then(|l| l.refusal(&request.body));
+            let prompt_tokens = LlamaLike::tokens(&request.body);
             state.requests.push(request);
             let reply = match refusal {
                 Some(refusal) => Some(refusal),
                 None => state.replies.pop_front().or_else(|| state.default.clone()),
             };
             let reply = match (llama, reply) {
-                (Some(llama), Some(reply)) => Some(llama.shape(reply)),
+                (Some(llama), Some(reply)) => Some(llama.shape(reply, prompt_tokens)),
                 (_, reply) => reply,
             };
             (state.requests.len() - 1, reply)
