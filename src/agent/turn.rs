@@ -534,6 +534,11 @@ impl Turn<'_> {
                     .calibrate(request_len, usage.input_tokens);
                 (usage.input_tokens + usage.output_tokens, usage.clone())
             }
+            // Replay keeps what was recorded: the context figure alone is estimated.
+            None if !choice.model.estimates_usage() => (
+                request_tokens + self.agent.context.estimate(reply_len),
+                Usage::default(),
+            ),
             // No usage from the endpoint: estimated, never 0 (the log says so).
             None => {
                 let usage = Usage {

@@ -251,6 +251,11 @@ pub trait Model: Send + Sync {
     fn discover_window(&self) -> BoxFuture<'static, Option<u64>> {
         Box::pin(std::future::ready(None))
     }
+    /// Whether a call that reports no usage is given kin's estimate in the log (a live
+    /// endpoint); replay keeps what was recorded.
+    fn estimates_usage(&self) -> bool {
+        false
+    }
     /// What [`Model::discover_window`] found, if it ran and found anything.
     fn discovered_window(&self) -> Option<u64> {
         None

@@ -339,6 +339,10 @@ impl Model for OpenAiModel {
         })
     }
 
+    fn estimates_usage(&self) -> bool {
+        true
+    }
+
     fn discovered_window(&self) -> Option<u64> {
         self.window.get().copied().flatten()
     }
