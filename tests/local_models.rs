@@ -272,6 +272,29 @@ fn kin_run_says_estimates_rather_than_zero() {
     assert!(!told.contains("tokens 0 in"), "{told}");
 }
 
+/// Without `context_window`, the window is llama-server's `n_ctx` (`GET /props`), asked once.
+#[tokio::test]
+async fn the_window_is_read_from_llama_servers_props() {
+    let server = MockServer::start();
+    server.behave_like(LlamaLike::llama_server(12_288));
+    let mut kin = start(&server, "", &[]);
+    let session = ready(&mut kin).await;
+    for id in [2, 3] {
+        server.push(text_reply(&["hi"]));
+        let (updates, _) = kin
+            .request(id, "session/prompt", prompt(&session, "hi"))
+            .await;
+        let size = updates
+            .iter()
+            .filter_map(|u| u.pointer("/params/update"))
+            .find(|u| u["sessionUpdate"] == "usage_update")
+            .map(|u| u["size"].clone());
+        assert_eq!(size, Some(json!(12_288)));
+    }
+    let asked: Vec<String> = server.probes().iter().map(|p| p.path.clone()).collect();
+    assert_eq!(asked, ["/props"], "asked once");
+}
+
 // ---- Futile compaction --------------------------------------------------------------------
 
 /// When the system prompt and tools alone pass the threshold, compacting cannot help: kin
@@ -659,11 +682,23 @@ async fn a_real_llama_server_keeps_working() {
     let message = json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
                          "params": prompt(&session, "Write a long story about a lighthouse.")});
     kin.send(&message).await;
+    loop {
+        let update = kin.read().await.expect("kin streams");
+        if update.to_string().contains("agent_message_chunk") {
+            break;
+        }
+    }
     let cancel =
         json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}});
+    let cancelled = std::time::Instant::now();
     kin.send(&cancel).await;
     let (_, answer) = kin.answer(&json!(3)).await;
-    eprintln!("cancelled: {}", answer["result"]);
+    eprintln!(
+        "cancelled after the first chunk: answered in {:?}, {}",
+        cancelled.elapsed(),
+        answer["result"]
+    );
+    assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
     // Over the window, then a short one.
     let huge = "Please read this. ".repeat(6_000);
     let started = std::time::Instant::now();

@@ -105,7 +105,7 @@ pub(crate) fn usage_update(
     let choice = agent
         .model_choice(models)
         .unwrap_or_else(|| models.default_choice());
-    let size = agent.context.window(choice.window())?;
+    let size = agent.context.window(choice.profile.context_window)?;
     let usage = agent.context.usage();
     let mut update = UsageUpdate::new(usage.used, size);
     if let Some(prices) = &choice.profile.prices {

@@ -186,7 +186,7 @@ pub(super) async fn compact(
             through_step,
         }),
     )?;
-    let window = agent.context.window(choice.window());
+    let window = agent.context.window(choice.profile.context_window);
     let max_tokens = summary_cap(choice, window);
     let items: Vec<HistoryItem> = prefix.iter().map(|item| (**item).clone()).collect();
     let pieces = match window {

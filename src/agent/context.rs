@@ -22,6 +22,8 @@ pub struct ContextUsage {
     pub(crate) fixed_bytes: usize,
     /// The window an endpoint named when it refused a request as too long.
     pub(crate) reported_window: Option<u64>,
+    /// The window the model's server reported when asked (llama-server's `/props`).
+    pub(crate) server_window: Option<u64>,
     /// Cost so far, this session's calls and its settled children's.
     pub cost: f64,
 }
@@ -160,10 +162,18 @@ impl SessionContext {
         lock(&self.figures).usage.reported_window = Some(window);
     }
 
-    /// The window to work with: `known` (configured or discovered), or the one an endpoint
-    /// reported when that is smaller or nothing else is known.
+    /// The model's server reported its `window` when asked.
+    pub(crate) fn set_server_window(&self, window: Option<u64>) {
+        lock(&self.figures).usage.server_window = window;
+    }
+
+    /// The window to work with: `known` (configured, else what the server reported when
+    /// asked), or the one an endpoint named in a refusal when that is smaller or nothing else
+    /// is known.
     pub(crate) fn window(&self, known: Option<u64>) -> Option<u64> {
-        match (known, lock(&self.figures).usage.reported_window) {
+        let usage = &lock(&self.figures).usage;
+        let known = known.or(usage.server_window);
+        match (known, usage.reported_window) {
             (Some(known), Some(reported)) => Some(known.min(reported)),
             (known, reported) => known.or(reported),
         }

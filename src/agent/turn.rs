@@ -217,11 +217,11 @@ impl Turn<'_> {
             }
             self.deliver_pending()?;
             let choice = self.choice();
-            let known = match choice.profile.context_window {
-                Some(window) => Some(window),
-                None => choice.model.discover_window().await,
-            };
-            let window = self.agent.context.window(known);
+            if choice.profile.context_window.is_none() {
+                let found = choice.model.discover_window().await;
+                self.agent.context.set_server_window(found);
+            }
+            let window = self.agent.context.window(choice.profile.context_window);
             let tools = self.tool_specs();
             self.agent
                 .context

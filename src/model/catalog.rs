@@ -93,14 +93,6 @@ impl ModelChoice {
             "kin's default; `max_output` in kin's config raises it",
         )
     }
-
-    /// The model's context window: configured, else what its server reported
-    /// ([`Model::discovered_window`]); `None` when neither says.
-    pub fn window(&self) -> Option<u64> {
-        self.profile
-            .context_window
-            .or_else(|| self.model.discovered_window())
-    }
 }
 
 /// The models of this process; never empty (the default is first).

@@ -256,10 +256,6 @@ pub trait Model: Send + Sync {
     fn estimates_usage(&self) -> bool {
         false
     }
-    /// What [`Model::discover_window`] found, if it ran and found anything.
-    fn discovered_window(&self) -> Option<u64> {
-        None
-    }
     /// Whether image parts are sent to this model as images (else as a one-line placeholder).
     /// The per-model seam: `images = true` in the config file sets it for now.
     fn accepts_images(&self) -> bool {

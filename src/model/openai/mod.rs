@@ -343,10 +343,6 @@ impl Model for OpenAiModel {
         true
     }
 
-    fn discovered_window(&self) -> Option<u64> {
-        self.window.get().copied().flatten()
-    }
-
     fn prepare(&self) {
         // Only worth a thread when building loads roots and a call can follow.
         if self.client.get().is_some()
