@@ -7,9 +7,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::argument_cap::ArgumentCap;
-use super::compact::{
-    compact, in_turn_through, next_request_tokens, room_check, summary_cap, CompactionOutcome,
-};
+use super::compact::{compact, in_turn_through, CompactionOutcome};
 use super::context::tool_schema_bytes;
 use super::{
     permissions, Agent, AgentState, MessageAssembler, Observer, StopReason, TurnDeps, TurnError,
@@ -307,76 +305,6 @@ impl Turn<'_> {
         }
     }
 
-    /// The compaction share of a `window`-token window.
-    fn limit(&self, window: u64) -> u64 {
-        (window as f64 * self.deps.models.compact_at()) as u64
-    }
-
-    /// Whether the next request would pass the compaction share of the window.
-    fn over_threshold(&self, window: Option<u64>) -> bool {
-        let Some(window) = window else {
-            return false;
-        };
-        let fixed = self.agent.context.usage().fixed_bytes;
-        next_request_tokens(self.agent, fixed) > self.limit(window)
-    }
-
-    /// Whether a compaction before `step` could bring the request under the threshold
-    /// (always assumed when the window is unknown).
-    fn room(
-        &self,
-        choice: &ModelChoice,
-        window: Option<u64>,
-        step: u32,
-    ) -> Result<(), super::compact::NoRoom> {
-        let Some(window) = window else {
-            return Ok(());
-        };
-        let in_turn = in_turn_through(self.turn, step);
-        let summary = summary_cap(choice, Some(window));
-        room_check(self.agent, in_turn, window, self.limit(window), summary)
-    }
-
-    /// Tells the user, once a session, that compaction cannot make room, and what to change.
-    fn tell_no_room(&mut self, no_room: &super::compact::NoRoom) {
-        if std::mem::replace(&mut self.state.no_room_told, true) {
-            return;
-        }
-        let advice = no_room.advice();
-        tracing::warn!(session = %self.agent.id, "{advice}");
-        if let Some(client) = &self.deps.client {
-            client.warn_user(&advice);
-        }
-    }
-
-    /// The error a turn ends with when its request does not fit and compaction cannot help:
-    /// the figures, and that the prompt is left out of later requests.
-    fn overflow_error(&self, error: &ModelError, window: Option<u64>) -> ModelError {
-        let history = self.agent.model_history();
-        let prompt_bytes: usize = history
-            .iter()
-            .rev()
-            .find(|item| matches!(item, crate::session::history::HistoryItem::User(_)))
-            .map_or(0, |item| item.text_len());
-        let prompt = self.agent.context.estimate(prompt_bytes);
-        let fixed = self
-            .agent
-            .context
-            .estimate(self.agent.context.usage().fixed_bytes);
-        let (request, window) = match (error.overflow_sizes(), window) {
-            (Some((request, window)), _) => (Some(request), Some(window)),
-            (None, window) => (None, window),
-        };
-        let window = window.map_or_else(|| "the model's".to_owned(), |w| format!("a {w}-token"));
-        let request = request.map_or_else(String::new, |r| format!(" ({r} tokens)"));
-        ModelError::ContextOverflow(format!(
-            "the request{request} does not fit {window} context window and compaction cannot \
-             make room: this prompt alone is about {prompt} tokens, the system prompt and tool \
-             definitions about {fixed}. The prompt is left out of later requests; send a shorter \
-             one, or give the model a larger window. (The endpoint said: {error})"
-        ))
-    }
-
     /// Compacts before `step`: within the turn too when it has older steps to summarise.
     async fn compact(
         &mut self,
@@ -529,9 +457,9 @@ impl Turn<'_> {
             .sum();
         let (used, usage) = match &message.usage {
             Some(usage) => {
-                self.agent
-                    .context
-                    .calibrate(request_len, usage.input_tokens);
+                let counted = usage.input_tokens;
+                tracing::debug!(estimated = request_tokens, counted, "request tokens");
+                self.agent.context.calibrate(request_len, counted);
                 (usage.input_tokens + usage.output_tokens, usage.clone())
             }
             // Replay keeps what was recorded: the context figure alone is estimated.
@@ -739,5 +667,6 @@ impl Turn<'_> {
     }
 }
 
+mod room;
 #[cfg(test)]
 mod tests;
