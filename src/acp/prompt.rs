@@ -189,7 +189,7 @@ fn agents_text(runtime: &Runtime, agent: &Agent) -> String {
     format!("Subagents of this session:\n{}", lines.join("\n"))
 }
 
-/// The foreground `subagent` calls in `events`, one line each with how they ended.
+/// The foreground `subagent` and `subagent_fork` calls in `events`, one line each with how they ended.
 fn foreground_children(events: &[crate::session::Event]) -> Vec<String> {
     use crate::session::EventBody;
     let mut lines = Vec::new();
@@ -198,7 +198,9 @@ fn foreground_children(events: &[crate::session::Event]) -> Vec<String> {
             continue;
         };
         let args: Value = serde_json::from_str(&call.arguments).unwrap_or_default();
-        if call.name != "subagent" || args["run_in_background"] == Value::Bool(true) {
+        // `subagent` and `subagent_fork`.
+        let delegates = call.name == "subagent" || call.name == "subagent_fork";
+        if !delegates || args["run_in_background"] == Value::Bool(true) {
             continue;
         }
         let result = events.iter().find_map(|e| match &e.body {

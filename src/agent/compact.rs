@@ -116,11 +116,10 @@ pub(super) fn room_check(
     summary_tokens: u32,
 ) -> Result<(), NoRoom> {
     let history = agent.model_history();
-    let summarised = match in_turn {
-        Some((_, step)) if !agent.running_prefix(step).is_empty() => {
-            agent.running_prefix(step).len()
-        }
-        _ => agent.completed_prefix().len(),
+    let running = in_turn.map_or(0, |(_, step)| agent.running_prefix(step).len());
+    let summarised = match running {
+        0 => agent.completed_prefix().len(),
+        running => running,
     };
     let usage = agent.context.usage();
     let fixed = agent.context.estimate(usage.fixed_bytes);
