@@ -295,6 +295,30 @@ async fn the_window_is_read_from_llama_servers_props() {
     assert_eq!(asked, ["/props"], "asked once");
 }
 
+/// Ollama's window is its `num_ctx` (`POST /api/show`): it cuts longer prompts without an
+/// error, so that is what kin must fit.
+#[tokio::test]
+async fn the_window_is_ollamas_num_ctx() {
+    let server = MockServer::start();
+    server.behave_like(LlamaLike::ollama(16_384));
+    let mut kin = start(&server, "", &[]);
+    let session = ready(&mut kin).await;
+    server.push(text_reply(&["hi"]));
+    let (updates, _) = kin
+        .request(2, "session/prompt", prompt(&session, "hi"))
+        .await;
+    let size = updates
+        .iter()
+        .filter_map(|u| u.pointer("/params/update"))
+        .find(|u| u["sessionUpdate"] == "usage_update")
+        .map(|u| u["size"].clone());
+    assert_eq!(size, Some(json!(16_384)));
+    let probes = server.probes();
+    let asked: Vec<&str> = probes.iter().map(|p| p.path.as_str()).collect();
+    assert_eq!(asked, ["/props", "/api/show"]);
+    assert_eq!(probes[1].body["model"], "local-model");
+}
+
 // ---- Futile compaction --------------------------------------------------------------------
 
 /// When the system prompt and tools alone pass the threshold, compacting cannot help: kin

@@ -58,6 +58,8 @@ pub struct LlamaLike {
     pub empty_on_overflow: bool,
     /// Whether streams end with a usage chunk (llama-cpp-python's never do).
     pub usage: bool,
+    /// Answer `POST /api/show` as Ollama does, with this `num_ctx` in the parameters.
+    pub ollama_num_ctx: Option<u64>,
 }
 
 impl LlamaLike {
@@ -69,6 +71,17 @@ impl LlamaLike {
             strict_alternation: false,
             empty_on_overflow: false,
             usage: true,
+            ollama_num_ctx: None,
+        }
+    }
+
+    /// Ollama serving a model whose `num_ctx` is `n_ctx` (it cuts longer prompts silently;
+    /// here they are refused like llama-server's, to keep the mock simple).
+    pub fn ollama(n_ctx: u64) -> Self {
+        Self {
+            props: false,
+            ollama_num_ctx: Some(n_ctx),
+            ..Self::llama_server(n_ctx)
         }
     }
 
@@ -80,6 +93,7 @@ impl LlamaLike {
             strict_alternation: false,
             empty_on_overflow: true,
             usage: false,
+            ollama_num_ctx: None,
         }
     }
 
@@ -348,6 +362,13 @@ async fn serve(
                     Some(llama) if llama.props && request.path == "/props" => Some(json!({
                         "default_generation_settings": {"n_ctx": llama.n_ctx},
                         "total_slots": 1,
+                    })),
+                    Some(LlamaLike {
+                        ollama_num_ctx: Some(num_ctx),
+                        ..
+                    }) if request.path == "/api/show" => Some(json!({
+                        "parameters": format!("stop \"<end_of_turn>\"\nnum_ctx {num_ctx}"),
+                        "model_info": {"gemma3.context_length": 131072},
                     })),
                     _ => None,
                 };
