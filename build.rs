@@ -3,7 +3,9 @@
 //! Release builds for Linux with glibc 2.36 or newer pack the executable's relative
 //! relocations (`-z pack-relative-relocs`, DT_RELR): the dynamic loader then reads a few KiB
 //! of relocation data at every start instead of ~0.7 MB. Older glibc cannot load such a
-//! binary, so elsewhere (other systems, cross builds, unknown glibc) nothing changes.
+//! binary, so elsewhere (other systems, cross builds, unknown glibc) nothing changes; nor when
+//! a linker is chosen for the target (`cargo zigbuild` linking against an older glibc for the
+//! release archives: the build machine's glibc then says nothing of the target's).
 //!
 //! Release builds linked by rustc's bundled `lld` (the default for x86_64 Linux since Rust
 //! 1.90) also place the functions listed in `link/startup-symbols.txt` side by side
@@ -27,7 +29,7 @@ fn main() {
     if var("PROFILE") != "release" {
         return;
     }
-    if native_glibc && glibc_has_relr() {
+    if native_glibc && var("RUSTC_LINKER").is_empty() && glibc_has_relr() {
         println!("cargo:rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
     }
     let list = Path::new(&var("CARGO_MANIFEST_DIR")).join("link/startup-symbols.txt");

@@ -5,7 +5,7 @@
 
 mod ask;
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -131,6 +131,7 @@ pub async fn run(
     let asker: Arc<dyn ClientBridge> = Arc::new(TerminalAsk::new());
     let printer = Arc::new(Printer {
         json: options.json,
+        terminal: std::io::stdout().is_terminal(),
         wrote_text: AtomicBool::new(false),
         ends_with_newline: AtomicBool::new(true),
     });
@@ -179,7 +180,8 @@ pub async fn run(
 }
 
 /// The last turn's tokens and cost (from its `turn/end`), e.g.
-/// `kin: tokens 1200 in (800 cached), 85 out; cost 0.000915 USD`.
+/// `kin: tokens 1200 in (800 cached), 85 out; cost 0.000915 USD`, or `kin: tokens ~1400
+/// (estimated: the endpoint reported no usage)` for an endpoint that reports none.
 fn usage_line(host: &crate::agent::host::AgentHost, agent: &crate::agent::Agent) -> Option<String> {
     let usage = agent.with_events(|events| {
         events.iter().rev().find_map(|event| match &event.body {
@@ -187,15 +189,21 @@ fn usage_line(host: &crate::agent::host::AgentHost, agent: &crate::agent::Agent)
             _ => None,
         })
     })??;
-    // Estimated figures (an endpoint that reports no usage) are marked, never shown as 0.
-    let about = if usage.estimated { "~" } else { "" };
-    let mut line = format!("kin: tokens {about}{} in", usage.input_tokens);
-    if let Some(cached) = usage.cache_read_tokens {
-        line.push_str(&format!(" ({cached} cached)"));
+    let reported = usage.input_tokens + usage.output_tokens > 0 || usage.estimated_tokens.is_none();
+    let mut line = "kin: tokens".to_owned();
+    if reported {
+        line.push_str(&format!(" {} in", usage.input_tokens));
+        if let Some(cached) = usage.cache_read_tokens {
+            line.push_str(&format!(" ({cached} cached)"));
+        }
+        line.push_str(&format!(", {} out", usage.output_tokens));
     }
-    line.push_str(&format!(", {about}{} out", usage.output_tokens));
-    if usage.estimated {
-        line.push_str(" (estimated: the endpoint reported no usage)");
+    // Calls the endpoint reported no usage for are kin's estimate, said so, never shown as 0.
+    if let Some(estimated) = usage.estimated_tokens {
+        let and = if reported { " and" } else { "" };
+        line.push_str(&format!(
+            "{and} ~{estimated} (estimated: the endpoint reported no usage)"
+        ));
     }
     let choice = agent
         .model_choice(host.models())
@@ -262,6 +270,9 @@ fn background_cost(events: &[crate::session::Event]) -> f64 {
 /// ends normally and is logged.
 struct Printer {
     json: bool,
+    /// stdout is a terminal: the model's control characters (escape sequences that retitle
+    /// the window, rewrite the screen or the clipboard) are shown escaped, not obeyed.
+    terminal: bool,
     wrote_text: AtomicBool,
     ends_with_newline: AtomicBool,
 }
@@ -281,6 +292,11 @@ impl Printer {
                 chunk: Chunk::TextDelta { text, .. },
                 ..
             }) if !text.is_empty() => {
+                let text = if self.terminal {
+                    crate::text::visible_lines(text)
+                } else {
+                    std::borrow::Cow::Borrowed(text.as_str())
+                };
                 let mut out = std::io::stdout().lock();
                 let _ = out.write_all(text.as_bytes());
                 let _ = out.flush();

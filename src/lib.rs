@@ -25,7 +25,10 @@
 //! - [`process`]: the processes kin starts (commands, child agents): process groups, the
 //!   process guard, the scrubbed environment, output caps.
 //! - [`model`]: the model trait; the OpenAI-compatible HTTP client; replay of recorded scenarios.
-//! - [`config`]: where kin keeps its data; the model configuration (flags, env, config file).
+//! - [`config`]: where kin keeps its data; the model configuration (flags, env, config file);
+//!   the key `kin login` stores (OS keyring or a 0600 file).
+//! - [`login`]: `kin login` and `kin logout`, the terminal sign-in (endpoint, key, model, one
+//!   checking request) that ACP's terminal auth method runs.
 //! - [`session`]: the durable JSONL session log, its records and its folds.
 //! - [`sync`]: the one mutex `lock` helper. `background`: low-priority threads for work beside
 //!   answering the client (a blob's write, the HTTP client's early build).
@@ -45,7 +48,7 @@
 //! (the editor bridge, permissions, confined file access); `tools` and `config` use `process`,
 //! which uses only `sync`. `rpc` uses only `sync` too, `session` `sync` and `background`;
 //! `time`, `sync`, `text`, `memory`, `background` and `limits` use nothing else of kin;
-//! `scenario` uses `rpc`, `session` and `process`.
+//! `scenario` uses `rpc`, `session` and `process`; `login` uses `config` and `model`.
 
 pub mod acp;
 pub mod acp_client;
@@ -55,6 +58,7 @@ pub mod config;
 pub mod delegation;
 pub mod headless;
 pub mod limits;
+pub mod login;
 pub mod mcp;
 pub mod mcp_server;
 pub mod memory;

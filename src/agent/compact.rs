@@ -19,6 +19,11 @@ use crate::session::{
 };
 use crate::time::now_ms;
 
+/// Bytes of summary taken at most: a summary is to shrink the conversation, and an endpoint
+/// that streams on past this (whatever `max_tokens` said) fails the compaction instead of
+/// growing kin.
+pub(crate) const MAX_SUMMARY_BYTES: usize = 256 * 1024;
+
 /// The fixed instruction the summary is written to (documented in protocol/session-log.md).
 pub(crate) const COMPACTION_INSTRUCTION: &str =
     "The conversation above is being compacted: it will be \
@@ -206,7 +211,7 @@ pub(super) async fn compact(
         );
     }
     let mut summary: Option<String> = None;
-    let mut usage: Option<Usage> = None;
+    let mut spent = Spent::default();
     let mut failure = None;
     for piece in pieces {
         let mut items = Vec::with_capacity(piece.len() + 2);
@@ -216,13 +221,9 @@ pub(super) async fn compact(
             }]));
         }
         items.extend(piece);
-        match summarise(agent, choice, items, max_tokens, cancel).await {
-            Ok((text, used)) => {
-                summary = Some(text);
-                add_usage(&mut usage, used);
-            }
-            Err((reason, used)) => {
-                add_usage(&mut usage, used);
+        match summarise(agent, choice, items, max_tokens, cancel, &mut spent).await {
+            Ok(text) => summary = Some(text),
+            Err(reason) => {
                 failure = Some(reason);
                 break;
             }
@@ -230,19 +231,24 @@ pub(super) async fn compact(
     }
     let summary = summary.unwrap_or_default();
     let cancelled = cancel.is_cancelled();
+    // The calls count against budgets as a turn's calls do; estimated when not reported.
+    let Spent { usage, estimated } = spent;
     let end = CompactionEnd {
         compaction_id,
         summary: failure.is_none().then(|| summary.clone()),
         error: failure.clone(),
         usage: usage.clone(),
+        estimated_tokens: estimated,
     };
+    let tokens = end.tokens();
     emit(state, EventBody::CompactionEnd(end))?;
     state.log.flush()?;
-    if let Some(usage) = &usage {
-        if let Some(prices) = &choice.profile.prices {
-            agent.context.add_cost(prices.cost(usage));
-        }
-    }
+    let cost = match (&usage, &choice.profile.prices) {
+        (Some(usage), Some(prices)) => prices.cost(usage),
+        _ => 0.0,
+    };
+    agent.context.add_cost(cost);
+    agent.watch.spend(tokens, cost);
     Ok(match failure {
         _ if cancelled => CompactionOutcome::Cancelled,
         Some(reason) => CompactionOutcome::Failed { reason },
@@ -266,32 +272,49 @@ const INSTRUCTION_TOKENS: u64 = 256;
 const SHORTER_INSTRUCTION: &str = "Your last summary was cut off at the output limit. Write a \
 shorter one: the same points, tersely, well under the limit. Answer with the summary only.";
 
-fn add_usage(total: &mut Option<Usage>, usage: Option<Usage>) {
-    let Some(usage) = usage else { return };
-    let total = total.get_or_insert_with(Usage::default);
-    total.input_tokens += usage.input_tokens;
-    total.output_tokens += usage.output_tokens;
-    if let Some(cached) = usage.cache_read_tokens {
-        *total.cache_read_tokens.get_or_insert(0) += cached;
+/// What a compaction's calls spent: the usage the endpoint reported, and kin's estimate of
+/// the calls it reported none for.
+#[derive(Default)]
+struct Spent {
+    usage: Option<Usage>,
+    estimated: Option<u64>,
+}
+
+impl Spent {
+    /// Adds one call: its reported `usage`, else an estimate of its `bytes` of request and
+    /// answer.
+    fn add(&mut self, agent: &Agent, usage: Option<Usage>, bytes: usize) {
+        let Some(usage) = usage else {
+            let estimate = agent.context.estimate(bytes);
+            *self.estimated.get_or_insert(0) += estimate;
+            return;
+        };
+        let total = self.usage.get_or_insert_with(Usage::default);
+        total.input_tokens += usage.input_tokens;
+        total.output_tokens += usage.output_tokens;
+        if let Some(cached) = usage.cache_read_tokens {
+            *total.cache_read_tokens.get_or_insert(0) += cached;
+        }
     }
 }
 
 /// One summary of `items`: asked once, and once more for a shorter one when the first was
-/// cut at the output limit (a cut summary is never kept). The usage of the calls comes back
-/// with the summary or the reason it failed.
+/// cut at the output limit (a cut summary is never kept). What the calls spent is added to
+/// `spent`, whether they succeed or fail.
 async fn summarise(
     agent: &Arc<Agent>,
     choice: &ModelChoice,
     items: Vec<HistoryItem>,
     max_tokens: u32,
     cancel: &CancellationToken,
-) -> Result<(String, Option<Usage>), (String, Option<Usage>)> {
-    let mut usage = None;
+    spent: &mut Spent,
+) -> Result<String, String> {
     for instruction in [COMPACTION_INSTRUCTION, SHORTER_INSTRUCTION] {
         let mut items = items.clone();
         items.push(HistoryItem::User(vec![UserPart::Text {
             text: instruction.into(),
         }]));
+        let request_len: usize = items.iter().map(HistoryItem::text_len).sum();
         let request = ModelRequest {
             session_id: agent.id.clone(),
             cwd: Some(agent.cwd.clone()),
@@ -302,9 +325,9 @@ async fn summarise(
             blobs: Some(agent.blob_dir()),
         };
         let call = one_call(choice, request, cancel).await;
-        add_usage(&mut usage, call.usage);
+        spent.add(agent, call.usage, request_len + call.text.len());
         if let Some(reason) = call.failure {
-            return Err((reason, usage));
+            return Err(reason);
         }
         let summary = call.text.trim().to_owned();
         if call.cut {
@@ -312,13 +335,12 @@ async fn summarise(
             continue;
         }
         if summary.is_empty() {
-            return Err(("the model wrote an empty summary".to_owned(), usage));
+            return Err("the model wrote an empty summary".to_owned());
         }
-        return Ok((summary, usage));
+        return Ok(summary);
     }
-    Err((
-        format!("the summary was cut at its output limit of {max_tokens} tokens twice"),
-        usage,
+    Err(format!(
+        "the summary was cut at its output limit of {max_tokens} tokens twice"
     ))
 }
 
@@ -353,7 +375,15 @@ async fn one_call(
             next = stream.next() => next,
         };
         match next {
-            Some(Ok(Chunk::TextDelta { text, .. })) => call.text.push_str(&text),
+            Some(Ok(Chunk::TextDelta { text, .. })) => {
+                call.text.push_str(&text);
+                if call.text.len() > MAX_SUMMARY_BYTES {
+                    call.failure = Some(format!(
+                        "the summary passed {MAX_SUMMARY_BYTES} bytes (the model did not stop)"
+                    ));
+                    break;
+                }
+            }
             Some(Ok(Chunk::Usage { usage })) => call.usage = Some(usage),
             Some(Ok(Chunk::Finish { reason })) => {
                 match reason.kind {

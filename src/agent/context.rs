@@ -102,12 +102,6 @@ impl SessionContext {
         figures.output_cap_hit = None;
     }
 
-    /// The endpoint reported no usage for a call of the running turn: its figures are
-    /// estimates (the turn's `usage` says so).
-    pub(crate) fn mark_estimated(&self) {
-        lock(&self.figures).turn.estimated = true;
-    }
-
     /// An answer of the running turn stopped at its output cap of `cap` tokens, set by
     /// `setting`.
     pub(crate) fn note_output_cap(&self, cap: u32, setting: &'static str) {
@@ -197,6 +191,13 @@ impl SessionContext {
         (tokens as f64 * ratio) as usize
     }
 
+    /// Counts tokens estimated for a call whose endpoint reported no usage.
+    pub(crate) fn record_estimate(&self, tokens: u64) {
+        let mut figures = lock(&self.figures);
+        let estimated = figures.turn.estimated_tokens.get_or_insert(0);
+        *estimated = estimated.saturating_add(tokens);
+    }
+
     /// The context shrank (a compaction): `used` tokens over `items` messages.
     pub(crate) fn set_used(&self, used: u64, items: usize) {
         let mut figures = lock(&self.figures);
@@ -248,7 +249,7 @@ impl SessionContext {
         if priced || cost > 0.0 {
             turn.cost = Some(cost);
         }
-        let empty = turn.input_tokens == 0 && turn.output_tokens == 0 && turn.cost.is_none();
+        let empty = turn.tokens() == 0 && turn.cost.is_none();
         (!empty).then_some(turn)
     }
 }

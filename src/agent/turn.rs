@@ -6,6 +6,8 @@ use futures::StreamExt;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+mod calls;
+
 use super::argument_cap::ArgumentCap;
 use super::compact::{compact, in_turn_through, CompactionOutcome};
 use super::context::tool_schema_bytes;
@@ -15,7 +17,8 @@ use super::{
 use crate::model::{ModelChoice, ModelError, ModelRequest};
 use crate::session::*;
 use crate::time::now_ms;
-use crate::tools::{SpecScope, ToolContext, ToolOutput};
+use crate::tools::SpecScope;
+use calls::PlannedCall;
 
 /// How one step ended.
 enum StepEnd {
@@ -448,7 +451,7 @@ impl Turn<'_> {
                 .map_or_else(|| "the model reported an error".into(), |f| f.to_string());
             return Err(model_error(ModelError::Failed(detail)));
         }
-        let blocks = message.blocks();
+        let mut blocks = message.blocks();
         // Counted before the message is logged: its observers see the figures after it.
         let reply_len: usize = blocks
             .iter()
@@ -462,20 +465,12 @@ impl Turn<'_> {
                 self.agent.context.calibrate(request_len, counted);
                 (usage.input_tokens + usage.output_tokens, usage.clone())
             }
-            // Replay keeps what was recorded: the context figure alone is estimated.
-            None if !choice.model.estimates_usage() => (
-                request_tokens + self.agent.context.estimate(reply_len),
-                Usage::default(),
-            ),
-            // No usage from the endpoint: estimated, never 0 (the log says so).
+            // No usage from the endpoint: estimated from what was sent and received, never 0.
             None => {
-                let usage = Usage {
-                    input_tokens: request_tokens,
-                    output_tokens: self.agent.context.estimate(reply_len),
-                    ..Usage::default()
-                };
-                self.agent.context.mark_estimated();
-                (usage.input_tokens + usage.output_tokens, usage)
+                let estimate = request_tokens + self.agent.context.estimate(reply_len);
+                // Logged in the turn's `turn/end`, so a budget still counts it after a restart.
+                self.agent.context.record_estimate(estimate);
+                (estimate, Usage::default())
             }
         };
         let items = self.agent.model_history().len() + 1;
@@ -485,14 +480,27 @@ impl Turn<'_> {
             .record_call(&usage, &choice.profile, used, items);
         let cost = self.agent.context.usage().cost - cost_before;
         self.agent.watch.spend(used, cost);
-        let calls: Vec<(String, String, String)> = blocks
+        let dropped = match finish.kind {
+            // Cut at the token limit: the calls may be cut too, so the step owes none.
+            FinishKind::MaxTokens => DroppedToolCalls::take_from(&mut blocks),
+            _ => None,
+        };
+        if let Some(dropped) = &dropped {
+            let (session, calls) = (&self.agent.id, dropped.calls.len());
+            tracing::warn!(%session, turn, step, calls, "tool calls dropped: {}", dropped.reason);
+        }
+        let calls: Vec<PlannedCall> = blocks
             .iter()
             .filter_map(|block| match block {
                 AssistantBlock::ToolCall {
                     id,
                     name,
                     arguments,
-                } => Some((id.clone(), name.clone(), arguments.clone())),
+                } => Some(PlannedCall {
+                    id: id.clone(),
+                    name: name.clone(),
+                    arguments: arguments.clone(),
+                }),
                 _ => None,
             })
             .collect();
@@ -511,6 +519,7 @@ impl Turn<'_> {
                     id: uuid::Uuid::new_v4().to_string(),
                 },
                 usage: message.usage.clone(),
+                dropped_tool_calls: dropped,
             })),
             Some(chunk_seqs),
         )?;
@@ -531,10 +540,7 @@ impl Turn<'_> {
             tracing::info!(session = %self.agent.id, "{text}");
             self.agent.context.note_output_cap(max_tokens, setting);
         }
-        for (call_id, name, arguments) in &calls {
-            self.call_tool(step, call_id, name, arguments, choice.profile.images)
-                .await?;
-        }
+        self.run_calls(step, &calls, choice.profile.images).await?;
         if self.cancel.is_cancelled() || self.tool_cancelled {
             return Ok(StepEnd::Finished(StopReason::Cancelled));
         }
@@ -548,122 +554,6 @@ impl Turn<'_> {
             FinishKind::Refusal => StepEnd::Finished(StopReason::Refusal),
             _ => StepEnd::Finished(StopReason::Completed),
         })
-    }
-
-    /// Runs one tool call; its `tool/call` always gets a `tool/result`, also when cancelled.
-    async fn call_tool(
-        &mut self,
-        step: u32,
-        call_id: &str,
-        name: &str,
-        arguments: &str,
-        model_takes_images: bool,
-    ) -> Result<(), TurnError> {
-        let turn = self.turn;
-        let call = self.state.log.append(
-            EventBody::ToolCall(ToolCall {
-                turn,
-                step,
-                call_id: call_id.into(),
-                name: name.into(),
-                arguments: arguments.into(),
-            }),
-            now_ms(),
-        )?;
-        let call_seq = call.seq;
-        self.push(call);
-        let captured = self.structured_captured();
-        let refused = super::argument_cap::refused(arguments);
-        let output = if self.cancel.is_cancelled() || self.tool_cancelled {
-            ToolOutput::cancelled()
-        } else if let Some(refused) = refused {
-            ToolOutput::error(
-                "ArgumentsTooLarge",
-                "ARGUMENTS_TOO_LARGE",
-                refused.message(),
-            )
-        } else if captured {
-            crate::agent::StructuredCapture::refusal(name)
-        } else {
-            let agent = self.agent;
-            let cx = ToolContext {
-                session_id: agent.id.clone().into(),
-                cwd: agent.cwd.clone(),
-                cancel: self.cancel.child_token(),
-                call_id: call_id.into(),
-                roots: agent.roots.clone(),
-                permissions: agent.permissions.clone(),
-                client: self.deps.client.clone(),
-            };
-            let tools = agent.tools_for(name);
-            let running = tools.call(name, arguments, cx);
-            tokio::pin!(running);
-            // Answers given while the call runs are logged as they come, not after it.
-            loop {
-                tokio::select! {
-                    output = &mut running => break output,
-                    _ = agent.permissions.changed() => {
-                        self.log_permission_records(Some((turn, step)))?;
-                    }
-                }
-            }
-        };
-        self.log_permission_records(Some((turn, step)))?;
-        if output.is_cancelled() && !self.cancel.is_cancelled() {
-            self.tool_cancelled = true;
-        }
-        if output.is_error {
-            let first = output.text.lines().next().unwrap_or_default();
-            tracing::info!(session = %self.agent.id, tool = name, error = %first, "tool call failed");
-        }
-        // Logged like any result first; then the turn ends.
-        let fatal = output.is_fatal().then(|| output.text.clone());
-        if !output.images.is_empty() && !model_takes_images && !self.state.tool_images_told {
-            self.state.tool_images_told = true;
-            if let Some(client) = &self.deps.client {
-                client.warn_user(&format!(
-                    "The model does not take images: the images `{name}` returned are given to it \
-                     as placeholders"
-                ));
-            }
-        }
-        let mut content = vec![ToolResultContent::Text { text: output.text }];
-        content.extend(super::tool_images::store(
-            &self.agent.blob_dir(),
-            output.images,
-        ));
-        self.emit_surface(
-            EventBody::ToolResult(Box::new(ToolResult {
-                turn,
-                step,
-                message: ToolResultMessage {
-                    source: json!({"kind": "tool", "callId": call_id}),
-                    content: vec![ToolResultPart {
-                        kind: "tool-result".into(),
-                        tool_call_id: call_id.into(),
-                        content,
-                        is_error: output.is_error,
-                    }],
-                    role: "user".into(),
-                    id: uuid::Uuid::new_v4().to_string(),
-                },
-                error: output.error.map(|error| ToolResultError {
-                    name: error.name,
-                    code: error.code,
-                }),
-                meta: output.display.to_meta(),
-            })),
-            Some(vec![call_seq]),
-        )?;
-        // What the call recorded (a task it started) follows its result.
-        self.write_pending()?;
-        if let Some(message) = fatal {
-            return Err(TurnError::Tool {
-                name: name.into(),
-                message,
-            });
-        }
-        Ok(())
     }
 }
 

@@ -120,10 +120,6 @@ impl Model for ReloadableModel {
         self.model().discover_window()
     }
 
-    fn estimates_usage(&self) -> bool {
-        self.model().estimates_usage()
-    }
-
     /// Reads the whole configuration again and serves the model it describes from now on. A
     /// configuration that no longer resolves (say, the file is not valid TOML) leaves the
     /// model as it was and is reported as the reason there is no key.

@@ -251,10 +251,10 @@ pub trait Model: Send + Sync {
     fn discover_window(&self) -> BoxFuture<'static, Option<u64>> {
         Box::pin(std::future::ready(None))
     }
-    /// Whether a call that reports no usage is given kin's estimate in the log (a live
-    /// endpoint); replay keeps what was recorded.
-    fn estimates_usage(&self) -> bool {
-        false
+    /// Session `id` was just created in this process (replay binds sessions to its scripts in
+    /// this order).
+    fn session_created(&self, id: &str) {
+        let _ = id;
     }
     /// Whether image parts are sent to this model as images (else as a one-line placeholder).
     /// The per-model seam: `images = true` in the config file sets it for now.

@@ -183,15 +183,37 @@ pub(crate) fn share(from: &Path, to: &Path) {
     }
 }
 
+/// Blobs larger than this are not read: no prompt or tool result kin takes comes near it.
+const MIN_READ_CAP: usize = 64 * 1024 * 1024;
+
 /// Reads blob `name` from `dir` (once it is written); `None` when it is missing or the name is
-/// not 64 hex digits (a log edited by hand must not reach outside the directory).
+/// not 64 hex digits (a log edited by hand must not reach outside the directory), or when it
+/// is not a regular file of `dir` (a symlink put there is not followed) or is too large.
 pub(crate) fn get(dir: &Path, name: &str) -> Option<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
     if !is_name(name) {
         return None;
     }
     let path = dir.join(name);
     blob_writes::wait_for(&path);
-    fs::read(path).ok()
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(&path)
+        .ok()?;
+    let meta = file.metadata().ok()?;
+    let cap = MIN_READ_CAP.max(crate::limits::current().prompt_bytes) as u64;
+    if !meta.is_file() || meta.len() > cap {
+        tracing::warn!(
+            "blob {} is not a regular file within {cap} bytes; not read",
+            path.display()
+        );
+        return None;
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(cap).read_to_end(&mut bytes).ok()?;
+    Some(bytes)
 }
 
 /// Reads blob `name` as text (`None` when missing or not UTF-8).
@@ -217,6 +239,12 @@ mod tests {
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
         assert!(get(&dir, "../s1.jsonl").is_none());
         assert!(get(&dir, &"0".repeat(64)).is_none());
+        // A blob swapped for a symlink is not followed.
+        let secret = home.path().join("secret");
+        std::fs::write(&secret, "secret").unwrap();
+        let swapped = "1".repeat(64);
+        std::os::unix::fs::symlink(&secret, dir.join(&swapped)).unwrap();
+        assert!(get(&dir, &swapped).is_none());
         let fork = dir_of(&home.path().join("s2.jsonl"));
         share(&dir, &fork);
         assert_eq!(get(&fork, &name).unwrap(), b"abc");

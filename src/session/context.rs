@@ -25,9 +25,20 @@ pub(crate) struct TurnUsage {
     pub(crate) cache_read_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) cost: Option<f64>,
-    /// The endpoint reported no usage for some call: its tokens here are kin's estimate.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub(crate) estimated: bool,
+    /// Tokens of the calls whose endpoint reported no usage, by kin's estimate (see
+    /// `SessionContext::estimate`): they count against budgets as reported ones do, also once
+    /// the session is reopened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) estimated_tokens: Option<u64>,
+}
+
+impl TurnUsage {
+    /// Every token the turn counts against budgets: reported and estimated.
+    pub(crate) fn tokens(&self) -> u64 {
+        self.input_tokens
+            .saturating_add(self.output_tokens)
+            .saturating_add(self.estimated_tokens.unwrap_or(0))
+    }
 }
 
 /// Why a compaction ran.
@@ -67,4 +78,17 @@ pub struct CompactionEnd {
     pub(crate) error: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) usage: Option<super::Usage>,
+    /// Tokens of the calls whose endpoint reported no usage, by kin's estimate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) estimated_tokens: Option<u64>,
+}
+
+impl CompactionEnd {
+    /// The tokens the compaction's calls count against budgets: reported and estimated.
+    pub(crate) fn tokens(&self) -> u64 {
+        let reported = self.usage.as_ref().map_or(0, |usage| {
+            usage.input_tokens.saturating_add(usage.output_tokens)
+        });
+        reported.saturating_add(self.estimated_tokens.unwrap_or(0))
+    }
 }

@@ -55,9 +55,15 @@ fn add(total: &mut TurnUsage, usage: &TurnUsage) {
         let sum = total.cache_read_tokens.unwrap_or(0).saturating_add(cached);
         total.cache_read_tokens = Some(sum);
     }
-    total.estimated |= usage.estimated;
     if let Some(cost) = usage.cost {
         total.cost = Some(total.cost.unwrap_or(0.0) + cost);
+    }
+    if let Some(estimated) = usage.estimated_tokens {
+        let sum = total
+            .estimated_tokens
+            .unwrap_or(0)
+            .saturating_add(estimated);
+        total.estimated_tokens = Some(sum);
     }
 }
 
@@ -88,7 +94,7 @@ mod tests {
             output_tokens: output,
             cache_read_tokens: cached,
             cost,
-            estimated: false,
+            estimated_tokens: None,
         };
         let mut folded = FoldedTurns::default();
         let events = [

@@ -33,12 +33,11 @@ pub enum Reply {
         headers: Vec<(String, String)>,
         body: String,
     },
-    /// `reply`, its headers sent only after `after` (llama-server sends its headers with the
-    /// first token, after evaluating the prompt).
-    Delayed {
-        after: std::time::Duration,
-        reply: Box<Reply>,
-    },
+    /// The reply, sent after the delay (a model that takes its time).
+    Delayed(std::time::Duration, Box<Reply>),
+    /// The reply, held until the server has received `requests` requests in all (siblings
+    /// that must all have asked before any is answered).
+    Gated { requests: usize, reply: Box<Reply> },
 }
 
 /// What the server does besides answering from its script, the way llama.cpp's servers do
@@ -171,10 +170,9 @@ impl LlamaLike {
             Reply::Stream(parts) => Reply::Stream(strip(parts)),
             Reply::Hang(parts) => Reply::Hang(strip(parts)),
             Reply::Cut(parts) => Reply::Cut(strip(parts)),
-            Reply::Delayed { after, reply } => Reply::Delayed {
-                after,
-                reply: Box::new(self.shape(*reply, prompt_tokens)),
-            },
+            Reply::Delayed(after, reply) => {
+                Reply::Delayed(after, Box::new(self.shape(*reply, prompt_tokens)))
+            }
             other => other,
         }
     }
@@ -216,6 +214,8 @@ struct State {
     replies: VecDeque<Reply>,
     default: Option<Reply>,
     requests: Vec<Request>,
+    /// When each request's reply had been written (by request number).
+    answered: Vec<Option<Instant>>,
     connections: usize,
     /// Behaving like a llama.cpp server, when set.
     llama: Option<LlamaLike>,
@@ -324,6 +324,12 @@ impl MockServer {
         self.state.lock().unwrap().requests.get(at).cloned()
     }
 
+    /// When the reply to request `at` had been written, if it has.
+    pub fn answered(&self, at: usize) -> Option<Instant> {
+        let state = self.state.lock().unwrap();
+        state.answered.get(at).copied().flatten()
+    }
+
     /// Waits for the next event (a client hanging up on a held response).
     pub async fn next_event(&self) -> ServerEvent {
         self.events
@@ -397,6 +403,7 @@ async fn serve(
             let refusal = llama.as_ref().and_then(|l| l.refusal(&request.body));
             let prompt_tokens = LlamaLike::tokens(&request.body);
             state.requests.push(request);
+            state.answered.push(None);
             let reply = match refusal {
                 Some(refusal) => Some(refusal),
                 None => state.replies.pop_front().or_else(|| state.default.clone()),
@@ -407,23 +414,33 @@ async fn serve(
             };
             (state.requests.len() - 1, reply)
         };
-        let reply = reply.unwrap_or_else(|| Reply::Status {
+        let mut reply = reply.unwrap_or_else(|| Reply::Status {
             status: 500,
             headers: Vec::new(),
             body: r#"{"error":{"message":"the mock server has no scripted reply"}}"#.into(),
         });
-        let reply = match reply {
-            Reply::Delayed { after, reply } => {
-                tokio::time::sleep(after).await;
-                *reply
-            }
-            reply => reply,
+        let reply = loop {
+            reply = match reply {
+                Reply::Delayed(delay, inner) => {
+                    tokio::time::sleep(delay).await;
+                    *inner
+                }
+                Reply::Gated { requests, reply } => {
+                    while state.lock().unwrap().requests.len() < requests {
+                        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                    }
+                    *reply
+                }
+                ready => break ready,
+            };
         };
         if write_reply(&mut socket, &reply).await.is_err() {
             return;
         }
+        state.lock().unwrap().answered[number] = Some(Instant::now());
         match reply {
-            Reply::Stream(_) | Reply::Status { .. } | Reply::Delayed { .. } => {}
+            Reply::Stream(_) | Reply::Status { .. } => {}
+            Reply::Delayed(..) | Reply::Gated { .. } => unreachable!("unwrapped above"),
             Reply::Cut(_) => return,
             Reply::Hang(_) => {
                 // Nothing more is sent; a read returning (EOF or error) means the client left.
@@ -521,7 +538,7 @@ async fn write_reply(socket: &mut TcpStream, reply: &Reply) -> std::io::Result<(
             return socket.flush().await;
         }
         Reply::Stream(parts) | Reply::Cut(parts) | Reply::Hang(parts) => parts,
-        Reply::Delayed { reply, .. } => return Box::pin(write_reply(socket, reply)).await,
+        Reply::Delayed(..) | Reply::Gated { .. } => unreachable!("unwrapped before writing"),
     };
     socket
         .write_all(

@@ -274,6 +274,7 @@ fn compaction(seq: u64, id: &str, summary: Option<&str>) -> [Event; 2] {
         summary: summary.map(str::to_owned),
         error: summary.is_none().then(|| "no".to_owned()),
         usage: None,
+        estimated_tokens: None,
     });
     [typed(seq, start), typed(seq + 1, end)]
 }
