@@ -300,7 +300,7 @@ impl MockServer {
         self.state.lock().unwrap().llama = Some(llama);
     }
 
-    /// The requests to other paths than chat completions (window probes).
+    /// The requests for the window (`/props`, `/api/show`), kept apart from the script.
     pub fn probes(&self) -> Vec<Request> {
         self.state.lock().unwrap().probes.clone()
     }
@@ -360,8 +360,9 @@ async fn serve(
         let Some(request) = read_request(&mut socket, &mut buffer).await else {
             return;
         };
-        if !request.path.ends_with("/chat/completions") {
-            // A probe (`/props`, Ollama's `/api/show`): never a scripted reply.
+        if matches!(request.path.as_str(), "/props" | "/api/show") {
+            // kin asking for the window (llama-server's `/props`, Ollama's `/api/show`): never
+            // a scripted reply.
             let reply = {
                 let mut state = state.lock().unwrap();
                 let props = match &state.llama {
