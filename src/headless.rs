@@ -64,7 +64,11 @@ pub fn exit_status(
         Ok(StopReason::Cancelled) => (EXIT_CANCELLED, Some("the turn was cancelled".into())),
         Ok(StopReason::MaxTokens) => (
             EXIT_STOPPED,
-            Some("the model stopped at its output limit (stop reason max_tokens)".into()),
+            Some(
+                "the answer stopped at its output cap (stop reason max_tokens); `max_output` in \
+                 kin's config raises it"
+                    .into(),
+            ),
         ),
         Ok(StopReason::Refusal) => (
             EXIT_STOPPED,
@@ -147,6 +151,18 @@ pub async fn run(
         .start_turn(agent.clone(), prompt, Some(asker), cancel.clone())
         .await;
     printer.finish();
+    if let Some((cap, setting)) = agent.context.output_cap_hit() {
+        let _ = writeln!(
+            std::io::stderr(),
+            "kin: the answer stopped at the output cap of {cap} tokens ({setting})"
+        );
+    }
+    if outcome.is_ok() && agent.with_events(ended_empty) {
+        let _ = writeln!(
+            std::io::stderr(),
+            "kin: the model returned an empty answer (no text, no tool call)"
+        );
+    }
     if let Some(line) = usage_line(host, &agent) {
         let _ = writeln!(std::io::stderr(), "{line}");
     }
@@ -164,7 +180,8 @@ pub async fn run(
 }
 
 /// The last turn's tokens and cost (from its `turn/end`), e.g.
-/// `kin: tokens 1200 in (800 cached), 85 out; cost 0.000915 USD`.
+/// `kin: tokens 1200 in (800 cached), 85 out; cost 0.000915 USD`, or `kin: tokens ~1400
+/// (estimated: the endpoint reported no usage)` for an endpoint that reports none.
 fn usage_line(host: &crate::agent::host::AgentHost, agent: &crate::agent::Agent) -> Option<String> {
     let usage = agent.with_events(|events| {
         events.iter().rev().find_map(|event| match &event.body {
@@ -172,11 +189,22 @@ fn usage_line(host: &crate::agent::host::AgentHost, agent: &crate::agent::Agent)
             _ => None,
         })
     })??;
-    let mut line = format!("kin: tokens {} in", usage.input_tokens);
-    if let Some(cached) = usage.cache_read_tokens {
-        line.push_str(&format!(" ({cached} cached)"));
+    let reported = usage.input_tokens + usage.output_tokens > 0 || usage.estimated_tokens.is_none();
+    let mut line = "kin: tokens".to_owned();
+    if reported {
+        line.push_str(&format!(" {} in", usage.input_tokens));
+        if let Some(cached) = usage.cache_read_tokens {
+            line.push_str(&format!(" ({cached} cached)"));
+        }
+        line.push_str(&format!(", {} out", usage.output_tokens));
     }
-    line.push_str(&format!(", {} out", usage.output_tokens));
+    // Calls the endpoint reported no usage for are kin's estimate, said so, never shown as 0.
+    if let Some(estimated) = usage.estimated_tokens {
+        let and = if reported { " and" } else { "" };
+        line.push_str(&format!(
+            "{and} ~{estimated} (estimated: the endpoint reported no usage)"
+        ));
+    }
     let choice = agent
         .model_choice(host.models())
         .unwrap_or_else(|| host.models().default_choice());
@@ -191,6 +219,28 @@ fn usage_line(host: &crate::agent::host::AgentHost, agent: &crate::agent::Agent)
         }
     }
     Some(line)
+}
+
+/// Whether the last turn's last answer was empty: no text and no tool call.
+fn ended_empty(events: &[Event]) -> bool {
+    let last_turn = events
+        .iter()
+        .rposition(|event| matches!(event.body, EventBody::TurnStart(_)))
+        .unwrap_or(0);
+    let last_answer = events[last_turn..]
+        .iter()
+        .rev()
+        .find_map(|event| match &event.body {
+            EventBody::AssistantMessage(message) => Some(&message.message.content),
+            _ => None,
+        });
+    last_answer.is_some_and(|blocks| {
+        blocks.iter().all(|block| match block {
+            crate::session::AssistantBlock::Text { text } => text.trim().is_empty(),
+            crate::session::AssistantBlock::Reasoning { .. } => true,
+            crate::session::AssistantBlock::ToolCall { .. } => false,
+        })
+    })
 }
 
 /// The cost of the background tasks the last turn started that have settled: their

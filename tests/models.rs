@@ -197,14 +197,16 @@ async fn the_model_option_is_listed_switched_priced_and_restored_on_load() {
 #[tokio::test]
 async fn a_session_over_the_threshold_is_compacted_and_loads_with_its_summary() {
     let server = MockServer::start();
-    // A window so small the second prompt passes half of it.
+    // The first answer alone passes half the window (the system prompt and tools are
+    // ~3,500 tokens of it, so compacting the first turn makes room).
     let mut kin = start(
         &server,
-        home_with("context_window = 4000\ncompact_at = 0.5\n"),
+        home_with("context_window = 40000\ncompact_at = 0.5\n"),
     );
     initialize(&mut kin).await;
     let session = kin.new_session().await;
-    server.push(answer_with_usage("first answer", 100, 10));
+    let first = format!("first answer {}", "y".repeat(70_000));
+    server.push(answer_with_usage(&first, 3_500, 17_500));
     let (_, answer) = kin
         .request(2, "session/prompt", prompt(&session, "first"))
         .await;
@@ -212,9 +214,8 @@ async fn a_session_over_the_threshold_is_compacted_and_loads_with_its_summary() 
 
     server.push(text_reply(&["SUMMARY-OF-TURN-1"]));
     server.push(answer_with_usage("second answer", 200, 10));
-    let long = "x".repeat(9000);
     let (updates, answer) = kin
-        .request(3, "session/prompt", prompt(&session, &long))
+        .request(3, "session/prompt", prompt(&session, "second"))
         .await;
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     let requests = server.requests();
@@ -304,8 +305,13 @@ async fn a_context_length_error_compacts_and_the_turn_goes_on() {
     assert!(requests[3].body["messages"]
         .to_string()
         .contains("SHORT-SUMMARY"));
-    // No context window is configured: no usage updates.
-    assert!(of_kind(&updates, "usage_update").is_empty());
+    // No context window is configured, but the endpoint's refusal named it: the usage
+    // updates after it carry that size.
+    let sizes: Vec<&Value> = of_kind(&updates, "usage_update")
+        .iter()
+        .map(|u| &u["size"])
+        .collect();
+    assert_eq!(sizes, [&json!(8192)]);
     let log = log_of(&kin, &session);
     let began = log
         .iter()

@@ -315,7 +315,8 @@ async fn server_errors_are_retried_until_the_retries_run_out() {
         ModelError::Http {
             status: 500,
             body: "the upstream is down".into(),
-            attempts: 3
+            attempts: 3,
+            code: Some("mock_error".into()),
         }
     );
     assert_eq!(

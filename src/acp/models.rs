@@ -95,7 +95,7 @@ pub(crate) fn set_model(
 pub(crate) const BUDGET_META_KEY: &str = "kin.budget";
 
 /// The `usage_update` after a model call of `agent`: only for a model whose context window
-/// is configured (the update needs its size). `budget` is its tree's spent, limit and
+/// is known, configured or reported by its server (the update needs its size). `budget` is its tree's spent, limit and
 /// remaining (`_meta["kin.budget"]`), for a root session under a budget.
 pub(crate) fn usage_update(
     models: &ModelCatalog,
@@ -105,7 +105,7 @@ pub(crate) fn usage_update(
     let choice = agent
         .model_choice(models)
         .unwrap_or_else(|| models.default_choice());
-    let size = choice.profile.context_window?;
+    let size = agent.context.window(choice.profile.context_window)?;
     let usage = agent.context.usage();
     let mut update = UsageUpdate::new(usage.used, size);
     if let Some(prices) = &choice.profile.prices {

@@ -99,7 +99,7 @@ async fn run_builtin(
 ) -> Result<StopReason, RpcError> {
     let mut stop = StopReason::EndTurn;
     let text = match builtin {
-        Builtin::Agents => agents_text(runtime, &agent.id),
+        Builtin::Agents => agents_text(runtime, agent),
         Builtin::Mode => {
             let ids: Vec<&str> = PermissionMode::ALL.iter().map(|m| m.id()).collect();
             if args.is_empty() {
@@ -176,13 +176,15 @@ async fn run_builtin(
     Ok(stop)
 }
 
-/// `/agents`: the session's children, one line each.
-fn agents_text(runtime: &Runtime, session: &str) -> String {
-    let children = runtime.delegation().list(session);
-    if children.is_empty() {
+/// `/agents`: the session's children, one line each: the continuable ones, then those that
+/// ran in the foreground (from the session's own log, under the description the model gave).
+fn agents_text(runtime: &Runtime, agent: &Agent) -> String {
+    let children = runtime.delegation().list(&agent.id);
+    let foreground = agent.with_events(foreground_children);
+    if children.is_empty() && foreground.is_empty() {
         return "This session has no subagents.".into();
     }
-    let lines: Vec<String> = children
+    let mut lines: Vec<String> = children
         .iter()
         .map(|child| {
             let state = match (&child.task, &child.last_stop) {
@@ -197,7 +199,40 @@ fn agents_text(runtime: &Runtime, session: &str) -> String {
             )
         })
         .collect();
+    lines.extend(foreground);
     format!("Subagents of this session:\n{}", lines.join("\n"))
+}
+
+/// The foreground `subagent` and `subagent_fork` calls in `events`, one line each with how they ended.
+fn foreground_children(events: &[crate::session::Event]) -> Vec<String> {
+    use crate::session::EventBody;
+    let mut lines = Vec::new();
+    for event in events {
+        let EventBody::ToolCall(call) = &event.body else {
+            continue;
+        };
+        let args: Value = serde_json::from_str(&call.arguments).unwrap_or_default();
+        // `subagent` and `subagent_fork`.
+        let delegates = call.name == "subagent" || call.name == "subagent_fork";
+        if !delegates || args["run_in_background"] == Value::Bool(true) {
+            continue;
+        }
+        let result = events.iter().find_map(|e| match &e.body {
+            EventBody::ToolResult(result) if result.call_id() == call.call_id => Some(result),
+            _ => None,
+        });
+        let state = match result {
+            None => "running",
+            Some(result) if result.is_error() => "failed",
+            Some(_) => "done",
+        };
+        let label = args["description"].as_str().unwrap_or("(untitled)");
+        lines.push(format!(
+            "- {label} (foreground, turn {}) — {state}",
+            call.turn
+        ));
+    }
+    lines
 }
 
 /// Waits for the blob files of the session's last prompts, written while the turn ran (see

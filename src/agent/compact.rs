@@ -8,12 +8,14 @@ use std::sync::Arc;
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
-use super::context::estimate_tokens;
+mod pieces;
+
 use super::{Agent, AgentState, Observer};
 use crate::model::{ModelChoice, ModelRequest};
-use crate::session::history::{HistoryItem, ModelHistory};
+use crate::session::history::{HistoryItem, ModelHistory, SUMMARY_PREFIX};
 use crate::session::{
-    Chunk, CompactionEnd, CompactionStart, CompactionTrigger, EventBody, StoreError, UserPart,
+    Chunk, CompactionEnd, CompactionStart, CompactionTrigger, EventBody, FinishKind, StoreError,
+    Usage, UserPart,
 };
 use crate::time::now_ms;
 
@@ -48,16 +50,95 @@ pub(crate) enum CompactionOutcome {
 }
 
 /// The tokens of `agent`'s next request: the context after the last call plus an estimate of
-/// what came since (the whole conversation, with a system prompt of `system_len` bytes,
-/// estimated when nothing was counted yet).
-pub(super) fn next_request_tokens(agent: &Agent, system_len: usize) -> u64 {
+/// what came since, or, when nothing was counted yet, an estimate of the whole request (its
+/// fixed part, system prompt and tool schemas, is `fixed_bytes` long).
+pub(super) fn next_request_tokens(agent: &Agent, fixed_bytes: usize) -> u64 {
     let history = agent.model_history();
     let usage = agent.context.usage();
     if usage.counted_items == 0 || usage.counted_items > history.len() {
-        estimate_tokens(system_len + history.text_len_from(0))
+        agent
+            .context
+            .estimate(fixed_bytes + history.text_len_from(0))
     } else {
-        usage.used + estimate_tokens(history.text_len_from(usage.counted_items))
+        usage.used
+            + agent
+                .context
+                .estimate(history.text_len_from(usage.counted_items))
     }
+}
+
+/// Tokens a summary may take: the model's output cap, at most a quarter of the window.
+pub(super) fn summary_cap(choice: &ModelChoice, window: Option<u64>) -> u32 {
+    let cap = choice.profile.max_output.unwrap_or(DEFAULT_SUMMARY_TOKENS);
+    match window {
+        Some(window) => cap
+            .min(u32::try_from(window / 4).unwrap_or(u32::MAX))
+            .max(256),
+        None => cap,
+    }
+}
+
+/// The summary's cap when the model has no configured output cap.
+const DEFAULT_SUMMARY_TOKENS: u32 = 4096;
+
+/// What stays of the request however much is compacted, when that alone passes the limit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct NoRoom {
+    /// Tokens of the system prompt and the tool schemas.
+    pub(crate) fixed: u64,
+    /// Tokens of what a compaction keeps (the running turn) with room for the summary.
+    pub(crate) kept: u64,
+    /// The limit (the compaction share of the window).
+    pub(crate) limit: u64,
+    pub(crate) window: u64,
+}
+
+impl NoRoom {
+    /// What to tell the user, once: the figures and what to change.
+    pub(crate) fn advice(&self) -> String {
+        format!(
+            "Compaction cannot make room in this model's context window: the system prompt and \
+             tool definitions take {} of its {} tokens, and with the current turn and a summary \
+             the request would still be {} tokens, over the {} at which kin compacts. Give the \
+             model a larger window (for llama-server, `-c 16384` or more, and `context_window` \
+             in kin's config to match), offer fewer tools (fewer MCP servers), or start a new \
+             session.",
+            self.fixed,
+            self.window,
+            self.fixed + self.kept,
+            self.limit
+        )
+    }
+}
+
+/// Whether compacting `agent` now could bring its next request under `limit` tokens of a
+/// `window`-token window: what stays (fixed part, kept messages, the summary) must fit.
+pub(super) fn room_check(
+    agent: &Agent,
+    in_turn: Option<(u32, u32)>,
+    window: u64,
+    limit: u64,
+    summary_tokens: u32,
+) -> Result<(), NoRoom> {
+    let history = agent.model_history();
+    let running = in_turn.map_or(0, |(_, step)| agent.running_prefix(step).len());
+    let summarised = match running {
+        0 => agent.completed_prefix().len(),
+        running => running,
+    };
+    let usage = agent.context.usage();
+    let fixed = agent.context.estimate(usage.fixed_bytes);
+    let kept =
+        agent.context.estimate(history.text_len_from(summarised)) + u64::from(summary_tokens);
+    if summarised > 0 && fixed + kept <= limit {
+        return Ok(());
+    }
+    Err(NoRoom {
+        fixed,
+        kept,
+        limit,
+        window,
+    })
 }
 
 /// How many of a running turn's latest steps an in-turn compaction keeps as they are.
@@ -75,7 +156,8 @@ pub(super) fn in_turn_through(turn: u32, step: u32) -> Option<(u32, u32)> {
 
 /// Runs one compaction with `choice`'s model, writing its events through `state`'s log. With
 /// `in_turn` (the running turn and a step), it summarises that turn's steps up to there too,
-/// when there are any; else only the completed turns.
+/// when there are any; else only the completed turns. A conversation longer than the window
+/// is summarised in pieces, each summary carried into the next piece.
 pub(super) async fn compact(
     agent: &Arc<Agent>,
     state: &mut AgentState,
@@ -108,77 +190,55 @@ pub(super) async fn compact(
             through_step,
         }),
     )?;
-    let mut items: Vec<HistoryItem> = prefix.iter().map(|item| (**item).clone()).collect();
-    items.push(HistoryItem::User(vec![UserPart::Text {
-        text: COMPACTION_INSTRUCTION.into(),
-    }]));
-    let request_len = items.iter().map(HistoryItem::text_len).sum::<usize>();
-    let request = ModelRequest {
-        session_id: agent.id.clone(),
-        cwd: Some(agent.cwd.clone()),
-        system: String::new(),
-        history: ModelHistory::from(items),
-        tools: Vec::new(),
-        max_tokens: choice.profile.max_output,
-        blobs: Some(agent.blob_dir()),
+    let window = agent.context.window(choice.profile.context_window);
+    let max_tokens = summary_cap(choice, window);
+    let items: Vec<HistoryItem> = prefix.iter().map(|item| (**item).clone()).collect();
+    let pieces = match window {
+        Some(window) => {
+            // Each piece's request: the last summary, the piece and the instruction, with
+            // room left for the answer.
+            let room = window.saturating_sub(u64::from(max_tokens) * 2 + INSTRUCTION_TOKENS);
+            let bytes = agent.context.estimate_bytes(room);
+            pieces::split(items, bytes)
+        }
+        None => vec![items],
     };
-    let mut stream = choice.model.stream(request);
-    let mut summary = String::new();
-    let mut usage = None;
+    if pieces.len() > 1 {
+        tracing::info!(
+            session = %agent.id,
+            pieces = pieces.len(),
+            "the conversation is longer than the window: summarising it in pieces"
+        );
+    }
+    let mut summary: Option<String> = None;
+    let mut spent = Spent::default();
     let mut failure = None;
-    loop {
-        let next = tokio::select! {
-            biased;
-            _ = cancel.cancelled() => {
-                failure = Some("cancelled".to_owned());
-                break;
-            }
-            next = stream.next() => next,
-        };
-        match next {
-            Some(Ok(Chunk::TextDelta { text, .. })) => {
-                summary.push_str(&text);
-                if summary.len() > MAX_SUMMARY_BYTES {
-                    failure = Some(format!(
-                        "the summary passed {MAX_SUMMARY_BYTES} bytes (the model did not stop)"
-                    ));
-                    break;
-                }
-            }
-            Some(Ok(Chunk::Usage { usage: u })) => usage = Some(u),
-            Some(Ok(Chunk::Finish { reason })) => {
-                if reason.kind == crate::session::FinishKind::Error {
-                    failure = Some("the model reported an error".to_owned());
-                }
-                break;
-            }
-            Some(Ok(_)) => {}
-            Some(Err(error)) => {
-                failure = Some(error.to_string());
-                break;
-            }
-            None => {
-                failure = Some("the model stream ended without a finish chunk".to_owned());
+    for piece in pieces {
+        let mut items = Vec::with_capacity(piece.len() + 2);
+        if let Some(summary) = &summary {
+            items.push(HistoryItem::User(vec![UserPart::Text {
+                text: format!("{SUMMARY_PREFIX}\n\n{summary}"),
+            }]));
+        }
+        items.extend(piece);
+        match summarise(agent, choice, items, max_tokens, cancel, &mut spent).await {
+            Ok(text) => summary = Some(text),
+            Err(reason) => {
+                failure = Some(reason);
                 break;
             }
         }
     }
-    drop(stream);
-    let summary = summary.trim().to_owned();
-    if failure.is_none() && summary.is_empty() {
-        failure = Some("the model wrote an empty summary".to_owned());
-    }
+    let summary = summary.unwrap_or_default();
     let cancelled = cancel.is_cancelled();
-    // The call counts against budgets as a turn's calls do; estimated when not reported.
-    let estimated_tokens = usage
-        .is_none()
-        .then(|| estimate_tokens(request_len + summary.len()));
+    // The calls count against budgets as a turn's calls do; estimated when not reported.
+    let Spent { usage, estimated } = spent;
     let end = CompactionEnd {
         compaction_id,
         summary: failure.is_none().then(|| summary.clone()),
         error: failure.clone(),
         usage: usage.clone(),
-        estimated_tokens,
+        estimated_tokens: estimated,
     };
     let tokens = end.tokens();
     emit(state, EventBody::CompactionEnd(end))?;
@@ -194,13 +254,157 @@ pub(super) async fn compact(
         Some(reason) => CompactionOutcome::Failed { reason },
         None => {
             let history = agent.model_history();
-            agent
-                .context
-                .set_used(estimate_tokens(history.text_len_from(0)), history.len());
+            let fixed = agent.context.usage().fixed_bytes;
+            let used = agent.context.estimate(fixed + history.text_len_from(0));
+            agent.context.set_used(used, history.len());
             CompactionOutcome::Compacted {
                 through_turn,
                 summary,
             }
         }
     })
+}
+
+/// Tokens of the instruction and the message framing of a compaction request.
+const INSTRUCTION_TOKENS: u64 = 256;
+
+/// Asked instead when a summary was cut at the output limit.
+const SHORTER_INSTRUCTION: &str = "Your last summary was cut off at the output limit. Write a \
+shorter one: the same points, tersely, well under the limit. Answer with the summary only.";
+
+/// What a compaction's calls spent: the usage the endpoint reported, and kin's estimate of
+/// the calls it reported none for.
+#[derive(Default)]
+struct Spent {
+    usage: Option<Usage>,
+    estimated: Option<u64>,
+}
+
+impl Spent {
+    /// Adds one call: its reported `usage`, else an estimate of its `bytes` of request and
+    /// answer.
+    fn add(&mut self, agent: &Agent, usage: Option<Usage>, bytes: usize) {
+        let Some(usage) = usage else {
+            let estimate = agent.context.estimate(bytes);
+            *self.estimated.get_or_insert(0) += estimate;
+            return;
+        };
+        let total = self.usage.get_or_insert_with(Usage::default);
+        total.input_tokens += usage.input_tokens;
+        total.output_tokens += usage.output_tokens;
+        if let Some(cached) = usage.cache_read_tokens {
+            *total.cache_read_tokens.get_or_insert(0) += cached;
+        }
+    }
+}
+
+/// One summary of `items`: asked once, and once more for a shorter one when the first was
+/// cut at the output limit (a cut summary is never kept). What the calls spent is added to
+/// `spent`, whether they succeed or fail.
+async fn summarise(
+    agent: &Arc<Agent>,
+    choice: &ModelChoice,
+    items: Vec<HistoryItem>,
+    max_tokens: u32,
+    cancel: &CancellationToken,
+    spent: &mut Spent,
+) -> Result<String, String> {
+    for instruction in [COMPACTION_INSTRUCTION, SHORTER_INSTRUCTION] {
+        let mut items = items.clone();
+        items.push(HistoryItem::User(vec![UserPart::Text {
+            text: instruction.into(),
+        }]));
+        let request_len: usize = items.iter().map(HistoryItem::text_len).sum();
+        let request = ModelRequest {
+            session_id: agent.id.clone(),
+            cwd: Some(agent.cwd.clone()),
+            system: String::new(),
+            history: ModelHistory::from(items),
+            tools: Vec::new(),
+            max_tokens: Some(max_tokens),
+            blobs: Some(agent.blob_dir()),
+        };
+        let call = one_call(choice, request, cancel).await;
+        spent.add(agent, call.usage, request_len + call.text.len());
+        if let Some(reason) = call.failure {
+            return Err(reason);
+        }
+        let summary = call.text.trim().to_owned();
+        if call.cut {
+            tracing::info!(session = %agent.id, max_tokens, "the summary was cut at the output limit");
+            continue;
+        }
+        if summary.is_empty() {
+            return Err("the model wrote an empty summary".to_owned());
+        }
+        return Ok(summary);
+    }
+    Err(format!(
+        "the summary was cut at its output limit of {max_tokens} tokens twice"
+    ))
+}
+
+/// What one summary call came to.
+struct SummaryCall {
+    text: String,
+    usage: Option<Usage>,
+    failure: Option<String>,
+    /// The model stopped at the output limit.
+    cut: bool,
+}
+
+async fn one_call(
+    choice: &ModelChoice,
+    request: ModelRequest,
+    cancel: &CancellationToken,
+) -> SummaryCall {
+    let mut stream = choice.model.stream(request);
+    let mut call = SummaryCall {
+        text: String::new(),
+        usage: None,
+        failure: None,
+        cut: false,
+    };
+    loop {
+        let next = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => {
+                call.failure = Some("cancelled".to_owned());
+                break;
+            }
+            next = stream.next() => next,
+        };
+        match next {
+            Some(Ok(Chunk::TextDelta { text, .. })) => {
+                call.text.push_str(&text);
+                if call.text.len() > MAX_SUMMARY_BYTES {
+                    call.failure = Some(format!(
+                        "the summary passed {MAX_SUMMARY_BYTES} bytes (the model did not stop)"
+                    ));
+                    break;
+                }
+            }
+            Some(Ok(Chunk::Usage { usage })) => call.usage = Some(usage),
+            Some(Ok(Chunk::Finish { reason })) => {
+                match reason.kind {
+                    FinishKind::Error => {
+                        call.failure = Some("the model reported an error".to_owned())
+                    }
+                    FinishKind::MaxTokens => call.cut = true,
+                    _ => {}
+                }
+                break;
+            }
+            Some(Ok(_)) => {}
+            Some(Err(error)) => {
+                call.failure = Some(error.to_string());
+                break;
+            }
+            None => {
+                call.failure = Some("the model stream ended without a finish chunk".to_owned());
+                break;
+            }
+        }
+    }
+    call
 }

@@ -15,6 +15,15 @@ pub struct ContextUsage {
     pub(crate) used: u64,
     /// The history length (in messages) `used` counts.
     pub(crate) counted_items: usize,
+    /// Bytes of request per token, from the last request the endpoint counted (`None`: none
+    /// was counted yet, and [`DEFAULT_BYTES_PER_TOKEN`] is assumed).
+    pub(crate) bytes_per_token: Option<f64>,
+    /// Bytes of the last request's fixed part: the system prompt and the tool schemas.
+    pub(crate) fixed_bytes: usize,
+    /// The window an endpoint named when it refused a request as too long.
+    pub(crate) reported_window: Option<u64>,
+    /// The window the model's server reported when asked (llama-server's `/props`).
+    pub(crate) server_window: Option<u64>,
     /// Cost so far, this session's calls and its settled children's.
     pub cost: f64,
 }
@@ -25,6 +34,8 @@ struct Figures {
     /// Sums of the running turn.
     turn: TurnUsage,
     turn_cost_start: f64,
+    /// The last answer that stopped at its output cap: the cap, and what set it.
+    output_cap_hit: Option<(u32, &'static str)>,
 }
 
 /// The model choice and the usage figures of one session.
@@ -88,6 +99,18 @@ impl SessionContext {
         let mut figures = lock(&self.figures);
         figures.turn = TurnUsage::default();
         figures.turn_cost_start = figures.usage.cost;
+        figures.output_cap_hit = None;
+    }
+
+    /// An answer of the running turn stopped at its output cap of `cap` tokens, set by
+    /// `setting`.
+    pub(crate) fn note_output_cap(&self, cap: u32, setting: &'static str) {
+        lock(&self.figures).output_cap_hit = Some((cap, setting));
+    }
+
+    /// The output cap the running (or last) turn's answer stopped at, and what set it.
+    pub fn output_cap_hit(&self) -> Option<(u32, &'static str)> {
+        lock(&self.figures).output_cap_hit
     }
 
     /// Counts one model call of `profile`'s model; `used` is the context after it and
@@ -110,6 +133,62 @@ impl SessionContext {
         }
         figures.usage.used = used;
         figures.usage.counted_items = items;
+    }
+
+    /// The endpoint counted `prompt_tokens` for a request of `request_bytes` bytes (system,
+    /// history and tool schemas): later estimates use that ratio.
+    pub(crate) fn calibrate(&self, request_bytes: usize, prompt_tokens: u64) {
+        if prompt_tokens == 0 || request_bytes == 0 {
+            return;
+        }
+        let ratio = (request_bytes as f64 / prompt_tokens as f64).clamp(1.0, 8.0);
+        lock(&self.figures).usage.bytes_per_token = Some(ratio);
+    }
+
+    /// The fixed part of this session's requests (system prompt and tool schemas) is
+    /// `bytes` long.
+    pub(crate) fn set_fixed_bytes(&self, bytes: usize) {
+        lock(&self.figures).usage.fixed_bytes = bytes;
+    }
+
+    /// The endpoint refused a request as too long for its `window`-token window.
+    pub(crate) fn report_window(&self, window: u64) {
+        lock(&self.figures).usage.reported_window = Some(window);
+    }
+
+    /// The model's server reported its `window` when asked.
+    pub(crate) fn set_server_window(&self, window: Option<u64>) {
+        lock(&self.figures).usage.server_window = window;
+    }
+
+    /// The window to work with: `known` (configured, else what the server reported when
+    /// asked), or the one an endpoint named in a refusal when that is smaller or nothing else
+    /// is known.
+    pub(crate) fn window(&self, known: Option<u64>) -> Option<u64> {
+        let usage = &lock(&self.figures).usage;
+        let known = known.or(usage.server_window);
+        match (known, usage.reported_window) {
+            (Some(known), Some(reported)) => Some(known.min(reported)),
+            (known, reported) => known.or(reported),
+        }
+    }
+
+    /// Tokens of `bytes` of request, by the last calibration (else four bytes a token).
+    pub(crate) fn estimate(&self, bytes: usize) -> u64 {
+        let ratio = lock(&self.figures)
+            .usage
+            .bytes_per_token
+            .unwrap_or(DEFAULT_BYTES_PER_TOKEN);
+        (bytes as f64 / ratio).ceil() as u64
+    }
+
+    /// Bytes of request that make about `tokens` tokens, by the last calibration.
+    pub(crate) fn estimate_bytes(&self, tokens: u64) -> usize {
+        let ratio = lock(&self.figures)
+            .usage
+            .bytes_per_token
+            .unwrap_or(DEFAULT_BYTES_PER_TOKEN);
+        (tokens as f64 * ratio) as usize
     }
 
     /// Counts tokens estimated for a call whose endpoint reported no usage.
@@ -175,7 +254,46 @@ impl SessionContext {
     }
 }
 
-/// A rough token count of `text` for when the endpoint gave none: four bytes a token.
-pub(crate) fn estimate_tokens(text_len: usize) -> u64 {
-    (text_len as u64).div_ceil(4)
+/// Bytes a token before any endpoint count calibrated it (about right for English and code
+/// with the common tokenizers).
+pub(crate) const DEFAULT_BYTES_PER_TOKEN: f64 = 4.0;
+
+/// Bytes the model reads of `tools`' definitions: names, descriptions and JSON schemas (a
+/// chat template renders them into the prompt; 14 built-in tools are ~13 KB).
+pub(crate) fn tool_schema_bytes(tools: &[crate::model::ToolSpec]) -> usize {
+    tools
+        .iter()
+        .map(|tool| {
+            let schema = serde_json::to_string(&*tool.parameters).map_or(0, |s| s.len());
+            // The `{"type":"function","function":{...}}` wrapper around each.
+            tool.name.len() + tool.description.len() + schema + 60
+        })
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn estimates_follow_the_endpoints_count() {
+        let context = SessionContext::default();
+        assert_eq!(context.estimate(4000), 1000);
+        // The endpoint counted 2,512 tokens for 12,560 bytes: five bytes a token.
+        context.calibrate(12_560, 2_512);
+        assert_eq!(context.estimate(5000), 1000);
+        // Nonsense counts do not throw the estimate off by more than the clamp allows.
+        context.calibrate(100, 10_000);
+        assert_eq!(context.estimate(100), 100);
+    }
+
+    #[test]
+    fn tool_schemas_count() {
+        let spec = crate::model::ToolSpec {
+            name: "read".into(),
+            description: "Reads a file.".into(),
+            parameters: std::sync::Arc::new(serde_json::json!({"type": "object"})),
+        };
+        assert_eq!(tool_schema_bytes(&[spec]), 4 + 13 + 17 + 60);
+    }
 }

@@ -258,6 +258,8 @@ struct AgentState {
     has_title: bool,
     /// The user was told once that this session's model gets a tool's images as placeholders.
     tool_images_told: bool,
+    /// The user was told once that compaction cannot make room in the window.
+    no_room_told: bool,
 }
 
 /// Why a message could not be steered into a turn.
@@ -314,6 +316,7 @@ impl Agent {
                 last_turn,
                 has_title,
                 tool_images_told: false,
+                no_room_told: false,
             }),
             transcript: RwLock::new(Transcript {
                 history: HistoryFold::new(&spec.events),

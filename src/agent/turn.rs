@@ -9,8 +9,8 @@ use tokio_util::sync::CancellationToken;
 mod calls;
 
 use super::argument_cap::ArgumentCap;
-use super::compact::{compact, in_turn_through, next_request_tokens, CompactionOutcome};
-use super::context::estimate_tokens;
+use super::compact::{compact, in_turn_through, CompactionOutcome};
+use super::context::tool_schema_bytes;
 use super::{
     permissions, Agent, AgentState, MessageAssembler, Observer, StopReason, TurnDeps, TurnError,
 };
@@ -85,7 +85,9 @@ pub(super) async fn run(
         Err(TurnError::Model { step, error, .. }) => TurnEndReason::Error {
             step: Some(*step),
             message: Some(error.to_string()),
-            code: None,
+            // The fold leaves such a turn out of later requests (see `session::history`).
+            code: matches!(error, ModelError::ContextOverflow(_))
+                .then(|| crate::session::history::CONTEXT_OVERFLOW_CODE.to_owned()),
             failure: None,
         },
         Err(error) => TurnEndReason::Error {
@@ -216,29 +218,58 @@ impl Turn<'_> {
             }
             self.deliver_pending()?;
             let choice = self.choice();
-            let over = self.over_threshold(&choice);
+            if choice.profile.context_window.is_none() {
+                let found = choice.model.discover_window().await;
+                self.agent.context.set_server_window(found);
+            }
+            let window = self.agent.context.window(choice.profile.context_window);
+            let tools = self.tool_specs();
+            self.agent
+                .context
+                .set_fixed_bytes(self.deps.system.len() + tool_schema_bytes(&tools));
+            let over = self.over_threshold(window);
             if over && armed && !failed {
-                let trigger = CompactionTrigger::Threshold;
-                let outcome = self.compact(&choice, trigger, step).await?;
+                let outcome = match self.room(&choice, window, step) {
+                    Ok(()) => {
+                        let trigger = CompactionTrigger::Threshold;
+                        self.compact(&choice, trigger, step).await?
+                    }
+                    Err(no_room) => {
+                        self.tell_no_room(&no_room);
+                        CompactionOutcome::NothingToCompact
+                    }
+                };
                 failed = matches!(outcome, CompactionOutcome::Failed { .. });
                 armed = outcome == CompactionOutcome::NothingToCompact;
             }
             armed |= !over;
             self.emit(EventBody::StepStart(StepRef { turn, step }))?;
-            let result = self.step(step, &choice).await;
+            let result = self.step(step, &choice, tools, window).await;
             self.emit(EventBody::StepEnd(StepRef { turn, step }))?;
             self.state.log.flush()?;
             let result = match result {
-                // Too long for the endpoint: compact once and call again.
-                Err(TurnError::Model { ref error, .. })
-                    if error.is_context_overflow() && !compacted_on_overflow =>
-                {
-                    compacted_on_overflow = true;
-                    let trigger = CompactionTrigger::Overflow;
-                    match self.compact(&choice, trigger, step).await? {
-                        CompactionOutcome::Compacted { .. } => continue,
-                        _ => result,
+                // Too long for the endpoint: compact once and call again, when compacting can
+                // make room; else the turn fails, and its prompt is left out of later requests.
+                Err(TurnError::Model { error, .. }) if error.is_context_overflow() => {
+                    if let Some((_, reported)) = error.overflow_sizes() {
+                        self.agent.context.report_window(reported);
                     }
+                    let window = self.agent.context.window(window);
+                    let room = self.room(&choice, window, step);
+                    if !compacted_on_overflow && room.is_ok() {
+                        compacted_on_overflow = true;
+                        let trigger = CompactionTrigger::Overflow;
+                        if let CompactionOutcome::Compacted { .. } =
+                            self.compact(&choice, trigger, step).await?
+                        {
+                            continue;
+                        }
+                    }
+                    if let Err(no_room) = &room {
+                        self.tell_no_room(no_room);
+                    }
+                    let error = self.overflow_error(&error, window);
+                    Err(TurnError::Model { turn, step, error })
                 }
                 result => result,
             };
@@ -275,15 +306,6 @@ impl Turn<'_> {
                 model: self.deps.model.clone(),
             },
         }
-    }
-
-    /// Whether the next request would pass the compaction share of `choice`'s window.
-    fn over_threshold(&self, choice: &ModelChoice) -> bool {
-        let Some(window) = choice.profile.context_window else {
-            return false;
-        };
-        let limit = (window as f64 * self.deps.models.compact_at()) as u64;
-        next_request_tokens(self.agent, self.deps.system.len()) > limit
     }
 
     /// Compacts before `step`: within the turn too when it has older steps to summarise.
@@ -350,20 +372,30 @@ impl Turn<'_> {
         specs
     }
 
-    async fn step(&mut self, step: u32, choice: &ModelChoice) -> Result<StepEnd, TurnError> {
+    async fn step(
+        &mut self,
+        step: u32,
+        choice: &ModelChoice,
+        tools: Vec<crate::model::ToolSpec>,
+        window: Option<u64>,
+    ) -> Result<StepEnd, TurnError> {
         let turn = self.turn;
         let model_error = |error| TurnError::Model { turn, step, error };
         let history = self.agent.model_history();
-        let request_len = self.deps.system.len() + history.text_len_from(0);
+        let request_len = self.agent.context.usage().fixed_bytes + history.text_len_from(0);
+        let (output_cap, cap_source) = choice.output_cap(window);
+        let max_tokens = self.agent.options.max_tokens.unwrap_or(output_cap);
         let request = ModelRequest {
             session_id: self.agent.id.clone(),
             cwd: Some(self.agent.cwd.clone()),
             system: self.deps.system.clone(),
             history,
-            tools: self.tool_specs(),
-            max_tokens: self.agent.options.max_tokens.or(choice.profile.max_output),
+            tools,
+            max_tokens: Some(max_tokens),
             blobs: Some(self.agent.blob_dir()),
         };
+        let near_window = |tokens: u64| window.is_some_and(|w| tokens * 10 >= w * 9);
+        let request_tokens = self.agent.context.estimate(request_len);
         let mut stream = choice.model.stream(request);
         let mut message = MessageAssembler::default();
         let mut chunk_seqs = Vec::new();
@@ -376,6 +408,16 @@ impl Turn<'_> {
             };
             let chunk = match next {
                 Some(Ok(chunk)) => chunk,
+                // An empty answer to a request near the window: most likely too long.
+                Some(Err(ModelError::EmptyBody { .. })) if near_window(request_tokens) => {
+                    return Err(model_error(ModelError::EmptyBody {
+                        hint: format!(
+                            " (the request was about {request_tokens} tokens of a {}-token \
+                             window: an over-long prompt is a common cause)",
+                            window.unwrap_or_default()
+                        ),
+                    }))
+                }
                 Some(Err(error)) => return Err(model_error(error)),
                 None => {
                     return Err(model_error(ModelError::Failed(
@@ -417,9 +459,15 @@ impl Turn<'_> {
             .map(|item| item.text_len())
             .sum();
         let (used, usage) = match &message.usage {
-            Some(usage) => (usage.input_tokens + usage.output_tokens, usage.clone()),
+            Some(usage) => {
+                let counted = usage.input_tokens;
+                tracing::debug!(estimated = request_tokens, counted, "request tokens");
+                self.agent.context.calibrate(request_len, counted);
+                (usage.input_tokens + usage.output_tokens, usage.clone())
+            }
+            // No usage from the endpoint: estimated from what was sent and received, never 0.
             None => {
-                let estimate = estimate_tokens(request_len + reply_len);
+                let estimate = request_tokens + self.agent.context.estimate(reply_len);
                 // Logged in the turn's `turn/end`, so a budget still counts it after a restart.
                 self.agent.context.record_estimate(estimate);
                 (estimate, Usage::default())
@@ -478,6 +526,20 @@ impl Turn<'_> {
         if finish.kind == FinishKind::Aborted {
             return Ok(StepEnd::Finished(StopReason::Cancelled));
         }
+        if calls.is_empty() && reply_len == 0 {
+            tracing::warn!(session = %self.agent.id, turn, step, "the model returned an empty answer");
+        }
+        if finish.kind == FinishKind::MaxTokens {
+            let setting = if self.agent.options.max_tokens.is_some() {
+                "the session's own cap"
+            } else {
+                cap_source
+            };
+            let text =
+                format!("The answer stopped at the output cap of {max_tokens} tokens ({setting}).");
+            tracing::info!(session = %self.agent.id, "{text}");
+            self.agent.context.note_output_cap(max_tokens, setting);
+        }
         self.run_calls(step, &calls, choice.profile.images).await?;
         if self.cancel.is_cancelled() || self.tool_cancelled {
             return Ok(StepEnd::Finished(StopReason::Cancelled));
@@ -495,5 +557,6 @@ impl Turn<'_> {
     }
 }
 
+mod room;
 #[cfg(test)]
 mod tests;

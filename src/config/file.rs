@@ -24,6 +24,7 @@ pub(crate) struct FileConfig {
     pub(crate) api_key_store: Option<super::credentials::KeyStore>,
     pub(crate) connect_timeout: Option<DurationValue>,
     pub(crate) stall_timeout: Option<DurationValue>,
+    pub(crate) first_token_timeout: Option<DurationValue>,
     pub(crate) retries: Option<u32>,
     /// Credential-like variables tool processes may see (see `process::child_env`).
     pub(crate) pass_env: Option<Vec<String>>,

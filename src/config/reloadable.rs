@@ -116,6 +116,10 @@ impl Model for ReloadableModel {
         self.model().accepts_images()
     }
 
+    fn discover_window(&self) -> BoxFuture<'static, Option<u64>> {
+        self.model().discover_window()
+    }
+
     /// Reads the whole configuration again and serves the model it describes from now on. A
     /// configuration that no longer resolves (say, the file is not valid TOML) leaves the
     /// model as it was and is reported as the reason there is no key.

@@ -63,6 +63,15 @@ pub fn render(config: &ModelConfig, key: &KeyState) -> String {
         &human(config.stall_timeout.value),
         &config.stall_timeout.origin.to_string(),
     );
+    let first_token = config.first_token_timeout.value.map_or_else(
+        || "scaled to the prompt (stall_timeout + 1 s per 50 tokens)".to_owned(),
+        human,
+    );
+    row(
+        "first_token_timeout",
+        &first_token,
+        &config.first_token_timeout.origin.to_string(),
+    );
     row(
         "retries",
         &config.retries.value.to_string(),

@@ -167,6 +167,7 @@ mod tests {
             status: 500,
             body: "upstream overloaded".into(),
             attempts: 1,
+            code: None,
         };
         let turn = TurnError::Model {
             turn: 1,
@@ -181,6 +182,7 @@ mod tests {
             status: 429,
             body: "slow down\nplease".into(),
             attempts: 1,
+            code: None,
         };
         assert_eq!(
             of_model_error(&plain),

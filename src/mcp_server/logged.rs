@@ -53,7 +53,10 @@ pub(crate) fn last_turn(events: &[Event]) -> Option<LoggedTurn> {
         ),
         Some(TurnEndReason::MaxTokens) => (
             TaskStatus::Failed,
-            Some("the model stopped at its output limit".to_owned()),
+            Some(
+                "the answer stopped at its output cap (`max_output` in kin's config raises it)"
+                    .to_owned(),
+            ),
         ),
         Some(TurnEndReason::Refusal) => (
             TaskStatus::Failed,

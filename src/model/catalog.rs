@@ -14,6 +14,13 @@ pub const DEFAULT_MODEL_ID: &str = "default";
 /// Share of the context window at which a session is compacted unless configured otherwise.
 pub const DEFAULT_COMPACT_AT: f64 = 0.8;
 
+/// The output cap sent when none is configured and the model's own limit is unknown.
+pub const DEFAULT_MAX_OUTPUT: u32 = 4096;
+
+/// The output limits of the hosted models kin knows by name.
+const KNOWN_OUTPUT_LIMITS: &[(&str, u32)] =
+    &[("deepseek-chat", 8192), ("deepseek-reasoner", 65536)];
+
 /// Prices per million tokens, in `currency`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Prices {
@@ -63,6 +70,29 @@ pub struct ModelChoice {
     pub profile: ModelProfile,
     /// The model to call.
     pub model: Arc<dyn Model>,
+}
+
+impl ModelChoice {
+    /// The output cap of each call and what sets it: `max_output` when configured, else the
+    /// model's known limit, else [`DEFAULT_MAX_OUTPUT`] (at most a quarter of a known window,
+    /// so a small local window keeps room for the prompt).
+    pub fn output_cap(&self, window: Option<u64>) -> (u32, &'static str) {
+        if let Some(max) = self.profile.max_output {
+            return (max, "the configured `max_output`");
+        }
+        let name = self.model.name();
+        if let Some((_, limit)) = KNOWN_OUTPUT_LIMITS.iter().find(|(n, _)| *n == name) {
+            return (
+                *limit,
+                "the model's own limit; `max_output` in kin's config sets another",
+            );
+        }
+        let quarter = window.map_or(u32::MAX, |w| u32::try_from(w / 4).unwrap_or(u32::MAX));
+        (
+            DEFAULT_MAX_OUTPUT.min(quarter).max(256),
+            "kin's default; `max_output` in kin's config raises it",
+        )
+    }
 }
 
 /// The models of this process; never empty (the default is first).

@@ -5,6 +5,7 @@
 
 mod catalog;
 pub mod openai;
+pub(crate) mod overflow;
 mod replay;
 mod unconfigured;
 
@@ -19,7 +20,7 @@ use crate::session::history::ModelHistory;
 pub use crate::session::Chunk;
 pub use catalog::{
     ModelCatalog, ModelChoice, ModelProfile, Prices, UnknownModel, DEFAULT_COMPACT_AT,
-    DEFAULT_MODEL_ID,
+    DEFAULT_MAX_OUTPUT, DEFAULT_MODEL_ID,
 };
 pub(crate) use openai::OpenAiModel;
 pub use replay::{ReplayError, ReplayModel};
@@ -95,6 +96,8 @@ pub enum ModelError {
         body: String,
         /// Tries made.
         attempts: u32,
+        /// The error's type or code (`error.code`, else `error.type`), when the body has one.
+        code: Option<String>,
     },
     /// The endpoint could not be reached (after `attempts` tries).
     #[error("could not reach the model endpoint {url}{}: {detail}", after_attempts(*.attempts))]
@@ -112,6 +115,30 @@ pub enum ModelError {
         /// The stall timeout, as text.
         after: String,
     },
+    /// The answer's first byte did not come within the time-to-first-token limit (a local
+    /// server still evaluating a long prompt); `attempts` requests were made.
+    #[error(
+        "the model sent nothing within {after} of the request{} (a local server may still be \
+         evaluating a long prompt: raise `first_token_timeout`)",
+        after_attempts(*.attempts)
+    )]
+    FirstTokenTimeout {
+        /// The limit, as text.
+        after: String,
+        /// Tries made.
+        attempts: u32,
+    },
+    /// The endpoint answered 200 and then an empty body: no event at all (llama-cpp-python's
+    /// server answers a streamed request that does not fit its window this way).
+    #[error("the endpoint answered with an empty body{hint}")]
+    EmptyBody {
+        /// Why it may have happened, when kin can tell (`""` else).
+        hint: String,
+    },
+    /// The request does not fit the model's context window and compaction could not make
+    /// room; the text gives the figures.
+    #[error("{0}")]
+    ContextOverflow(String),
     /// The stream broke after some of the answer had been streamed; it is not retried, since
     /// the answer so far was already delivered.
     #[error("model stream was cut after output began: {0}")]
@@ -122,23 +149,45 @@ pub enum ModelError {
 }
 
 impl ModelError {
-    /// Whether the endpoint refused the request for its length (OpenAI's
-    /// `context_length_exceeded`, and the wordings of DeepSeek, vLLM and llama.cpp).
+    /// Whether the endpoint refused the request for its length (see [`overflow`] for the
+    /// types, codes and wordings recognised).
     pub(crate) fn is_context_overflow(&self) -> bool {
-        let text = match self {
+        match self {
             Self::Http {
                 status: 400 | 413 | 422,
                 body,
+                code,
                 ..
-            } => body,
-            Self::Failed(text) | Self::Recorded(text) => text,
-            _ => return false,
-        };
-        let text = text.to_ascii_lowercase();
-        text.contains("context_length_exceeded")
-            || (text.contains("context") && (text.contains("length") || text.contains("too long")))
-            || text.contains("maximum context")
-            || text.contains("prompt is too long")
+            } => overflow::is_overflow(code.as_deref(), body),
+            Self::Failed(text) | Self::Recorded(text) => overflow::is_overflow(None, text),
+            Self::ContextOverflow(_) => true,
+            // An empty answer to a request near the window (the hint says so).
+            Self::EmptyBody { hint } => !hint.is_empty(),
+            _ => false,
+        }
+    }
+
+    /// The request's size and the window in tokens, when the endpoint's refusal names them.
+    pub(crate) fn overflow_sizes(&self) -> Option<(u64, u64)> {
+        match self {
+            Self::Http { body, .. } | Self::Failed(body) | Self::Recorded(body) => {
+                overflow::reported_sizes(body)
+            }
+            _ => None,
+        }
+    }
+
+    /// The same error as it reads while another attempt is still to come: without the
+    /// "gave up" its last attempt would report.
+    pub(crate) fn before_retry(&self) -> Self {
+        let mut error = self.clone();
+        match &mut error {
+            Self::Http { attempts, .. }
+            | Self::Connect { attempts, .. }
+            | Self::FirstTokenTimeout { attempts, .. } => *attempts = 1,
+            _ => {}
+        }
+        error
     }
 }
 
@@ -196,6 +245,12 @@ pub trait Model: Send + Sync {
     /// Starts, in the background, any costly set-up the first call would otherwise pay (TLS
     /// roots); returns at once. Called once the client has been answered `initialize`.
     fn prepare(&self) {}
+    /// Asks the model's server for its context window, once (llama-server's `/props`,
+    /// Ollama's `/api/show`); later calls return what the first found. `None`: the server does
+    /// not say (hosted APIs are not asked).
+    fn discover_window(&self) -> BoxFuture<'static, Option<u64>> {
+        Box::pin(std::future::ready(None))
+    }
     /// Session `id` was just created in this process (replay binds sessions to its scripts in
     /// this order).
     fn session_created(&self, id: &str) {
@@ -218,6 +273,7 @@ mod tests {
             status,
             body: body.into(),
             attempts: 1,
+            code: None,
         };
         assert!(
             http(400, "This model's maximum context length is 8192 tokens").is_context_overflow()
@@ -225,6 +281,24 @@ mod tests {
         assert!(http(400, "{\"code\":\"context_length_exceeded\"}").is_context_overflow());
         assert!(http(413, "prompt is too long").is_context_overflow());
         assert!(!http(400, "invalid tool schema").is_context_overflow());
-        assert!(!http(500, "maximum context length").is_context_overflow());
+        assert!(!http(500, "maximum context length is 10").is_context_overflow());
+        let typed = ModelError::Http {
+            status: 400,
+            body: "whatever the message".into(),
+            attempts: 1,
+            code: Some("exceed_context_size_error".into()),
+        };
+        assert!(typed.is_context_overflow());
+    }
+
+    #[test]
+    fn a_retry_in_progress_does_not_say_it_gave_up() {
+        let error = ModelError::Connect {
+            url: "u".into(),
+            detail: "refused".into(),
+            attempts: 3,
+        };
+        assert!(error.to_string().contains("gave up after 3 attempts"));
+        assert!(!error.before_retry().to_string().contains("gave up"));
     }
 }

@@ -25,8 +25,9 @@ pub(crate) struct TurnUsage {
     pub(crate) cache_read_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) cost: Option<f64>,
-    /// Tokens of the calls whose endpoint reported no usage, estimated from their text: they
-    /// count against budgets as reported ones do, also once the session is reopened.
+    /// Tokens of the calls whose endpoint reported no usage, by kin's estimate (see
+    /// `SessionContext::estimate`): they count against budgets as reported ones do, also once
+    /// the session is reopened.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) estimated_tokens: Option<u64>,
 }
@@ -77,17 +78,17 @@ pub struct CompactionEnd {
     pub(crate) error: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) usage: Option<super::Usage>,
-    /// The call's tokens estimated from its text, when the endpoint reported no usage.
+    /// Tokens of the calls whose endpoint reported no usage, by kin's estimate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) estimated_tokens: Option<u64>,
 }
 
 impl CompactionEnd {
-    /// The tokens the compaction's call counts against budgets: reported, else estimated.
+    /// The tokens the compaction's calls count against budgets: reported and estimated.
     pub(crate) fn tokens(&self) -> u64 {
-        match &self.usage {
-            Some(usage) => usage.input_tokens.saturating_add(usage.output_tokens),
-            None => self.estimated_tokens.unwrap_or(0),
-        }
+        let reported = self.usage.as_ref().map_or(0, |usage| {
+            usage.input_tokens.saturating_add(usage.output_tokens)
+        });
+        reported.saturating_add(self.estimated_tokens.unwrap_or(0))
     }
 }

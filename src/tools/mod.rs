@@ -31,6 +31,7 @@ pub(crate) mod permission;
 pub(crate) mod plan;
 pub mod private;
 pub(crate) mod read;
+mod recover;
 pub(crate) mod shell;
 #[cfg(test)]
 mod swap_tests;
@@ -361,6 +362,19 @@ impl ToolRegistry {
         self.by_name().get(name)
     }
 
+    /// The error for a call of `name`, which no tool has: the names there are, and the
+    /// closest one.
+    fn unknown(&self, name: &str) -> String {
+        let names = self.by_name().keys().map(String::as_str);
+        let hint = recover::closest(name, names.clone())
+            .map_or_else(String::new, |close| format!(" Did you mean `{close}`?"));
+        let list: Vec<&str> = names.collect();
+        format!(
+            "Error: unknown tool `{name}`.{hint} The tools are: {}.",
+            list.join(", ")
+        )
+    }
+
     /// Keeps only the tools whose name satisfies `keep`.
     pub(crate) fn retain(&mut self, mut keep: impl FnMut(&str) -> bool) {
         let mut by_name = self.by_name().clone();
@@ -397,15 +411,16 @@ impl ToolRegistry {
     /// Runs a call by name; unknown tools and unparsable arguments become error results.
     pub async fn call(&self, name: &str, arguments: &str, cx: ToolContext) -> ToolOutput {
         let Some(tool) = self.get(name) else {
-            return ToolOutput::error(
-                "UnknownTool",
-                "UNKNOWN_TOOL",
-                format!("Error: unknown tool `{name}`"),
-            );
+            return ToolOutput::error("UnknownTool", "UNKNOWN_TOOL", self.unknown(name));
         };
         let parsed = match arguments.trim() {
             "" => Ok(Value::Object(Default::default())),
-            text => serde_json::from_str::<Value>(text),
+            // A raw newline inside a string is taken as the `\n` it means.
+            text => serde_json::from_str::<Value>(text).or_else(|error| {
+                recover::escape_raw_controls(text)
+                    .and_then(|fixed| serde_json::from_str(&fixed).ok())
+                    .ok_or(error)
+            }),
         };
         let arguments = match parsed {
             Ok(value @ Value::Object(_)) => value,

@@ -40,6 +40,144 @@ pub enum Reply {
     Gated { requests: usize, reply: Box<Reply> },
 }
 
+/// What the server does besides answering from its script, the way llama.cpp's servers do
+/// on the wire (see `LlamaLike::llama_server` and `LlamaLike::llama_cpp_python`).
+#[derive(Clone, Debug)]
+pub struct LlamaLike {
+    /// The context window in tokens; a request counts a token per four bytes of its messages
+    /// and tools as JSON.
+    pub n_ctx: u64,
+    /// Whether `GET /props` reports `n_ctx` (llama-server does; llama-cpp-python's does not).
+    pub props: bool,
+    /// Refuse `user, user` and `assistant, assistant` (Gemma's, Mistral's, Llama 2's
+    /// templates): HTTP 400 `Conversation roles must alternate ...`.
+    pub strict_alternation: bool,
+    /// A request over the window: HTTP 200 and an empty body (llama-cpp-python's streamed
+    /// overflow) instead of llama-server's HTTP 400 `exceed_context_size_error`.
+    pub empty_on_overflow: bool,
+    /// Whether streams end with a usage chunk (llama-cpp-python's never do).
+    pub usage: bool,
+    /// Answer `POST /api/show` as Ollama does, with this `num_ctx` in the parameters.
+    pub ollama_num_ctx: Option<u64>,
+}
+
+impl LlamaLike {
+    /// llama.cpp's `llama-server` with `-c n_ctx`.
+    pub fn llama_server(n_ctx: u64) -> Self {
+        Self {
+            n_ctx,
+            props: true,
+            strict_alternation: false,
+            empty_on_overflow: false,
+            usage: true,
+            ollama_num_ctx: None,
+        }
+    }
+
+    /// Ollama serving a model whose `num_ctx` is `n_ctx` (it cuts longer prompts silently;
+    /// here they are refused like llama-server's, to keep the mock simple).
+    pub fn ollama(n_ctx: u64) -> Self {
+        Self {
+            props: false,
+            ollama_num_ctx: Some(n_ctx),
+            ..Self::llama_server(n_ctx)
+        }
+    }
+
+    /// llama-cpp-python's server with `n_ctx`.
+    pub fn llama_cpp_python(n_ctx: u64) -> Self {
+        Self {
+            n_ctx,
+            props: false,
+            strict_alternation: false,
+            empty_on_overflow: true,
+            usage: false,
+            ollama_num_ctx: None,
+        }
+    }
+
+    /// The tokens the server counts for a chat request body.
+    pub fn tokens(body: &Value) -> u64 {
+        let bytes = body["messages"].to_string().len() + body["tools"].to_string().len();
+        bytes as u64 / 4
+    }
+
+    /// The refusal for `body`, if this server would refuse it.
+    fn refusal(&self, body: &Value) -> Option<Reply> {
+        if self.strict_alternation {
+            let roles: Vec<&str> = body["messages"]
+                .as_array()
+                .map(|m| m.iter().filter_map(|m| m["role"].as_str()).collect())
+                .unwrap_or_default();
+            let roles: Vec<&str> = roles.into_iter().filter(|r| *r != "system").collect();
+            let repeated = roles
+                .windows(2)
+                .any(|w| w[0] == w[1] && (w[0] == "user" || w[0] == "assistant"));
+            if repeated || roles.first().is_some_and(|r| *r != "user") {
+                return Some(Reply::Status {
+                    status: 400,
+                    headers: Vec::new(),
+                    body: json!({"error": {"code": 400, "type": "invalid_request_error",
+                        "message": "Conversation roles must alternate user/assistant/user/assistant/..."}})
+                    .to_string(),
+                });
+            }
+        }
+        let tokens = Self::tokens(body);
+        if tokens > self.n_ctx {
+            if self.empty_on_overflow {
+                return Some(Reply::Stream(Vec::new()));
+            }
+            let message = format!(
+                "request ({tokens} tokens) exceeds the available context size ({} tokens), try increasing it",
+                self.n_ctx
+            );
+            return Some(Reply::Status {
+                status: 400,
+                headers: Vec::new(),
+                body: json!({"error": {"code": 400, "message": message,
+                    "type": "exceed_context_size_error", "n_prompt_tokens": tokens,
+                    "n_ctx": self.n_ctx}})
+                .to_string(),
+            });
+        }
+        None
+    }
+
+    /// `reply` as this server would send it: its usage chunk with the prompt tokens it
+    /// counted (`prompt_tokens`), or none when it reports none.
+    fn shape(&self, reply: Reply, prompt_tokens: u64) -> Reply {
+        let strip = |parts: Vec<Vec<u8>>| -> Vec<Vec<u8>> {
+            parts
+                .into_iter()
+                .filter_map(|part| {
+                    let text = String::from_utf8_lossy(&part);
+                    if !text.contains("\"usage\"") {
+                        return Some(part);
+                    }
+                    let data: Value =
+                        serde_json::from_str(text.trim().trim_start_matches("data:").trim())
+                            .ok()?;
+                    let completion = data
+                        .pointer("/usage/completion_tokens")
+                        .and_then(Value::as_u64)
+                        .unwrap_or(0);
+                    self.usage.then(|| event(&usage(prompt_tokens, completion)))
+                })
+                .collect()
+        };
+        match reply {
+            Reply::Stream(parts) => Reply::Stream(strip(parts)),
+            Reply::Hang(parts) => Reply::Hang(strip(parts)),
+            Reply::Cut(parts) => Reply::Cut(strip(parts)),
+            Reply::Delayed(after, reply) => {
+                Reply::Delayed(after, Box::new(self.shape(*reply, prompt_tokens)))
+            }
+            other => other,
+        }
+    }
+}
+
 /// A request as the server received it.
 #[derive(Clone, Debug)]
 pub struct Request {
@@ -79,6 +217,10 @@ struct State {
     /// When each request's reply had been written (by request number).
     answered: Vec<Option<Instant>>,
     connections: usize,
+    /// Behaving like a llama.cpp server, when set.
+    llama: Option<LlamaLike>,
+    /// Requests to other paths than chat completions (`/props`, `/api/show`).
+    probes: Vec<Request>,
 }
 
 pub struct MockServer {
@@ -153,6 +295,16 @@ impl MockServer {
         self.state.lock().unwrap().default = Some(reply);
     }
 
+    /// Behaves like a llama.cpp server from now on (see [`LlamaLike`]).
+    pub fn behave_like(&self, llama: LlamaLike) {
+        self.state.lock().unwrap().llama = Some(llama);
+    }
+
+    /// The requests for the window (`/props`, `/api/show`), kept apart from the script.
+    pub fn probes(&self) -> Vec<Request> {
+        self.state.lock().unwrap().probes.clone()
+    }
+
     /// Connections accepted so far.
     pub fn connections(&self) -> usize {
         self.state.lock().unwrap().connections
@@ -208,11 +360,59 @@ async fn serve(
         let Some(request) = read_request(&mut socket, &mut buffer).await else {
             return;
         };
+        if matches!(request.path.as_str(), "/props" | "/api/show") {
+            // kin asking for the window (llama-server's `/props`, Ollama's `/api/show`): never
+            // a scripted reply.
+            let reply = {
+                let mut state = state.lock().unwrap();
+                let props = match &state.llama {
+                    Some(llama) if llama.props && request.path == "/props" => Some(json!({
+                        "default_generation_settings": {"n_ctx": llama.n_ctx},
+                        "total_slots": 1,
+                    })),
+                    Some(LlamaLike {
+                        ollama_num_ctx: Some(num_ctx),
+                        ..
+                    }) if request.path == "/api/show" => Some(json!({
+                        "parameters": format!("stop \"<end_of_turn>\"\nnum_ctx {num_ctx}"),
+                        "model_info": {"gemma3.context_length": 131072},
+                    })),
+                    _ => None,
+                };
+                state.probes.push(request);
+                match props {
+                    Some(props) => Reply::Status {
+                        status: 200,
+                        headers: Vec::new(),
+                        body: props.to_string(),
+                    },
+                    None => Reply::Status {
+                        status: 404,
+                        headers: Vec::new(),
+                        body: json!({"error": {"code": 404, "message": "File Not Found", "type": "not_found_error"}}).to_string(),
+                    },
+                }
+            };
+            if write_reply(&mut socket, &reply).await.is_err() {
+                return;
+            }
+            continue;
+        }
         let (number, reply) = {
             let mut state = state.lock().unwrap();
+            let llama = state.llama.clone();
+            let refusal = llama.as_ref().and_then(|l| l.refusal(&request.body));
+            let prompt_tokens = LlamaLike::tokens(&request.body);
             state.requests.push(request);
             state.answered.push(None);
-            let reply = state.replies.pop_front().or_else(|| state.default.clone());
+            let reply = match refusal {
+                Some(refusal) => Some(refusal),
+                None => state.replies.pop_front().or_else(|| state.default.clone()),
+            };
+            let reply = match (llama, reply) {
+                (Some(llama), Some(reply)) => Some(llama.shape(reply, prompt_tokens)),
+                (_, reply) => reply,
+            };
             (state.requests.len() - 1, reply)
         };
         let mut reply = reply.unwrap_or_else(|| Reply::Status {

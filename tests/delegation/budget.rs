@@ -70,15 +70,19 @@ async fn a_child_at_its_budget_stops_after_that_step() {
         1,
         "one step, then the budget stops it"
     );
-    assert_eq!(
-        results(&world, &parent.id),
-        [(
-            "Error: subagent run budget_exhausted\nDiagnostic: its token budget of 5 was reached \
-             (166 tokens spent)"
-                .to_owned(),
-            true
-        )]
-    );
+    // The scripted model reports no usage: the step is kin's estimate of the request (its
+    // system prompt and tool schemas included), far over 5.
+    let results = results(&world, &parent.id);
+    let [(text, true)] = &results[..] else {
+        panic!("one failed result: {results:?}")
+    };
+    let spent = text
+        .strip_prefix(
+            "Error: subagent run budget_exhausted\nDiagnostic: its token budget of 5 was reached (",
+        )
+        .and_then(|rest| rest.strip_suffix(" tokens spent)"))
+        .and_then(|spent| spent.parse::<u64>().ok());
+    assert!(spent.is_some_and(|spent| spent > 1_000), "{text}");
     let ends: Vec<Value> = world
         .log(&child)
         .iter()

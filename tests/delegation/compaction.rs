@@ -9,7 +9,8 @@ use serde_json::json;
 
 use crate::support::{calls, last_user_text, text, ScriptedModel, World};
 
-const WINDOW: u64 = 8000;
+// Room for the system prompt and tools (~3,300 tokens) beside the summary and kept steps.
+const WINDOW: u64 = 24000;
 const STEPS: usize = 24;
 
 #[tokio::test]
@@ -37,8 +38,8 @@ async fn a_long_tool_loop_is_compacted_within_its_turn_and_finishes() {
         if step >= STEPS {
             return text("done");
         }
-        // Each step carries ~500 tokens: the loop alone is more than the window.
-        let pad = "x".repeat(2000);
+        // Each step carries ~1000 tokens: the loop alone is more than the window.
+        let pad = "x".repeat(4000);
         calls(&[("task_list", json!({"step": step + 1, "pad": pad}))])
     });
     let profile = ModelProfile {

@@ -320,6 +320,11 @@ async fn execute(
 /// `call`'s outcome with its `tool/result` (the images stored beside the log).
 fn finish(agent: &Agent, turn: u32, step: u32, call: &PlannedCall, output: ToolOutput) -> Finished {
     let (cancelled, images) = (output.is_cancelled(), !output.images.is_empty());
+    if output.is_error {
+        let first = output.text.lines().next().unwrap_or_default();
+        let (session, tool) = (&agent.id, &call.name);
+        tracing::info!(%session, %tool, error = %first, "tool call failed");
+    }
     // Logged like any result first; then the turn ends.
     let fatal = output.is_fatal().then(|| output.text.clone());
     let mut content = vec![ToolResultContent::Text { text: output.text }];

@@ -31,6 +31,8 @@ pub(super) struct Call {
     streamed: bool,
     body_stream: Option<SseDecoder>,
     done: bool,
+    /// Whether the one retry after a first-token timeout was made.
+    first_token_retried: bool,
     /// The endpoint's requests in flight; a permit is held from the first attempt to the end.
     requests: Option<Arc<tokio::sync::Semaphore>>,
     permit: Option<tokio::sync::OwnedSemaphorePermit>,
@@ -48,7 +50,20 @@ enum Attempt {
     Streaming(Box<SseDecoder>),
     /// Worth another try after the wait (a `Retry-After`, or the backoff when `None`).
     Retry(ModelError, Option<Duration>),
+    /// No response within the first-token limit.
+    FirstTokenTimeout,
     Fail(ModelError),
+}
+
+/// Prompt evaluation assumed for the default first-token limit: slow on purpose (a 2-core
+/// machine evaluates ~220 tokens/s), so a local server is never cut off while it works.
+const SLOW_PROMPT_TOKENS_PER_SECOND: u64 = 50;
+
+/// The first-token limit when none is configured: the stall timeout, plus the time a slow
+/// local server takes to evaluate a body of `body_len` bytes (about four bytes a token).
+pub(super) fn first_token_default(stall: Duration, body_len: usize) -> Duration {
+    let tokens = body_len as u64 / 4;
+    stall + Duration::from_secs(tokens / SLOW_PROMPT_TOKENS_PER_SECOND)
 }
 
 impl Call {
@@ -67,6 +82,7 @@ impl Call {
             streamed: false,
             body_stream: None,
             done: false,
+            first_token_retried: false,
             requests: None,
             permit: None,
         }
@@ -80,6 +96,34 @@ impl Call {
 
     fn stall_text(&self) -> String {
         human_duration(self.settings.stall_timeout)
+    }
+
+    /// How long to wait for the answer's first byte: the configured limit, else the stall
+    /// timeout plus time for the server to evaluate the prompt at a slow local pace.
+    fn first_token_limit(&self) -> Duration {
+        self.settings
+            .first_token_timeout
+            .unwrap_or_else(|| first_token_default(self.settings.stall_timeout, self.body.len()))
+    }
+
+    fn first_token_error(&self) -> ModelError {
+        ModelError::FirstTokenTimeout {
+            after: human_duration(self.first_token_limit()),
+            attempts: self.attempts,
+        }
+    }
+
+    /// The one retry after a first-token timeout (a server evaluating a long prompt usually
+    /// caches what it evaluated, so the second try starts further on); `false` once made.
+    fn retry_first_token(&mut self) -> bool {
+        if std::mem::replace(&mut self.first_token_retried, true) {
+            return false;
+        }
+        tracing::info!(
+            limit = %human_duration(self.first_token_limit()),
+            "the model sent nothing within the first-token limit; retrying once"
+        );
+        true
     }
 
     async fn next(&mut self) -> Option<Result<Chunk, ModelError>> {
@@ -99,6 +143,12 @@ impl Call {
                             return self.fail(error);
                         }
                     }
+                    Attempt::FirstTokenTimeout => {
+                        if !self.retry_first_token() {
+                            let error = self.first_token_error();
+                            return self.fail(error);
+                        }
+                    }
                     Attempt::Fail(error) => return self.fail(error),
                 }
                 continue;
@@ -112,6 +162,13 @@ impl Call {
                     self.done = true;
                     self.permit = None;
                     return None;
+                }
+                Some(Err(StreamFailure::FirstByteTimeout)) if !self.streamed => {
+                    self.body_stream = None;
+                    if !self.retry_first_token() {
+                        let error = self.first_token_error();
+                        return self.fail(error);
+                    }
                 }
                 Some(Err(failure)) => {
                     self.body_stream = None;
@@ -143,7 +200,13 @@ impl Call {
             return Err(error);
         }
         let wait = wait.unwrap_or_else(|| backoff(self.settings.retry_base, self.attempts - 1));
-        tracing::info!(%error, attempt = self.attempts, ?wait, "retrying the model request");
+        tracing::info!(
+            error = %error.before_retry(),
+            ?wait,
+            "retrying (attempt {} of {})",
+            self.attempts + 1,
+            self.settings.retries + 1
+        );
         tokio::time::sleep(wait).await;
         Ok(())
     }
@@ -159,6 +222,10 @@ impl Call {
         match failure {
             StreamFailure::Stalled => ModelError::Stalled {
                 after: self.stall_text(),
+            },
+            StreamFailure::FirstByteTimeout => self.first_token_error(),
+            StreamFailure::Empty => ModelError::EmptyBody {
+                hint: String::new(),
             },
             StreamFailure::Transport(detail) => {
                 cut_or_failed(format!("reading the response failed: {detail}"))
@@ -186,12 +253,9 @@ impl Call {
             .header(ACCEPT, "text/event-stream")
             .body(self.body.to_reqwest())
             .send();
-        let response = match tokio::time::timeout(self.settings.stall_timeout, request).await {
-            Err(_) => {
-                return Attempt::Fail(ModelError::Stalled {
-                    after: self.stall_text(),
-                })
-            }
+        // Some servers (llama.cpp's) send the headers only with the first token.
+        let response = match tokio::time::timeout(self.first_token_limit(), request).await {
+            Err(_) => return Attempt::FirstTokenTimeout,
             Ok(Err(error)) => {
                 let detail = if error.is_timeout() {
                     format!(
@@ -223,11 +287,12 @@ impl Call {
             });
         }
         let retry_after = retry_after(response.headers());
-        let body = error_body(response, self.settings.stall_timeout).await;
+        let (body, code) = error_body(response, self.settings.stall_timeout).await;
         let error = ModelError::Http {
             status,
             body,
             attempts: self.attempts,
+            code,
         };
         if !retryable_status(status) {
             return Attempt::Fail(error);
@@ -241,6 +306,7 @@ impl Call {
                     human_duration(wait)
                 ),
                 attempts: self.attempts,
+                code: None,
             }),
             wait => Attempt::Retry(error, wait),
         }
@@ -269,16 +335,16 @@ impl Call {
                  answer began: {start}"
             )));
         }
-        Attempt::Streaming(Box::new(SseDecoder::new(
-            response.bytes_stream(),
-            self.settings.stall_timeout,
-        )))
+        Attempt::Streaming(Box::new(
+            SseDecoder::new(response.bytes_stream(), self.settings.stall_timeout)
+                .first_byte_within(self.first_token_limit()),
+        ))
     }
 }
 
-/// The readable part of an error response: the JSON `error.message` when there is one, else
-/// the start of the body. Reading gives up at a stall.
-async fn error_body(mut response: reqwest::Response, stall: Duration) -> String {
+/// The readable part of an error response (the JSON `error.message` when there is one, else
+/// the start of the body) and its type or code. Reading gives up at a stall.
+async fn error_body(mut response: reqwest::Response, stall: Duration) -> (String, Option<String>) {
     let mut bytes = Vec::new();
     // A read error or a stall just ends what we show.
     while let Ok(Ok(Some(chunk))) = tokio::time::timeout(stall, response.chunk()).await {
@@ -287,7 +353,21 @@ async fn error_body(mut response: reqwest::Response, stall: Duration) -> String 
             break;
         }
     }
-    readable_error(&String::from_utf8_lossy(&bytes))
+    let text = String::from_utf8_lossy(&bytes);
+    (readable_error(&text), error_code(&text))
+}
+
+/// `error.code` of a JSON error body when it is a string (OpenAI's), else `error.type`
+/// (llama.cpp puts the HTTP status in `code` and the kind in `type`).
+fn error_code(body: &str) -> Option<String> {
+    let parsed: serde_json::Value = serde_json::from_str(body).ok()?;
+    let error = parsed
+        .get("error")
+        .filter(|e| e.is_object())
+        .unwrap_or(&parsed);
+    ["code", "type"]
+        .iter()
+        .find_map(|key| error.get(*key)?.as_str().map(str::to_owned))
 }
 
 /// How much of a non-stream answer is quoted.
@@ -356,5 +436,31 @@ mod tests {
         );
         assert_eq!(readable_error("  Bad Gateway \n"), "Bad Gateway");
         assert_eq!(readable_error(""), "(empty body)");
+    }
+
+    #[test]
+    fn error_codes_are_read_from_code_else_type() {
+        let llama = r#"{"error":{"code":400,"message":"request (6711 tokens) exceeds the available context size (4096 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":6711,"n_ctx":4096}}"#;
+        assert_eq!(
+            error_code(llama).as_deref(),
+            Some("exceed_context_size_error")
+        );
+        let openai = r#"{"error":{"message":"m","type":"invalid_request_error","code":"context_length_exceeded"}}"#;
+        assert_eq!(
+            error_code(openai).as_deref(),
+            Some("context_length_exceeded")
+        );
+        assert_eq!(error_code("Bad Gateway"), None);
+    }
+
+    #[test]
+    fn the_default_first_token_limit_grows_with_the_prompt() {
+        let stall = Duration::from_secs(60);
+        assert_eq!(first_token_default(stall, 100), stall);
+        // 16k tokens of prompt: five more minutes at the slow pace.
+        assert_eq!(
+            first_token_default(stall, 65_536),
+            stall + Duration::from_secs(327)
+        );
     }
 }

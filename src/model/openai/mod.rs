@@ -9,6 +9,9 @@
 //!
 //! Knows nothing of where its settings and key come from (see `crate::config`).
 
+mod alternate;
+#[cfg(test)]
+mod alternation_tests;
 mod body;
 mod call;
 pub(crate) mod decode;
@@ -17,6 +20,7 @@ pub(crate) mod retry;
 pub(crate) mod sse;
 mod tool_images;
 mod user_content;
+pub(crate) mod window;
 
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
@@ -49,8 +53,11 @@ pub struct OpenAiSettings {
     /// Recorded in `assistant/message` sources.
     pub(crate) provider: String,
     pub(crate) connect_timeout: Duration,
-    /// A response that sends no bytes for this long fails.
+    /// A response that sends no bytes for this long fails (counted from its first byte).
     pub stall_timeout: Duration,
+    /// How long the first byte may take; `None`: the stall timeout plus time for a slow local
+    /// server to evaluate the prompt (see `call::first_token_default`).
+    pub first_token_timeout: Option<Duration>,
     /// Extra attempts after the first, for failures before any output was streamed.
     pub retries: u32,
     /// The first retry waits about this long; each further one twice as long.
@@ -71,6 +78,7 @@ impl OpenAiSettings {
             model: model.into(),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             stall_timeout: DEFAULT_STALL_TIMEOUT,
+            first_token_timeout: None,
             retries: DEFAULT_RETRIES,
             retry_base: DEFAULT_RETRY_BASE,
             images: false,
@@ -197,6 +205,8 @@ pub struct OpenAiModel {
     loader: Option<KeyLoader>,
     /// What the last request of each recent session encoded, reused by its next one.
     encoded: Arc<Mutex<request::RecentHistories>>,
+    /// The context window the server reported, once asked (see [`window`]).
+    window: Arc<tokio::sync::OnceCell<Option<u64>>>,
     /// One permit per request in flight to the endpoint (`max_concurrent_requests`).
     requests: Arc<tokio::sync::Semaphore>,
 }
@@ -213,6 +223,7 @@ impl OpenAiModel {
             key: Arc::new(RwLock::new(key)),
             loader: None,
             encoded: Arc::default(),
+            window: Arc::default(),
         })
     }
 
@@ -332,6 +343,8 @@ impl Model for OpenAiModel {
             key: self.key.clone(),
             loader: self.loader.clone(),
             encoded: self.encoded.clone(),
+            // Another model may have another window (Ollama's are per model).
+            window: Arc::default(),
             requests: self.requests.clone(),
         }))
     }
@@ -342,6 +355,18 @@ impl Model for OpenAiModel {
 
     fn accepts_images(&self) -> bool {
         self.settings.images
+    }
+
+    fn discover_window(&self) -> BoxFuture<'static, Option<u64>> {
+        let (cell, settings, client) = (self.window.clone(), self.settings.clone(), self.client());
+        Box::pin(async move {
+            let client = client.ok()?;
+            // Asked again next time when the server did not answer at all.
+            let found = cell
+                .get_or_try_init(|| async { window::discover(&client, &settings).await })
+                .await;
+            found.ok().copied().flatten()
+        })
     }
 
     fn prepare(&self) {

@@ -19,6 +19,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
+use super::alternate;
 use super::body::{BodyWriter, RequestBody};
 use super::tool_images;
 use super::user_content::{self, UserEncoding};
@@ -123,7 +124,8 @@ impl EncodedHistory {
             images,
             blobs: request.blobs.as_deref(),
         };
-        let history = request.history.items();
+        let history = alternate::alternating(request.history.items());
+        let history = &history[..];
         let head = head(model, &request.system);
         let same = self
             .items

@@ -22,8 +22,12 @@ pub enum StreamFailure {
     Transport(String),
     /// No bytes arrived within the stall timeout.
     Stalled,
+    /// The body's first byte did not arrive within the first-byte limit.
+    FirstByteTimeout,
     /// The body ended before the response was complete.
     EndedEarly,
+    /// The body ended without a single byte.
+    Empty,
     /// The bytes are not an event stream of JSON chunks.
     Malformed(String),
     /// The endpoint sent an error object or event inside the stream.
@@ -58,6 +62,10 @@ pub struct SseDecoder {
     body: BoxStream<'static, Result<Bytes, String>>,
     /// How long one read may take before the stream counts as stalled.
     stall: Duration,
+    /// How long the first byte may take (a server evaluating a long prompt); `stall` if unset.
+    first_byte: Option<Duration>,
+    /// Whether any byte of the body arrived.
+    received: bool,
     events: EventParser,
     decoder: ChunkDecoder,
     pending: VecDeque<Chunk>,
@@ -75,12 +83,21 @@ impl SseDecoder {
         Self {
             body: body.map(|read| read.map_err(|e| error_chain(&e))).boxed(),
             stall,
+            first_byte: None,
+            received: false,
             events: EventParser::new(),
             decoder: ChunkDecoder::new(),
             pending: VecDeque::new(),
             scratch: Vec::new(),
             done: false,
         }
+    }
+
+    /// Waits up to `limit` for the body's first byte (then [`StreamFailure::FirstByteTimeout`]);
+    /// the stall timeout counts from there.
+    pub fn first_byte_within(mut self, limit: Duration) -> Self {
+        self.first_byte = Some(limit);
+        self
     }
 
     /// The next chunk; `None` once the response is complete (after its `finish` chunk) or
@@ -112,16 +129,25 @@ impl SseDecoder {
             if let Some(event) = event {
                 return self.event(&event.kind, &event.data);
             }
-            match tokio::time::timeout(self.stall, self.body.next()).await {
+            let (limit, waiting_for_first) = match self.first_byte {
+                Some(limit) if !self.received => (limit, true),
+                _ => (self.stall, false),
+            };
+            match tokio::time::timeout(limit, self.body.next()).await {
+                Err(_) if waiting_for_first => return Err(StreamFailure::FirstByteTimeout),
                 Err(_) => return Err(StreamFailure::Stalled),
                 Ok(Some(Err(detail))) => return Err(StreamFailure::Transport(detail)),
-                Ok(Some(Ok(bytes))) => self.events.push(&bytes),
+                Ok(Some(Ok(bytes))) => {
+                    self.received |= !bytes.is_empty();
+                    self.events.push(&bytes);
+                }
                 // Some endpoints end the body without `[DONE]` after the finish reason.
                 Ok(None) if self.decoder.saw_finish_reason() => {
                     self.decoder.finish(&mut self.scratch);
                     self.done = true;
                     return Ok(());
                 }
+                Ok(None) if !self.received => return Err(StreamFailure::Empty),
                 Ok(None) => return Err(StreamFailure::EndedEarly),
             }
         }
@@ -232,6 +258,29 @@ mod tests {
         ])
         .await;
         assert_eq!(out.last(), Some(&Err(StreamFailure::EndedEarly)));
+    }
+
+    #[tokio::test]
+    async fn a_body_without_a_byte_is_empty_not_cut() {
+        assert_eq!(run(Vec::new()).await, [Err(StreamFailure::Empty)]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_first_byte_has_its_own_limit_then_the_stall_timeout_counts() {
+        let slow = futures::stream::pending::<Result<Bytes, std::io::Error>>();
+        let mut decoder = SseDecoder::new(slow, Duration::from_secs(1))
+            .first_byte_within(Duration::from_secs(30));
+        let started = tokio::time::Instant::now();
+        assert_eq!(
+            decoder.next().await,
+            Some(Err(StreamFailure::FirstByteTimeout))
+        );
+        assert_eq!(started.elapsed(), Duration::from_secs(30));
+        let first = futures::stream::iter([Ok::<_, std::io::Error>(Bytes::from(": hi\n\n"))])
+            .chain(futures::stream::pending());
+        let mut decoder = SseDecoder::new(first, Duration::from_secs(1))
+            .first_byte_within(Duration::from_secs(30));
+        assert_eq!(decoder.next().await, Some(Err(StreamFailure::Stalled)));
     }
 
     #[tokio::test]
