@@ -29,8 +29,7 @@
 //! - [`session`]: the durable JSONL session log, its records and its folds.
 //! - [`sync`]: the one mutex `lock` helper. `background`: low-priority threads for work beside
 //!   answering the client (a blob's write, the HTTP client's early build).
-//! - [`memory`]: kin's allocator (large buffers on huge pages) and giving the heap of a huge
-//!   message back to the system.
+//! - [`memory`]: giving the heap of a huge message back to the system.
 //! - [`scenario`]: drives `kin acp` through a recorded scenario (`kin demo`, tests, benches).
 //!
 //! Dependencies point down:

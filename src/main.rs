@@ -128,10 +128,6 @@ impl ModelFlags {
     }
 }
 
-/// Large buffers on huge pages (see [`kin::memory::HugePageAllocator`]).
-#[global_allocator]
-static ALLOCATOR: kin::memory::HugePageAllocator = kin::memory::HugePageAllocator;
-
 fn main() -> ExitCode {
     // `kin __guard ...` (how kin runs commands) guards one command and exits here.
     kin::process::guard::init();
