@@ -189,9 +189,8 @@ async fn an_image_reaches_a_model_that_takes_images_and_stays_out_of_the_log() {
     assert_eq!(image["params"]["update"]["content"]["data"], data);
 }
 
-/// A line of megabytes: its long strings are taken out before it is parsed (`long_strings`),
-/// and the images go to the model uncopied. What the model and the log get is exactly what
-/// the prompt held, on its first request and on the next one (which keeps the first's body).
+/// A line of megabytes: what the model and the log get is exactly what the prompt held, on
+/// its first request and on the next one (which keeps the first's body).
 #[tokio::test]
 async fn megabyte_images_and_long_texts_reach_the_model_exactly() {
     let (server, mut kin, mut wire, session) = open_with_images().await;

@@ -223,7 +223,7 @@ pub(crate) async fn prompt(
     announced.refresh(&cx.peer, &agent);
     let commands = announced.current(&id);
     let blocks = req.prompt;
-    super::prompt_size::check(&blocks, &cx.long_strings, &crate::limits::current())?;
+    super::prompt_size::check(&blocks, &crate::limits::current())?;
     // A prompt opening with `/name` runs or expands that command; an unknown one goes on as is.
     let opening = match blocks.first() {
         Some(ContentBlock::Text(text)) => Some(text.text.clone()),
@@ -247,7 +247,6 @@ pub(crate) async fn prompt(
         blob_dir: &blob_dir,
         roots: agent.roots(),
         images,
-        long_strings: &cx.long_strings,
     };
     let converted = prompt_content::convert(blocks, &context)?;
     let mut parts = converted.parts;

@@ -44,18 +44,10 @@ impl Rejected {
     }
 }
 
-/// Classifies a line. `Ok(None)` is a blank line (ignored). A rejection is boxed: it is the
-/// rare path, and boxing keeps the common result small.
+/// Classifies a line: the one place an incoming line is parsed. `Ok(None)` is a blank line
+/// (ignored). A rejection is boxed: it is the rare path, and boxing keeps the common result
+/// small.
 pub(crate) fn classify(line: &[u8]) -> Result<Option<Incoming>, Box<Rejected>> {
-    classify_with(line, |_| {})
-}
-
-/// [`classify`], with `prepare` given the parsed message first (to put back what
-/// `long_strings` took out of the line).
-pub(crate) fn classify_with(
-    line: &[u8],
-    prepare: impl FnOnce(&mut Value),
-) -> Result<Option<Incoming>, Box<Rejected>> {
     let text = std::str::from_utf8(line).map_err(|e| {
         Rejected::anonymous(RpcError::parse_error(format!(
             "parse error: line is not valid UTF-8 ({e})"
@@ -64,12 +56,11 @@ pub(crate) fn classify_with(
     if text.trim().is_empty() {
         return Ok(None);
     }
-    let mut value: Value = serde_json::from_str(text).map_err(|e| {
+    let value: Value = serde_json::from_str(text).map_err(|e| {
         Rejected::anonymous(RpcError::parse_error(format!(
             "parse error: invalid JSON ({e})"
         )))
     })?;
-    prepare(&mut value);
     match value {
         Value::Object(object) => classify_object(object, text).map(Some),
         Value::Array(_) => Err(Rejected::anonymous(RpcError::invalid_request(

@@ -9,7 +9,6 @@
 //!
 //! Knows nothing of where its settings and key come from (see `crate::config`).
 
-mod body;
 mod call;
 pub(crate) mod decode;
 pub(crate) mod request;

@@ -9,8 +9,6 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
-use super::body::BodyWriter;
-
 use crate::session::blobs::{self, Text};
 use crate::session::UserPart;
 
@@ -25,15 +23,15 @@ enum Piece {
     Text(String),
     Image {
         mime_type: String,
-        /// Base64, normally, as read from the blobs: shared, not copied.
+        /// Base64, normally, as read from the blobs.
         base64: Text,
     },
 }
 
 /// Appends the user message `{"role":"user","content":…}` for `parts` to `out`. An image's
-/// base64 goes into the body as it is (it needs no JSON escaping; text that would is
-/// escaped), shared rather than copied, not built into a JSON value and serialised again.
-pub(crate) fn write_message(parts: &[UserPart], how: UserEncoding<'_>, out: &mut BodyWriter) {
+/// base64 is written into the body once, as it is (it needs no JSON escaping; text that would
+/// is escaped), not built into a JSON value and serialised again.
+pub(crate) fn write_message(parts: &[UserPart], how: UserEncoding<'_>, out: &mut Vec<u8>) {
     let pieces: Vec<Piece> = parts.iter().map(|part| piece(part, how)).collect();
     out.extend_from_slice(br#"{"role":"user","content":"#);
     if pieces.iter().all(|p| matches!(p, Piece::Text(_))) {
@@ -65,13 +63,13 @@ pub(crate) fn write_message(parts: &[UserPart], how: UserEncoding<'_>, out: &mut
     out.push(b'}');
 }
 
-fn push_json(out: &mut BodyWriter, value: &Value) {
+fn push_json(out: &mut Vec<u8>, value: &Value) {
     out.extend_from_slice(value.to_string().as_bytes());
 }
 
 /// `"data:<mime>;base64,<base64>"` as a JSON string.
-fn push_data_url(out: &mut BodyWriter, mime_type: &str, base64: &Text) {
-    if needs_escaping(mime_type.as_bytes()) || !base64.plain && needs_escaping(&base64.bytes) {
+fn push_data_url(out: &mut Vec<u8>, mime_type: &str, base64: &Text) {
+    if needs_escaping(mime_type.as_bytes()) || needs_escaping(&base64.bytes) {
         let base64 = String::from_utf8_lossy(&base64.bytes);
         push_json(
             out,
@@ -79,10 +77,11 @@ fn push_data_url(out: &mut BodyWriter, mime_type: &str, base64: &Text) {
         );
         return;
     }
+    out.reserve(base64.bytes.len() + mime_type.len() + 16);
     out.extend_from_slice(b"\"data:");
     out.extend_from_slice(mime_type.as_bytes());
     out.extend_from_slice(b";base64,");
-    out.share(&base64.bytes);
+    out.extend_from_slice(&base64.bytes);
     out.push(b'"');
 }
 
@@ -171,9 +170,9 @@ mod tests {
 
     /// The `content` of the message written for `parts`.
     fn content(parts: &[UserPart], how: UserEncoding<'_>) -> Value {
-        let mut out = BodyWriter::default();
+        let mut out = Vec::new();
         write_message(parts, how, &mut out);
-        let message: Value = serde_json::from_slice(&out.finish().to_vec()).unwrap();
+        let message: Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(message["role"], "user");
         message["content"].clone()
     }
