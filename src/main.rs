@@ -92,7 +92,7 @@ enum Command {
 }
 
 /// Model settings; each beats its environment variable and the config file.
-#[derive(Args, Clone, Default)]
+#[derive(Args, Clone)]
 struct ModelFlags {
     /// Model name [env: KIN_MODEL] [default: deepseek-chat]
     #[arg(long, value_name = "NAME")]
@@ -140,7 +140,7 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .init();
-    let cli = match parse_cli() {
+    let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         // Usage mistakes in kin's error style; help and version as clap prints them.
         Err(error) => match error.render().to_string().strip_prefix("error: ") {
@@ -157,44 +157,6 @@ fn main() -> ExitCode {
             report(&error);
             ExitCode::FAILURE
         }
-    }
-}
-
-/// The command line. A bare `kin acp` is how editors launch kin, a bare `kin mcp` how parent
-/// agents do; each is answered without building clap's command tree for every subcommand
-/// (about 0.2 M instructions, a seventh of `kin mcp`'s start) and means what clap would make
-/// of it. Anything else goes through clap.
-fn parse_cli() -> Result<Cli, clap::Error> {
-    let mut args = std::env::args_os().skip(1);
-    let first = args.next();
-    if args.next().is_none() {
-        match first.as_ref().and_then(|arg| arg.to_str()) {
-            Some("acp") => return Ok(bare_acp()),
-            Some("mcp") => return Ok(bare_mcp()),
-            _ => {}
-        }
-    }
-    Cli::try_parse()
-}
-
-fn bare_acp() -> Cli {
-    Cli {
-        command: Command::Acp {
-            replay: None,
-            model: ModelFlags::default(),
-        },
-    }
-}
-
-fn bare_mcp() -> Cli {
-    Cli {
-        command: Command::Mcp {
-            listen: None,
-            allow_remote: false,
-            mode: None,
-            replay: None,
-            model: ModelFlags::default(),
-        },
     }
 }
 
@@ -443,62 +405,4 @@ async fn stop_on_signal(shutdown: CancellationToken) {
         _ = int.recv() => {}
     }
     shutdown.cancel();
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The shortcut for a bare `kin acp` must mean exactly what clap parses.
-    #[test]
-    fn a_bare_acp_is_what_clap_parses() {
-        match (Cli::try_parse_from(["kin", "acp"]), bare_acp()) {
-            (
-                Ok(Cli {
-                    command: Command::Acp { replay, model },
-                }),
-                Cli {
-                    command:
-                        Command::Acp {
-                            replay: bare_replay,
-                            model: bare_model,
-                        },
-                },
-            ) => {
-                assert_eq!(replay, bare_replay);
-                assert_eq!(model.overrides(), bare_model.overrides());
-            }
-            _ => panic!("`kin acp` and the shortcut are not both the acp command"),
-        }
-    }
-
-    /// The same for a bare `kin mcp`.
-    #[test]
-    fn a_bare_mcp_is_what_clap_parses() {
-        let parsed = Cli::try_parse_from(["kin", "mcp"]).map(|cli| cli.command);
-        let (
-            Ok(Command::Mcp {
-                listen,
-                allow_remote,
-                mode,
-                replay,
-                model,
-            }),
-            Command::Mcp {
-                listen: bare_listen,
-                allow_remote: bare_allow_remote,
-                mode: bare_mode,
-                replay: bare_replay,
-                model: bare_model,
-            },
-        ) = (parsed, bare_mcp().command)
-        else {
-            panic!("`kin mcp` and the shortcut are not both the mcp command");
-        };
-        assert_eq!(listen, bare_listen);
-        assert_eq!(allow_remote, bare_allow_remote);
-        assert_eq!(mode, bare_mode);
-        assert_eq!(replay, bare_replay);
-        assert_eq!(model.overrides(), bare_model.overrides());
-    }
 }
