@@ -27,8 +27,8 @@
 //! - [`model`]: the model trait; the OpenAI-compatible HTTP client; replay of recorded scenarios.
 //! - [`config`]: where kin keeps its data; the model configuration (flags, env, config file).
 //! - [`session`]: the durable JSONL session log, its records and its folds.
-//! - [`sync`]: the one mutex `lock` helper. `background`: low-priority threads for work beside
-//!   answering the client (a blob's write, the HTTP client's early build).
+//! - [`sync`]: the one mutex `lock` helper. `background`: a low-priority thread for work beside
+//!   answering the client (the HTTP client's early build).
 //! - [`memory`]: giving the heap of a huge message back to the system.
 //! - [`scenario`]: drives `kin acp` through a recorded scenario (`kin demo`, tests, benches).
 //!

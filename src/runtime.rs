@@ -254,7 +254,5 @@ impl Runtime {
         self.shutdown.cancel();
         self.tasks.shutdown().await;
         self.host.shutdown().await;
-        // A prompt's image may still be being written beside its log (`blob_writes`).
-        let _ = tokio::task::spawn_blocking(crate::session::blob_writes::wait_all).await;
     }
 }

@@ -10,11 +10,10 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use agent_client_protocol_schema::v1::{ContentBlock, EmbeddedResourceResource};
-use bytes::Bytes;
 use serde_json::Value;
 
 use crate::rpc::RpcError;
-use crate::session::blobs::{self, Text};
+use crate::session::blobs;
 use crate::session::UserPart;
 use crate::tools::Roots;
 
@@ -28,11 +27,6 @@ pub(crate) struct PromptContext<'a> {
     pub(crate) blob_dir: &'a Path,
     pub(crate) roots: &'a Roots,
     pub(crate) images: bool,
-}
-
-/// A block's payload as a text blob.
-fn payload(text: String) -> Text {
-    Text::new(Bytes::from(text.into_bytes()))
 }
 
 /// The parts, and what the user should be told about them.
@@ -75,12 +69,6 @@ fn store(dir: &Path, bytes: &[u8]) -> Result<String, RpcError> {
     blobs::put(dir, bytes).map_err(|e| store_failed(dir, e))
 }
 
-/// Stores an image's base64: kept in memory too, as the model request reads it back at once,
-/// and written while that request goes out.
-fn store_image(dir: &Path, base64: Text) -> Result<String, RpcError> {
-    blobs::put_text(dir, base64).map_err(|e| store_failed(dir, e))
-}
-
 fn store_failed(dir: &Path, error: std::io::Error) -> RpcError {
     RpcError::internal(format!(
         "could not store a prompt attachment in {}: {error}",
@@ -88,7 +76,8 @@ fn store_failed(dir: &Path, error: std::io::Error) -> RpcError {
     ))
 }
 
-/// Converts `blocks`; audio (not advertised) is refused with `-32602`.
+/// Converts `blocks`, storing their payloads (blocking: run it off the runtime's workers);
+/// audio (not advertised) is refused with `-32602`.
 pub(crate) fn convert(
     blocks: Vec<ContentBlock>,
     cx: &PromptContext<'_>,
@@ -98,9 +87,8 @@ pub(crate) fn convert(
         match block {
             ContentBlock::Text(text) => out.parts.push(UserPart::Text { text: text.text }),
             ContentBlock::Image(image) => {
-                let data = payload(image.data);
-                let size = data.bytes.len() as u64;
-                let name = store_image(cx.blob_dir, data)?;
+                let size = image.data.len() as u64;
+                let name = store(cx.blob_dir, image.data.as_bytes())?;
                 if !cx.images {
                     out.notices.push(format!(
                         "The model does not take images: an image ({}) was replaced by a placeholder",
@@ -135,14 +123,9 @@ pub(crate) fn convert(
                         });
                     }
                     EmbeddedResourceResource::BlobResourceContents(blob) => {
-                        let data = payload(blob.blob);
-                        let size = data.bytes.len() as u64;
+                        let size = blob.blob.len() as u64;
                         let mime = blob.mime_type.clone().unwrap_or_default();
-                        let name = if mime.starts_with("image/") {
-                            store_image(cx.blob_dir, data)?
-                        } else {
-                            store(cx.blob_dir, &data.bytes)?
-                        };
+                        let name = store(cx.blob_dir, blob.blob.as_bytes())?;
                         if mime.starts_with("image/") {
                             if !cx.images {
                                 out.notices.push(format!(

@@ -549,10 +549,7 @@ impl Turn<'_> {
             }
         }
         let mut content = vec![ToolResultContent::Text { text: output.text }];
-        content.extend(super::tool_images::store(
-            &self.agent.blob_dir(),
-            output.images,
-        ));
+        content.extend(super::tool_images::store(self.agent.blob_dir(), output.images).await);
         self.emit_surface(
             EventBody::ToolResult(Box::new(ToolResult {
                 turn,

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
-use crate::session::blobs::{self, Text};
+use crate::session::blobs;
 use crate::session::UserPart;
 
 /// How to encode: whether images go as images, and where the blobs are.
@@ -24,7 +24,7 @@ enum Piece {
     Image {
         mime_type: String,
         /// Base64, normally, as read from the blobs.
-        base64: Text,
+        base64: String,
     },
 }
 
@@ -68,20 +68,19 @@ fn push_json(out: &mut Vec<u8>, value: &Value) {
 }
 
 /// `"data:<mime>;base64,<base64>"` as a JSON string.
-fn push_data_url(out: &mut Vec<u8>, mime_type: &str, base64: &Text) {
-    if needs_escaping(mime_type.as_bytes()) || needs_escaping(&base64.bytes) {
-        let base64 = String::from_utf8_lossy(&base64.bytes);
+fn push_data_url(out: &mut Vec<u8>, mime_type: &str, base64: &str) {
+    if needs_escaping(mime_type.as_bytes()) || needs_escaping(base64.as_bytes()) {
         push_json(
             out,
             &Value::String(format!("data:{mime_type};base64,{base64}")),
         );
         return;
     }
-    out.reserve(base64.bytes.len() + mime_type.len() + 16);
+    out.reserve(base64.len() + mime_type.len() + 16);
     out.extend_from_slice(b"\"data:");
     out.extend_from_slice(mime_type.as_bytes());
     out.extend_from_slice(b";base64,");
-    out.extend_from_slice(&base64.bytes);
+    out.extend_from_slice(base64.as_bytes());
     out.push(b'"');
 }
 
@@ -95,8 +94,8 @@ fn needs_escaping(bytes: &[u8]) -> bool {
     })
 }
 
-fn read_text(how: UserEncoding<'_>, blob: &str) -> Option<Text> {
-    how.blobs.and_then(|dir| blobs::get_shared(dir, blob))
+fn read_text(how: UserEncoding<'_>, blob: &str) -> Option<String> {
+    how.blobs.and_then(|dir| blobs::get_text(dir, blob))
 }
 
 fn piece(part: &UserPart, how: UserEncoding<'_>) -> Piece {
@@ -139,8 +138,7 @@ fn piece(part: &UserPart, how: UserEncoding<'_>) -> Piece {
             }
             let body = match (text, blob) {
                 (Some(text), _) => Some(text.clone()),
-                (None, Some(blob)) => read_text(how, blob)
-                    .map(|text| String::from_utf8_lossy(&text.bytes).into_owned()),
+                (None, Some(blob)) => read_text(how, blob),
                 (None, None) => None,
             };
             let Some(body) = body else {
