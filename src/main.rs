@@ -187,7 +187,7 @@ fn run_command(cli: Cli) -> anyhow::Result<u8> {
         .build()
         .context("starting the async runtime")?;
     // Each command's future is built on the heap: on the stack, the largest of them made this
-    // frame ~20 KiB, and the stack probe faults in every page of it at start.
+    // frame large, and the stack probe faults in every page of it at start.
     let result = match cli.command {
         Command::Acp { replay, model } => runtime.block_on(Box::pin(acp(replay, model))),
         Command::Run {

@@ -9,8 +9,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 pub(crate) const MAX_LINE_BYTES: usize = 32 * 1024 * 1024;
 
 /// Room asked of the kernel per read. The buffer is never zero-filled (`read_buf` writes into
-/// spare capacity), so memory is only touched as far as input actually arrives: a 64 KiB
-/// zeroed buffer cost a new `kin acp` about 16 page faults before its first request.
+/// spare capacity), so memory is only touched as far as input actually arrives.
 const READ_SIZE: usize = 64 * 1024;
 
 /// One unit read from the stream.

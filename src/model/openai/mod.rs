@@ -227,7 +227,7 @@ impl OpenAiModel {
 
 /// The HTTP client for `settings`. An `http://` endpoint gets one that trusts no certificate,
 /// so no root store is loaded for it; an `https://` one trusts the system's roots (read from
-/// disk, ~6 ms for a few hundred CA files, which is why [`Model::prepare`] builds it early).
+/// disk, a few hundred CA files, which is why [`Model::prepare`] builds it early).
 fn build_client(settings: &OpenAiSettings) -> Result<reqwest::Client, ClientError> {
     // `Err` only means a provider is installed already (this one, by an earlier client).
     let _ = rustls::crypto::ring::default_provider().install_default();
