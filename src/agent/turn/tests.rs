@@ -16,11 +16,11 @@ use crate::tools::{Tool, ToolContext, ToolKind, ToolOutput, ToolRegistry};
 struct CallsBroken;
 
 impl Model for CallsBroken {
-    fn provider(&self) -> &str {
-        "test"
+    fn provider(&self) -> String {
+        "test".into()
     }
-    fn name(&self) -> &str {
-        "test"
+    fn name(&self) -> String {
+        "test".into()
     }
     fn stream(&self, _request: ModelRequest) -> ChunkStream {
         let call = AssistantBlock::ToolCall {

@@ -261,12 +261,12 @@ fn credentials(key: &KeyState) -> Credentials {
 }
 
 impl Model for OpenAiModel {
-    fn provider(&self) -> &str {
-        &self.settings.provider
+    fn provider(&self) -> String {
+        self.settings.provider.clone()
     }
 
-    fn name(&self) -> &str {
-        &self.settings.model
+    fn name(&self) -> String {
+        self.settings.model.clone()
     }
 
     fn stream(&self, request: ModelRequest) -> ChunkStream {
