@@ -238,20 +238,21 @@ async fn start_runtime(
     flags: &ModelFlags,
 ) -> anyhow::Result<Arc<Runtime>> {
     let file = config::ConfigFile::read(&config::process_env)?;
-    open_runtime(model(replay, flags, &file).await?, &file)
+    let (models, limits) = model(replay, flags, &file).await?;
+    open_runtime(models, limits, &file)
 }
 
 async fn model(
     replay: Option<&PathBuf>,
     flags: &ModelFlags,
     file: &config::ConfigFile,
-) -> anyhow::Result<ModelCatalog> {
+) -> anyhow::Result<(ModelCatalog, kin::limits::Limits)> {
     let overrides = flags.overrides();
     // Resolved once here: the tool environment needs it even when a replay is the model.
     let config = config::resolve_in(&overrides, &config::process_env, file);
     config::configure_tool_env(&overrides, config.as_ref());
-    config::configure_limits(config.as_ref());
-    Ok(match replay {
+    let limits = config::limits(config.as_ref());
+    let models = match replay {
         Some(dir) => {
             ModelCatalog::single(Arc::new(ReplayModel::from_dir(dir).with_context(|| {
                 format!("loading the replay scenario in {}", dir.display())
@@ -261,12 +262,20 @@ async fn model(
             let models = async { config::build_models(&overrides, config?).await };
             models.await.context("configuring the model")?
         }
-    })
+    };
+    Ok((models, limits))
 }
 
-fn open_runtime(models: ModelCatalog, file: &config::ConfigFile) -> anyhow::Result<Arc<Runtime>> {
+fn open_runtime(
+    models: ModelCatalog,
+    limits: kin::limits::Limits,
+    file: &config::ConfigFile,
+) -> anyhow::Result<Arc<Runtime>> {
     let home = config::kin_home();
-    let mut options = RuntimeOptions::default();
+    let mut options = RuntimeOptions {
+        limits,
+        ..RuntimeOptions::default()
+    };
     if let Some(depth) = std::env::var("KIN_SUBAGENT_MAX_DEPTH")
         .ok()
         .filter(|v| !v.is_empty())

@@ -23,6 +23,7 @@ use crate::mcp::{ServerSpec, SessionServers};
 use crate::model::Model;
 use crate::session::{SessionStore, StoreError};
 use crate::tasks::{TaskKillTool, TaskListTool, TaskOutputTool, TaskService};
+use crate::limits::Limits;
 use crate::tools::ToolRegistry;
 
 pub use crate::agent::host::{HostError as RuntimeError, DEFAULT_MAX_STEPS};
@@ -44,6 +45,8 @@ pub struct RuntimeOptions {
     pub mcp_servers: Vec<ServerSpec>,
     /// How long a session's first prompt waits for its MCP servers to start.
     pub mcp_startup_timeout: Duration,
+    /// Caps on sizes the model and the client choose.
+    pub limits: Limits,
 }
 
 impl Default for RuntimeOptions {
@@ -56,6 +59,7 @@ impl Default for RuntimeOptions {
             delegation: DelegationSettings::default(),
             mcp_servers: Vec::new(),
             mcp_startup_timeout: crate::mcp::DEFAULT_STARTUP_TIMEOUT,
+            limits: Limits::DEFAULT,
         }
     }
 }
@@ -79,6 +83,7 @@ pub struct Runtime {
     shutdown: CancellationToken,
     mcp_servers: Vec<ServerSpec>,
     mcp_startup_timeout: Duration,
+    limits: Limits,
 }
 
 impl Runtime {
@@ -113,7 +118,9 @@ impl Runtime {
         tools.register(Arc::new(TaskListTool(tasks.clone())));
         tools.register(Arc::new(TaskKillTool(tasks.clone())));
         let host = Arc::new(
-            AgentHost::new(store, model, Arc::new(tools), options.max_steps).with_models(models),
+            AgentHost::new(store, model, Arc::new(tools), options.max_steps)
+                .with_models(models)
+                .with_limits(options.limits),
         );
         delegation.attach(&host);
         Ok(Arc::new(Self {
@@ -123,7 +130,13 @@ impl Runtime {
             shutdown,
             mcp_servers: options.mcp_servers,
             mcp_startup_timeout: options.mcp_startup_timeout,
+            limits: options.limits,
         }))
+    }
+
+    /// The size caps in force.
+    pub(crate) fn limits(&self) -> Limits {
+        self.limits
     }
 
     /// Sessions, the model, and the turns they run.

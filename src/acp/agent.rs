@@ -150,7 +150,7 @@ impl Handler for AcpAgent {
     fn request(&self, method: String, mut params: Value, cx: RequestContext) -> Reply {
         let ready = Reply::Now;
         if method == "session/prompt" && self.initialized.load(Ordering::Acquire) {
-            if let Err(error) = super::prompt_size::check_raw(&params, &crate::limits::current()) {
+            if let Err(error) = super::prompt_size::check_raw(&params, &self.runtime.limits()) {
                 return ready(Err(error));
             }
         }

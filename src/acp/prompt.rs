@@ -197,7 +197,7 @@ pub(crate) async fn prompt(
     announced.refresh(&cx.peer, &agent);
     let commands = announced.current(&id);
     let blocks = req.prompt;
-    super::prompt_size::check(&blocks, &crate::limits::current())?;
+    super::prompt_size::check(&blocks, &runtime.limits())?;
     // A prompt opening with `/name` runs or expands that command; an unknown one goes on as is.
     let opening = match blocks.first() {
         Some(ContentBlock::Text(text)) => Some(text.text.clone()),
