@@ -2,6 +2,7 @@
 //! command-line flags, environment variables and the config file (see `resolve`).
 
 mod acp_agents;
+pub mod agents;
 mod delegation;
 mod duration;
 mod file;

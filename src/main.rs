@@ -395,7 +395,7 @@ async fn show_config(flags: ModelFlags) -> anyhow::Result<u8> {
 
 fn list_agents() -> anyhow::Result<u8> {
     let cwd = std::env::current_dir()?;
-    let catalog = kin::delegation::agents::load_for(&cwd);
+    let catalog = kin::config::agents::load_for(&cwd);
     print!("{}", catalog.render());
     Ok(0)
 }

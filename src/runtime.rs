@@ -15,15 +15,15 @@ use crate::agent::host::AgentHost;
 use crate::agent::mcp_view::McpView;
 use crate::agent::shape::SessionShape;
 use crate::agent::Agent;
+use crate::config::agents::{self, AgentDefinition, UnknownAgent};
 use crate::config::{AcpAgentConfig, DelegationSettings};
-use crate::delegation::agents::{self, AgentDefinition, UnknownAgent};
-use crate::delegation::worktree;
 use crate::delegation::{Delegation, DEFAULT_MAX_DEPTH};
+use crate::limits::Limits;
 use crate::mcp::{ServerSpec, SessionServers};
 use crate::model::Model;
+use crate::process::git_worktree as worktree;
 use crate::session::{SessionStore, StoreError};
 use crate::tasks::{TaskKillTool, TaskListTool, TaskOutputTool, TaskService};
-use crate::limits::Limits;
 use crate::tools::ToolRegistry;
 
 pub use crate::agent::host::{HostError as RuntimeError, DEFAULT_MAX_STEPS};

@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::provider::{Capabilities, Continuable, Provider, Run, RunControl, SteerRefusal};
 use super::request::{ResumeRequest, StartRequest, ToolFilter};
-use super::worktree::{self, Worktree};
+use crate::process::git_worktree::{self as worktree, Worktree};
 use super::{DelegationError, SubagentResult};
 use crate::agent::host::AgentHost;
 use crate::agent::mcp_view::McpView;

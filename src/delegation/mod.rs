@@ -25,7 +25,6 @@ mod acp_record;
 mod acp_tree;
 mod acp_watch;
 mod activation;
-pub mod agents;
 mod budget;
 mod error;
 mod in_process;
@@ -37,7 +36,6 @@ mod records;
 mod request;
 mod spending;
 mod tools;
-pub(crate) mod worktree;
 
 use std::sync::{Arc, OnceLock, Weak};
 
@@ -134,7 +132,7 @@ pub struct Delegation {
     settings: DelegationSettings,
     budgets: budget::Budgets,
     /// The agent definitions read for each workspace.
-    catalogs: agents::Catalogs,
+    catalogs: crate::config::agents::Catalogs,
 }
 
 impl Delegation {
@@ -176,7 +174,7 @@ impl Delegation {
             host: OnceLock::new(),
             activations: Arc::new(Activations::new(queue)),
             budgets: budget::Budgets::new(&settings),
-            catalogs: agents::Catalogs::default(),
+            catalogs: crate::config::agents::Catalogs::default(),
             settings,
         });
         let weak = Arc::downgrade(&delegation);

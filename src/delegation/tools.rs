@@ -10,7 +10,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::agents::{self, AgentDefinition};
+use crate::config::agents::{self, AgentDefinition};
 use super::{
     Continuable, Delegated, Delegation, DelegationError, Delivery, Mode, Provider, Request,
 };
