@@ -69,6 +69,7 @@ fn command(replay: &Path, home: &Path, cwd: &Path) -> ChildCommand {
         link: None,
         remote_cwd: None,
         mcp_servers: Vec::new(),
+        sandbox: None,
     }
 }
 

@@ -72,6 +72,7 @@ fn spec(name: &str) -> ServerSpec {
             args: vec![],
             env: vec![(SERVER.into(), "1".into())],
         },
+        call_timeout: None,
     }
 }
 
@@ -82,7 +83,12 @@ fn context(cwd: &Path) -> ToolContext {
 }
 
 async fn connected(specs: Vec<ServerSpec>, cwd: &Path) -> Arc<SessionServers> {
-    let servers = SessionServers::start(specs, cwd.to_owned(), Duration::from_secs(30));
+    let servers = SessionServers::start(
+        specs,
+        cwd.to_owned(),
+        Duration::from_secs(30),
+        kin::mcp::DEFAULT_MAX_TOOLS,
+    );
     let missing = servers.wait_started().await;
     assert!(missing.is_empty(), "servers not ready: {missing:?}");
     servers

@@ -7,6 +7,8 @@
 //!   streamed after a thought (which is not part of the answer);
 //! - `slow`: waits 300 ms before reading anything, then as `ok`;
 //! - `crash`: writes a line to stderr and exits with code 3 on `initialize`;
+//! - `partial-crash`: answers the handshake; a prompt streams `Half an answer`, then the child
+//!   writes a line holding a bearer token to stderr and exits with code 3;
 //! - `hang`: never answers, ignores stdin's end and SIGTERM (only SIGKILL ends it);
 //! - `garbage`: answers `initialize` with a line that is not JSON;
 //! - `flood`: answers the handshake, then floods the prompt with message chunks;
@@ -31,6 +33,8 @@
 //! - `rich`: advertises `promptCapabilities: {image: true, embeddedContext: true}`; the
 //!   prompt's answer is `blocks <each block's type, and an image's data or a resource's uri
 //!   after a colon, comma-separated>`.
+//! - `foreign`: a prompt sends message text under another session's id (`INJECTED`) and a
+//!   permission request under it, then answers `own answer, foreign request <refused|served>`.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 use std::io::{BufRead, Write};
@@ -139,6 +143,15 @@ fn main() -> std::io::Result<()> {
                 send(&mut out, &reply(json!({"sessionId": "fake-session"})))?;
             }
             Some("session/prompt") => match mode.as_str() {
+                "partial-crash" => {
+                    send(
+                        &mut out,
+                        &chunk("fake-session", "agent_message_chunk", "Half an answer"),
+                    )?;
+                    eprintln!("fake child: starting");
+                    eprintln!("fake child: lost the model, Authorization: Bearer fake-secret-0042");
+                    std::process::exit(3);
+                }
                 "flood" => {
                     let text = "x".repeat(64 * 1024);
                     loop {
@@ -203,6 +216,31 @@ fn main() -> std::io::Result<()> {
                     send(
                         &mut out,
                         &chunk("fake-session", "agent_message_chunk", "priced"),
+                    )?;
+                    send(&mut out, &reply(json!({"stopReason": "end_turn"})))?;
+                }
+                "foreign" => {
+                    send(
+                        &mut out,
+                        &chunk("someone-elses-session", "agent_message_chunk", "INJECTED "),
+                    )?;
+                    send(
+                        &mut out,
+                        &json!({"jsonrpc": "2.0", "id": "perm-foreign", "method": "session/request_permission",
+                            "params": {"sessionId": "someone-elses-session", "toolCall": {"toolCallId": "t1"},
+                                "options": [{"optionId": "yes", "name": "Yes", "kind": "allow_once"}]}}),
+                    )?;
+                    let answer = lines.next().transpose()?.unwrap_or_default();
+                    let answer: Value = serde_json::from_str(&answer).unwrap_or(Value::Null);
+                    let asked = if answer.get("error").is_some() {
+                        "refused"
+                    } else {
+                        "served"
+                    };
+                    let text = format!("own answer, foreign request {asked}");
+                    send(
+                        &mut out,
+                        &chunk("fake-session", "agent_message_chunk", &text),
                     )?;
                     send(&mut out, &reply(json!({"stopReason": "end_turn"})))?;
                 }

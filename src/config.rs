@@ -3,21 +3,27 @@
 
 mod acp_agents;
 pub mod agents;
+mod credentials;
 mod delegation;
 mod duration;
+mod edit;
 mod file;
 mod key;
 mod mcp_servers;
 mod models;
 mod reloadable;
 mod resolve;
+mod sandbox;
 mod show;
 
 use std::path::{Path, PathBuf};
 
 pub use acp_agents::{AcpAgentConfig, AcpPermission};
+pub use credentials::{credential_file, is_credential_file, KeyStore, ENV_KEY_STORE};
+pub(crate) use credentials::{remove as remove_key, save as save_key, CredentialError};
 pub use delegation::{DelegationSettings, DEFAULT_MAX_RUNNING, DEFAULT_MAX_RUNNING_PER_PROCESS};
 pub use duration::parse_duration;
+pub(crate) use edit::{forget_sign_in, write_sign_in, SignIn};
 pub use file::ConfigFile;
 pub use key::load as load_key;
 pub use mcp_servers::{render as render_mcp_servers, McpSettings};
@@ -27,15 +33,30 @@ pub use resolve::{
     ENV_API_KEY, ENV_BASE_URL, ENV_CONNECT_TIMEOUT, ENV_DEEPSEEK_KEY, ENV_MODEL, ENV_OPENAI_KEY,
     ENV_RETRIES, ENV_STALL_TIMEOUT,
 };
+pub use sandbox::render as render_sandbox;
 pub use show::{render, render_agents};
 
 /// Reads an environment variable; empty values count as unset.
 pub(crate) type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
 
+/// The config file's path (`$XDG_CONFIG_HOME/kin/config.toml`, else
+/// `~/.config/kin/config.toml`); `None` when neither variable is set.
+pub(crate) fn config_file(env: EnvLookup<'_>) -> Option<PathBuf> {
+    file::path(env)
+}
+
 /// kin's config directory (`$XDG_CONFIG_HOME/kin`, else `~/.config/kin`), where user-wide
 /// slash commands live in `commands/`.
 pub(crate) fn config_dir(env: EnvLookup<'_>) -> Option<PathBuf> {
     file::path(env).and_then(|path| path.parent().map(Path::to_owned))
+}
+
+/// kin's own files, which tools must not read for the model: the config file and the data
+/// directory `home`.
+pub fn own_files(home: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = file::path(&process_env).into_iter().collect();
+    files.push(home.to_owned());
+    files
 }
 
 /// The process environment as an [`EnvLookup`].
@@ -49,6 +70,15 @@ pub enum ConfigError {
     /// The config file could not be read.
     #[error("reading the config file {path}: {source}")]
     Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The config file could not be written.
+    #[error("writing the config file {path}: {source}")]
+    Write {
         /// The file.
         path: PathBuf,
         /// The I/O error.
@@ -116,9 +146,19 @@ pub async fn build_models(
         model: Arc::new(build_model(overrides, config).await?),
     };
     let mut choices = Vec::with_capacity(others.len());
+    // Tables naming the same endpoint share its cap on requests in flight.
+    let mut by_endpoint = std::collections::HashMap::new();
     for other in others {
         let key = load_key(&other.config.key).await;
-        let model = OpenAiModel::new(other.config.settings(), key)?;
+        let settings = other.config.settings();
+        let endpoint = settings.endpoint();
+        let mut model = OpenAiModel::new(settings, key)?;
+        match by_endpoint.get(&endpoint) {
+            Some(requests) => model = model.sharing_requests(Arc::clone(requests)),
+            None => {
+                by_endpoint.insert(endpoint, model.requests());
+            }
+        }
         choices.push(ModelChoice {
             profile: other.profile,
             model: Arc::new(model),
@@ -181,6 +221,37 @@ pub fn delegation_settings(config: &ConfigFile) -> DelegationSettings {
         .unwrap_or_default()
 }
 
+/// `[tools] max_parallel` of the config file: calls of one model step that run at once.
+pub fn max_parallel(config: &ConfigFile) -> Result<Setting<usize>, ConfigError> {
+    let value = config
+        .file
+        .as_ref()
+        .and_then(|file| file.tools.as_ref())
+        .and_then(|tools| tools.max_parallel);
+    let found = resolve::file_cap(value, "tools.max_parallel", &config.path)?;
+    Ok(match found {
+        Some((value, path)) => Setting {
+            value,
+            origin: Origin::File(path),
+        },
+        None => Setting {
+            value: crate::agent::host::DEFAULT_MAX_PARALLEL,
+            origin: Origin::Default,
+        },
+    })
+}
+
+/// The `kin config` line of [`max_parallel`].
+pub fn render_tools(max_parallel: &Setting<usize>) -> String {
+    let line = format!(
+        "{:<24} {:<40} {}",
+        "tools.max_parallel",
+        max_parallel.value.to_string(),
+        max_parallel.origin
+    );
+    format!("{}\n", line.trim_end())
+}
+
 /// The child agents of the config file's `[acp_agents.<name>]` tables (none without a file).
 pub fn acp_agents(config: &ConfigFile) -> Result<Vec<AcpAgentConfig>, ConfigError> {
     match (&config.file, &config.path) {
@@ -193,8 +264,29 @@ pub fn acp_agents(config: &ConfigFile) -> Result<Vec<AcpAgentConfig>, ConfigErro
 pub fn mcp_servers(config: &ConfigFile) -> Result<McpSettings, ConfigError> {
     match (&config.file, &config.path) {
         (Some(file), Some(path)) => {
-            mcp_servers::resolve(&file.mcp_servers, file.mcp_startup_timeout.as_ref(), path)
+            let timeout = file.mcp_startup_timeout.as_ref();
+            let settings = mcp_servers::resolve(&file.mcp_servers, timeout, path)?;
+            Ok(McpSettings {
+                max_tools: file.mcp_max_tools,
+                ..settings
+            })
         }
         _ => Ok(McpSettings::default()),
+    }
+}
+
+/// The `[sandbox]` settings of the config file (defaults without one).
+pub fn sandbox_settings(
+    config: &ConfigFile,
+) -> Result<crate::process::sandbox::SandboxSettings, ConfigError> {
+    match (&config.file, &config.path) {
+        (Some(file), Some(path)) => match &file.sandbox {
+            Some(entry) => {
+                let home = std::env::var_os("HOME").map(PathBuf::from);
+                sandbox::resolve(entry, home.as_deref(), path)
+            }
+            None => Ok(Default::default()),
+        },
+        _ => Ok(Default::default()),
     }
 }

@@ -5,7 +5,7 @@
 
 mod ask;
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -127,6 +127,7 @@ pub async fn run(
     let asker: Arc<dyn ClientBridge> = Arc::new(TerminalAsk::new());
     let printer = Arc::new(Printer {
         json: options.json,
+        terminal: std::io::stdout().is_terminal(),
         wrote_text: AtomicBool::new(false),
         ends_with_newline: AtomicBool::new(true),
     });
@@ -219,6 +220,9 @@ fn background_cost(events: &[crate::session::Event]) -> f64 {
 /// ends normally and is logged.
 struct Printer {
     json: bool,
+    /// stdout is a terminal: the model's control characters (escape sequences that retitle
+    /// the window, rewrite the screen or the clipboard) are shown escaped, not obeyed.
+    terminal: bool,
     wrote_text: AtomicBool,
     ends_with_newline: AtomicBool,
 }
@@ -238,6 +242,11 @@ impl Printer {
                 chunk: Chunk::TextDelta { text, .. },
                 ..
             }) if !text.is_empty() => {
+                let text = if self.terminal {
+                    crate::text::visible_lines(text)
+                } else {
+                    std::borrow::Cow::Borrowed(text.as_str())
+                };
                 let mut out = std::io::stdout().lock();
                 let _ = out.write_all(text.as_bytes());
                 let _ = out.flush();

@@ -26,7 +26,10 @@
 //!   process guard, the scrubbed environment, output caps.
 //! - [`model`]: the model trait; the OpenAI-compatible HTTP client; replay of recorded scenarios.
 //! - [`config`]: where kin keeps its data; the model configuration (flags, env, config file);
-//!   agent definitions ([`config::agents`]).
+//!   agent definitions ([`config::agents`]); the key `kin login` stores (OS keyring or a 0600
+//!   file).
+//! - [`login`]: `kin login` and `kin logout`, the terminal sign-in (endpoint, key, model, one
+//!   checking request) that ACP's terminal auth method runs.
 //! - [`session`]: the durable JSONL session log, its records and its folds.
 //! - [`sync`]: the one mutex `lock` helper. `background`: a low-priority thread for work beside
 //!   answering the client (the HTTP client's early build).
@@ -46,7 +49,7 @@
 //! (the editor bridge, permissions, confined file access); `tools` and `config` use `process`,
 //! which uses only `sync`. `rpc` uses `sync` and `memory`, `session` uses `sync`; `time`, `text`,
 //! `memory`, `background` and `limits` use nothing else of kin; `scenario` uses `rpc`, `session`
-//! and `process`.
+//! and `process`; `login` uses `config` and `model`.
 
 pub mod acp;
 pub mod acp_client;
@@ -56,6 +59,7 @@ pub mod config;
 pub mod delegation;
 pub mod headless;
 pub mod limits;
+pub mod login;
 pub mod mcp;
 pub mod mcp_server;
 pub mod memory;

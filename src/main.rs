@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use kin::config::{self, Overrides};
 use kin::headless::{self, HeadlessOptions};
 use kin::model::{ModelCatalog, ReplayModel};
+use kin::process::sandbox::Sandbox;
 use kin::runtime::{Runtime, RuntimeOptions};
 use kin::tools::PermissionMode;
 
@@ -68,14 +69,8 @@ enum Command {
     /// Codex CLI launches), or as streamable HTTP with `--listen`. Tools: kin, kin_reply,
     /// kin_output, kin_cancel, kin_list.
     Mcp {
-        /// Serve streamable HTTP on this address (path /mcp) instead of stdin/stdout, e.g.
-        /// 127.0.0.1:8765; port 0 picks a free port (printed on stderr)
-        #[arg(long, value_name = "ADDR")]
-        listen: Option<std::net::SocketAddr>,
-        /// Accept a --listen address that is not loopback (anyone who reaches it can run
-        /// tasks as you)
-        #[arg(long)]
-        allow_remote: bool,
+        #[command(flatten)]
+        listen: ListenFlags,
         /// The widest mode a call may ask for (`read-only`, `ask` or `allow`); a call's `mode`
         /// can only narrow it [default: ask]
         #[arg(long, value_name = "MODE", value_parser = parse_mode)]
@@ -89,6 +84,73 @@ enum Command {
     /// List the agent definitions the `subagent` tools can name here, with the file each came
     /// from (`.kin/agents/`, `.claude/agents/`, then `agents/` in kin's config directory).
     Agents,
+    /// Sign in at the terminal: choose the endpoint and model, give the key (kept in the OS
+    /// keyring, else in a file only you can read), checked with one request. Flags answer the
+    /// questions for scripts.
+    Login(LoginFlags),
+    /// Remove the key `kin login` stored.
+    Logout,
+}
+
+/// `kin login`'s flags; each answers one question.
+#[derive(Args, Clone, Default)]
+struct LoginFlags {
+    /// A known endpoint: deepseek, openai, llama-cpp (127.0.0.1:8080), ollama (127.0.0.1:11434)
+    #[arg(long, value_name = "NAME", conflicts_with = "base_url")]
+    provider: Option<String>,
+    /// Any OpenAI-compatible API root, e.g. http://127.0.0.1:8000/v1
+    #[arg(long, value_name = "URL")]
+    base_url: Option<String>,
+    /// The model to use
+    #[arg(long, value_name = "NAME")]
+    model: Option<String>,
+    /// Read the API key from the first line of stdin
+    #[arg(long, conflicts_with = "no_key")]
+    api_key_stdin: bool,
+    /// The endpoint takes no key
+    #[arg(long)]
+    no_key: bool,
+    /// Where the key goes: `keyring` (the OS keyring, else a file if none answers) or `file`
+    /// [default: keyring]
+    #[arg(long, value_name = "STORE", env = config::ENV_KEY_STORE, value_parser = parse_store)]
+    key_store: Option<config::KeyStore>,
+    /// Skip the request that checks the key and the model
+    #[arg(long)]
+    no_check: bool,
+}
+
+/// A key store by name (`keyring`, `file`).
+fn parse_store(id: &str) -> Result<config::KeyStore, String> {
+    match config::KeyStore::from_id(id) {
+        Some(store @ (config::KeyStore::Keyring | config::KeyStore::File)) => Ok(store),
+        _ => Err(format!(
+            "unknown key store {id:?}; expected keyring or file"
+        )),
+    }
+}
+
+/// Where `kin mcp` serves HTTP, and how it lets clients in.
+#[derive(Args, Clone, Debug, Default, PartialEq)]
+struct ListenFlags {
+    /// Serve streamable HTTP on this address (path /mcp) instead of stdin/stdout, e.g.
+    /// 127.0.0.1:8765; port 0 picks a free port (printed on stderr). Every request needs the
+    /// bearer token whose file is printed on stderr
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<std::net::SocketAddr>,
+    /// Serve streamable HTTP on this Unix socket (made 0600), alone or beside --listen
+    #[arg(long, value_name = "PATH")]
+    socket: Option<PathBuf>,
+    /// Take the bearer token from this file (readable by you only) instead of `mcp-token` in
+    /// kin's data directory, which is made on first use
+    #[arg(long, value_name = "PATH")]
+    token_file: Option<PathBuf>,
+    /// Accept a --listen address that is not loopback (anyone who reaches it and holds the
+    /// token can run tasks as you)
+    #[arg(long)]
+    allow_remote: bool,
+    /// Over HTTP, accept `/` and your home directory as a task's cwd (refused by default)
+    #[arg(long)]
+    allow_broad_cwd: bool,
 }
 
 /// Model settings; each beats its environment variable and the config file.
@@ -131,6 +193,10 @@ impl ModelFlags {
 fn main() -> ExitCode {
     // `kin __guard ...` (how kin runs commands) guards one command and exits here.
     kin::process::guard::init();
+    // `kin sandbox-exec ...` (how kin starts a confined process) confines itself and execs.
+    kin::process::sandbox_exec::init();
+    // Before any thread: may re-execute kin without the credentials in its environment.
+    let hidden = kin::process::own_env::hide_secrets();
     // Colours only for a person watching a terminal, never in a file or an editor's log pane.
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
@@ -140,6 +206,9 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .init();
+    if let kin::process::own_env::Outcome::Failed(why) = hidden {
+        tracing::warn!("credentials stay in kin's environment block: {why}");
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         // Usage mistakes in kin's error style; help and version as clap prints them.
@@ -208,20 +277,32 @@ fn run_command(cli: Cli) -> anyhow::Result<u8> {
         }
         Command::Mcp {
             listen,
-            allow_remote,
             mode,
             replay,
             model,
         } => {
-            let options = McpArgs {
-                listen,
-                allow_remote,
-                mode,
-            };
+            let options = McpArgs { listen, mode };
             runtime.block_on(Box::pin(mcp(options, replay, model)))
         }
         Command::Config { model } => runtime.block_on(Box::pin(show_config(model))),
         Command::Agents => list_agents(),
+        Command::Login(flags) => {
+            let options = kin::login::LoginOptions {
+                provider: flags.provider,
+                base_url: flags.base_url,
+                model: flags.model,
+                api_key_stdin: flags.api_key_stdin,
+                no_key: flags.no_key,
+                key_store: flags.key_store,
+                no_check: flags.no_check,
+            };
+            runtime
+                .block_on(Box::pin(kin::login::login(options)))
+                .map_err(anyhow::Error::from)
+        }
+        Command::Logout => runtime
+            .block_on(Box::pin(kin::login::logout()))
+            .map_err(anyhow::Error::from),
         Command::Demo => runtime
             .block_on(Box::pin(kin::scenario::demo::run()))
             .map(|()| 0),
@@ -272,6 +353,7 @@ fn open_runtime(
     file: &config::ConfigFile,
 ) -> anyhow::Result<Arc<Runtime>> {
     let home = config::kin_home();
+    kin::tools::private::protect(config::own_files(&home));
     let mut options = RuntimeOptions {
         limits,
         ..RuntimeOptions::default()
@@ -286,14 +368,21 @@ fn open_runtime(
     }
     options.acp_agents = config::acp_agents(file)?;
     options.delegation = config::delegation_settings(file);
+    options.max_parallel = config::max_parallel(file)?.value();
     let mcp = config::mcp_servers(file)?;
     options.mcp_servers = mcp.servers;
     if let Some(timeout) = mcp.startup_timeout {
         options.mcp_startup_timeout = timeout;
     }
+    if let Some(max) = mcp.max_tools {
+        options.mcp_max_tools = max;
+    }
+    options.mcp_sandboxed = mcp.sandboxed;
+    let sandbox = Arc::new(Sandbox::for_this_process(config::sandbox_settings(file)?));
+    options.sandbox = sandbox.clone();
     let model = models.default_choice().model.clone();
     options.models = Some(models);
-    Runtime::new(&home, model, kin::tools::builtin(), options)
+    Runtime::new(&home, model, kin::tools::builtin_confined(sandbox), options)
         .with_context(|| format!("opening the session store in {}", home.display()))
 }
 
@@ -314,14 +403,14 @@ async fn acp(replay: Option<PathBuf>, flags: ModelFlags) -> anyhow::Result<u8> {
 
 /// `kin mcp`'s own arguments.
 struct McpArgs {
-    listen: Option<std::net::SocketAddr>,
-    allow_remote: bool,
+    listen: ListenFlags,
     mode: Option<PermissionMode>,
 }
 
 async fn mcp(args: McpArgs, replay: Option<PathBuf>, flags: ModelFlags) -> anyhow::Result<u8> {
-    if let Some(addr) = args.listen {
-        if !addr.ip().is_loopback() && !args.allow_remote {
+    let http = args.listen;
+    if let Some(addr) = http.listen {
+        if !addr.ip().is_loopback() && !http.allow_remote {
             anyhow::bail!(
                 "--listen {addr} is not a loopback address; anyone who reaches it could run \
                  tasks as you (add --allow-remote if that is what you want)"
@@ -335,10 +424,17 @@ async fn mcp(args: McpArgs, replay: Option<PathBuf>, flags: ModelFlags) -> anyho
         ceiling: args.mode.unwrap_or(PermissionMode::Ask),
         cwd: std::env::current_dir().context("reading the current directory")?,
     };
-    match args.listen {
-        Some(addr) => kin::mcp_server::serve_http(runtime, options, addr, shutdown).await?,
-        None => kin::mcp_server::serve_stdio(runtime, options, shutdown).await?,
+    if http.listen.is_none() && http.socket.is_none() {
+        kin::mcp_server::serve_stdio(runtime, options, shutdown).await?;
+        return Ok(0);
     }
+    let listen = kin::mcp_server::ListenOptions {
+        addr: http.listen,
+        socket: http.socket,
+        token_file: http.token_file,
+        allow_broad_cwd: http.allow_broad_cwd,
+    };
+    kin::mcp_server::serve_http(runtime, options, listen, shutdown).await?;
     Ok(0)
 }
 
@@ -385,11 +481,14 @@ async fn show_config(flags: ModelFlags) -> anyhow::Result<u8> {
     let key = config::load_key(&config.key).await;
     let agents = config::acp_agents(&file)?;
     print!("{}", config::render(&config, &key));
+    print!("{}", config::render_tools(&config::max_parallel(&file)?));
     print!("{}", config::render_agents(&agents));
     print!(
         "{}",
         config::render_mcp_servers(&config::mcp_servers(&file)?)
     );
+    let sandbox = Sandbox::for_this_process(config::sandbox_settings(&file)?);
+    print!("{}", config::render_sandbox(&sandbox));
     Ok(0)
 }
 

@@ -22,6 +22,7 @@ use crate::limits::Limits;
 use crate::mcp::{ServerSpec, SessionServers};
 use crate::model::Model;
 use crate::process::git_worktree as worktree;
+use crate::process::sandbox::Sandbox;
 use crate::session::{SessionStore, StoreError};
 use crate::tasks::{TaskKillTool, TaskListTool, TaskOutputTool, TaskService};
 use crate::tools::ToolRegistry;
@@ -33,6 +34,8 @@ pub use crate::agent::host::{HostError as RuntimeError, DEFAULT_MAX_STEPS};
 pub struct RuntimeOptions {
     /// Steps one turn may take.
     pub max_steps: u32,
+    /// Calls of one step that run at once (`[tools] max_parallel`).
+    pub max_parallel: usize,
     /// The deepest a delegated child may be (1: children cannot delegate further).
     pub subagent_max_depth: u32,
     /// Child agents over ACP, each with its own delegation tool.
@@ -47,12 +50,19 @@ pub struct RuntimeOptions {
     pub mcp_startup_timeout: Duration,
     /// Caps on sizes the model and the client choose.
     pub limits: Limits,
+    /// The most MCP tools offered to the model (`mcp_max_tools`).
+    pub mcp_max_tools: usize,
+    /// The kernel sandbox of the processes sessions start (default: off).
+    pub sandbox: Arc<Sandbox>,
+    /// The configured MCP stdio servers that run inside it (`sandbox = true`), by name.
+    pub mcp_sandboxed: Vec<String>,
 }
 
 impl Default for RuntimeOptions {
     fn default() -> Self {
         Self {
             max_steps: DEFAULT_MAX_STEPS,
+            max_parallel: crate::agent::host::DEFAULT_MAX_PARALLEL,
             subagent_max_depth: DEFAULT_MAX_DEPTH,
             acp_agents: Vec::new(),
             models: None,
@@ -60,6 +70,9 @@ impl Default for RuntimeOptions {
             mcp_servers: Vec::new(),
             mcp_startup_timeout: crate::mcp::DEFAULT_STARTUP_TIMEOUT,
             limits: Limits::DEFAULT,
+            mcp_max_tools: crate::mcp::DEFAULT_MAX_TOOLS,
+            sandbox: Arc::new(Sandbox::off()),
+            mcp_sandboxed: Vec::new(),
         }
     }
 }
@@ -84,6 +97,9 @@ pub struct Runtime {
     mcp_servers: Vec<ServerSpec>,
     mcp_startup_timeout: Duration,
     limits: Limits,
+    mcp_max_tools: usize,
+    sandbox: Arc<Sandbox>,
+    mcp_sandboxed: Vec<String>,
 }
 
 impl Runtime {
@@ -109,6 +125,8 @@ impl Runtime {
             options.subagent_max_depth,
             &options.acp_agents,
             options.delegation.clone(),
+            &options.sandbox,
+            home,
         );
         let mut tools = base_tools;
         for tool in delegation.tools() {
@@ -120,7 +138,8 @@ impl Runtime {
         let host = Arc::new(
             AgentHost::new(store, model, Arc::new(tools), options.max_steps)
                 .with_models(models)
-                .with_limits(options.limits),
+                .with_limits(options.limits)
+                .with_max_parallel(options.max_parallel),
         );
         delegation.attach(&host);
         Ok(Arc::new(Self {
@@ -131,6 +150,9 @@ impl Runtime {
             mcp_servers: options.mcp_servers,
             mcp_startup_timeout: options.mcp_startup_timeout,
             limits: options.limits,
+            mcp_max_tools: options.mcp_max_tools,
+            sandbox: options.sandbox,
+            mcp_sandboxed: options.mcp_sandboxed,
         }))
     }
 
@@ -208,15 +230,69 @@ impl Runtime {
     /// Starts the session's MCP servers (the configured ones merged with `editor`'s) in the
     /// background, replacing any it had (which are stopped in the background). Returns at once.
     pub(crate) fn start_mcp(&self, agent: &Agent, editor: Vec<ServerSpec>) {
-        let specs = crate::mcp::merge(&self.mcp_servers, editor);
+        let mut specs = crate::mcp::merge(&self.mcp_servers, editor);
+        for spec in specs
+            .iter_mut()
+            .filter(|spec| self.mcp_sandboxed.contains(&spec.name))
+        {
+            if let Err(error) = self.confine_mcp(agent, spec) {
+                tracing::warn!(server = spec.name, %error, "an MCP server is not started");
+            }
+        }
         let view = (!specs.is_empty()).then(|| McpView {
-            servers: SessionServers::start(specs, agent.cwd.clone(), self.mcp_startup_timeout),
+            servers: SessionServers::start(
+                specs,
+                agent.cwd.clone(),
+                self.mcp_startup_timeout,
+                self.mcp_max_tools,
+            ),
             keep: agent.own_mcp_keep(),
             owned: true,
         });
         if let Some(old) = agent.set_mcp(view) {
             tokio::spawn(async move { old.stop().await });
         }
+    }
+
+    /// Rewrites a stdio server's command to start inside the session's sandbox; one that cannot
+    /// be confined under `required` gets a command that fails with the reason.
+    fn confine_mcp(&self, agent: &Agent, spec: &mut ServerSpec) -> Result<(), String> {
+        use crate::process::sandbox::CommandScope;
+        let crate::mcp::Transport::Stdio { command, args, env } = &mut spec.transport else {
+            return Ok(());
+        };
+        let scope = CommandScope {
+            session: &agent.id,
+            roots: agent.roots().all().to_vec(),
+            read_only: agent.permissions().effective_mode()
+                == crate::tools::PermissionMode::ReadOnly,
+        };
+        match self.sandbox.command(&scope, command, args) {
+            Ok(launch) => {
+                *command = launch.program;
+                *args = launch.args;
+                env.extend(launch.env);
+                Ok(())
+            }
+            Err(error) => {
+                // Started anyway, to fail with the reason as its stderr (the server's error
+                // names it).
+                let reason = error.to_string();
+                *command = "sh".into();
+                *args = vec![
+                    "-c".into(),
+                    "echo \"kin: $1\" >&2; exit 126".into(),
+                    "sh".into(),
+                    reason.clone(),
+                ];
+                Err(reason)
+            }
+        }
+    }
+
+    /// The kernel sandbox of the processes sessions start.
+    pub fn sandbox(&self) -> &Arc<Sandbox> {
+        &self.sandbox
     }
 
     /// Stops the session's MCP servers and waits until their processes are gone.

@@ -1,4 +1,5 @@
-//! The one way kin takes a `std` mutex or read-write lock.
+//! The one way kin takes a `std` mutex or read-write lock, and runs a short blocking read from
+//! synchronous code on the runtime.
 
 use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -16,4 +17,15 @@ pub(crate) fn read_lock<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
 /// Writes `lock`, past a panicked holder as [`lock`] does.
 pub(crate) fn write_lock<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
     lock.write().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Runs the blocking `work` (a bounded file read) from synchronous code without holding up the
+/// runtime's other tasks: on a multi-threaded runtime this worker hands them to another first
+/// (`block_in_place`); elsewhere (no runtime, or a single-threaded test one) it just runs.
+pub(crate) fn off_the_workers<T>(work: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current().map(|handle| handle.runtime_flavor()) {
+        Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(work),
+        _ => work(),
+    }
 }

@@ -36,6 +36,30 @@ pub(crate) fn visible(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// `text` for a terminal that shows it as the answer: as [`visible`], but newlines and tabs
+/// (the answer's own layout) are kept.
+pub(crate) fn visible_lines(text: &str) -> Cow<'_, str> {
+    if !text
+        .chars()
+        .any(|c| needs_escape(c) && c != '\n' && c != '\t')
+    {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for (n, line) in text.split('\n').enumerate() {
+        if n > 0 {
+            out.push('\n');
+        }
+        for (m, cell) in line.split('\t').enumerate() {
+            if m > 0 {
+                out.push('\t');
+            }
+            out.push_str(&visible(cell));
+        }
+    }
+    Cow::Owned(out)
+}
+
 /// The longest start of `text` of at most `max` bytes that ends on a character boundary.
 pub(crate) fn prefix(text: &str, max: usize) -> &str {
     if text.len() <= max {
@@ -65,6 +89,15 @@ pub(crate) fn bounded(text: &str, max: usize) -> Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn answer_text_keeps_its_lines_and_loses_its_escapes() {
+        assert_eq!(visible_lines("a\n\tb"), "a\n\tb");
+        assert_eq!(
+            visible_lines("\u{1b}]0;owned\u{7}x\r\n"),
+            "\\u{1b}]0;owned\\u{7}x\\r\n"
+        );
+    }
 
     #[test]
     fn controls_and_bidi_overrides_become_visible() {

@@ -129,6 +129,7 @@ async fn run(local: &Path, remote: &str, editor: Option<Arc<DiskEditor>>) -> Str
             client: editor.map(|editor| editor as Arc<dyn ClientBridge>),
         }),
         mcp_servers: Vec::new(),
+        sandbox: None,
     };
     let cancel = CancellationToken::new();
     let mut child = AcpChild::start(command, &cancel).await.unwrap();

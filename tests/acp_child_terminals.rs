@@ -46,6 +46,7 @@ fn command(
             client: None,
         }),
         mcp_servers: Vec::new(),
+        sandbox: None,
     }
 }
 

@@ -55,6 +55,7 @@ fn command_for(mode: &str, marker: &str, cwd: &Path) -> ChildCommand {
         link: None,
         remote_cwd: None,
         mcp_servers: Vec::new(),
+        sandbox: None,
     }
 }
 
@@ -671,6 +672,7 @@ async fn a_kin_child_is_reopened_in_a_new_process_and_continues_its_session() {
         link: None,
         remote_cwd: None,
         mcp_servers: Vec::new(),
+        sandbox: None,
     };
     let cancel = CancellationToken::new();
     let mut first = AcpChild::start(command.clone(), &cancel).await.unwrap();
@@ -1098,10 +1100,50 @@ async fn an_acp_child_past_its_time_limit_is_cancelled_and_reports_timed_out() {
     let logs = kin_parent_of(parent, &table, &marker).await;
     let parent_log = log_at_depth(&logs, 0);
     assert!(
-        parent_log.contains("Error: subagent run timed_out: the time limit of 0.5s was reached"),
+        parent_log.contains(
+            "Error: subagent run timed_out\\nDiagnostic: the time limit of 0.5s was reached"
+        ),
         "{parent_log}"
     );
     assert!(parent_log.contains("SUBAGENT_TIMED_OUT"), "{parent_log}");
+    assert_none_left(&marker).await;
+}
+
+/// The text of the parent's `tool/result` for call `call_id` in `log`.
+fn result_text(log: &str, call_id: &str) -> String {
+    log.lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .find(|e| e["type"] == "tool/result" && e["data"]["message"]["source"]["callId"] == call_id)
+        .and_then(|e| {
+            e["data"]["message"]["content"][0]["content"][0]["text"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .unwrap_or_else(|| panic!("no result for {call_id}: {log}"))
+}
+
+#[tokio::test]
+async fn an_acp_child_that_crashes_mid_answer_hands_back_its_exit_stderr_and_partial_output() {
+    let marker = marker("acp-partial");
+    let table = format!(
+        "[acp_agents.fake]\ncommand = {:?}\nargs = [{marker:?}, \"partial-crash\"]\n",
+        common::fake_acp_child().display().to_string(),
+    );
+    let parent = Script::new()
+        .calls(&[(
+            "ask",
+            "subagent_fake",
+            json!({"description": "Ask fake", "prompt": "Hello."}),
+        )])
+        .text("PARENT_DONE");
+    let logs = kin_parent_of(parent, &table, &marker).await;
+    let told = result_text(log_at_depth(&logs, 0), "ask");
+    assert_eq!(
+        told,
+        "Error: subagent run failed\nDiagnostic: the ACP child exited during session/prompt \
+         (exit code 3); last stderr line: fake child: lost the model, Authorization: Bearer \
+         [redacted]\nPartial output before the run ended:\nHalf an answer"
+    );
     assert_none_left(&marker).await;
 }
 
@@ -1123,8 +1165,9 @@ async fn an_acp_child_that_goes_quiet_meets_the_idle_watchdog() {
     let logs = kin_parent_of(parent, &table, &marker).await;
     let parent_log = log_at_depth(&logs, 0);
     assert!(
-        parent_log
-            .contains("Error: subagent run timed_out: no model output or tool progress for 0.3s"),
+        parent_log.contains(
+            "Error: subagent run timed_out\\nDiagnostic: no model output or tool progress for 0.3s"
+        ),
         "{parent_log}"
     );
 }
@@ -1183,4 +1226,27 @@ async fn list_agents_shows_what_an_acp_child_reported_against_its_cost_budget() 
         ),
         "{parent_log}"
     );
+}
+
+#[tokio::test]
+async fn text_a_child_sends_under_another_sessions_id_is_refused() {
+    let marker = marker("foreign");
+    let table = format!(
+        "[acp_agents.fake]\ncommand = {:?}\nargs = [{marker:?}, \"foreign\"]\n",
+        common::fake_acp_child().display().to_string(),
+    );
+    let parent = Script::new()
+        .calls(&[(
+            "ask",
+            "subagent_fake",
+            json!({"description": "Ask fake", "prompt": "Hello."}),
+        )])
+        .text("PARENT_DONE");
+    let logs = kin_parent_of(parent, &table, &marker).await;
+    let parent_log = log_at_depth(&logs, 0);
+    assert!(
+        parent_log.contains("own answer, foreign request refused"),
+        "{parent_log}"
+    );
+    assert!(!parent_log.contains("INJECTED"), "{parent_log}");
 }

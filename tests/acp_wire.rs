@@ -383,3 +383,76 @@ fn initialize_over(
     assert_eq!(shared.each_ref().map(flags), before);
     assert!(!OFlag::from_bits_truncate(before[0]).contains(OFlag::O_NONBLOCK));
 }
+
+#[tokio::test]
+async fn a_line_of_many_tiny_json_values_is_refused_before_it_is_parsed() {
+    let mut kin = Wire::start(None);
+    kin.initialize().await;
+    // ~3.3 MB of `[]`s: as a value tree, over a hundred megabytes; refused by count.
+    let mut line = br#"{"jsonrpc":"2.0","id":3,"method":"session/list","params":{"x":["#.to_vec();
+    line.extend(b"[],".repeat(1_100_000));
+    line.extend_from_slice(b"[]]}}\n");
+    kin.send_bytes(&line).await;
+    let answer = kin.read().await.unwrap();
+    assert_eq!(answer["error"]["code"], -32700, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(message.contains("JSON values"), "{message}");
+    let (_, answer) = kin.request(4, "session/list", json!({})).await;
+    assert!(answer["result"]["sessions"].is_array(), "{answer}");
+}
+
+#[tokio::test]
+async fn a_prompt_right_after_cancel_waits_for_the_cancelled_turn_and_runs() {
+    // The first turn runs a command that ignores SIGTERM, so the cancelled turn takes the
+    // guard's grace period to settle; the second turn answers.
+    let command = "trap '' TERM; touch started; sleep 30";
+    let replay = common::Script::new()
+        .calls(&[("slow", "bash", json!({"command": command}))])
+        .text("SECOND_TURN_RAN")
+        .dir();
+    let mut kin = Wire::start(Some(replay.path()));
+    kin.initialize().await;
+    let session = kin.new_session().await;
+    kin.request(
+        2,
+        "session/set_mode",
+        json!({"sessionId": session, "modeId": "allow"}),
+    )
+    .await;
+    let prompt =
+        |text: &str| json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]});
+    kin.send(&json!({"jsonrpc":"2.0","id":7,"method":"session/prompt","params":prompt("go")}))
+        .await;
+    // The command is running (and ignoring SIGTERM) once it has made its file.
+    let started = kin.cwd.path().join("started");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !started.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the command never started"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // As an editor does when the user sends a new message mid-turn: cancel, then prompt.
+    kin.send(&json!({"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":session}}))
+        .await;
+    kin.send(&json!({"jsonrpc":"2.0","id":8,"method":"session/prompt","params":prompt("again")}))
+        .await;
+    let (mut first, mut second, mut text) = (None, None, String::new());
+    while first.is_none() || second.is_none() {
+        let message = kin.read().await.expect("kin answers both prompts");
+        match message.get("id").and_then(Value::as_i64) {
+            Some(7) => first = Some(message),
+            Some(8) => second = Some(message),
+            _ => {
+                if let Some(chunk) = message.pointer("/params/update/content/text") {
+                    text.push_str(chunk.as_str().unwrap_or_default());
+                }
+            }
+        }
+    }
+    let (first, second) = (first.unwrap(), second.unwrap());
+    assert_eq!(first["result"]["stopReason"], "cancelled", "{first}");
+    assert_eq!(second["result"]["stopReason"], "end_turn", "{second}");
+    assert!(text.contains("SECOND_TURN_RAN"), "{text}");
+}

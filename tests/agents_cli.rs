@@ -51,3 +51,36 @@ fn kin_agents_lists_the_definitions_with_their_files_and_notices() {
     );
     assert_eq!(stdout, expected);
 }
+
+#[test]
+fn a_definition_symlinked_out_of_the_workspace_is_refused_and_a_fifo_never_blocks() {
+    let home = tempfile::tempdir().unwrap();
+    let cwd = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("secret.md");
+    std::fs::write(&secret, "---\ndescription: OUTSIDE-SECRET\n---\nLeaked.\n").unwrap();
+    let agents = cwd.path().join(".kin/agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    std::os::unix::fs::symlink(&secret, agents.join("leak.md")).unwrap();
+    nix::unistd::mkfifo(&agents.join("pipe.md"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    std::fs::write(
+        agents.join("fine.md"),
+        "---\ndescription: A fine agent\n---\nWork.\n",
+    )
+    .unwrap();
+    let output = Command::new(common::kin_binary())
+        .arg("agents")
+        .env("KIN_HOME", home.path())
+        .env("XDG_CONFIG_HOME", home.path().join("config"))
+        .current_dir(cwd.path())
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert!(stdout.contains("fine: A fine agent"), "{stdout}");
+    assert!(!stdout.contains("OUTSIDE-SECRET"), "{stdout}");
+    assert!(
+        stdout.contains("leak.md: cannot be read") && stdout.contains("pipe.md: cannot be read"),
+        "{stdout}"
+    );
+}

@@ -76,7 +76,10 @@ fn text_of(update: &Value) -> String {
 fn answers(kinds: &[PermissionScript]) -> Vec<PermissionAnswerEntry> {
     kinds
         .iter()
-        .map(|&kind| PermissionAnswerEntry { kind })
+        .map(|&kind| PermissionAnswerEntry {
+            kind,
+            tool_call_id: None,
+        })
         .collect()
 }
 

@@ -44,7 +44,9 @@ async fn a_retried_stall_does_not_reset_the_childs_clock() {
     );
     let told = requests[3].body["messages"].to_string();
     assert!(
-        told.contains("Error: subagent run timed_out: the time limit of 2s was reached"),
+        told.contains(
+            "Error: subagent run timed_out\\nDiagnostic: the time limit of 2s was reached"
+        ),
         "{told}"
     );
     // The child's log says so too, once.

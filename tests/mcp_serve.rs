@@ -355,7 +355,14 @@ async fn streamable_http_serves_the_same_tools() {
         .strip_prefix("kin: serving MCP on ")
         .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
         .to_owned();
-    let found = world.client(&["http", &url, "hello"]).await;
+    let said = tokio::time::timeout(DEADLINE, lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(said.starts_with("kin: the bearer token is in "), "{said}");
+    let token = std::fs::read_to_string(world.home.path().join("mcp-token")).unwrap();
+    let found = world.client(&["http", &url, token.trim(), "hello"]).await;
     assert_eq!(found[0]["names"].as_array().unwrap().len(), 5);
     assert_eq!(
         found[1]["structured"]["answer"], "over http",
@@ -751,6 +758,29 @@ async fn the_delegation_time_limit_bounds_a_plain_kin_task() {
     assert!(error.starts_with("timed_out"), "{result}");
     let closed = tokio::time::timeout(DEADLINE, world.model.next_event()).await;
     assert_eq!(closed.unwrap(), ServerEvent::ClientClosed { request: 0 });
+}
+
+#[tokio::test]
+async fn a_failed_kin_task_hands_back_what_it_wrote_so_far() {
+    let Some(world) = World::new() else { return };
+    world.configure("[delegation]\ntimeout = \"1s\"\n");
+    world.model.push(Reply::Hang(vec![
+        event(&chunk(json!({"role": "assistant", "content": ""}), None)),
+        event(&chunk(json!({"content": "half an answer"}), None)),
+    ]));
+    let found = world
+        .client(&["call", "kin", r#"{"prompt": "stall"}"#])
+        .await;
+    let result = &found[0];
+    assert_eq!(result["isError"], true, "{result}");
+    assert_eq!(result["structured"]["state"], "failed", "{result}");
+    assert_eq!(result["structured"]["partialOutput"], "half an answer");
+    assert!(result["structured"].get("answer").is_none(), "{result}");
+    let text = result["text"].as_str().unwrap();
+    assert!(
+        text.ends_with("\nPartial output before the run ended:\nhalf an answer"),
+        "{text}"
+    );
 }
 
 #[tokio::test]

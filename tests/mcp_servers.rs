@@ -743,3 +743,72 @@ async fn progress_of_a_call_shows_on_its_tool_call_and_the_last_report_is_not_lo
         "{updates:?}"
     );
 }
+
+#[tokio::test]
+async fn a_definitions_server_grant_is_exact_on_the_server_name() {
+    let Some((node, script)) = filesystem_server() else {
+        return;
+    };
+    // Servers `git` and `git__admin`: `mcp__git__admin__...` starts as a tool of `git` would.
+    let parent = Script::new()
+        .calls(&[(
+            "s1",
+            "subagent",
+            json!({"description": "List", "prompt": "List the files.", "agent": "gitter"}),
+        )])
+        .text("Done.")
+        .dir();
+    let child = Script::new()
+        .calls(&[
+            ("own", "mcp__git__list_directory", json!({"path": "."})),
+            (
+                "other",
+                "mcp__git__admin__list_directory",
+                json!({"path": "."}),
+            ),
+        ])
+        .text("Child listed.")
+        .dir();
+    std::fs::copy(
+        child.path().join("session.jsonl"),
+        parent.path().join("session.1.jsonl"),
+    )
+    .unwrap();
+    let mut wire = Wire::start(Some(parent.path()));
+    let agents = wire.cwd.path().join(".kin/agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    std::fs::write(
+        agents.join("gitter.md"),
+        "---\ndescription: Uses git only\ntools: [mcp__git]\n---\nList.\n",
+    )
+    .unwrap();
+    std::fs::write(wire.cwd.path().join("granted-listing.txt"), "hi").unwrap();
+    wire.initialize().await;
+    let root = wire.cwd();
+    let entry =
+        |name: &str| json!({"name": name, "command": node, "args": [script, root], "env": []});
+    let servers = json!([entry("git"), entry("git__admin")]);
+    let session = allowed_session(&mut wire, servers).await;
+    prompt(&mut wire, &session).await;
+    let logs: Vec<Value> = common::session_files(wire.home.path())
+        .iter()
+        .flat_map(|path| common::read_lines(path))
+        .filter_map(|line| serde_json::from_str::<Value>(&line).ok())
+        .filter(|event| event["type"] == "tool/result")
+        .collect();
+    let result = |id: &str| {
+        let found = logs
+            .iter()
+            .find(|e| e["data"]["message"]["content"][0]["toolCallId"] == id)
+            .unwrap_or_else(|| panic!("no result for {id}: {logs:?}"));
+        found["data"]["message"]["content"][0].clone()
+    };
+    let own = result("own");
+    assert_eq!(own["isError"], false, "{own}");
+    assert!(own.to_string().contains("granted-listing.txt"), "{own}");
+    let other = result("other");
+    assert_eq!(
+        other["isError"], true,
+        "the other server's tool is not granted: {other}"
+    );
+}

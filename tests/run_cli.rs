@@ -451,3 +451,55 @@ fn headless_edit_outside_the_workspace_quotes_nothing_of_the_file() {
         "AWS_SECRET=hunter2\n"
     );
 }
+
+/// The answer of a script whose text carries terminal control sequences.
+const HOSTILE: &str = "before\u{1b}]0;retitled\u{7}\u{1b}[2Jafter\ttab\nnext line";
+
+#[test]
+fn the_models_control_sequences_are_shown_escaped_on_a_terminal() {
+    let dirs = Dirs::new();
+    let replay = common::Script::new().text(HOSTILE).dir();
+    let replay = path(replay.path()).to_owned();
+    // Into a pipe (a script reading the answer): the text as the model wrote it.
+    let out = dirs.run(None, None, &["--replay", &replay, "go"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), format!("{HOSTILE}\n"));
+    // On a terminal (`script` gives kin one): escaped, its own lines and tabs kept.
+    let Ok(found) = Command::new("script").arg("--version").output() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "`script` is required under CI"
+        );
+        println!("SKIPPED: no `script` command to give kin a terminal");
+        return;
+    };
+    assert!(found.status.success());
+    let kin = format!(
+        "{} run --replay {replay} go 2>/dev/null",
+        kin_binary().display()
+    );
+    let mut command = Command::new("script");
+    command.args(["-qec", &kin, "/dev/null"]);
+    for name in MODEL_ENV {
+        command.env_remove(name);
+    }
+    let out = command
+        .env("KIN_HOME", dirs.home.path())
+        .env("XDG_CONFIG_HOME", dirs.home.path().join("config"))
+        .current_dir(dirs.cwd.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let shown = text(&out.stdout);
+    assert!(out.status.success(), "{shown}");
+    assert!(
+        !shown.contains('\u{1b}') && !shown.contains('\u{7}'),
+        "{shown:?}"
+    );
+    assert!(
+        shown.contains(r"before\u{1b}]0;retitled\u{7}\u{1b}[2Jafter"),
+        "{shown:?}"
+    );
+    assert!(shown.contains("after\ttab"), "{shown:?}");
+    assert!(shown.contains("next line"), "{shown:?}");
+}

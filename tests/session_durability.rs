@@ -158,3 +158,71 @@ async fn session_load_keeps_every_good_line_around_a_corrupt_one() {
     let (_, answer) = kin.request(3, "session/list", json!({})).await;
     assert_eq!(answer["result"]["sessions"][0]["sessionId"], id, "{answer}");
 }
+
+/// A tree budget holds after a restart when the endpoint reports no usage: the estimates
+/// the first process counted are in the logs, and the reopened session's tree is refused.
+#[tokio::test]
+async fn a_tree_budget_spent_on_estimates_holds_after_a_restart() {
+    use common::Script;
+    let delegate = || {
+        (
+            "delegate",
+            "subagent",
+            json!({"description": "Read a lot", "prompt": "Read big.txt three times."}),
+        )
+    };
+    let parent = Script::new()
+        .calls(&[delegate()])
+        .text("PARENT_DONE")
+        .calls(&[delegate()])
+        .text("SECOND_DONE");
+    let read = |id| (id, "read", json!({"path": "big.txt"}));
+    // Each read brings 50 KiB into the child's next request (about 12,800 tokens estimated).
+    let child = Script::new()
+        .calls(&[read("r1")])
+        .calls(&[read("r2")])
+        .calls(&[read("r3")])
+        .text("child done");
+    let replay = parent.dir();
+    std::fs::copy(
+        child.dir().path().join("session.jsonl"),
+        replay.path().join("session.1.jsonl"),
+    )
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let config = home.path().join("config/kin");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("config.toml"),
+        "[delegation]\nbudget_tokens = 20000\n",
+    )
+    .unwrap();
+
+    let mut first = Wire::start_in(Some(replay.path()), home);
+    let line = format!("{}\n", "x".repeat(49));
+    std::fs::write(first.cwd.path().join("big.txt"), line.repeat(1000)).unwrap();
+    first.initialize().await;
+    let session = first.new_session().await;
+    let prompt =
+        |text: &str| json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]});
+    let (_, answer) = first.request(2, "session/prompt", prompt("Go.")).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    first.close_stdin();
+    first.child.wait().await.unwrap();
+    let home = std::mem::replace(&mut first.home, tempfile::tempdir().unwrap());
+
+    let mut second = Wire::start_in(Some(replay.path()), home);
+    second.initialize().await;
+    let load = json!({"sessionId": session, "cwd": second.cwd(), "mcpServers": []});
+    let (_, loaded) = second.request(1, "session/load", load).await;
+    assert!(loaded.get("result").is_some(), "{loaded}");
+    let (_, answer) = second.request(2, "session/prompt", prompt("Again.")).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let log = std::fs::read_to_string(second.home.path().join(format!("sessions/{session}.jsonl")))
+        .unwrap();
+    assert!(log.contains("estimatedTokens"), "the estimates are logged");
+    assert!(
+        log.contains("the delegation budget_tokens of 20000 is spent"),
+        "the second delegation is refused: {log}"
+    );
+}

@@ -127,3 +127,42 @@ async fn refreshing_the_demo_changes_no_file() {
         }
     }
 }
+
+/// How often each delegation scenario is replayed in a row: children that run side by side
+/// must bind their scripts, number their ids and compare the same whatever order they run in.
+const REPLAYS: usize = 20;
+
+/// Every delegation scenario (`subagent-*`, `demo`) replays identically [`REPLAYS`] times in a
+/// row. The replays of one scenario run a few at a time (each is its own `kin` process); any
+/// difference from the recording fails, naming the run.
+#[tokio::test]
+async fn delegation_scenarios_replay_the_same_every_time() {
+    use futures::StreamExt;
+    let delegating: Vec<PathBuf> = scenarios()
+        .into_iter()
+        .filter(|dir| {
+            let name = dir.file_name().unwrap().to_string_lossy();
+            name.starts_with("subagent-") || name == "demo"
+        })
+        .collect();
+    assert!(delegating.len() >= 8, "the delegation scenarios");
+    let mut failures = Vec::new();
+    for dir in &delegating {
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let input = read_input(dir);
+        let runs = futures::stream::iter(1..=REPLAYS)
+            .map(|run| {
+                let (dir, input) = (dir.clone(), &input);
+                async move { (run, play(&dir, input).await) }
+            })
+            .buffer_unordered(4);
+        let outcomes: Vec<_> = runs.collect().await;
+        for (run, outcome) in outcomes {
+            let differences = compare_with_recording(&name, dir, &outcome);
+            if let Some(first) = differences.first() {
+                failures.push(format!("{name}, replay {run} of {REPLAYS}: {first}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}

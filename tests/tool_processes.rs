@@ -296,3 +296,113 @@ async fn a_kill_9_of_kin_takes_a_delegated_childs_command_down() {
     let replay = scenario(parent, Some(child));
     kill_9_during_a_call(replay.path(), &marker).await;
 }
+
+/// `id` with `args`, as a number.
+fn id(args: &[&str]) -> Option<u32> {
+    let out = std::process::Command::new("id").args(args).output().ok()?;
+    String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+}
+
+fn is_root() -> bool {
+    id(&["-u"]) == Some(0)
+}
+
+/// The uid and gid of the unprivileged test user `.ci/run` creates, when this test runs as
+/// root and the user exists; otherwise prints why the part is skipped (a failure under CI).
+fn other_user(what: &str) -> Option<(u32, u32)> {
+    let skip = |why: &str| {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{what}: {why} (required under CI)"
+        );
+        println!("SKIPPED {what}: {why}");
+        None
+    };
+    if !is_root() {
+        return skip("not running as root, so no second uid can be used");
+    }
+    match (id(&["-u", "kin-test-other"]), id(&["-g", "kin-test-other"])) {
+        (Some(uid), Some(gid)) => Some((uid, gid)),
+        _ => skip("the user kin-test-other is missing (`.ci/run` creates it)"),
+    }
+}
+
+/// Runs `kin run --json --mode allow` on a script whose one command prints kin's own
+/// environment block: the command's parent is the guard, and the guard's parent is kin. With
+/// `user`, kin runs under that uid (its files copied where that user can reach them).
+fn grandparent_environ(user: Option<(u32, u32)>) -> String {
+    use std::os::unix::process::CommandExt;
+    // The verdicts are spelled through variables, so the command's own text (in the logged
+    // call) never holds them.
+    let command = "r=READ; d=DENIED; gp=$(awk '{print $4}' /proc/$PPID/stat); \
+        echo \"GRANDPARENT: $(tr '\\0' ' ' < /proc/$gp/cmdline)\"; \
+        if tr '\\0' '\\n' < /proc/$gp/environ; then echo KIN_ENVIRON_$r; else echo KIN_ENVIRON_$d; fi; \
+        if cat /proc/$PPID/environ >/dev/null; then echo GUARD_ENVIRON_$r; else echo GUARD_ENVIRON_$d; fi";
+    let script = Script::new()
+        .calls(&[("environ", "bash", json!({"command": command}))])
+        .text("done");
+    let replay = script.dir();
+    let root = tempfile::tempdir().unwrap();
+    let (home, cwd) = (root.path().join("home"), root.path().join("cwd"));
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&cwd).unwrap();
+    let binary = root.path().join("kin");
+    std::fs::copy(common::kin_binary(), &binary).unwrap();
+    let mut run = std::process::Command::new(&binary);
+    run.args(["run", "--json", "--mode", "allow", "--replay"])
+        .arg(replay.path())
+        .arg("Go.")
+        .env("KIN_HOME", &home)
+        .env("XDG_CONFIG_HOME", root.path().join("config"))
+        .env("KIN_API_KEY", "sk-grandparent-key-0042")
+        .env("OTHER_SERVICE_TOKEN", "token-grandparent-0043")
+        .current_dir(&cwd)
+        .stdin(std::process::Stdio::null());
+    if let Some((uid, gid)) = user {
+        for path in [root.path(), &home, &cwd, replay.path()] {
+            std::os::unix::fs::chown(path, Some(uid), Some(gid)).unwrap();
+        }
+        run.uid(uid).gid(gid);
+    }
+    let out = run.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+#[tokio::test]
+async fn a_tool_command_finds_no_key_in_kins_own_environ() {
+    let as_me = grandparent_environ(None);
+    assert!(
+        as_me.contains("GRANDPARENT: ") && as_me.contains(" run --json"),
+        "{as_me}"
+    );
+    assert!(
+        !as_me.contains("sk-grandparent-key") && !as_me.contains("token-grandparent"),
+        "{as_me}"
+    );
+    // As root the block is readable: it is there, without the credentials.
+    if is_root() {
+        assert!(
+            as_me.contains("KIN_ENVIRON_READ") && as_me.contains("KIN_HOME="),
+            "{as_me}"
+        );
+    }
+    let Some(user) = other_user("kin's environ as an ordinary user") else {
+        return;
+    };
+    let as_other = grandparent_environ(Some(user));
+    assert!(as_other.contains(" run --json"), "{as_other}");
+    assert!(
+        !as_other.contains("sk-grandparent-key") && !as_other.contains("token-grandparent"),
+        "{as_other}"
+    );
+    // Not root: kin and the guard are not dumpable, so the commands of their own user cannot
+    // open their blocks at all.
+    assert!(as_other.contains("KIN_ENVIRON_DENIED"), "{as_other}");
+    assert!(as_other.contains("GUARD_ENVIRON_DENIED"), "{as_other}");
+}

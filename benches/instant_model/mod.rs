@@ -11,6 +11,7 @@ use kin::runtime::{Runtime, RuntimeOptions};
 use kin::session::{AssistantBlock, BlockType, Chunk, FinishKind, FinishReason};
 use kin::tools::ToolRegistry;
 
+#[allow(dead_code)] // not every bench uses it
 pub struct InstantModel;
 
 impl Model for InstantModel {

@@ -6,14 +6,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use agent_client_protocol_schema::v1::{
-    AgentCapabilities, AuthMethod, AuthMethodAgent, AuthenticateResponse, CancelNotification,
-    ClientCapabilities, ClientNotification, ClientRequest, CloseSessionResponse,
-    DeleteSessionResponse, Implementation, InitializeResponse, ListSessionsResponse,
-    LoadSessionResponse, McpCapabilities, McpServer, NewSessionResponse, PromptCapabilities,
-    ResumeSessionResponse, SessionAdditionalDirectoriesCapabilities, SessionCapabilities,
-    SessionCloseCapabilities, SessionDeleteCapabilities, SessionInfo, SessionListCapabilities,
-    SessionResumeCapabilities, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
-    SetSessionModeRequest, SetSessionModeResponse,
+    AgentCapabilities, CancelNotification, ClientCapabilities, ClientNotification, ClientRequest,
+    CloseSessionResponse, DeleteSessionResponse, Implementation, InitializeResponse,
+    ListSessionsResponse, LoadSessionResponse, McpCapabilities, McpServer, NewSessionResponse,
+    PromptCapabilities, ResumeSessionResponse, SessionAdditionalDirectoriesCapabilities,
+    SessionCapabilities, SessionCloseCapabilities, SessionDeleteCapabilities, SessionInfo,
+    SessionListCapabilities, SessionResumeCapabilities, SetSessionConfigOptionRequest,
+    SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse,
 };
 use agent_client_protocol_schema::{MethodDispatchError, ProtocolVersion};
 use futures::FutureExt;
@@ -21,7 +20,7 @@ use serde_json::{json, Value};
 
 use super::answers::{
     answer, live_agent, runtime_error, session_locked, session_not_found, store_error, switch_mode,
-    unknown_mode, AUTH_REQUIRED,
+    unknown_mode,
 };
 use super::notice::{self, Severity};
 use super::prompt::Announced;
@@ -29,7 +28,6 @@ use super::replay_log::{replay_log, ToolsOf};
 use super::{models, modes, updates};
 use crate::agent::host::Subscription;
 use crate::agent::Agent;
-use crate::model::Credentials;
 use crate::rpc::{Handler, Reply, RequestContext, RpcError};
 use crate::runtime::{Runtime, RuntimeError};
 use crate::session::{Event, EventBody, ListCursor, StoreError};
@@ -39,9 +37,6 @@ use crate::tools::PermissionMode;
 
 /// Where a `session/load` answer says the session was opened read-only: `_meta` key.
 const READ_ONLY_META_KEY: &str = "kin.readOnly";
-/// The auth method kin advertises when the model has no API key: the client calls
-/// `authenticate` with it after the user has provided a key, and kin looks for it again.
-const API_KEY_METHOD: &str = "api-key";
 /// Sessions per `session/list` page.
 const LIST_PAGE: usize = 50;
 
@@ -188,7 +183,10 @@ impl Handler for AcpAgent {
             *lock(&self.updates) = Some(self.runtime.host().events().subscribe(forward));
             tracing::debug!(version = ?init.protocol_version, client = ?init.client_info, "initialize");
             *lock(&self.client) = init.client_capabilities.clone();
-            let response = answer(Ok(initialize_response(&self.runtime)));
+            let response = answer(Ok(initialize_response(
+                &self.runtime,
+                &init.client_capabilities,
+            )));
             // Warming the model's client up starts a thread: only once the answer is out.
             let model = self.runtime.host().model().clone();
             return Reply::NowThen(response, Box::new(move || model.prepare()));
@@ -233,45 +231,6 @@ fn not_initialized(method: &str) -> RpcError {
     ))
 }
 
-/// The auth method to advertise: only while the model lacks its key.
-fn auth_methods(runtime: &Runtime) -> Vec<AuthMethod> {
-    match runtime.host().model().credentials() {
-        Credentials::Missing { hint } => vec![AuthMethod::Agent(
-            AuthMethodAgent::new(API_KEY_METHOD, "API key").description(format!(
-                "kin has no API key for its model: {hint}. A key added to the config file is \
-                 found when you authenticate again; one set in kin's environment needs a \
-                 restart of kin."
-            )),
-        )],
-        Credentials::NotNeeded | Credentials::Present { .. } => Vec::new(),
-    }
-}
-
-/// `authenticate` with kin's method: reads the whole model configuration again (config file,
-/// key command, environment) and succeeds once there is a key.
-async fn authenticate(runtime: &Runtime, method: &str) -> Result<Value, RpcError> {
-    if method != API_KEY_METHOD || runtime.host().model().credentials() == Credentials::NotNeeded {
-        return Err(RpcError::invalid_params(format!(
-            "invalid params: unknown authentication method {method:?}; {}",
-            match runtime.host().model().credentials() {
-                Credentials::NotNeeded => "kin advertises none".to_owned(),
-                _ => format!("kin advertises only {API_KEY_METHOD:?}"),
-            }
-        )));
-    }
-    match runtime.host().model().reload_credentials().await {
-        Credentials::Missing { hint } => Err(RpcError::new(
-            AUTH_REQUIRED,
-            format!("still no API key for the model: {hint}"),
-        )),
-        Credentials::Present { source } => {
-            tracing::info!(%source, "found the API key");
-            answer(Ok(AuthenticateResponse::new()))
-        }
-        Credentials::NotNeeded => answer(Ok(AuthenticateResponse::new())),
-    }
-}
-
 /// Starts the session's MCP servers in the background; returns the warnings for servers kin
 /// refuses (SSE), one each.
 fn start_mcp(runtime: &Runtime, agent: &Agent, servers: &[McpServer]) -> Vec<String> {
@@ -285,7 +244,7 @@ fn start_mcp(runtime: &Runtime, agent: &Agent, servers: &[McpServer]) -> Vec<Str
     refused
 }
 
-fn initialize_response(runtime: &Runtime) -> InitializeResponse {
+fn initialize_response(runtime: &Runtime, client: &ClientCapabilities) -> InitializeResponse {
     let sessions = SessionCapabilities::new()
         .list(SessionListCapabilities::new())
         .resume(SessionResumeCapabilities::new())
@@ -299,7 +258,7 @@ fn initialize_response(runtime: &Runtime) -> InitializeResponse {
         .session_capabilities(sessions);
     InitializeResponse::new(ProtocolVersion::V1)
         .agent_capabilities(capabilities)
-        .auth_methods(auth_methods(runtime))
+        .auth_methods(super::auth::methods(runtime, client))
         .agent_info(Implementation::new("kin", env!("CARGO_PKG_VERSION")).title("kin".to_owned()))
 }
 
@@ -312,38 +271,44 @@ async fn dispatch(
     cx: RequestContext,
 ) -> Result<Value, RpcError> {
     match request {
-        ClientRequest::AuthenticateRequest(req) => authenticate(&runtime, &req.method_id.0).await,
-        ClientRequest::NewSessionRequest(req) => answer((|| {
-            let additional = check_roots(&req.cwd, &req.additional_directories)?;
-            let depth = delegation_depth(req.meta.as_ref())?;
-            // A kin parent names its id for this session: listed as its child, not top-level.
-            let parent = req
-                .meta
-                .as_ref()
-                .and_then(|meta| meta.get(crate::acp_client::PARENT_META_KEY))
-                .and_then(Value::as_str)
-                .filter(|id| !id.is_empty() && id.len() <= 128)
-                .map(str::to_owned);
-            let agent = runtime
-                .host()
-                .create_session_under(req.cwd.clone(), additional, depth, parent)
-                .map_err(runtime_error)?;
-            warn_broad_workspace(&cx, &client, &agent.id, &req.cwd);
-            let refused = start_mcp(&runtime, &agent, &req.mcp_servers);
-            let (peer, session) = (cx.peer.clone(), agent.clone());
-            let announced = announced.clone();
-            // After the answer: the client knows the session once it has it.
-            cx.after_answer(Box::new(move || {
-                for title in refused {
-                    notice::send(&peer, &client, &session.id, Severity::Warning, &title, None);
-                }
-                announced.refresh(&peer, &session);
-            }));
-            let mode = agent.permission_mode();
-            Ok(NewSessionResponse::new(agent.id.clone())
-                .modes(modes::mode_state(mode))
-                .config_options(models::options_of(runtime.host(), &agent)))
-        })()),
+        ClientRequest::AuthenticateRequest(req) => {
+            super::auth::authenticate(&runtime, &req.method_id.0).await
+        }
+        ClientRequest::NewSessionRequest(req) => answer(
+            async {
+                let additional = check_roots(&req.cwd, &req.additional_directories)?;
+                let depth = delegation_depth(req.meta.as_ref())?;
+                // A kin parent names its id for this session: listed as its child, not top-level.
+                let parent = req
+                    .meta
+                    .as_ref()
+                    .and_then(|meta| meta.get(crate::acp_client::PARENT_META_KEY))
+                    .and_then(Value::as_str)
+                    .filter(|id| !id.is_empty() && id.len() <= 128)
+                    .map(str::to_owned);
+                let agent = runtime
+                    .host()
+                    .create_session_under(req.cwd.clone(), additional, depth, parent)
+                    .map_err(runtime_error)?;
+                warn_broad_workspace(&cx, &client, &agent.id, &req.cwd);
+                let refused = start_mcp(&runtime, &agent, &req.mcp_servers);
+                let commands = Announced::load(&agent).await;
+                let (peer, session) = (cx.peer.clone(), agent.id.clone());
+                let announced = announced.clone();
+                // After the answer: the client knows the session once it has it.
+                cx.after_answer(Box::new(move || {
+                    for title in refused {
+                        notice::send(&peer, &client, &session, Severity::Warning, &title, None);
+                    }
+                    announced.send(&peer, &session, commands);
+                }));
+                let mode = agent.permission_mode();
+                Ok(NewSessionResponse::new(agent.id.clone())
+                    .modes(modes::mode_state(mode))
+                    .config_options(models::options_of(runtime.host(), &agent)))
+            }
+            .await,
+        ),
         ClientRequest::LoadSessionRequest(req) => {
             let id = &req.session_id.0;
             let agent = match open_idle(&runtime, id, req.cwd, req.additional_directories)? {
@@ -378,7 +343,7 @@ async fn dispatch(
                 super::tree_replay::announce_children(&cx.peer, runtime.host().store(), &agent.id);
             }
             announced.forget(&agent.id);
-            announced.refresh(&cx.peer, &agent);
+            announced.refresh(&cx.peer, &agent).await;
             let mode = agent.permission_mode();
             answer(Ok(LoadSessionResponse::new()
                 .modes(modes::mode_state(mode))
@@ -394,13 +359,14 @@ async fn dispatch(
             warn_broad_workspace(&cx, &client, &agent.id, &agent.cwd);
             let refused = start_mcp(&runtime, &agent, &req.mcp_servers);
             announced.forget(&agent.id);
-            let (peer, session) = (cx.peer.clone(), agent.clone());
+            let commands = Announced::load(&agent).await;
+            let (peer, session) = (cx.peer.clone(), agent.id.clone());
             let announced = announced.clone();
             cx.after_answer(Box::new(move || {
                 for title in refused {
-                    notice::send(&peer, &client, &session.id, Severity::Warning, &title, None);
+                    notice::send(&peer, &client, &session, Severity::Warning, &title, None);
                 }
-                announced.refresh(&peer, &session)
+                announced.send(&peer, &session, commands)
             }));
             let mode = agent.permission_mode();
             answer(Ok(ResumeSessionResponse::new()

@@ -59,13 +59,6 @@ pub(super) fn runtime_error(error: RuntimeError) -> RpcError {
     }
 }
 
-pub(super) fn auth_required(hint: &str) -> RpcError {
-    RpcError::new(
-        AUTH_REQUIRED,
-        format!("authentication required: kin has no API key for its model: {hint}"),
-    )
-}
-
 /// The live agent of a session a request names; a stored but closed one says how to open it,
 /// or, while another process has it open for writing, names that process (`-32001`).
 pub(super) fn live_agent(runtime: &Runtime, id: &str) -> Result<Arc<Agent>, RpcError> {

@@ -257,6 +257,22 @@ impl ClientBridge for AcpBridge {
         );
     }
 
+    fn note_user(&self, title: &str, description: &str) {
+        // An info line is not worth a chunk of the agent's message in an editor without notices.
+        if !super::notice::supported(&self.capabilities) {
+            tracing::info!(description, "{title}");
+            return;
+        }
+        super::notice::send(
+            &self.peer,
+            &self.capabilities,
+            &self.session_id,
+            super::notice::Severity::Info,
+            title,
+            Some(description),
+        );
+    }
+
     fn terminal_output(&self, terminal_id: String) -> ClientResult<TerminalOutput> {
         let request = TerminalOutputRequest::new(self.session_id.clone(), terminal_id);
         self.call::<_, TerminalOutputResponse>("terminal/output", request, CancellationToken::new())

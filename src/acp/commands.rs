@@ -5,8 +5,20 @@
 //!
 //! A command file may open with front matter (`description:`, `argument-hint:` between `---`
 //! lines); its body is the prompt, with `$ARGUMENTS` replaced by what follows the name.
+//!
+//! The workspace's files are the repository's, not the user's: they are read as the tools read
+//! (confined beneath the session's roots, so a symlink leading out is refused; regular files
+//! only, never blocking on a FIFO; capped in size and number). The config directory's are the
+//! user's own, and read by name.
 
 use std::path::{Path, PathBuf};
+
+use crate::tools::Roots;
+
+/// Bytes of one command file read at most; a longer file is not a command.
+const MAX_COMMAND_BYTES: u64 = 64 * 1024;
+/// Command files read at most from one directory.
+const MAX_COMMANDS_PER_DIR: usize = 256;
 
 use agent_client_protocol_schema::v1::{
     AvailableCommand, AvailableCommandInput, UnstructuredCommandInput,
@@ -76,25 +88,29 @@ pub(crate) struct Commands {
     pub(crate) user: Vec<UserCommand>,
 }
 
-/// The directories user commands are read from, first wins.
-pub(crate) fn dirs(cwd: &Path, config_dir: Option<&Path>) -> Vec<PathBuf> {
-    let mut dirs = vec![cwd.join(".kin/commands")];
-    dirs.extend(config_dir.map(|dir| dir.join("commands")));
-    dirs.push(cwd.join(".claude/commands"));
+/// The directories user commands are read from, first wins, each with whether it is kin's
+/// config directory (read by name; the others are read confined beneath the session's roots).
+pub(crate) fn dirs(cwd: &Path, config_dir: Option<&Path>) -> Vec<(PathBuf, bool)> {
+    let mut dirs = vec![(cwd.join(".kin/commands"), false)];
+    dirs.extend(config_dir.map(|dir| (dir.join("commands"), true)));
+    dirs.push((cwd.join(".claude/commands"), false));
     dirs
 }
 
 impl Commands {
-    /// Reads the user commands in `dirs`. Unreadable directories and files are skipped.
-    pub(crate) fn load(dirs: &[PathBuf]) -> Self {
+    /// Reads the user commands in `dirs`, the workspace's confined beneath `roots`.
+    /// Unreadable directories and files are skipped. Blocking: for `spawn_blocking`.
+    pub(crate) fn load(dirs: &[(PathBuf, bool)], roots: &Roots) -> Self {
         let mut user: Vec<UserCommand> = Vec::new();
-        for dir in dirs {
+        for (dir, trusted) in dirs {
             let Ok(entries) = std::fs::read_dir(dir) else {
                 continue;
             };
+            let confine = (!trusted).then_some(roots);
             let mut found: Vec<UserCommand> = entries
                 .flatten()
-                .filter_map(|entry| read_command(&entry.path()))
+                .take(MAX_COMMANDS_PER_DIR)
+                .filter_map(|entry| read_command(&entry.path(), confine))
                 .collect();
             found.sort_by(|a, b| a.name.cmp(&b.name));
             for command in found {
@@ -159,16 +175,27 @@ fn valid_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'))
 }
 
-/// A command from `path`, if it is a readable `<name>.md` file with a usable name.
-fn read_command(path: &Path) -> Option<UserCommand> {
+/// A command from `path`, if it is a readable `<name>.md` text file with a usable name, within
+/// the size cap; opened confined beneath `confine` when given.
+fn read_command(path: &Path, confine: Option<&Roots>) -> Option<UserCommand> {
     if path.extension()? != "md" {
         return None;
     }
     let name = path.file_stem()?.to_str()?.to_owned();
-    if !valid_name(&name) || !path.is_file() {
+    if !valid_name(&name) {
         return None;
     }
-    let text = std::fs::read_to_string(path).ok()?;
+    let (bytes, cut) = crate::tools::fs::read_capped(confine, path, MAX_COMMAND_BYTES)
+        .inspect_err(|error| tracing::debug!("command file skipped: {error}"))
+        .ok()?;
+    if cut || bytes.contains(&0) {
+        tracing::debug!(
+            "command file skipped: {} is too large or not text",
+            path.display()
+        );
+        return None;
+    }
+    let text = String::from_utf8(bytes).ok()?;
     let (front, body) = split_front_matter(&text);
     let field = |key: &str| {
         front.lines().find_map(|line| {
@@ -228,7 +255,8 @@ mod tests {
         std::fs::write(claude.join("fix.md"), "Fix the bug").unwrap();
         std::fs::write(claude.join("agents.md"), "hides nothing").unwrap();
         std::fs::write(claude.join("notes.txt"), "not a command").unwrap();
-        let commands = Commands::load(&dirs(cwd.path(), None));
+        let roots = Roots::new(cwd.path().to_owned(), Vec::new());
+        let commands = Commands::load(&dirs(cwd.path(), None), &roots);
         let names: Vec<&str> = commands.user.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["fix", "review"]);
         let Some(Invoked::User(review, args)) = commands.invoked("/review src/a.rs") else {

@@ -20,6 +20,7 @@ pub(crate) fn specs(servers: &[McpServer]) -> Vec<ServerSpec> {
                         .map(|v| (v.name.clone(), v.value.clone()))
                         .collect(),
                 },
+                call_timeout: None,
             }),
             McpServer::Http(http) => Some(ServerSpec {
                 name: http.name.clone(),
@@ -31,12 +32,14 @@ pub(crate) fn specs(servers: &[McpServer]) -> Vec<ServerSpec> {
                         .map(|h| (h.name.clone(), h.value.clone()))
                         .collect(),
                 },
+                call_timeout: None,
             }),
             McpServer::Sse(sse) => Some(ServerSpec {
                 name: sse.name.clone(),
                 transport: Transport::Sse {
                     url: sse.url.clone(),
                 },
+                call_timeout: None,
             }),
             #[allow(unreachable_patterns)]
             _ => None,

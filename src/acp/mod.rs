@@ -7,6 +7,7 @@
 
 mod agent;
 mod answers;
+mod auth;
 pub(crate) mod bridge;
 mod commands;
 mod mcp;

@@ -12,7 +12,7 @@ use agent_client_protocol_schema::v1::{
 };
 use serde_json::Value;
 
-use super::answers::{answer, auth_required, live_agent, switch_mode, unknown_mode};
+use super::answers::{answer, live_agent, switch_mode, unknown_mode};
 use super::bridge::AcpBridge;
 use super::commands::{self, Builtin, Commands, Invoked};
 use super::modes;
@@ -32,23 +32,37 @@ use crate::tools::PermissionMode;
 pub(crate) struct Announced(Mutex<HashMap<String, Commands>>);
 
 impl Announced {
-    /// Sends `session`'s commands (as found now) unless the client has them already.
-    pub(crate) fn refresh(&self, peer: &Peer, agent: &Agent) {
+    /// Reads `agent`'s commands as found now, on a blocking thread (see [`Commands::load`]).
+    pub(crate) async fn load(agent: &Agent) -> Commands {
         let config_dir = crate::config::config_dir(&crate::config::process_env);
-        let found = Commands::load(&commands::dirs(&agent.cwd, config_dir.as_deref()));
+        let dirs = commands::dirs(&agent.cwd, config_dir.as_deref());
+        let roots = agent.roots().clone();
+        tokio::task::spawn_blocking(move || Commands::load(&dirs, &roots))
+            .await
+            .unwrap_or_default()
+    }
+
+    /// Reads and sends `agent`'s commands unless the client has them already.
+    pub(crate) async fn refresh(&self, peer: &Peer, agent: &Agent) {
+        let found = Self::load(agent).await;
+        self.send(peer, &agent.id, found);
+    }
+
+    /// Sends `found` as `session`'s commands unless the client has them already.
+    pub(crate) fn send(&self, peer: &Peer, session: &str, found: Commands) {
         let mut sent = lock(&self.0);
-        if sent.get(&agent.id) == Some(&found) {
+        if sent.get(session) == Some(&found) {
             return;
         }
         let update = AvailableCommandsUpdate::new(found.available());
         peer.notify(
             "session/update",
             &SessionNotification::new(
-                agent.id.clone(),
+                session.to_owned(),
                 SessionUpdate::AvailableCommandsUpdate(update),
             ),
         );
-        sent.insert(agent.id.clone(), found);
+        sent.insert(session.to_owned(), found);
     }
 
     /// Sends the commands afresh next time (the session was opened again).
@@ -194,7 +208,7 @@ pub(crate) async fn prompt(
 ) -> Result<Value, RpcError> {
     let id = req.session_id.0.to_string();
     let agent = live_agent(&runtime, &id)?;
-    announced.refresh(&cx.peer, &agent);
+    announced.refresh(&cx.peer, &agent).await;
     let commands = announced.current(&id);
     let blocks = req.prompt;
     super::prompt_size::check(&blocks, &runtime.limits())?;
@@ -231,13 +245,13 @@ pub(crate) async fn prompt(
     .map_err(|_| RpcError::internal("internal error: converting the prompt panicked"))??;
     let mut parts = converted.parts;
     if let Credentials::Missing { hint } = runtime.host().model().credentials() {
-        return Err(auth_required(&hint));
+        return Err(super::auth::required(&hint, &client));
     }
     let bridge = Arc::new(AcpBridge::new(cx.peer.clone(), agent.id.clone(), &client));
-    // Links outside the roots: the permission rules decide before the files are read.
-    let link_notices = super::prompt_links::attach_outside(
+    // Linked files; outside the roots, the permission rules decide before they are read.
+    let link_notices = super::prompt_links::attach(
         &agent,
-        converted.outside,
+        converted.links,
         &mut parts,
         bridge.clone(),
         &cx.cancel,

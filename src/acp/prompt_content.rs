@@ -1,12 +1,11 @@
 //! A prompt's ACP content blocks -> the user parts kin logs and gives the model.
 //!
-//! Images and large resources are stored in the session's blob directory and named by hash;
-//! a `resource_link` to a file inside the roots is read and attached after the link (up to
-//! [`LINK_CAP`] bytes). A link to a file outside the roots is kept as a link and listed in
-//! [`Converted::outside`], nothing there looked at: the caller asks the permission rules first
-//! (`prompt_links`) and attaches it with [`read_linked`] only when allowed.
+//! Images and large resources are stored in the session's blob directory and named by hash.
+//! A `resource_link` to a local file is kept as a link and listed in [`Converted::links`],
+//! nothing at the path looked at: `prompt_links` reads it afterwards with [`read_linked`] (up
+//! to [`LINK_CAP`] bytes, attached after the link), asking the permission rules first when it
+//! is outside the roots.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use agent_client_protocol_schema::v1::{ContentBlock, EmbeddedResourceResource};
@@ -34,25 +33,20 @@ pub(crate) struct PromptContext<'a> {
 pub(crate) struct Converted {
     pub(crate) parts: Vec<UserPart>,
     pub(crate) notices: Vec<String>,
-    /// Links to files outside the roots, attached only if the permission rules allow.
-    pub(crate) outside: Vec<OutsideLink>,
+    /// Links to local files, read afterwards (off the runtime's workers; outside the roots
+    /// only if the permission rules allow), see `prompt_links`.
+    pub(crate) links: Vec<FileLink>,
 }
 
-/// A `resource_link` to a path outside the session's roots.
+/// A `resource_link` to a local file, resolved but not looked at yet.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct OutsideLink {
+pub(crate) struct FileLink {
     /// The index in [`Converted::parts`] of the link; its attachment goes right after it.
     pub(crate) at: usize,
     pub(crate) uri: String,
     pub(crate) path: PathBuf,
-}
-
-/// What a `resource_link` comes to.
-enum Linked {
-    Attached(UserPart),
-    Outside(PathBuf),
-    /// Not a readable text file (or not a file URI): the link alone.
-    Nothing,
+    /// Outside the session's roots: the user's permission comes first.
+    pub(crate) outside: bool,
 }
 
 fn unsupported(block: &ContentBlock) -> RpcError {
@@ -158,12 +152,12 @@ pub(crate) fn convert(
                 }
             }
             ContentBlock::ResourceLink(link) => {
-                let linked = attach_link(&link.uri, cx)?;
-                if let Linked::Outside(path) = &linked {
-                    out.outside.push(OutsideLink {
+                if let Some((path, outside)) = local_file(&link.uri, cx.roots) {
+                    out.links.push(FileLink {
                         at: out.parts.len(),
                         uri: link.uri.clone(),
-                        path: path.clone(),
+                        path,
+                        outside,
                     });
                 }
                 out.parts.push(UserPart::ResourceLink {
@@ -174,9 +168,6 @@ pub(crate) fn convert(
                     description: link.description,
                     size: link.size,
                 });
-                if let Linked::Attached(part) = linked {
-                    out.parts.push(part);
-                }
             }
             other => return Err(unsupported(&other)),
         }
@@ -184,50 +175,42 @@ pub(crate) fn convert(
     Ok(out)
 }
 
-/// The file a `file://` link names: read and attached when it is a text file inside the roots;
-/// outside them, only named (resolving looks at nothing outside the roots).
-fn attach_link(uri: &str, cx: &PromptContext<'_>) -> Result<Linked, RpcError> {
-    let Some(path) = file_path(uri) else {
-        return Ok(Linked::Nothing);
-    };
-    let Ok(resolved) = cx.roots.resolve(&path) else {
-        return Ok(Linked::Nothing);
-    };
-    if !resolved.inside {
-        return Ok(Linked::Outside(resolved.path));
-    }
-    Ok(read_linked(&resolved.path, uri, cx.blob_dir)?.map_or(Linked::Nothing, Linked::Attached))
+/// The file a `file://` link names, resolved, and whether it is outside the roots (resolving
+/// looks at nothing outside them); `None` for another scheme or a path that does not resolve.
+fn local_file(uri: &str, roots: &Roots) -> Option<(PathBuf, bool)> {
+    let resolved = roots.resolve(&file_path(uri)?).ok()?;
+    Some((resolved.path, !resolved.inside))
 }
 
-/// The text of the linked file at `path` as an attachment (cut at [`LINK_CAP`] bytes); `None`
-/// when it is not a readable text file.
+/// The text of the linked file at `path` as an attachment (cut at [`LINK_CAP`] bytes), read as
+/// the tools read (confined beneath `confine`, the roots, for a link inside them; never
+/// blocking on a FIFO; regular files only; none of kin's own files); else why it is not
+/// attached. Blocking.
 pub(crate) fn read_linked(
+    confine: Option<&Roots>,
     path: &Path,
     uri: &str,
     blob_dir: &Path,
-) -> Result<Option<UserPart>, RpcError> {
-    let Ok(file) = std::fs::File::open(path) else {
-        return Ok(None);
+) -> Result<Result<UserPart, String>, RpcError> {
+    let (bytes, cut) = match crate::tools::fs::read_capped(confine, path, LINK_CAP) {
+        Ok(read) => read,
+        Err(error) => return Ok(Err(error.to_string())),
     };
-    if !file.metadata().is_ok_and(|m| m.is_file()) {
-        return Ok(None);
+    let cap = cut.then_some(LINK_CAP);
+    // NUL bytes (`/proc/*/environ`, binaries) are not text, as for `read`.
+    if bytes.contains(&0) {
+        return Ok(Err("it is not a text file (it contains NUL bytes)".into()));
     }
-    let mut bytes = Vec::new();
-    if file.take(LINK_CAP + 1).read_to_end(&mut bytes).is_err() {
-        return Ok(None);
-    }
-    let cap = (bytes.len() as u64 > LINK_CAP).then_some(LINK_CAP);
-    bytes.truncate(LINK_CAP as usize);
     // A cut may split a character: keep the valid prefix; a binary file is not attached.
     let text = match String::from_utf8(bytes) {
         Ok(text) => text,
-        Err(error) if cap.is_some() && error.utf8_error().error_len().is_none() => {
+        Err(error) if cut && error.utf8_error().error_len().is_none() => {
             let valid = error.utf8_error().valid_up_to();
             let mut bytes = error.into_bytes();
             bytes.truncate(valid);
             String::from_utf8(bytes).unwrap_or_default()
         }
-        Err(_) => return Ok(None),
+        Err(_) => return Ok(Err("it is not a text file (it is not UTF-8)".into())),
     };
     let size = text.len() as u64;
     let (inline, stored) = if text.len() <= INLINE_MAX {
@@ -235,7 +218,7 @@ pub(crate) fn read_linked(
     } else {
         (None, Some(store(blob_dir, text.as_bytes())?))
     };
-    Ok(Some(UserPart::Resource {
+    Ok(Ok(UserPart::Resource {
         uri: uri.to_owned(),
         mime_type: None,
         text: inline,
@@ -291,7 +274,7 @@ mod tests {
     }
 
     #[test]
-    fn a_linked_file_inside_the_roots_is_attached_capped_and_one_outside_is_not() {
+    fn linked_files_are_read_capped_confined_and_as_text_only() {
         let work = tempfile::tempdir().unwrap();
         let outside = tempfile::tempdir().unwrap();
         let roots = Roots::new(work.path().to_owned(), Vec::new());
@@ -309,17 +292,32 @@ mod tests {
             images: false,
         };
         let uri = |p: &Path| format!("file://{}", p.display());
-        let small = attach_link(&uri(&work.path().join("small.md")), &cx).unwrap();
+        let read = |name: &str| {
+            let path = work.path().join(name);
+            read_linked(Some(&roots), &path, &uri(&path), &blobs).unwrap()
+        };
         assert!(
-            matches!(small, Linked::Attached(UserPart::Resource { text: Some(t), cap: None, .. }) if t == "hi")
+            matches!(read("small.md"), Ok(UserPart::Resource { text: Some(t), cap: None, .. }) if t == "hi")
         );
-        let big = attach_link(&uri(&work.path().join("big.txt")), &cx).unwrap();
         assert!(
-            matches!(big, Linked::Attached(UserPart::Resource { blob: Some(_), cap: Some(c), .. }) if c == LINK_CAP)
+            matches!(read("big.txt"), Ok(UserPart::Resource { blob: Some(_), cap: Some(c), .. }) if c == LINK_CAP)
+        );
+        std::fs::write(work.path().join("env"), "A=1\0B=2\0").unwrap();
+        assert!(read("env").unwrap_err().contains("NUL"));
+        nix::unistd::mkfifo(&work.path().join("fifo"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        assert!(read("fifo").unwrap_err().contains("not a regular file"));
+        std::os::unix::fs::symlink(outside.path().join("secret.md"), work.path().join("out"))
+            .unwrap();
+        let escaped = read_linked(Some(&roots), &work.path().join("out"), "x", &blobs);
+        assert!(
+            escaped.unwrap().is_err(),
+            "a resolved path is opened confined"
         );
         let secret_path = outside.path().join("secret.md");
-        let secret = attach_link(&uri(&secret_path), &cx).unwrap();
-        assert!(matches!(&secret, Linked::Outside(path) if path == &secret_path));
+        assert_eq!(
+            local_file(&uri(&secret_path), &roots),
+            Some((secret_path.clone(), true))
+        );
         let link = |path: &Path| {
             ContentBlock::ResourceLink(agent_client_protocol_schema::v1::ResourceLink::new(
                 "x",
@@ -327,7 +325,7 @@ mod tests {
             ))
         };
         let converted = convert(vec![link(&secret_path), link(&secret_path)], &cx).unwrap();
-        let ats: Vec<usize> = converted.outside.iter().map(|o| o.at).collect();
+        let ats: Vec<usize> = converted.links.iter().map(|o| o.at).collect();
         assert_eq!(
             ats,
             [0, 1],

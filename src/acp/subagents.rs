@@ -7,10 +7,10 @@
 //! carry a summary of what it did.
 
 use agent_client_protocol_schema::v1::{
-    ContentBlock, ErrorStopReason, IdleStateUpdate, IdleStopReason, OtherStopReason,
-    RunningStateUpdate, SessionCancelCapabilities, SessionNotification, SessionUpdate, StateUpdate,
-    SubagentSessionCapabilities, SubagentUpdate, ToolCallContent, ToolCallUpdate,
-    ToolCallUpdateFields,
+    ContentBlock, Error as AcpError, ErrorStopReason, IdleStateUpdate, IdleStopReason,
+    OtherStopReason, RunningStateUpdate, SessionCancelCapabilities, SessionNotification,
+    SessionUpdate, StateUpdate, SubagentSessionCapabilities, SubagentUpdate, ToolCallContent,
+    ToolCallUpdate, ToolCallUpdateFields,
 };
 use serde_json::json;
 
@@ -20,10 +20,11 @@ use super::{models, updates};
 use crate::agent::host::HostEvent;
 use crate::agent::Agent;
 use crate::agent::StopReason;
+use crate::delegation::one_line;
 use crate::delegation::Delegation;
 use crate::model::ModelCatalog;
 use crate::rpc::Peer;
-use crate::session::EventBody;
+use crate::session::{EventBody, TurnEndReason};
 
 fn idle(stop: StopReason) -> IdleStopReason {
     match stop {
@@ -41,6 +42,24 @@ fn idle(stop: StopReason) -> IdleStopReason {
             Default::default(),
         )),
     }
+}
+
+/// Why the last turn of `agent` failed, in one line, from its `turn/end` (the editor shows it
+/// with the child's error state).
+fn failure_of(agent: &Agent) -> Option<String> {
+    agent.with_events(|events| {
+        let last = events.iter().rev().find_map(|event| match &event.body {
+            EventBody::TurnEnd(end) => Some(&end.reason),
+            _ => None,
+        });
+        match last {
+            Some(TurnEndReason::Error {
+                message: Some(message),
+                ..
+            }) => Some(one_line(message)),
+            _ => None,
+        }
+    })
 }
 
 /// Whether `agent` is a child delegated in this process (not a session the client opened).
@@ -136,7 +155,13 @@ pub(crate) fn forward(
                 else {
                     return;
                 };
-                let state = IdleStateUpdate::new().stop_reason(idle(stop));
+                let reason = match (idle(stop), failure_of(agent)) {
+                    (IdleStopReason::Error(error), Some(why)) => {
+                        IdleStopReason::Error(error.error(AcpError::new(-32603, why)))
+                    }
+                    (reason, _) => reason,
+                };
+                let state = IdleStateUpdate::new().stop_reason(reason);
                 let update = SubagentUpdate::new(agent.id.clone()).state(StateUpdate::Idle(state));
                 (parent, SessionUpdate::SubagentUpdate(update))
             }

@@ -1,6 +1,7 @@
 //! `session/load` for a client that opted into subagents: after the session's own history,
 //! each stored child of it (in-process children and the records of ACP children) is announced
-//! on it, oldest first, with its title, cwd and true state, then its own children under it,
+//! on it, oldest first, with the title it was announced with live (its delegation's
+//! description, kept in its header), its cwd and true state, then its own children under it,
 //! so a reopened editor can rebuild the tree. Loading a child's id then replays its transcript.
 //!
 //! The tree is the live one: a kin child sharing this store is not shown a level deeper than
@@ -75,6 +76,17 @@ fn is_acp_record(store: &SessionStore, id: &str) -> bool {
         .any(|line| line.starts_with(br#"{"type":"tool/call""#))
 }
 
+/// The label child `id` was announced under live (its header's), if it has one.
+fn label_of(store: &SessionStore, id: &str) -> Option<String> {
+    use std::io::BufRead;
+    let file = std::fs::File::open(store.path(id).ok()?).ok()?;
+    let mut first = String::new();
+    std::io::BufReader::new(file).read_line(&mut first).ok()?;
+    serde_json::from_str::<crate::session::Header>(&first)
+        .ok()?
+        .label
+}
+
 /// Announces the stored children of `parent` (and theirs) to the client on `peer`.
 pub(crate) fn announce_children(peer: &Peer, store: &SessionStore, parent: &str) {
     announce_under(peer, store, parent, parent, &|id| id.to_owned(), 0);
@@ -128,8 +140,9 @@ fn announce_under(
         let mut update = SubagentUpdate::new(id.clone())
             .state(state)
             .capabilities(cancel);
-        if let Some(title) = &child.title {
-            update = update.title(title.clone());
+        // Live, a child is shown under its delegation's description, not its own title.
+        if let Some(title) = label_of(store, &child.id).or_else(|| child.title.clone()) {
+            update = update.title(title);
         }
         if let Some(cwd) = &child.cwd {
             update = update.cwd(std::path::PathBuf::from(cwd));

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::AcpPermission;
+use crate::process::sandbox::{CommandScope, Sandbox};
 use crate::tools::SessionPermissions;
 
 /// Where the delegation depth goes on `session/new`: `_meta` key.
@@ -61,4 +62,32 @@ pub struct ChildCommand {
     /// The delegating session's MCP servers as ACP `mcpServers` entries; the child's
     /// `session/new` (and resume or load) gets those its `mcpCapabilities` accept.
     pub mcp_servers: Vec<serde_json::Value>,
+    /// The kernel sandbox the child (a local process) and the commands it runs through kin
+    /// are held to; `None`: unconfined.
+    pub sandbox: Option<ChildSandbox>,
+}
+
+/// How a local child is confined: by the delegating session's sandbox, its commands as the
+/// session's are (within the parent's current mode), the child itself also writing where it
+/// keeps its own state.
+#[derive(Debug, Clone)]
+pub struct ChildSandbox {
+    /// The delegating kin's sandbox.
+    pub sandbox: Arc<Sandbox>,
+    /// The delegating session (whose private temp directory the child shares).
+    pub session: String,
+    /// Where the child keeps its own state (kin's home for a kin child; `writable` of its
+    /// `[acp_agents]` table).
+    pub state: Vec<PathBuf>,
+}
+
+impl ChildSandbox {
+    /// Where the child's commands work: its cwd, under the parent's current mode.
+    pub(crate) fn scope(&self, cwd: &std::path::Path, read_only: bool) -> CommandScope<'_> {
+        CommandScope {
+            session: &self.session,
+            roots: vec![cwd.to_owned()],
+            read_only,
+        }
+    }
 }

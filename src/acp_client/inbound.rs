@@ -43,6 +43,8 @@ pub(super) struct Collected {
 
 #[derive(Default)]
 struct CollectedState {
+    /// The child's own session (set once it is opened): only its text is the answer.
+    session: String,
     text: String,
     bytes: usize,
     fault: Option<Fault>,
@@ -61,8 +63,23 @@ impl Collected {
         lock(&self.state).fault.clone()
     }
 
-    /// One `session/update`: its agent message text is output, anything else only counts.
-    fn update(&self, params: &Value) {
+    /// Names the child's own session, whose text alone is the answer.
+    pub(crate) fn own_session(&self, session: &str) {
+        lock(&self.state).session = session.to_owned();
+    }
+
+    fn opened(&self) -> bool {
+        !lock(&self.state).session.is_empty()
+    }
+
+    fn is_own(&self, session: &str) -> bool {
+        let state = lock(&self.state);
+        !state.session.is_empty() && state.session == session
+    }
+
+    /// One `session/update`: its agent message text is output when it is `own` (the child's
+    /// session, not one of its children's), anything else only counts.
+    fn update(&self, params: &Value, own: bool) {
         if !self.collecting.load(Ordering::Acquire) {
             return;
         }
@@ -88,7 +105,7 @@ impl Collected {
             drop(state);
             return self.fail(Fault::Flood);
         }
-        if let Some(text) = text {
+        if let Some(text) = text.filter(|_| own) {
             state.text.push_str(&text);
         }
     }
@@ -154,8 +171,39 @@ impl ClientHandler {
     }
 }
 
+impl ClientHandler {
+    /// Whether `session` is the child's own session or one of the children it announced:
+    /// traffic under any other id is not its to send (refused and logged).
+    fn known_session(&self, session: &str) -> bool {
+        // Before the child's session is open nothing it sends is collected or passed on (and
+        // the answer naming its id may still be on its way to the task that asked).
+        let known = !self.collected.opened()
+            || self.collected.is_own(session)
+            || self
+                .forwarder
+                .as_ref()
+                .is_some_and(|forwarder| forwarder.kin_id(session).is_some());
+        if !known {
+            tracing::warn!(
+                session,
+                "an ACP child sent traffic under a session id that is not its own or one it \
+                 announced; refused"
+            );
+        }
+        known
+    }
+}
+
 impl Handler for ClientHandler {
     fn request(&self, method: String, params: Value, cx: RequestContext) -> Reply {
+        if let Some(session) = params.get("sessionId").and_then(Value::as_str) {
+            if !self.known_session(session) {
+                return Reply::Now(Err(RpcError::invalid_params(format!(
+                    "invalid params: session {session} is not this agent's session or one it \
+                     announced"
+                ))));
+            }
+        }
         let request = match AgentRequest::from_method_and_params(&method, &params) {
             Ok(request) => request,
             Err(agent_client_protocol_schema::MethodDispatchError::UnknownMethod { .. }) => {
@@ -214,7 +262,16 @@ impl Handler for ClientHandler {
 
     fn notification(&self, method: String, params: Value) {
         if method == "session/update" {
-            self.collected.update(&params);
+            // Only the child's own session's text is its answer.
+            let session = params
+                .get("sessionId")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            if !self.known_session(session) {
+                return;
+            }
+            self.collected
+                .update(&params, self.collected.is_own(session));
             if let Some(forwarder) = &self.forwarder {
                 if self.collected.collecting.load(Ordering::Acquire) {
                     if let Ok(mut note) = serde_json::from_value::<SessionNotification>(params) {
@@ -248,12 +305,16 @@ mod tests {
     #[test]
     fn only_message_text_during_a_prompt_is_output() {
         let collected = Collected::default();
-        collected.update(&chunk("agent_message_chunk", "history"));
+        collected.update(&chunk("agent_message_chunk", "history"), true);
         collected.collecting.store(true, Ordering::Release);
-        collected.update(&chunk("agent_message_chunk", "a"));
-        collected.update(&chunk("agent_thought_chunk", "hmm"));
-        collected.update(&json!({"sessionId": "s", "update": {"sessionUpdate": "not_in_acp"}}));
-        collected.update(&chunk("agent_message_chunk", "b"));
+        collected.update(&chunk("agent_message_chunk", "a"), true);
+        collected.update(&chunk("agent_thought_chunk", "hmm"), true);
+        collected.update(
+            &json!({"sessionId": "s", "update": {"sessionUpdate": "not_in_acp"}}),
+            true,
+        );
+        collected.update(&chunk("agent_message_chunk", "b"), true);
+        collected.update(&chunk("agent_message_chunk", "a child's"), false);
         assert_eq!(collected.take(), "ab");
     }
 
@@ -262,10 +323,10 @@ mod tests {
         let collected = Collected::default();
         collected.collecting.store(true, Ordering::Release);
         let big = "x".repeat(MAX_OUTPUT_BYTES / 2 + 1);
-        collected.update(&chunk("agent_message_chunk", &big));
+        collected.update(&chunk("agent_message_chunk", &big), true);
         assert!(!collected.faulted.is_cancelled());
         // Updates that are not output count too.
-        collected.update(&chunk("agent_thought_chunk", &big));
+        collected.update(&chunk("agent_thought_chunk", &big), true);
         assert!(collected.faulted.is_cancelled());
         assert!(matches!(collected.fault(), Some(Fault::Flood)));
     }

@@ -32,7 +32,9 @@ mod session;
 mod shown_terminals;
 mod terminals;
 
-pub use command::{ChildCommand, DEPTH_ENV, DEPTH_META_KEY, MAX_OUTPUT_BYTES, PARENT_META_KEY};
+pub use command::{
+    ChildCommand, ChildSandbox, DEPTH_ENV, DEPTH_META_KEY, MAX_OUTPUT_BYTES, PARENT_META_KEY,
+};
 pub use error::{ChildError, StderrTail};
 pub(crate) use forward::child_session_id;
 pub use forward::{ChildLink, ChildSink};

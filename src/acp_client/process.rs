@@ -19,8 +19,10 @@ use super::error::{ChildError, StderrTail};
 use crate::process::child_env;
 use crate::process::group::describe_status;
 use crate::process::guard::{self, Lifeline};
+use crate::process::sandbox::Launch;
 use crate::process::stderr_tail::keep_last_lines;
 use crate::sync::lock;
+use crate::tools::PermissionMode;
 
 /// Stderr lines kept for error reports, and the longest kept line.
 const STDERR_LINES: usize = 10;
@@ -48,13 +50,15 @@ impl Process {
             program: command.program.clone(),
             reason: error.to_string(),
         };
+        let launch = confined(command)?;
         let (mut launcher, lifeline) =
-            guard::command(&command.program, &command.args).map_err(spawn_error)?;
+            guard::command(&launch.program, &launch.args).map_err(spawn_error)?;
         launcher
             .current_dir(&command.cwd)
             .env_clear()
             .envs(child_env::scrubbed())
             .envs(command.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .envs(launch.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .env(DEPTH_ENV, command.depth.to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -144,21 +148,58 @@ impl Process {
     }
 
     /// Once its input is closed: waits `eof_grace`, SIGTERMs the group, waits `term_grace`,
-    /// SIGKILLs it. Returns the stderr reader, still to be stopped.
-    pub(crate) async fn stop(&mut self, command: &ChildCommand) -> Option<JoinHandle<()>> {
+    /// SIGKILLs it. Returns the stderr reader, still to be stopped, and, if the child
+    /// outlived all of that, what to say about it.
+    pub(crate) async fn stop(
+        &mut self,
+        command: &ChildCommand,
+    ) -> (Option<JoinHandle<()>>, Option<String>) {
+        let mut survived = None;
         if !self.wait_exit(command.eof_grace).await {
             self.signal(Signal::SIGTERM);
             if !self.wait_exit(command.term_grace).await {
                 self.signal(Signal::SIGKILL);
                 if !self.wait_exit(command.term_grace).await {
                     tracing::warn!(program = command.program, "a child agent survived SIGKILL");
+                    survived = Some(format!(
+                        "the ACP child `{}` did not exit after stdin closed, SIGTERM and SIGKILL",
+                        command.program
+                    ));
                 }
             }
         }
         // Gone or not, nothing is left to ask of it: drop the lifeline.
         self.lifeline = None;
-        self.stderr_reader.take()
+        (self.stderr_reader.take(), survived)
     }
+}
+
+/// How `command` is started: inside its sandbox when it has one and runs here (a child reached
+/// through a channel such as ssh is the far side's to confine).
+fn confined(command: &ChildCommand) -> Result<Launch, ChildError> {
+    let sandbox = command
+        .sandbox
+        .as_ref()
+        .filter(|_| command.remote_cwd.is_none());
+    let Some(child) = sandbox else {
+        return Ok(Launch::direct(&command.program, &command.args));
+    };
+    let read_only = command
+        .ceiling
+        .as_ref()
+        .is_some_and(|ceiling| ceiling.effective_mode() == PermissionMode::ReadOnly);
+    child
+        .sandbox
+        .agent(
+            &child.scope(&command.cwd, read_only),
+            &child.state,
+            &command.program,
+            &command.args,
+        )
+        .map_err(|error| ChildError::Spawn {
+            program: command.program.clone(),
+            reason: error.to_string(),
+        })
 }
 
 impl Drop for Process {

@@ -160,12 +160,15 @@ impl AcpChild {
         let (files, files_refused) = services::for_command(&command);
         let grants = Arc::new(CommandGrants::default());
         let terminals = local.map(|link| {
-            Arc::new(TerminalServices::new(
-                Arc::new(crate::tools::Roots::new(command.cwd.clone(), Vec::new())),
-                link.client.clone(),
-                link.call_id.clone(),
-                grants.clone(),
-            ))
+            Arc::new(
+                TerminalServices::new(
+                    Arc::new(crate::tools::Roots::new(command.cwd.clone(), Vec::new())),
+                    link.client.clone(),
+                    link.call_id.clone(),
+                    grants.clone(),
+                )
+                .confined(command.sandbox.clone()),
+            )
         });
         let offers_files = files.is_some();
         let handler = Arc::new(ClientHandler {
@@ -271,6 +274,7 @@ impl AcpChild {
             return Err(ChildError::NoSessionId);
         }
         self.session_id = id.to_string();
+        self.collected.own_session(&self.session_id);
         if let Some(forwarder) = &self.forwarder {
             forwarder.root(&self.session_id);
         }
@@ -286,7 +290,9 @@ impl AcpChild {
             .continuation_method()
             .ok_or(ChildError::NotContinuable)?;
         let params = json!({"sessionId": session_id, "cwd": self.command.session_cwd(), "mcpServers": self.mcp_servers()});
-        // Updates before a prompt (a loaded history) are not collected.
+        // Updates before a prompt (a loaded history) are not collected, but they are the
+        // session's own.
+        self.collected.own_session(session_id);
         self.call(method, &params, cancel).await?;
         self.session_id = session_id.to_owned();
         if let Some(forwarder) = &self.forwarder {
@@ -503,8 +509,9 @@ impl AcpChild {
     }
 
     /// Tears the child down: close stdin, wait `eof_grace`, SIGTERM the group, wait
-    /// `term_grace`, SIGKILL. Returns once the child is gone.
-    pub async fn shutdown(mut self) {
+    /// `term_grace`, SIGKILL. Returns once the child is gone, with what went wrong if it is
+    /// not (it outlived SIGKILL).
+    pub async fn shutdown(mut self) -> Option<String> {
         if let Some(writer) = self.writer.take() {
             // A child that does not read could keep the last write from finishing.
             let abort = writer.abort_handle();
@@ -515,7 +522,7 @@ impl AcpChild {
                 abort.abort();
             }
         }
-        let stderr_reader = self.process.stop(&self.command).await;
+        let (stderr_reader, survived) = self.process.stop(&self.command).await;
         // Nothing is left to ask of it: stop reading.
         for task in [self.reader.take(), stderr_reader].into_iter().flatten() {
             let abort = task.abort_handle();
@@ -530,6 +537,13 @@ impl AcpChild {
         if let Some(terminals) = &self.terminals {
             terminals.close().await;
         }
+        survived
+    }
+
+    /// The agent message text of the prompt that just failed: what the child had produced
+    /// when its run ended.
+    pub fn partial_text(&self) -> String {
+        self.collected.take()
     }
 }
 

@@ -26,12 +26,14 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
+use super::command::ChildSandbox;
 use super::permission::{self, Asker, CommandGrants, Decision};
 use super::services::confine;
 use super::shown_terminals::{self, Shown};
 use crate::config::AcpPermission;
 use crate::process::child_env;
 use crate::process::group::Terminal;
+use crate::process::sandbox::Launch;
 use crate::rpc::{Reply, RpcError};
 use crate::sync::lock;
 use crate::tools::client::{
@@ -55,6 +57,8 @@ pub(super) struct TerminalServices {
     /// The editor's terminals, when it offers them, and the tool call they are shown on.
     editor: Option<(Arc<dyn ClientBridge>, String)>,
     grants: Arc<CommandGrants>,
+    /// The child's sandbox, which its commands are held to (`None`: unconfined).
+    sandbox: Option<ChildSandbox>,
     table: Mutex<Table>,
 }
 
@@ -125,8 +129,15 @@ impl TerminalServices {
             roots,
             editor,
             grants,
+            sandbox: None,
             table: Mutex::default(),
         }
+    }
+
+    /// Its commands confined by `sandbox`, wherever they run.
+    pub(crate) fn confined(mut self, sandbox: Option<ChildSandbox>) -> Self {
+        self.sandbox = sandbox;
+        self
     }
 
     /// `terminal/create`: decided (see the module doc), then started.
@@ -154,7 +165,8 @@ impl TerminalServices {
         Reply::Later(
             async move {
                 allowed.await?;
-                let id = services.start(request, cwd, cancel).await?;
+                let read_only = mode == PermissionMode::ReadOnly;
+                let id = services.start(request, cwd, read_only, cancel).await?;
                 encoded(CreateTerminalResponse::new(id))
             }
             .boxed(),
@@ -235,6 +247,7 @@ impl TerminalServices {
         &self,
         request: CreateTerminalRequest,
         cwd: PathBuf,
+        read_only: bool,
         cancel: CancellationToken,
     ) -> Result<String, RpcError> {
         let limit = request
@@ -242,18 +255,30 @@ impl TerminalServices {
             .unwrap_or(DEFAULT_OUTPUT_BYTES)
             .min(MAX_OUTPUT_BYTES);
         // What the child asked for, scrubbed as kin's own environment is, wherever it runs.
-        let env = child_env::allowed(
+        let mut env = child_env::allowed(
             request
                 .env
                 .into_iter()
                 .map(|variable| (variable.name, variable.value))
                 .collect(),
         );
+        let launch = match &self.sandbox {
+            Some(child) => child
+                .sandbox
+                .command(
+                    &child.scope(&cwd, read_only),
+                    &request.command,
+                    &request.args,
+                )
+                .map_err(|error| refused(&error.to_string()))?,
+            None => Launch::direct(&request.command, &request.args),
+        };
+        env.extend(launch.env);
         let (id, open) = match &self.editor {
             Some((client, call_id)) => {
                 let spec = TerminalSpec {
-                    command: request.command,
-                    args: request.args,
+                    command: launch.program,
+                    args: launch.args,
                     cwd,
                     env,
                     output_byte_limit: limit,
@@ -266,7 +291,7 @@ impl TerminalServices {
             }
             None => {
                 let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-                let terminal = Terminal::spawn(&request.command, &request.args, &cwd, &env, limit)
+                let terminal = Terminal::spawn(&launch.program, &launch.args, &cwd, &env, limit)
                     .map_err(|error| {
                         RpcError::internal(format!("could not start {}: {error}", request.command))
                     })?;

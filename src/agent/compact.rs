@@ -17,6 +17,11 @@ use crate::session::{
 };
 use crate::time::now_ms;
 
+/// Bytes of summary taken at most: a summary is to shrink the conversation, and an endpoint
+/// that streams on past this (whatever `max_tokens` said) fails the compaction instead of
+/// growing kin.
+pub(crate) const MAX_SUMMARY_BYTES: usize = 256 * 1024;
+
 /// The fixed instruction the summary is written to (documented in protocol/session-log.md).
 pub(crate) const COMPACTION_INSTRUCTION: &str =
     "The conversation above is being compacted: it will be \
@@ -107,6 +112,7 @@ pub(super) async fn compact(
     items.push(HistoryItem::User(vec![UserPart::Text {
         text: COMPACTION_INSTRUCTION.into(),
     }]));
+    let request_len = items.iter().map(HistoryItem::text_len).sum::<usize>();
     let request = ModelRequest {
         session_id: agent.id.clone(),
         cwd: Some(agent.cwd.clone()),
@@ -130,7 +136,15 @@ pub(super) async fn compact(
             next = stream.next() => next,
         };
         match next {
-            Some(Ok(Chunk::TextDelta { text, .. })) => summary.push_str(&text),
+            Some(Ok(Chunk::TextDelta { text, .. })) => {
+                summary.push_str(&text);
+                if summary.len() > MAX_SUMMARY_BYTES {
+                    failure = Some(format!(
+                        "the summary passed {MAX_SUMMARY_BYTES} bytes (the model did not stop)"
+                    ));
+                    break;
+                }
+            }
             Some(Ok(Chunk::Usage { usage: u })) => usage = Some(u),
             Some(Ok(Chunk::Finish { reason })) => {
                 if reason.kind == crate::session::FinishKind::Error {
@@ -155,19 +169,26 @@ pub(super) async fn compact(
         failure = Some("the model wrote an empty summary".to_owned());
     }
     let cancelled = cancel.is_cancelled();
+    // The call counts against budgets as a turn's calls do; estimated when not reported.
+    let estimated_tokens = usage
+        .is_none()
+        .then(|| estimate_tokens(request_len + summary.len()));
     let end = CompactionEnd {
         compaction_id,
         summary: failure.is_none().then(|| summary.clone()),
         error: failure.clone(),
         usage: usage.clone(),
+        estimated_tokens,
     };
+    let tokens = end.tokens();
     emit(state, EventBody::CompactionEnd(end))?;
     state.log.flush()?;
-    if let Some(usage) = &usage {
-        if let Some(prices) = &choice.profile.prices {
-            agent.context.add_cost(prices.cost(usage));
-        }
-    }
+    let cost = match (&usage, &choice.profile.prices) {
+        (Some(usage), Some(prices)) => prices.cost(usage),
+        _ => 0.0,
+    };
+    agent.context.add_cost(cost);
+    agent.watch.spend(tokens, cost);
     Ok(match failure {
         _ if cancelled => CompactionOutcome::Cancelled,
         Some(reason) => CompactionOutcome::Failed { reason },

@@ -112,6 +112,13 @@ impl SessionContext {
         figures.usage.counted_items = items;
     }
 
+    /// Counts tokens estimated for a call whose endpoint reported no usage.
+    pub(crate) fn record_estimate(&self, tokens: u64) {
+        let mut figures = lock(&self.figures);
+        let estimated = figures.turn.estimated_tokens.get_or_insert(0);
+        *estimated = estimated.saturating_add(tokens);
+    }
+
     /// The context shrank (a compaction): `used` tokens over `items` messages.
     pub(crate) fn set_used(&self, used: u64, items: usize) {
         let mut figures = lock(&self.figures);
@@ -163,7 +170,7 @@ impl SessionContext {
         if priced || cost > 0.0 {
             turn.cost = Some(cost);
         }
-        let empty = turn.input_tokens == 0 && turn.output_tokens == 0 && turn.cost.is_none();
+        let empty = turn.tokens() == 0 && turn.cost.is_none();
         (!empty).then_some(turn)
     }
 }

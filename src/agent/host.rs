@@ -26,6 +26,8 @@ use crate::tools::{ClientBridge, ToolRegistry};
 
 /// Steps (model calls) one turn may take before it is stopped.
 pub const DEFAULT_MAX_STEPS: u32 = 100;
+/// Calls of one model step that run at once, by default (`[tools] max_parallel`).
+pub const DEFAULT_MAX_PARALLEL: usize = 8;
 
 /// Why the host could not open a session.
 #[derive(Debug, thiserror::Error)]
@@ -151,6 +153,8 @@ pub struct AgentHost {
     /// Every tool a top-level session offers (children get a filtered copy).
     tools: Arc<ToolRegistry>,
     max_steps: u32,
+    /// Calls of one step that run at once.
+    max_parallel: usize,
     /// Every running turn.
     turns: TaskTracker,
     events: Arc<HostEvents>,
@@ -178,6 +182,7 @@ impl AgentHost {
             model,
             tools,
             max_steps,
+            max_parallel: DEFAULT_MAX_PARALLEL,
             turns: TaskTracker::new(),
             events: Arc::new(HostEvents::default()),
             agents: Mutex::new(HashMap::new()),
@@ -198,6 +203,17 @@ impl AgentHost {
         self.model = models.default_choice().model.clone();
         self.models = models;
         self
+    }
+
+    /// This host running at most `max` calls of one step at once (at least 1).
+    pub(crate) fn with_max_parallel(mut self, max: usize) -> Self {
+        self.max_parallel = max.max(1);
+        self
+    }
+
+    /// Tells the model a session was created here (see [`Model::session_created`]).
+    pub(crate) fn note_created(&self, id: &str) {
+        self.model.session_created(id);
     }
 
     /// The session store every session here is kept in.
@@ -313,6 +329,7 @@ impl AgentHost {
             system: system_prompt(agent),
             max_steps: self.max_steps,
             tool_argument_bytes: self.tool_argument_bytes,
+            max_parallel: self.max_parallel,
             client: None,
         }
     }
@@ -419,6 +436,7 @@ impl AgentHost {
         header.started_over = Some(started_over.to_owned());
         header.agent_definition = definition.map(str::to_owned);
         let log = self.store.create(&header)?;
+        self.model.session_created(&header.id);
         let agent = self.shaped(header, cwd, log, Vec::new(), shape);
         self.publish(agent.clone())?;
         Ok(agent)
@@ -450,6 +468,7 @@ impl AgentHost {
 
     fn create_with_header(&self, header: Header, cwd: PathBuf) -> Result<Arc<Agent>, HostError> {
         let log = self.store.create(&header)?;
+        self.model.session_created(&header.id);
         let agent = self.shaped(header, cwd, log, Vec::new(), &SessionShape::default());
         self.publish(agent.clone())?;
         Ok(agent)

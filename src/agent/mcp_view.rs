@@ -10,8 +10,9 @@ use crate::mcp::SessionServers;
 use crate::sync::{read_lock, write_lock};
 use crate::tools::ToolRegistry;
 
-/// Which of the servers' tools an agent may call.
-pub(crate) type ToolKeep = Arc<dyn Fn(&str) -> bool + Send + Sync>;
+/// Which of the servers' tools an agent may call, given the tool's model-facing name and its
+/// server's name as that name carries it.
+pub(crate) type ToolKeep = Arc<dyn Fn(&str, Option<&str>) -> bool + Send + Sync>;
 
 #[derive(Clone)]
 pub(crate) struct McpView {
@@ -37,7 +38,7 @@ impl Agent {
     }
 
     /// Limits the tools of the session's own MCP servers to those `allow` names (an agent
-    /// definition's `tools`, see [`crate::mcp::listed`]). Once, before its servers start.
+    /// definition's `tools`, see [`granted`]). Once, before its servers start.
     pub(crate) fn limit_mcp_tools(&self, allow: Vec<String>) {
         if self.mcp_allow.set(allow).is_err() {
             tracing::debug!(session = %self.id, "MCP tools already limited");
@@ -47,7 +48,9 @@ impl Agent {
     /// What the session's own MCP servers may offer: `None` is every tool.
     pub(crate) fn own_mcp_keep(&self) -> Option<ToolKeep> {
         let allow = self.mcp_allow.get()?.clone();
-        Some(Arc::new(move |name: &str| crate::mcp::listed(&allow, name)))
+        Some(Arc::new(move |name: &str, server: Option<&str>| {
+            granted(&allow, name, server)
+        }))
     }
 
     /// The registry holding the tool `name`: the built-ins, else the MCP tools (a built-in
@@ -66,8 +69,14 @@ impl Agent {
         match view.keep {
             None => Some(registry),
             Some(keep) => {
+                let servers: Vec<String> = view
+                    .servers
+                    .specs()
+                    .iter()
+                    .map(|spec| model_facing(&spec.name))
+                    .collect();
                 let mut kept = (*registry).clone();
-                kept.retain(|name| keep(name));
+                kept.retain(|name| keep(name, server_of(name, &servers)));
                 Some(Arc::new(kept))
             }
         }
@@ -85,15 +94,86 @@ impl McpView {
     ) -> Option<Self> {
         let view = parent.mcp()?;
         let inherited = view.keep.clone();
-        let keep: ToolKeep = Arc::new(move |name: &str| {
-            inherited.as_ref().is_none_or(|keep| keep(name))
-                && allow.as_ref().is_none_or(|a| crate::mcp::listed(a, name))
-                && deny.as_ref().is_none_or(|d| !crate::mcp::listed(d, name))
+        let keep: ToolKeep = Arc::new(move |name: &str, server: Option<&str>| {
+            inherited.as_ref().is_none_or(|keep| keep(name, server))
+                && allow.as_ref().is_none_or(|a| granted(a, name, server))
+                && deny.as_ref().is_none_or(|d| !granted(d, name, server))
         });
         Some(Self {
             servers: view.servers,
             keep: Some(keep),
             owned: false,
         })
+    }
+}
+
+/// A server's name as its tools' names carry it (`mcp__<server>__<tool>`): characters outside
+/// `[a-zA-Z0-9_-]` become `_`, as `mcp::naming` writes them.
+fn model_facing(server: &str) -> String {
+    let clean: String = server
+        .chars()
+        .map(
+            |c| match c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                true => c,
+                false => '_',
+            },
+        )
+        .collect();
+    if clean.is_empty() {
+        "_".into()
+    } else {
+        clean
+    }
+}
+
+/// The server of the MCP tool `name` among `servers` (model-facing names): the longest one
+/// its name starts with, since `mcp__git__admin__x` is a tool of `git__admin` when there is
+/// such a server.
+fn server_of<'a>(name: &str, servers: &'a [String]) -> Option<&'a str> {
+    let rest = name.strip_prefix(crate::mcp::MCP_PREFIX)?;
+    servers
+        .iter()
+        .filter(|server| {
+            rest.strip_prefix(server.as_str())
+                .is_some_and(|tool| tool.starts_with("__"))
+        })
+        .max_by_key(|server| server.len())
+        .map(String::as_str)
+}
+
+/// Whether a tool list (an agent definition's `tools`) grants the MCP tool `name` of
+/// `server`: by its exact name, or by `mcp__<server>` naming exactly its server, never a
+/// server whose name merely starts the same (`mcp__git` does not grant `git__admin`'s tools).
+fn granted(entries: &[String], name: &str, server: Option<&str>) -> bool {
+    crate::mcp::listed(entries, name)
+        && entries.iter().any(|entry| {
+            entry == name
+                || server.is_some_and(|server| {
+                    entry.strip_prefix(crate::mcp::MCP_PREFIX) == Some(server)
+                })
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_server_grant_is_exact_on_the_server_name() {
+        let servers = vec![model_facing("git"), model_facing("git__admin")];
+        let grant = vec!["mcp__git".to_owned()];
+        let admin_tool = "mcp__git__admin__status";
+        assert_eq!(server_of(admin_tool, &servers), Some("git__admin"));
+        assert!(!granted(
+            &grant,
+            admin_tool,
+            server_of(admin_tool, &servers)
+        ));
+        let git_tool = "mcp__git__status";
+        assert!(granted(&grant, git_tool, server_of(git_tool, &servers)));
+        // By its exact name, any tool can be granted.
+        let exact = vec![admin_tool.to_owned()];
+        assert!(granted(&exact, admin_tool, server_of(admin_tool, &servers)));
+        assert_eq!(model_facing("my server"), "my_server");
     }
 }

@@ -33,7 +33,9 @@ use crate::model::{Model, ModelCatalog, ModelChoice, ModelError};
 use crate::session::history::{HistoryFold, ModelHistory};
 use crate::session::{Event, EventBody, Header, SessionLog, StoreError, UserPart};
 use crate::sync::{lock, read_lock, write_lock};
-use crate::tools::{ClientBridge, PermissionMode, Roots, SessionPermissions, ToolRegistry};
+use crate::tools::{
+    ClientBridge, FileStamps, PermissionMode, Roots, SessionPermissions, ToolRegistry,
+};
 
 pub(crate) use assemble::MessageAssembler;
 pub(crate) use compact::CompactionOutcome;
@@ -90,7 +92,10 @@ impl StopReason {
 #[derive(Debug, thiserror::Error)]
 pub enum TurnError {
     /// A turn is already running in the session.
-    #[error("session {id} is already running a prompt; wait for it to finish or cancel it")]
+    #[error(
+        "session {id} is already running a prompt: wait for its answer, or send `session/cancel` \
+         and prompt again (a prompt after a cancel waits for the cancelled turn to end, then runs)"
+    )]
     Busy {
         /// The session's id.
         id: String,
@@ -145,11 +150,15 @@ pub struct TurnDeps {
     pub(crate) max_steps: u32,
     /// Longer tool-call arguments are not run (the model gets an error result).
     pub(crate) tool_argument_bytes: usize,
+    /// Calls of one step that run at once (1: one at a time).
+    pub(crate) max_parallel: usize,
     /// The editor, for tools that can work through it and for permission prompts.
     pub(crate) client: Option<Arc<dyn ClientBridge>>,
 }
 
-/// Receives each event right after it was appended to the log.
+/// Receives each event right after it was appended to the log; the calls of a step that run
+/// side by side are handed to it as they start and end instead (with `seq` 0: the log writes
+/// them later, in the model's order, without handing them again).
 pub(crate) type Observer<'a> = &'a (dyn Fn(&Event) + Send + Sync);
 
 /// Everything that makes up a live agent besides its log.
@@ -197,12 +206,18 @@ pub struct Agent {
     roots: Arc<Roots>,
     /// Permission mode and remembered answers, restored from the log.
     permissions: Arc<SessionPermissions>,
+    /// What its tools last saw of the files they read or wrote (stale writes are refused).
+    files: Arc<FileStamps>,
     /// Held for a whole turn: one turn at a time, one writer of the log.
     state: tokio::sync::Mutex<AgentState>,
     /// The log's events so far; readable while a turn runs (a fork copies the completed part).
     transcript: RwLock<Transcript>,
     running: AtomicBool,
     turn_cancel: Mutex<Option<CancellationToken>>,
+    /// The running turn was cancelled: a prompt now waits for it to end instead of failing.
+    cancelled_turn: AtomicBool,
+    /// Signalled whenever a turn (or compaction) lets go of the session.
+    idle: tokio::sync::Notify,
     /// Messages delivered into the running turn (`steer`), taken before the next model call.
     steering: Mutex<Steering>,
     /// Notices for the model (e.g. a finished background task), taken before the next call.
@@ -288,6 +303,7 @@ impl Agent {
             blob_dir,
             roots,
             permissions: Arc::new(permissions::restore(&spec.events)),
+            files: Arc::default(),
             context: SessionContext::restore(&spec.events),
             cwd: spec.cwd,
             options: spec.options,
@@ -307,6 +323,8 @@ impl Agent {
             }),
             running: AtomicBool::new(false),
             turn_cancel: Mutex::new(None),
+            cancelled_turn: AtomicBool::new(false),
+            idle: tokio::sync::Notify::new(),
             steering: Mutex::new(Steering::default()),
             inbox: Mutex::new(Vec::new()),
             records: Mutex::new(Vec::new()),
@@ -340,6 +358,11 @@ impl Agent {
 
     pub(crate) fn permission_mode(&self) -> PermissionMode {
         self.permissions.mode()
+    }
+
+    /// What the session's tools last saw of the files they read or wrote.
+    pub(crate) fn files(&self) -> &Arc<FileStamps> {
+        &self.files
     }
 
     /// The session's permission state (what tool calls are decided by).
@@ -470,10 +493,8 @@ impl Agent {
         observe: Observer<'_>,
         cancel: CancellationToken,
     ) -> Result<CompactionOutcome, TurnError> {
-        if self.running.swap(true, Ordering::AcqRel) {
-            return Err(TurnError::Busy {
-                id: self.id.clone(),
-            });
+        if !self.take_turn(&cancel).await? {
+            return Ok(CompactionOutcome::Cancelled);
         }
         // `session/cancel` reaches it as it reaches a turn.
         *lock(&self.turn_cancel) = Some(cancel.clone());
@@ -482,14 +503,45 @@ impl Agent {
             let trigger = crate::session::CompactionTrigger::Request;
             compact::compact(self, &mut state, choice, (trigger, None), observe, &cancel).await
         };
+        self.release_turn();
+        Ok(result?)
+    }
+
+    /// Takes the session for a turn or a compaction. While another runs: waits for it to end
+    /// if it was cancelled (a client that cancels and prompts again loses nothing), else
+    /// refuses (`Busy`). `Ok(false)` when `cancel` fired while waiting.
+    async fn take_turn(&self, cancel: &CancellationToken) -> Result<bool, TurnError> {
+        loop {
+            let idle = self.idle.notified();
+            tokio::pin!(idle);
+            idle.as_mut().enable();
+            if !self.running.swap(true, Ordering::AcqRel) {
+                self.cancelled_turn.store(false, Ordering::Release);
+                return Ok(true);
+            }
+            if !self.cancelled_turn.load(Ordering::Acquire) {
+                return Err(TurnError::Busy {
+                    id: self.id.clone(),
+                });
+            }
+            tokio::select! {
+                () = idle => {}
+                () = cancel.cancelled() => return Ok(false),
+            }
+        }
+    }
+
+    /// Lets go of the session taken by [`Self::take_turn`].
+    fn release_turn(&self) {
         *lock(&self.turn_cancel) = None;
         self.running.store(false, Ordering::Release);
-        Ok(result?)
+        self.idle.notify_waiters();
     }
 
     /// Cancels the running turn, if any; it settles as `Cancelled`.
     pub(crate) fn cancel(&self) {
         if let Some(token) = lock(&self.turn_cancel).as_ref() {
+            self.cancelled_turn.store(true, Ordering::Release);
             token.cancel();
         }
     }
@@ -568,7 +620,8 @@ impl Agent {
         std::mem::take(&mut *lock(&self.inbox))
     }
 
-    /// Runs one turn for `prompt`. Refuses (without touching the log) while another runs.
+    /// Runs one turn for `prompt`. Refuses (without touching the log) while another runs,
+    /// unless that one was cancelled: then it runs once that one has ended.
     pub async fn run_turn(
         self: &Arc<Self>,
         prompt: Vec<UserPart>,
@@ -576,10 +629,8 @@ impl Agent {
         observe: Observer<'_>,
         cancel: CancellationToken,
     ) -> Result<StopReason, TurnError> {
-        if self.running.swap(true, Ordering::AcqRel) {
-            return Err(TurnError::Busy {
-                id: self.id.clone(),
-            });
+        if !self.take_turn(&cancel).await? {
+            return Ok(StopReason::Cancelled);
         }
         *lock(&self.turn_cancel) = Some(cancel.clone());
         lock(&self.steering).open = true;
@@ -587,9 +638,8 @@ impl Agent {
             let mut state = self.state.lock().await;
             turn::run(self, &mut state, prompt, deps, observe, &cancel).await
         };
-        *lock(&self.turn_cancel) = None;
         lock(&self.steering).open = false;
-        self.running.store(false, Ordering::Release);
+        self.release_turn();
         // A mode switch or record that arrived as the turn was ending is written now.
         if let Err(error) = self.write_idle_records() {
             tracing::warn!(%error, session = %self.id, "could not log a permission change");

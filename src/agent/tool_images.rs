@@ -56,6 +56,9 @@ mod tests {
             panic!("one image part: {parts:?}");
         };
         assert_eq!(*size, 4);
-        assert_eq!(blobs::get_text(dir.path(), blob).as_deref(), Some("iVBO"));
+        assert_eq!(
+            blobs::get_text(dir.path(), blob, 4).as_deref(),
+            Some("iVBO")
+        );
     }
 }

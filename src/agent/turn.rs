@@ -6,6 +6,8 @@ use futures::StreamExt;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+mod calls;
+
 use super::argument_cap::ArgumentCap;
 use super::compact::{compact, in_turn_through, next_request_tokens, CompactionOutcome};
 use super::context::estimate_tokens;
@@ -15,7 +17,8 @@ use super::{
 use crate::model::{ModelChoice, ModelError, ModelRequest};
 use crate::session::*;
 use crate::time::now_ms;
-use crate::tools::{SpecScope, ToolContext, ToolOutput};
+use crate::tools::SpecScope;
+use calls::PlannedCall;
 
 /// How one step ended.
 enum StepEnd {
@@ -406,7 +409,7 @@ impl Turn<'_> {
                 .map_or_else(|| "the model reported an error".into(), |f| f.to_string());
             return Err(model_error(ModelError::Failed(detail)));
         }
-        let blocks = message.blocks();
+        let mut blocks = message.blocks();
         // Counted before the message is logged: its observers see the figures after it.
         let reply_len: usize = blocks
             .iter()
@@ -415,7 +418,12 @@ impl Turn<'_> {
             .sum();
         let (used, usage) = match &message.usage {
             Some(usage) => (usage.input_tokens + usage.output_tokens, usage.clone()),
-            None => (estimate_tokens(request_len + reply_len), Usage::default()),
+            None => {
+                let estimate = estimate_tokens(request_len + reply_len);
+                // Logged in the turn's `turn/end`, so a budget still counts it after a restart.
+                self.agent.context.record_estimate(estimate);
+                (estimate, Usage::default())
+            }
         };
         let items = self.agent.model_history().len() + 1;
         let cost_before = self.agent.context.usage().cost;
@@ -424,14 +432,27 @@ impl Turn<'_> {
             .record_call(&usage, &choice.profile, used, items);
         let cost = self.agent.context.usage().cost - cost_before;
         self.agent.watch.spend(used, cost);
-        let calls: Vec<(String, String, String)> = blocks
+        let dropped = match finish.kind {
+            // Cut at the token limit: the calls may be cut too, so the step owes none.
+            FinishKind::MaxTokens => DroppedToolCalls::take_from(&mut blocks),
+            _ => None,
+        };
+        if let Some(dropped) = &dropped {
+            let (session, calls) = (&self.agent.id, dropped.calls.len());
+            tracing::warn!(%session, turn, step, calls, "tool calls dropped: {}", dropped.reason);
+        }
+        let calls: Vec<PlannedCall> = blocks
             .iter()
             .filter_map(|block| match block {
                 AssistantBlock::ToolCall {
                     id,
                     name,
                     arguments,
-                } => Some((id.clone(), name.clone(), arguments.clone())),
+                } => Some(PlannedCall {
+                    id: id.clone(),
+                    name: name.clone(),
+                    arguments: arguments.clone(),
+                }),
                 _ => None,
             })
             .collect();
@@ -450,16 +471,14 @@ impl Turn<'_> {
                     id: uuid::Uuid::new_v4().to_string(),
                 },
                 usage: message.usage.clone(),
+                dropped_tool_calls: dropped,
             })),
             Some(chunk_seqs),
         )?;
         if finish.kind == FinishKind::Aborted {
             return Ok(StepEnd::Finished(StopReason::Cancelled));
         }
-        for (call_id, name, arguments) in &calls {
-            self.call_tool(step, call_id, name, arguments, choice.profile.images)
-                .await?;
-        }
+        self.run_calls(step, &calls, choice.profile.images).await?;
         if self.cancel.is_cancelled() || self.tool_cancelled {
             return Ok(StepEnd::Finished(StopReason::Cancelled));
         }
@@ -473,115 +492,6 @@ impl Turn<'_> {
             FinishKind::Refusal => StepEnd::Finished(StopReason::Refusal),
             _ => StepEnd::Finished(StopReason::Completed),
         })
-    }
-
-    /// Runs one tool call; its `tool/call` always gets a `tool/result`, also when cancelled.
-    async fn call_tool(
-        &mut self,
-        step: u32,
-        call_id: &str,
-        name: &str,
-        arguments: &str,
-        model_takes_images: bool,
-    ) -> Result<(), TurnError> {
-        let turn = self.turn;
-        let call = self.state.log.append(
-            EventBody::ToolCall(ToolCall {
-                turn,
-                step,
-                call_id: call_id.into(),
-                name: name.into(),
-                arguments: arguments.into(),
-            }),
-            now_ms(),
-        )?;
-        let call_seq = call.seq;
-        self.push(call);
-        let captured = self.structured_captured();
-        let refused = super::argument_cap::refused(arguments);
-        let output = if self.cancel.is_cancelled() || self.tool_cancelled {
-            ToolOutput::cancelled()
-        } else if let Some(refused) = refused {
-            ToolOutput::error(
-                "ArgumentsTooLarge",
-                "ARGUMENTS_TOO_LARGE",
-                refused.message(),
-            )
-        } else if captured {
-            crate::agent::StructuredCapture::refusal(name)
-        } else {
-            let agent = self.agent;
-            let cx = ToolContext {
-                session_id: agent.id.clone().into(),
-                cwd: agent.cwd.clone(),
-                cancel: self.cancel.child_token(),
-                call_id: call_id.into(),
-                roots: agent.roots.clone(),
-                permissions: agent.permissions.clone(),
-                client: self.deps.client.clone(),
-            };
-            let tools = agent.tools_for(name);
-            let running = tools.call(name, arguments, cx);
-            tokio::pin!(running);
-            // Answers given while the call runs are logged as they come, not after it.
-            loop {
-                tokio::select! {
-                    output = &mut running => break output,
-                    _ = agent.permissions.changed() => {
-                        self.log_permission_records(Some((turn, step)))?;
-                    }
-                }
-            }
-        };
-        self.log_permission_records(Some((turn, step)))?;
-        if output.is_cancelled() && !self.cancel.is_cancelled() {
-            self.tool_cancelled = true;
-        }
-        // Logged like any result first; then the turn ends.
-        let fatal = output.is_fatal().then(|| output.text.clone());
-        if !output.images.is_empty() && !model_takes_images && !self.state.tool_images_told {
-            self.state.tool_images_told = true;
-            if let Some(client) = &self.deps.client {
-                client.warn_user(&format!(
-                    "The model does not take images: the images `{name}` returned are given to it \
-                     as placeholders"
-                ));
-            }
-        }
-        let mut content = vec![ToolResultContent::Text { text: output.text }];
-        content.extend(super::tool_images::store(self.agent.blob_dir(), output.images).await);
-        self.emit_surface(
-            EventBody::ToolResult(Box::new(ToolResult {
-                turn,
-                step,
-                message: ToolResultMessage {
-                    source: json!({"kind": "tool", "callId": call_id}),
-                    content: vec![ToolResultPart {
-                        kind: "tool-result".into(),
-                        tool_call_id: call_id.into(),
-                        content,
-                        is_error: output.is_error,
-                    }],
-                    role: "user".into(),
-                    id: uuid::Uuid::new_v4().to_string(),
-                },
-                error: output.error.map(|error| ToolResultError {
-                    name: error.name,
-                    code: error.code,
-                }),
-                meta: output.display.to_meta(),
-            })),
-            Some(vec![call_seq]),
-        )?;
-        // What the call recorded (a task it started) follows its result.
-        self.write_pending()?;
-        if let Some(message) = fatal {
-            return Err(TurnError::Tool {
-                name: name.into(),
-                message,
-            });
-        }
-        Ok(())
     }
 }
 

@@ -115,6 +115,26 @@ impl Watch {
                 .is_some_and(|max| self.spent.cost() - cost >= max)
     }
 
+    /// Which budget the agent reached and what it spent this activation, for the line that
+    /// tells its parent why it stopped; `None` when it reached none.
+    pub(crate) fn budget_reached(&self) -> Option<String> {
+        let budget = self.budget.get()?;
+        let (tokens, cost) = *lock(&self.before);
+        let (spent_tokens, spent_cost) = (
+            self.spent.tokens().saturating_sub(tokens),
+            self.spent.cost() - cost,
+        );
+        match (budget.tokens, budget.cost) {
+            (Some(max), _) if spent_tokens >= max => Some(format!(
+                "its token budget of {max} was reached ({spent_tokens} tokens spent)"
+            )),
+            (_, Some(max)) if spent_cost >= max => Some(format!(
+                "its cost budget of {max} was reached ({spent_cost:.4} spent)"
+            )),
+            _ => None,
+        }
+    }
+
     /// Starts a new activation of an agent that runs many (a `kin mcp` session's tasks): its
     /// budget counts from now.
     pub(crate) fn begin_activation(&self) {

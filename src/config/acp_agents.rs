@@ -53,6 +53,8 @@ pub(crate) struct AcpAgentEntry {
     initialize_timeout: Option<DurationValue>,
     eof_grace: Option<DurationValue>,
     term_grace: Option<DurationValue>,
+    #[serde(default)]
+    writable: Vec<PathBuf>,
 }
 
 /// A child agent, ready to launch.
@@ -82,6 +84,9 @@ pub struct AcpAgentConfig {
     pub(crate) eof_grace: Duration,
     /// After SIGTERM, how long the child has before SIGKILL.
     pub(crate) term_grace: Duration,
+    /// Where the child keeps its own state, writable by it (not by its commands) inside
+    /// kin's sandbox, e.g. `~/.codex`.
+    pub(crate) writable: Vec<PathBuf>,
 }
 
 pub(crate) const DEFAULT_INITIALIZE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -104,6 +109,7 @@ impl AcpAgentConfig {
             initialize_timeout: DEFAULT_INITIALIZE_TIMEOUT,
             eof_grace: DEFAULT_EOF_GRACE,
             term_grace: DEFAULT_TERM_GRACE,
+            writable: Vec::new(),
         }
     }
 }
@@ -172,6 +178,13 @@ pub(crate) fn resolve(
             )?;
             agent.eof_grace = duration("eof_grace", &entry.eof_grace, DEFAULT_EOF_GRACE)?;
             agent.term_grace = duration("term_grace", &entry.term_grace, DEFAULT_TERM_GRACE)?;
+            if let Some(relative) = entry.writable.iter().find(|p| !p.is_absolute()) {
+                return Err(invalid(
+                    "writable",
+                    format!("must be absolute paths: {}", relative.display()),
+                ));
+            }
+            agent.writable = entry.writable.clone();
             Ok(agent)
         })
         .collect()

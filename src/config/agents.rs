@@ -4,6 +4,10 @@
 //! Code's `.claude/agents/`) and from `agents/` in kin's config directory; the first
 //! definition of a name wins, so the workspace's beat the user's. A file that cannot be used
 //! is skipped with a notice; it never fails a session.
+//!
+//! The workspace's files are read as the tools read (confined beneath the workspace, so a
+//! symlink leading out is refused; regular files only, never blocking on a FIFO; capped in
+//! size and number), off the runtime's workers; the config directory's are read by name.
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -16,8 +20,13 @@ use serde_yaml_ng::Value;
 use crate::agent::host::AgentHost;
 use crate::agent::shape::SessionShape;
 use crate::agent::DEFAULT_PERSONA;
-use crate::sync::lock;
-use crate::tools::PermissionMode;
+use crate::sync::{lock, off_the_workers};
+use crate::tools::{PermissionMode, Roots};
+
+/// Bytes of one definition read at most; a longer file is skipped with a notice.
+const MAX_DEFINITION_BYTES: u64 = 256 * 1024;
+/// Definition files read at most from one directory.
+const MAX_DEFINITIONS_PER_DIR: usize = 256;
 
 /// One usable agent definition.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,10 +72,14 @@ pub(crate) enum DefinitionError {
     },
 }
 
-/// The directories definitions are read from, first wins.
-pub(crate) fn dirs(cwd: &Path, config_dir: Option<&Path>) -> Vec<PathBuf> {
-    let mut dirs = vec![cwd.join(".kin/agents"), cwd.join(".claude/agents")];
-    dirs.extend(config_dir.map(|dir| dir.join("agents")));
+/// The directories definitions are read from, first wins, each with whether it is kin's
+/// config directory (read by name; the others are read confined beneath the workspace).
+pub(crate) fn dirs(cwd: &Path, config_dir: Option<&Path>) -> Vec<(PathBuf, bool)> {
+    let mut dirs = vec![
+        (cwd.join(".kin/agents"), false),
+        (cwd.join(".claude/agents"), false),
+    ];
+    dirs.extend(config_dir.map(|dir| (dir.join("agents"), true)));
     dirs
 }
 
@@ -74,7 +87,13 @@ pub(crate) fn dirs(cwd: &Path, config_dir: Option<&Path>) -> Vec<PathBuf> {
 /// process environment.
 pub fn load_for(cwd: &Path) -> AgentCatalog {
     let config_dir = crate::config::config_dir(&crate::config::process_env);
-    AgentCatalog::load(&dirs(cwd, config_dir.as_deref()))
+    let dirs = dirs(cwd, config_dir.as_deref());
+    // Most workspaces have none of these directories: no hand-off of the worker for that.
+    if !dirs.iter().any(|(dir, _)| dir.is_dir()) {
+        return AgentCatalog::default();
+    }
+    let workspace = Roots::new(cwd.to_owned(), Vec::new());
+    off_the_workers(|| AgentCatalog::load(&dirs, &workspace))
 }
 
 /// The catalogs read so far, by workspace, with when each was read. A top-level turn reads
@@ -104,27 +123,30 @@ impl Catalogs {
 }
 
 impl AgentCatalog {
-    /// Reads every `*.md` file of `dirs` (missing directories are skipped), in name order.
-    pub(crate) fn load(dirs: &[PathBuf]) -> Self {
+    /// Reads every `*.md` file of `dirs` (missing directories are skipped), in name order; the
+    /// untrusted ones confined beneath `workspace`. Blocking.
+    pub(crate) fn load(dirs: &[(PathBuf, bool)], workspace: &Roots) -> Self {
         let mut catalog = Self::default();
         let mut seen = BTreeSet::new();
-        for dir in dirs {
+        for (dir, trusted) in dirs {
             let Ok(entries) = std::fs::read_dir(dir) else {
                 continue;
             };
             let mut paths: Vec<PathBuf> = entries
                 .flatten()
+                .take(MAX_DEFINITIONS_PER_DIR)
                 .map(|entry| entry.path())
-                .filter(|path| path.extension().is_some_and(|ext| ext == "md") && path.is_file())
+                .filter(|path| path.extension().is_some_and(|ext| ext == "md"))
                 .collect();
             paths.sort();
+            let confine = (!trusted).then_some(workspace);
             for path in paths {
-                let text = match std::fs::read_to_string(&path) {
+                let text = match read_definition(confine, &path) {
                     Ok(text) => text,
-                    Err(error) => {
+                    Err(why) => {
                         catalog
                             .notices
-                            .push(format!("{}: cannot be read: {error}", path.display()));
+                            .push(format!("{}: cannot be read: {why}", path.display()));
                         continue;
                     }
                 };
@@ -175,6 +197,16 @@ impl AgentCatalog {
             names.join(", ")
         }
     }
+}
+
+/// The text of the definition file at `path`, within the size cap.
+fn read_definition(confine: Option<&Roots>, path: &Path) -> Result<String, String> {
+    let (bytes, cut) = crate::tools::fs::read_capped(confine, path, MAX_DEFINITION_BYTES)
+        .map_err(|error| error.to_string())?;
+    if cut {
+        return Err(format!("it is over {MAX_DEFINITION_BYTES} bytes"));
+    }
+    String::from_utf8(bytes).map_err(|_| "it is not UTF-8 text".to_owned())
 }
 
 /// Narrows `definition` to what this kin has: a model that is not configured is dropped (the
@@ -548,13 +580,22 @@ mod tests {
         write(user.path().join("agents/a.md"), "user");
         write(user.path().join("agents/b.md"), "user b");
         std::fs::write(user.path().join("agents/bad.md"), "nothing").unwrap();
-        let catalog = AgentCatalog::load(&dirs(workspace.path(), Some(user.path())));
+        // A workspace file leading out of the workspace is not followed.
+        write(user.path().join("secret.md"), "outside");
+        std::os::unix::fs::symlink(
+            user.path().join("secret.md"),
+            workspace.path().join(".kin/agents/c.md"),
+        )
+        .unwrap();
+        let roots = Roots::new(workspace.path().to_owned(), Vec::new());
+        let catalog = AgentCatalog::load(&dirs(workspace.path(), Some(user.path())), &roots);
         let found: Vec<(&str, &str)> = catalog
             .agents
             .iter()
             .map(|a| (a.name.as_str(), a.description.as_str()))
             .collect();
         assert_eq!(found, [("a", "workspace"), ("b", "user b")]);
-        assert_eq!(catalog.notices.len(), 1);
+        assert_eq!(catalog.notices.len(), 2, "{:?}", catalog.notices);
+        assert!(catalog.notices[0].contains("c.md: cannot be read"));
     }
 }

@@ -20,6 +20,8 @@ pub(crate) struct FileConfig {
     pub(crate) api_key_env: Option<String>,
     /// A shell command printing the key, e.g. `pass show deepseek`.
     pub(crate) api_key_command: Option<String>,
+    /// Where `kin login` put the key (see `credentials`).
+    pub(crate) api_key_store: Option<super::credentials::KeyStore>,
     pub(crate) connect_timeout: Option<DurationValue>,
     pub(crate) stall_timeout: Option<DurationValue>,
     pub(crate) retries: Option<u32>,
@@ -43,12 +45,30 @@ pub(crate) struct FileConfig {
     /// Limits of delegated children (see `delegation`).
     #[serde(default)]
     pub(crate) delegation: Option<super::delegation::DelegationEntry>,
+    /// How tool calls run (`[tools]`).
+    #[serde(default)]
+    pub(crate) tools: Option<ToolsEntry>,
+    /// Model requests in flight at once to one endpoint.
+    pub(crate) max_concurrent_requests: Option<u64>,
     /// MCP servers for every session (see `mcp_servers`).
     #[serde(default)]
     pub(crate) mcp_servers: BTreeMap<String, super::mcp_servers::McpServerEntry>,
     pub(crate) mcp_startup_timeout: Option<DurationValue>,
+    /// The most MCP tools offered to the model (see `mcp_servers`).
+    pub(crate) mcp_max_tools: Option<usize>,
+    /// How commands are confined (see `sandbox`).
+    #[serde(default)]
+    pub(crate) sandbox: Option<super::sandbox::SandboxEntry>,
     #[serde(flatten)]
     pub(crate) unknown: BTreeMap<String, toml::Value>,
+}
+
+/// `[tools]` as written.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ToolsEntry {
+    /// Calls of one model step that run at once (1: one at a time).
+    pub(crate) max_parallel: Option<u64>,
 }
 
 /// The profile keys, at the top level (the default model) or in a `[models.<id>]` table.

@@ -1,8 +1,11 @@
-//! Turning a [`KeyPlan`] into a key: running `api_key_command` when that is where it lives.
+//! Turning a [`KeyPlan`] into a key: running `api_key_command`, or reading the keyring or file
+//! `kin login` put it in, when that is where it lives.
 
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
+use super::credentials::{self, KeyStore};
 use crate::model::openai::{ApiKey, KeyState};
 
 /// Where the API key is to come from.
@@ -16,6 +19,13 @@ pub enum KeyPlan {
         command: String,
         /// Where the command was configured, for messages.
         source: String,
+    },
+    /// Read the key `kin login` kept in the keyring or the credential file.
+    Stored {
+        /// Which of the two.
+        store: KeyStore,
+        /// The credential file (for [`KeyStore::File`]).
+        file: Option<PathBuf>,
     },
     /// No key is configured.
     Missing {
@@ -46,6 +56,27 @@ async fn find(plan: &KeyPlan) -> KeyState {
             Err(why) => KeyState::Missing {
                 hint: format!("{source} {why}"),
             },
+        },
+        KeyPlan::Stored { store, file } => stored(*store, file.clone()).await,
+    }
+}
+
+/// The key `kin login` kept; the keyring is asked on a blocking thread (it may wait on D-Bus).
+async fn stored(store: KeyStore, file: Option<PathBuf>) -> KeyState {
+    let read = tokio::task::spawn_blocking(move || credentials::load(store, file.as_deref()));
+    let source = match store {
+        KeyStore::Keyring => "the OS keyring (kin login)",
+        KeyStore::File | KeyStore::None => "the key file of kin login",
+    };
+    match read.await {
+        Ok(Ok(Some(key))) => KeyState::Present(ApiKey::new(key, source)),
+        // The endpoint takes no key: an empty one sends no `Authorization` header.
+        Ok(Ok(None)) => KeyState::Present(ApiKey::new("", "none needed (kin login)")),
+        Ok(Err(error)) => KeyState::Missing {
+            hint: format!("the key kin login kept cannot be read ({error}); run `kin login` again"),
+        },
+        Err(error) => KeyState::Missing {
+            hint: format!("reading the key kin login kept failed: {error}"),
         },
     }
 }

@@ -1,6 +1,6 @@
 //! MCP servers for every session: the `[mcp_servers.<name>]` tables of the config file
-//! (`command`, `args`, `env` for stdio; `url`, `headers` for streamable HTTP) and
-//! `mcp_startup_timeout`. An editor's server of the same name replaces a configured one.
+//! (`command`, `args`, `env` for stdio; `url`, `headers` for streamable HTTP; `call_timeout`),
+//! `mcp_startup_timeout` and `mcp_max_tools`. An editor's server of the same name replaces a configured one.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -24,6 +24,11 @@ pub(crate) struct McpServerEntry {
     url: Option<String>,
     #[serde(default)]
     headers: BTreeMap<String, String>,
+    /// How long one tool call may take, e.g. "30m".
+    call_timeout: Option<DurationValue>,
+    /// Run the (stdio) server inside kin's sandbox, like a command.
+    #[serde(default)]
+    sandbox: bool,
 }
 
 /// The configured servers, in name order, and the startup timeout.
@@ -33,6 +38,10 @@ pub struct McpSettings {
     pub servers: Vec<ServerSpec>,
     /// How long a server may take to start; the built-in default when `None`.
     pub startup_timeout: Option<Duration>,
+    /// The most MCP tools offered to the model; the built-in default when `None`.
+    pub max_tools: Option<usize>,
+    /// The stdio servers that opted into kin's sandbox (`sandbox = true`), by name.
+    pub sandboxed: Vec<String>,
 }
 
 pub(crate) fn resolve(
@@ -80,15 +89,34 @@ pub(crate) fn resolve(
                     return Err(invalid(key("command"), "a server needs `command` or `url`"))
                 }
             };
+            let call_timeout = entry
+                .call_timeout
+                .as_ref()
+                .map(|value| duration_value(value).map_err(|e| invalid(key("call_timeout"), &e)))
+                .transpose()?;
             Ok(ServerSpec {
                 name: name.clone(),
                 transport,
+                call_timeout,
             })
+        })
+        .collect::<Result<_, _>>()?;
+    let sandboxed = entries
+        .iter()
+        .filter(|(_, entry)| entry.sandbox)
+        .map(|(name, entry)| match entry.command {
+            Some(_) => Ok(name.clone()),
+            None => Err(invalid(
+                format!("mcp_servers.{name}.sandbox"),
+                "only a stdio server (`command`) runs in kin's sandbox",
+            )),
         })
         .collect::<Result<_, _>>()?;
     Ok(McpSettings {
         servers,
         startup_timeout,
+        max_tools: None,
+        sandboxed,
     })
 }
 
@@ -96,8 +124,12 @@ pub(crate) fn resolve(
 pub fn render(settings: &McpSettings) -> String {
     let mut text = String::new();
     for spec in &settings.servers {
+        let sandboxed = match settings.sandboxed.contains(&spec.name) {
+            true => " (in kin's sandbox)",
+            false => "",
+        };
         text.push_str(&format!(
-            "mcp server {}: {}\n",
+            "mcp server {}: {}{sandboxed}\n",
             spec.name,
             spec.transport.describe()
         ));
@@ -107,6 +139,9 @@ pub fn render(settings: &McpSettings) -> String {
             "mcp_startup_timeout: {} s\n",
             timeout.as_secs_f64()
         ));
+    }
+    if let Some(max) = settings.max_tools {
+        text.push_str(&format!("mcp_max_tools: {max}\n"));
     }
     text
 }
@@ -138,6 +173,20 @@ mod tests {
              mcp server web: http: https://h/mcp (headers: Authorization=***)\n\
              mcp_startup_timeout: 2 s\n"
         );
+    }
+
+    #[test]
+    fn stdio_servers_opt_into_the_sandbox() {
+        let settings = parse("[mcp_servers.a]\ncommand = \"x\"\nsandbox = true\n").unwrap();
+        assert_eq!(settings.sandboxed, ["a"]);
+        assert_eq!(
+            render(&settings),
+            "mcp server a: stdio: x (in kin's sandbox)\n"
+        );
+        let error = parse("[mcp_servers.a]\nurl = \"https://h\"\nsandbox = true\n")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("mcp_servers.a.sandbox"), "{error}");
     }
 
     #[test]

@@ -68,6 +68,11 @@ pub fn render(config: &ModelConfig, key: &KeyState) -> String {
         &config.retries.value.to_string(),
         &config.retries.origin.to_string(),
     );
+    row(
+        "max_concurrent_requests",
+        &config.max_concurrent_requests.value.to_string(),
+        &config.max_concurrent_requests.origin.to_string(),
+    );
     let pass_env = match config.pass_env.value.as_slice() {
         [] => "(none)".to_owned(),
         names => names.join(", "),
@@ -95,6 +100,7 @@ pub fn render(config: &ModelConfig, key: &KeyState) -> String {
         let key = match &model.config.key {
             super::KeyPlan::Found(key) => key.masked(),
             super::KeyPlan::Command { source, .. } => format!("(from {source})"),
+            super::KeyPlan::Stored { store, .. } => format!("(kin login, {})", store.id()),
             super::KeyPlan::Missing { hint } => format!("(none: {hint})"),
         };
         let what = format!(

@@ -33,12 +33,13 @@ use super::provider::{
     Capabilities, Continuable, Provider, ProviderKind, Run, RunControl, SteerRefusal,
 };
 use super::request::{child_depth, Continuation, ResumeRequest, StartRequest};
-use super::{DelegationError, SubagentResult};
-use crate::acp_client::{AcpChild, ChildCommand, ChildError, PromptOutcome, Steer};
+use super::{diagnostic, DelegationError, SubagentResult};
+use crate::acp_client::{AcpChild, ChildCommand, ChildError, ChildSandbox, PromptOutcome, Steer};
 use crate::agent::host::AgentHost;
 use crate::agent::remote_children::RemoteChildren;
 use crate::agent::{Agent, StopReason, Watch};
 use crate::config::AcpAgentConfig;
+use crate::process::sandbox::Sandbox;
 use crate::session::{AssistantBlock, EventBody, Header, SessionStore, UserPart};
 use crate::sync::lock;
 use agent_client_protocol_schema::v1::StopReason as AcpStopReason;
@@ -47,16 +48,21 @@ use agent_client_protocol_schema::v1::StopReason as AcpStopReason;
 pub(crate) struct AcpProvider {
     name: String,
     config: AcpAgentConfig,
+    /// The sandbox its children run in, and where kin keeps its sessions (a kin child's state).
+    sandbox: Arc<Sandbox>,
+    kin_home: PathBuf,
     /// Whether the child can continue sessions, as its last `initialize` answer said.
     learned: Arc<Mutex<Option<bool>>>,
 }
 
 impl AcpProvider {
     /// The provider is named `acp:<name>`.
-    pub(crate) fn new(config: AcpAgentConfig) -> Self {
+    pub(crate) fn new(config: AcpAgentConfig, sandbox: Arc<Sandbox>, kin_home: PathBuf) -> Self {
         Self {
             name: format!("{}{}", super::provider::ACP_PREFIX, config.name),
             config,
+            sandbox,
+            kin_home,
             learned: Arc::default(),
         }
     }
@@ -116,6 +122,13 @@ impl AcpProvider {
             mcp_servers: parent.mcp().map_or_else(Vec::new, |view| {
                 view.servers.specs().iter().map(|s| s.to_acp()).collect()
             }),
+            sandbox: Some(ChildSandbox {
+                sandbox: self.sandbox.clone(),
+                session: parent.id.clone(),
+                state: std::iter::once(self.kin_home.clone())
+                    .chain(config.writable.iter().cloned())
+                    .collect(),
+            }),
         })
     }
 }
@@ -168,29 +181,38 @@ fn wire_name(acp: AcpStopReason) -> String {
         .unwrap_or_default()
 }
 
-fn result_of(name: &str, outcome: Result<PromptOutcome, ChildError>) -> SubagentResult {
+/// The result of one prompt; `partial` is the text the child streamed before a failed one
+/// ended (it is the run's partial output).
+fn result_of(
+    name: &str,
+    outcome: Result<PromptOutcome, ChildError>,
+    partial: String,
+) -> SubagentResult {
+    let text_output = |text: String| match text.is_empty() {
+        true => Vec::new(),
+        false => vec![AssistantBlock::Text { text }],
+    };
     match outcome {
         Ok(outcome) => {
             let stop = stop_reason(outcome.stop_reason);
+            // A stop reason kin has no word for: the run ended abnormally.
+            let abnormal = (stop == StopReason::Error).then(|| wire_name(outcome.stop_reason));
             SubagentResult {
-                output: if outcome.text.is_empty() {
-                    Vec::new()
-                } else {
-                    vec![AssistantBlock::Text { text: outcome.text }]
-                },
+                output: text_output(outcome.text),
                 structured: None,
                 stop_reason: stop,
-                error: (stop == StopReason::Error).then(|| {
-                    format!(
-                        "the ACP child stopped with {:?}",
-                        wire_name(outcome.stop_reason)
-                    )
-                }),
+                diagnostic: abnormal
+                    .as_ref()
+                    .map(|reason| format!("the ACP child stopped with {reason:?}")),
+                abnormal,
             }
         }
         Err(error) => {
             tracing::warn!(%error, "subagent-acp {name:?}: child run failed");
-            SubagentResult::failed(error.to_string())
+            SubagentResult {
+                output: text_output(partial),
+                ..SubagentResult::failed(diagnostic::of_child_error(&error))
+            }
         }
     }
 }
@@ -235,6 +257,7 @@ impl Provider for AcpProvider {
         let name = self.config.name.clone();
         // Where the record of a continuable child goes.
         let store = host.store().clone();
+        let created_in = host.clone();
         let learned = self.learned.clone();
         let children = host.remote_children().clone();
         let id = match &request.continuation {
@@ -263,6 +286,9 @@ impl Provider for AcpProvider {
             if request.continuation.is_none() {
                 let cwd = child.command_cwd();
                 let created = ChildRecord::create(&store, &id, &request.parent.id, depth, &cwd);
+                if created.is_some() {
+                    created_in.note_created(&id);
+                }
                 turns = created.map(|created| (created, request.label.clone()));
             }
             if let Some(continuation) = &request.continuation {
@@ -271,6 +297,7 @@ impl Provider for AcpProvider {
                     child.shutdown().await;
                     return Err(error);
                 }
+                created_in.note_created(&continuation.session_id);
                 let opened = ChildRecord::open(&store, &id);
                 turns = opened.map(|opened| (opened, request.label.clone()));
             }
@@ -464,18 +491,24 @@ fn run(
             .prompt_content_steered(&text, content, &running, &mut steers)
             .await;
         remote.remove(&key);
-        let mut result = result_of(&name, outcome);
+        let partial = match outcome {
+            Ok(_) => String::new(),
+            Err(_) => child.partial_text(),
+        };
+        let mut result = result_of(&name, outcome, partial);
         // Stopped at its budget (the cost it reported), not by a user.
         if spent.over_budget() && result.stop_reason != StopReason::Completed {
             result.stop_reason = StopReason::BudgetExhausted;
-            result.error = None;
+            result.diagnostic = spent.budget_reached();
+            result.abnormal = None;
         }
         if let Some((record, _)) = record {
             let reported = Some(spent.spent().cost()).filter(|cost| *cost > 0.0);
-            record.end(result.stop_reason, result.error.as_deref(), reported);
+            let why = result.diagnostic.as_deref();
+            record.end(result.stop_reason, why, reported);
         }
         let _ = result_tx.send(result);
-        child.shutdown().await;
+        child.shutdown().await
     });
     let result = async move {
         result_rx.await.unwrap_or_else(|_| {
@@ -483,7 +516,8 @@ fn run(
         })
     };
     let done = async move {
-        let _ = task.await;
+        task.await
+            .unwrap_or_else(|_| Some("the ACP child's teardown stopped unexpectedly".into()))
     }
     .boxed()
     .shared();
@@ -498,12 +532,13 @@ fn run(
 /// Cancels the child's run and waits for its teardown; passes steered messages to it.
 struct AcpControl {
     stop: CancellationToken,
-    done: Shared<BoxFuture<'static, ()>>,
+    /// The child's teardown, and what went wrong in it.
+    done: Shared<BoxFuture<'static, Option<String>>>,
     steers: tokio::sync::mpsc::UnboundedSender<Steer>,
 }
 
 impl RunControl for AcpControl {
-    fn dispose(&self) -> BoxFuture<'static, ()> {
+    fn dispose(&self) -> BoxFuture<'static, Option<String>> {
         self.stop.cancel();
         self.done.clone().boxed()
     }
@@ -553,10 +588,15 @@ mod tests {
                 stop_reason: AcpStopReason::MaxTurnRequests,
                 text: String::new(),
             }),
+            String::new(),
         );
         assert_eq!(
-            stopped.error.as_deref(),
+            stopped.diagnostic.as_deref(),
             Some("the ACP child stopped with \"max_turn_requests\"")
+        );
+        assert_eq!(
+            super::super::outcome::headline(&stopped).as_deref(),
+            Some("subagent run ended abnormally (max_turn_requests)")
         );
     }
 
@@ -570,22 +610,41 @@ mod tests {
     }
 
     #[test]
-    fn failures_carry_their_cause_and_no_output() {
+    fn failures_carry_their_cause_and_what_was_streamed() {
         let result = result_of(
             "x",
             Err(ChildError::Flood {
                 limit: crate::acp_client::MAX_OUTPUT_BYTES,
             }),
+            String::new(),
         );
         assert_eq!(result.stop_reason, StopReason::Error);
         assert!(result.output.is_empty());
-        assert!(result.error.unwrap().contains("flooded"));
+        assert!(result.diagnostic.unwrap().contains("flooded"));
+        let exited = result_of(
+            "x",
+            Err(ChildError::Exited {
+                stage: "session/prompt".into(),
+                status: "exit status: 3".into(),
+                stderr: crate::acp_client::StderrTail(vec!["panic: out of memory".into()]),
+            }),
+            "Half an answer".into(),
+        );
+        assert_eq!(exited.text(), "Half an answer");
+        assert_eq!(
+            exited.diagnostic.as_deref(),
+            Some(
+                "the ACP child exited during session/prompt (exit status: 3); last stderr \
+                 line: panic: out of memory"
+            )
+        );
         let partial = result_of(
             "x",
             Ok(PromptOutcome {
                 stop_reason: AcpStopReason::Cancelled,
                 text: "part".into(),
             }),
+            String::new(),
         );
         assert_eq!(partial.stop_reason, StopReason::Cancelled);
         assert_eq!(partial.text(), "part");

@@ -139,6 +139,7 @@ impl ChildRecord {
             output_tokens: 0,
             cache_read_tokens: None,
             cost: Some(cost),
+            estimated_tokens: None,
         });
         let end = EventBody::TurnEnd(TurnEnd {
             turn: self.turn,

@@ -15,10 +15,9 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 
-use super::provider::{Run, SubagentResult};
+use super::provider::Run;
 use super::queue::{Admission, RunQueue};
 use super::DelegationError;
-use crate::agent::StopReason;
 use crate::session::{SessionLock, SessionStore, StoreError};
 use crate::sync::lock;
 use crate::tasks::{TaskId, TaskOutcome, TaskService};
@@ -208,28 +207,7 @@ impl Activations {
 
 /// The task outcome of a run: its result, after the run is disposed.
 async fn settle(run: &Run) -> TaskOutcome {
-    let result = run.result().await;
-    run.dispose().await;
-    task_outcome(result)
-}
-
-/// A task outcome from a run's result: completed with the answer text, killed when cancelled,
-/// failed with the stop reason (and the cause, when known) otherwise (partial output dropped).
-fn task_outcome(result: SubagentResult) -> TaskOutcome {
-    let reason = match result.stop_reason {
-        StopReason::Completed => return TaskOutcome::completed(result.text()),
-        StopReason::Cancelled => return TaskOutcome::killed(),
-        StopReason::MaxTokens => "max-tokens",
-        StopReason::Refusal => "refusal",
-        StopReason::TimedOut => "timed_out",
-        StopReason::BudgetExhausted => "budget_exhausted",
-        // A child that runs out of steps has not answered: its run failed.
-        StopReason::MaxSteps | StopReason::Error => "error",
-    };
-    match result.error {
-        Some(error) => TaskOutcome::failed(format!("{reason}: {error}")),
-        None => TaskOutcome::failed(reason),
-    }
+    super::outcome::task_outcome(run.settle().await)
 }
 
 /// Takes the child's session lock for one activation (see `session::SessionLock`). Another
@@ -247,41 +225,5 @@ pub(super) fn lock_child(
             tracing::warn!(%error, child = child_id, "could not lock a child's session file");
             Err(DelegationError::Unavailable(child_id.to_owned()))
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::session::AssistantBlock;
-    use crate::tasks::TaskStatus;
-
-    fn result(stop_reason: StopReason, error: Option<&str>) -> SubagentResult {
-        SubagentResult {
-            output: vec![AssistantBlock::Text {
-                text: "partial".into(),
-            }],
-            structured: None,
-            stop_reason,
-            error: error.map(str::to_owned),
-        }
-    }
-
-    #[test]
-    fn outcomes_keep_the_answer_only_when_completed() {
-        let done = task_outcome(result(StopReason::Completed, None));
-        assert_eq!(done.output.as_deref(), Some("partial"));
-        assert_eq!(
-            task_outcome(result(StopReason::Cancelled, None)).status,
-            TaskStatus::Killed
-        );
-        let limit = task_outcome(result(StopReason::MaxSteps, None));
-        assert_eq!(
-            (limit.status, limit.detail.as_deref()),
-            (TaskStatus::Failed, Some("error"))
-        );
-        let tokens = task_outcome(result(StopReason::MaxTokens, Some("cut")));
-        assert_eq!(tokens.detail.as_deref(), Some("max-tokens: cut"));
-        assert_eq!(tokens.output, None);
     }
 }

@@ -5,14 +5,23 @@
 //! root's own calls are read from its live agent, and what earlier processes spent is seeded
 //! from the logs when the root is opened again. A child at its budget ends `budget_exhausted`
 //! after that step, and a tree at its budget refuses the next start or continuation.
+//!
+//! A child's own token budget is set aside in its tree when it starts ([`Reservation`]) and
+//! counts as spent until the child spends it or ends, so siblings started side by side cannot
+//! both be admitted on the last of a tree's tokens. A child without a token budget of its own
+//! sets nothing aside (what it will spend is unknown); cost budgets are checked on what was
+//! spent only.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use futures::FutureExt;
 
 use serde_json::{json, Value};
 
 use super::DelegationError;
-use crate::agent::{Budget, Spend};
+use crate::agent::{Budget, Spend, Watch};
 use crate::config::DelegationSettings;
 use crate::sync::lock;
 
@@ -24,6 +33,49 @@ pub(super) struct Budgets {
     child_cost: Option<f64>,
     /// Per root session: what its descendants spent (and what the logs say was spent before).
     trees: Mutex<HashMap<String, Arc<Spend>>>,
+    /// Per root session: the tokens set aside for its children starting or running now.
+    reserved: Mutex<HashMap<String, Vec<Weak<Reservation>>>>,
+}
+
+/// Tokens set aside in a tree for one child activation, until it spends them or ends.
+#[derive(Debug)]
+pub(super) struct Reservation {
+    tokens: u64,
+    /// The child's spending clock and what it read when the activation started.
+    spent_by: OnceLock<(Arc<Watch>, u64)>,
+    released: AtomicBool,
+}
+
+impl Reservation {
+    /// What is still set aside: the tokens less what the child spent since it started.
+    fn outstanding(&self) -> u64 {
+        if self.released.load(Ordering::Acquire) {
+            return 0;
+        }
+        match self.spent_by.get() {
+            Some((watch, before)) => {
+                let spent = watch.spent().tokens().saturating_sub(*before);
+                self.tokens.saturating_sub(spent)
+            }
+            None => self.tokens,
+        }
+    }
+
+    /// Ties the reservation to `run`: what its child spends is taken from it, and it is
+    /// released once the run has a result.
+    pub(super) fn hold_for(self: Arc<Self>, run: super::Run) -> super::Run {
+        if let Some(watch) = run.progress() {
+            let before = watch.spent().tokens();
+            let _ = self.spent_by.set((watch, before));
+        }
+        let inner = run.clone();
+        let result = async move {
+            let result = inner.result().await;
+            self.released.store(true, Ordering::Release);
+            result
+        };
+        run.with_result(result.boxed().shared())
+    }
 }
 
 /// What one tree has spent, against its budget.
@@ -95,6 +147,21 @@ impl TreeBudget {
     }
 }
 
+/// A refusal that counted `outstanding` tokens set aside for running siblings says so.
+fn set_aside(refused: DelegationError, outstanding: u64) -> DelegationError {
+    match refused {
+        DelegationError::BudgetSpent(text) if outstanding > 0 => {
+            DelegationError::BudgetSpent(match text.strip_suffix(')') {
+                Some(head) => {
+                    format!("{head}, {outstanding} of them set aside for subagents still running)")
+                }
+                None => text,
+            })
+        }
+        other => other,
+    }
+}
+
 /// What `list_agents` says of an ACP child's spending when a budget is configured: the cost
 /// its last activation reported against the child cost budget `max`, or that it cannot be
 /// budgeted (it reported none).
@@ -119,6 +186,7 @@ impl Budgets {
             child_tokens: settings.child_budget_tokens,
             child_cost: settings.child_budget_cost,
             trees: Mutex::default(),
+            reserved: Mutex::default(),
         }
     }
 
@@ -155,6 +223,45 @@ impl Budgets {
             Some(refused) => Err(refused),
             None => Ok(()),
         }
+    }
+
+    /// Admits a child activation in `root`'s tree, what its siblings set aside counted as
+    /// spent, and sets aside its own token budget (`tokens`, else the configured child's),
+    /// at most what is left. Refuses as [`Budgets::check`] does; `None` sets nothing aside.
+    pub(super) fn admit(
+        &self,
+        root: &str,
+        own: (u64, f64),
+        tokens: Option<u64>,
+    ) -> Result<Option<Arc<Reservation>>, DelegationError> {
+        let Some(mut tree) = self.figures(root, own) else {
+            return Ok(None);
+        };
+        let mut reserved = lock(&self.reserved);
+        let held = reserved.entry(root.to_owned()).or_default();
+        held.retain(|r| r.upgrade().is_some_and(|r| r.outstanding() > 0));
+        let outstanding: u64 = held
+            .iter()
+            .filter_map(Weak::upgrade)
+            .map(|r| r.outstanding())
+            .sum();
+        tree.tokens = tree.tokens.saturating_add(outstanding);
+        if let Some(refused) = tree.refusal() {
+            return Err(set_aside(refused, outstanding));
+        }
+        let left = tree
+            .max_tokens
+            .map_or(u64::MAX, |max| max.saturating_sub(tree.tokens));
+        let Some(tokens) = tokens.or(self.child_tokens).map(|t| t.min(left)) else {
+            return Ok(None);
+        };
+        let reservation = Arc::new(Reservation {
+            tokens,
+            spent_by: OnceLock::new(),
+            released: AtomicBool::new(false),
+        });
+        held.push(Arc::downgrade(&reservation));
+        Ok(Some(reservation))
     }
 
     /// Raises `root`'s tree to what its logs say was spent (never lowers it: what this
@@ -205,6 +312,32 @@ mod tests {
             figures.meta(),
             json!({"tokens": {"spent": 120, "limit": 100, "remaining": 0}})
         );
+    }
+
+    #[test]
+    fn siblings_cannot_both_be_admitted_on_the_last_of_a_budget() {
+        let budgets = tokens(1000);
+        // The root spent 500: room for one child of 600 (set aside: the 500 left).
+        let first = budgets.admit("root", (500, 0.0), Some(600)).unwrap();
+        assert_eq!(first.as_ref().unwrap().outstanding(), 500);
+        let error = budgets
+            .admit("root", (500, 0.0), Some(600))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("(1000 tokens used by this session and its subagents, 500 of them set aside for subagents still running)"),
+            "{error}"
+        );
+        // Once the first is released, a sibling is admitted again.
+        first.unwrap().released.store(true, Ordering::Release);
+        assert!(budgets.admit("root", (500, 0.0), Some(600)).is_ok());
+        // Without a token budget of its own a child sets nothing aside.
+        assert!(budgets.admit("root", (0, 0.0), None).unwrap().is_none());
+        let unlimited = Budgets::new(&DelegationSettings::default());
+        assert!(unlimited
+            .admit("root", (0, 0.0), Some(5))
+            .unwrap()
+            .is_none());
     }
 
     #[test]

@@ -15,11 +15,12 @@ use futures::future::{BoxFuture, Shared};
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 
+use super::outcome::child_output;
 use super::provider::{
     Capabilities, Continuable, Provider, ProviderKind, Run, RunControl, SteerRefusal,
 };
 use super::request::{ResumeRequest, StartRequest, ToolFilter};
-use super::{DelegationError, SubagentResult};
+use super::{diagnostic, DelegationError, SubagentResult};
 use crate::agent::host::AgentHost;
 use crate::agent::mcp_view::McpView;
 use crate::agent::structured::StructuredOutputTool;
@@ -274,12 +275,14 @@ fn start_in(
         delegation_depth: depth,
         started_over: None,
         agent_definition: None,
+        label: request.label.clone(),
     };
     let id = header.id.clone();
     let mut log = host
         .store()
         .create(&header)
         .map_err(|e| DelegationError::Setup(e.to_string()))?;
+    host.note_created(&id);
     // Until the child is published, a failure removes its file: nothing is left behind.
     let abandon = |error: &dyn std::fmt::Display| {
         let _ = host.store().delete(&id);
@@ -468,27 +471,33 @@ fn drive(host: &Arc<AgentHost>, child: Arc<Agent>, turn: Turn<'_>) -> Result<Run
     Ok(Run::new(child.id.clone(), Some(child), result, control))
 }
 
-/// The outcome of the activation whose events start at `boundary`.
+/// The outcome of the activation whose events start at `boundary`: its output by the one
+/// rule (`outcome.rs`), and why it did not complete, when it did not.
 fn read_result(
     child: &Agent,
     boundary: usize,
     outcome: Result<StopReason, TurnError>,
     cancelled: bool,
 ) -> SubagentResult {
-    let output: Vec<AssistantBlock> = child.with_events(|events| {
-        events
-            .get(boundary..)
-            .unwrap_or_default()
-            .iter()
-            .rev()
-            .find_map(|event| match &event.body {
-                EventBody::AssistantMessage(message) => Some(message.message.content.clone()),
-                _ => None,
-            })
-            .unwrap_or_default()
+    let (output, dropped_calls) = child.with_events(|events| {
+        let own = events.get(boundary..).unwrap_or_default();
+        (child_output(own), dropped_at_the_end(own))
     });
     let mut stop_reason = StopReason::of(&outcome, cancelled);
     let mut structured = None;
+    let mut diagnostic = match (&outcome, stop_reason) {
+        (Err(error), StopReason::Error) => Some(diagnostic::of_turn_error(error)),
+        (_, StopReason::MaxSteps) => {
+            Some("the child reached kin's step limit for one turn while still calling tools".into())
+        }
+        (_, StopReason::MaxTokens) if dropped_calls > 0 => Some(format!(
+            "the model's output stopped at its token limit in the middle of {dropped_calls} \
+             tool call(s), which were not run"
+        )),
+        (_, StopReason::MaxTokens) => Some("the model's output stopped at its token limit".into()),
+        (_, StopReason::BudgetExhausted) => child.watch.budget_reached(),
+        _ => None,
+    };
     if let Some(capture) = &child.structured {
         match capture.captured() {
             Some(value) => structured = Some(value),
@@ -497,6 +506,10 @@ fn read_result(
                 stop_reason = if cancelled {
                     StopReason::Cancelled
                 } else {
+                    diagnostic = Some(format!(
+                        "the child finished without calling `{}`",
+                        crate::agent::STRUCTURED_TOOL
+                    ));
                     StopReason::Error
                 };
             }
@@ -507,8 +520,26 @@ fn read_result(
         output,
         structured,
         stop_reason,
-        error: None,
+        diagnostic,
+        abnormal: None,
     }
+}
+
+/// How many tool calls the last step of `events` held when it was cut at the token limit.
+fn dropped_at_the_end(events: &[Event]) -> usize {
+    events
+        .iter()
+        .rev()
+        .find_map(|event| match &event.body {
+            EventBody::AssistantMessage(message) => Some(
+                message
+                    .dropped_tool_calls
+                    .as_ref()
+                    .map_or(0, |dropped| dropped.calls.len()),
+            ),
+            _ => None,
+        })
+        .unwrap_or(0)
 }
 
 /// Holds no [`Run`] (that would be a cycle: the run holds its control) and gives up the child
@@ -523,7 +554,7 @@ struct InProcessControl {
 }
 
 impl RunControl for InProcessControl {
-    fn dispose(&self) -> BoxFuture<'static, ()> {
+    fn dispose(&self) -> BoxFuture<'static, Option<String>> {
         self.cancel.cancel();
         let child = lock(&self.child).take();
         let result = self.result.clone();
@@ -533,6 +564,8 @@ impl RunControl for InProcessControl {
             if let (Some(child), Some(host)) = (child, host.upgrade()) {
                 host.unpublish_agent(&child);
             }
+            // Its log was settled with its turn: nothing here can fail.
+            None
         }
         .boxed()
     }
@@ -548,5 +581,89 @@ impl RunControl for InProcessControl {
             None => Err(SteerRefusal::Stopped),
         };
         Some(std::future::ready(delivered).boxed())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::AgentOptions;
+    use crate::session::{SessionStore, StoreError};
+
+    /// A child agent with `events` as its log so far.
+    fn child_with(store: &SessionStore, events: Vec<Event>) -> Agent {
+        let header = Header::new("c1".into(), 1, "/".into(), Vec::new());
+        let log = store.create(&header).unwrap();
+        Agent::new(AgentSpec {
+            header,
+            cwd: "/".into(),
+            log,
+            events,
+            options: AgentOptions::default(),
+            persona: None,
+            tools: Arc::new(ToolRegistry::new()),
+            structured: None,
+            roots: None,
+        })
+    }
+
+    fn streamed(seq: u64, text: &str) -> Event {
+        let chunk = crate::session::Chunk::TextDelta {
+            index: 0,
+            text: text.into(),
+        };
+        let body = EventBody::AssistantChunk(crate::session::AssistantChunk {
+            turn: 1,
+            step: 1,
+            chunk,
+        });
+        Event::new(seq, 0, body)
+    }
+
+    #[test]
+    fn a_child_whose_last_log_write_fails_settles_failed_with_that_cause() {
+        let home = tempfile::tempdir().unwrap();
+        let store = SessionStore::open(home.path()).unwrap();
+        let child = child_with(&store, vec![streamed(0, "Almost done")]);
+        // What a turn whose `turn/end` could not be written returns.
+        let full = StoreError::Io {
+            op: "appending to",
+            path: "/sessions/c1.jsonl".into(),
+            source: std::io::Error::from_raw_os_error(libc::ENOSPC),
+        };
+        let result = read_result(&child, 0, Err(TurnError::Store(full)), false);
+        assert_eq!(result.stop_reason, StopReason::Error);
+        assert_eq!(
+            result.diagnostic.as_deref(),
+            Some("the disk is full: could not write the child's session log /sessions/c1.jsonl")
+        );
+        assert_eq!(result.text(), "Almost done");
+    }
+
+    #[test]
+    fn a_child_cut_at_the_token_limit_says_its_calls_were_not_run() {
+        let home = tempfile::tempdir().unwrap();
+        let store = SessionStore::open(home.path()).unwrap();
+        let data = serde_json::json!({"turn": 1, "step": 1, "message": {"role": "assistant",
+            "content": [], "source": {"kind": "model", "provider": "p", "model": "m"},
+            "id": "x"}, "droppedToolCalls": {"reason": "cut", "calls": [{"type": "tool-call",
+            "id": "c", "name": "read", "arguments": "{\"pa"}]}});
+        let message = serde_json::from_value(data).unwrap();
+        let events = vec![
+            streamed(0, "Reading"),
+            Event::new(1, 0, EventBody::AssistantMessage(Box::new(message))),
+        ];
+        let child = child_with(&store, events);
+        let result = read_result(&child, 0, Ok(StopReason::MaxTokens), false);
+        assert_eq!(result.stop_reason, StopReason::MaxTokens);
+        assert_eq!(
+            result.diagnostic.as_deref(),
+            Some(
+                "the model's output stopped at its token limit in the middle of 1 tool \
+                 call(s), which were not run"
+            )
+        );
+        // The empty message left by the cut step does not hide what was streamed.
+        assert_eq!(result.text(), "Reading");
     }
 }

@@ -157,12 +157,13 @@ pub(super) fn watched(run: Run, limits: TimeLimits) -> Run {
         if let Some(watch) = inner.progress() {
             watch.stop_with(StopReason::TimedOut);
         }
-        inner.dispose().await;
+        // A failed dispose is the holder's to report: its own dispose gets the same answer.
+        let _ = inner.dispose().await;
         let mut result = inner.result().await;
         // A child that finished in the same instant keeps its answer.
         if result.stop_reason != StopReason::Completed {
             result.stop_reason = StopReason::TimedOut;
-            result.error = Some(expired.detail());
+            result.diagnostic = Some(expired.detail());
             tracing::info!(child = %inner.id, limit = %expired.detail(), "a child timed out");
         }
         result

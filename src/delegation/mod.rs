@@ -13,6 +13,10 @@
 //! - [`Delegation::restore`]: on reopening a session, the tasks an earlier process left
 //!   unfinished show as interrupted.
 //!
+//! What a child hands back is worded in one place: its output by one rule, and for a run that
+//! did not complete a headline, a one-line diagnostic and its partial output (`outcome.rs`,
+//! causes in `diagnostic.rs`), for the foreground tool result and the background task alike.
+//!
 //! The service owns the provider table (`spawn`, `fork` in process; `acp:<name>` as ACP child
 //! processes) and the activation map (`activation.rs`: one task per activation). It reaches
 //! the host one way, a `Weak<AgentHost>` set once by the runtime, and passes it to providers.
@@ -26,10 +30,12 @@ mod acp_tree;
 mod acp_watch;
 mod activation;
 mod budget;
+mod diagnostic;
 mod error;
 mod in_process;
 pub(crate) mod limits;
 mod listing;
+mod outcome;
 mod provider;
 mod queue;
 mod records;
@@ -53,8 +59,10 @@ use crate::tools::{ClientBridge, Tool};
 use activation::{lock_child, Activations, Begin};
 
 pub(crate) use acp_child::AcpProvider;
+pub(crate) use diagnostic::{of_turn_error as diagnostic_of, one_line};
 pub use error::DelegationError;
 use in_process::{InProcessProvider, Seed};
+pub(crate) use outcome::last_turn_output;
 use provider::{Continuable, Provider};
 pub use provider::{Run, SubagentResult};
 use request::{Continuation, ResumeRequest};
@@ -149,13 +157,15 @@ impl Delegation {
         max_depth: u32,
         acp_agents: &[AcpAgentConfig],
         settings: DelegationSettings,
+        sandbox: &Arc<crate::process::sandbox::Sandbox>,
+        kin_home: &std::path::Path,
     ) -> Arc<Self> {
         let mut providers: Vec<Arc<dyn Provider>> = vec![
             Arc::new(InProcessProvider::new(Seed::Fresh)),
             Arc::new(InProcessProvider::new(Seed::CompletedTurns)),
         ];
         for agent in acp_agents {
-            let provider = AcpProvider::new(agent.clone());
+            let provider = AcpProvider::new(agent.clone(), sandbox.clone(), kin_home.to_owned());
             if providers.iter().any(|p| p.name() == provider.name()) {
                 tracing::error!(
                     agent = agent.name,
@@ -304,9 +314,7 @@ impl Delegation {
         start.call_id = request.call_id.filter(|_| mode == Mode::Foreground);
         if mode == Mode::Foreground {
             let run = self.start(&provider, start).await?;
-            let result = run.result().await;
-            run.dispose().await;
-            return Ok(Delegated::Answer(result));
+            return Ok(Delegated::Answer(run.settle().await));
         }
         // Decided before answering: an ACP child may have to be asked first.
         let continuable = match provider.continuable() {
@@ -347,6 +355,11 @@ impl Delegation {
         mut request: StartRequest,
     ) -> Result<Run, DelegationError> {
         let root = self.root_of(&request.parent);
+        // Set aside before the child exists: siblings started side by side are admitted one
+        // after the other, in the order their calls started.
+        let reservation =
+            self.budgets
+                .admit(&root, self.own_spend(&root), request.budget_tokens)?;
         request.budget = Some(self.budgets.child(&root, request.budget_tokens));
         let caps = provider.capabilities();
         let wanted = [
@@ -375,10 +388,11 @@ impl Delegation {
         }
         let host = self.host()?;
         let limits = self.time_limits(request.timeout);
-        Ok(limits::watched(
-            provider.start(&host, request).await?,
-            limits,
-        ))
+        let run = limits::watched(provider.start(&host, request).await?, limits);
+        Ok(match reservation {
+            Some(reservation) => reservation.hold_for(run),
+            None => run,
+        })
     }
 
     /// Starts a continuable child of `request` in the background through `provider`, as

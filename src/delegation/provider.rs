@@ -107,8 +107,12 @@ pub struct SubagentResult {
     pub structured: Option<Value>,
     /// How the child's turn ended.
     pub stop_reason: StopReason,
-    /// Why the run failed, when the provider knows (e.g. how an ACP child process ended).
-    pub(crate) error: Option<String>,
+    /// Why the run did not complete, in one line a model can act on, when known (see
+    /// `diagnostic.rs`).
+    pub(crate) diagnostic: Option<String>,
+    /// The stop reason as the child named it, when kin has no word for it (an ACP child's
+    /// `max_turn_requests`): the run "ended abnormally".
+    pub(crate) abnormal: Option<String>,
 }
 
 impl SubagentResult {
@@ -123,14 +127,30 @@ impl SubagentResult {
             .collect()
     }
 
-    /// A run that failed before it produced anything.
-    pub(crate) fn failed(error: impl Into<String>) -> Self {
+    /// A run that failed, with its diagnostic, before it produced anything.
+    pub(crate) fn failed(diagnostic: impl Into<String>) -> Self {
         Self {
             output: Vec::new(),
             structured: None,
             stop_reason: StopReason::Error,
-            error: Some(error.into()),
+            diagnostic: Some(diagnostic.into()),
+            abnormal: None,
         }
+    }
+
+    /// The same result after a failed dispose: never completed, both causes kept.
+    pub(crate) fn with_dispose_failure(mut self, failure: Option<String>) -> Self {
+        let Some(failure) = failure else {
+            return self;
+        };
+        if self.stop_reason == StopReason::Completed {
+            self.stop_reason = StopReason::Error;
+        }
+        self.diagnostic = Some(match self.diagnostic.take() {
+            Some(run) => format!("{run}; dispose failed: {failure}"),
+            None => format!("dispose failed: {failure}"),
+        });
+        self
     }
 }
 
@@ -145,8 +165,9 @@ pub(crate) enum SteerRefusal {
 
 /// The provider-specific half of a [`Run`].
 pub(crate) trait RunControl: Send + Sync {
-    /// Cancels what is left and resolves once the child is quiet; safe to call twice.
-    fn dispose(&self) -> BoxFuture<'static, ()>;
+    /// Cancels what is left and resolves once the child is quiet; safe to call twice. Resolves
+    /// to what went wrong on the way (a child process that would not exit), if anything.
+    fn dispose(&self) -> BoxFuture<'static, Option<String>>;
     /// Live delivery into the running turn, resolving once the child took the message or
     /// refused it; `None` if the provider has none.
     fn steer(&self, content: Vec<UserPart>)
@@ -205,9 +226,21 @@ impl Run {
         self.result.clone().await
     }
 
-    /// Ends the activation's hold on the child (its session and what the provider keeps for it).
-    pub async fn dispose(&self) {
+    /// Ends the activation's hold on the child (its session and what the provider keeps for
+    /// it). Returns what went wrong while disposing, if anything: the child may not be quiet.
+    pub async fn dispose(&self) -> Option<String> {
         self.control.dispose().await
+    }
+
+    /// Waits for the result, then disposes: a failed dispose never passes for a completed run,
+    /// and never hides the run's own failure (see [`SubagentResult::with_dispose_failure`]).
+    pub async fn settle(&self) -> SubagentResult {
+        let result = self.result().await;
+        let disposed = self.dispose().await;
+        if let Some(failure) = &disposed {
+            tracing::warn!(child = %self.id, %failure, "a child's dispose failed");
+        }
+        result.with_dispose_failure(disposed)
     }
 
     /// Delivers a message into the child's running turn. Resolves once the child took it;

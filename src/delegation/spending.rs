@@ -84,7 +84,7 @@ impl Delegation {
     }
 
     /// What the live root session `root` spent on its own model calls in this process.
-    fn own_spend(&self, root: &str) -> (u64, f64) {
+    pub(super) fn own_spend(&self, root: &str) -> (u64, f64) {
         self.live(root).map_or((0, 0.0), |agent| {
             let spent = agent.watch.spent();
             (spent.tokens(), spent.cost())
@@ -92,7 +92,7 @@ impl Delegation {
     }
 
     /// On reopening a root session: its tree's spending from the logs (the root's and every
-    /// descendant's `turn/end` tokens; the cost the root's turns recorded, which includes
+    /// descendant's `turn/end` and `compaction/end` tokens, estimates included; the cost the root's turns recorded, which includes
     /// the children that settled in them), so a tree over its budget stays refused.
     pub(super) fn restore_spend(&self, root: &Agent) {
         if root.header().parent_session.is_some() || !self.budgets.limited() {
@@ -131,33 +131,41 @@ impl Delegation {
     }
 }
 
-/// The tokens and cost of a session's own `turn/end`s.
+/// The tokens and cost of a session's own `turn/end`s, and its compactions' tokens.
 fn logged(events: &[Event]) -> (u64, f64) {
     let mut spent = (0u64, 0.0);
     for event in events {
         if let EventBody::TurnEnd(end) = &event.body {
             if let Some(usage) = &end.usage {
-                let tokens = usage.input_tokens.saturating_add(usage.output_tokens);
-                spent.0 = spent.0.saturating_add(tokens);
+                spent.0 = spent.0.saturating_add(usage.tokens());
                 spent.1 += usage.cost.unwrap_or(0.0);
             }
+        }
+        if let EventBody::CompactionEnd(end) = &event.body {
+            spent.0 = spent.0.saturating_add(end.tokens());
         }
     }
     spent
 }
 
-/// The tokens of stored session `id`'s `turn/end`s, read as a stream (0 if unreadable).
+/// The tokens of stored session `id`'s `turn/end`s and `compaction/end`s, read as a stream
+/// (0 if unreadable).
 fn logged_tokens(store: &SessionStore, id: &str) -> u64 {
     let mut tokens = 0u64;
-    // Only `turn/end` lines are parsed: the rest cannot hold usage.
-    let skip = |line: &[u8]| crate::session::line_kind(line) != Some("turn/end");
-    let read = store.read_events(id, skip, |event| {
-        if let EventBody::TurnEnd(end) = &event.body {
-            if let Some(usage) = &end.usage {
-                let used = usage.input_tokens.saturating_add(usage.output_tokens);
-                tokens = tokens.saturating_add(used);
-            }
+    // Only `turn/end` and `compaction/end` lines are parsed: the rest cannot hold usage.
+    let skip = |line: &[u8]| {
+        !matches!(
+            crate::session::line_kind(line),
+            Some("turn/end" | "compaction/end")
+        )
+    };
+    let read = store.read_events(id, skip, |event| match &event.body {
+        EventBody::TurnEnd(end) => {
+            let used = end.usage.as_ref().map_or(0, |usage| usage.tokens());
+            tokens = tokens.saturating_add(used);
         }
+        EventBody::CompactionEnd(end) => tokens = tokens.saturating_add(end.tokens()),
+        _ => {}
     });
     if let Err(error) = read {
         tracing::warn!(%error, session = id, "could not read a child's spending");

@@ -10,11 +10,12 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::outcome;
 use super::provider::ProviderKind;
 use super::{
     Continuable, Delegated, Delegation, DelegationError, Delivery, Mode, Provider, Request,
 };
-use crate::agent::{StopReason, DEFAULT_PERSONA};
+use crate::agent::DEFAULT_PERSONA;
 use crate::config::agents::{self, AgentDefinition};
 use crate::session::UserPart;
 use crate::tasks::{TaskId, TaskStatus};
@@ -93,6 +94,11 @@ impl SubagentTool {
              change, an analysis — so the steps do not fill this conversation. The child does \
              not see this conversation: give it a complete prompt."
         };
+        let what = format!(
+            "{what} Several foreground calls in one message run side by side in this working \
+             directory: give children that write files separate files, or `isolation: \
+             \"worktree\"` each; a write to a file changed since the writer last read it fails."
+        );
         match self.continuable() {
             Some(true) => format!(
                 "{what} Set `run_in_background: true` to start it in the background instead: you \
@@ -149,20 +155,6 @@ fn describe(schema: &mut Value, property: &str, description: &str) {
 
 fn failure(error: &DelegationError) -> ToolOutput {
     ToolOutput::error(error.name(), error.code(), format!("Error: {error}"))
-}
-
-/// The error a failed foreground run reports; partial output is never passed off as an answer.
-fn stop_error(reason: StopReason) -> Option<&'static str> {
-    match reason {
-        StopReason::Completed => None,
-        StopReason::Cancelled => Some("subagent run was cancelled"),
-        // A child that runs out of steps has not answered: its run failed.
-        StopReason::MaxSteps | StopReason::Error => Some("subagent run failed"),
-        StopReason::MaxTokens => Some("subagent run hit its token limit before finishing"),
-        StopReason::Refusal => Some("subagent declined the task"),
-        StopReason::TimedOut => Some("subagent run timed_out"),
-        StopReason::BudgetExhausted => Some("subagent run budget_exhausted"),
-    }
 }
 
 impl SubagentTool {
@@ -239,15 +231,6 @@ fn with_notices(text: String, notices: &[String]) -> String {
     format!("{text}\n{}", lines.join("\n"))
 }
 
-/// The error code of a failed foreground run: a limit has its own.
-fn failure_code(reason: StopReason) -> &'static str {
-    match reason {
-        StopReason::TimedOut => "SUBAGENT_TIMED_OUT",
-        StopReason::BudgetExhausted => "SUBAGENT_BUDGET_EXHAUSTED",
-        _ => "SUBAGENT_FAILED",
-    }
-}
-
 impl TypedTool for SubagentTool {
     const NAME: &'static str = "subagent";
     const DESCRIPTION: &'static str = "";
@@ -289,6 +272,12 @@ impl TypedTool for SubagentTool {
 
     fn kind(&self) -> ToolKind {
         ToolKind::Think
+    }
+
+    /// A foreground child only answers: siblings run side by side. A background start
+    /// creates a task a later call of the step may read, so it runs alone.
+    fn overlaps(&self, args: &SubagentArgs) -> bool {
+        args.run_in_background != Some(true)
     }
 
     fn title(&self, args: Option<&SubagentArgs>) -> String {
@@ -390,19 +379,14 @@ impl TypedTool for SubagentTool {
                      be continued, send_message cannot reach it){}",
                     self.queued_note(&task, &cx.session_id)
                 )),
-                Ok(Delegated::Answer(result)) => {
-                    match (stop_error(result.stop_reason), &result.error) {
-                        (None, _) => ToolOutput::ok(with_notices(result.text(), &notices)),
-                        (Some(message), error) => ToolOutput::error(
-                            "SubagentError",
-                            failure_code(result.stop_reason),
-                            match error {
-                                Some(error) => format!("Error: {message}: {error}"),
-                                None => format!("Error: {message}"),
-                            },
-                        ),
-                    }
-                }
+                Ok(Delegated::Answer(result)) => match outcome::failure_text(&result) {
+                    None => ToolOutput::ok(with_notices(result.text(), &notices)),
+                    Some(text) => ToolOutput::error(
+                        "SubagentError",
+                        outcome::failure_code(result.stop_reason),
+                        text,
+                    ),
+                },
                 Err(DelegationError::NoCaller) => ToolOutput::error(
                     "SubagentError",
                     "NO_CALLER",
@@ -432,11 +416,14 @@ pub(super) struct SendMessageTool(pub(super) Arc<Delegation>);
 
 impl TypedTool for SendMessageTool {
     const NAME: &'static str = "send_message";
-    const DESCRIPTION: &'static str = "Send a follow-up message to one of your background \
-        subagents, by the subagent id you got when you started it. A subagent that is still \
-        working gets the message in its current task; one that has finished continues its own \
-        conversation in a new task. Either way, read the reply through the task id this \
-        returns, with `task_output`. An error means the message was NOT delivered.";
+    const DESCRIPTION: &'static str = "Send a follow-up message to one of your continuable \
+        background subagents, by the subagent id you got when you started it (`list_agents` \
+        lists them). A subagent that is still working gets the message in its current task; \
+        one that has finished continues its own conversation in a new task. Either way, read \
+        the reply through the task id this returns, with `task_output`: an id that names no \
+        subagent of yours gives a task that fails as unavailable. A foreground subagent or a \
+        one-shot background task cannot be continued. An error means the message was NOT \
+        delivered.";
     type Args = SendMessageArgs;
 
     fn kind(&self) -> ToolKind {
@@ -493,10 +480,11 @@ pub(super) struct ListAgentsTool(pub(super) Arc<Delegation>);
 
 impl TypedTool for ListAgentsTool {
     const NAME: &'static str = "list_agents";
-    const DESCRIPTION: &'static str = "List the background subagents this session started, \
-        oldest first: subagent id, how it was made, whether a task of it is running, how its \
-        last turn ended, how many turns it has run, and its model. Any of them can be \
-        continued with `send_message`.";
+    const DESCRIPTION: &'static str = "List the subagents this session can continue with \
+        `send_message` (its continuable background subagents), oldest first: subagent id, how \
+        it was made, whether a task of it is running, how its last turn ended, how many turns \
+        it has run, and its model. Foreground subagents and one-shot background tasks are not \
+        listed: they cannot be continued.";
     type Args = ListAgentsArgs;
 
     fn kind(&self) -> ToolKind {

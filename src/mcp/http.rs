@@ -35,3 +35,47 @@ pub(crate) fn transport(
         StreamableHttpClientTransportConfig::with_uri(url.to_owned()).custom_headers(custom);
     Ok(StreamableHttpClientTransport::with_client(client, config))
 }
+
+/// The HTTP status (401 or 403) when the handshake failed because the server refused kin's
+/// credentials: trying again with the same headers cannot help.
+pub(crate) fn auth_refusal(error: &rmcp::service::ClientInitializeError) -> Option<u16> {
+    use rmcp::service::ClientInitializeError;
+    use rmcp::transport::streamable_http_client::StreamableHttpError as E;
+    // The transport's error is a field, not a `source`, of the handshake's.
+    let ClientInitializeError::TransportError { error, .. } = error else {
+        return None;
+    };
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(error) = cause {
+        match error.downcast_ref::<E<reqwest::Error>>() {
+            Some(E::AuthRequired(_)) => return Some(401),
+            Some(E::InsufficientScope(_)) => return Some(403),
+            Some(E::HttpStatus(status)) if matches!(status.status, 401 | 403) => {
+                return Some(status.status)
+            }
+            // A refusal without a challenge keeps only its status line in the text.
+            Some(E::UnexpectedServerResponse(text)) => {
+                for status in [401, 403] {
+                    if text.starts_with(&format!("HTTP {status} ")) {
+                        return Some(status);
+                    }
+                }
+            }
+            _ => {}
+        }
+        cause = error.source();
+    }
+    None
+}
+
+/// The one line that says a server refused kin's credentials.
+pub(crate) fn auth_line(status: u16) -> String {
+    let what = match status {
+        403 => "refused kin's credentials (HTTP 403 Forbidden)",
+        _ => "needs authentication (HTTP 401 Unauthorized)",
+    };
+    format!(
+        "the server {what}; check the headers kin sends it (`headers` of its \
+         [mcp_servers.<name>] entry, or the editor's entry for it); kin will not retry"
+    )
+}

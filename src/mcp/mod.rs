@@ -4,8 +4,11 @@
 //!
 //! - [`spec`]: a server's transport (stdio, streamable HTTP; SSE refused), merging by name;
 //! - [`session`]: one session's servers: started in the background, waited for once, stopped;
-//! - `server`: one server's task: connect, list tools, relist on change, reconnect with backoff;
-//! - `stdio`: a stdio server's supervised process; `http`: the HTTP transport;
+//! - `server`: one server's task: connect, list tools, relist on change, reconnect with backoff
+//!   (not after refused credentials or a listing past its bounds), each call within a time limit;
+//! - `listing`: a server's tools, page by page within bounds;
+//! - `stdio`: a stdio server's supervised process; `frames`: its messages, an oversized answer
+//!   turned into an error for its call; `http`: the HTTP transport, refused credentials;
 //! - `tool`: a server tool as a kin tool (permissions); `result`: its results for the model;
 //! - `progress`: a call's progress notifications, routed to it and throttled for the editor;
 //! - `naming`: `mcp__<server>__<tool>` names within the model API's rules, and how a tool
@@ -13,7 +16,9 @@
 //!
 //! Uses `tools`, `model` (tool specs), `process` and `sync`.
 
+mod frames;
 mod http;
+mod listing;
 mod naming;
 mod progress;
 mod result;
@@ -24,5 +29,6 @@ mod stdio;
 mod tool;
 
 pub(crate) use naming::{listed, PREFIX as MCP_PREFIX};
-pub use session::{SessionServers, DEFAULT_STARTUP_TIMEOUT};
+pub use server::DEFAULT_CALL_TIMEOUT;
+pub use session::{SessionServers, DEFAULT_MAX_TOOLS, DEFAULT_STARTUP_TIMEOUT};
 pub use spec::{merge, ServerSpec, Transport};

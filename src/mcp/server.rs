@@ -36,6 +36,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
 const CANCEL_NOTICE_TIMEOUT: Duration = Duration::from_secs(1);
 /// Failed attempts in a row after which the first prompt stops waiting for a server.
 const GIVE_UP_AFTER: u32 = 3;
+/// How long a tool call may take unless its server's `call_timeout` says otherwise.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Where a server is.
 #[derive(Clone)]
@@ -49,7 +51,8 @@ pub(crate) enum State {
         reason: String,
         failures: u32,
     },
-    /// kin will not connect to it (an unsupported transport, or the session closed).
+    /// kin will not connect to it (an unsupported transport, credentials the server refused,
+    /// a tool listing past kin's bounds, or the session closed).
     Refused {
         reason: String,
     },
@@ -73,6 +76,7 @@ pub(crate) struct Listed {
 /// A handle on one server's task.
 pub(crate) struct Server {
     pub(crate) name: String,
+    call_timeout: Duration,
     state: watch::Receiver<State>,
     listed: Arc<Mutex<Listed>>,
     /// Whether a relisting the server asked for (`tools/list_changed`) is under way.
@@ -100,6 +104,7 @@ impl Server {
         let refused = matches!(initial, State::Refused { .. });
         let (tx, state) = watch::channel(initial);
         let name = spec.name.clone();
+        let call_timeout = spec.call_timeout.unwrap_or(DEFAULT_CALL_TIMEOUT);
         let listed = Arc::new(Mutex::new(Listed::default()));
         let (relisting_tx, relisting) = watch::channel(false);
         if !refused {
@@ -115,6 +120,7 @@ impl Server {
         }
         Arc::new(Self {
             name,
+            call_timeout,
             state,
             listed,
             relisting,
@@ -185,6 +191,7 @@ impl Server {
                 Err(error) => return CallOutcome::Failed(error.to_string()),
             },
         };
+        let deadline = tokio::time::Instant::now() + self.call_timeout;
         let mut route = connected.progress.open(handle.progress_token.clone());
         let mut throttle = Throttle::default();
         // rmcp hands notifications over on tasks of their own, so they may come out of order;
@@ -205,6 +212,14 @@ impl Server {
                     let told = handle.cancel(Some("cancelled by the user".into()));
                     let _ = tokio::time::timeout(CANCEL_NOTICE_TIMEOUT, told).await;
                     return CallOutcome::Cancelled;
+                }
+                () = tokio::time::sleep_until(deadline) => {
+                    let told = handle.cancel(Some("kin's time limit for the call passed".into()));
+                    let _ = tokio::time::timeout(CANCEL_NOTICE_TIMEOUT, told).await;
+                    return CallOutcome::Failed(format!(
+                        "it did not answer within {} s (the server's `call_timeout`)",
+                        self.call_timeout.as_secs_f64()
+                    ));
                 }
                 answer = &mut handle.rx => {
                     if let Some(text) = throttle.release(tokio::time::Instant::now()) {
@@ -320,9 +335,14 @@ async fn supervise(
             tokio::time::timeout(CONNECT_TIMEOUT, connect(&spec, &cwd, events.clone()));
         let attempt = tokio::select! {
             _ = cancel.cancelled() => break,
-            attempt = connecting => attempt.unwrap_or_else(|_| Err("it did not finish starting in time".into())),
+            attempt = connecting => attempt.unwrap_or_else(|_| Err(Failure::Retry("it did not finish starting in time".into()))),
         };
         let reason = match attempt {
+            Err(Failure::Fatal(reason)) => {
+                refuse(&spec.name, &state, reason);
+                return;
+            }
+            Err(Failure::Retry(reason)) => reason,
             Ok(mut link) => {
                 // Connected: its tools are read at once; a prompt coming now waits for them.
                 relisting.send_replace(true);
@@ -343,8 +363,12 @@ async fn supervise(
                 };
                 match (reason, report) {
                     (None, _) => break,
+                    (Some(Failure::Fatal(reason)), _) => {
+                        refuse(&spec.name, &state, reason);
+                        return;
+                    }
                     // It had worked: the next try comes soon, and counts afresh.
-                    (Some(reason), report) => {
+                    (Some(Failure::Retry(reason)), report) => {
                         backoff = FIRST_BACKOFF;
                         failures = 0;
                         match report {
@@ -354,7 +378,6 @@ async fn supervise(
                     }
                 }
             }
-            Err(reason) => reason,
         };
         tracing::warn!(server = spec.name, %reason, "MCP server unavailable; retrying");
         failures += 1;
@@ -370,6 +393,18 @@ async fn supervise(
     });
 }
 
+/// Why a connection failed or ended: worth another try, or not (kin stops using the server).
+enum Failure {
+    Retry(String),
+    Fatal(String),
+}
+
+/// Marks the server refused for `reason`, for good.
+fn refuse(server: &str, state: &watch::Sender<State>, reason: String) {
+    tracing::warn!(server, %reason, "MCP server not used");
+    state.send_replace(State::Refused { reason });
+}
+
 /// Lists tools and keeps them current until the connection ends (`Some(why)`) or the session
 /// stops it (`None`).
 async fn serve(
@@ -378,12 +413,12 @@ async fn serve(
     state: &watch::Sender<State>,
     listed: &Mutex<Listed>,
     cancel: &CancellationToken,
-) -> Option<String> {
+) -> Option<Failure> {
     let peer = link.peer.clone();
     loop {
         let tools = tokio::select! {
             _ = cancel.cancelled() => return None,
-            tools = peer.list_all_tools() => tools,
+            tools = super::listing::list_tools(&peer) => tools,
         };
         match tools {
             Ok(tools) => {
@@ -397,7 +432,10 @@ async fn serve(
                     progress: events.progress.clone(),
                 })));
             }
-            Err(error) => return Some(format!("listing its tools failed: {error}")),
+            Err(error) if error.is_misbehaviour() => {
+                return Some(Failure::Fatal(error.to_string()))
+            }
+            Err(error) => return Some(Failure::Retry(error.to_string())),
         }
         if let Some(relisting) = &events.relisting {
             relisting.send_replace(false);
@@ -405,7 +443,7 @@ async fn serve(
         tokio::select! {
             _ = cancel.cancelled() => return None,
             _ = events.tools_changed.notified() => {}
-            _ = ended(&mut link.ended) => return Some("the connection closed".into()),
+            _ = ended(&mut link.ended) => return Some(Failure::Retry("the connection closed".into())),
         }
     }
 }
@@ -427,28 +465,36 @@ fn dedup(tools: Vec<rmcp::model::Tool>) -> Vec<rmcp::model::Tool> {
         .collect()
 }
 
-async fn connect(spec: &ServerSpec, cwd: &std::path::Path, events: Events) -> Result<Link, String> {
+async fn connect(
+    spec: &ServerSpec,
+    cwd: &std::path::Path,
+    events: Events,
+) -> Result<Link, Failure> {
     match &spec.transport {
         Transport::Stdio { command, args, env } => {
             let (mut process, stdout, stdin) = StdioProcess::launch(command, args, env, cwd)
-                .map_err(|error| format!("could not start `{command}`: {error}"))?;
+                .map_err(|error| Failure::Retry(format!("could not start `{command}`: {error}")))?;
+            let stdout = super::frames::bounded(&spec.name, stdout);
             match events.serve((stdout, stdin)).await {
                 Ok(service) => Ok(Link::new(service, Some(process))),
                 Err(error) => {
                     let report = process.report();
                     process.stop().await;
-                    Err(format!("the MCP handshake failed: {error} ({report})"))
+                    let reason = format!("the MCP handshake failed: {error} ({report})");
+                    Err(Failure::Retry(reason))
                 }
             }
         }
         Transport::Http { url, headers } => {
-            let transport = super::http::transport(url, headers)?;
-            let service = events
-                .serve(transport)
-                .await
-                .map_err(|error| format!("the MCP handshake failed: {error}"))?;
+            let transport = super::http::transport(url, headers).map_err(Failure::Fatal)?;
+            let service = events.serve(transport).await.map_err(|error| {
+                match super::http::auth_refusal(&error) {
+                    Some(status) => Failure::Fatal(super::http::auth_line(status)),
+                    None => Failure::Retry(format!("the MCP handshake failed: {error}")),
+                }
+            })?;
             Ok(Link::new(service, None))
         }
-        Transport::Sse { .. } => Err("the SSE transport is not supported".into()),
+        Transport::Sse { .. } => Err(Failure::Fatal("the SSE transport is not supported".into())),
     }
 }

@@ -1,8 +1,10 @@
 //! The MCP servers of one session: started together in the background when it opens, waited
 //! for (up to a startup timeout) by its first prompt, their tools offered as one registry that
-//! is rebuilt only when a server's tools change, and stopped with the session. In-process
-//! children hold the same [`SessionServers`] (no server process per child).
+//! is rebuilt only when a server's tools change (at most `mcp_max_tools` of them), and stopped
+//! with the session. In-process children hold the same [`SessionServers`] (no server process
+//! per child).
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -23,6 +25,12 @@ const RELIST_WAIT: Duration = Duration::from_secs(5);
 /// How long the first prompt waits for servers still starting, unless configured.
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The most MCP tools offered to the model, unless configured: model APIs take about 128
+/// tools in all, and every tool's schema is sent with every request.
+pub const DEFAULT_MAX_TOOLS: usize = 100;
+/// How many of the tools left out a notice names.
+const NAMED: usize = 5;
+
 /// The MCP servers of one session: started in the background, their tools offered once they are up, stopped with the session.
 pub struct SessionServers {
     specs: Vec<ServerSpec>,
@@ -30,13 +38,28 @@ pub struct SessionServers {
     cancel: CancellationToken,
     startup_timeout: Duration,
     waited: AtomicBool,
-    /// The registry last built, and the server generations it was built from.
-    cache: Mutex<(Vec<u64>, Arc<ToolRegistry>)>,
+    max_tools: usize,
+    /// The registry last built, the server generations it was built from, and what it left
+    /// out (see [`SessionServers::registry`]).
+    cache: Mutex<Built>,
+    /// The notices given already (each is given once).
+    told: Mutex<HashSet<String>>,
+}
+
+struct Built {
+    generations: Vec<u64>,
+    registry: Arc<ToolRegistry>,
+    left_out: Option<String>,
 }
 
 impl SessionServers {
     /// Starts every server in the background; returns at once.
-    pub fn start(specs: Vec<ServerSpec>, cwd: PathBuf, startup_timeout: Duration) -> Arc<Self> {
+    pub fn start(
+        specs: Vec<ServerSpec>,
+        cwd: PathBuf,
+        startup_timeout: Duration,
+        max_tools: usize,
+    ) -> Arc<Self> {
         let cancel = CancellationToken::new();
         let servers = specs
             .iter()
@@ -48,7 +71,13 @@ impl SessionServers {
             cancel,
             startup_timeout,
             waited: AtomicBool::new(false),
-            cache: Mutex::new((vec![u64::MAX], Arc::new(ToolRegistry::new()))),
+            max_tools,
+            cache: Mutex::new(Built {
+                generations: vec![u64::MAX],
+                registry: Arc::new(ToolRegistry::new()),
+                left_out: None,
+            }),
+            told: Mutex::default(),
         })
     }
 
@@ -59,54 +88,87 @@ impl SessionServers {
     /// On the first call: waits until every server has started or failed, at most the
     /// startup timeout; returns a line for each server not ready (`name: why`). Later calls
     /// wait only for tool lists being read (after a server said they changed, or by a server
-    /// just reconnected; a few seconds at most), so the prompt's model sees them, and return
-    /// nothing.
+    /// just reconnected; a few seconds at most), so the prompt's model sees them. Every call
+    /// also returns, once each, the servers kin has stopped using since (refused credentials,
+    /// a tool listing past its bounds) and the tools left out over `mcp_max_tools`.
     pub async fn wait_started(&self) -> Vec<String> {
-        if self.waited.swap(true, Ordering::SeqCst) {
+        let first = !self.waited.swap(true, Ordering::SeqCst);
+        if first {
+            let all = futures::future::join_all(self.servers.iter().map(|s| s.started()));
+            let _ = tokio::time::timeout(self.startup_timeout, all).await;
+        } else {
             let relisted = futures::future::join_all(self.servers.iter().map(|s| s.relisted()));
             let _ = tokio::time::timeout(RELIST_WAIT, relisted).await;
-            return Vec::new();
         }
-        let all = futures::future::join_all(self.servers.iter().map(|s| s.started()));
-        let _ = tokio::time::timeout(self.startup_timeout, all).await;
-        self.servers
-            .iter()
-            .filter_map(|server| {
-                let why = match server.state() {
-                    State::Ready(_) => return None,
-                    State::Starting => format!(
-                        "it did not start within {} s; kin goes on without it",
-                        self.startup_timeout.as_secs_f64()
-                    ),
-                    State::Down { reason, .. } | State::Refused { reason } => reason,
-                };
-                Some(format!(
-                    "MCP server `{}` is not available: {why}",
-                    server.name
-                ))
-            })
-            .collect()
+        let mut lines = Vec::new();
+        let mut told = lock(&self.told);
+        for server in &self.servers {
+            let why = match server.state() {
+                State::Ready(_) => continue,
+                State::Starting if first => format!(
+                    "it did not start within {} s; kin goes on without it",
+                    self.startup_timeout.as_secs_f64()
+                ),
+                State::Down { reason, .. } if first => reason,
+                State::Starting | State::Down { .. } => continue,
+                State::Refused { reason } => reason,
+            };
+            let line = format!("MCP server `{}` is not available: {why}", server.name);
+            if told.insert(line.clone()) {
+                lines.push(line);
+            }
+        }
+        drop(told);
+        self.registry();
+        let left_out = lock(&self.cache).left_out.clone();
+        if let Some(line) = left_out.filter(|line| lock(&self.told).insert(line.clone())) {
+            lines.push(line);
+        }
+        lines
     }
 
     /// The tools of every server as last listed (a server that is down keeps its tools; their
-    /// calls answer an error naming it). Rebuilt only when some server's list changed.
+    /// calls answer an error naming it), the first `mcp_max_tools` of them in server order.
+    /// Rebuilt only when some server's list changed.
     pub fn registry(&self) -> Arc<ToolRegistry> {
         let listed: Vec<_> = self.servers.iter().map(|s| s.listed()).collect();
         let generations: Vec<u64> = listed.iter().map(|l| l.generation).collect();
         let mut cache = lock(&self.cache);
-        if cache.0 == generations {
-            return cache.1.clone();
+        if cache.generations == generations {
+            return cache.registry.clone();
         }
         let mut names = Names::default();
         let mut registry = ToolRegistry::new();
+        let mut offered = 0;
+        let mut left_out: Vec<(&str, usize, Vec<String>)> = Vec::new();
         for (server, listed) in self.servers.iter().zip(&listed) {
             for tool in listed.tools.iter() {
+                if offered == self.max_tools {
+                    match left_out
+                        .last_mut()
+                        .filter(|(name, _, _)| *name == server.name)
+                    {
+                        Some((_, count, named)) => {
+                            *count += 1;
+                            if named.len() < NAMED {
+                                named.push(tool.name.to_string());
+                            }
+                        }
+                        None => left_out.push((&server.name, 1, vec![tool.name.to_string()])),
+                    }
+                    continue;
+                }
+                offered += 1;
                 let name = names.assign(&server.name, &tool.name);
                 registry.register(Arc::new(McpTool::new(server.clone(), name, tool)));
             }
         }
-        *cache = (generations, Arc::new(registry));
-        cache.1.clone()
+        *cache = Built {
+            generations,
+            registry: Arc::new(registry),
+            left_out: left_out_notice(self.max_tools, &left_out),
+        };
+        cache.registry.clone()
     }
 
     /// Stops every server and waits until their processes are gone.
@@ -114,6 +176,25 @@ impl SessionServers {
         self.cancel.cancel();
         futures::future::join_all(self.servers.iter().map(|s| s.stopped())).await;
     }
+}
+
+/// The notice naming the tools over the cap, by server.
+fn left_out_notice(max: usize, left_out: &[(&str, usize, Vec<String>)]) -> Option<String> {
+    if left_out.is_empty() {
+        return None;
+    }
+    let servers: Vec<String> = left_out
+        .iter()
+        .map(|(server, count, named)| {
+            let more = if *count > named.len() { ", ..." } else { "" };
+            format!("`{server}`: {count} ({}{more})", named.join(", "))
+        })
+        .collect();
+    Some(format!(
+        "the model is offered at most {max} MCP tools (`mcp_max_tools` in the config file); \
+         left out: {}",
+        servers.join("; ")
+    ))
 }
 
 impl Drop for SessionServers {

@@ -2,6 +2,7 @@
 //! editor's `mcpServers` or the config file's `[mcp_servers.<name>]`, merged by name.
 
 use std::fmt;
+use std::time::Duration;
 
 /// One MCP server a session uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -10,6 +11,9 @@ pub struct ServerSpec {
     pub name: String,
     /// How kin reaches the server.
     pub transport: Transport,
+    /// How long one tool call may take (`call_timeout` of a configured server); the default
+    /// when `None`.
+    pub call_timeout: Option<Duration>,
 }
 
 /// How kin talks to an MCP server.
@@ -128,6 +132,7 @@ mod tests {
                 args: vec![],
                 env: vec![("TOKEN".into(), "secret".into())],
             },
+            call_timeout: None,
         }
     }
 

@@ -83,6 +83,11 @@ impl Tool for McpTool {
         self.title.clone()
     }
 
+    /// The server says the tool changes nothing (`readOnlyHint: true`).
+    fn overlaps(&self, _: &Value) -> bool {
+        self.read_only
+    }
+
     fn call(&self, arguments: Value, cx: ToolContext) -> BoxFuture<'static, ToolOutput> {
         let server = self.server.clone();
         let remote = self.remote.clone();

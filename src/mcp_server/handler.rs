@@ -14,6 +14,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
 use super::ask::ElicitAsk;
+use super::clients::Seat;
 use super::logged::LoggedTurn;
 use super::progress::Forwarder;
 use super::sessions::{state, CallError, Delivery, Output, Sessions};
@@ -28,19 +29,30 @@ const MAX_WAIT: Duration = Duration::from_secs(600);
 const INSTRUCTIONS: &str = "kin runs coding tasks as durable sessions: `kin` starts one, \
     `kin_reply` continues it, `kin_output`, `kin_cancel` and `kin_list` manage background ones.";
 
-/// One client's view of the server's sessions (the HTTP transport makes one per client).
+/// One client's view of the server's sessions (the HTTP transport makes one per client):
+/// it sees the sessions it holds, and those no connected client holds (`clients`).
 #[derive(Clone)]
 pub(crate) struct KinServer {
     sessions: Arc<Sessions>,
+    seat: Arc<Seat>,
 }
 
 impl KinServer {
     pub(crate) fn new(sessions: Arc<Sessions>) -> Self {
-        Self { sessions }
+        let seat = Arc::new(sessions.owners.seat());
+        Self { sessions, seat }
+    }
+
+    fn client(&self) -> u64 {
+        self.seat.id
     }
 
     async fn start(&self, args: StartArgs, context: &RequestContext<RoleServer>) -> CallToolResult {
-        let (agent, mode) = match self.sessions.create(&args, &context.ct).await {
+        let (agent, mode) = match self
+            .sessions
+            .create(&args, &context.ct, self.client())
+            .await
+        {
             Ok(created) => created,
             Err(error) => return refused(&error),
         };
@@ -60,7 +72,10 @@ impl KinServer {
     async fn reply(&self, args: ReplyArgs, context: &RequestContext<RoleServer>) -> CallToolResult {
         let forwarder = self.forwarder(&args.session_id, context, args.background);
         let bridge: Arc<dyn ClientBridge> = Arc::new(ElicitAsk::new(context.peer.clone()));
-        let (task, steered, notice) = match self.sessions.reply(&args, bridge, &context.ct).await {
+        let replied = self
+            .sessions
+            .reply(&args, bridge, &context.ct, self.client());
+        let (task, steered, notice) = match replied.await {
             Ok((Delivery::Steered(task), notice)) => (task, true, notice),
             Ok((Delivery::Started(task), notice)) => (task, false, notice),
             Err(error) => return refused(&error),
@@ -130,7 +145,7 @@ impl KinServer {
         });
         match self
             .sessions
-            .output(&args.session_id, wait, &context.ct)
+            .output(&args.session_id, wait, &context.ct, self.client())
             .await
         {
             Ok(Output::Task(snapshot)) => report(&args.session_id, &snapshot),
@@ -140,7 +155,7 @@ impl KinServer {
     }
 
     async fn cancel(&self, args: CancelArgs) -> CallToolResult {
-        match self.sessions.cancel(&args.session_id).await {
+        match self.sessions.cancel(&args.session_id, self.client()).await {
             Ok(Output::Task(snapshot)) => {
                 let mut result = described(&args.session_id, &snapshot);
                 result["cancelled"] = Value::Bool(snapshot.status == TaskStatus::Killed);
@@ -215,8 +230,13 @@ fn settled(
     error: &Option<String>,
 ) {
     result["state"] = state(status).into();
+    // A task that did not complete may still have produced some of its answer.
+    let key = match status {
+        TaskStatus::Completed => "answer",
+        _ => "partialOutput",
+    };
     if let Some(answer) = answer {
-        result["answer"] = answer.clone().into();
+        result[key] = answer.clone().into();
     }
     if let Some(error) = error {
         result["error"] = error.clone().into();
@@ -263,11 +283,18 @@ fn reported(
             Some(detail) => format!("the kin task was cancelled [session {session}]\n{detail}"),
             None => format!("the kin task was cancelled [session {session}]"),
         },
-        (_, status) if failed => format!(
-            "the kin task {}: {} [session {session}]",
-            state(status),
-            detail.as_deref().unwrap_or("no reason given")
-        ),
+        (partial, status) if failed => {
+            let mut text = format!(
+                "the kin task {}: {} [session {session}]",
+                state(status),
+                detail.as_deref().unwrap_or("no reason given")
+            );
+            if let Some(partial) = partial {
+                text.push_str("\nPartial output before the run ended:\n");
+                text.push_str(partial);
+            }
+            text
+        }
         (_, status) => format!(
             "the kin task is {} [session {session}]; wait for it with kin_output",
             state(status)
@@ -322,7 +349,7 @@ impl ServerHandler for KinServer {
                 Err(message) => invalid(message),
             },
             "kin_list" => match parse::<ListArgs>(name, arguments) {
-                Ok(ListArgs {}) => CallToolResult::structured(self.sessions.list()),
+                Ok(ListArgs {}) => CallToolResult::structured(self.sessions.list(self.client())),
                 Err(message) => invalid(message),
             },
             other => {

@@ -12,7 +12,7 @@ pub(crate) struct LoggedTurn {
     pub(crate) turn: u32,
     /// How it ended (`Interrupted`: the log has no end for it).
     pub(crate) status: TaskStatus,
-    /// Its final answer, when it completed.
+    /// Its final answer, when it completed; what it produced, when it failed.
     pub(crate) answer: Option<String>,
     /// Why it did not complete.
     pub(crate) detail: Option<String>,
@@ -70,7 +70,13 @@ pub(crate) fn last_turn(events: &[Event]) -> Option<LoggedTurn> {
             ),
         ),
     };
-    let answer = (status == TaskStatus::Completed).then(|| last_answer(since));
+    let answer = match status {
+        TaskStatus::Completed => Some(last_answer(since)),
+        // What a failed turn produced before it ended (`partialOutput`).
+        TaskStatus::Failed => Some(crate::delegation::last_turn_output(since))
+            .filter(|partial| !partial.trim().is_empty()),
+        _ => None,
+    };
     Some(LoggedTurn {
         turn,
         status,
@@ -160,6 +166,11 @@ mod tests {
         let turn = last_turn(&timed_out).unwrap();
         assert_eq!(turn.status, TaskStatus::Failed);
         assert!(turn.detail.unwrap().starts_with("timed_out"));
+        assert_eq!(turn.answer, None);
+        let cut = events(&[start(0, 1), answer(1, 1, "half"), end(2, 1, "max-tokens")]);
+        let turn = last_turn(&cut).unwrap();
+        assert_eq!(turn.status, TaskStatus::Failed);
+        assert_eq!(turn.answer.as_deref(), Some("half"), "its partial output");
         assert_eq!(last_turn(&[]), None);
     }
 }

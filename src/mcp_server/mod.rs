@@ -1,33 +1,43 @@
 //! `kin mcp`: kin as an MCP server, so a parent agent that speaks MCP (Claude Code, Codex CLI,
 //! gemini-cli, ...) can delegate to it. A front end beside `acp/` and `headless/`: it opens
 //! and runs ordinary top-level sessions through [`Runtime`], marked `startedOver: "mcp"`.
-//! Served on stdin/stdout, or as streamable HTTP on a loopback address (`--listen`).
+//! Served on stdin/stdout, or as streamable HTTP on a loopback address (`--listen`) or a Unix
+//! socket (`--socket`), where every request needs the server's bearer token.
 //! The wire contract is `protocol/mcp-server.md`.
 
 mod ask;
+mod body;
+mod clients;
+mod cwd;
+mod gate;
 mod handler;
 mod isolation;
+mod listen;
 mod logged;
+mod outcome;
 mod progress;
 mod sessions;
+mod token;
 mod tools;
 
-use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use hyper_util::rt::TokioIo;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::ServiceExt;
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::runtime::Runtime;
 use crate::tools::PermissionMode;
+use cwd::CwdPolicy;
+use gate::Gate;
 use handler::KinServer;
+pub use listen::ListenOptions;
 use sessions::Sessions;
+use token::Token;
+pub use token::TokenError;
 
 /// Settings of `kin mcp`.
 #[derive(Debug, Clone)]
@@ -44,14 +54,17 @@ pub enum ServeError {
     /// The MCP handshake on stdin/stdout failed.
     #[error("the MCP client did not complete initialization: {0}")]
     Handshake(String),
-    /// `--listen` could not bind its address.
+    /// `--listen` (or `--socket`) could not bind its address.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
-        /// The address asked for.
-        addr: SocketAddr,
+        /// The address (or socket path) asked for.
+        addr: String,
         /// What the system said.
         source: std::io::Error,
     },
+    /// The bearer token could not be read or made.
+    #[error(transparent)]
+    Token(#[from] TokenError),
 }
 
 /// Serves MCP on stdin/stdout until the client hangs up or `shutdown` trips; then every
@@ -101,67 +114,62 @@ where
     result
 }
 
-/// Serves MCP as streamable HTTP on `addr` (path `/mcp`) until `shutdown` trips. The bound
-/// address is printed on stderr (`kin: serving MCP on http://ADDR/mcp`), so port 0 works.
+/// Serves MCP as streamable HTTP (path `/mcp`) where `listen` says, until `shutdown` trips.
+/// Every request needs the bearer token; where it is and where the server listens are
+/// printed on stderr (`kin: serving MCP on http://ADDR/mcp` first, so port 0 works).
 pub async fn serve_http(
     runtime: Arc<Runtime>,
     options: ServeOptions,
-    addr: SocketAddr,
+    listen: ListenOptions,
     shutdown: CancellationToken,
 ) -> Result<(), ServeError> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|source| ServeError::Bind { addr, source })?;
-    let bound = listener.local_addr().unwrap_or(addr);
-    eprintln!("kin: serving MCP on http://{bound}/mcp");
-    let sessions = Arc::new(Sessions::new(runtime.clone(), options.ceiling, options.cwd));
-    let served = sessions.clone();
-    let mut config =
-        StreamableHttpServerConfig::default().with_cancellation_token(shutdown.child_token());
-    if !bound.ip().is_loopback() {
-        // Asked for explicitly (`--allow-remote`): accept requests naming this address.
-        config.allowed_hosts.push(bound.ip().to_string());
-    }
-    let service = StreamableHttpService::new(
-        move || Ok(KinServer::new(sessions.clone())),
-        Arc::new(LocalSessionManager::default()),
-        config,
+    listen::raise_file_limit();
+    let token = match &listen.token_file {
+        Some(path) => Token::load(path, false)?,
+        None => Token::load(&crate::config::kin_home().join(token::FILE_NAME), true)?,
+    };
+    let listeners = listen::bind(&listen).await?;
+    eprintln!(
+        "kin: the bearer token is in {} (send `Authorization: Bearer <token>`)",
+        token.path().display()
     );
+    let mut sessions = Sessions::new(runtime.clone(), options.ceiling, options.cwd);
+    if !listen.allow_broad_cwd {
+        let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+        sessions = sessions.with_cwd_policy(CwdPolicy::refusing_broad(home));
+    }
+    let sessions = Arc::new(sessions);
+    let manager = Arc::new(LocalSessionManager::default());
+    let addrs: Vec<String> = listeners.iter().map(|(_, addr)| addr.clone()).collect();
+    let gate = Arc::new(Gate {
+        token,
+        service: listen::service(sessions.clone(), manager.clone(), &addrs, &shutdown),
+        manager,
+    });
+    let slots = Arc::new(Semaphore::new(listen::MAX_CONNECTIONS));
     let connections = TaskTracker::new();
-    loop {
-        let accepted = tokio::select! {
-            () = shutdown.cancelled() => break,
-            accepted = listener.accept() => accepted,
-        };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
-            Err(error) => {
-                tracing::warn!(%error, "accepting an MCP connection failed");
-                continue;
-            }
-        };
-        let service = service.clone();
-        let stop = shutdown.clone();
-        connections.spawn(async move {
-            let handle = hyper::service::service_fn(move |request| {
-                let service = service.clone();
-                async move { Ok::<_, Infallible>(service.handle(request).await) }
-            });
-            let connection = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), handle);
-            tokio::select! {
-                served = connection => {
-                    if let Err(error) = served {
-                        tracing::debug!(%error, "an MCP connection ended with an error");
-                    }
-                }
-                () = stop.cancelled() => {}
-            }
-        });
+    let loops: Vec<_> = listeners
+        .into_iter()
+        .map(|(listener, _)| {
+            let accepting = listen::accept_loop(
+                listener,
+                gate.clone(),
+                slots.clone(),
+                connections.clone(),
+                shutdown.clone(),
+            );
+            tokio::spawn(accepting)
+        })
+        .collect();
+    for accepting in loops {
+        let _ = accepting.await;
     }
     connections.close();
     connections.wait().await;
-    served.finish().await;
+    if let Some(path) = &listen.socket {
+        let _ = std::fs::remove_file(path);
+    }
+    sessions.finish().await;
     runtime.shutdown().await;
     Ok(())
 }

@@ -14,10 +14,13 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::clients::Owners;
+use super::cwd::CwdPolicy;
 use super::isolation;
 use super::logged::{self, LoggedTurn};
+use super::outcome::{outcome, Ended};
 use super::tools::{width, CallMode, ReplyArgs, StartArgs};
-use crate::agent::{Agent, Budget, StopReason, TurnError};
+use crate::agent::{Agent, Budget};
 use crate::config::agents::{self, AgentDefinition, UnknownAgent};
 use crate::delegation::limits::limited_turn;
 use crate::model::Credentials;
@@ -50,6 +53,10 @@ pub(crate) enum CallError {
     },
     #[error("cwd must be an absolute path of an existing directory, got {0:?}")]
     BadCwd(String),
+    #[error("{0}")]
+    BroadCwd(String),
+    #[error("session {0} belongs to another client of this server while that client is connected")]
+    OtherClient(String),
     #[error(transparent)]
     UnknownAgent(#[from] UnknownAgent),
     /// The session's worktree could not be made (not a repository, git failed, cancelled).
@@ -120,6 +127,10 @@ pub(crate) struct Sessions {
     next_call: std::sync::atomic::AtomicU64,
     /// The worktrees being made for new sessions (waited for by [`Sessions::finish`]).
     setup: TaskTracker,
+    /// The directories a task may not work in.
+    policy: CwdPolicy,
+    /// Which connected client holds which session.
+    pub(crate) owners: Arc<Owners>,
 }
 
 impl Sessions {
@@ -133,6 +144,22 @@ impl Sessions {
             calls: Mutex::default(),
             next_call: std::sync::atomic::AtomicU64::new(0),
             setup: TaskTracker::new(),
+            policy: CwdPolicy::default(),
+            owners: Arc::default(),
+        }
+    }
+
+    /// Refuses the directories `policy` names as a task's cwd.
+    pub(crate) fn with_cwd_policy(mut self, policy: CwdPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// `Ok` when `client` may act on `session` (see [`super::clients`]).
+    fn check_client(&self, session: &str, client: u64) -> Result<(), CallError> {
+        match self.owners.allows(session, client) {
+            true => Ok(()),
+            false => Err(CallError::OtherClient(session.to_owned())),
         }
     }
 
@@ -208,6 +235,7 @@ impl Sessions {
         &self,
         args: &StartArgs,
         cancel: &CancellationToken,
+        client: u64,
     ) -> Result<(Arc<Agent>, PermissionMode), CallError> {
         let mode = self.mode(args.mode)?;
         let cwd = match &args.cwd {
@@ -220,6 +248,7 @@ impl Sessions {
                 path
             }
         };
+        self.policy.check(&cwd).map_err(CallError::BroadCwd)?;
         let host = self.runtime.host();
         let definition = match args.agent.as_deref() {
             Some(name) => Some(agents::find(host, name, &cwd)?),
@@ -268,6 +297,7 @@ impl Sessions {
             Some(definition) => self.limit(&agent, definition),
             None => self.budget(&agent, None),
         }
+        self.owners.claim(&agent.id, client);
         self.runtime.start_mcp(&agent, Vec::new());
         Ok((agent, mode))
     }
@@ -424,9 +454,14 @@ impl Sessions {
         args: &ReplyArgs,
         bridge: Arc<dyn ClientBridge>,
         cancel: &CancellationToken,
+        client: u64,
     ) -> Result<(Delivery, Option<String>), CallError> {
         let mode = self.mode(args.mode)?;
+        self.check_client(&args.session_id, client)?;
         let (agent, notice) = self.reopen(&args.session_id, cancel).await?;
+        if !self.owners.claim(&agent.id, client) {
+            return Err(CallError::OtherClient(agent.id.clone()));
+        }
         let mode = self
             .limits_of(&agent.id)
             .ceiling
@@ -521,7 +556,9 @@ impl Sessions {
         session: &str,
         wait: Option<Duration>,
         cancel: &CancellationToken,
+        client: u64,
     ) -> Result<Output, CallError> {
+        self.check_client(session, client)?;
         self.stop_cancelled_calls();
         let Some(task) = self.latest(session) else {
             let (mut turn, header) = self.logged(session)?;
@@ -561,7 +598,8 @@ impl Sessions {
     /// `kin_cancel`: stops the session's running task and waits until it has settled. A
     /// session whose tasks ran in an earlier server has nothing running here: its last turn
     /// is answered from the log, unless another process holds the session open.
-    pub(crate) async fn cancel(&self, session: &str) -> Result<Output, CallError> {
+    pub(crate) async fn cancel(&self, session: &str, client: u64) -> Result<Output, CallError> {
+        self.check_client(session, client)?;
         self.stop_cancelled_calls();
         let Some(task) = self.latest(session) else {
             let (turn, _) = self.logged(session)?;
@@ -581,10 +619,12 @@ impl Sessions {
         Ok(Output::Task(tasks.read(&task, OWNER)?))
     }
 
-    /// `kin_list`: each session with its latest task, usage and delegated children.
-    pub(crate) fn list(&self) -> Value {
+    /// `kin_list`: each session `client` may see, with its latest task, usage and delegated
+    /// children.
+    pub(crate) fn list(&self, client: u64) -> Value {
         self.stop_cancelled_calls();
-        let latest = lock(&self.latest).clone();
+        let mut latest = lock(&self.latest).clone();
+        latest.retain(|(id, _)| self.owners.allows(id, client));
         let host = self.runtime.host();
         let sessions: Vec<Value> = latest
             .iter()
@@ -639,40 +679,5 @@ fn cut(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
         Some((at, _)) => format!("{}…", &text[..at]),
         None => text.to_owned(),
-    }
-}
-
-/// How a task's turn ended.
-struct Ended<'a> {
-    result: &'a Result<StopReason, TurnError>,
-    /// The task was cancelled.
-    cancelled: bool,
-    /// The limit its time limit reached, when it did.
-    expired: Option<String>,
-}
-
-/// How a task that ran one turn of `agent` ended.
-fn outcome(agent: &Agent, ended: Ended<'_>, max_steps: u32) -> TaskOutcome {
-    let result = ended.result;
-    match StopReason::of(result, ended.cancelled) {
-        StopReason::Completed => TaskOutcome::completed(agent.with_events(logged::last_answer)),
-        StopReason::Cancelled => TaskOutcome::killed(),
-        StopReason::TimedOut => TaskOutcome::failed(format!(
-            "timed_out: {}",
-            ended
-                .expired
-                .unwrap_or_else(|| "the time limit was reached".to_owned())
-        )),
-        StopReason::BudgetExhausted => TaskOutcome::failed(
-            "budget_exhausted: the token budget of its agent definition was reached".to_owned(),
-        ),
-        stop => match result {
-            // Errors quote the endpoint, files and the model: made visible, not interpreted.
-            Err(error) => TaskOutcome::failed(crate::text::visible(&error.to_string())),
-            Ok(_) => {
-                let (_, message) = crate::headless::exit_status(&Ok(stop), max_steps);
-                TaskOutcome::failed(message.unwrap_or_else(|| "the turn failed".to_owned()))
-            }
-        },
     }
 }

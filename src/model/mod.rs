@@ -197,6 +197,11 @@ pub trait Model: Send + Sync {
     /// Starts, in the background, any costly set-up the first call would otherwise pay (TLS
     /// roots); returns at once. Called once the client has been answered `initialize`.
     fn prepare(&self) {}
+    /// Session `id` was just created in this process (replay binds sessions to its scripts in
+    /// this order).
+    fn session_created(&self, id: &str) {
+        let _ = id;
+    }
     /// Whether image parts are sent to this model as images (else as a one-line placeholder).
     /// The per-model seam: `images = true` in the config file sets it for now.
     fn accepts_images(&self) -> bool {

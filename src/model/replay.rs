@@ -3,7 +3,10 @@
 //! A scenario directory holds `session.jsonl` (the primary session) and `session.1.jsonl`,
 //! `session.2.jsonl`, ... (further sessions, in creation order). Each file becomes one script:
 //! its chunks grouped by (turn, step), one group per model call. Live sessions are bound to
-//! scripts in the order they first call the model. A group that never finished was cut off
+//! scripts in the order they are created in this process (children of one step are created
+//! in the model's call order before any runs, so concurrent children that reach the model in
+//! any order still get their own scripts); a session kin did not report created is bound, at
+//! its first call, to the next free script that has calls. A group that never finished was cut off
 //! while recording: if its turn ended in an error, replay fails the call with that error;
 //! otherwise it streams the recorded chunks and then waits until the caller cancels.
 //!
@@ -93,6 +96,8 @@ struct Script {
 struct Bindings {
     scripts: Vec<Script>,
     by_session: HashMap<String, usize>,
+    /// The script the next created session is bound to (or the first free one after it).
+    next_created: usize,
 }
 
 /// A model that answers from recorded session logs, one script per session.
@@ -177,6 +182,7 @@ impl ReplayModel {
             state: Mutex::new(Bindings {
                 scripts,
                 by_session: HashMap::new(),
+                next_created: 0,
             }),
             provider,
             name,
@@ -245,6 +251,19 @@ impl Model for ReplayModel {
 
     fn name(&self) -> String {
         self.name.clone()
+    }
+
+    fn session_created(&self, id: &str) {
+        let mut state = lock(&self.state);
+        if state.by_session.contains_key(id) {
+            return;
+        }
+        let taken: std::collections::HashSet<usize> = state.by_session.values().copied().collect();
+        let free = (state.next_created..state.scripts.len()).find(|i| !taken.contains(i));
+        if let Some(index) = free {
+            state.by_session.insert(id.to_owned(), index);
+            state.next_created = index + 1;
+        }
     }
 
     fn stream(&self, request: ModelRequest) -> ChunkStream {
@@ -554,6 +573,31 @@ mod tests {
         assert!(matches!(&extra[0], Err(ModelError::Replay(m)) if m.contains("recorded only 1")));
         let third: Vec<_> = model.stream(request("z")).collect().await;
         assert!(matches!(&third[0], Err(ModelError::Replay(m)) if m.contains("session #3")));
+    }
+
+    #[tokio::test]
+    async fn created_sessions_take_scripts_in_creation_order_whoever_calls_first() {
+        let finish = r#"{"type":"finish","reason":{"kind":"stop"}}"#;
+        let text = |t: &str| format!(r#"{{"type":"text-delta","index":0,"text":"{t}"}}"#);
+        let logs: Vec<(String, LoadedSession)> = ["root", "first", "second"]
+            .iter()
+            .map(|name| {
+                let chunks = [chunk(1, 1, &text(name)), chunk(1, 1, finish)];
+                (name.to_string(), log(&[&chunks[0], &chunks[1]]))
+            })
+            .collect();
+        let model = ReplayModel::from_logs(&logs);
+        for id in ["r", "a", "b"] {
+            model.session_created(id);
+        }
+        // The second child reaches the model first: it still gets the second child's script.
+        for (id, expected) in [("b", "second"), ("a", "first"), ("r", "root")] {
+            let got: Vec<_> = model.stream(request(id)).collect().await;
+            assert!(
+                matches!(&got[0], Ok(Chunk::TextDelta { text, .. }) if text == expected),
+                "{id}: {got:?}"
+            );
+        }
     }
 
     #[test]

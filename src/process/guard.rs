@@ -112,6 +112,11 @@ pub(crate) fn command(
 
 /// Runs the guard; returns the exit code, or does not return when it re-raises a signal.
 fn guard(args: &[OsString]) -> i32 {
+    // Its memory and environment stay closed to the command it runs (same user); `exec`
+    // makes the command itself dumpable again.
+    if let Err(why) = super::own_env::set_non_dumpable() {
+        eprintln!("kin: {ARG}: {why}");
+    }
     let Some((program, args)) = args.split_first() else {
         eprintln!("kin: {ARG} needs a program to run");
         return NOT_STARTED;

@@ -4,6 +4,10 @@
 //! - [`guard`]: kin's own copy of itself that reaps whatever a command leaves behind;
 //! - [`group`]: a command in its own process group, its output collected;
 //! - [`child_env`]: no secrets in the environment of started processes;
+//! - [`own_env`]: no secrets readable in kin's own environment block or memory;
+//! - [`sandbox`]: the kernel sandbox (Landlock) of what kin starts for the model, launched by
+//!   [`sandbox_exec`] to a `sandbox_policy`; `sandbox_hint` tells its refusals from ordinary
+//!   permission errors;
 //! - [`truncate`]: head-and-tail caps on large outputs;
 //! - `stderr_tail`: the last stderr lines of a child, for the error that names its failure.
 
@@ -11,5 +15,10 @@ pub(crate) mod child_env;
 pub(crate) mod git_worktree;
 pub mod group;
 pub mod guard;
+pub mod own_env;
+pub mod sandbox;
+pub mod sandbox_exec;
+pub(crate) mod sandbox_hint;
+pub(crate) mod sandbox_policy;
 pub(crate) mod stderr_tail;
 pub(crate) mod truncate;

@@ -1,10 +1,55 @@
 //! Classifying one incoming line into request, notification or response.
+//!
+//! Parsing a line builds a tree of JSON values, each tens of bytes, from as little as two
+//! bytes of input (`[0,0,...]`, `[{},{},...]`): a 32 MiB line of tiny values would cost
+//! gigabytes. A cheap scan first counts the values a line holds and refuses one with more than
+//! [`MAX_JSON_VALUES`], so the parse costs at most a bounded multiple of that, whatever the
+//! line's shape.
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::RpcError;
+
+/// Most JSON values (objects, arrays and the members and elements in them) one line may hold:
+/// far beyond any message kin exchanges (a prompt of 10,000 blocks holds ~100,000), and a
+/// parse of this many tiny values stays around 100 MB.
+pub(crate) const MAX_JSON_VALUES: usize = 1 << 20;
+
+/// Whether `line` holds more than `max` JSON values, counted without parsing: every `[`, `{`
+/// and `,` outside strings starts one (strings are skipped whole; a malformed line is left
+/// to the parser to report).
+fn holds_more_values_than(line: &[u8], max: usize) -> bool {
+    let mut count = 0usize;
+    let mut at = 0;
+    while let Some(pos) = memchr::memchr3(b'"', b'[', b'{', &line[at..]).map(|pos| pos + at) {
+        // The commas between here and the next string or container.
+        count += memchr::memchr_iter(b',', &line[at..pos]).count();
+        at = pos + 1;
+        if line[pos] == b'"' {
+            loop {
+                match memchr::memchr2(b'"', b'\\', &line[at..]) {
+                    None => return count > max,
+                    Some(end) if line[at + end] == b'\\' => at += end + 2,
+                    Some(end) => {
+                        at += end + 1;
+                        break;
+                    }
+                }
+                if at >= line.len() {
+                    return count > max;
+                }
+            }
+        } else {
+            count += 1;
+        }
+        if count > max {
+            return true;
+        }
+    }
+    count + memchr::memchr_iter(b',', &line[at.min(line.len())..]).count() > max
+}
 
 /// What one well-formed line turned out to be.
 #[derive(Debug, PartialEq)]
@@ -55,6 +100,11 @@ pub(crate) fn classify(line: &[u8]) -> Result<Option<Incoming>, Box<Rejected>> {
     })?;
     if text.trim().is_empty() {
         return Ok(None);
+    }
+    if holds_more_values_than(line, MAX_JSON_VALUES) {
+        return Err(Rejected::anonymous(RpcError::parse_error(format!(
+            "parse error: the line holds more than {MAX_JSON_VALUES} JSON values"
+        ))));
     }
     let value: Value = serde_json::from_str(text).map_err(|e| {
         Rejected::anonymous(RpcError::parse_error(format!(
@@ -164,6 +214,18 @@ fn id_is_minus_zero(text: &str) -> bool {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn values_are_counted_outside_strings_only() {
+        let count = |line: &str| (0..20).find(|max| !holds_more_values_than(line.as_bytes(), *max));
+        assert_eq!(count(r#"{"a":[1,2,3],"b":{}}"#), Some(6));
+        assert_eq!(count(r#"["a,[{", "b\\\",{", 1]"#), Some(3));
+        assert_eq!(count(r#"[1,2,"unterminated,,,"#), Some(3));
+        assert_eq!(count("7"), Some(0));
+        let many = format!("[{}0]", "0,".repeat(MAX_JSON_VALUES));
+        let rejected = classify(many.as_bytes()).unwrap_err();
+        assert_eq!(rejected.error.code, -32700, "{:?}", rejected.error);
+    }
 
     fn code(line: &str) -> i32 {
         classify(line.as_bytes()).unwrap_err().error.code

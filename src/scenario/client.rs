@@ -35,10 +35,14 @@ pub enum PermissionScript {
 }
 
 /// One entry of a scenario's `permissionAnswers`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct PermissionAnswerEntry {
     /// The answer to give.
     pub kind: PermissionScript,
+    /// The tool call it answers (calls running side by side ask in any order); without one,
+    /// the entry answers the next prompt no entry names.
+    #[serde(default, rename = "toolCallId")]
+    pub tool_call_id: Option<String>,
 }
 
 /// How the runner should answer one request from kin.
@@ -57,7 +61,7 @@ pub(crate) struct ClientSide {
     fs_write: bool,
     terminal: bool,
     /// None: answer every prompt with `allow_once`.
-    answers: Option<VecDeque<PermissionScript>>,
+    answers: Option<VecDeque<PermissionAnswerEntry>>,
     terminals: HashMap<String, Arc<Terminal>>,
     next_terminal: usize,
     /// Requests answered later (`terminal/wait_for_exit`), by request id, for `$/cancel_request`.
@@ -102,7 +106,7 @@ impl ClientSide {
     }
 
     pub(crate) fn script_permissions(&mut self, answers: Option<&[PermissionAnswerEntry]>) {
-        self.answers = answers.map(|a| a.iter().map(|e| e.kind).collect());
+        self.answers = answers.map(|a| a.iter().cloned().collect());
     }
 
     /// A notification from kin (only `$/cancel_request` matters to the client).
@@ -170,14 +174,25 @@ impl ClientSide {
     }
 
     fn permission(&mut self, params: &Value) -> Result<Reply, String> {
+        let call = params
+            .pointer("/toolCall/toolCallId")
+            .and_then(Value::as_str);
         let script = match &mut self.answers {
             None => PermissionScript::AllowOnce,
-            Some(queue) => queue.pop_front().ok_or_else(|| {
-                format!(
-                    "kin asked for permission ({}) but the scenario's permissionAnswers are used up",
-                    params.pointer("/toolCall/title").and_then(Value::as_str).unwrap_or("?")
-                )
-            })?,
+            Some(queue) => {
+                let named = queue
+                    .iter()
+                    .position(|e| e.tool_call_id.is_some() && e.tool_call_id.as_deref() == call);
+                let at = named.or_else(|| queue.iter().position(|e| e.tool_call_id.is_none()));
+                at.and_then(|at| queue.remove(at))
+                    .map(|entry| entry.kind)
+                    .ok_or_else(|| {
+                        format!(
+                            "kin asked for permission ({}) but the scenario's permissionAnswers are used up",
+                            params.pointer("/toolCall/title").and_then(Value::as_str).unwrap_or("?")
+                        )
+                    })?
+            }
         };
         let kind = match script {
             PermissionScript::AllowOnce => "allow_once",

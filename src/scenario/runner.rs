@@ -111,6 +111,9 @@ impl<'a> Runner<'a> {
             if workspace.is_dir() {
                 copy_tree(&workspace, &options.cwd)?;
             }
+            if let Some(config) = scenario_config(dir, options)? {
+                command.env("XDG_CONFIG_HOME", config);
+            }
             command.arg("--replay").arg(dir);
         }
         let mut child = command
@@ -518,6 +521,27 @@ impl<'a> Runner<'a> {
 }
 
 /// Copies a scenario's `workspace/` into the run's cwd (files, directories and symlinks).
+/// A scenario's `config.toml`, its `{{kin}}`, `{{examples}}` (the example binaries built beside
+/// it, such as the test suite's fake ACP agent), `{{scenario}}` and `{{home}}` replaced, written
+/// as the config file of the run; returns the config directory to point `XDG_CONFIG_HOME` at.
+fn scenario_config(dir: &Path, options: &RunOptions) -> std::io::Result<Option<PathBuf>> {
+    let text = match std::fs::read_to_string(dir.join("config.toml")) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(error),
+    };
+    let examples = options.binary.with_file_name("examples");
+    let text = text
+        .replace("{{kin}}", &options.binary.to_string_lossy())
+        .replace("{{examples}}", &examples.to_string_lossy())
+        .replace("{{scenario}}", &dir.to_string_lossy())
+        .replace("{{home}}", &options.home.to_string_lossy());
+    let config = options.home.join("config");
+    std::fs::create_dir_all(config.join("kin"))?;
+    std::fs::write(config.join("kin/config.toml"), text)?;
+    Ok(Some(config))
+}
+
 fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(to)?;
     for entry in std::fs::read_dir(from)? {

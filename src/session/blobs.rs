@@ -74,18 +74,43 @@ pub(crate) fn share(from: &Path, to: &Path) {
     }
 }
 
-/// Reads blob `name` from `dir`; `None` when it is missing or the name is
-/// not 64 hex digits (a log edited by hand must not reach outside the directory).
-pub(crate) fn get(dir: &Path, name: &str) -> Option<Vec<u8>> {
+/// Blobs up to this size are read whatever their record says; larger ones only up to the size
+/// their record gives.
+const MIN_READ_CAP: u64 = 64 * 1024 * 1024;
+
+/// Reads blob `name` from `dir`, which its record says holds `size` bytes; `None` when it is
+/// missing or the name is not 64 hex digits (a log edited by hand must not reach outside the
+/// directory), or when it is not a regular file of `dir` (a symlink put there is not followed)
+/// or is larger than its record allows.
+pub(crate) fn get(dir: &Path, name: &str, size: u64) -> Option<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
     if !is_name(name) {
         return None;
     }
-    fs::read(dir.join(name)).ok()
+    let path = dir.join(name);
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(&path)
+        .ok()?;
+    let meta = file.metadata().ok()?;
+    let cap = MIN_READ_CAP.max(size);
+    if !meta.is_file() || meta.len() > cap {
+        tracing::warn!(
+            "blob {} is not a regular file within {cap} bytes; not read",
+            path.display()
+        );
+        return None;
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(cap).read_to_end(&mut bytes).ok()?;
+    Some(bytes)
 }
 
-/// Reads blob `name` as text (`None` when missing or not UTF-8).
-pub(crate) fn get_text(dir: &Path, name: &str) -> Option<String> {
-    get(dir, name).and_then(|bytes| String::from_utf8(bytes).ok())
+/// Reads blob `name` (of `size` bytes) as text (`None` when missing or not UTF-8).
+pub(crate) fn get_text(dir: &Path, name: &str, size: u64) -> Option<String> {
+    get(dir, name, size).and_then(|bytes| String::from_utf8(bytes).ok())
 }
 
 #[cfg(test)]
@@ -102,12 +127,18 @@ mod tests {
             "6437b3ac38465133ffb63b75273a8db548c558465d79db03fd359c6cd5bd9d85"
         );
         assert_eq!(put(&dir, b"abc").unwrap(), name);
-        assert_eq!(get(&dir, &name).unwrap(), b"abc");
+        assert_eq!(get(&dir, &name, 3).unwrap(), b"abc");
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
-        assert!(get(&dir, "../s1.jsonl").is_none());
-        assert!(get(&dir, &"0".repeat(64)).is_none());
+        assert!(get(&dir, "../s1.jsonl", 3).is_none());
+        assert!(get(&dir, &"0".repeat(64), 3).is_none());
+        // A blob swapped for a symlink is not followed.
+        let secret = home.path().join("secret");
+        std::fs::write(&secret, "secret").unwrap();
+        let swapped = "1".repeat(64);
+        std::os::unix::fs::symlink(&secret, dir.join(&swapped)).unwrap();
+        assert!(get(&dir, &swapped, 3).is_none());
         let fork = dir_of(&home.path().join("s2.jsonl"));
         share(&dir, &fork);
-        assert_eq!(get(&fork, &name).unwrap(), b"abc");
+        assert_eq!(get(&fork, &name, 3).unwrap(), b"abc");
     }
 }

@@ -25,6 +25,19 @@ pub(crate) struct TurnUsage {
     pub(crate) cache_read_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) cost: Option<f64>,
+    /// Tokens of the calls whose endpoint reported no usage, estimated from their text: they
+    /// count against budgets as reported ones do, also once the session is reopened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) estimated_tokens: Option<u64>,
+}
+
+impl TurnUsage {
+    /// Every token the turn counts against budgets: reported and estimated.
+    pub(crate) fn tokens(&self) -> u64 {
+        self.input_tokens
+            .saturating_add(self.output_tokens)
+            .saturating_add(self.estimated_tokens.unwrap_or(0))
+    }
 }
 
 /// Why a compaction ran.
@@ -64,4 +77,17 @@ pub struct CompactionEnd {
     pub(crate) error: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) usage: Option<super::Usage>,
+    /// The call's tokens estimated from its text, when the endpoint reported no usage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) estimated_tokens: Option<u64>,
+}
+
+impl CompactionEnd {
+    /// The tokens the compaction's call counts against budgets: reported, else estimated.
+    pub(crate) fn tokens(&self) -> u64 {
+        match &self.usage {
+            Some(usage) => usage.input_tokens.saturating_add(usage.output_tokens),
+            None => self.estimated_tokens.unwrap_or(0),
+        }
+    }
 }

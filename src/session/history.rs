@@ -580,6 +580,7 @@ mod tests {
             summary: summary.map(str::to_owned),
             error: summary.is_none().then(|| "no".to_owned()),
             usage: None,
+            estimated_tokens: None,
         });
         [typed(seq, start), typed(seq + 1, end)]
     }

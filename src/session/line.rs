@@ -76,15 +76,13 @@ struct PackedDeltas {
 pub(crate) enum LineError {
     #[error("invalid JSON: {0}")]
     Json(#[from] serde_json::Error),
-    #[error("missing field `{0}`")]
-    Missing(&'static str),
 }
 
 /// An `assistant/chunk` line, read in one pass (the general path reads `data` twice).
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct ChunkLine {
-    seq: u64,
+    seq: Option<u64>,
     #[serde(default)]
     time: u64,
     data: AssistantChunk,
@@ -102,8 +100,22 @@ pub(crate) fn line_kind(line: &[u8]) -> Option<&str> {
     std::str::from_utf8(&rest[..memchr::memchr(b'"', rest)?]).ok()
 }
 
-/// Parses one event line; packed rows expand into several events.
+/// Parses one event line; packed rows expand into several events. A line without `seq` (or
+/// a packed row without `seq0`) is numbered from 0 (see [`parse_event_line_from`]).
 pub(crate) fn parse_event_line(line: &str, out: &mut Vec<Event>) -> Result<(), LineError> {
+    parse_event_line_from(line, 0, out)
+}
+
+/// Parses one event line whose event, when the line does not number it, is number `next`.
+///
+/// The reference's newer recordings leave out `seq` and `time` (`seq0` and `time0` in packed
+/// rows): they read as the running count and 0, as the reference's own reader reads them.
+/// kin always writes both.
+pub(crate) fn parse_event_line_from(
+    line: &str,
+    next: u64,
+    out: &mut Vec<Event>,
+) -> Result<(), LineError> {
     if line.starts_with(CHUNK_LINE_START) {
         if let Some(event) = read_delta_line(line) {
             out.push(event);
@@ -111,7 +123,7 @@ pub(crate) fn parse_event_line(line: &str, out: &mut Vec<Event>) -> Result<(), L
         }
         let chunk: ChunkLine = serde_json::from_str(line)?;
         out.push(Event {
-            seq: chunk.seq,
+            seq: chunk.seq.unwrap_or(next),
             time: chunk.time,
             body: EventBody::AssistantChunk(chunk.data),
             source_event_seqs: chunk.source_event_seqs,
@@ -128,7 +140,7 @@ pub(crate) fn parse_event_line(line: &str, out: &mut Vec<Event>) -> Result<(), L
         _ => None,
     };
     if let Some(block_type) = packed_kind {
-        let seq0 = raw.seq0.ok_or(LineError::Missing("seq0"))?;
+        let seq0 = raw.seq0.unwrap_or(next);
         let time = raw.time0.unwrap_or_default();
         let packed: PackedDeltas = serde_json::from_str(data)?;
         let mut push = |k: usize, chunk: Chunk| {
@@ -170,7 +182,7 @@ pub(crate) fn parse_event_line(line: &str, out: &mut Vec<Event>) -> Result<(), L
         return Ok(());
     }
     out.push(Event {
-        seq: raw.seq.ok_or(LineError::Missing("seq"))?,
+        seq: raw.seq.unwrap_or(next),
         time: raw.time.unwrap_or_default(),
         body: EventBody::decode(&raw.kind, data)?,
         source_event_seqs: raw.source_event_seqs,
@@ -390,5 +402,54 @@ mod tests {
             panic!("not a chunk")
         };
         assert!(matches!(&first.chunk, Chunk::ToolCallDelta { name: Some(n), .. } if n == "bash"));
+    }
+}
+
+#[cfg(test)]
+mod newer_layout_tests {
+    use super::super::loaded::parse_log;
+    use super::*;
+
+    /// A log in the reference's newer layout: no `seq`/`time`, no `seq0`/`time0`.
+    const NEWER: &str = concat!(
+        r#"{"type":"session","version":0,"id":"s","createdAt":0,"delegationDepth":0}"#,
+        "\n",
+        r#"{"type":"turn/start","data":{"turn":1,"trigger":{"kind":"message","source":{"kind":"user"}}}}"#,
+        "\n",
+        r#"{"type":"assistant/chunk","data":{"turn":1,"step":1,"chunk":{"type":"block-start","index":0,"blockType":"text"}}}"#,
+        "\n",
+        r#"{"type":"text-chunks","data":{"turn":1,"step":1,"index":0,"dt":[0,0,0],"texts":["a","b","c"]}}"#,
+        "\n",
+        r#"{"type":"assistant/chunk","data":{"turn":1,"step":1,"chunk":{"type":"finish","reason":{"kind":"stop"}}}}"#,
+        "\n",
+    );
+
+    #[test]
+    fn lines_without_seq_and_time_are_numbered_by_the_running_count() {
+        let log = parse_log(std::path::Path::new("newer.jsonl"), NEWER.as_bytes()).unwrap();
+        assert!(log.set_aside.is_empty(), "{:?}", log.set_aside);
+        let seqs: Vec<(u64, u64)> = log.events.iter().map(|e| (e.seq, e.time)).collect();
+        assert_eq!(seqs, [(0, 0), (1, 0), (2, 0), (3, 0), (4, 0), (5, 0)]);
+        assert!(matches!(
+            &log.events[3].body,
+            EventBody::AssistantChunk(AssistantChunk { chunk: Chunk::TextDelta { text, .. }, .. }) if text == "b"
+        ));
+    }
+
+    #[test]
+    fn kin_still_writes_seq_and_time() {
+        let event = Event::new(
+            7,
+            5,
+            EventBody::SessionEndSeed(super::super::event::Empty {}),
+        );
+        let line = serde_json::to_string(&event).unwrap();
+        assert_eq!(
+            line,
+            r#"{"type":"session/end-seed","seq":7,"time":5,"data":{}}"#
+        );
+        let mut read = Vec::new();
+        parse_event_line_from(&line, 99, &mut read).unwrap();
+        assert_eq!((read[0].seq, read[0].time), (7, 5));
     }
 }

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use super::error::StoreError;
 use super::event::{Event, Header};
-use super::line::parse_event_line;
+use super::line::parse_event_line_from;
 
 /// A session read from disk.
 #[derive(Debug)]
@@ -104,6 +104,8 @@ pub(crate) fn read_log_at(
     let mut torn_tail = None;
     let mut set_aside = Vec::new();
     let mut number = 0usize;
+    // What an event line without `seq` is numbered (the reference's newer layout).
+    let mut next_seq = 0u64;
     loop {
         line.clear();
         let read = reader
@@ -128,10 +130,13 @@ pub(crate) fn read_log_at(
         }
         let result = std::str::from_utf8(&line)
             .map_err(|e| e.to_string())
-            .and_then(|text| parse_line(text, number, &mut header, &mut parsed));
+            .and_then(|text| parse_line(text, number, next_seq, &mut header, &mut parsed));
         match result {
             Ok(()) => {
                 valid_len = offset;
+                if let Some(last) = parsed.last() {
+                    next_seq = last.seq + 1;
+                }
                 parsed.drain(..).for_each(|event| on_event(event, offset));
             }
             Err(_) if !terminated && header.is_some() => {
@@ -162,6 +167,7 @@ pub(crate) fn read_log_at(
 fn parse_line(
     text: &str,
     number: usize,
+    next_seq: u64,
     header: &mut Option<Header>,
     events: &mut Vec<Event>,
 ) -> Result<(), String> {
@@ -180,5 +186,5 @@ fn parse_line(
     if text.trim().is_empty() {
         return Err(format!("line {number} is empty"));
     }
-    parse_event_line(text, events).map_err(|e| e.to_string())
+    parse_event_line_from(text, next_seq, events).map_err(|e| e.to_string())
 }

@@ -58,6 +58,13 @@ fn add(total: &mut TurnUsage, usage: &TurnUsage) {
     if let Some(cost) = usage.cost {
         total.cost = Some(total.cost.unwrap_or(0.0) + cost);
     }
+    if let Some(estimated) = usage.estimated_tokens {
+        let sum = total
+            .estimated_tokens
+            .unwrap_or(0)
+            .saturating_add(estimated);
+        total.estimated_tokens = Some(sum);
+    }
 }
 
 #[cfg(test)]
@@ -87,6 +94,7 @@ mod tests {
             output_tokens: output,
             cache_read_tokens: cached,
             cost,
+            estimated_tokens: None,
         };
         let mut folded = FoldedTurns::default();
         let events = [

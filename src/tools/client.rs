@@ -230,4 +230,10 @@ pub trait ClientBridge: Send + Sync {
     fn warn_user(&self, text: &str) {
         tracing::warn!("{text}");
     }
+
+    /// Tells the user something worth knowing but not a warning (an ACP `notice` of severity
+    /// info), only where the editor shows notices; the log keeps a line either way.
+    fn note_user(&self, title: &str, description: &str) {
+        tracing::info!(description, "{title}");
+    }
 }

@@ -7,10 +7,11 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::display::{file_diffs, Location};
+use super::file_stamps::{StaleFile, Stamp};
 use super::fs::{self, FsError};
 use super::permission::Scope;
 use super::typed::{titled, TypedTool};
-use super::write::write_error;
+use super::write::{stale_error, write_error};
 use super::{ToolContext, ToolDisplay, ToolKind, ToolOutput};
 
 pub(crate) const NAME: &str = "edit";
@@ -125,6 +126,8 @@ async fn run(params: EditArgs, cx: &ToolContext) -> Result<ToolOutput, ToolOutpu
         )
         .await?;
     }
+    // What this call reads: the file must still be that when the edit is written.
+    let read_stamp = Stamp::of(&target.path);
     let old = fs::read_text(&cx, &target.path)
         .await
         .map_err(write_error)?
@@ -133,6 +136,15 @@ async fn run(params: EditArgs, cx: &ToolContext) -> Result<ToolOutput, ToolOutpu
                 path: shown.clone(),
             })
         })?;
+    // A file that changed since the agent saw it (or while it was read) is refused before its
+    // text is matched: the model's old text may be what it saw, not what is there.
+    let read_stamp = match Stamp::of(&target.path) {
+        after if after == read_stamp => after,
+        _ => return Err(stale_error(StaleFile::Changed { shown })),
+    };
+    cx.files
+        .check_against(&target.path, read_stamp, &shown)
+        .map_err(stale_error)?;
     let edited = change.apply(&old, &shown).map_err(|e| e.output())?;
     let display = ToolDisplay {
         locations: vec![Location::new(&target.path, Some(edited.first_line))],
@@ -147,9 +159,16 @@ async fn run(params: EditArgs, cx: &ToolContext) -> Result<ToolOutput, ToolOutpu
         )
         .await?;
     }
+    let writing = cx.roots.writing().await;
+    cx.files.check(&target.path, &shown).map_err(stale_error)?;
+    if Stamp::of(&target.path) != read_stamp {
+        return Err(stale_error(StaleFile::Changed { shown }));
+    }
     fs::write_text(&cx, &target.path, edited.text)
         .await
         .map_err(write_error)?;
+    cx.files.wrote(&target.path);
+    drop(writing);
     Ok(ToolOutput::ok(format!("Edited {shown}: {}", edited.summary)).with_display(display))
 }
 

@@ -12,7 +12,7 @@ use std::path::Path;
 
 use super::client::ClientError;
 use super::paths::Roots;
-use super::{confined, ToolContext};
+use super::{confined, private, ToolContext};
 
 /// Files larger than this are not loaded whole (the read tool pages through them instead).
 pub(crate) const MAX_TEXT_BYTES: u64 = 16 * 1024 * 1024;
@@ -27,6 +27,10 @@ pub(crate) enum FsError {
     NotText { path: String },
     #[error("{path} is too large ({size} bytes; the limit is {MAX_TEXT_BYTES})")]
     TooLarge { path: String, size: u64 },
+    #[error("{path} is not a regular file")]
+    NotRegular { path: String },
+    #[error("{path} is one of kin's own files (its configuration or data), which are not read for the model")]
+    Private { path: String },
     #[error("{path} changed while it was being opened: a symbolic link on the way leads out of the workspace")]
     Escaped { path: String },
     #[error("{path}: {source}")]
@@ -58,20 +62,70 @@ fn io_error(path: &Path, source: std::io::Error) -> FsError {
 }
 
 /// Opens an existing regular file on disk for reading, with its size: confined beneath its
-/// root when inside the roots, by name when outside.
+/// root when inside the roots, by name when outside. Never blocks on a FIFO or a device (the
+/// open is non-blocking, and only a regular file is taken), and refuses kin's own files.
 pub(crate) fn open_file(roots: &Roots, path: &Path) -> Result<(File, u64), FsError> {
-    let file = match roots.beneath(path) {
+    open_regular(path, || match roots.beneath(path) {
         Some((root, relative)) => confined::open_beneath(root, relative),
-        None => File::open(path),
+        None => open_by_name(path),
+    })
+}
+
+/// At most `cap` bytes of the regular file at `path`, and whether the file holds more. For
+/// files kin reads on its own (prompt links, commands, agent definitions): with `confine`,
+/// opened confined beneath the root `path` lies under (a path under no root is refused);
+/// without, by name (a file the user allowed, or one of kin's config directory); otherwise as
+/// [`open_file`]. A blocking call, for `spawn_blocking`.
+pub(crate) fn read_capped(
+    confine: Option<&Roots>,
+    path: &Path,
+    cap: u64,
+) -> Result<(Vec<u8>, bool), FsError> {
+    let (file, size) = open_regular(path, || match confine {
+        Some(roots) => match roots.beneath_as_given(path) {
+            Some((root, relative)) => confined::open_beneath(root, relative),
+            None => Err(std::io::Error::from_raw_os_error(libc::EXDEV)),
+        },
+        None => open_by_name(path),
+    })?;
+    let mut bytes = Vec::with_capacity(size.min(cap) as usize);
+    file.take(cap + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| io_error(path, e))?;
+    let cut = bytes.len() as u64 > cap;
+    bytes.truncate(cap as usize);
+    Ok((bytes, cut))
+}
+
+/// `open`s `path` unless it is one of kin's own files, and keeps it only if it is a regular
+/// file; with its size.
+fn open_regular(
+    path: &Path,
+    open: impl FnOnce() -> std::io::Result<File>,
+) -> Result<(File, u64), FsError> {
+    let shown = || path.display().to_string();
+    if private::is_private(path) {
+        return Err(FsError::Private { path: shown() });
     }
-    .map_err(|e| io_error(path, e))?;
+    let file = open().map_err(|e| io_error(path, e))?;
     let meta = file.metadata().map_err(|e| io_error(path, e))?;
     if meta.is_dir() {
-        return Err(FsError::IsDirectory {
-            path: path.display().to_string(),
-        });
+        return Err(FsError::IsDirectory { path: shown() });
+    }
+    if !meta.is_file() {
+        return Err(FsError::NotRegular { path: shown() });
     }
     Ok((file, meta.len()))
+}
+
+/// Opens `path` for reading as the confined open does (non-blocking, no controlling
+/// terminal), but by name.
+fn open_by_name(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
 }
 
 /// Reads a whole text file; `Ok(None)` when it does not exist (neither on disk nor as a buffer

@@ -49,6 +49,11 @@ impl TypedTool for GlobTool {
         ToolKind::Search
     }
 
+    /// Reads change nothing: they run beside their neighbours.
+    fn overlaps(&self, _: &GlobArgs) -> bool {
+        true
+    }
+
     fn title(&self, args: Option<&GlobArgs>) -> String {
         titled("Find", args.map(|a| a.pattern.as_str()))
     }

@@ -60,6 +60,11 @@ impl TypedTool for GrepTool {
         ToolKind::Search
     }
 
+    /// Reads change nothing: they run beside their neighbours.
+    fn overlaps(&self, _: &GrepArgs) -> bool {
+        true
+    }
+
     fn title(&self, args: Option<&GrepArgs>) -> String {
         titled("Search for", args.map(|a| a.pattern.as_str()))
     }

@@ -21,6 +21,7 @@ pub mod confined;
 mod disclosure_tests;
 pub(crate) mod display;
 pub(crate) mod edit;
+pub(crate) mod file_stamps;
 pub(crate) mod fs;
 pub(crate) mod glob;
 pub(crate) mod grep;
@@ -28,6 +29,7 @@ mod ignore_rules;
 pub mod paths;
 pub(crate) mod permission;
 pub(crate) mod plan;
+pub mod private;
 pub(crate) mod read;
 pub(crate) mod shell;
 #[cfg(test)]
@@ -53,6 +55,7 @@ use crate::model::ToolSpec;
 use crate::session::SessionId;
 pub use client::ClientBridge;
 pub(crate) use display::ToolDisplay;
+pub use file_stamps::FileStamps;
 pub(crate) use paths::Roots;
 pub use permission::{PermissionMode, SessionPermissions};
 
@@ -85,6 +88,8 @@ pub struct ToolContext {
     pub permissions: Arc<SessionPermissions>,
     /// The editor, when the session has one.
     pub client: Option<Arc<dyn ClientBridge>>,
+    /// What the session's agent last saw of the files it read or wrote.
+    pub(crate) files: Arc<FileStamps>,
 }
 
 impl ToolContext {
@@ -98,6 +103,7 @@ impl ToolContext {
             call_id: String::new(),
             permissions: Arc::new(SessionPermissions::default()),
             client: None,
+            files: Arc::default(),
         }
     }
 
@@ -311,6 +317,13 @@ pub(crate) trait Tool: Send + Sync {
     fn kind(&self) -> ToolKind;
     /// A short human title for this call, shown by editors.
     fn title(&self, arguments: &Value) -> String;
+    /// Whether this call may run side by side with its neighbours of the same model step:
+    /// true only for a call that changes nothing another call of the step could see (a read,
+    /// a foreground child). By default a call runs alone.
+    fn overlaps(&self, arguments: &Value) -> bool {
+        let _ = arguments;
+        false
+    }
     /// Runs the call. Must return promptly once `cx.cancel` trips.
     fn call(&self, arguments: Value, cx: ToolContext) -> BoxFuture<'static, ToolOutput>;
 }
@@ -369,6 +382,18 @@ impl ToolRegistry {
             .collect()
     }
 
+    /// Whether call `name` with `arguments` (its JSON text) may overlap its neighbours; an
+    /// unknown tool or arguments that do not parse run alone.
+    pub(crate) fn overlaps(&self, name: &str, arguments: &str) -> bool {
+        let Some(tool) = self.get(name) else {
+            return false;
+        };
+        match serde_json::from_str::<Value>(arguments) {
+            Ok(value @ Value::Object(_)) => tool.overlaps(&value),
+            _ => false,
+        }
+    }
+
     /// Runs a call by name; unknown tools and unparsable arguments become error results.
     pub async fn call(&self, name: &str, arguments: &str, cx: ToolContext) -> ToolOutput {
         let Some(tool) = self.get(name) else {
@@ -411,15 +436,24 @@ impl ToolRegistry {
 }
 
 /// The built-in coding tools: `read`, `write`, `edit`, `glob`, `grep` and `bash`, and
-/// `update_plan`.
+/// `update_plan`; `bash` runs its commands unconfined.
 pub fn builtin() -> ToolRegistry {
+    builtin_with(shell::ShellTool::default())
+}
+
+/// [`builtin`], with `bash` starting its commands inside `sandbox`.
+pub fn builtin_confined(sandbox: Arc<crate::process::sandbox::Sandbox>) -> ToolRegistry {
+    builtin_with(shell::ShellTool::confined(sandbox))
+}
+
+fn builtin_with(shell: shell::ShellTool) -> ToolRegistry {
     let mut registry = ToolRegistry::new();
     registry.register(Arc::new(read::ReadTool));
     registry.register(Arc::new(write::WriteTool));
     registry.register(Arc::new(edit::EditTool));
     registry.register(Arc::new(glob::GlobTool));
     registry.register(Arc::new(grep::GrepTool));
-    registry.register(Arc::new(shell::ShellTool));
+    registry.register(Arc::new(shell));
     registry.register(Arc::new(plan::PlanTool));
     registry
 }

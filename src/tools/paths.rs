@@ -49,6 +49,9 @@ pub struct Roots {
     given: Vec<PathBuf>,
     /// The roots with their own symlinks resolved, cwd first.
     real: Vec<PathBuf>,
+    /// Held from a write's staleness check to its end: agents sharing these roots (siblings
+    /// in their parent's cwd) cannot both pass the check and then overwrite each other.
+    writes: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Roots {
@@ -62,7 +65,22 @@ impl Roots {
             .iter()
             .map(|root| physical(root).unwrap_or_else(|_| root.clone()))
             .collect();
-        Self { cwd, given, real }
+        Self {
+            cwd,
+            given,
+            real,
+            writes: Default::default(),
+        }
+    }
+
+    /// Waits for the turn to write a file (see `writes`).
+    pub(crate) async fn writing(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.writes.lock().await
+    }
+
+    /// Every root with its symlinks resolved, cwd first.
+    pub(crate) fn all(&self) -> &[PathBuf] {
+        &self.real
     }
 
     /// The session cwd as given (not resolved).
@@ -173,6 +191,17 @@ impl Roots {
         self.real.iter().find_map(|root| {
             let relative = resolved.strip_prefix(root).ok()?;
             Some((root.as_path(), relative))
+        })
+    }
+
+    /// As [`Self::beneath`], also for a path under a root as given (not resolved): the path
+    /// relative to that root's resolved form, for a confined open.
+    pub(crate) fn beneath_as_given<'a>(&'a self, path: &'a Path) -> Option<(&'a Path, &'a Path)> {
+        self.beneath(path).or_else(|| {
+            self.given
+                .iter()
+                .zip(&self.real)
+                .find_map(|(given, real)| Some((real.as_path(), path.strip_prefix(given).ok()?)))
         })
     }
 

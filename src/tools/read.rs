@@ -7,6 +7,7 @@ use std::path::Path;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use super::file_stamps::Stamp;
 use super::fs::{self, FsError};
 use super::paths::Roots;
 use super::typed::{titled, TypedTool};
@@ -50,6 +51,11 @@ impl TypedTool for ReadTool {
         ToolKind::Read
     }
 
+    /// Reads change nothing: they run beside their neighbours.
+    fn overlaps(&self, _: &ReadArgs) -> bool {
+        true
+    }
+
     fn title(&self, args: Option<&ReadArgs>) -> String {
         titled("Read", args.map(|a| a.path.as_str()))
     }
@@ -69,6 +75,7 @@ fn fs_error(error: FsError) -> ToolOutput {
         FsError::NotFound { .. } => ("NotFound", "NOT_FOUND"),
         FsError::IsDirectory { .. } => ("IsDirectory", "IS_DIRECTORY"),
         FsError::NotText { .. } => ("NotText", "NOT_TEXT"),
+        FsError::Private { .. } => ("Private", "PRIVATE"),
         _ => ("ReadFailed", "READ_FAILED"),
     };
     let hint = match &error {
@@ -90,6 +97,9 @@ async fn run(params: ReadArgs, cx: &ToolContext) -> Result<ToolOutput, ToolOutpu
         cx.prompt(ToolKind::Read, format!("Read {shown}"), display.clone()),
     )
     .await?;
+    refuse_credentials(&target.path)?;
+    // Taken before the read: a change while it runs counts as one the model did not see.
+    let stamp = Stamp::of(&target.path);
     let window = if cx.client_with(|f| f.read_text_file).is_some() {
         let text = fs::read_text(&cx, &target.path)
             .await
@@ -109,7 +119,24 @@ async fn run(params: ReadArgs, cx: &ToolContext) -> Result<ToolOutput, ToolOutpu
             .map_err(|e| ToolOutput::error("ReadFailed", "READ_FAILED", format!("Error: {e}")))?
     }
     .map_err(fs_error)?;
+    cx.files.saw(&target.path, stamp);
     Ok(ToolOutput::ok(window.render(&shown, offset)).with_display(display))
+}
+
+/// kin's own credential file (`kin login`'s key) is never read for the model, whatever the
+/// permissions allow; checked once the permission is settled.
+fn refuse_credentials(path: &Path) -> Result<(), ToolOutput> {
+    match std::fs::metadata(path) {
+        Ok(meta) if crate::config::is_credential_file(&meta) => Err(ToolOutput::error(
+            "Refused",
+            "REFUSED",
+            format!(
+                "Error: {} holds kin's API key; kin never reads it",
+                path.display()
+            ),
+        )),
+        _ => Ok(()),
+    }
 }
 
 fn read_local(roots: &Roots, path: &Path, offset: usize, limit: usize) -> Result<Window, FsError> {

@@ -1,8 +1,11 @@
 //! `bash`: runs a command with `bash -c` in the session cwd, with a timeout and an output cap.
 //! In the editor's terminal when it offers one (the tool call shows the terminal), else locally
 //! in its own process group. On timeout or cancel the whole group is killed (locally) or the
-//! terminal is killed (editor); every editor terminal is released.
+//! terminal is killed (editor); every editor terminal is released. Either way the command starts
+//! inside kin's sandbox when it has one (`process::sandbox`): in the editor's terminal it is kin's
+//! launcher that the editor runs, which confines itself and then execs `bash`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
@@ -14,8 +17,11 @@ use tokio_util::sync::CancellationToken;
 use super::client::{ClientBridge, ClientError, TerminalExit, TerminalSpec};
 use super::permission::Scope;
 use super::typed::TypedTool;
+use super::PermissionMode;
 use super::{ToolContext, ToolDisplay, ToolKind, ToolOutput};
 use crate::process::group::{describe_status, GroupChild};
+use crate::process::sandbox::{CommandScope, Launch, Sandbox};
+use crate::process::sandbox_hint;
 use crate::process::truncate::head_tail;
 
 pub(crate) const NAME: &str = "bash";
@@ -41,8 +47,20 @@ pub(crate) struct ShellArgs {
     timeout: Option<u64>,
 }
 
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct ShellTool;
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ShellTool {
+    /// The kernel sandbox commands start in (`None`: unconfined).
+    sandbox: Option<Arc<Sandbox>>,
+}
+
+impl ShellTool {
+    /// Commands started inside `sandbox`.
+    pub(crate) fn confined(sandbox: Arc<Sandbox>) -> Self {
+        Self {
+            sandbox: Some(sandbox),
+        }
+    }
+}
 
 impl TypedTool for ShellTool {
     const NAME: &'static str = NAME;
@@ -72,7 +90,7 @@ impl TypedTool for ShellTool {
 
     async fn run(&self, args: ShellArgs, cx: ToolContext) -> Result<ToolOutput, ToolOutput> {
         let title = TypedTool::title(self, Some(&args));
-        run(args, title, cx).await
+        run(args, title, self.sandbox.as_deref(), cx).await
     }
 }
 
@@ -83,7 +101,12 @@ enum Ended {
     Cancelled,
 }
 
-async fn run(params: ShellArgs, title: String, cx: ToolContext) -> Result<ToolOutput, ToolOutput> {
+async fn run(
+    params: ShellArgs,
+    title: String,
+    sandbox: Option<&Sandbox>,
+    cx: ToolContext,
+) -> Result<ToolOutput, ToolOutput> {
     if params.command.trim().is_empty() {
         return Err(ToolOutput::error(
             "InvalidArguments",
@@ -100,11 +123,18 @@ async fn run(params: ShellArgs, title: String, cx: ToolContext) -> Result<ToolOu
     let mut prompt = cx.prompt(ToolKind::Execute, title, ToolDisplay::default());
     prompt.raw_input = Some(json!({"command": params.command}));
     cx.authorize(Scope::Workspace, prompt).await?;
+    let launch = launch(sandbox, &cx, &params.command)?;
     let (ended, output, display) = match cx.client_with(|f| f.terminal) {
-        Some(client) => in_terminal(client.clone(), &cx, &params.command, timeout).await?,
-        None => locally(&cx, &params.command, timeout).await?,
+        Some(client) => in_terminal(client.clone(), &cx, &launch, timeout).await?,
+        None => locally(&cx, &launch, timeout).await?,
     };
-    let output = head_tail(&output, MAX_OUTPUT);
+    let mut output = head_tail(&output, MAX_OUTPUT);
+    // Also after a success: a command may have gone on past a refused write.
+    if let (Ended::Exited(..), Some(policy)) = (&ended, &launch.policy) {
+        if let Some(note) = sandbox_hint::explain(&output, policy, &cx.cwd) {
+            output = format!("{output}\n{note}");
+        }
+    }
     let result = match ended {
         Ended::Exited(status, true) => ToolOutput::ok(format!("{output}\n[{status}]")),
         Ended::Exited(status, false) => ToolOutput::error(
@@ -125,6 +155,40 @@ async fn run(params: ShellArgs, title: String, cx: ToolContext) -> Result<ToolOu
     Ok(result.with_display(display))
 }
 
+/// How `bash -c command` starts: inside the sandbox when there is one (the user hears once per
+/// session how commands run).
+fn launch(
+    sandbox: Option<&Sandbox>,
+    cx: &ToolContext,
+    command: &str,
+) -> Result<Launch, ToolOutput> {
+    let args = vec!["-c".to_owned(), command.to_owned()];
+    let Some(sandbox) = sandbox else {
+        return Ok(Launch::direct(SHELL, &args));
+    };
+    let session = cx.session_id.to_string();
+    if let (Some((warning, title, description)), Some(client)) =
+        (sandbox.first_notice(&session), &cx.client)
+    {
+        match warning {
+            true => client.warn_user(&format!("{title}: {description}")),
+            false => client.note_user(&title, &description),
+        }
+    }
+    let scope = CommandScope {
+        session: &session,
+        roots: cx.roots.all().to_vec(),
+        read_only: cx.permissions.effective_mode() == PermissionMode::ReadOnly,
+    };
+    sandbox.command(&scope, SHELL, &args).map_err(|error| {
+        ToolOutput::error(
+            "SandboxUnavailable",
+            "SANDBOX_UNAVAILABLE",
+            format!("Error: {error}"),
+        )
+    })
+}
+
 fn start_failed(what: impl std::fmt::Display) -> ToolOutput {
     ToolOutput::error(
         "CommandNotStarted",
@@ -135,15 +199,14 @@ fn start_failed(what: impl std::fmt::Display) -> ToolOutput {
 
 async fn locally(
     cx: &ToolContext,
-    command: &str,
+    launch: &Launch,
     timeout: Duration,
 ) -> Result<(Ended, String, ToolDisplay), ToolOutput> {
-    let args = vec!["-c".to_owned(), command.to_owned()];
     let mut child = GroupChild::spawn(
-        SHELL,
-        &args,
+        &launch.program,
+        &launch.args,
         &cx.cwd,
-        &[],
+        &launch.env,
         MAX_OUTPUT / 2,
         MAX_OUTPUT - MAX_OUTPUT / 2,
     )
@@ -167,14 +230,14 @@ async fn locally(
 async fn in_terminal(
     client: std::sync::Arc<dyn ClientBridge>,
     cx: &ToolContext,
-    command: &str,
+    launch: &Launch,
     timeout: Duration,
 ) -> Result<(Ended, String, ToolDisplay), ToolOutput> {
     let spec = TerminalSpec {
-        command: SHELL.into(),
-        args: vec!["-c".into(), command.into()],
+        command: launch.program.clone(),
+        args: launch.args.clone(),
         cwd: cx.cwd.clone(),
-        env: Vec::new(),
+        env: launch.env.clone(),
         output_byte_limit: TERMINAL_OUTPUT_LIMIT,
     };
     let id = match client
@@ -267,7 +330,8 @@ mod tests {
 
     #[test]
     fn titles_show_the_whole_command_and_mark_several_lines() {
-        let title = |command: &str| Tool::title(&ShellTool, &json!({ "command": command }));
+        let title =
+            |command: &str| Tool::title(&ShellTool::default(), &json!({ "command": command }));
         assert_eq!(title("ls -la"), "ls -la");
         assert_eq!(title(""), "Run a command");
         assert_eq!(title("ls\nrm -rf ~\n"), "[2 lines] ls\\nrm -rf ~");
@@ -282,14 +346,14 @@ mod tests {
         ws.write("f.txt", "hello\n");
         let cx = ws.cx_in_mode(PermissionMode::Allow);
         let out = call(
-            &ShellTool,
+            &ShellTool::default(),
             json!({"command": "cat f.txt; echo err >&2"}),
             &cx,
         )
         .await;
         assert!(!out.is_error, "{}", out.text);
         assert_eq!(out.text, "hello\nerr\n\n[exit code 0]");
-        let out = call(&ShellTool, json!({"command": "exit 3"}), &cx).await;
+        let out = call(&ShellTool::default(), json!({"command": "exit 3"}), &cx).await;
         assert!(out.is_error);
         assert_eq!(out.text, "\n[exit code 3]");
         assert_eq!(out.error.unwrap().name, "CommandFailed");
@@ -299,7 +363,12 @@ mod tests {
     async fn large_output_keeps_head_and_tail() {
         let ws = Workspace::new();
         let cx = ws.cx_in_mode(PermissionMode::Allow);
-        let out = call(&ShellTool, json!({"command": "seq 1 100000"}), &cx).await;
+        let out = call(
+            &ShellTool::default(),
+            json!({"command": "seq 1 100000"}),
+            &cx,
+        )
+        .await;
         assert!(out.text.starts_with("1\n2\n3\n"), "{}", &out.text[..20]);
         assert!(out.text.ends_with("99999\n100000\n\n[exit code 0]"));
         assert!(out.text.contains("bytes cut from the middle of the output"));
@@ -336,7 +405,12 @@ mod tests {
         let (command, fifo) = grandchild_command(&ws);
         let pid = read_pid(fifo);
         let cx = ws.cx_in_mode(PermissionMode::Allow);
-        let out = call(&ShellTool, json!({"command": command, "timeout": 1}), &cx).await;
+        let out = call(
+            &ShellTool::default(),
+            json!({"command": command, "timeout": 1}),
+            &cx,
+        )
+        .await;
         assert_eq!(out.error.as_ref().unwrap().name, "Timeout", "{}", out.text);
         assert!(out.text.contains("timed out after 1 s"));
         wait_for_exit(pid.await.unwrap()).await;
@@ -350,7 +424,7 @@ mod tests {
         let cancel = cx.cancel.clone();
         let running = tokio::spawn({
             let cx = cx.clone();
-            async move { call(&ShellTool, json!({"command": command}), &cx).await }
+            async move { call(&ShellTool::default(), json!({"command": command}), &cx).await }
         });
         let pid = read_pid(fifo).await.unwrap();
         let alive = crate::tools::testing::pidfd(pid);
@@ -366,7 +440,7 @@ mod tests {
         let editor = ws.editor();
         editor.answer(PermissionAnswer::RejectOnce);
         let out = call(
-            &ShellTool,
+            &ShellTool::default(),
             json!({"command": "touch made"}),
             &ws.cx_with(&editor),
         )
@@ -379,7 +453,7 @@ mod tests {
         );
         assert!(!ws.path("made").exists());
         let out = call(
-            &ShellTool,
+            &ShellTool::default(),
             json!({"command": "touch made"}),
             &ws.cx_in_mode(PermissionMode::ReadOnly),
         )
@@ -394,7 +468,7 @@ mod tests {
         let editor = ws.editor().with_terminal();
         editor.answer(PermissionAnswer::AllowOnce);
         let out = call(
-            &ShellTool,
+            &ShellTool::default(),
             json!({"command": "echo hi; exit 2"}),
             &ws.cx_with(&editor),
         )
@@ -421,7 +495,12 @@ mod tests {
         let editor = ws.editor().with_terminal();
         let cx = ws.cx_with(&editor);
         cx.permissions.set_mode(PermissionMode::Allow);
-        let out = call(&ShellTool, json!({"command": command, "timeout": 1}), &cx).await;
+        let out = call(
+            &ShellTool::default(),
+            json!({"command": command, "timeout": 1}),
+            &cx,
+        )
+        .await;
         assert_eq!(out.error.as_ref().unwrap().name, "Timeout", "{}", out.text);
         let calls = editor.calls();
         assert_eq!(

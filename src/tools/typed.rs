@@ -58,6 +58,11 @@ pub(crate) trait TypedTool: Clone + Send + Sync + 'static {
     }
     /// A short human title for the call; `None` when its arguments do not parse.
     fn title(&self, args: Option<&Self::Args>) -> String;
+    /// Whether the call may run side by side with its neighbours (see [`Tool::overlaps`]).
+    fn overlaps(&self, args: &Self::Args) -> bool {
+        let _ = args;
+        false
+    }
     /// Runs the call; `Err` is an error result like any other. Must return promptly once
     /// `cx.cancel` trips.
     fn run(
@@ -95,6 +100,10 @@ impl<T: TypedTool> Tool for T {
     fn title(&self, arguments: &Value) -> String {
         let args = T::Args::deserialize(arguments).ok();
         TypedTool::title(self, args.as_ref())
+    }
+
+    fn overlaps(&self, arguments: &Value) -> bool {
+        T::Args::deserialize(arguments).is_ok_and(|args| TypedTool::overlaps(self, &args))
     }
 
     fn call(&self, arguments: Value, cx: ToolContext) -> BoxFuture<'static, ToolOutput> {

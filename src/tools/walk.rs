@@ -225,7 +225,11 @@ impl<F: FnMut(&Entry<'_>) -> ControlFlow<()>> Walker<'_, F> {
     }
 
     fn entry(&mut self, dir: BorrowedFd<'_>, name: &OsStr, kind: Kind) -> ControlFlow<()> {
-        if name == ".git" || self.is_ignored(kind == Kind::Dir) {
+        // kin's own files (its config, its data) are not listed or searched for the model.
+        if name == ".git"
+            || super::private::is_private(&self.path)
+            || self.is_ignored(kind == Kind::Dir)
+        {
             return ControlFlow::Continue(());
         }
         let entry = Entry {

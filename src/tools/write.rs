@@ -5,6 +5,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::display::{file_diffs, Location};
+use super::file_stamps::StaleFile;
 use super::fs::{self, FsError};
 use super::permission::Scope;
 use super::typed::{titled, TypedTool};
@@ -48,6 +49,11 @@ impl TypedTool for WriteTool {
 }
 
 /// An error result for a failed file operation (shared by `write` and `edit`).
+/// A write refused because the file changed since the agent last saw it.
+pub(crate) fn stale_error(stale: StaleFile) -> ToolOutput {
+    ToolOutput::error("FileChanged", "FILE_CHANGED", format!("Error: {stale}"))
+}
+
 pub(crate) fn write_error(error: FsError) -> ToolOutput {
     if error.is_cancelled() {
         return ToolOutput::cancelled();
@@ -103,9 +109,13 @@ async fn run(params: WriteArgs, cx: &ToolContext) -> Result<ToolOutput, ToolOutp
     }
     let lines = params.content.lines().count();
     let bytes = params.content.len();
+    let writing = cx.roots.writing().await;
+    cx.files.check(&target.path, &shown).map_err(stale_error)?;
     fs::write_text(&cx, &target.path, params.content)
         .await
         .map_err(write_error)?;
+    cx.files.wrote(&target.path);
+    drop(writing);
     let text = match old {
         Some(_) => format!("Replaced {shown} ({lines} lines, {bytes} bytes)"),
         None => format!("Created {shown} ({lines} lines, {bytes} bytes)"),

@@ -4,8 +4,8 @@ use std::path::Path;
 
 use kin::session::parse_log;
 
-/// The session logs a run left in `home`, ordered: sessions in the order their ids first
-/// appear in `stdout`, then the rest by creation time. Returns (id, file text).
+/// The session logs a run left in `home`, in the order the sessions were created (ties: in the
+/// order `stdout` first names them). Returns (id, file text).
 pub fn harvest_logs(home: &Path, stdout: &[String]) -> Result<Vec<(String, String)>, String> {
     let mut logs = Vec::new();
     for dir in [home.join("sessions"), home.join("sessions/children")] {
@@ -24,12 +24,14 @@ pub fn harvest_logs(home: &Path, stdout: &[String]) -> Result<Vec<(String, Strin
             }
         }
     }
+    // Creation order: what replay binds scripts by (a session's `createdAt` is unique and
+    // increasing within a process). Sessions of two processes (an ACP kin child's own and its
+    // parent's record of it) may tie: the one stdout names first comes first.
     let joined = stdout.join("\n");
     let first_seen = |id: &str| joined.find(id).unwrap_or(usize::MAX);
     logs.sort_by(|((a, at), _), ((b, bt), _)| {
-        first_seen(a)
-            .cmp(&first_seen(b))
-            .then(at.cmp(bt))
+        at.cmp(bt)
+            .then(first_seen(a).cmp(&first_seen(b)))
             .then(a.cmp(b))
     });
     Ok(logs.into_iter().map(|((id, _), text)| (id, text)).collect())

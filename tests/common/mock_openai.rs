@@ -33,6 +33,11 @@ pub enum Reply {
         headers: Vec<(String, String)>,
         body: String,
     },
+    /// The reply, sent after the delay (a model that takes its time).
+    Delayed(std::time::Duration, Box<Reply>),
+    /// The reply, held until the server has received `requests` requests in all (siblings
+    /// that must all have asked before any is answered).
+    Gated { requests: usize, reply: Box<Reply> },
 }
 
 /// A request as the server received it.
@@ -71,6 +76,8 @@ struct State {
     replies: VecDeque<Reply>,
     default: Option<Reply>,
     requests: Vec<Request>,
+    /// When each request's reply had been written (by request number).
+    answered: Vec<Option<Instant>>,
     connections: usize,
 }
 
@@ -165,6 +172,12 @@ impl MockServer {
         self.state.lock().unwrap().requests.get(at).cloned()
     }
 
+    /// When the reply to request `at` had been written, if it has.
+    pub fn answered(&self, at: usize) -> Option<Instant> {
+        let state = self.state.lock().unwrap();
+        state.answered.get(at).copied().flatten()
+    }
+
     /// Waits for the next event (a client hanging up on a held response).
     pub async fn next_event(&self) -> ServerEvent {
         self.events
@@ -198,19 +211,37 @@ async fn serve(
         let (number, reply) = {
             let mut state = state.lock().unwrap();
             state.requests.push(request);
+            state.answered.push(None);
             let reply = state.replies.pop_front().or_else(|| state.default.clone());
             (state.requests.len() - 1, reply)
         };
-        let reply = reply.unwrap_or_else(|| Reply::Status {
+        let mut reply = reply.unwrap_or_else(|| Reply::Status {
             status: 500,
             headers: Vec::new(),
             body: r#"{"error":{"message":"the mock server has no scripted reply"}}"#.into(),
         });
+        let reply = loop {
+            reply = match reply {
+                Reply::Delayed(delay, inner) => {
+                    tokio::time::sleep(delay).await;
+                    *inner
+                }
+                Reply::Gated { requests, reply } => {
+                    while state.lock().unwrap().requests.len() < requests {
+                        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                    }
+                    *reply
+                }
+                ready => break ready,
+            };
+        };
         if write_reply(&mut socket, &reply).await.is_err() {
             return;
         }
+        state.lock().unwrap().answered[number] = Some(Instant::now());
         match reply {
             Reply::Stream(_) | Reply::Status { .. } => {}
+            Reply::Delayed(..) | Reply::Gated { .. } => unreachable!("unwrapped above"),
             Reply::Cut(_) => return,
             Reply::Hang(_) => {
                 // Nothing more is sent; a read returning (EOF or error) means the client left.
@@ -308,6 +339,7 @@ async fn write_reply(socket: &mut TcpStream, reply: &Reply) -> std::io::Result<(
             return socket.flush().await;
         }
         Reply::Stream(parts) | Reply::Cut(parts) | Reply::Hang(parts) => parts,
+        Reply::Delayed(..) | Reply::Gated { .. } => unreachable!("unwrapped before writing"),
     };
     socket
         .write_all(

@@ -321,12 +321,14 @@ pub async fn play_with(source: ModelSource<'_>, input: &Input) -> Outcome {
         .run(input)
         .await
         .unwrap_or_else(|e| panic!("scenario {label} failed: {e}"));
+    let harvested = harvest_logs(&home, &raw_stdout).unwrap();
     let mut normalizer = Normalizer::new(&cwd, &home);
+    // Session ids are numbered by creation order, whichever the output names first.
+    normalizer.number_first(harvested.iter().map(|(id, _)| id.as_str()));
     let stdout = raw_stdout
         .iter()
         .map(|l| normalizer.stdout_line(l))
         .collect();
-    let harvested = harvest_logs(&home, &raw_stdout).unwrap();
     let logs = harvested
         .iter()
         .map(|(_, text)| normalizer.log(text))
@@ -400,14 +402,18 @@ pub fn write_expectations(dir: &Path, outcome: &Outcome) {
         }
     }
     for (i, log) in outcome.logs.iter().enumerate() {
+        // A recording in the reference's newer layout stays in it.
+        let log = in_layout_of(&read_lines(&log_file(dir, i)), log);
         std::fs::write(log_file(dir, i), log.join("\n") + "\n").unwrap();
     }
 }
 
-/// Splits normalized stdout into streams that keep their own order: each child session's
-/// `session/update` notifications (with the parent's `subagent_update`s about that child) under
-/// the child's id, everything else (the client's own sessions, responses, requests) under "".
-/// A background child runs beside its parent, so only the order between streams is free.
+/// Splits normalized stdout into streams that keep their own order: each tool call's updates
+/// and permission asks under `<session> call <id>`, each child session's other
+/// `session/update` notifications (with the parent's `subagent_update`s about that child)
+/// under the child's id, everything else (the client's own sessions, responses, requests)
+/// under "". Background children and sibling calls run side by side, so only the order
+/// between streams is free.
 fn streams(lines: &[String]) -> BTreeMap<String, Vec<String>> {
     let parsed: Vec<Value> = lines
         .iter()
@@ -430,10 +436,32 @@ fn streams(lines: &[String]) -> BTreeMap<String, Vec<String>> {
         .filter(|m| m.pointer("/params/update/sessionUpdate") == Some(&json!("subagent_update")))
         .filter_map(|m| Some(m.pointer("/params/update/sessionId")?.as_str()?.to_owned()))
         .collect();
+    // A call's progress and end, and the permission asks it makes, in a stream of its own:
+    // sibling calls run side by side and end in any order.
+    let call = |message: &Value| -> Option<String> {
+        let (session, id) = match message.get("method")?.as_str()? {
+            "session/update" => {
+                let update = message.pointer("/params/update")?;
+                if update.get("sessionUpdate")?.as_str()? != "tool_call_update" {
+                    return None;
+                }
+                (
+                    message.pointer("/params/sessionId")?,
+                    update.get("toolCallId")?,
+                )
+            }
+            "session/request_permission" => (
+                message.pointer("/params/sessionId")?,
+                message.pointer("/params/toolCall/toolCallId")?,
+            ),
+            _ => return None,
+        };
+        Some(format!("{} call {}", session.as_str()?, id.as_str()?))
+    };
     let mut streams = BTreeMap::<String, Vec<String>>::new();
     for (line, message) in lines.iter().zip(&parsed) {
-        let key = subject(message)
-            .filter(|id| children.contains(id))
+        let key = call(message)
+            .or_else(|| subject(message).filter(|id| children.contains(id)))
             .unwrap_or_default();
         streams.entry(key).or_default().push(line.clone());
     }
@@ -449,6 +477,7 @@ pub fn compare_with_recording(name: &str, dir: &Path, outcome: &Outcome) -> Vec<
     for key in keys {
         let what = match key.as_str() {
             "" => format!("{name}: stdout"),
+            call if call.contains(" call ") => format!("{name}: stdout of session {call}"),
             child => format!("{name}: stdout of child session {child}"),
         };
         let none = Vec::new();
@@ -473,10 +502,41 @@ pub fn compare_with_recording(name: &str, dir: &Path, outcome: &Outcome) -> Vec<
         failures.extend(diff(
             &format!("{name}: {}", log_file(dir, i).display()),
             &expected,
-            log,
+            &in_layout_of(&expected, log),
         ));
     }
     failures
+}
+
+/// Whether a recorded log is in the reference's newer layout: event lines without `seq`
+/// (packed rows without `seq0`).
+fn is_newer_layout(lines: &[String]) -> bool {
+    lines
+        .get(1)
+        .is_some_and(|line| !line.contains("\"seq\":") && !line.contains("\"seq0\":"))
+}
+
+/// The lines kin wrote (`log`), as the recording `recorded` lays them out: in the newer
+/// layout, without `seq`/`time` and `seq0`/`time0` (kin always writes them).
+pub fn in_layout_of(recorded: &[String], log: &[String]) -> Vec<String> {
+    if !is_newer_layout(recorded) {
+        return log.to_vec();
+    }
+    log.iter()
+        .enumerate()
+        .map(|(i, line)| {
+            let Ok(Value::Object(mut event)) = serde_json::from_str::<Value>(line) else {
+                return line.clone();
+            };
+            if i == 0 {
+                return line.clone();
+            }
+            for key in ["seq", "time", "seq0", "time0"] {
+                event.shift_remove(key);
+            }
+            Value::Object(event).to_string()
+        })
+        .collect()
 }
 
 pub fn read_input(dir: &Path) -> Input {

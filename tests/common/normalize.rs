@@ -1,11 +1,16 @@
 //! Making runs comparable: volatile values (paths, ids, times) become placeholders.
 //!
 //! - the workspace and the kin home, wherever they occur in a string -> `{{cwd}}`, `{{home}}`;
-//! - every UUID -> `{{id:N}}`, numbered by first appearance across the whole run (stdout first,
-//!   then the logs in order), so a session id in stdout and in its log get the same number;
+//! - every UUID -> `{{id:N}}`: the sessions' ids first, in creation order, then every other
+//!   UUID by first appearance across the whole run (stdout first, then the logs in order), so
+//!   a session id in stdout and in its log get the same number whatever order siblings run in;
 //! - ISO timestamps under `updatedAt` -> `{{time}}`; log `time`, header `createdAt` -> 0;
 //! - a `session/list` page (`sessions`) is sorted by normalized id: its newest-first order
-//!   rests on file times, which the file system keeps only to a few milliseconds.
+//!   rests on file times, which the file system keeps only to a few milliseconds;
+//! - a command started through kin's sandbox launcher (`kin sandbox-exec --policy P -- CMD`,
+//!   in a `terminal/create`) -> `CMD`, without the variables the sandbox adds: the launcher's
+//!   path, its policy and the private temp directory differ from machine to machine and run
+//!   to run (tests/sandbox.rs checks the sandbox itself).
 
 use std::collections::HashMap;
 
@@ -31,6 +36,14 @@ impl Normalizer {
         Self {
             paths,
             ids: HashMap::new(),
+        }
+    }
+
+    /// Numbers these UUIDs first, in this order.
+    pub fn number_first<'a>(&mut self, ids: impl IntoIterator<Item = &'a str>) {
+        for id in ids {
+            let next = self.ids.len() + 1;
+            self.ids.entry(id.to_owned()).or_insert(next);
         }
     }
 
@@ -69,6 +82,7 @@ impl Normalizer {
             Value::String(s) => *s = self.string(s),
             Value::Array(items) => items.iter_mut().for_each(|v| self.value(v)),
             Value::Object(map) => {
+                unwrap_sandbox_launcher(map);
                 for (key, v) in map.iter_mut() {
                     if key == "updatedAt" && v.is_string() {
                         *v = Value::from("{{time}}");
@@ -114,6 +128,30 @@ impl Normalizer {
                 Err(_) => line.to_owned(),
             })
             .collect()
+    }
+}
+
+/// `{"command": kin, "args": ["sandbox-exec", "--policy", P, "--", CMD, ARGS...], "env": [...]}`
+/// -> `{"command": CMD, "args": [ARGS...]}`, the sandbox's variables dropped from `env`.
+fn unwrap_sandbox_launcher(map: &mut serde_json::Map<String, Value>) {
+    const ADDED: [&str; 4] = ["TMPDIR", "TMP", "TEMP", "KIN_SANDBOX_CEILING"];
+    let Some(Value::Array(args)) = map.get("args") else {
+        return;
+    };
+    let launched = args.first().and_then(Value::as_str) == Some("sandbox-exec")
+        && args.get(3).and_then(Value::as_str) == Some("--")
+        && args.len() > 4;
+    if !launched || !map.contains_key("command") {
+        return;
+    }
+    let inner: Vec<Value> = args[4..].to_vec();
+    map.insert("command".into(), inner[0].clone());
+    map.insert("args".into(), Value::Array(inner[1..].to_vec()));
+    if let Some(Value::Array(env)) = map.get_mut("env") {
+        env.retain(|var| !ADDED.iter().any(|name| var["name"] == *name));
+        if env.is_empty() {
+            map.shift_remove("env");
+        }
     }
 }
 

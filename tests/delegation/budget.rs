@@ -72,7 +72,12 @@ async fn a_child_at_its_budget_stops_after_that_step() {
     );
     assert_eq!(
         results(&world, &parent.id),
-        [("Error: subagent run budget_exhausted".to_owned(), true)]
+        [(
+            "Error: subagent run budget_exhausted\nDiagnostic: its token budget of 5 was reached \
+             (166 tokens spent)"
+                .to_owned(),
+            true
+        )]
     );
     let ends: Vec<Value> = world
         .log(&child)
@@ -113,7 +118,13 @@ async fn a_tree_that_spent_its_budget_refuses_the_next_spawn() {
         timeout: Some(Duration::from_secs(60)),
         ..Default::default()
     };
-    let world = World::with_options(model.clone(), budgeted(settings));
+    // One call at a time: the second starts once the first has spent its tokens (side by
+    // side, a child without a budget of its own sets nothing aside).
+    let options = RuntimeOptions {
+        max_parallel: 1,
+        ..budgeted(settings)
+    };
+    let world = World::with_options(model.clone(), options);
     let parent = world.session();
     world.prompt(&parent, "parent: go").await;
     let results = results(&world, &parent.id);

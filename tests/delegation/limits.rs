@@ -80,7 +80,8 @@ async fn a_stalled_child_times_out_once_and_the_parent_is_told_once() {
     assert_eq!(
         results(&world, &parent.id),
         [(
-            "Error: subagent run timed_out: no model output or tool progress for 0.3s".to_owned(),
+            "Error: subagent run timed_out\nDiagnostic: no model output or tool progress for 0.3s"
+                .to_owned(),
             true
         )]
     );
@@ -117,7 +118,8 @@ async fn a_looping_child_gets_the_wrap_up_message_then_times_out() {
     assert_eq!(
         results(&world, &parent.id),
         [(
-            "Error: subagent run timed_out: the time limit of 1s was reached".to_owned(),
+            "Error: subagent run timed_out\nDiagnostic: the time limit of 1s was reached"
+                .to_owned(),
             true
         )]
     );

@@ -114,12 +114,19 @@ async fn a_foreground_child_returns_its_final_text() {
 #[tokio::test]
 async fn failed_children_become_errors_never_empty_successes() {
     let cases = [
-        ("fail", "Error: subagent run failed"),
+        (
+            "fail",
+            "Error: subagent run failed\nDiagnostic: model request failed: boom",
+        ),
         (
             "long",
-            "Error: subagent run hit its token limit before finishing",
+            "Error: subagent run hit its token limit before finishing\nDiagnostic: the model's \
+             output stopped at its token limit\nPartial output before the run ended:\ncut o",
         ),
-        ("rude", "Error: subagent declined the task"),
+        (
+            "rude",
+            "Error: subagent declined the task\nPartial output before the run ended:\nno",
+        ),
     ];
     for (ask, expected) in cases {
         let world = World::new(model(

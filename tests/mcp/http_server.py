@@ -1,7 +1,8 @@
 """A streamable-HTTP MCP server for tests/mcp_servers.rs, on the official Python SDK.
 
 Usage: http_server.py HEADER VALUE. Listens on a free port of 127.0.0.1, prints `PORT <n>` on
-stdout, and answers 401 to every request whose HEADER is not VALUE. Tool: `echo(text)`.
+stdout, and answers 401 to every request whose HEADER is not VALUE (printing `REFUSED` on
+stdout for each). Tool: `echo(text)`.
 """
 
 import socket
@@ -25,6 +26,7 @@ inner = server.streamable_http_app()
 
 async def app(scope, receive, send):
     if scope["type"] == "http" and dict(scope["headers"]).get(header) != expected:
+        print("REFUSED", flush=True)
         await send({"type": "http.response.start", "status": 401, "headers": []})
         await send({"type": "http.response.body", "body": b"missing header"})
         return

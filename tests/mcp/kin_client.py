@@ -18,7 +18,8 @@ Scenarios:
                              once the model's command has opened FIFO for reading (the task is
                              mid-turn), kin_reply(MESSAGE, background), then a line into FIFO
                              to let the command end, then kin_output(wait)
-  http URL PROMPT            over streamable HTTP: the tool names, then a foreground kin
+  http URL TOKEN PROMPT      over streamable HTTP with `Authorization: Bearer TOKEN`: the tool
+                             names, then a foreground kin
 """
 
 import json
@@ -29,6 +30,7 @@ import anyio
 from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 
 def out(value):
@@ -116,12 +118,14 @@ async def scenario(session, name, args):
 async def main():
     kin, name, args = sys.argv[1], sys.argv[2], sys.argv[3:]
     if name == "http":
-        async with streamable_http_client(args[0]) as (read, write):
+        url, token, prompt = args
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+        async with http, streamable_http_client(url, http_client=http) as (read, write):
             async with ClientSession(read, write) as session:
                 await session.initialize()
                 listed = await session.list_tools()
                 out({"names": [t.name for t in listed.tools]})
-                out(await call(session, "kin", {"prompt": args[1]}))
+                out(await call(session, "kin", {"prompt": prompt}))
         return
     server_args = ["mcp", "--mode", "allow"] if name in ("steer", "allowed") else ["mcp"]
     if name == "allowed":

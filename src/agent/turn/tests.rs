@@ -95,6 +95,7 @@ async fn a_fatal_tool_error_is_logged_then_ends_the_turn_as_failed() {
         system: String::new(),
         max_steps: 5,
         tool_argument_bytes: crate::limits::DEFAULT_TOOL_ARGUMENT_BYTES,
+        max_parallel: 8,
         client: None,
     };
     let prompt = vec![UserPart::Text { text: "go".into() }];

@@ -31,6 +31,9 @@ pub(super) struct Call {
     streamed: bool,
     body_stream: Option<SseDecoder>,
     done: bool,
+    /// The endpoint's requests in flight; a permit is held from the first attempt to the end.
+    requests: Option<Arc<tokio::sync::Semaphore>>,
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 pub(super) fn stream(call: Call) -> ChunkStream {
@@ -64,7 +67,15 @@ impl Call {
             streamed: false,
             body_stream: None,
             done: false,
+            requests: None,
+            permit: None,
         }
+    }
+
+    /// This call waiting for one of `requests`' permits before its first attempt.
+    pub(super) fn limited_by(mut self, requests: Arc<tokio::sync::Semaphore>) -> Self {
+        self.requests = Some(requests);
+        self
     }
 
     fn stall_text(&self) -> String {
@@ -75,6 +86,10 @@ impl Call {
         loop {
             if self.done {
                 return None;
+            }
+            if let Some(requests) = self.requests.take() {
+                // Never closed; were it, the request would go without a permit.
+                self.permit = requests.acquire_owned().await.ok();
             }
             let Some(body) = self.body_stream.as_mut() else {
                 match self.attempt().await {
@@ -95,6 +110,7 @@ impl Call {
                 }
                 None => {
                     self.done = true;
+                    self.permit = None;
                     return None;
                 }
                 Some(Err(failure)) => {
@@ -113,6 +129,7 @@ impl Call {
 
     fn fail(&mut self, error: ModelError) -> Option<Result<Chunk, ModelError>> {
         self.done = true;
+        self.permit = None;
         Some(Err(error))
     }
 
@@ -159,10 +176,12 @@ impl Call {
     async fn attempt(&mut self) -> Attempt {
         self.attempts += 1;
         let url = self.settings.endpoint();
-        let request = self
-            .client
-            .post(&url)
-            .bearer_auth(self.key.secret())
+        let mut request = self.client.post(&url);
+        // An empty key is a server that takes none (`kin login` for a local server).
+        if !self.key.secret().is_empty() {
+            request = request.bearer_auth(self.key.secret());
+        }
+        let request = request
             .header(CONTENT_TYPE, "application/json")
             .header(ACCEPT, "text/event-stream")
             .body(self.body.clone())

@@ -25,6 +25,7 @@ use futures::future::BoxFuture;
 use super::{ChunkStream, Credentials, Model, ModelError, ModelRequest};
 use crate::sync::{read_lock, write_lock};
 
+pub(crate) use sse::error_chain;
 pub use sse::{SseDecoder, StreamFailure};
 
 /// DeepSeek's API root; `/chat/completions` is appended to it.
@@ -34,6 +35,9 @@ pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub(crate) const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(60);
 pub(crate) const DEFAULT_RETRIES: u32 = 3;
 pub(crate) const DEFAULT_RETRY_BASE: Duration = Duration::from_millis(500);
+/// Requests in flight at once to one endpoint, by default: a fan-out of the default
+/// `[tools] max_parallel` children, and their parents, without waiting.
+pub(crate) const DEFAULT_MAX_CONCURRENT_REQUESTS: usize = 16;
 
 /// How to reach the endpoint and how patient to be with it.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,6 +56,8 @@ pub struct OpenAiSettings {
     pub retry_base: Duration,
     /// Whether the model takes image parts (off by default: DeepSeek's chat models do not).
     pub(crate) images: bool,
+    /// Requests in flight at once; more wait (a nested fan-out slows down, it does not fail).
+    pub max_concurrent_requests: usize,
 }
 
 impl OpenAiSettings {
@@ -67,6 +73,7 @@ impl OpenAiSettings {
             retries: DEFAULT_RETRIES,
             retry_base: DEFAULT_RETRY_BASE,
             images: false,
+            max_concurrent_requests: DEFAULT_MAX_CONCURRENT_REQUESTS,
         }
     }
 
@@ -189,18 +196,34 @@ pub struct OpenAiModel {
     loader: Option<KeyLoader>,
     /// What the last request of each recent session encoded, reused by its next one.
     encoded: Arc<Mutex<request::RecentHistories>>,
+    /// One permit per request in flight to the endpoint (`max_concurrent_requests`).
+    requests: Arc<tokio::sync::Semaphore>,
 }
 
 impl OpenAiModel {
     /// The model for these settings and this key; the HTTP client itself is built later.
     pub fn new(settings: OpenAiSettings, key: KeyState) -> Result<Self, ClientError> {
         Ok(Self {
+            requests: Arc::new(tokio::sync::Semaphore::new(
+                settings.max_concurrent_requests.max(1),
+            )),
             settings: Arc::new(settings),
             client: Arc::new(OnceLock::new()),
             key: Arc::new(RwLock::new(key)),
             loader: None,
             encoded: Arc::default(),
         })
+    }
+
+    /// The permits of its requests in flight, to share with a model of the same endpoint.
+    pub(crate) fn requests(&self) -> Arc<tokio::sync::Semaphore> {
+        self.requests.clone()
+    }
+
+    /// This model counting its requests with `requests` (another's of the same endpoint).
+    pub(crate) fn sharing_requests(mut self, requests: Arc<tokio::sync::Semaphore>) -> Self {
+        self.requests = requests;
+        self
     }
 
     /// The HTTP client, built on first use (or waited for, while [`Model::prepare`] builds it).
@@ -243,6 +266,11 @@ fn build_client(settings: &OpenAiSettings) -> Result<reqwest::Client, ClientErro
     builder
         .build()
         .map_err(|e| ClientError(sse::error_chain(&e)))
+}
+
+/// The HTTP client model calls to `settings`' endpoint use (also `kin login`'s requests).
+pub(crate) fn http_client(settings: &OpenAiSettings) -> Result<reqwest::Client, ClientError> {
+    build_client(settings)
 }
 
 /// Whether calls to `base_url` can need TLS: anything but a plain `http://` URL.
@@ -290,7 +318,8 @@ impl Model for OpenAiModel {
         let mut encoded = recent().take(&request.session_id);
         let body = encoded.body(&self.settings.model, &request, self.settings.images);
         recent().put(request.session_id, encoded);
-        call::stream(call::Call::new(client, self.settings.clone(), key, body))
+        let call = call::Call::new(client, self.settings.clone(), key, body);
+        call::stream(call.limited_by(self.requests.clone()))
     }
 
     fn with_model_name(&self, name: &str) -> Option<Arc<dyn Model>> {
@@ -302,6 +331,7 @@ impl Model for OpenAiModel {
             key: self.key.clone(),
             loader: self.loader.clone(),
             encoded: self.encoded.clone(),
+            requests: self.requests.clone(),
         }))
     }
 

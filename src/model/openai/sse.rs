@@ -38,7 +38,7 @@ impl StreamFailure {
 }
 
 /// An error and its causes, `: `-separated (reqwest puts the useful part in the sources).
-pub(super) fn error_chain(error: &dyn std::error::Error) -> String {
+pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {

@@ -94,8 +94,8 @@ fn needs_escaping(bytes: &[u8]) -> bool {
     })
 }
 
-fn read_text(how: UserEncoding<'_>, blob: &str) -> Option<String> {
-    how.blobs.and_then(|dir| blobs::get_text(dir, blob))
+fn read_text(how: UserEncoding<'_>, blob: &str, size: u64) -> Option<String> {
+    how.blobs.and_then(|dir| blobs::get_text(dir, blob, size))
 }
 
 fn piece(part: &UserPart, how: UserEncoding<'_>) -> Piece {
@@ -108,7 +108,7 @@ fn piece(part: &UserPart, how: UserEncoding<'_>) -> Piece {
             size,
             ..
         } => {
-            let data = how.images.then(|| read_text(how, blob)).flatten();
+            let data = how.images.then(|| read_text(how, blob, *size)).flatten();
             match data {
                 Some(base64) => Piece::Image {
                     mime_type: mime_type.clone(),
@@ -138,7 +138,7 @@ fn piece(part: &UserPart, how: UserEncoding<'_>) -> Piece {
             }
             let body = match (text, blob) {
                 (Some(text), _) => Some(text.clone()),
-                (None, Some(blob)) => read_text(how, blob),
+                (None, Some(blob)) => read_text(how, blob, *size),
                 (None, None) => None,
             };
             let Some(body) = body else {

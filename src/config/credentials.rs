@@ -1,0 +1,301 @@
+//! Where `kin login` keeps the API key: the OS keyring when one answers, else a file of its own
+//! (mode 0600) in kin's config directory. The config file's `api_key_store` says which holds it
+//! (or that the endpoint takes no key). Only the key lives here; nothing here logs it.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::EnvLookup;
+
+/// The environment variable (and `kin login --key-store`) that picks where a new key goes.
+pub const ENV_KEY_STORE: &str = "KIN_KEY_STORE";
+/// The keyring entry: service and user name.
+#[cfg(feature = "keyring")]
+const KEYRING_ENTRY: (&str, &str) = ("kin", "api-key");
+/// The key file's name in kin's config directory.
+const CREDENTIAL_FILE_NAME: &str = "api-key";
+
+/// Where the key of `kin login` is kept (the config file's `api_key_store`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KeyStore {
+    /// The OS keyring (Keychain, Credential Manager, Secret Service).
+    Keyring,
+    /// The credential file, [`credential_file`].
+    File,
+    /// The endpoint takes no key (a local server).
+    None,
+}
+
+impl KeyStore {
+    /// The config file's spelling.
+    pub fn id(self) -> &'static str {
+        match self {
+            Self::Keyring => "keyring",
+            Self::File => "file",
+            Self::None => "none",
+        }
+    }
+
+    /// The store named `id` (`keyring`, `file`, `none`).
+    pub fn from_id(id: &str) -> Option<Self> {
+        [Self::Keyring, Self::File, Self::None]
+            .into_iter()
+            .find(|store| store.id() == id)
+    }
+}
+
+/// Why a key could not be stored, read or removed.
+#[derive(Debug, thiserror::Error)]
+pub enum CredentialError {
+    /// The OS keyring refused or is absent.
+    #[error("the OS keyring: {0}")]
+    Keyring(String),
+    /// The credential file could not be written, read or removed.
+    #[error("{path}: {source}")]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Neither `XDG_CONFIG_HOME` nor `HOME` is set, so there is no config directory.
+    #[error("no config directory (neither XDG_CONFIG_HOME nor HOME is set)")]
+    NoConfigDir,
+    /// The store holds no key.
+    #[error("{0} holds no key")]
+    Empty(String),
+}
+
+/// The file the key goes to when there is no keyring: `api-key` in kin's config directory
+/// (`$XDG_CONFIG_HOME/kin`, else `~/.config/kin`). kin's own file tools and prompt
+/// attachments refuse it (see [`is_credential_file`]).
+pub fn credential_file(env: EnvLookup<'_>) -> Option<PathBuf> {
+    super::config_dir(env).map(|dir| dir.join(CREDENTIAL_FILE_NAME))
+}
+
+/// Whether `meta` (of a file kin was asked to read) is kin's credential file, by device and
+/// inode, so a link or another spelling of the path is caught too.
+pub fn is_credential_file(meta: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Some(path) = credential_file(&super::process_env) else {
+        return false;
+    };
+    std::fs::metadata(path).is_ok_and(|own| own.dev() == meta.dev() && own.ino() == meta.ino())
+}
+
+/// Keeps `key` in `store`: the keyring, or the credential file. `Keyring` falls back to the
+/// file when no keyring answers; the store actually used is returned with, for a fallback,
+/// why the keyring was not used.
+pub(crate) fn save(
+    store: KeyStore,
+    key: &str,
+    env: EnvLookup<'_>,
+) -> Result<(KeyStore, Option<String>), CredentialError> {
+    let fallback = match store {
+        KeyStore::None => return Ok((KeyStore::None, None)),
+        KeyStore::File => None,
+        KeyStore::Keyring => match keyring_set(key) {
+            Ok(()) => {
+                // A key left in the file from an earlier sign-in would only mislead.
+                let _ = remove_file(env);
+                return Ok((KeyStore::Keyring, None));
+            }
+            Err(error) => Some(error.to_string()),
+        },
+    };
+    let path = credential_file(env).ok_or(CredentialError::NoConfigDir)?;
+    write_private(&path, format!("{key}\n").as_bytes())
+        .map_err(|source| CredentialError::File { path, source })?;
+    Ok((KeyStore::File, fallback))
+}
+
+/// The key kept in `store` (`None` for [`KeyStore::None`]).
+pub(crate) fn load(
+    store: KeyStore,
+    file: Option<&Path>,
+) -> Result<Option<String>, CredentialError> {
+    let key = match store {
+        KeyStore::None => return Ok(None),
+        KeyStore::Keyring => keyring_get()?,
+        KeyStore::File => {
+            let path = file.ok_or(CredentialError::NoConfigDir)?;
+            std::fs::read_to_string(path).map_err(|source| CredentialError::File {
+                path: path.to_owned(),
+                source,
+            })?
+        }
+    };
+    let key = key.trim();
+    if key.is_empty() {
+        let place = match (store, file) {
+            (KeyStore::File, Some(path)) => path.display().to_string(),
+            _ => "the OS keyring".to_owned(),
+        };
+        return Err(CredentialError::Empty(place));
+    }
+    Ok(Some(key.to_owned()))
+}
+
+/// Removes the key from the keyring and the credential file; says where one was removed.
+pub(crate) fn remove(env: EnvLookup<'_>) -> Result<Vec<String>, CredentialError> {
+    let mut removed = Vec::new();
+    if keyring_delete()? {
+        removed.push("the OS keyring".to_owned());
+    }
+    if let Some(path) = remove_file(env)? {
+        removed.push(path.display().to_string());
+    }
+    Ok(removed)
+}
+
+/// Removes the credential file; `Ok(Some(path))` when there was one.
+fn remove_file(env: EnvLookup<'_>) -> Result<Option<PathBuf>, CredentialError> {
+    let Some(path) = credential_file(env) else {
+        return Ok(None);
+    };
+    match std::fs::remove_file(&path) {
+        Ok(()) => Ok(Some(path)),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(CredentialError::File { path, source }),
+    }
+}
+
+/// Writes `bytes` to `path` readable by the owner only, whole or not at all: a temporary file
+/// beside it (created 0600) is renamed over it, so an interrupted write leaves the old file.
+pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let name = path
+        .file_name()
+        .map_or_else(|| "kin".into(), |name| name.to_string_lossy().into_owned());
+    let temporary = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let written = (|| {
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&temporary)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&temporary, path)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&temporary);
+    }
+    written
+}
+
+#[cfg(feature = "keyring")]
+fn keyring_entry() -> Result<keyring::Entry, CredentialError> {
+    // Why there is no keyring (no Secret Service on D-Bus, ...) says more than "no store".
+    if let Err(error) = keyring::Entry::store_status() {
+        return Err(CredentialError::Keyring(format!("none answered ({error})")));
+    }
+    keyring::Entry::new(KEYRING_ENTRY.0, KEYRING_ENTRY.1)
+        .map_err(|error| CredentialError::Keyring(error.to_string()))
+}
+
+#[cfg(feature = "keyring")]
+fn keyring_set(key: &str) -> Result<(), CredentialError> {
+    keyring_entry()?
+        .set_password(key)
+        .map_err(|error| CredentialError::Keyring(error.to_string()))
+}
+
+#[cfg(feature = "keyring")]
+fn keyring_get() -> Result<String, CredentialError> {
+    keyring_entry()?
+        .get_password()
+        .map_err(|error| CredentialError::Keyring(error.to_string()))
+}
+
+/// `Ok(true)` when the keyring held a key and it is gone; no keyring is nothing to delete.
+#[cfg(feature = "keyring")]
+fn keyring_delete() -> Result<bool, CredentialError> {
+    let Ok(entry) = keyring_entry() else {
+        return Ok(false);
+    };
+    match entry.delete_credential() {
+        Ok(()) => Ok(true),
+        // No entry, or no keyring to hold one.
+        Err(
+            keyring::Error::NoEntry
+            | keyring::Error::NoDefaultStore
+            | keyring::Error::NoStorageAccess(_)
+            | keyring::Error::PlatformFailure(_),
+        ) => Ok(false),
+        Err(error) => Err(CredentialError::Keyring(error.to_string())),
+    }
+}
+
+#[cfg(not(feature = "keyring"))]
+const NO_KEYRING: &str = "this kin was built without keyring support";
+
+#[cfg(not(feature = "keyring"))]
+fn keyring_set(_key: &str) -> Result<(), CredentialError> {
+    Err(CredentialError::Keyring(NO_KEYRING.into()))
+}
+
+#[cfg(not(feature = "keyring"))]
+fn keyring_get() -> Result<String, CredentialError> {
+    Err(CredentialError::Keyring(NO_KEYRING.into()))
+}
+
+#[cfg(not(feature = "keyring"))]
+fn keyring_delete() -> Result<bool, CredentialError> {
+    Ok(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn the_file_store_is_private_and_replaced_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().to_string_lossy().into_owned();
+        let env = move |name: &str| (name == "XDG_CONFIG_HOME").then(|| home.clone());
+        let (store, why) = save(KeyStore::File, "sk-first-000000", &env).unwrap();
+        assert_eq!((store, why), (KeyStore::File, None));
+        let path = credential_file(&env).unwrap();
+        assert_eq!(path, dir.path().join("kin/api-key"));
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        save(KeyStore::File, "sk-second-00000", &env).unwrap();
+        let key = load(KeyStore::File, Some(&path)).unwrap();
+        assert_eq!(key.as_deref(), Some("sk-second-00000"));
+        // Only the key file is left: no temporary beside it.
+        let names: Vec<_> = std::fs::read_dir(path.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["api-key"]);
+        assert_eq!(remove(&env).unwrap(), [path.display().to_string()]);
+        assert!(!path.exists());
+        assert!(matches!(
+            load(KeyStore::File, Some(&path)),
+            Err(CredentialError::File { .. })
+        ));
+    }
+
+    #[test]
+    fn an_empty_file_is_no_key_and_none_needs_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("api-key");
+        std::fs::write(&path, "\n").unwrap();
+        let error = load(KeyStore::File, Some(&path)).unwrap_err().to_string();
+        assert!(error.contains("holds no key"), "{error}");
+        assert_eq!(load(KeyStore::None, None).unwrap(), None);
+        assert_eq!(KeyStore::from_id("keyring"), Some(KeyStore::Keyring));
+        assert_eq!(KeyStore::from_id("vault"), None);
+    }
+}

@@ -1,0 +1,648 @@
+//! The kernel sandbox of the processes kin starts for the model (its commands, ACP children
+//! run as local processes, MCP stdio servers that opt in): what each may write and whether it
+//! may use the network, and how it is launched so that the kernel holds it to that.
+//!
+//! A confined process is started through kin's own launcher ([`super::sandbox_exec`]), which
+//! applies a Landlock ruleset to itself and then execs the program. Reads stay as the user's
+//! everywhere; writes are allowed only beneath the workspace roots, a private temp directory
+//! of the session, the configured `[sandbox] writable` paths and a few devices; in read-only
+//! mode, only in the private temp directory. A kin started inside a sandbox learns its parent's
+//! command policy from [`CEILING_ENV`] and never grants its own commands more.
+//!
+//! `[sandbox] mode`: `auto` confines where the kernel can and says plainly where it cannot;
+//! `required` refuses to start a process it cannot confine; `off` confines nothing. Knows
+//! nothing of tools, sessions or ACP: callers say where a command works.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde::Deserialize;
+
+use super::sandbox_policy::canonical;
+pub use super::sandbox_policy::Policy;
+use crate::sync::lock;
+
+/// The command policy of the kin above, for a kin started inside its sandbox (JSON).
+pub const CEILING_ENV: &str = "KIN_SANDBOX_CEILING";
+/// Set (non-empty) to act as if this kernel had no Landlock: how tests check `required`.
+pub const NO_LANDLOCK_ENV: &str = "KIN_SANDBOX_SIMULATE_NO_LANDLOCK";
+
+/// `[sandbox] mode`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxMode {
+    /// Confine where the kernel can; run unconfined, and say so, where it cannot.
+    #[default]
+    Auto,
+    /// Confine, or refuse to start the process.
+    Required,
+    /// Confine nothing.
+    Off,
+}
+
+impl SandboxMode {
+    /// The value as the config file writes it.
+    pub fn id(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Required => "required",
+            Self::Off => "off",
+        }
+    }
+}
+
+/// The `[sandbox]` table, resolved.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SandboxSettings {
+    /// `auto`, `required` or `off`.
+    pub mode: SandboxMode,
+    /// Also writable by commands (absolute, `~` expanded).
+    pub writable: Vec<PathBuf>,
+    /// The network of commands; `None`: on, except in read-only mode.
+    pub network: Option<bool>,
+}
+
+/// What the kernel here can enforce.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Support {
+    /// Landlock, at least at this ABI (kin probes up to 6); `network`: TCP rules (ABI 4+).
+    Landlock {
+        /// The highest ABI probed that the kernel has.
+        abi: u8,
+        /// TCP rules are enforced.
+        network: bool,
+    },
+    /// No Landlock, and why.
+    Missing(String),
+}
+
+impl Support {
+    /// Probes the running kernel (no ruleset is enforced).
+    pub fn probe() -> Self {
+        use landlock::{
+            Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr, ABI,
+        };
+        if std::env::var_os(NO_LANDLOCK_ENV).is_some_and(|v| !v.is_empty()) {
+            return Self::Missing(format!("simulated by {NO_LANDLOCK_ENV}"));
+        }
+        if !cfg!(target_os = "linux") {
+            return Self::Missing("Landlock is Linux's; no sandbox is done for this OS yet".into());
+        }
+        let handles = |abi: ABI, net: bool| {
+            let ruleset = Ruleset::default()
+                .set_compatibility(CompatLevel::HardRequirement)
+                .handle_access(AccessFs::from_all(abi));
+            match (ruleset, net) {
+                (Ok(ruleset), true) => ruleset.handle_access(AccessNet::from_all(abi)).is_ok(),
+                (ruleset, _) => ruleset.is_ok(),
+            }
+        };
+        let levels = [
+            (6, ABI::V6),
+            (5, ABI::V5),
+            (4, ABI::V4),
+            (3, ABI::V3),
+            (2, ABI::V2),
+            (1, ABI::V1),
+        ];
+        for (abi, level) in levels {
+            if handles(level, abi >= 4) {
+                return Self::Landlock {
+                    abi,
+                    network: abi >= 4,
+                };
+            }
+        }
+        Self::Missing(
+            "this kernel has no Landlock (Linux 5.13+ with `landlock` in its LSMs)".into(),
+        )
+    }
+
+    /// For `kin config` and notices.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Landlock { abi, network: true } => {
+                format!("Landlock ABI {abi}+: file writes and TCP enforced")
+            }
+            Self::Landlock { abi, .. } => format!(
+                "Landlock ABI {abi}: file writes enforced; network rules need ABI 4 (Linux 6.7), \
+                 so the network is not confined"
+            ),
+            Self::Missing(why) => format!("none: {why}"),
+        }
+    }
+}
+
+/// Where a command works, as its caller knows it.
+pub struct CommandScope<'a> {
+    /// The session it works for: its private temp directory.
+    pub session: &'a str,
+    /// The workspace roots.
+    pub roots: Vec<PathBuf>,
+    /// The session's effective mode is `read-only`.
+    pub read_only: bool,
+}
+
+/// How to start a process: the program, its arguments, variables to add, and the policy it is
+/// held to (`None`: unconfined).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Launch {
+    /// What to run: kin's launcher when confined.
+    pub program: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Added to its environment (the private temp dir, the ceiling for a kin below).
+    pub env: Vec<(String, String)>,
+    /// The policy it is held to.
+    pub policy: Option<Policy>,
+}
+
+impl Launch {
+    /// `program args` as they are, unconfined.
+    pub(crate) fn direct(program: &str, args: &[String]) -> Self {
+        Self {
+            program: program.to_owned(),
+            args: args.to_vec(),
+            env: Vec::new(),
+            policy: None,
+        }
+    }
+}
+
+/// Why a process was not started.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SandboxError {
+    /// `required`, where nothing can be confined.
+    #[error(
+        "kin's sandbox is required (`[sandbox] mode = \"required\"`) but cannot confine \
+         processes here ({0}), so the command was not run; use a kernel with Landlock or set \
+         `[sandbox] mode = \"auto\"` to run commands unconfined"
+    )]
+    Unavailable(String),
+    /// The private temp directory could not be made.
+    #[error("could not make the sandbox's private temp directory {path}: {reason}")]
+    Temp {
+        /// The directory.
+        path: PathBuf,
+        /// The OS error.
+        reason: String,
+    },
+}
+
+/// The sandbox of this kin process: its settings, what the kernel supports, the launcher,
+/// the ceiling inherited from a kin above, and the sessions' private temp directories.
+#[derive(Debug)]
+pub struct Sandbox {
+    settings: SandboxSettings,
+    support: Support,
+    /// The kin executable that launches confined processes (`None`: confinement unavailable).
+    launcher: Option<PathBuf>,
+    ceiling: Option<Policy>,
+    /// This process's directory of private temp directories, made on first use.
+    temp: Mutex<Option<PathBuf>>,
+    /// Sessions told how their commands run.
+    told: Mutex<HashSet<String>>,
+}
+
+impl Sandbox {
+    /// Confines nothing (tests, and code run outside the `kin` executable).
+    pub fn off() -> Self {
+        Self::new(
+            SandboxSettings {
+                mode: SandboxMode::Off,
+                ..SandboxSettings::default()
+            },
+            Support::Missing("off".into()),
+            None,
+            None,
+        )
+    }
+
+    /// A sandbox from its parts (tests build one for a kernel they pretend to have).
+    pub fn new(
+        settings: SandboxSettings,
+        support: Support,
+        launcher: Option<PathBuf>,
+        ceiling: Option<Policy>,
+    ) -> Self {
+        Self {
+            settings,
+            support,
+            launcher,
+            ceiling,
+            temp: Mutex::new(None),
+            told: Mutex::default(),
+        }
+    }
+
+    /// This process's sandbox as `settings` say, on this kernel, launched by this executable,
+    /// under the ceiling a kin above set (a ceiling that cannot be read leaves nothing writable).
+    pub fn for_this_process(settings: SandboxSettings) -> Self {
+        let launcher = std::env::current_exe().ok();
+        let ceiling = std::env::var(CEILING_ENV).ok().map(|json| {
+            serde_json::from_str(&json).unwrap_or(Policy {
+                writable: Vec::new(),
+                network: false,
+                required: true,
+            })
+        });
+        Self::new(settings, Support::probe(), launcher, ceiling)
+    }
+
+    /// The `[sandbox]` settings.
+    pub fn settings(&self) -> &SandboxSettings {
+        &self.settings
+    }
+
+    /// What the kernel can enforce.
+    pub fn support(&self) -> &Support {
+        &self.support
+    }
+
+    /// The policy a kin above holds this one to.
+    pub fn ceiling(&self) -> Option<&Policy> {
+        self.ceiling.as_ref()
+    }
+
+    /// Whether started processes are confined.
+    pub fn confines(&self) -> bool {
+        self.mode() != SandboxMode::Off
+            && matches!(self.support, Support::Landlock { .. })
+            && self.launcher.is_some()
+    }
+
+    /// The mode in force: a kin started inside a sandbox cannot turn it off for what it starts
+    /// (the kernel would hold them anyway; this keeps what kin reports true).
+    fn mode(&self) -> SandboxMode {
+        match (self.settings.mode, &self.ceiling) {
+            (SandboxMode::Off, Some(_)) => SandboxMode::Auto,
+            (mode, _) => mode,
+        }
+    }
+
+    /// The launch of a command working in `scope`.
+    pub fn command(
+        &self,
+        scope: &CommandScope<'_>,
+        program: &str,
+        args: &[String],
+    ) -> Result<Launch, SandboxError> {
+        let Some(policy) = self.command_policy(scope)? else {
+            return Ok(Launch::direct(program, args));
+        };
+        let temp = self.private_temp(scope.session)?;
+        let mut launch = self.wrap(&policy, program, args);
+        launch.env = self.env_for(&policy, &temp);
+        Ok(launch)
+    }
+
+    /// The launch of a child agent working in `scope`: what its commands may do, plus
+    /// `state` (where agents keep their own sessions, e.g. kin's home) and the network (it
+    /// talks to its model). The child is told its commands' policy as its ceiling.
+    pub fn agent(
+        &self,
+        scope: &CommandScope<'_>,
+        state: &[PathBuf],
+        program: &str,
+        args: &[String],
+    ) -> Result<Launch, SandboxError> {
+        let Some(commands) = self.command_policy(scope)? else {
+            return Ok(Launch::direct(program, args));
+        };
+        let temp = self.private_temp(scope.session)?;
+        let mut own = commands.clone();
+        own.writable.extend(state.iter().map(|p| canonical(p)));
+        own.network = true;
+        let mut launch = self.wrap(&own, program, args);
+        launch.env = self.env_for(&commands, &temp);
+        Ok(launch)
+    }
+
+    /// The policy of a command in `scope`, or `None` when it runs unconfined.
+    pub fn command_policy(&self, scope: &CommandScope<'_>) -> Result<Option<Policy>, SandboxError> {
+        match (self.mode(), self.confines()) {
+            (SandboxMode::Off, _) => return Ok(None),
+            (_, true) => {}
+            (SandboxMode::Auto, false) => return Ok(None),
+            (SandboxMode::Required, false) => {
+                return Err(SandboxError::Unavailable(self.missing()));
+            }
+        }
+        let mut writable = vec![self.private_temp(scope.session)?];
+        if !scope.read_only {
+            writable.extend(scope.roots.iter().map(|p| canonical(p)));
+            writable.extend(self.settings.writable.iter().map(|p| canonical(p)));
+        }
+        let policy = Policy {
+            writable,
+            network: self.settings.network.unwrap_or(!scope.read_only),
+            required: self.mode() == SandboxMode::Required,
+        };
+        Ok(Some(match &self.ceiling {
+            Some(ceiling) => policy.within(ceiling),
+            None => policy,
+        }))
+    }
+
+    fn missing(&self) -> String {
+        match (&self.support, &self.launcher) {
+            (Support::Missing(why), _) => why.clone(),
+            (_, None) => {
+                "kin's own executable, which launches confined processes, is unknown".into()
+            }
+            _ => String::new(),
+        }
+    }
+
+    fn wrap(&self, policy: &Policy, program: &str, args: &[String]) -> Launch {
+        let Some(launcher) = &self.launcher else {
+            return Launch::direct(program, args);
+        };
+        let json = serde_json::to_string(policy).unwrap_or_default();
+        let mut wrapped = vec![
+            super::sandbox_exec::ARG.to_owned(),
+            "--policy".to_owned(),
+            json,
+            "--".to_owned(),
+            program.to_owned(),
+        ];
+        wrapped.extend_from_slice(args);
+        Launch {
+            program: launcher.to_string_lossy().into_owned(),
+            args: wrapped,
+            env: Vec::new(),
+            policy: Some(policy.clone()),
+        }
+    }
+
+    fn env_for(&self, commands: &Policy, temp: &Path) -> Vec<(String, String)> {
+        let temp = temp.to_string_lossy().into_owned();
+        let ceiling = serde_json::to_string(commands).unwrap_or_default();
+        vec![
+            ("TMPDIR".to_owned(), temp.clone()),
+            ("TMP".to_owned(), temp.clone()),
+            ("TEMP".to_owned(), temp),
+            (CEILING_ENV.to_owned(), ceiling),
+        ]
+    }
+
+    /// The session's private temp directory (0700, beneath this process's own one), made now
+    /// if need be.
+    fn private_temp(&self, session: &str) -> Result<PathBuf, SandboxError> {
+        use std::os::unix::fs::DirBuilderExt;
+        let make = |path: &Path| match std::fs::DirBuilder::new().mode(0o700).create(path) {
+            Err(error) if error.kind() != std::io::ErrorKind::AlreadyExists => {
+                Err(SandboxError::Temp {
+                    path: path.to_owned(),
+                    reason: error.to_string(),
+                })
+            }
+            _ => Ok(()),
+        };
+        let base = {
+            let mut temp = lock(&self.temp);
+            match &*temp {
+                Some(base) => base.clone(),
+                None => {
+                    let name = format!(
+                        "kin-{}-{}",
+                        std::process::id(),
+                        uuid::Uuid::new_v4().simple()
+                    );
+                    let base = canonical(&std::env::temp_dir()).join(name);
+                    make(&base)?;
+                    *temp = Some(base.clone());
+                    base
+                }
+            }
+        };
+        let name: String = session
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .take(80)
+            .collect();
+        let dir = base.join(if name.is_empty() {
+            "session".into()
+        } else {
+            name
+        });
+        make(&dir)?;
+        Ok(dir)
+    }
+
+    /// Once per session: how its commands run, as (warning, title, description), or `None`
+    /// when it was told already.
+    pub fn first_notice(&self, session: &str) -> Option<(bool, String, String)> {
+        if !lock(&self.told).insert(session.to_owned()) {
+            return None;
+        }
+        Some(self.notice())
+    }
+
+    /// How commands run here, as (warning, title, description).
+    pub fn notice(&self) -> (bool, String, String) {
+        let writable = match self.settings.writable.len() {
+            0 => String::new(),
+            n => format!(", {n} configured path(s) (`[sandbox] writable`)"),
+        };
+        if self.confines() {
+            let network = match (&self.support, self.settings.network) {
+                (Support::Landlock { network: false, .. }, _) => {
+                    "the network is not confined (this kernel lacks Landlock's TCP rules)"
+                }
+                (_, Some(false)) => "the network is off",
+                (_, Some(true)) => "the network is on",
+                (_, None) => "the network is on (off in read-only mode)",
+            };
+            let description = format!(
+                "Commands may write only beneath the workspace, a private temp directory{writable}; \
+                 in read-only mode only the temp directory; {network}. Kernel: {}.",
+                self.support.describe()
+            );
+            return (false, "Commands run in kin's sandbox".into(), description);
+        }
+        match self.mode() {
+            SandboxMode::Off => (
+                true,
+                "Commands run without a sandbox".into(),
+                "`[sandbox] mode = \"off\"`: commands and what they start can write anywhere \
+                 you can."
+                    .into(),
+            ),
+            SandboxMode::Required => (
+                true,
+                "Commands are refused".into(),
+                format!(
+                    "`[sandbox] mode = \"required\"`, but processes cannot be confined here \
+                     ({}).",
+                    self.missing()
+                ),
+            ),
+            SandboxMode::Auto => (
+                true,
+                "Commands run without a sandbox".into(),
+                format!(
+                    "kin cannot confine them here ({}), so commands and what they start can \
+                     write anywhere you can. Use `ask` mode to review each command, or set \
+                     `[sandbox] mode = \"required\"` to refuse commands.",
+                    self.missing()
+                ),
+            ),
+        }
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        if let Some(base) = lock(&self.temp).take() {
+            let _ = std::fs::remove_dir_all(base);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn landlock(settings: SandboxSettings, ceiling: Option<Policy>) -> Sandbox {
+        Sandbox::new(
+            settings,
+            Support::Landlock {
+                abi: 6,
+                network: true,
+            },
+            Some("/kin".into()),
+            ceiling,
+        )
+    }
+
+    fn scope(root: &Path, read_only: bool) -> CommandScope<'_> {
+        CommandScope {
+            session: "s1",
+            roots: vec![root.to_owned()],
+            read_only,
+        }
+    }
+
+    #[test]
+    fn commands_write_the_roots_the_temp_dir_and_configured_paths() {
+        let ws = tempfile::tempdir().unwrap();
+        let root = canonical(ws.path());
+        let sandbox = landlock(
+            SandboxSettings {
+                writable: vec!["/opt/cache".into()],
+                ..SandboxSettings::default()
+            },
+            None,
+        );
+        let launch = sandbox
+            .command(&scope(&root, false), "bash", &["-c".into(), "x".into()])
+            .unwrap();
+        let policy = launch.policy.clone().unwrap();
+        assert!(policy.network);
+        assert_eq!(policy.writable[1..], [root.clone(), "/opt/cache".into()]);
+        let temp = &policy.writable[0];
+        assert!(temp.is_dir() && temp.ends_with("s1"), "{}", temp.display());
+        assert_eq!(launch.program, "/kin");
+        assert_eq!(launch.args[0], "sandbox-exec");
+        assert_eq!(launch.args[4..], ["bash", "-c", "x"]);
+        assert!(launch
+            .env
+            .contains(&("TMPDIR".into(), temp.to_string_lossy().into())));
+        // Read-only: the temp dir alone, no network.
+        let policy = sandbox
+            .command_policy(&scope(&root, true))
+            .unwrap()
+            .unwrap();
+        assert_eq!(policy.writable, std::slice::from_ref(temp));
+        assert!(!policy.network);
+        let base = temp.parent().unwrap().to_owned();
+        drop(sandbox);
+        assert!(!base.exists(), "the private temp dirs are removed");
+    }
+
+    #[test]
+    fn a_ceiling_narrows_what_commands_and_children_may_do() {
+        let ws = tempfile::tempdir().unwrap();
+        let root = canonical(ws.path());
+        let ceiling = Policy {
+            writable: vec![root.join("sub"), "/elsewhere".into()],
+            network: false,
+            required: false,
+        };
+        let sandbox = landlock(SandboxSettings::default(), Some(ceiling.clone()));
+        let policy = sandbox
+            .command_policy(&scope(&root, false))
+            .unwrap()
+            .unwrap();
+        assert_eq!(policy.writable, [root.join("sub")]);
+        assert!(!policy.network);
+        // Under a ceiling, `off` cannot turn the sandbox off.
+        let off = SandboxSettings {
+            mode: SandboxMode::Off,
+            ..SandboxSettings::default()
+        };
+        let policy = landlock(off, Some(ceiling)).command_policy(&scope(&root, false));
+        assert_eq!(policy.unwrap().unwrap().writable, [root.join("sub")]);
+    }
+
+    #[test]
+    fn children_also_write_their_state_and_reach_their_model() {
+        let ws = tempfile::tempdir().unwrap();
+        let sandbox = landlock(SandboxSettings::default(), None);
+        let launch = sandbox
+            .agent(
+                &scope(ws.path(), true),
+                &["/state".into()],
+                "kin",
+                &["acp".into()],
+            )
+            .unwrap();
+        let own = launch.policy.unwrap();
+        assert!(own.network && own.writable.ends_with(&["/state".into()]));
+        let (_, ceiling) = launch.env.iter().find(|(k, _)| k == CEILING_ENV).unwrap();
+        let ceiling: Policy = serde_json::from_str(ceiling).unwrap();
+        assert_eq!(ceiling.writable.len(), 1, "read-only: the temp dir alone");
+        assert!(!ceiling.network);
+    }
+
+    #[test]
+    fn auto_runs_unconfined_where_it_cannot_and_required_refuses() {
+        let missing = |mode| {
+            Sandbox::new(
+                SandboxSettings {
+                    mode,
+                    ..SandboxSettings::default()
+                },
+                Support::Missing("no Landlock".into()),
+                Some("/kin".into()),
+                None,
+            )
+        };
+        let ws = tempfile::tempdir().unwrap();
+        let auto = missing(SandboxMode::Auto).command(&scope(ws.path(), false), "bash", &[]);
+        assert_eq!(auto.unwrap().policy, None);
+        let error = missing(SandboxMode::Required)
+            .command(&scope(ws.path(), false), "bash", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("sandbox is required") && error.contains("no Landlock"),
+            "{error}"
+        );
+        let (warning, title, description) = missing(SandboxMode::Auto).notice();
+        assert!(warning && title.contains("without a sandbox"), "{title}");
+        assert!(description.contains("no Landlock"), "{description}");
+        let sandbox = landlock(SandboxSettings::default(), None);
+        assert!(sandbox.first_notice("a").is_some());
+        assert!(sandbox.first_notice("a").is_none());
+        assert!(!sandbox.notice().0);
+    }
+}

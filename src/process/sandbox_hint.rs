@@ -1,0 +1,123 @@
+//! Telling a sandbox refusal from an ordinary permission error. The kernel answers a confined
+//! write with the same EACCES as a file mode would, so a failed command's output is read for
+//! "Permission denied" lines that name a path outside the writable set (or, with the network
+//! off, a refused connection); the note added to its result says it was kin's sandbox, names
+//! the path, and says how to allow it.
+
+use std::path::{Path, PathBuf};
+
+use super::sandbox_policy::Policy;
+
+/// Error texts a refused write or connect shows up as.
+const DENIED: [&str; 2] = ["Permission denied", "Operation not permitted"];
+
+/// The note for a failed command's `output`, run in `cwd` under `policy`; `None` when nothing
+/// in it points at the sandbox.
+pub(crate) fn explain(output: &str, policy: &Policy, cwd: &Path) -> Option<String> {
+    let denied: Vec<&str> = output
+        .lines()
+        .filter(|line| DENIED.iter().any(|text| line.contains(text)))
+        .collect();
+    let refused: Vec<PathBuf> = denied
+        .iter()
+        .flat_map(|line| candidates(line))
+        .map(|path| cwd.join(path))
+        .filter(|path| !policy.allows_write(path))
+        .fold(Vec::new(), |mut paths, path| {
+            if !paths.contains(&path) {
+                paths.push(path);
+            }
+            paths
+        });
+    let writable: Vec<String> = policy
+        .writable
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    if let Some(path) = refused.first() {
+        return Some(format!(
+            "[kin's sandbox refused this: {} is outside what commands may write ({}). This is \
+             not a file permission problem; if the user wants commands to write there, they \
+             can add it to `[sandbox] writable` in kin's config.]",
+            path.display(),
+            writable.join(", ")
+        ));
+    }
+    let connect = denied
+        .iter()
+        .any(|line| line.to_ascii_lowercase().contains("connect"));
+    (!policy.network && connect).then(|| {
+        "[kin's sandbox refused this: the network is off for commands in this session (TCP \
+         connect and bind are refused); `[sandbox] network = true` in kin's config turns it on.]"
+            .to_owned()
+    })
+}
+
+/// The paths a "Permission denied" line may name: quoted text, and words that look like paths,
+/// as in `bash: /x/y: Permission denied` or `touch: cannot touch '/x/y': Permission denied`.
+fn candidates(line: &str) -> Vec<&str> {
+    let mut found = Vec::new();
+    for quote in ['\'', '"', '`', '‘', '’'] {
+        let parts: Vec<&str> = line.split(quote).collect();
+        found.extend(parts.iter().skip(1).step_by(2).copied());
+    }
+    found.extend(
+        line.split([':', ' ']).map(str::trim).filter(|word| {
+            word.starts_with('/') || word.starts_with("./") || word.starts_with("../")
+        }),
+    );
+    found.retain(|path| !path.is_empty() && !path.contains('\n'));
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(network: bool) -> Policy {
+        Policy {
+            writable: vec!["/ws".into(), "/tmp/kin-1/s".into()],
+            network,
+            required: false,
+        }
+    }
+
+    #[test]
+    fn names_a_refused_path_outside_the_writable_set() {
+        let cwd = Path::new("/ws");
+        let note = explain(
+            "bash: /home/u/out.txt: Permission denied\n",
+            &policy(true),
+            cwd,
+        )
+        .unwrap();
+        assert!(
+            note.contains("sandbox refused this: /home/u/out.txt"),
+            "{note}"
+        );
+        assert!(note.contains("/ws, /tmp/kin-1/s"), "{note}");
+        let note = explain(
+            "touch: cannot touch '../up.txt': Permission denied",
+            &policy(true),
+            cwd,
+        )
+        .unwrap();
+        assert!(note.contains("/ws/../up.txt"), "{note}");
+    }
+
+    #[test]
+    fn says_nothing_of_an_ordinary_permission_error_inside() {
+        let cwd = Path::new("/ws");
+        let output = "bash: ./locked.txt: Permission denied\nbash: /dev/null: Permission denied";
+        assert_eq!(explain(output, &policy(true), cwd), None);
+        assert_eq!(explain("all fine", &policy(false), cwd), None);
+    }
+
+    #[test]
+    fn names_the_network_when_it_is_off() {
+        let output = "connect: Permission denied\n";
+        let note = explain(output, &policy(false), Path::new("/ws")).unwrap();
+        assert!(note.contains("network is off"), "{note}");
+        assert_eq!(explain(output, &policy(true), Path::new("/ws")), None);
+    }
+}
