@@ -73,7 +73,7 @@ impl Agent {
                     .servers
                     .specs()
                     .iter()
-                    .map(|spec| model_facing(&spec.name))
+                    .map(|spec| crate::mcp::sanitize(&spec.name))
                     .collect();
                 let mut kept = (*registry).clone();
                 kept.retain(|name| keep(name, server_of(name, &servers)));
@@ -104,25 +104,6 @@ impl McpView {
             keep: Some(keep),
             owned: false,
         })
-    }
-}
-
-/// A server's name as its tools' names carry it (`mcp__<server>__<tool>`): characters outside
-/// `[a-zA-Z0-9_-]` become `_`, as `mcp::naming` writes them.
-fn model_facing(server: &str) -> String {
-    let clean: String = server
-        .chars()
-        .map(
-            |c| match c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                true => c,
-                false => '_',
-            },
-        )
-        .collect();
-    if clean.is_empty() {
-        "_".into()
-    } else {
-        clean
     }
 }
 
@@ -160,7 +141,7 @@ mod tests {
 
     #[test]
     fn a_server_grant_is_exact_on_the_server_name() {
-        let servers = vec![model_facing("git"), model_facing("git__admin")];
+        let servers = vec!["git".to_owned(), "git__admin".to_owned()];
         let grant = vec!["mcp__git".to_owned()];
         let admin_tool = "mcp__git__admin__status";
         assert_eq!(server_of(admin_tool, &servers), Some("git__admin"));
@@ -174,6 +155,5 @@ mod tests {
         // By its exact name, any tool can be granted.
         let exact = vec![admin_tool.to_owned()];
         assert!(granted(&exact, admin_tool, server_of(admin_tool, &servers)));
-        assert_eq!(model_facing("my server"), "my_server");
     }
 }

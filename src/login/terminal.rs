@@ -53,7 +53,8 @@ impl Terminal {
 
     /// Asks `question` and reads the answer with the echo off (nothing typed is shown).
     pub(crate) async fn ask_hidden(&self, question: &str) -> Result<String, NoAnswer> {
-        self.say(question);
+        // The echo goes off before the question shows: a key typed (or pasted) the moment
+        // the prompt appears must not reach the screen.
         let echo_off = self.saved.as_ref().map(|saved| {
             let mut quiet = saved.clone();
             quiet.local_flags.remove(LocalFlags::ECHO);
@@ -64,6 +65,7 @@ impl Terminal {
         if let Some(quiet) = &echo_off {
             set(quiet);
         }
+        self.say(question);
         let answer = read_line().await;
         if let Some(saved) = &self.saved {
             set(saved);

@@ -28,7 +28,7 @@ pub(crate) mod spec;
 mod stdio;
 mod tool;
 
-pub(crate) use naming::{listed, PREFIX as MCP_PREFIX};
+pub(crate) use naming::{listed, sanitize, PREFIX as MCP_PREFIX};
 pub use server::DEFAULT_CALL_TIMEOUT;
 pub use session::{SessionServers, DEFAULT_MAX_TOOLS, DEFAULT_STARTUP_TIMEOUT};
 pub use spec::{merge, ServerSpec, Transport};
