@@ -29,11 +29,11 @@ struct InstantModel {
 }
 
 impl Model for InstantModel {
-    fn provider(&self) -> &str {
-        "instant"
+    fn provider(&self) -> String {
+        "instant".into()
     }
-    fn name(&self) -> &str {
-        "instant"
+    fn name(&self) -> String {
+        "instant".into()
     }
     fn stream(&self, _request: ModelRequest) -> ChunkStream {
         self.calls.lock().unwrap().push(Instant::now());

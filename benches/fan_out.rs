@@ -51,11 +51,11 @@ fn calls(calls: Vec<(String, &str, String)>) -> ChunkStream {
 }
 
 impl Model for FanOutModel {
-    fn provider(&self) -> &str {
-        "fan-out"
+    fn provider(&self) -> String {
+        "fan-out".into()
     }
-    fn name(&self) -> &str {
-        "fan-out"
+    fn name(&self) -> String {
+        "fan-out".into()
     }
     fn stream(&self, request: ModelRequest) -> ChunkStream {
         let asked = match request.history.iter().next_back() {

@@ -2,6 +2,7 @@
 //! command-line flags, environment variables and the config file (see `resolve`).
 
 mod acp_agents;
+pub mod agents;
 mod credentials;
 mod delegation;
 mod duration;
@@ -205,12 +206,9 @@ pub fn configure_tool_env(overrides: &Overrides, config: Result<&ModelConfig, &C
     }
 }
 
-/// Puts the configuration's size caps in force (see `crate::limits`); a configuration that
-/// does not resolve leaves the defaults.
-pub fn configure_limits(config: Result<&ModelConfig, &ConfigError>) {
-    if let Ok(config) = config {
-        crate::limits::configure(config.limits());
-    }
+/// The configuration's size caps (see `crate::limits`); the defaults when it does not resolve.
+pub fn limits(config: Result<&ModelConfig, &ConfigError>) -> crate::limits::Limits {
+    config.map_or(crate::limits::Limits::DEFAULT, ModelConfig::limits)
 }
 
 /// The delegation limits of the config file's `[delegation]` table (defaults without one).

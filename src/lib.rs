@@ -26,29 +26,30 @@
 //!   process guard, the scrubbed environment, output caps.
 //! - [`model`]: the model trait; the OpenAI-compatible HTTP client; replay of recorded scenarios.
 //! - [`config`]: where kin keeps its data; the model configuration (flags, env, config file);
-//!   the key `kin login` stores (OS keyring or a 0600 file).
+//!   agent definitions ([`config::agents`]); the key `kin login` stores (OS keyring or a 0600
+//!   file).
 //! - [`login`]: `kin login` and `kin logout`, the terminal sign-in (endpoint, key, model, one
 //!   checking request) that ACP's terminal auth method runs.
 //! - [`session`]: the durable JSONL session log, its records and its folds.
-//! - [`sync`]: the one mutex `lock` helper. `background`: low-priority threads for work beside
-//!   answering the client (a blob's write, the HTTP client's early build).
-//! - [`memory`]: kin's allocator (large buffers on huge pages) and giving the heap of a huge
-//!   message back to the system.
+//! - [`sync`]: the one mutex `lock` helper. `background`: a low-priority thread for work beside
+//!   answering the client (the HTTP client's early build).
+//! - [`memory`]: giving the heap of a huge message back to the system.
 //! - [`scenario`]: drives `kin acp` through a recorded scenario (`kin demo`, tests, benches).
 //!
 //! Dependencies point down:
-//! `{acp, headless} -> runtime -> delegation -> agent -> tools -> model -> session`, where
-//! `delegation` also uses `tasks` (which uses `tools`), `acp_client`, `config` (agent
-//! definitions, `[delegation]`) and `process` (`git` for worktree isolation); `acp` and `headless`
-//! also use `agent` directly (`acp` also the depth keys of `acp_client`); `config` uses `model`
-//! (a model is built from its configuration). `mcp` uses `tools`, `model` and `process`; `agent`
-//! holds a session's MCP servers (`agent::mcp_view`), `runtime` starts and stops them, `acp` and
+//! `{acp, headless, mcp_server} -> runtime -> delegation -> agent -> tools -> model -> session`,
+//! where `delegation` also uses `tasks` (which uses `tools`), `acp_client`, `config` (agent
+//! definitions, `[delegation]`) and `process` (git worktrees); `acp` and `headless` also use
+//! `agent` directly (`acp` also the depth keys of `acp_client`); `config` uses `model` (a model
+//! is built from its configuration) and, for agent definitions, `agent` (the host's models and
+//! tools, the session's shape). `mcp` uses `tools`, `model` and `process`; `agent` holds a
+//! session's MCP servers (`agent::mcp_view`), `runtime` starts and stops them, `acp` and
 //! `config` turn the editor's and the file's entries into `mcp` specs.
 //! [`acp_client`] uses `rpc`, `config`, `process` and, to serve a child's requests, `tools`
 //! (the editor bridge, permissions, confined file access); `tools` and `config` use `process`,
-//! which uses only `sync`. `rpc` uses only `sync` too, `session` `sync` and `background`;
-//! `time`, `sync`, `text`, `memory`, `background` and `limits` use nothing else of kin;
-//! `scenario` uses `rpc`, `session` and `process`; `login` uses `config` and `model`.
+//! which uses only `sync`. `rpc` uses `sync` and `memory`, `session` uses `sync`; `time`, `text`,
+//! `memory`, `background` and `limits` use nothing else of kin; `scenario` uses `rpc`, `session`
+//! and `process`; `login` uses `config` and `model`.
 
 pub mod acp;
 pub mod acp_client;

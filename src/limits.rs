@@ -1,9 +1,7 @@
 //! Caps on sizes the model and the client choose: a tool call's arguments, a prompt's content.
-//! Set once at start from the configuration (`config`), read wherever a size is checked; tests
-//! and embedders that set nothing get the defaults. Uses nothing else of kin.
-
-use crate::sync::{read_lock, write_lock};
-use std::sync::RwLock;
+//! Read from the configuration (`config`) into the runtime, which hands them to the turns and
+//! the ACP boundary; tests and embedders that set nothing get the defaults. Uses nothing else
+//! of kin.
 
 /// Tool-call arguments longer than this are refused (the model gets an error result).
 pub(crate) const DEFAULT_TOOL_ARGUMENT_BYTES: usize = 1024 * 1024;
@@ -12,8 +10,9 @@ pub(crate) const DEFAULT_PROMPT_BYTES: usize = 32 * 1024 * 1024;
 /// A `session/prompt` with more content blocks is refused.
 pub(crate) const DEFAULT_PROMPT_BLOCKS: usize = 10_000;
 
+/// The size caps in force for one runtime.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Limits {
+pub struct Limits {
     pub(crate) tool_argument_bytes: usize,
     pub(crate) prompt_bytes: usize,
     pub(crate) prompt_blocks: usize,
@@ -31,16 +30,4 @@ impl Default for Limits {
     fn default() -> Self {
         Self::DEFAULT
     }
-}
-
-static LIMITS: RwLock<Limits> = RwLock::new(Limits::DEFAULT);
-
-/// Sets the caps for the rest of the process.
-pub(crate) fn configure(limits: Limits) {
-    *write_lock(&LIMITS) = limits;
-}
-
-/// The caps in force.
-pub(crate) fn current() -> Limits {
-    *read_lock(&LIMITS)
 }

@@ -154,7 +154,7 @@ struct ListenFlags {
 }
 
 /// Model settings; each beats its environment variable and the config file.
-#[derive(Args, Clone, Default)]
+#[derive(Args, Clone)]
 struct ModelFlags {
     /// Model name [env: KIN_MODEL] [default: deepseek-chat]
     #[arg(long, value_name = "NAME")]
@@ -190,10 +190,6 @@ impl ModelFlags {
     }
 }
 
-/// Large buffers on huge pages (see [`kin::memory::HugePageAllocator`]).
-#[global_allocator]
-static ALLOCATOR: kin::memory::HugePageAllocator = kin::memory::HugePageAllocator;
-
 fn main() -> ExitCode {
     // `kin __guard ...` (how kin runs commands) guards one command and exits here.
     kin::process::guard::init();
@@ -213,7 +209,7 @@ fn main() -> ExitCode {
     if let kin::process::own_env::Outcome::Failed(why) = hidden {
         tracing::warn!("credentials stay in kin's environment block: {why}");
     }
-    let cli = match parse_cli() {
+    let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         // Usage mistakes in kin's error style; help and version as clap prints them.
         Err(error) => match error.render().to_string().strip_prefix("error: ") {
@@ -230,43 +226,6 @@ fn main() -> ExitCode {
             report(&error);
             ExitCode::FAILURE
         }
-    }
-}
-
-/// The command line. A bare `kin acp` is how editors launch kin, a bare `kin mcp` how parent
-/// agents do; each is answered without building clap's command tree for every subcommand
-/// (about 0.2 M instructions, a seventh of `kin mcp`'s start) and means what clap would make
-/// of it. Anything else goes through clap.
-fn parse_cli() -> Result<Cli, clap::Error> {
-    let mut args = std::env::args_os().skip(1);
-    let first = args.next();
-    if args.next().is_none() {
-        match first.as_ref().and_then(|arg| arg.to_str()) {
-            Some("acp") => return Ok(bare_acp()),
-            Some("mcp") => return Ok(bare_mcp()),
-            _ => {}
-        }
-    }
-    Cli::try_parse()
-}
-
-fn bare_acp() -> Cli {
-    Cli {
-        command: Command::Acp {
-            replay: None,
-            model: ModelFlags::default(),
-        },
-    }
-}
-
-fn bare_mcp() -> Cli {
-    Cli {
-        command: Command::Mcp {
-            listen: ListenFlags::default(),
-            mode: None,
-            replay: None,
-            model: ModelFlags::default(),
-        },
     }
 }
 
@@ -297,7 +256,7 @@ fn run_command(cli: Cli) -> anyhow::Result<u8> {
         .build()
         .context("starting the async runtime")?;
     // Each command's future is built on the heap: on the stack, the largest of them made this
-    // frame ~20 KiB, and the stack probe faults in every page of it at start.
+    // frame large, and the stack probe faults in every page of it at start.
     let result = match cli.command {
         Command::Acp { replay, model } => runtime.block_on(Box::pin(acp(replay, model))),
         Command::Run {
@@ -360,20 +319,21 @@ async fn start_runtime(
     flags: &ModelFlags,
 ) -> anyhow::Result<Arc<Runtime>> {
     let file = config::ConfigFile::read(&config::process_env)?;
-    open_runtime(model(replay, flags, &file).await?, &file)
+    let (models, limits) = model(replay, flags, &file).await?;
+    open_runtime(models, limits, &file)
 }
 
 async fn model(
     replay: Option<&PathBuf>,
     flags: &ModelFlags,
     file: &config::ConfigFile,
-) -> anyhow::Result<ModelCatalog> {
+) -> anyhow::Result<(ModelCatalog, kin::limits::Limits)> {
     let overrides = flags.overrides();
     // Resolved once here: the tool environment needs it even when a replay is the model.
     let config = config::resolve_in(&overrides, &config::process_env, file);
     config::configure_tool_env(&overrides, config.as_ref());
-    config::configure_limits(config.as_ref());
-    Ok(match replay {
+    let limits = config::limits(config.as_ref());
+    let models = match replay {
         Some(dir) => {
             ModelCatalog::single(Arc::new(ReplayModel::from_dir(dir).with_context(|| {
                 format!("loading the replay scenario in {}", dir.display())
@@ -383,13 +343,21 @@ async fn model(
             let models = async { config::build_models(&overrides, config?).await };
             models.await.context("configuring the model")?
         }
-    })
+    };
+    Ok((models, limits))
 }
 
-fn open_runtime(models: ModelCatalog, file: &config::ConfigFile) -> anyhow::Result<Arc<Runtime>> {
+fn open_runtime(
+    models: ModelCatalog,
+    limits: kin::limits::Limits,
+    file: &config::ConfigFile,
+) -> anyhow::Result<Arc<Runtime>> {
     let home = config::kin_home();
     kin::tools::private::protect(config::own_files(&home));
-    let mut options = RuntimeOptions::default();
+    let mut options = RuntimeOptions {
+        limits,
+        ..RuntimeOptions::default()
+    };
     if let Some(depth) = std::env::var("KIN_SUBAGENT_MAX_DEPTH")
         .ok()
         .filter(|v| !v.is_empty())
@@ -526,7 +494,7 @@ async fn show_config(flags: ModelFlags) -> anyhow::Result<u8> {
 
 fn list_agents() -> anyhow::Result<u8> {
     let cwd = std::env::current_dir()?;
-    let catalog = kin::delegation::agents::load_for(&cwd);
+    let catalog = kin::config::agents::load_for(&cwd);
     print!("{}", catalog.render());
     Ok(0)
 }
@@ -545,59 +513,4 @@ async fn stop_on_signal(shutdown: CancellationToken) {
         _ = int.recv() => {}
     }
     shutdown.cancel();
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The shortcut for a bare `kin acp` must mean exactly what clap parses.
-    #[test]
-    fn a_bare_acp_is_what_clap_parses() {
-        match (Cli::try_parse_from(["kin", "acp"]), bare_acp()) {
-            (
-                Ok(Cli {
-                    command: Command::Acp { replay, model },
-                }),
-                Cli {
-                    command:
-                        Command::Acp {
-                            replay: bare_replay,
-                            model: bare_model,
-                        },
-                },
-            ) => {
-                assert_eq!(replay, bare_replay);
-                assert_eq!(model.overrides(), bare_model.overrides());
-            }
-            _ => panic!("`kin acp` and the shortcut are not both the acp command"),
-        }
-    }
-
-    /// The same for a bare `kin mcp`.
-    #[test]
-    fn a_bare_mcp_is_what_clap_parses() {
-        let parsed = Cli::try_parse_from(["kin", "mcp"]).map(|cli| cli.command);
-        let (
-            Ok(Command::Mcp {
-                listen,
-                mode,
-                replay,
-                model,
-            }),
-            Command::Mcp {
-                listen: bare_listen,
-                mode: bare_mode,
-                replay: bare_replay,
-                model: bare_model,
-            },
-        ) = (parsed, bare_mcp().command)
-        else {
-            panic!("`kin mcp` and the shortcut are not both the mcp command");
-        };
-        assert_eq!(listen, bare_listen);
-        assert_eq!(mode, bare_mode);
-        assert_eq!(replay, bare_replay);
-        assert_eq!(model.overrides(), bare_model.overrides());
-    }
 }

@@ -1,10 +1,5 @@
-//! How kin's process holds memory: large buffers on huge pages ([`HugePageAllocator`]), and
-//! after a huge message (a pasted image, a prompt of a million parts) the heap it used
-//! returned to the system rather than kept resident.
-
-mod huge_pages;
-
-pub use huge_pages::HugePageAllocator;
+//! Giving the heap of a huge message (a pasted image, a prompt of a million parts) back to the
+//! system rather than keeping it resident.
 
 /// Gives memory freed since back to the system. Parsing one huge line (say a prompt of a
 /// million parts that is then refused) leaves hundreds of megabytes free but still resident in

@@ -15,12 +15,13 @@ use crate::agent::host::AgentHost;
 use crate::agent::mcp_view::McpView;
 use crate::agent::shape::SessionShape;
 use crate::agent::Agent;
+use crate::config::agents::{self, AgentDefinition, UnknownAgent};
 use crate::config::{AcpAgentConfig, DelegationSettings};
-use crate::delegation::agents::{self, AgentDefinition, UnknownAgent};
-use crate::delegation::worktree;
 use crate::delegation::{Delegation, DEFAULT_MAX_DEPTH};
+use crate::limits::Limits;
 use crate::mcp::{ServerSpec, SessionServers};
 use crate::model::Model;
+use crate::process::git_worktree as worktree;
 use crate::process::sandbox::Sandbox;
 use crate::session::{SessionStore, StoreError};
 use crate::tasks::{TaskKillTool, TaskListTool, TaskOutputTool, TaskService};
@@ -47,6 +48,8 @@ pub struct RuntimeOptions {
     pub mcp_servers: Vec<ServerSpec>,
     /// How long a session's first prompt waits for its MCP servers to start.
     pub mcp_startup_timeout: Duration,
+    /// Caps on sizes the model and the client choose.
+    pub limits: Limits,
     /// The most MCP tools offered to the model (`mcp_max_tools`).
     pub mcp_max_tools: usize,
     /// The kernel sandbox of the processes sessions start (default: off).
@@ -66,6 +69,7 @@ impl Default for RuntimeOptions {
             delegation: DelegationSettings::default(),
             mcp_servers: Vec::new(),
             mcp_startup_timeout: crate::mcp::DEFAULT_STARTUP_TIMEOUT,
+            limits: Limits::DEFAULT,
             mcp_max_tools: crate::mcp::DEFAULT_MAX_TOOLS,
             sandbox: Arc::new(Sandbox::off()),
             mcp_sandboxed: Vec::new(),
@@ -92,6 +96,7 @@ pub struct Runtime {
     shutdown: CancellationToken,
     mcp_servers: Vec<ServerSpec>,
     mcp_startup_timeout: Duration,
+    limits: Limits,
     mcp_max_tools: usize,
     sandbox: Arc<Sandbox>,
     mcp_sandboxed: Vec<String>,
@@ -133,6 +138,7 @@ impl Runtime {
         let host = Arc::new(
             AgentHost::new(store, model, Arc::new(tools), options.max_steps)
                 .with_models(models)
+                .with_limits(options.limits)
                 .with_max_parallel(options.max_parallel),
         );
         delegation.attach(&host);
@@ -143,10 +149,16 @@ impl Runtime {
             shutdown,
             mcp_servers: options.mcp_servers,
             mcp_startup_timeout: options.mcp_startup_timeout,
+            limits: options.limits,
             mcp_max_tools: options.mcp_max_tools,
             sandbox: options.sandbox,
             mcp_sandboxed: options.mcp_sandboxed,
         }))
+    }
+
+    /// The size caps in force.
+    pub(crate) fn limits(&self) -> Limits {
+        self.limits
     }
 
     /// Sessions, the model, and the turns they run.
@@ -331,7 +343,5 @@ impl Runtime {
         self.shutdown.cancel();
         self.tasks.shutdown().await;
         self.host.shutdown().await;
-        // A prompt's image may still be being written beside its log (`blob_writes`).
-        let _ = tokio::task::spawn_blocking(crate::session::blob_writes::wait_all).await;
     }
 }

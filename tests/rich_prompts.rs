@@ -189,9 +189,8 @@ async fn an_image_reaches_a_model_that_takes_images_and_stays_out_of_the_log() {
     assert_eq!(image["params"]["update"]["content"]["data"], data);
 }
 
-/// A line of megabytes: its long strings are taken out before it is parsed (`long_strings`),
-/// and the images go to the model uncopied. What the model and the log get is exactly what
-/// the prompt held, on its first request and on the next one (which keeps the first's body).
+/// A line of megabytes: what the model and the log get is exactly what the prompt held, on
+/// its first request and on the next one (which keeps the first's body).
 #[tokio::test]
 async fn megabyte_images_and_long_texts_reach_the_model_exactly() {
     let (server, mut kin, mut wire, session) = open_with_images().await;
@@ -249,30 +248,29 @@ async fn megabyte_images_and_long_texts_reach_the_model_exactly() {
     assert!(stored == expected, "each payload is stored whole");
 }
 
+/// A payload is stored before the line that names it is logged: one that cannot be stored
+/// refuses the prompt with an error naming the cause, nothing is logged or sent to the model,
+/// and the session takes the next prompt.
 #[tokio::test]
-async fn an_image_that_cannot_be_stored_still_reaches_the_model_and_the_user_is_told() {
+async fn an_image_that_cannot_be_stored_refuses_the_prompt_and_the_session_goes_on() {
     let (server, mut kin, mut wire, session) = open_with_images().await;
-    // A blob directory nothing can be created in, root or not: the image is written while
-    // the model request goes out, and that write fails.
+    // A blob directory nothing can be created in, root or not.
     let blobs = kin.home.path().join(format!("sessions/{session}.blobs"));
     std::os::unix::fs::symlink("/proc/self/fdinfo", &blobs).unwrap();
-    let data = "iVBORw0KGgo".repeat(1000);
-    let prompt = image_prompt(&session, &data);
-    let (updates, answer) = wire.request(&mut kin, 3, "session/prompt", prompt).await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
-    let content = user_content(&server, 0);
-    assert_eq!(
-        content[1]["image_url"]["url"],
-        format!("data:image/png;base64,{data}")
+    let prompt = image_prompt(&session, &"iVBORw0KGgo".repeat(1000));
+    let (_, answer) = wire.request(&mut kin, 3, "session/prompt", prompt).await;
+    assert_eq!(answer["error"]["code"], -32603, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("could not store a prompt attachment"),
+        "{message}"
     );
-    let notice = updates
-        .iter()
-        .find(|u| u.pointer("/params/update/sessionUpdate") == Some(&json!("notice")))
-        .expect("a notice about the image");
-    assert_eq!(notice["params"]["update"]["severity"], "error");
-    let title = notice["params"]["update"]["title"].as_str().unwrap();
-    assert!(title.contains("could not be stored"), "{title}");
-    log_text(&kin, &session);
+    assert!(server.requests().is_empty(), "the model was not called");
+    assert!(!log_text(&kin, &session).contains("user/message"));
+    std::fs::remove_file(&blobs).unwrap();
+    let text = json!({"sessionId": session, "prompt": [{"type": "text", "text": "Hello?"}]});
+    let (_, answer) = wire.request(&mut kin, 4, "session/prompt", text).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
 }
 
 #[tokio::test]

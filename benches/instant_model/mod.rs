@@ -15,11 +15,11 @@ use kin::tools::ToolRegistry;
 pub struct InstantModel;
 
 impl Model for InstantModel {
-    fn provider(&self) -> &str {
-        "instant"
+    fn provider(&self) -> String {
+        "instant".into()
     }
-    fn name(&self) -> &str {
-        "instant"
+    fn name(&self) -> String {
+        "instant".into()
     }
     fn stream(&self, _request: ModelRequest) -> ChunkStream {
         answer_ok()

@@ -144,11 +144,8 @@ fn warn_broad_workspace(
 impl Handler for AcpAgent {
     fn request(&self, method: String, mut params: Value, cx: RequestContext) -> Reply {
         let ready = Reply::Now;
-        if method == "session/prompt" {
-            super::prompt_content::keep_payloads(&mut params, &cx.long_strings);
-        }
         if method == "session/prompt" && self.initialized.load(Ordering::Acquire) {
-            if let Err(error) = super::prompt_size::check_raw(&params, &crate::limits::current()) {
+            if let Err(error) = super::prompt_size::check_raw(&params, &self.runtime.limits()) {
                 return ready(Err(error));
             }
         }
@@ -203,11 +200,6 @@ impl Handler for AcpAgent {
         Reply::Later(
             async move { dispatch(runtime, client, announced, request, method, cx).await }.boxed(),
         )
-    }
-
-    /// A prompt's pasted images are taken as slices of its line (see `keep_payloads`).
-    fn keeps_long_strings(&self, method: &str) -> bool {
-        method == "session/prompt"
     }
 
     fn notification(&self, method: String, params: Value) {

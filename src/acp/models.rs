@@ -32,7 +32,7 @@ pub(crate) fn config_options(
             .map(|choice| {
                 let profile = &choice.profile;
                 SessionConfigSelectOption::new(profile.id.clone(), profile.display_name.clone())
-                    .description(choice.model.name().to_owned())
+                    .description(choice.model.name())
             })
             .collect();
         let current = models.get_or_default(Some(model_id)).profile.id.clone();

@@ -4,7 +4,6 @@
 //! change.
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use agent_client_protocol_schema::v1::{
@@ -24,7 +23,7 @@ use crate::agent::{Agent, CompactionOutcome, TurnError};
 use crate::model::Credentials;
 use crate::rpc::{Peer, RequestContext, RpcError};
 use crate::runtime::Runtime;
-use crate::session::{blob_writes, UserPart};
+use crate::session::UserPart;
 use crate::sync::lock;
 use crate::tools::PermissionMode;
 
@@ -235,31 +234,6 @@ fn foreground_children(events: &[crate::session::Event]) -> Vec<String> {
     lines
 }
 
-/// Waits for the blob files of the session's last prompts, written while the turn ran (see
-/// `blob_writes`), and tells the user of any that could not be written.
-async fn report_unstored(cx: &RequestContext, client: &ClientCapabilities, id: &str, dir: &Path) {
-    let owned = dir.to_owned();
-    let failed = tokio::task::spawn_blocking(move || blob_writes::take_failed(&owned))
-        .await
-        .unwrap_or_default();
-    for error in failed {
-        let description = format!(
-            "Writing it to {} failed: {error}. The model saw it; when the session is loaded it \
-             will be missing.",
-            dir.display()
-        );
-        let title = "An attachment of this prompt could not be stored";
-        notice::send(
-            &cx.peer,
-            client,
-            id,
-            Severity::Error,
-            title,
-            Some(&description),
-        );
-    }
-}
-
 pub(crate) async fn prompt(
     runtime: Arc<Runtime>,
     client: ClientCapabilities,
@@ -272,7 +246,7 @@ pub(crate) async fn prompt(
     announced.refresh(&cx.peer, &agent).await;
     let commands = announced.current(&id);
     let blocks = req.prompt;
-    super::prompt_size::check(&blocks, &cx.long_strings, &crate::limits::current())?;
+    super::prompt_size::check(&blocks, &runtime.limits())?;
     // A prompt opening with `/name` runs or expands that command; an unknown one goes on as is.
     let opening = match blocks.first() {
         Some(ContentBlock::Text(text)) => Some(text.text.clone()),
@@ -292,13 +266,18 @@ pub(crate) async fn prompt(
     let blob_dir = agent.blob_dir();
     // The model the session runs on decides (a `/model` switch included).
     let images = runtime.host().accepts_images(&agent);
-    let context = PromptContext {
-        blob_dir: &blob_dir,
-        roots: agent.roots(),
-        images,
-        long_strings: &cx.long_strings,
-    };
-    let converted = prompt_content::convert(blocks, &context)?;
+    let (dir, roots) = (blob_dir.clone(), agent.roots().clone());
+    // Payloads are stored (on the blocking pool) before the turn logs the parts naming them.
+    let converted = tokio::task::spawn_blocking(move || {
+        let context = PromptContext {
+            blob_dir: &dir,
+            roots: &roots,
+            images,
+        };
+        prompt_content::convert(blocks, &context)
+    })
+    .await
+    .map_err(|_| RpcError::internal("internal error: converting the prompt panicked"))??;
     let mut parts = converted.parts;
     if let Credentials::Missing { hint } = runtime.host().model().credentials() {
         return Err(super::auth::required(&hint, &client));
@@ -333,7 +312,6 @@ pub(crate) async fn prompt(
         .host()
         .start_turn(agent, parts, Some(bridge), cancel.clone())
         .await;
-    report_unstored(&cx, &client, &id, &blob_dir).await;
     if let Err(error @ TurnError::Busy { .. }) = &outcome {
         return Err(RpcError::invalid_request(format!(
             "invalid request: {error}"

@@ -9,11 +9,10 @@
 use std::path::{Path, PathBuf};
 
 use agent_client_protocol_schema::v1::{ContentBlock, EmbeddedResourceResource};
-use bytes::Bytes;
 use serde_json::Value;
 
-use crate::rpc::{LongStrings, RpcError};
-use crate::session::blobs::{self, Text};
+use crate::rpc::RpcError;
+use crate::session::blobs;
 use crate::session::UserPart;
 use crate::tools::Roots;
 
@@ -22,52 +21,11 @@ pub(crate) const INLINE_MAX: usize = 4 * 1024;
 /// Most bytes of a linked file attached to the prompt.
 pub(crate) const LINK_CAP: u64 = 256 * 1024;
 
-/// What converting needs: where blobs go, the roots, whether the model takes images, and the
-/// payloads the request's line kept aside ([`keep_payloads`]).
+/// What converting needs: where blobs go, the roots, whether the model takes images.
 pub(crate) struct PromptContext<'a> {
     pub(crate) blob_dir: &'a Path,
     pub(crate) roots: &'a Roots,
     pub(crate) images: bool,
-    pub(crate) long_strings: &'a LongStrings,
-}
-
-/// Puts back the long strings of a `session/prompt`'s params (see `rpc::long_strings`), except
-/// the payloads of image blocks and of embedded blob resources: those stay markers, for
-/// [`convert`] to take as slices of the line, so a pasted image is never copied.
-pub(crate) fn keep_payloads(params: &mut Value, long: &LongStrings) {
-    fn payload_slot(block: &mut Value) -> Option<&mut Value> {
-        match block.get("type").and_then(Value::as_str) {
-            Some("image") => block.get_mut("data"),
-            Some("resource") => block.get_mut("resource")?.get_mut("blob"),
-            _ => None,
-        }
-    }
-    let mut kept = Vec::new();
-    let blocks = params.get_mut("prompt").and_then(Value::as_array_mut);
-    for (at, block) in blocks.into_iter().flatten().enumerate() {
-        if let Some(slot) = payload_slot(block) {
-            kept.push((at, slot.take()));
-        }
-    }
-    long.restore(params);
-    for (at, value) in kept {
-        if let Some(slot) = params["prompt"].get_mut(at).and_then(payload_slot) {
-            *slot = value;
-        }
-    }
-}
-
-/// A block's payload: the string its marker stands for (plain, and hashed as it was read), or
-/// the text itself.
-fn payload(cx: &PromptContext<'_>, text: String) -> Text {
-    match cx.long_strings.take(&text) {
-        Some(taken) => Text {
-            bytes: taken.text,
-            hash: Some(taken.hash),
-            plain: true,
-        },
-        None => Text::new(Bytes::from(text.into_bytes())),
-    }
 }
 
 /// The parts, and what the user should be told about them.
@@ -105,12 +63,6 @@ fn store(dir: &Path, bytes: &[u8]) -> Result<String, RpcError> {
     blobs::put(dir, bytes).map_err(|e| store_failed(dir, e))
 }
 
-/// Stores an image's base64: kept in memory too, as the model request reads it back at once,
-/// and written while that request goes out.
-fn store_image(dir: &Path, base64: Text) -> Result<String, RpcError> {
-    blobs::put_text(dir, base64).map_err(|e| store_failed(dir, e))
-}
-
 fn store_failed(dir: &Path, error: std::io::Error) -> RpcError {
     RpcError::internal(format!(
         "could not store a prompt attachment in {}: {error}",
@@ -118,7 +70,8 @@ fn store_failed(dir: &Path, error: std::io::Error) -> RpcError {
     ))
 }
 
-/// Converts `blocks`; audio (not advertised) is refused with `-32602`.
+/// Converts `blocks`, storing their payloads (blocking: run it off the runtime's workers);
+/// audio (not advertised) is refused with `-32602`.
 pub(crate) fn convert(
     blocks: Vec<ContentBlock>,
     cx: &PromptContext<'_>,
@@ -128,9 +81,8 @@ pub(crate) fn convert(
         match block {
             ContentBlock::Text(text) => out.parts.push(UserPart::Text { text: text.text }),
             ContentBlock::Image(image) => {
-                let data = payload(cx, image.data);
-                let size = data.bytes.len() as u64;
-                let name = store_image(cx.blob_dir, data)?;
+                let size = image.data.len() as u64;
+                let name = store(cx.blob_dir, image.data.as_bytes())?;
                 if !cx.images {
                     out.notices.push(format!(
                         "The model does not take images: an image ({}) was replaced by a placeholder",
@@ -165,14 +117,9 @@ pub(crate) fn convert(
                         });
                     }
                     EmbeddedResourceResource::BlobResourceContents(blob) => {
-                        let data = payload(cx, blob.blob);
-                        let size = data.bytes.len() as u64;
+                        let size = blob.blob.len() as u64;
                         let mime = blob.mime_type.clone().unwrap_or_default();
-                        let name = if mime.starts_with("image/") {
-                            store_image(cx.blob_dir, data)?
-                        } else {
-                            store(cx.blob_dir, &data.bytes)?
-                        };
+                        let name = store(cx.blob_dir, blob.blob.as_bytes())?;
                         if mime.starts_with("image/") {
                             if !cx.images {
                                 out.notices.push(format!(
@@ -339,12 +286,10 @@ mod tests {
         )
         .unwrap();
         std::fs::write(outside.path().join("secret.md"), "no").unwrap();
-        let none = LongStrings::default();
         let cx = PromptContext {
             blob_dir: &blobs,
             roots: &roots,
             images: false,
-            long_strings: &none,
         };
         let uri = |p: &Path| format!("file://{}", p.display());
         let read = |name: &str| {

@@ -4,13 +4,11 @@
 use agent_client_protocol_schema::v1::{ContentBlock, EmbeddedResourceResource};
 
 use crate::limits::Limits;
-use crate::rpc::{LongStrings, RpcError};
+use crate::rpc::RpcError;
 
-/// The bytes a content block brings: its text, a link's strings, a payload and its names.
-/// Read from the fields: serialising a pasted image only to measure it cost milliseconds. A
-/// payload still in `long` (see `prompt_content::keep_payloads`) counts at its own length.
-fn content_bytes(block: &ContentBlock, long: &LongStrings) -> usize {
-    let payload = |text: &String| long.len_of(text).unwrap_or(text.len());
+/// The bytes a content block brings: its text, a link's strings, a payload and its names,
+/// read from the fields (a pasted image is not serialised again to be measured).
+fn content_bytes(block: &ContentBlock) -> usize {
     match block {
         ContentBlock::Text(text) => text.text.len(),
         ContentBlock::ResourceLink(link) => {
@@ -22,7 +20,7 @@ fn content_bytes(block: &ContentBlock, long: &LongStrings) -> usize {
                 + optional(&link.description)
         }
         ContentBlock::Image(image) => {
-            payload(&image.data) + image.mime_type.len() + image.uri.as_ref().map_or(0, String::len)
+            image.data.len() + image.mime_type.len() + image.uri.as_ref().map_or(0, String::len)
         }
         ContentBlock::Audio(audio) => audio.data.len() + audio.mime_type.len(),
         ContentBlock::Resource(embedded) => match &embedded.resource {
@@ -30,7 +28,7 @@ fn content_bytes(block: &ContentBlock, long: &LongStrings) -> usize {
                 text.text.len() + text.uri.len()
             }
             EmbeddedResourceResource::BlobResourceContents(blob) => {
-                payload(&blob.blob) + blob.uri.len()
+                blob.blob.len() + blob.uri.len()
             }
             other => serialized_len(other),
         },
@@ -61,15 +59,11 @@ fn too_many(blocks: usize, limits: &Limits) -> RpcError {
 
 /// Refuses a prompt over the caps (`max_prompt_blocks`, `max_prompt_bytes`) before any of it is
 /// kept or stored.
-pub(crate) fn check(
-    blocks: &[ContentBlock],
-    long: &LongStrings,
-    limits: &Limits,
-) -> Result<(), RpcError> {
+pub(crate) fn check(blocks: &[ContentBlock], limits: &Limits) -> Result<(), RpcError> {
     if blocks.len() > limits.prompt_blocks {
         return Err(too_many(blocks.len(), limits));
     }
-    let bytes: usize = blocks.iter().map(|block| content_bytes(block, long)).sum();
+    let bytes: usize = blocks.iter().map(content_bytes).sum();
     if bytes > limits.prompt_bytes {
         return Err(RpcError::invalid_params(format!(
             "invalid params: the prompt's content is {bytes} bytes, over kin's limit of {} \
@@ -102,20 +96,19 @@ mod tests {
             ..Limits::DEFAULT
         };
         let text = |t: &str| ContentBlock::from(t.to_owned());
-        let none = LongStrings::default();
-        assert!(check(&[text("abc"), text("def")], &none, &limits).is_ok());
+        assert!(check(&[text("abc"), text("def")], &limits).is_ok());
         let raw = serde_json::json!({"prompt": vec![serde_json::json!({"type": "text", "text": "a"}); 4]});
         assert_eq!(
             code_and_message(check_raw(&raw, &limits)),
-            code_and_message(check(&vec![text("a"); 4], &none, &limits))
+            code_and_message(check(&vec![text("a"); 4], &limits))
         );
-        let (code, message) = code_and_message(check(&vec![text("a"); 4], &none, &limits));
+        let (code, message) = code_and_message(check(&vec![text("a"); 4], &limits));
         assert_eq!(code, -32602);
         assert!(
             message.contains("4 content blocks") && message.contains("max_prompt_blocks"),
             "{message}"
         );
-        let (code, message) = code_and_message(check(&[text("0123456789x")], &none, &limits));
+        let (code, message) = code_and_message(check(&[text("0123456789x")], &limits));
         assert_eq!(code, -32602);
         assert!(
             message.contains("11 bytes") && message.contains("max_prompt_bytes"),

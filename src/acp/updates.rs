@@ -213,7 +213,7 @@ pub(crate) fn acp_kind(kind: ToolKind) -> AcpToolKind {
 /// for a link (the link itself is replayed). Payloads come from the blob directory; one that
 /// is missing there is replayed as a note.
 fn user_block(part: &UserPart, blob_dir: Option<&Path>) -> Option<ContentBlock> {
-    let read = |blob: &str| blob_dir.and_then(|dir| blobs::get_text(dir, blob));
+    let read = |blob: &str, size: u64| blob_dir.and_then(|dir| blobs::get_text(dir, blob, size));
     let missing = |what: &str| ContentBlock::from(format!("[{what}: its data is missing]"));
     Some(match part {
         UserPart::Text { text } => ContentBlock::from(field(text)),
@@ -221,8 +221,8 @@ fn user_block(part: &UserPart, blob_dir: Option<&Path>) -> Option<ContentBlock> 
             mime_type,
             blob,
             uri,
-            ..
-        } => match read(blob) {
+            size,
+        } => match read(blob, *size) {
             Some(data) => content::image(data, mime_type, uri.as_ref()),
             None => missing("image"),
         },
@@ -235,8 +235,12 @@ fn user_block(part: &UserPart, blob_dir: Option<&Path>) -> Option<ContentBlock> 
             text,
             blob,
             binary,
+            size,
             ..
-        } => match text.clone().or_else(|| blob.as_deref().and_then(read)) {
+        } => match text
+            .clone()
+            .or_else(|| blob.as_deref().and_then(|blob| read(blob, *size)))
+        {
             Some(data) => content::resource(uri, mime_type.as_ref(), data, *binary),
             None => missing(uri),
         },

@@ -165,6 +165,8 @@ pub struct AgentHost {
     models: Arc<ModelCatalog>,
     /// The child agent processes running now, for the editor to cancel one.
     remote_children: Arc<super::remote_children::RemoteChildren>,
+    /// The longest tool-call arguments a turn runs.
+    tool_argument_bytes: usize,
 }
 
 impl AgentHost {
@@ -186,7 +188,14 @@ impl AgentHost {
             agents: Mutex::new(HashMap::new()),
             named_models: Mutex::new(HashMap::new()),
             remote_children: Arc::default(),
+            tool_argument_bytes: crate::limits::DEFAULT_TOOL_ARGUMENT_BYTES,
         }
+    }
+
+    /// This host under the size caps `limits`.
+    pub(crate) fn with_limits(mut self, limits: crate::limits::Limits) -> Self {
+        self.tool_argument_bytes = limits.tool_argument_bytes;
+        self
     }
 
     /// This host serving `models` (their default replaces the model given to `new`).
@@ -319,6 +328,7 @@ impl AgentHost {
             models: self.models.clone(),
             system: system_prompt(agent),
             max_steps: self.max_steps,
+            tool_argument_bytes: self.tool_argument_bytes,
             max_parallel: self.max_parallel,
             client: None,
         }

@@ -148,6 +148,8 @@ pub struct TurnDeps {
     pub(crate) models: Arc<ModelCatalog>,
     pub(crate) system: String,
     pub(crate) max_steps: u32,
+    /// Longer tool-call arguments are not run (the model gets an error result).
+    pub(crate) tool_argument_bytes: usize,
     /// Calls of one step that run at once (1: one at a time).
     pub(crate) max_parallel: usize,
     /// The editor, for tools that can work through it and for permission prompts.

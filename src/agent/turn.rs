@@ -399,7 +399,7 @@ impl Turn<'_> {
         let mut stream = choice.model.stream(request);
         let mut message = MessageAssembler::default();
         let mut chunk_seqs = Vec::new();
-        let mut argument_cap = ArgumentCap::new(crate::limits::current().tool_argument_bytes);
+        let mut argument_cap = ArgumentCap::new(self.deps.tool_argument_bytes);
         let finish = loop {
             let next = tokio::select! {
                 biased;

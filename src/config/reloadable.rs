@@ -3,48 +3,30 @@
 //! for the credentials again, so a user who fixes the config file after starting kin gets the
 //! model, endpoint, timeouts and retries written there, not only the key.
 
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 
 use futures::future::BoxFuture;
 
 use super::{load_key, process_env, resolve, ConfigError, ModelConfig, Overrides};
 use crate::model::{ChunkStream, Credentials, Model, ModelRequest, OpenAiModel};
-use crate::sync::{lock, read_lock, write_lock};
+use crate::sync::{read_lock, write_lock};
 
 pub(crate) struct ReloadableModel {
     overrides: Overrides,
     current: Arc<RwLock<Current>>,
 }
 
-/// The model in use and its names, kept `'static` (see [`keep_name`]).
+/// The model in use.
 struct Current {
     model: Arc<OpenAiModel>,
-    provider: &'static str,
-    name: &'static str,
 }
 
 impl Current {
     fn new(model: OpenAiModel) -> Self {
         Self {
-            provider: keep_name(model.provider()),
-            name: keep_name(model.name()),
             model: Arc::new(model),
         }
     }
-}
-
-/// `Model` lends out its names as `&str` borrowed from the model, and a reload replaces the
-/// model while such a borrow may live; so each distinct name is kept for the life of the
-/// process. Only edits of the configuration add names, so this stays a handful of strings.
-fn keep_name(name: &str) -> &'static str {
-    static NAMES: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
-    let mut names = lock(&NAMES);
-    if let Some(kept) = names.iter().find(|kept| **kept == name) {
-        return kept;
-    }
-    let kept: &'static str = Box::leak(name.into());
-    names.push(kept);
-    kept
 }
 
 /// The model the configuration describes now (the key looked up too, not yet used).
@@ -86,12 +68,12 @@ impl ReloadableModel {
 }
 
 impl Model for ReloadableModel {
-    fn provider(&self) -> &str {
-        self.read(|current| current.provider)
+    fn provider(&self) -> String {
+        self.model().provider()
     }
 
-    fn name(&self) -> &str {
-        self.read(|current| current.name)
+    fn name(&self) -> String {
+        self.model().name()
     }
 
     /// Calls already started keep the model they started with.
@@ -131,7 +113,7 @@ impl Model for ReloadableModel {
                 Ok(model) => {
                     let credentials = model.credentials();
                     tracing::info!(
-                        model = model.name(),
+                        model = %model.name(),
                         base_url = model.settings().base_url,
                         "read the model configuration again"
                     );

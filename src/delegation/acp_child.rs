@@ -29,7 +29,9 @@ use serde_json::{json, Value};
 use super::acp_record::ChildRecord;
 use super::acp_tree;
 use super::acp_watch;
-use super::provider::{Capabilities, Continuable, Provider, Run, RunControl, SteerRefusal};
+use super::provider::{
+    Capabilities, Continuable, Provider, ProviderKind, Run, RunControl, SteerRefusal,
+};
 use super::request::{child_depth, Continuation, ResumeRequest, StartRequest};
 use super::{diagnostic, DelegationError, SubagentResult};
 use crate::acp_client::{AcpChild, ChildCommand, ChildError, ChildSandbox, PromptOutcome, Steer};
@@ -57,7 +59,7 @@ impl AcpProvider {
     /// The provider is named `acp:<name>`.
     pub(crate) fn new(config: AcpAgentConfig, sandbox: Arc<Sandbox>, kin_home: PathBuf) -> Self {
         Self {
-            name: format!("acp:{}", config.name),
+            name: format!("{}{}", super::provider::ACP_PREFIX, config.name),
             config,
             sandbox,
             kin_home,
@@ -222,6 +224,10 @@ impl Provider for AcpProvider {
 
     fn tool(&self) -> &str {
         &self.config.tool
+    }
+
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Acp
     }
 
     fn capabilities(&self) -> Capabilities {

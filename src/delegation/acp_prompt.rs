@@ -21,7 +21,7 @@ pub(crate) fn blocks(prompt: &[UserPart], capabilities: &Value, blob_dir: &Path)
             == Some(true)
     };
     let (images, embedded) = (takes("image"), takes("embeddedContext"));
-    let read = |blob: &str| blobs::get_text(blob_dir, blob);
+    let read = |blob: &str, size: u64| blobs::get_text(blob_dir, blob, size);
     let mut out = Vec::new();
     for part in prompt {
         let block = match part {
@@ -48,7 +48,7 @@ pub(crate) fn blocks(prompt: &[UserPart], capabilities: &Value, blob_dir: &Path)
                 blob,
                 size,
                 uri,
-            } => match read(blob).filter(|_| images) {
+            } => match read(blob, *size).filter(|_| images) {
                 Some(data) => content::image(data, mime_type, uri.as_ref()),
                 None if images => ContentBlock::from(format!(
                     "[an image ({mime_type}) was attached here; its data is missing]"
@@ -65,9 +65,12 @@ pub(crate) fn blocks(prompt: &[UserPart], capabilities: &Value, blob_dir: &Path)
                 blob,
                 binary,
                 from_link,
+                size,
                 ..
             } => {
-                let contents = inline.clone().or_else(|| blob.as_deref().and_then(read));
+                let contents = inline
+                    .clone()
+                    .or_else(|| blob.as_deref().and_then(|blob| read(blob, *size)));
                 match contents {
                     None => ContentBlock::from(format!(
                         "[attached file {uri}: its content is missing]"

@@ -16,14 +16,16 @@ use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 
 use super::outcome::child_output;
-use super::provider::{Capabilities, Continuable, Provider, Run, RunControl, SteerRefusal};
+use super::provider::{
+    Capabilities, Continuable, Provider, ProviderKind, Run, RunControl, SteerRefusal,
+};
 use super::request::{ResumeRequest, StartRequest, ToolFilter};
-use super::worktree::{self, Worktree};
 use super::{diagnostic, DelegationError, SubagentResult};
 use crate::agent::host::AgentHost;
 use crate::agent::mcp_view::McpView;
 use crate::agent::structured::StructuredOutputTool;
 use crate::agent::{Agent, AgentOptions, AgentSpec, StopReason, StructuredCapture, TurnError};
+use crate::process::git_worktree::{self as worktree, Worktree};
 use crate::session::history::completed_turn_seed;
 use crate::session::{AssistantBlock, Empty, Event, EventBody, Header, UserPart};
 use crate::sync::lock;
@@ -66,6 +68,10 @@ impl Provider for InProcessProvider {
             Seed::Fresh => "subagent",
             Seed::CompletedTurns => "subagent_fork",
         }
+    }
+
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::InProcess
     }
 
     fn capabilities(&self) -> Capabilities {

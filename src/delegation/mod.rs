@@ -29,7 +29,6 @@ mod acp_record;
 mod acp_tree;
 mod acp_watch;
 mod activation;
-pub mod agents;
 mod budget;
 mod diagnostic;
 mod error;
@@ -43,7 +42,6 @@ mod records;
 mod request;
 mod spending;
 mod tools;
-pub(crate) mod worktree;
 
 use std::sync::{Arc, OnceLock, Weak};
 
@@ -142,7 +140,7 @@ pub struct Delegation {
     settings: DelegationSettings,
     budgets: budget::Budgets,
     /// The agent definitions read for each workspace.
-    catalogs: agents::Catalogs,
+    catalogs: crate::config::agents::Catalogs,
 }
 
 impl Delegation {
@@ -186,7 +184,7 @@ impl Delegation {
             host: OnceLock::new(),
             activations: Arc::new(Activations::new(queue)),
             budgets: budget::Budgets::new(&settings),
-            catalogs: agents::Catalogs::default(),
+            catalogs: crate::config::agents::Catalogs::default(),
             settings,
         });
         let weak = Arc::downgrade(&delegation);

@@ -32,6 +32,29 @@ impl Capabilities {
     };
 }
 
+/// What runs a provider's children.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ProviderKind {
+    /// kin itself, in this process (`spawn`, `fork`).
+    InProcess,
+    /// A child agent process spoken to over ACP (`acp:<name>`).
+    Acp,
+}
+
+impl ProviderKind {
+    /// The kind of the provider named `name` (as records store it): the one place a provider
+    /// name is read for its kind.
+    pub(crate) fn of(name: &str) -> Self {
+        match name.starts_with(ACP_PREFIX) {
+            true => Self::Acp,
+            false => Self::InProcess,
+        }
+    }
+}
+
+/// How the names of ACP providers start (`acp:<name>`).
+pub(crate) const ACP_PREFIX: &str = "acp:";
+
 /// Whether a provider's background children can be continued (`send_message`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Continuable {
@@ -43,6 +66,8 @@ pub(crate) enum Continuable {
 /// A way of running children.
 pub(crate) trait Provider: Send + Sync {
     fn name(&self) -> &str;
+    /// What runs its children.
+    fn kind(&self) -> ProviderKind;
     /// The name of the model-facing tool bound to it.
     fn tool(&self) -> &str;
     fn capabilities(&self) -> Capabilities;

@@ -2,11 +2,8 @@
 //! owner's background tasks (made from the task service's [`Record`]s: a task began; its owner
 //! learned how it ended), and the fold that finds, after a restart, the tasks an earlier
 //! process left unfinished.
-//!
-//! Logs written before the typed records existed are still read: for them (tasks with no
-//! `task/start`), the fold falls back to the tool results and notices those versions wrote.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use crate::session::{Event, EventBody, TaskEnd, TaskStart, UserPart};
 use crate::tasks::Record;
@@ -69,7 +66,7 @@ pub(super) fn unfinished(events: &[Event]) -> Vec<Unfinished> {
             _ => None,
         })
         .collect();
-    let typed: Vec<Unfinished> = events
+    events
         .iter()
         .filter_map(|event| match &event.body {
             EventBody::TaskStart(start) if !ended.contains(start.task.as_str()) => {
@@ -77,96 +74,7 @@ pub(super) fn unfinished(events: &[Event]) -> Vec<Unfinished> {
             }
             _ => None,
         })
-        .collect();
-    let recorded: HashSet<&str> = events
-        .iter()
-        .filter_map(|event| match &event.body {
-            EventBody::TaskStart(start) => Some(start.task.as_str()),
-            _ => None,
-        })
-        .collect();
-    let mut found = legacy_unfinished(events);
-    found.retain(|(task, _, _)| !recorded.contains(task.as_str()));
-    found.extend(typed);
-    found
-}
-
-/// For logs of kin versions without task records: the subagent tasks the tool results show
-/// started and never finished (no notice, no terminal `task_output` or `task_kill` result).
-fn legacy_unfinished(events: &[Event]) -> Vec<Unfinished> {
-    let mut calls: HashMap<&str, (&str, serde_json::Value)> = HashMap::new();
-    let mut started: Vec<Unfinished> = Vec::new();
-    let mut finished: Vec<String> = Vec::new();
-    let argument = |args: &serde_json::Value, key: &str| {
-        args.get(key)
-            .and_then(|v| v.as_str())
-            .unwrap_or_default()
-            .to_owned()
-    };
-    for event in events {
-        match &event.body {
-            EventBody::ToolCall(call) => {
-                let args = serde_json::from_str(&call.arguments).unwrap_or_default();
-                calls.insert(call.call_id.as_str(), (call.name.as_str(), args));
-            }
-            EventBody::ToolResult(result) => {
-                let Some(part) = result.message.content.first() else {
-                    continue;
-                };
-                let Some((name, args)) = calls.get(part.tool_call_id.as_str()) else {
-                    continue;
-                };
-                if part.is_error {
-                    continue;
-                }
-                let text = result.text();
-                let words: Vec<&str> = text.split(' ').collect();
-                match (*name, words.as_slice()) {
-                    (_, ["started", "subagent", child, "as", "task", task]) => started.push((
-                        (*task).to_owned(),
-                        argument(args, "description"),
-                        Some((*child).to_owned()),
-                    )),
-                    (_, ["started", "background", "subagent", "task", task]) => {
-                        started.push(((*task).to_owned(), argument(args, "description"), None))
-                    }
-                    (
-                        "send_message",
-                        ["message", "started", "task", task, "continuing", "subagent", child],
-                    ) => {
-                        let message = vec![UserPart::Text {
-                            text: argument(args, "message"),
-                        }];
-                        started.push((
-                            (*task).to_owned(),
-                            resume_label(&message),
-                            Some((*child).to_owned()),
-                        ))
-                    }
-                    ("task_kill", _) => finished.push(argument(args, "task_id")),
-                    ("task_output", _) => {
-                        let status = text.rsplit("[status: ").next().unwrap_or_default();
-                        if !status.starts_with("running") && !status.starts_with("stopping") {
-                            finished.push(argument(args, "task_id"));
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            EventBody::UserMessage(message) if message.source["kind"] == "plugin" => {
-                for part in &message.content {
-                    if let UserPart::Text { text } = part {
-                        if let Some(rest) = text.strip_prefix("background task ") {
-                            finished.extend(rest.split(' ').next().map(str::to_owned));
-                        }
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    started.retain(|(task, _, _)| !finished.contains(task));
-    started
+        .collect()
 }
 
 /// A task label from a follow-up: its text on one line, cut to [`RESUME_LABEL_MAX`] chars.
@@ -237,37 +145,6 @@ mod tests {
             "tool/result",
             serde_json::json!({"turn":1,"step":1,"message":{"content":[{"type":"tool-result","toolCallId":id,"content":[{"type":"text","text":text}],"isError":false}],"source":{"kind":"tool","callId":id},"role":"user","id":"m"}}),
         )
-    }
-
-    #[test]
-    fn old_logs_without_task_records_restore_from_their_tool_results() {
-        let events = vec![
-            call(
-                0,
-                "c1",
-                "subagent",
-                serde_json::json!({"description": "bg"}),
-            ),
-            result(1, "c1", "started subagent kid as task subagent-1"),
-            call(
-                2,
-                "c2",
-                "subagent",
-                serde_json::json!({"description": "one"}),
-            ),
-            result(3, "c2", "started background subagent task subagent-2"),
-            call(
-                4,
-                "c3",
-                "task_kill",
-                serde_json::json!({"task_id": "subagent-2"}),
-            ),
-            result(5, "c3", "killed"),
-        ];
-        assert_eq!(
-            unfinished(&events),
-            [("subagent-1".into(), "bg".into(), Some("kid".into()))]
-        );
     }
 
     #[test]

@@ -10,12 +10,13 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::agents::{self, AgentDefinition};
 use super::outcome;
+use super::provider::ProviderKind;
 use super::{
     Continuable, Delegated, Delegation, DelegationError, Delivery, Mode, Provider, Request,
 };
 use crate::agent::DEFAULT_PERSONA;
+use crate::config::agents::{self, AgentDefinition};
 use crate::session::UserPart;
 use crate::tasks::{TaskId, TaskStatus};
 use crate::tools::typed::{parameters, TypedTool};
@@ -331,7 +332,7 @@ impl TypedTool for SubagentTool {
                 ))
             }
         };
-        if worktree && self.provider.capabilities() != super::provider::Capabilities::ALL {
+        if worktree && self.provider.kind() != ProviderKind::InProcess {
             return Err(ToolOutput::error(
                 "ToolArgsError",
                 "UNSUPPORTED_ISOLATION",
@@ -503,10 +504,12 @@ impl TypedTool for ListAgentsTool {
             // An ACP child spends what it reports: read from its record, only under a budget.
             let reported: Vec<Option<f64>> = children
                 .iter()
-                .map(|child| match budgeted && child.kind.starts_with("acp:") {
-                    true => delegation.last_reported_cost(&child.id),
-                    false => None,
-                })
+                .map(
+                    |child| match budgeted && ProviderKind::of(&child.kind) == ProviderKind::Acp {
+                        true => delegation.last_reported_cost(&child.id),
+                        false => None,
+                    },
+                )
                 .collect();
             (children, reported)
         });
@@ -530,7 +533,7 @@ impl TypedTool for ListAgentsTool {
                     (None, None) => "default".into(),
                 };
                 // What kin cannot count, it says: an ACP child spends what it reports.
-                let usage = match child.kind.starts_with("acp:") && budgeted {
+                let usage = match ProviderKind::of(&child.kind) == ProviderKind::Acp && budgeted {
                     true => format!(", {}", super::budget::acp_child_line(reported, max_cost)),
                     false => String::new(),
                 };

@@ -1,6 +1,6 @@
 //! Worktree isolation of `kin` tasks. A session started with `isolation: worktree` (the call's
 //! or its agent definition's) works in a fresh git worktree of its cwd's repository, made by
-//! the same code as an isolated `subagent` child's ([`crate::delegation::worktree`]) and named
+//! the same code as an isolated `subagent` child's ([`crate::process::git_worktree`]) and named
 //! after the session: branch `kin/<session id>`, recorded as the session's cwd. Each task
 //! settles it as a child's activation does (kept and reported, or removed when nothing
 //! changed), and the next task makes it again where it was if it was removed.
@@ -11,8 +11,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::tools::Isolation;
-use crate::delegation::agents::AgentDefinition;
-use crate::delegation::worktree::{self, Settled, Worktree, WorktreeError};
+use crate::config::agents::AgentDefinition;
+use crate::process::git_worktree::{self as worktree, Settled, Worktree, WorktreeError};
 
 /// Whether a new session works in a worktree: the call's `isolation`, else its definition's.
 pub(crate) fn wanted(asked: Option<Isolation>, definition: Option<&AgentDefinition>) -> bool {

@@ -125,7 +125,7 @@ impl ModelCatalog {
     pub fn single(model: Arc<dyn Model>) -> Self {
         let profile = ModelProfile {
             id: DEFAULT_MODEL_ID.into(),
-            display_name: model.name().to_owned(),
+            display_name: model.name(),
             ..ModelProfile::default()
         };
         Self::new(

@@ -221,10 +221,11 @@ pub type ChunkStream = BoxStream<'static, Result<Chunk, ModelError>>;
 
 /// A model kin can call: the OpenAI-compatible client, replay, or the unconfigured stand-in.
 pub trait Model: Send + Sync {
-    /// Provider name recorded in `assistant/message` sources.
-    fn provider(&self) -> &str;
+    /// Provider name recorded in `assistant/message` sources. Owned: a model reloaded from
+    /// the configuration may change its names while a caller holds them.
+    fn provider(&self) -> String;
     /// Model name recorded in `assistant/message` sources.
-    fn name(&self) -> &str;
+    fn name(&self) -> String;
     /// Starts one call. Dropping the stream aborts it.
     fn stream(&self, request: ModelRequest) -> ChunkStream;
     /// The same endpoint and credentials serving another model, for a session whose options

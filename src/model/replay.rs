@@ -245,12 +245,12 @@ fn file_name(path: &Path) -> String {
 }
 
 impl Model for ReplayModel {
-    fn provider(&self) -> &str {
-        &self.provider
+    fn provider(&self) -> String {
+        self.provider.clone()
     }
 
-    fn name(&self) -> &str {
-        &self.name
+    fn name(&self) -> String {
+        self.name.clone()
     }
 
     fn session_created(&self, id: &str) {

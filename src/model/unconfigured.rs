@@ -19,12 +19,12 @@ impl UnconfiguredModel {
 }
 
 impl Model for UnconfiguredModel {
-    fn provider(&self) -> &str {
-        "none"
+    fn provider(&self) -> String {
+        "none".into()
     }
 
-    fn name(&self) -> &str {
-        "none"
+    fn name(&self) -> String {
+        "none".into()
     }
 
     fn stream(&self, _request: ModelRequest) -> ChunkStream {

@@ -12,6 +12,7 @@
 //! - `stderr_tail`: the last stderr lines of a child, for the error that names its failure.
 
 pub(crate) mod child_env;
+pub(crate) mod git_worktree;
 pub mod group;
 pub mod guard;
 pub mod own_env;

@@ -5,14 +5,11 @@
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-use super::string_scan::{Found, Scanner};
-
 /// Longest line we accept, in bytes (the ACP SDKs use the same default).
 pub(crate) const MAX_LINE_BYTES: usize = 32 * 1024 * 1024;
 
 /// Room asked of the kernel per read. The buffer is never zero-filled (`read_buf` writes into
-/// spare capacity), so memory is only touched as far as input actually arrives: a 64 KiB
-/// zeroed buffer cost a new `kin acp` about 16 page faults before its first request.
+/// spare capacity), so memory is only touched as far as input actually arrives.
 const READ_SIZE: usize = 64 * 1024;
 
 /// One unit read from the stream.
@@ -35,10 +32,6 @@ pub(crate) struct LineReader<R> {
     /// Bytes of an over-long line dropped so far (its rest is dropped up to the next `\n`).
     dropped: Option<usize>,
     cap: usize,
-    /// The long strings of the line being read, scanned before each read (so while the writer
-    /// is busy with the next bytes), and those of the last line handed out.
-    strings: Scanner,
-    found: Vec<Found>,
 }
 
 impl<R: AsyncRead + Unpin> LineReader<R> {
@@ -54,14 +47,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
             scanned: 0,
             dropped: None,
             cap,
-            strings: Scanner::default(),
-            found: Vec::new(),
         }
-    }
-
-    /// The long plain strings of the line last handed out (see `string_scan`), once.
-    pub(crate) fn take_long_strings(&mut self) -> Vec<Found> {
-        std::mem::take(&mut self.found)
     }
 
     /// The next frame, or `None` at end of stream. A final line without `\n` still counts.
@@ -70,9 +56,6 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
         loop {
             if let Some(pos) = memchr::memchr(b'\n', &self.buffer[self.scanned..]) {
                 let end = self.scanned + pos;
-                if self.dropped.is_none() {
-                    self.strings.feed(&self.buffer[self.start..end]);
-                }
                 return Ok(Some(self.take(end, 1)));
             }
             self.scanned = self.buffer.len();
@@ -87,16 +70,9 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
                 self.buffer.drain(..self.start);
                 (self.start, self.scanned) = (0, pending);
             }
-            match self.dropped {
-                None => self.strings.feed(&self.buffer[self.start..]),
-                Some(_) => self.strings = Scanner::default(),
-            }
             self.buffer.reserve(READ_SIZE);
             if self.inner.read_buf(&mut self.buffer).await? == 0 {
                 let end = self.buffer.len();
-                if self.dropped.is_none() {
-                    self.strings.feed(&self.buffer[self.start..end]);
-                }
                 return Ok((end > self.start || self.dropped.is_some()).then(|| self.take(end, 0)));
             }
         }
@@ -104,7 +80,6 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
 
     /// Hands out `buffer[start..end]` and skips `skip` more bytes (the `\n`).
     fn take(&mut self, end: usize, skip: usize) -> Frame {
-        self.found = self.strings.finish();
         let len = end - self.start + self.dropped.take().unwrap_or(0);
         let next = end + skip;
         let frame = if len > self.cap {

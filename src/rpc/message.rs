@@ -89,18 +89,10 @@ impl Rejected {
     }
 }
 
-/// Classifies a line. `Ok(None)` is a blank line (ignored). A rejection is boxed: it is the
-/// rare path, and boxing keeps the common result small.
+/// Classifies a line: the one place an incoming line is parsed. `Ok(None)` is a blank line
+/// (ignored). A rejection is boxed: it is the rare path, and boxing keeps the common result
+/// small.
 pub(crate) fn classify(line: &[u8]) -> Result<Option<Incoming>, Box<Rejected>> {
-    classify_with(line, |_| {})
-}
-
-/// [`classify`], with `prepare` given the parsed message first (to put back what
-/// `long_strings` took out of the line).
-pub(crate) fn classify_with(
-    line: &[u8],
-    prepare: impl FnOnce(&mut Value),
-) -> Result<Option<Incoming>, Box<Rejected>> {
     let text = std::str::from_utf8(line).map_err(|e| {
         Rejected::anonymous(RpcError::parse_error(format!(
             "parse error: line is not valid UTF-8 ({e})"
@@ -114,12 +106,11 @@ pub(crate) fn classify_with(
             "parse error: the line holds more than {MAX_JSON_VALUES} JSON values"
         ))));
     }
-    let mut value: Value = serde_json::from_str(text).map_err(|e| {
+    let value: Value = serde_json::from_str(text).map_err(|e| {
         Rejected::anonymous(RpcError::parse_error(format!(
             "parse error: invalid JSON ({e})"
         )))
     })?;
-    prepare(&mut value);
     match value {
         Value::Object(object) => classify_object(object, text).map(Some),
         Value::Array(_) => Err(Rejected::anonymous(RpcError::invalid_request(
@@ -222,6 +213,7 @@ fn id_is_minus_zero(text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn values_are_counted_outside_strings_only() {
@@ -234,7 +226,6 @@ mod tests {
         let rejected = classify(many.as_bytes()).unwrap_err();
         assert_eq!(rejected.error.code, -32700, "{:?}", rejected.error);
     }
-    use serde_json::json;
 
     fn code(line: &str) -> i32 {
         classify(line.as_bytes()).unwrap_err().error.code

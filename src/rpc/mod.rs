@@ -6,15 +6,12 @@
 
 mod error;
 mod framing;
-mod long_strings;
 mod message;
 mod peer;
 mod stdio;
-mod string_scan;
 
 pub(crate) use error::RpcError;
 pub(crate) use framing::{Frame, LineReader, MAX_LINE_BYTES};
-pub(crate) use long_strings::LongStrings;
 pub(crate) use message::{classify, Incoming};
 pub(crate) use peer::{Handler, Peer, Reply, RequestContext};
 pub(crate) use stdio::stdio;

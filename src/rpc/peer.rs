@@ -19,10 +19,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::long_strings::{self, LongStrings};
 use super::message::is_negative_zero;
-use super::string_scan::Found;
-use super::{Frame, Incoming, LineReader, RpcError, MAX_LINE_BYTES};
+use super::{classify, Frame, Incoming, LineReader, RpcError, MAX_LINE_BYTES};
 use crate::sync::lock;
 
 const CANCEL_REQUEST: &str = "$/cancel_request";
@@ -40,13 +38,6 @@ pub(crate) trait Handler: Send + Sync + 'static {
     /// Called for each line that is not a JSON-RPC message (which is also answered with the
     /// error); lets a handler that must not tolerate such output (a child agent's) give up.
     fn invalid(&self, _error: &RpcError) {}
-
-    /// Whether requests of `method` come with their long strings still taken out (see
-    /// `long_strings`): the handler then takes those it wants from
-    /// [`RequestContext::long_strings`] and must [`LongStrings::restore`] the rest.
-    fn keeps_long_strings(&self, _method: &str) -> bool {
-        false
-    }
 }
 
 /// How a [`Handler`] answers a request.
@@ -66,8 +57,6 @@ pub(crate) enum Reply {
 pub(crate) struct RequestContext {
     pub(crate) cancel: CancellationToken,
     pub(crate) peer: Peer,
-    /// The strings taken out of the request's line, for a handler that keeps them (else empty).
-    pub(crate) long_strings: LongStrings,
     after_answer: Arc<Mutex<Vec<AfterWrite>>>,
 }
 
@@ -205,16 +194,7 @@ impl Peer {
                     handler.invalid(&error);
                     self.respond(&Value::Null, Err(error));
                 }
-                Ok(Some(Frame::Line(line))) => {
-                    let big = line.len() >= RELEASE_AFTER_BYTES;
-                    let line = bytes::Bytes::from(line);
-                    let found = lines.take_long_strings();
-                    let answering = self.dispatch(&line, &found, &handler, &tracker, big);
-                    if big && !answering {
-                        drop(line);
-                        crate::memory::release_freed();
-                    }
-                }
+                Ok(Some(Frame::Line(line))) => self.dispatch(line, &handler, &tracker),
             }
         }
         self.inner.closed.cancel();
@@ -231,26 +211,19 @@ impl Peer {
         let _ = writer.await;
     }
 
-    /// Handles one line; `true` when a task now answers it, which calls
-    /// [`crate::memory::release_freed`] after its answer when `big` (not while the handler is
-    /// still working on the payload it came with).
-    fn dispatch<H: Handler>(
-        &self,
-        line: &bytes::Bytes,
-        found: &[Found],
-        handler: &Arc<H>,
-        tracker: &TaskTracker,
-        big: bool,
-    ) -> bool {
-        let keeps = |method: &str| handler.keeps_long_strings(method);
-        let (parsed, long_strings) = long_strings::classify(line, found, keeps);
+    /// Handles one line. The heap a huge line took is given back once it is handled: at once,
+    /// or after its answer when a task answers it (not while the handler still works on it).
+    fn dispatch<H: Handler>(&self, line: Vec<u8>, handler: &Arc<H>, tracker: &TaskTracker) {
+        let release = ReleaseWhenDone(line.len() >= RELEASE_AFTER_BYTES);
+        let parsed = classify(&line);
+        drop(line);
         let incoming = match parsed {
             Ok(Some(incoming)) => incoming,
-            Ok(None) => return false,
+            Ok(None) => return,
             Err(rejected) => {
                 handler.invalid(&rejected.error);
                 self.respond(&rejected.id, Err(rejected.error));
-                return false;
+                return;
             }
         };
         match incoming {
@@ -262,7 +235,6 @@ impl Peer {
                 let cx = RequestContext {
                     cancel,
                     peer: self.clone(),
-                    long_strings,
                     after_answer: after_answer.clone(),
                 };
                 let started = std::panic::catch_unwind(AssertUnwindSafe(|| {
@@ -273,19 +245,19 @@ impl Peer {
                     Ok(Reply::Now(answer)) => {
                         lock(&self.inner.in_flight).remove(&key);
                         self.respond(&id, answer);
-                        return false;
+                        return;
                     }
                     Ok(Reply::NowThen(answer, then)) => {
                         lock(&self.inner.in_flight).remove(&key);
                         self.respond(&id, answer);
                         // Dropped unrun when the writer is gone.
                         let _ = self.inner.out.send(Outgoing::Then(then));
-                        return false;
+                        return;
                     }
                     Err(_) => {
                         lock(&self.inner.in_flight).remove(&key);
                         self.respond(&id, handler_panicked());
-                        return false;
+                        return;
                     }
                 };
                 let peer = self.clone();
@@ -300,11 +272,8 @@ impl Peer {
                     for work in after {
                         work();
                     }
-                    if big {
-                        crate::memory::release_freed();
-                    }
+                    drop(release);
                 });
-                return true;
             }
             Incoming::Notification { method, params } if method == CANCEL_REQUEST => {
                 if let Some(id) = params.get("requestId") {
@@ -336,7 +305,6 @@ impl Peer {
                 }
             }
         }
-        false
     }
 
     /// Queues the message; false (and nothing sent) when it cannot be encoded or its line would
@@ -445,6 +413,18 @@ impl Peer {
 
 /// Lines at least this long are followed by [`crate::memory::release_freed`].
 const RELEASE_AFTER_BYTES: usize = 4 * 1024 * 1024;
+
+/// When dropped (its line handled), and `true`, calls [`crate::memory::release_freed`]: the one
+/// place kin gives the heap of a huge message back to the system.
+struct ReleaseWhenDone(bool);
+
+impl Drop for ReleaseWhenDone {
+    fn drop(&mut self) {
+        if self.0 {
+            crate::memory::release_freed();
+        }
+    }
+}
 
 fn handler_panicked() -> Result<Value, RpcError> {
     tracing::error!("a request handler panicked");

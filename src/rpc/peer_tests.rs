@@ -19,11 +19,6 @@ impl Handler for TestHandler {
             "echo" => Reply::Later(async move { Ok(params) }.boxed()),
             "big" => Reply::Now(Ok(Value::from("x".repeat(TEST_MAX_LINE)))),
             "measure" => Reply::Now(Ok(measure(params["data"].as_str().map(str::as_bytes)))),
-            "kept" => {
-                let marker = params["data"].as_str().unwrap_or_default();
-                let taken = cx.long_strings.take(marker);
-                Reply::Now(Ok(measure(taken.as_ref().map(|t| &t.text[..]))))
-            }
             "wait" => Reply::Later(
                 async move {
                     cx.cancel.cancelled().await;
@@ -37,10 +32,6 @@ impl Handler for TestHandler {
 
     fn notification(&self, method: String, _params: Value) {
         self.notes.lock().unwrap().push(method);
-    }
-
-    fn keeps_long_strings(&self, method: &str) -> bool {
-        method == "kept"
     }
 }
 
@@ -100,23 +91,20 @@ async fn no_outgoing_line_is_longer_than_an_incoming_one_may_be() {
         .contains("longer than"));
 }
 
-/// A line of megabytes reads the same to every handler and in every answer we get: its
-/// long strings are put back, except for a handler that keeps them, which takes them.
+/// A line of megabytes reaches the handler whole, and so does an answer we get.
 #[tokio::test]
-async fn long_strings_reach_handlers_whole_or_kept_aside_and_answers_whole() {
+async fn long_strings_reach_handlers_and_answers_whole() {
     let (peer, mut input, mut output, _task) = serve();
     let data = "A".repeat(2 << 20);
-    for (id, method) in [(1, "measure"), (2, "kept")] {
-        let line = json!({"jsonrpc": "2.0", "id": id, "method": method,
-            "params": {"data": data, "other": "B".repeat(1 << 17)}});
-        input
-            .write_all(format!("{line}\n").as_bytes())
-            .await
-            .unwrap();
-        let answer = next(&mut output).await;
-        assert_eq!(answer["id"], id);
-        assert_eq!(answer["result"], json!({"len": data.len(), "all_a": true}));
-    }
+    let line = json!({"jsonrpc": "2.0", "id": 1, "method": "measure",
+        "params": {"data": data, "other": "B".repeat(1 << 17)}});
+    input
+        .write_all(format!("{line}\n").as_bytes())
+        .await
+        .unwrap();
+    let answer = next(&mut output).await;
+    assert_eq!(answer["id"], 1);
+    assert_eq!(answer["result"], json!({"len": data.len(), "all_a": true}));
     let asking = tokio::spawn(async move { peer.request("ask", &()).await });
     let request = next(&mut output).await;
     let reply = json!({"jsonrpc": "2.0", "id": request["id"], "result": {"text": data}});

@@ -52,22 +52,8 @@ pub(crate) fn stdio() -> (Input, Output, StdioFlags) {
 fn evented_input(fd: OwnedFd) -> std::io::Result<Input> {
     Ok(match is_socket(&fd) {
         true => Box::new(socket(fd)?),
-        false => {
-            let receiver = pipe::Receiver::from_owned_fd(fd)?;
-            widen(receiver.as_fd());
-            Box::new(receiver)
-        }
+        false => Box::new(pipe::Receiver::from_owned_fd(fd)?),
     })
-}
-
-/// Room asked for in kin's input pipe: the default 64 KiB made a pasted image (megabytes of
-/// base64 on one line) cross in a hundred rounds of the writer filling the pipe and kin
-/// being woken to empty it. Its pages are only taken while data waits in the pipe.
-const PIPE_BYTES: i32 = 1024 * 1024;
-
-/// Asks for [`PIPE_BYTES`] of pipe buffer; a system that allows less keeps the default.
-fn widen(fd: BorrowedFd<'_>) {
-    let _ = fcntl(fd, FcntlArg::F_SETPIPE_SZ(PIPE_BYTES));
 }
 
 /// `fd` written through the event loop, if it is a pipe or a socket.

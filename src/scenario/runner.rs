@@ -375,13 +375,17 @@ impl<'a> Runner<'a> {
             .await?;
         self.open_prompts.insert(id);
         let session = session.to_owned();
-        // The session's slash commands are announced when it opens, not by the prompt.
+        // The session's slash commands are announced when it opens, not by the prompt; its
+        // title is announced as the prompt is taken, before the turn streams anything. Waiting
+        // past both keeps what the next step sends after the turn's first output.
         self.read_until("waiting for the prompt's first update", |m| {
             m.get("method").and_then(Value::as_str) == Some("session/update")
                 && m.pointer("/params/sessionId").and_then(Value::as_str) == Some(session.as_str())
-                && m.pointer("/params/update/sessionUpdate")
-                    .and_then(Value::as_str)
-                    != Some("available_commands_update")
+                && !matches!(
+                    m.pointer("/params/update/sessionUpdate")
+                        .and_then(Value::as_str),
+                    Some("available_commands_update" | "session_info_update")
+                )
         })
         .await?;
         Ok(())

@@ -2,7 +2,6 @@
 //! JSONL store, and folds of a log into what the model sees. Knows nothing of ACP or of any
 //! model API.
 
-pub(crate) mod blob_writes;
 pub(crate) mod blobs;
 mod child;
 pub(crate) mod context;

@@ -345,10 +345,7 @@ impl SessionStore {
         let _ = fs::remove_file(path.with_extension("jsonl.torn"));
         let _ = fs::remove_file(path.with_extension("jsonl.set-aside"));
         let _ = fs::remove_file(super::view_sidecar::path_of(&path));
-        let blobs = super::blobs::dir_of(&path);
-        // A write still running there ends first, and its outcome no longer matters.
-        let _ = super::blob_writes::take_failed(&blobs);
-        let _ = fs::remove_dir_all(blobs);
+        let _ = fs::remove_dir_all(super::blobs::dir_of(&path));
         match fs::remove_file(&path) {
             Ok(()) => {
                 let shelf = self.layout.shelf_holding(&path);

@@ -523,11 +523,11 @@ async fn a_fork_from_inside_a_turn_excludes_the_turn_in_flight() {
 struct NamedModel(String);
 
 impl kin::model::Model for NamedModel {
-    fn provider(&self) -> &str {
-        "named"
+    fn provider(&self) -> String {
+        "named".into()
     }
-    fn name(&self) -> &str {
-        &self.0
+    fn name(&self) -> String {
+        self.0.clone()
     }
     fn stream(&self, _request: kin::model::ModelRequest) -> kin::model::ChunkStream {
         match text(&self.0) {

@@ -85,12 +85,12 @@ impl ScriptedModel {
 }
 
 impl Model for ScriptedModel {
-    fn provider(&self) -> &str {
-        "scripted"
+    fn provider(&self) -> String {
+        "scripted".into()
     }
 
-    fn name(&self) -> &str {
-        "scripted"
+    fn name(&self) -> String {
+        "scripted".into()
     }
 
     fn stream(&self, request: ModelRequest) -> ChunkStream {

@@ -133,7 +133,7 @@ impl Turn<'_> {
                 }
             }
         };
-        let done = finish(self.agent, turn, step, call, output);
+        let done = finish(self.agent, turn, step, call, output).await;
         self.commit(step, call, call_seq, done, model_takes_images, false)
     }
 
@@ -275,7 +275,7 @@ impl<'a> Side<'a> {
         if output.is_cancelled() && !self.turn_cancel.is_cancelled() {
             self.run_cancel.cancel();
         }
-        let done = finish(self.agent, self.turn, self.step, call, output);
+        let done = finish(self.agent, self.turn, self.step, call, output).await;
         preview(
             self.observe,
             EventBody::ToolResult(Box::new(done.result.clone())),
@@ -317,8 +317,14 @@ async fn execute(
     tools.call(&call.name, &call.arguments, cx).await
 }
 
-/// `call`'s outcome with its `tool/result` (the images stored beside the log).
-fn finish(agent: &Agent, turn: u32, step: u32, call: &PlannedCall, output: ToolOutput) -> Finished {
+/// `call`'s outcome with its `tool/result` (the images stored beside the log first).
+async fn finish(
+    agent: &Agent,
+    turn: u32,
+    step: u32,
+    call: &PlannedCall,
+    output: ToolOutput,
+) -> Finished {
     let (cancelled, images) = (output.is_cancelled(), !output.images.is_empty());
     if output.is_error {
         let first = output.text.lines().next().unwrap_or_default();
@@ -328,10 +334,7 @@ fn finish(agent: &Agent, turn: u32, step: u32, call: &PlannedCall, output: ToolO
     // Logged like any result first; then the turn ends.
     let fatal = output.is_fatal().then(|| output.text.clone());
     let mut content = vec![ToolResultContent::Text { text: output.text }];
-    content.extend(crate::agent::tool_images::store(
-        &agent.blob_dir(),
-        output.images,
-    ));
+    content.extend(crate::agent::tool_images::store(agent.blob_dir(), output.images).await);
     let result = ToolResult {
         turn,
         step,

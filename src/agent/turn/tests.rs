@@ -16,11 +16,11 @@ use crate::tools::{Tool, ToolContext, ToolKind, ToolOutput, ToolRegistry};
 struct CallsBroken;
 
 impl Model for CallsBroken {
-    fn provider(&self) -> &str {
-        "test"
+    fn provider(&self) -> String {
+        "test".into()
     }
-    fn name(&self) -> &str {
-        "test"
+    fn name(&self) -> String {
+        "test".into()
     }
     fn stream(&self, _request: ModelRequest) -> ChunkStream {
         let call = AssistantBlock::ToolCall {
@@ -94,6 +94,7 @@ async fn a_fatal_tool_error_is_logged_then_ends_the_turn_as_failed() {
         model,
         system: String::new(),
         max_steps: 5,
+        tool_argument_bytes: crate::limits::DEFAULT_TOOL_ARGUMENT_BYTES,
         max_parallel: 8,
         client: None,
     };

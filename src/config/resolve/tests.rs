@@ -1,3 +1,5 @@
+//! Tests of the model configuration's resolution.
+
 use super::*;
 use crate::config::KeyStore;
 use std::collections::HashMap;

@@ -196,7 +196,7 @@ fn check(history: ModelHistory, system: &str, what: &str) {
             max_tokens: Some(100),
             blobs: None,
         };
-        let body: Value = serde_json::from_slice(&request::body("m", &request, images).to_vec())
+        let body: Value = serde_json::from_slice(&request::body("m", &request, images))
             .expect("the body is JSON");
         if let Some(fault) = alternation_fault(&body) {
             panic!("{what}: {fault}\n{:#?}", history.items());

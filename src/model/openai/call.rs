@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use super::body::RequestBody;
+use bytes::Bytes;
 use reqwest::header::{HeaderMap, ACCEPT, CONTENT_TYPE, RETRY_AFTER};
 
 use super::retry::{backoff, parse_retry_after, retryable_status, MAX_RETRY_AFTER};
@@ -24,7 +24,7 @@ pub(super) struct Call {
     client: reqwest::Client,
     settings: Arc<OpenAiSettings>,
     key: ApiKey,
-    body: RequestBody,
+    body: Bytes,
     /// Requests sent so far.
     attempts: u32,
     /// Whether a chunk was handed to the caller.
@@ -71,7 +71,7 @@ impl Call {
         client: reqwest::Client,
         settings: Arc<OpenAiSettings>,
         key: ApiKey,
-        body: RequestBody,
+        body: Bytes,
     ) -> Self {
         Self {
             client,
@@ -251,7 +251,7 @@ impl Call {
         let request = request
             .header(CONTENT_TYPE, "application/json")
             .header(ACCEPT, "text/event-stream")
-            .body(self.body.to_reqwest())
+            .body(self.body.clone())
             .send();
         // Some servers (llama.cpp's) send the headers only with the first token.
         let response = match tokio::time::timeout(self.first_token_limit(), request).await {

@@ -12,7 +12,6 @@
 mod alternate;
 #[cfg(test)]
 mod alternation_tests;
-mod body;
 mod call;
 pub(crate) mod decode;
 pub(crate) mod request;
@@ -262,7 +261,7 @@ impl OpenAiModel {
 
 /// The HTTP client for `settings`. An `http://` endpoint gets one that trusts no certificate,
 /// so no root store is loaded for it; an `https://` one trusts the system's roots (read from
-/// disk, ~6 ms for a few hundred CA files, which is why [`Model::prepare`] builds it early).
+/// disk, a few hundred CA files, which is why [`Model::prepare`] builds it early).
 fn build_client(settings: &OpenAiSettings) -> Result<reqwest::Client, ClientError> {
     // `Err` only means a provider is installed already (this one, by an earlier client).
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -301,12 +300,12 @@ fn credentials(key: &KeyState) -> Credentials {
 }
 
 impl Model for OpenAiModel {
-    fn provider(&self) -> &str {
-        &self.settings.provider
+    fn provider(&self) -> String {
+        self.settings.provider.clone()
     }
 
-    fn name(&self) -> &str {
-        &self.settings.model
+    fn name(&self) -> String {
+        self.settings.model.clone()
     }
 
     fn stream(&self, request: ModelRequest) -> ChunkStream {

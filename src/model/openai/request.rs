@@ -17,10 +17,10 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
 use super::alternate;
-use super::body::{BodyWriter, RequestBody};
 use super::tool_images;
 use super::user_content::{self, UserEncoding};
 use crate::model::{ModelRequest, ToolSpec};
@@ -29,7 +29,7 @@ use crate::session::AssistantBlock;
 
 /// The request body for `model`, encoding every message (no earlier request to reuse).
 #[cfg(test)]
-pub(crate) fn body(model: &str, request: &ModelRequest, images: bool) -> RequestBody {
+pub(crate) fn body(model: &str, request: &ModelRequest, images: bool) -> Bytes {
     EncodedHistory::default().body(model, request, images)
 }
 
@@ -65,9 +65,9 @@ pub(crate) struct EncodedHistory {
     /// One per history item of the last request, in order.
     items: Vec<EncodedItem>,
     /// The last body. The next one keeps its bytes up to the first message that changed
-    /// (see [`BodyWriter::resume`]) and encodes only what follows: a long session's body is
-    /// megabytes, of which a step adds a little.
-    body: RequestBody,
+    /// (in place once the last call has let go of the buffer, else copied) and encodes only
+    /// what follows: a long session's body is megabytes, of which a step adds a little.
+    body: Bytes,
     /// Length of the body's opening: `{"model":…,"messages":[` and the system message.
     head_len: usize,
 }
@@ -114,12 +114,7 @@ impl EncodedHistory {
     /// last body is kept up to the first item that is not the one at its place last time
     /// (the same shared item, or an equal one) or whose stretch now makes another reasoning
     /// decision; the items from there on are encoded afresh.
-    pub(crate) fn body(
-        &mut self,
-        model: &str,
-        request: &ModelRequest,
-        images: bool,
-    ) -> RequestBody {
+    pub(crate) fn body(&mut self, model: &str, request: &ModelRequest, images: bool) -> Bytes {
         let how = UserEncoding {
             images,
             blobs: request.blobs.as_deref(),
@@ -145,7 +140,7 @@ impl EncodedHistory {
         let ends_run: Vec<bool> = (0..history.len())
             .map(|at| tool_images::ends_run(history, at))
             .collect();
-        let keep = if self.head_len == head.len() && self.body.starts_with(head.as_bytes()) {
+        let keep = if self.body.get(..self.head_len) == Some(head.as_bytes()) {
             self.items[..same]
                 .iter()
                 .zip(decisions.iter().zip(&ends_run))
@@ -160,8 +155,16 @@ impl EncodedHistory {
             0 => 0,
             _ => self.items[keep - 1].end,
         };
-        let mut out = BodyWriter::resume(std::mem::take(&mut self.body), keep_bytes);
+        let last = std::mem::take(&mut self.body);
+        let mut out = if last.is_unique() {
+            let mut reused = Vec::from(last);
+            reused.truncate(keep_bytes);
+            reused
+        } else {
+            last[..keep_bytes].to_vec()
+        };
         if keep == 0 {
+            out.clear();
             out.extend_from_slice(head.as_bytes());
         }
         self.head_len = head.len();
@@ -201,14 +204,14 @@ impl EncodedHistory {
             out.extend_from_slice(format!(r#","max_tokens":{max_tokens}"#).as_bytes());
         }
         out.extend_from_slice(br#","stream":true,"stream_options":{"include_usage":true}}"#);
-        self.body = out.finish();
+        self.body = Bytes::from(out);
         self.body.clone()
     }
 }
 
 /// The array's first message follows its `[`; any other, a comma.
-fn comma(out: &mut BodyWriter) {
-    if out.last() != Some(b'[') {
+fn comma(out: &mut Vec<u8>) {
+    if out.last() != Some(&b'[') {
         out.push(b',');
     }
 }
@@ -357,7 +360,7 @@ mod tests {
     }
 
     fn parsed_body(request: &ModelRequest) -> Value {
-        serde_json::from_slice(&body("m", request, false).to_vec()).unwrap()
+        serde_json::from_slice(&body("m", request, false)).unwrap()
     }
 
     fn messages(request: &ModelRequest) -> Vec<Value> {
@@ -489,12 +492,12 @@ mod tests {
         let mut cache = EncodedHistory::default();
         let mut request = request(history.clone());
         let check = |request: &ModelRequest, cache: &mut EncodedHistory| {
-            let kept = cache.body("m", request, false).to_vec();
-            assert_eq!(kept, body("m", request, false).to_vec());
+            let kept = cache.body("m", request, false);
+            assert_eq!(kept, body("m", request, false));
             let reparsed: Value = serde_json::from_slice(&kept).unwrap();
             assert_eq!(
                 kept,
-                reparsed.to_string().into_bytes(),
+                reparsed.to_string(),
                 "compact, in the order of a Value"
             );
         };
@@ -540,15 +543,15 @@ mod tests {
             // While the call is open the view ends in an interrupted result, which the
             // next step's real result replaces.
             let kept = cache.body("m", &request, false);
-            assert_eq!(kept.to_vec(), body("m", &request, false).to_vec());
+            assert_eq!(kept, body("m", &request, false));
             // A body still held (a call in flight) is never written over; a released one's
             // buffer is reused.
             if at % 2 == 0 {
-                held.push((kept, body("m", &request, false).to_vec()));
+                held.push((kept, body("m", &request, false)));
             }
         }
         for (kept, fresh) in held {
-            assert_eq!(kept.to_vec(), fresh);
+            assert_eq!(kept, fresh);
         }
         let shared = request.history.items();
         assert_eq!(cache.items.len(), shared.len());

@@ -9,9 +9,7 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
-use super::body::BodyWriter;
-
-use crate::session::blobs::{self, Text};
+use crate::session::blobs;
 use crate::session::UserPart;
 
 /// How to encode: whether images go as images, and where the blobs are.
@@ -25,15 +23,15 @@ enum Piece {
     Text(String),
     Image {
         mime_type: String,
-        /// Base64, normally, as read from the blobs: shared, not copied.
-        base64: Text,
+        /// Base64, normally, as read from the blobs.
+        base64: String,
     },
 }
 
 /// Appends the user message `{"role":"user","content":…}` for `parts` to `out`. An image's
-/// base64 goes into the body as it is (it needs no JSON escaping; text that would is
-/// escaped), shared rather than copied, not built into a JSON value and serialised again.
-pub(crate) fn write_message(parts: &[UserPart], how: UserEncoding<'_>, out: &mut BodyWriter) {
+/// base64 is written into the body once, as it is (it needs no JSON escaping; text that would
+/// is escaped), not built into a JSON value and serialised again.
+pub(crate) fn write_message(parts: &[UserPart], how: UserEncoding<'_>, out: &mut Vec<u8>) {
     let pieces: Vec<Piece> = parts.iter().map(|part| piece(part, how)).collect();
     out.extend_from_slice(br#"{"role":"user","content":"#);
     if pieces.iter().all(|p| matches!(p, Piece::Text(_))) {
@@ -65,24 +63,24 @@ pub(crate) fn write_message(parts: &[UserPart], how: UserEncoding<'_>, out: &mut
     out.push(b'}');
 }
 
-fn push_json(out: &mut BodyWriter, value: &Value) {
+fn push_json(out: &mut Vec<u8>, value: &Value) {
     out.extend_from_slice(value.to_string().as_bytes());
 }
 
 /// `"data:<mime>;base64,<base64>"` as a JSON string.
-fn push_data_url(out: &mut BodyWriter, mime_type: &str, base64: &Text) {
-    if needs_escaping(mime_type.as_bytes()) || !base64.plain && needs_escaping(&base64.bytes) {
-        let base64 = String::from_utf8_lossy(&base64.bytes);
+fn push_data_url(out: &mut Vec<u8>, mime_type: &str, base64: &str) {
+    if needs_escaping(mime_type.as_bytes()) || needs_escaping(base64.as_bytes()) {
         push_json(
             out,
             &Value::String(format!("data:{mime_type};base64,{base64}")),
         );
         return;
     }
+    out.reserve(base64.len() + mime_type.len() + 16);
     out.extend_from_slice(b"\"data:");
     out.extend_from_slice(mime_type.as_bytes());
     out.extend_from_slice(b";base64,");
-    out.share(&base64.bytes);
+    out.extend_from_slice(base64.as_bytes());
     out.push(b'"');
 }
 
@@ -96,8 +94,8 @@ fn needs_escaping(bytes: &[u8]) -> bool {
     })
 }
 
-fn read_text(how: UserEncoding<'_>, blob: &str) -> Option<Text> {
-    how.blobs.and_then(|dir| blobs::get_shared(dir, blob))
+fn read_text(how: UserEncoding<'_>, blob: &str, size: u64) -> Option<String> {
+    how.blobs.and_then(|dir| blobs::get_text(dir, blob, size))
 }
 
 fn piece(part: &UserPart, how: UserEncoding<'_>) -> Piece {
@@ -110,7 +108,7 @@ fn piece(part: &UserPart, how: UserEncoding<'_>) -> Piece {
             size,
             ..
         } => {
-            let data = how.images.then(|| read_text(how, blob)).flatten();
+            let data = how.images.then(|| read_text(how, blob, *size)).flatten();
             match data {
                 Some(base64) => Piece::Image {
                     mime_type: mime_type.clone(),
@@ -140,8 +138,7 @@ fn piece(part: &UserPart, how: UserEncoding<'_>) -> Piece {
             }
             let body = match (text, blob) {
                 (Some(text), _) => Some(text.clone()),
-                (None, Some(blob)) => read_text(how, blob)
-                    .map(|text| String::from_utf8_lossy(&text.bytes).into_owned()),
+                (None, Some(blob)) => read_text(how, blob, *size),
                 (None, None) => None,
             };
             let Some(body) = body else {
@@ -171,9 +168,9 @@ mod tests {
 
     /// The `content` of the message written for `parts`.
     fn content(parts: &[UserPart], how: UserEncoding<'_>) -> Value {
-        let mut out = BodyWriter::default();
+        let mut out = Vec::new();
         write_message(parts, how, &mut out);
-        let message: Value = serde_json::from_slice(&out.finish().to_vec()).unwrap();
+        let message: Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(message["role"], "user");
         message["content"].clone()
     }
