@@ -8,7 +8,7 @@
 //! Target: prompt -> model request under 3 ms after compaction.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
-#[path = "../tests/common/mock_openai.rs"]
+#[path = "../tests/it/common/mock_openai.rs"]
 mod mock_openai;
 
 mod common;

@@ -13,7 +13,7 @@
 //! later ones cost what steady prompts do.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
-#[path = "../tests/common/mock_openai.rs"]
+#[path = "../tests/it/common/mock_openai.rs"]
 mod mock_openai;
 
 mod common;

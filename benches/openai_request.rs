@@ -5,7 +5,7 @@
 //! HTTP round trip, SSE and chunk decoding. Target: median under 1 ms.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
-#[path = "../tests/common/mock_openai.rs"]
+#[path = "../tests/it/common/mock_openai.rs"]
 mod mock_openai;
 
 use std::time::Instant;

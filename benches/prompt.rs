@@ -8,7 +8,7 @@
 //!   text chunks), so the whole history goes into each request.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
-#[path = "../tests/common/mock_openai.rs"]
+#[path = "../tests/it/common/mock_openai.rs"]
 mod mock_openai;
 
 mod common;

@@ -10,7 +10,7 @@
 //!   image itself goes to `<id>.blobs/`).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
-#[path = "../tests/common/mock_openai.rs"]
+#[path = "../tests/it/common/mock_openai.rs"]
 mod mock_openai;
 
 mod common;

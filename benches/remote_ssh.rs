@@ -1,6 +1,6 @@
 //! `remote_ssh`: what a remote ACP child costs beyond the ssh connection itself. A throwaway
 //! `sshd` of the bench's own on 127.0.0.1 (a free high port, fresh host and user keys in a
-//! temporary directory; the same setup as `tests/remote_ssh.rs`), and the release `kin acp
+//! temporary directory; the same setup as `tests/it/remote_ssh.rs`), and the release `kin acp
 //! --replay` as the parent, whose recorded model delegates once a turn, alternating between
 //! - `subagent_remote`: `ssh ... kin acp --replay <child>` (kin on the "other host"), and
 //! - `subagent_local`: the same kin child launched directly;

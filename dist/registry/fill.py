@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ENTRY = ROOT / "dist" / "registry" / "kin" / "agent.json"
 
 # The registry's platform names and the Rust targets dist builds for them
-# (dist-workspace.toml's `targets`; tests/registry.rs checks the two agree).
+# (dist-workspace.toml's `targets`; tests/it/registry.rs checks the two agree).
 PLATFORMS = {
     "darwin-aarch64": "aarch64-apple-darwin",
     "darwin-x86_64": "x86_64-apple-darwin",

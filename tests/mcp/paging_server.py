@@ -1,4 +1,4 @@
-"""A stdio MCP server that misbehaves on request, for tests/mcp_bounds.rs; on the official
+"""A stdio MCP server that misbehaves on request, for tests/it/mcp_bounds.rs; on the official
 Python SDK's low-level server.
 
 Usage: paging_server.py MODE [N]. MODE says how `tools/list` pages:

@@ -1,4 +1,4 @@
-"""A stdio MCP server for tests/mcp_servers.rs, on the official Python SDK.
+"""A stdio MCP server for tests/it/mcp_servers.rs, on the official Python SDK.
 
 Usage: stdio_server.py MARKS GO, two FIFOs. The server writes a line to MARKS when it lists
 its tools (`listed <n>`, n counting the listings of this process), when `wait` starts

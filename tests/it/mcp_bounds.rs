@@ -1,0 +1,219 @@
+//! An MCP server cannot grow kin without bound or hold its turn: against a real stdio server
+//! on the official Python SDK (tests/mcp/paging_server.py) that pages its tools wrongly, lists
+//! more tools than the model is offered, never answers a call, or answers one with 17 MiB;
+//! and an HTTP server (tests/mcp/http_server.py) that refuses kin's credentials.
+
+use crate::common;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use common::mock_openai::{text_reply, MockServer};
+use common::{Script, Wire};
+use serde_json::{json, Value};
+
+const DEADLINE: Duration = Duration::from_secs(120);
+
+fn python_with_mcp() -> Option<PathBuf> {
+    common::python_with("mcp.server.lowlevel, mcp.server.mcpserver, uvicorn")
+}
+
+/// A config file naming paging servers (`name`, mode and arguments, extra TOML lines).
+fn config(python: &std::path::Path, servers: &[(&str, &[&str], &str)], top: &str) -> String {
+    let script = common::repo().join("tests/mcp/paging_server.py");
+    let mut text = format!("mcp_startup_timeout = \"60s\"\n{top}");
+    for (name, args, extra) in servers {
+        let mut all = vec![script.display().to_string()];
+        all.extend(args.iter().map(|a| a.to_string()));
+        text.push_str(&format!(
+            "[mcp_servers.{name}]\ncommand = {:?}\nargs = {all:?}\n{extra}\n",
+            python.display().to_string()
+        ));
+    }
+    text
+}
+
+fn home_with(config: &str) -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join("config/kin")).unwrap();
+    std::fs::write(home.path().join("config/kin/config.toml"), config).unwrap();
+    home
+}
+
+/// Prompts once in mode `allow`; the updates before the answer.
+async fn prompt(wire: &mut Wire) -> Vec<Value> {
+    wire.initialize().await;
+    let session = wire.new_session().await;
+    let (_, answer) = wire
+        .request(
+            2,
+            "session/set_mode",
+            json!({"sessionId": session, "modeId": "allow"}),
+        )
+        .await;
+    assert!(answer.get("error").is_none(), "{answer}");
+    let asked = wire.request(
+        3,
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "Go."}]}),
+    );
+    let (updates, answer) = tokio::time::timeout(DEADLINE, asked)
+        .await
+        .expect("the prompt never ended");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    updates
+}
+
+fn all_text(updates: &[Value]) -> String {
+    updates.iter().map(Value::to_string).collect()
+}
+
+fn tool_text(updates: &[Value], call_id: &str) -> String {
+    updates
+        .iter()
+        .filter(|u| u["params"]["update"]["toolCallId"] == call_id)
+        .map(|u| u["params"]["update"].to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_tool_listing_that_repeats_its_cursor_or_never_ends_stops_with_a_notice() {
+    let Some(python) = python_with_mcp() else {
+        return;
+    };
+    let servers: &[(&str, &[&str], &str)] = &[
+        ("rep", &["repeat"], ""),
+        ("end", &["endless"], ""),
+        ("fine", &["many", "3"], ""),
+    ];
+    let home = home_with(&config(&python, servers, ""));
+    let replay = Script::new()
+        .calls(&[("e1", "mcp__fine__echo", json!({"text": "still here"}))])
+        .text("Done.")
+        .dir();
+    let mut wire = Wire::start_in(Some(replay.path()), home);
+    let updates = prompt(&mut wire).await;
+    let all = all_text(&updates);
+    assert!(
+        all.contains("MCP server `rep` is not available: its tools/list sent the cursor \\\"again\\\" a second time"),
+        "{all}"
+    );
+    assert!(
+        all.contains("MCP server `end` is not available: its tool list runs over 100 pages"),
+        "{all}"
+    );
+    assert!(
+        tool_text(&updates, "e1").contains("echo: still here"),
+        "{all}"
+    );
+}
+
+#[tokio::test]
+async fn the_model_is_offered_at_most_mcp_max_tools_with_a_notice_naming_the_rest() {
+    let Some(python) = python_with_mcp() else {
+        return;
+    };
+    let servers: &[(&str, &[&str], &str)] = &[("many", &["many", "150"], "")];
+    let home = home_with(&config(&python, servers, "mcp_max_tools = 120\n"));
+    let model = MockServer::start();
+    model.push(text_reply(&["Done."]));
+    let url = model.base_url();
+    let env = [
+        ("KIN_BASE_URL", url.as_str()),
+        ("KIN_API_KEY", "sk-test"),
+        ("KIN_MODEL", "mock-model"),
+    ];
+    let mut wire = Wire::start_with(None, home, &env);
+    let updates = prompt(&mut wire).await;
+    let all = all_text(&updates);
+    // 150 numbered tools and echo, slow, big: the last 33 are left out.
+    assert!(
+        all.contains("at most 120 MCP tools (`mcp_max_tools` in the config file); left out: `many`: 33 (t117, t118, t119, t120, t121, ...)"),
+        "{all}"
+    );
+    let request = model.request(0).unwrap();
+    let offered = request.body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|tool| {
+            let name = tool["function"]["name"].as_str().unwrap_or_default();
+            name.starts_with("mcp__")
+        })
+        .count();
+    assert_eq!(offered, 120);
+}
+
+#[tokio::test]
+async fn a_call_past_its_time_limit_or_with_an_oversized_answer_fails_clearly() {
+    let Some(python) = python_with_mcp() else {
+        return;
+    };
+    let servers: &[(&str, &[&str], &str)] = &[("odd", &["many", "1"], "call_timeout = \"2s\"\n")];
+    let home = home_with(&config(&python, servers, ""));
+    let replay = Script::new()
+        .calls(&[("s1", "mcp__odd__slow", json!({}))])
+        .calls(&[("b1", "mcp__odd__big", json!({}))])
+        .calls(&[("e1", "mcp__odd__echo", json!({"text": "after"}))])
+        .text("Done.")
+        .dir();
+    let mut wire = Wire::start_in(Some(replay.path()), home);
+    let updates = prompt(&mut wire).await;
+    let slow = tool_text(&updates, "s1");
+    assert!(slow.contains("did not answer within 2 s"), "{slow}");
+    let big = tool_text(&updates, "b1");
+    assert!(
+        big.contains("over kin's limit of 16 MiB for one message"),
+        "{big}"
+    );
+    assert!(tool_text(&updates, "e1").contains("echo: after"));
+}
+
+#[tokio::test]
+async fn an_http_server_refusing_kins_credentials_is_one_line_and_not_retried() {
+    use tokio::io::AsyncBufReadExt;
+    let Some(python) = python_with_mcp() else {
+        return;
+    };
+    let mut server = tokio::process::Command::new(python)
+        .arg(common::repo().join("tests/mcp/http_server.py"))
+        .args(["X-Kin-Test", "token-123"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(server.stdout.take().unwrap()).lines();
+    let first = tokio::time::timeout(DEADLINE, lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let port = first.strip_prefix("PORT ").unwrap().to_owned();
+    let home = home_with(&format!(
+        "mcp_startup_timeout = \"60s\"\n[mcp_servers.web]\nurl = \"http://127.0.0.1:{port}/mcp\"\n\
+         headers = {{ X-Kin-Test = \"wrong\" }}\n"
+    ));
+    let replay = Script::new().text("Done.").dir();
+    let mut wire = Wire::start_in(Some(replay.path()), home);
+    let updates = prompt(&mut wire).await;
+    let notices: Vec<String> = updates
+        .iter()
+        .map(Value::to_string)
+        .filter(|u| u.contains("MCP server `web`"))
+        .collect();
+    assert_eq!(notices.len(), 1, "{updates:?}");
+    assert!(
+        notices[0].contains("MCP server `web` is not available: the server needs authentication (HTTP 401 Unauthorized); check the headers kin sends it"),
+        "{}",
+        notices[0]
+    );
+    assert!(!notices[0].contains("Error"), "{}", notices[0]);
+    // Not retried: the server saw one refused request (each prints REFUSED).
+    server.start_kill().unwrap();
+    let mut refused = 0;
+    while let Ok(Some(line)) = lines.next_line().await {
+        refused += usize::from(line == "REFUSED");
+    }
+    assert_eq!(refused, 1);
+}
