@@ -2,7 +2,6 @@
 //! library's front door) over real pipes. `common` holds the shared fixtures.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
-mod common;
 mod acp_child_remote_files;
 mod acp_child_terminals;
 mod acp_children;
@@ -13,6 +12,7 @@ mod agents_cli;
 mod authority;
 mod caps;
 mod coding_tools;
+mod common;
 mod continuable_acp;
 mod delegation;
 mod demo_cli;
