@@ -200,10 +200,12 @@ fn usage_line(host: &crate::agent::host::AgentHost, agent: &crate::agent::Agent)
     }
     // Calls the endpoint reported no usage for are kin's estimate, said so, never shown as 0.
     if let Some(estimated) = usage.estimated_tokens {
-        let and = if reported { " and" } else { "" };
-        line.push_str(&format!(
-            "{and} ~{estimated} (estimated: the endpoint reported no usage)"
-        ));
+        let (and, which) = if reported {
+            (" and", "for the calls the endpoint reported no usage for")
+        } else {
+            ("", "the endpoint reported no usage")
+        };
+        line.push_str(&format!("{and} ~{estimated} (estimated: {which})"));
     }
     let choice = agent
         .model_choice(host.models())
