@@ -189,19 +189,10 @@ fn refused_key(status: u16, body: &str) -> String {
     )
 }
 
-/// The `error.message` of an OpenAI-style error body, else the body's first line, short.
+/// What an error body says, on one line (the model client's reading of OpenAI-style bodies).
 fn server_message(body: &str) -> String {
-    let parsed: Option<Value> = serde_json::from_str(body).ok();
-    let message = parsed
-        .as_ref()
-        .and_then(|v| v["error"]["message"].as_str().or(v["error"].as_str()))
-        .map(str::to_owned)
-        .unwrap_or_else(|| body.lines().next().unwrap_or("").trim().to_owned());
-    let mut message: String = message.chars().take(300).collect();
-    if message.is_empty() {
-        message = "(no message)".into();
-    }
-    message
+    let message = openai::readable_error(body);
+    message.lines().next().unwrap_or_default().trim().to_owned()
 }
 
 #[cfg(test)]
@@ -231,6 +222,6 @@ mod tests {
             "Invalid API key"
         );
         assert_eq!(server_message("Not Found\nmore"), "Not Found");
-        assert_eq!(server_message(""), "(no message)");
+        assert_eq!(server_message(""), "(empty body)");
     }
 }

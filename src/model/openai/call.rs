@@ -409,7 +409,7 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 
 /// `error.message` (or `message`, or `error` as a string) of a JSON error body, else the
 /// trimmed start of the text.
-pub(super) fn readable_error(body: &str) -> String {
+pub(crate) fn readable_error(body: &str) -> String {
     let parsed: Option<serde_json::Value> = serde_json::from_str(body).ok();
     let message = parsed.as_ref().and_then(|v| {
         v.pointer("/error/message")

@@ -29,6 +29,7 @@ use futures::future::BoxFuture;
 use super::{ChunkStream, Credentials, Model, ModelError, ModelRequest};
 use crate::sync::{read_lock, write_lock};
 
+pub(crate) use call::readable_error;
 pub(crate) use sse::error_chain;
 pub use sse::{SseDecoder, StreamFailure};
 
