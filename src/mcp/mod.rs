@@ -6,9 +6,11 @@
 //! - [`session`]: one session's servers: started in the background, waited for once, stopped;
 //! - `server`: one server's task: connect, list tools, relist on change, reconnect with backoff
 //!   (not after refused credentials or a listing past its bounds), each call within a time limit;
+//! - `changes`: hearing that its tools changed (a subscription on the stateless revision);
 //! - `listing`: a server's tools, page by page within bounds;
 //! - `stdio`: a stdio server's supervised process; `frames`: its messages, an oversized answer
 //!   turned into an error for its call; `http`: the HTTP transport, refused credentials;
+//! - [`oauth`]: OAuth logins to configured HTTP servers (`kin mcp login`), their tokens;
 //! - `tool`: a server tool as a kin tool (permissions); `result`: its results for the model;
 //! - `progress`: a call's progress notifications, routed to it and throttled for the editor;
 //! - `naming`: `mcp__<server>__<tool>` names within the model API's rules, and how a tool
@@ -16,10 +18,12 @@
 //!
 //! Uses `tools`, `model` (tool specs), `process` and `sync`.
 
+mod changes;
 mod frames;
 mod http;
 mod listing;
 mod naming;
+pub mod oauth;
 mod progress;
 mod result;
 mod server;
@@ -31,4 +35,4 @@ mod tool;
 pub(crate) use naming::{listed, PREFIX as MCP_PREFIX};
 pub use server::DEFAULT_CALL_TIMEOUT;
 pub use session::{SessionServers, DEFAULT_MAX_TOOLS, DEFAULT_STARTUP_TIMEOUT};
-pub use spec::{merge, ServerSpec, Transport};
+pub use spec::{merge, OAuthSettings, ServerSpec, Transport};

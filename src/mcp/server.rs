@@ -14,8 +14,8 @@ use rmcp::model::{
     Implementation, ProgressNotificationParam, ProtocolVersion, ServerResult,
 };
 use rmcp::service::{
-    Peer, PeerRequestOptions, RoleClient, RunningService, RunningServiceCancellationToken,
-    ServiceExt,
+    ClientLifecycleMode, ClientServiceExt, Peer, PeerRequestOptions, RoleClient, RunningService,
+    RunningServiceCancellationToken,
 };
 use rmcp::ClientHandler;
 use serde_json::Value;
@@ -292,7 +292,18 @@ impl ClientHandler for Events {
             ClientCapabilities::default(),
             Implementation::new("kin", env!("CARGO_PKG_VERSION")),
         )
-        .with_protocol_version(ProtocolVersion::V_2025_06_18)
+        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+    }
+}
+
+/// How kin opens a connection: the stateless revision's `server/discover` first (2026-07-28),
+/// and for a server that answers it as an older one would (an error), the `initialize`
+/// handshake of the newest revision that has one (2025-11-25); the server may answer with an
+/// older revision (2024-11-05 on), which rmcp accepts.
+fn lifecycle() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
     }
 }
 
@@ -344,9 +355,13 @@ async fn supervise(
             }
             Err(Failure::Retry(reason)) => reason,
             Ok(mut link) => {
+                if let Some(info) = link.peer.peer_info() {
+                    let revision = info.protocol_version.as_str();
+                    tracing::info!(server = spec.name, revision, "MCP server connected");
+                }
                 // Connected: its tools are read at once; a prompt coming now waits for them.
                 relisting.send_replace(true);
-                let reason = serve(&mut link, &events, &state, &listed, &cancel).await;
+                let reason = serve(&spec.name, &mut link, &events, &state, &listed, &cancel).await;
                 relisting.send_replace(false);
                 if let Some(stop) = link.stop.take() {
                     stop.cancel();
@@ -408,6 +423,7 @@ fn refuse(server: &str, state: &watch::Sender<State>, reason: String) {
 /// Lists tools and keeps them current until the connection ends (`Some(why)`) or the session
 /// stops it (`None`).
 async fn serve(
+    server: &str,
     link: &mut Link,
     events: &Events,
     state: &watch::Sender<State>,
@@ -415,6 +431,10 @@ async fn serve(
     cancel: &CancellationToken,
 ) -> Option<Failure> {
     let peer = link.peer.clone();
+    let mut changes = tokio::select! {
+        _ = cancel.cancelled() => return None,
+        changes = super::changes::subscribe(server, &peer) => changes,
+    };
     loop {
         let tools = tokio::select! {
             _ = cancel.cancelled() => return None,
@@ -443,6 +463,11 @@ async fn serve(
         tokio::select! {
             _ = cancel.cancelled() => return None,
             _ = events.tools_changed.notified() => {}
+            () = super::changes::tools_changed(&mut changes) => {
+                if let Some(relisting) = &events.relisting {
+                    relisting.send_replace(true);
+                }
+            }
             _ = ended(&mut link.ended) => return Some(Failure::Retry("the connection closed".into())),
         }
     }
@@ -475,7 +500,10 @@ async fn connect(
             let (mut process, stdout, stdin) = StdioProcess::launch(command, args, env, cwd)
                 .map_err(|error| Failure::Retry(format!("could not start `{command}`: {error}")))?;
             let stdout = super::frames::bounded(&spec.name, stdout);
-            match events.serve((stdout, stdin)).await {
+            match events
+                .serve_with_lifecycle((stdout, stdin), lifecycle())
+                .await
+            {
                 Ok(service) => Ok(Link::new(service, Some(process))),
                 Err(error) => {
                     let report = process.report();
@@ -485,13 +513,39 @@ async fn connect(
                 }
             }
         }
-        Transport::Http { url, headers } => {
-            let transport = super::http::transport(url, headers).map_err(Failure::Fatal)?;
-            let service = events.serve(transport).await.map_err(|error| {
-                match super::http::auth_refusal(&error) {
-                    Some(status) => Failure::Fatal(super::http::auth_line(status)),
-                    None => Failure::Retry(format!("the MCP handshake failed: {error}")),
+        Transport::Http {
+            url,
+            headers,
+            login,
+        } => {
+            use rmcp::transport::StreamableHttpClientTransport as Http;
+            let (client, config) = super::http::parts(url, headers).map_err(Failure::Fatal)?;
+            let token = match login {
+                Some(_) if !super::http::has_authorization(headers) => {
+                    super::oauth::authorized(&spec.name, url, client.clone())
+                        .await
+                        .map_err(|error| Failure::Retry(format!("its login: {error}")))?
                 }
+                _ => None,
+            };
+            let served = match token {
+                Some(client) => {
+                    let transport = Http::with_client(client, config);
+                    events.serve_with_lifecycle(transport, lifecycle()).await
+                }
+                None => {
+                    let transport = Http::with_client(client, config);
+                    events.serve_with_lifecycle(transport, lifecycle()).await
+                }
+            };
+            let service = served.map_err(|error| match super::http::auth_refusal(&error) {
+                Some(status) => Failure::Fatal(super::http::auth_line(
+                    status,
+                    &spec.name,
+                    login.is_some(),
+                    headers,
+                )),
+                None => Failure::Retry(format!("the MCP handshake failed: {error}")),
             })?;
             Ok(Link::new(service, None))
         }

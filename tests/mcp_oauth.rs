@@ -1,0 +1,199 @@
+//! A real OAuth login to an HTTP MCP server of the config file: tests/mcp/oauth_server.py is
+//! both the protected MCP server (the official Python SDK) and its own authorization server on
+//! loopback. kin finds the authorization server from the resource's 401 and metadata, registers
+//! itself, sends the user (a `$BROWSER` script that fetches the URL with curl) through the
+//! authorization with PKCE, takes the loopback redirect, and keeps the tokens in a 0600 file;
+//! a session then calls the server's tool with them, refreshes them when the server stops
+//! taking the access token, and `kin mcp logout` removes them.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use common::{Script, Wire};
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+
+const DEADLINE: Duration = Duration::from_secs(120);
+
+/// The server's event lines, read as they come.
+struct Events(tokio::sync::mpsc::UnboundedReceiver<String>);
+
+impl Events {
+    /// Waits for the line `want`, skipping others.
+    async fn wait_for(&mut self, want: &str) {
+        loop {
+            let line = tokio::time::timeout(DEADLINE, self.0.recv())
+                .await
+                .unwrap_or_else(|_| panic!("no `{want}` from the server"))
+                .expect("the server is running");
+            if line == want {
+                return;
+            }
+        }
+    }
+}
+
+fn kin(home: &Path, browser: &Path) -> std::process::Command {
+    let mut command = std::process::Command::new(common::kin_binary());
+    command
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("KIN_HOME", home)
+        .env("KIN_KEY_STORE", "file")
+        .env("BROWSER", browser)
+        .env_remove("KIN_API_KEY");
+    command
+}
+
+/// Prompts once in mode `allow`; the updates before the answer.
+async fn prompt(wire: &mut Wire, session: &str, id: i64) -> Vec<Value> {
+    let asked = wire.request(
+        id,
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "Go."}]}),
+    );
+    let (updates, answer) = tokio::time::timeout(DEADLINE, asked).await.unwrap();
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    updates
+}
+
+fn tool_text(updates: &[Value], call_id: &str) -> String {
+    updates
+        .iter()
+        .filter(|u| u["params"]["update"]["toolCallId"] == call_id)
+        .map(|u| u["params"]["update"].to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn login_call_expiry_refresh_and_logout_against_a_real_authorization_server() {
+    let Some(python) = common::python_with("mcp.server.mcpserver, uvicorn") else {
+        return;
+    };
+    let mut server = tokio::process::Command::new(python)
+        .arg(common::repo().join("tests/mcp/oauth_server.py"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut control = server.stdin.take().unwrap();
+    let mut lines = tokio::io::BufReader::new(server.stdout.take().unwrap()).lines();
+    let first = tokio::time::timeout(DEADLINE, lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let port = first.strip_prefix("PORT ").unwrap().to_owned();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            let _ = tx.send(line);
+        }
+    });
+    let mut events = Events(rx);
+
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join("config/kin")).unwrap();
+    std::fs::write(
+        home.path().join("config/kin/config.toml"),
+        format!("[mcp_servers.docs]\nurl = \"http://127.0.0.1:{port}/mcp\"\n"),
+    )
+    .unwrap();
+    // The headless browser: follows the authorization server's redirect to kin's loopback port.
+    let browser = home.path().join("browser.sh");
+    std::fs::write(&browser, "#!/bin/sh\nexec curl -sfL -o /dev/null \"$1\"\n").unwrap();
+    std::fs::set_permissions(&browser, std::fs::Permissions::from_mode(0o755)).unwrap();
+
+    let login = kin(home.path(), &browser)
+        .args(["mcp", "login", "docs"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&login.stderr);
+    assert!(login.status.success(), "{said}");
+    assert!(said.contains("code_challenge_method=S256"), "{said}");
+    assert!(
+        said.contains(&format!("http://127.0.0.1:{port}/authorize?")),
+        "{said}"
+    );
+    assert!(
+        said.contains("logged in to the MCP server `docs`"),
+        "{said}"
+    );
+    for event in ["REGISTERED", "AUTHORIZED", "TOKEN"] {
+        events.wait_for(event).await;
+    }
+    let tokens: PathBuf = home.path().join("mcp-oauth/docs.json");
+    let mode = std::fs::metadata(&tokens).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let before = std::fs::read_to_string(&tokens).unwrap();
+    let shown = kin(home.path(), &browser).arg("config").output().unwrap();
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        shown.contains("mcp server docs login: logged in"),
+        "{shown}"
+    );
+
+    let replay = Script::new()
+        .calls(&[("c1", "mcp__docs__echo", json!({"text": "one"}))])
+        .text("Done.")
+        .calls(&[("c2", "mcp__docs__echo", json!({"text": "two"}))])
+        .calls(&[("r1", "read", json!({"path": tokens}))])
+        .text("Done.")
+        .dir();
+    let env = [("KIN_KEY_STORE", "file")];
+    let mut wire = Wire::start_with(Some(replay.path()), home, &env);
+    wire.initialize().await;
+    let session = wire.new_session().await;
+    let (_, answer) = wire
+        .request(
+            2,
+            "session/set_mode",
+            json!({"sessionId": session, "modeId": "allow"}),
+        )
+        .await;
+    assert!(answer.get("error").is_none(), "{answer}");
+    let updates = prompt(&mut wire, &session, 3).await;
+    assert!(
+        tool_text(&updates, "c1").contains("echo: one"),
+        "{updates:?}"
+    );
+    events.wait_for("CALLED 1").await;
+
+    // The access token stops working (as at its expiry): the next call refreshes it once.
+    control.write_all(b"expire\n").await.unwrap();
+    events.wait_for("EXPIRED").await;
+    let updates = prompt(&mut wire, &session, 4).await;
+    assert!(
+        tool_text(&updates, "c2").contains("echo: two"),
+        "{updates:?}"
+    );
+    for event in ["REFUSED", "REFRESHED", "CALLED 2"] {
+        events.wait_for(event).await;
+    }
+    // The rotated refresh token was kept (the old one is spent at the server).
+    let after = std::fs::read_to_string(&tokens).unwrap();
+    assert_ne!(before, after);
+    // kin's own `read` refuses the token file.
+    let read = tool_text(&updates, "r1");
+    assert!(read.contains("holds kin's credentials"), "{read}");
+    assert!(!read.contains("access_token"), "{read}");
+
+    let home = wire.home.path().to_owned();
+    let logout = kin(&home, &browser)
+        .args(["mcp", "logout", "docs"])
+        .output()
+        .unwrap();
+    assert!(logout.status.success());
+    assert!(!tokens.exists());
+    let shown = kin(&home, &browser).arg("config").output().unwrap();
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        shown.contains("mcp server docs login: not logged in"),
+        "{shown}"
+    );
+}
