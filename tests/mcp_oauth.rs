@@ -68,11 +68,15 @@ fn tool_text(updates: &[Value], call_id: &str) -> String {
         .collect()
 }
 
-#[tokio::test]
-async fn login_call_expiry_refresh_and_logout_against_a_real_authorization_server() {
-    let Some(python) = common::python_with("mcp.server.mcpserver, uvicorn") else {
-        return;
-    };
+/// Starts the OAuth server: its process, its stdin (commands), its port and its events.
+async fn start_server(
+    python: &Path,
+) -> (
+    tokio::process::Child,
+    tokio::process::ChildStdin,
+    String,
+    Events,
+) {
     let mut server = tokio::process::Command::new(python)
         .arg(common::repo().join("tests/mcp/oauth_server.py"))
         .stdin(std::process::Stdio::piped())
@@ -81,7 +85,7 @@ async fn login_call_expiry_refresh_and_logout_against_a_real_authorization_serve
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let mut control = server.stdin.take().unwrap();
+    let control = server.stdin.take().unwrap();
     let mut lines = tokio::io::BufReader::new(server.stdout.take().unwrap()).lines();
     let first = tokio::time::timeout(DEADLINE, lines.next_line())
         .await
@@ -95,8 +99,11 @@ async fn login_call_expiry_refresh_and_logout_against_a_real_authorization_serve
             let _ = tx.send(line);
         }
     });
-    let mut events = Events(rx);
+    (server, control, port, Events(rx))
+}
 
+/// A home whose config file names the server as `docs`, and a `$BROWSER` script (`browser`).
+fn home_for(port: &str, browser: &str) -> (tempfile::TempDir, PathBuf) {
     let home = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(home.path().join("config/kin")).unwrap();
     std::fs::write(
@@ -104,10 +111,35 @@ async fn login_call_expiry_refresh_and_logout_against_a_real_authorization_serve
         format!("[mcp_servers.docs]\nurl = \"http://127.0.0.1:{port}/mcp\"\n"),
     )
     .unwrap();
+    let script = home.path().join("browser.sh");
+    std::fs::write(&script, format!("#!/bin/sh\n{browser}\n")).unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (home, script)
+}
+
+/// Opens a session in mode `allow`.
+async fn allowed_session(wire: &mut Wire) -> String {
+    wire.initialize().await;
+    let session = wire.new_session().await;
+    let (_, answer) = wire
+        .request(
+            2,
+            "session/set_mode",
+            json!({"sessionId": session, "modeId": "allow"}),
+        )
+        .await;
+    assert!(answer.get("error").is_none(), "{answer}");
+    session
+}
+
+#[tokio::test]
+async fn login_call_expiry_refresh_and_logout_against_a_real_authorization_server() {
+    let Some(python) = common::python_with("mcp.server.mcpserver, uvicorn") else {
+        return;
+    };
+    let (_server, mut control, port, mut events) = start_server(&python).await;
     // The headless browser: follows the authorization server's redirect to kin's loopback port.
-    let browser = home.path().join("browser.sh");
-    std::fs::write(&browser, "#!/bin/sh\nexec curl -sfL -o /dev/null \"$1\"\n").unwrap();
-    std::fs::set_permissions(&browser, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (home, browser) = home_for(&port, "exec curl -sfL -o /dev/null \"$1\"");
 
     let login = kin(home.path(), &browser)
         .args(["mcp", "login", "docs"])
@@ -147,16 +179,7 @@ async fn login_call_expiry_refresh_and_logout_against_a_real_authorization_serve
         .dir();
     let env = [("KIN_KEY_STORE", "file")];
     let mut wire = Wire::start_with(Some(replay.path()), home, &env);
-    wire.initialize().await;
-    let session = wire.new_session().await;
-    let (_, answer) = wire
-        .request(
-            2,
-            "session/set_mode",
-            json!({"sessionId": session, "modeId": "allow"}),
-        )
-        .await;
-    assert!(answer.get("error").is_none(), "{answer}");
+    let session = allowed_session(&mut wire).await;
     let updates = prompt(&mut wire, &session, 3).await;
     assert!(
         tool_text(&updates, "c1").contains("echo: one"),
@@ -196,4 +219,77 @@ async fn login_call_expiry_refresh_and_logout_against_a_real_authorization_serve
         shown.contains("mcp server docs login: not logged in"),
         "{shown}"
     );
+}
+
+#[tokio::test]
+async fn a_session_shows_the_login_address_and_connects_once_the_user_is_back() {
+    let Some(python) = common::python_with("mcp.server.mcpserver, uvicorn") else {
+        return;
+    };
+    let (_server, _control, port, mut events) = start_server(&python).await;
+    // This browser only hands the address to the test (through a FIFO), as a user's would
+    // show it; the test plays the user later.
+    let fifo = tempfile::tempdir().unwrap();
+    let opened = fifo.path().join("opened");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&opened)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let (home, browser) = home_for(&port, &format!("echo \"$1\" > {}", opened.display()));
+    let reader = {
+        let opened = opened.clone();
+        tokio::task::spawn_blocking(move || std::fs::read_to_string(opened).unwrap())
+    };
+    let replay = Script::new()
+        .calls(&[("c1", "mcp__docs__echo", json!({"text": "early"}))])
+        .text("Later.")
+        .calls(&[("c2", "mcp__docs__echo", json!({"text": "now"}))])
+        .text("Done.")
+        .dir();
+    let browser = browser.to_string_lossy().into_owned();
+    let env = [("KIN_KEY_STORE", "file"), ("BROWSER", browser.as_str())];
+    let mut wire = Wire::start_with(Some(replay.path()), home, &env);
+    let session = allowed_session(&mut wire).await;
+    let address = tokio::time::timeout(DEADLINE, reader)
+        .await
+        .unwrap()
+        .unwrap();
+    let address = address.trim().to_owned();
+    assert!(
+        address.starts_with(&format!("http://127.0.0.1:{port}/authorize?")),
+        "{address}"
+    );
+
+    // The editor is told where to log in; the server is not used meanwhile.
+    let updates = prompt(&mut wire, &session, 3).await;
+    let text: String = updates.iter().map(Value::to_string).collect();
+    assert!(
+        text.contains("MCP server `docs` is not available: it needs a login: open"),
+        "{text}"
+    );
+    assert!(text.contains(&address), "{text}");
+    // Never listed, its tools are not offered yet.
+    assert!(
+        tool_text(&updates, "c1").contains("unknown tool `mcp__docs__echo`"),
+        "{updates:?}"
+    );
+
+    // The user opens it; kin takes the redirect, stores the tokens and connects.
+    let fetched = tokio::process::Command::new("curl")
+        .args(["-sfL", "-o", "/dev/null", &address])
+        .status()
+        .await
+        .unwrap();
+    assert!(fetched.success());
+    events.wait_for("TOKEN").await;
+    events.wait_for("CALLED 1").await;
+    let updates = prompt(&mut wire, &session, 4).await;
+    assert!(
+        tool_text(&updates, "c2").contains("echo: now"),
+        "{updates:?}"
+    );
+    let tokens = wire.home.path().join("mcp-oauth/docs.json");
+    let mode = std::fs::metadata(&tokens).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
 }

@@ -42,28 +42,46 @@ pub(crate) fn has_authorization(headers: &[(String, String)]) -> bool {
         .any(|(header, _)| header.eq_ignore_ascii_case("authorization"))
 }
 
-/// The HTTP status (401 or 403) when the handshake failed because the server refused kin's
-/// credentials: trying again with the same headers cannot help.
-pub(crate) fn auth_refusal(error: &rmcp::service::ClientInitializeError) -> Option<u16> {
+/// How a server refused kin's credentials: the HTTP status (401 or 403) and, when it sent one,
+/// its `WWW-Authenticate` challenge (an OAuth server's says where to log in).
+pub(crate) struct Refusal {
+    pub(crate) status: u16,
+    pub(crate) challenge: Option<String>,
+}
+
+/// How the handshake failed when the server refused kin's credentials: trying again with the
+/// same headers cannot help.
+pub(crate) fn auth_refusal(error: &rmcp::service::ClientInitializeError) -> Option<Refusal> {
     use rmcp::service::ClientInitializeError;
     use rmcp::transport::streamable_http_client::StreamableHttpError as E;
     // The transport's error is a field, not a `source`, of the handshake's.
     let ClientInitializeError::TransportError { error, .. } = error else {
         return None;
     };
+    let bare = |status| {
+        Some(Refusal {
+            status,
+            challenge: None,
+        })
+    };
     let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
     while let Some(error) = cause {
         match error.downcast_ref::<E<reqwest::Error>>() {
-            Some(E::AuthRequired(_)) => return Some(401),
-            Some(E::InsufficientScope(_)) => return Some(403),
+            Some(E::AuthRequired(required)) => {
+                return Some(Refusal {
+                    status: 401,
+                    challenge: Some(required.www_authenticate_header.clone()),
+                })
+            }
+            Some(E::InsufficientScope(_)) => return bare(403),
             Some(E::HttpStatus(status)) if matches!(status.status, 401 | 403) => {
-                return Some(status.status)
+                return bare(status.status)
             }
             // A refusal without a challenge keeps only its status line in the text.
             Some(E::UnexpectedServerResponse(text)) => {
                 for status in [401, 403] {
                     if text.starts_with(&format!("HTTP {status} ")) {
-                        return Some(status);
+                        return bare(status);
                     }
                 }
             }

@@ -22,6 +22,7 @@ use serde_json::Value;
 use tokio::sync::{watch, Notify};
 use tokio_util::sync::CancellationToken;
 
+use super::oauth::OAuthError;
 use super::progress::{self, Routes, Throttle};
 use super::spec::{ServerSpec, Transport};
 use super::stdio::StdioProcess;
@@ -55,6 +56,11 @@ pub(crate) enum State {
     /// a tool listing past kin's bounds, or the session closed).
     Refused {
         reason: String,
+    },
+    /// A server of the config file asked for a login: kin waits for the user to finish it at
+    /// `address` (the authorization URL), then connects.
+    Login {
+        address: String,
     },
 }
 
@@ -157,7 +163,7 @@ impl Server {
             .wait_for(|s| match s {
                 State::Starting => false,
                 State::Down { failures, .. } => *failures >= GIVE_UP_AFTER,
-                State::Ready(_) | State::Refused { .. } => true,
+                State::Ready(_) | State::Refused { .. } | State::Login { .. } => true,
             })
             .await;
     }
@@ -176,6 +182,11 @@ impl Server {
             State::Starting => return CallOutcome::Failed("it is still starting".into()),
             State::Down { reason, .. } | State::Refused { reason } => {
                 return CallOutcome::Failed(format!("it is not available ({reason})"))
+            }
+            State::Login { address } => {
+                return CallOutcome::Failed(format!(
+                    "it waits for a login; the user can open {address} to log in"
+                ))
             }
         };
         let mut params = CallToolRequestParams::new(tool.to_owned());
@@ -337,6 +348,8 @@ async fn supervise(
 ) {
     let mut backoff = FIRST_BACKOFF;
     let mut failures = 0;
+    // A login is tried once per session: a server that refuses the fresh token is refused.
+    let mut logged_in = false;
     loop {
         let events = Events {
             relisting: Some(relisting.clone()),
@@ -353,7 +366,33 @@ async fn supervise(
                 refuse(&spec.name, &state, reason);
                 return;
             }
-            Err(Failure::Retry(reason)) => reason,
+            Err(Failure::Login { line, challenge }) if !logged_in => {
+                logged_in = true;
+                match sign_in(&spec, &challenge, &state, &cancel).await {
+                    Ok(()) => {
+                        // Prompts from now on wait (briefly) for the tools it is about to list.
+                        relisting.send_replace(true);
+                        continue;
+                    }
+                    Err(OAuthError::Cancelled) => break,
+                    Err(error) => {
+                        refuse(
+                            &spec.name,
+                            &state,
+                            format!("{line}; the login failed: {error}"),
+                        );
+                        return;
+                    }
+                }
+            }
+            Err(Failure::Login { line, .. }) => {
+                refuse(&spec.name, &state, line);
+                return;
+            }
+            Err(Failure::Retry(reason)) => {
+                relisting.send_replace(false);
+                reason
+            }
             Ok(mut link) => {
                 if let Some(info) = link.peer.peer_info() {
                     let revision = info.protocol_version.as_str();
@@ -378,7 +417,7 @@ async fn supervise(
                 };
                 match (reason, report) {
                     (None, _) => break,
-                    (Some(Failure::Fatal(reason)), _) => {
+                    (Some(Failure::Fatal(reason) | Failure::Login { line: reason, .. }), _) => {
                         refuse(&spec.name, &state, reason);
                         return;
                     }
@@ -408,10 +447,42 @@ async fn supervise(
     });
 }
 
-/// Why a connection failed or ended: worth another try, or not (kin stops using the server).
+/// Why a connection failed or ended: worth another try, or not (kin stops using the server),
+/// or a configured server that asks for a login kin can run.
 enum Failure {
     Retry(String),
     Fatal(String),
+    /// `line` says what happened; `challenge` is the server's `WWW-Authenticate`.
+    Login {
+        line: String,
+        challenge: String,
+    },
+}
+
+/// Runs the login of a configured server from within a session: the address goes to the
+/// server's state (the next prompt's notice carries it; `$BROWSER` opens it when set), and
+/// the task waits for the redirect, or for the session to stop it.
+async fn sign_in(
+    spec: &ServerSpec,
+    challenge: &str,
+    state: &watch::Sender<State>,
+    cancel: &CancellationToken,
+) -> Result<(), OAuthError> {
+    let Transport::Http {
+        url,
+        login: Some(settings),
+        ..
+    } = &spec.transport
+    else {
+        return Err(OAuthError::NotHttp(spec.name.clone()));
+    };
+    let tell = |address: &str| {
+        tracing::info!(server = spec.name, "MCP server waits for a login");
+        state.send_replace(State::Login {
+            address: address.to_owned(),
+        });
+    };
+    super::oauth::login(&spec.name, url, settings, Some(challenge), &tell, cancel).await
 }
 
 /// Marks the server refused for `reason`, for good.
@@ -539,12 +610,24 @@ async fn connect(
                 }
             };
             let service = served.map_err(|error| match super::http::auth_refusal(&error) {
-                Some(status) => Failure::Fatal(super::http::auth_line(
-                    status,
-                    &spec.name,
-                    login.is_some(),
-                    headers,
-                )),
+                Some(refusal) => {
+                    let line = super::http::auth_line(
+                        refusal.status,
+                        &spec.name,
+                        login.is_some(),
+                        headers,
+                    );
+                    // An OAuth challenge from a configured server without credentials of its
+                    // own: kin can log in (a 403 is a refusal a login would not change).
+                    match refusal.challenge {
+                        Some(challenge)
+                            if login.is_some() && !super::http::has_authorization(headers) =>
+                        {
+                            Failure::Login { line, challenge }
+                        }
+                        _ => Failure::Fatal(line),
+                    }
+                }
                 None => Failure::Retry(format!("the MCP handshake failed: {error}")),
             })?;
             Ok(Link::new(service, None))

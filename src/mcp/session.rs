@@ -112,6 +112,11 @@ impl SessionServers {
                 State::Down { reason, .. } if first => reason,
                 State::Starting | State::Down { .. } => continue,
                 State::Refused { reason } => reason,
+                State::Login { address } => format!(
+                    "it needs a login: open {address} to log in (or run `kin mcp login {}`); \
+                     kin connects once it is done",
+                    server.name
+                ),
             };
             let line = format!("MCP server `{}` is not available: {why}", server.name);
             if told.insert(line.clone()) {

@@ -20,12 +20,14 @@ const MAX_REQUEST: usize = 16 * 1024;
 /// The path of the loopback redirect.
 const CALLBACK: &str = "/callback";
 
-/// Logs in to server `name` at `url`: `tell` gets the authorization URL (and is all the user
+/// Logs in to server `name` at `url` (discovery starts from its 401 `challenge` when there is
+/// one, else from its URL): `tell` gets the authorization URL (and is all the user
 /// sees when `$BROWSER` is not set); returns once tokens are stored, or fails.
 pub(crate) async fn login(
     name: &str,
     url: &str,
     settings: &OAuthSettings,
+    challenge: Option<&str>,
     tell: &(dyn Fn(&str) + Send + Sync),
     cancel: &CancellationToken,
 ) -> Result<(), OAuthError> {
@@ -42,6 +44,9 @@ pub(crate) async fn login(
     let mut request = AuthorizationRequest::new(&redirect).with_client_name("kin");
     if let Some(client_id) = &settings.client_id {
         request = request.with_preregistered_client(client_id);
+    }
+    if let Some(challenge) = challenge {
+        request = request.with_challenge(challenge);
     }
     if !settings.scopes.is_empty() {
         request = request.with_scopes(settings.scopes.clone());

@@ -119,7 +119,7 @@ pub async fn login_at_terminal(
         eprintln!("kin: open this address to log in to the MCP server `{name}`:\n\n  {address}\n");
         eprintln!("kin: waiting for the browser to come back (Ctrl-C stops)...");
     };
-    let done = login(name, url, settings, &tell, &cancel).await;
+    let done = login(name, url, settings, None, &tell, &cancel).await;
     ctrl_c.abort();
     done?;
     Ok(store_for(name, url).await.describe())
