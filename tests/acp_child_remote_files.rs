@@ -40,6 +40,7 @@ impl ClientBridge for DiskEditor {
             read_text_file: true,
             write_text_file: true,
             terminal: false,
+            ..ClientFeatures::default()
         }
     }
     fn for_child(self: Arc<Self>, _: &str) -> Arc<dyn ClientBridge> {

@@ -10,11 +10,12 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, ClientCapabilities, ClientConfig, ClientRequest,
-    Implementation, ProgressNotificationParam, ProtocolVersion, ServerResult,
+    ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationCapability,
+    FormElicitationCapability, Implementation, ProgressNotificationParam, ProtocolVersion,
+    UrlElicitationCapability,
 };
 use rmcp::service::{
-    ClientLifecycleMode, ClientServiceExt, Peer, PeerRequestOptions, RoleClient, RunningService,
+    ClientLifecycleMode, ClientServiceExt, Peer, RoleClient, RunningService,
     RunningServiceCancellationToken,
 };
 use rmcp::ClientHandler;
@@ -22,8 +23,9 @@ use serde_json::Value;
 use tokio::sync::{watch, Notify};
 use tokio_util::sync::CancellationToken;
 
+use super::elicit::Askers;
 use super::oauth::OAuthError;
-use super::progress::{self, Routes, Throttle};
+use super::progress::Routes;
 use super::spec::{ServerSpec, Transport};
 use super::stdio::StdioProcess;
 use crate::sync::lock;
@@ -33,8 +35,6 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// How long connecting (start and handshake) may take before the attempt counts as failed.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
-/// How long telling a server that a call was cancelled may take.
-const CANCEL_NOTICE_TIMEOUT: Duration = Duration::from_secs(1);
 /// Failed attempts in a row after which the first prompt stops waiting for a server.
 const GIVE_UP_AFTER: u32 = 3;
 /// How long a tool call may take unless its server's `call_timeout` says otherwise.
@@ -66,8 +66,9 @@ pub(crate) enum State {
 
 /// A live connection.
 pub(crate) struct Connected {
-    peer: Peer<RoleClient>,
-    progress: Routes,
+    pub(super) peer: Peer<RoleClient>,
+    pub(super) progress: Routes,
+    pub(super) askers: Askers,
 }
 
 /// The tools a server offered when last listed; kept while it is down, so a crash does not
@@ -82,7 +83,7 @@ pub(crate) struct Listed {
 /// A handle on one server's task.
 pub(crate) struct Server {
     pub(crate) name: String,
-    call_timeout: Duration,
+    pub(super) call_timeout: Duration,
     state: watch::Receiver<State>,
     listed: Arc<Mutex<Listed>>,
     /// Whether a relisting the server asked for (`tools/list_changed`) is under way.
@@ -167,110 +168,14 @@ impl Server {
             })
             .await;
     }
-
-    /// Calls `tool` with `arguments`; a trip of `cancel` sends MCP cancellation. The server's
-    /// progress reports go to `show`, throttled (see [`progress`]).
-    pub(crate) async fn call(
-        &self,
-        tool: &str,
-        arguments: Option<serde_json::Map<String, Value>>,
-        cancel: &CancellationToken,
-        show: &(dyn Fn(&str) + Send + Sync),
-    ) -> CallOutcome {
-        let connected = match self.state() {
-            State::Ready(connected) => connected,
-            State::Starting => return CallOutcome::Failed("it is still starting".into()),
-            State::Down { reason, .. } | State::Refused { reason } => {
-                return CallOutcome::Failed(format!("it is not available ({reason})"))
-            }
-            State::Login { address } => {
-                return CallOutcome::Failed(format!(
-                    "it waits for a login; the user can open {address} to log in"
-                ))
-            }
-        };
-        let mut params = CallToolRequestParams::new(tool.to_owned());
-        params.arguments = arguments;
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let sent = connected
-            .peer
-            .send_request_with_option(request, PeerRequestOptions::no_options());
-        let mut handle = tokio::select! {
-            _ = cancel.cancelled() => return CallOutcome::Cancelled,
-            sent = sent => match sent {
-                Ok(handle) => handle,
-                Err(error) => return CallOutcome::Failed(error.to_string()),
-            },
-        };
-        let deadline = tokio::time::Instant::now() + self.call_timeout;
-        let mut route = connected.progress.open(handle.progress_token.clone());
-        let mut throttle = Throttle::default();
-        // rmcp hands notifications over on tasks of their own, so they may come out of order;
-        // progress only grows, so an older report is dropped.
-        let mut highest = f64::NEG_INFINITY;
-        loop {
-            let due = throttle.due();
-            let held_due = async {
-                match due {
-                    Some(due) => tokio::time::sleep_until(due).await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                _ = cancel.cancelled() => {
-                    // Tells the server (`notifications/cancelled`); a server that stopped
-                    // reading does not hold up the cancellation.
-                    let told = handle.cancel(Some("cancelled by the user".into()));
-                    let _ = tokio::time::timeout(CANCEL_NOTICE_TIMEOUT, told).await;
-                    return CallOutcome::Cancelled;
-                }
-                () = tokio::time::sleep_until(deadline) => {
-                    let told = handle.cancel(Some("kin's time limit for the call passed".into()));
-                    let _ = tokio::time::timeout(CANCEL_NOTICE_TIMEOUT, told).await;
-                    return CallOutcome::Failed(format!(
-                        "it did not answer within {} s (the server's `call_timeout`)",
-                        self.call_timeout.as_secs_f64()
-                    ));
-                }
-                answer = &mut handle.rx => {
-                    if let Some(text) = throttle.release(tokio::time::Instant::now()) {
-                        show(&text);
-                    }
-                    return match answer {
-                        Ok(Ok(ServerResult::CallToolResult(result))) => {
-                            match serde_json::to_value(&result) {
-                                Ok(value) => CallOutcome::Result(value),
-                                Err(error) => CallOutcome::Failed(error.to_string()),
-                            }
-                        }
-                        Ok(Ok(_)) => CallOutcome::Failed("it answered with something other than a tool result".into()),
-                        Ok(Err(error)) => CallOutcome::Failed(error.to_string()),
-                        Err(_) => CallOutcome::Failed("the connection closed".into()),
-                    };
-                }
-                Some(update) = route.updates.recv() => {
-                    if update.progress <= highest {
-                        continue;
-                    }
-                    highest = update.progress;
-                    let now = tokio::time::Instant::now();
-                    if let Some(text) = throttle.offer(now, progress::words(&update)) {
-                        show(&text);
-                    }
-                }
-                _ = held_due => {
-                    if let Some(text) = throttle.release(tokio::time::Instant::now()) {
-                        show(&text);
-                    }
-                }
-            }
-        }
-    }
 }
 
 /// What kin tells servers, and what it hears from them.
 #[derive(Clone, Default)]
 struct Events {
+    /// The server's name, for its questions' logs.
+    server: Arc<str>,
+    askers: Askers,
     tools_changed: Arc<Notify>,
     /// Set when the server says its tools changed; cleared once they are listed again.
     relisting: Option<Arc<watch::Sender<bool>>>,
@@ -298,9 +203,23 @@ impl ClientHandler for Events {
         std::future::ready(())
     }
 
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, rmcp::ErrorData> {
+        Ok(super::elicit::ask_newest(&self.server, &self.askers, request).await)
+    }
+
     fn get_info(&self) -> ClientConfig {
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.elicitation = Some(
+            ElicitationCapability::new()
+                .with_form(FormElicitationCapability::new())
+                .with_url(UrlElicitationCapability::new()),
+        );
         ClientConfig::new(
-            ClientCapabilities::default(),
+            capabilities,
             Implementation::new("kin", env!("CARGO_PKG_VERSION")),
         )
         .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
@@ -348,10 +267,13 @@ async fn supervise(
 ) {
     let mut backoff = FIRST_BACKOFF;
     let mut failures = 0;
+    let askers = Askers::default();
     // A login is tried once per session: a server that refuses the fresh token is refused.
     let mut logged_in = false;
     loop {
         let events = Events {
+            server: spec.name.as_str().into(),
+            askers: askers.clone(),
             relisting: Some(relisting.clone()),
             ..Events::default()
         };
@@ -521,6 +443,7 @@ async fn serve(
                 state.send_replace(State::Ready(Arc::new(Connected {
                     peer: peer.clone(),
                     progress: events.progress.clone(),
+                    askers: events.askers.clone(),
                 })));
             }
             Err(error) if error.is_misbehaviour() => {
