@@ -1,5 +1,5 @@
 //! An MCP server's questions reach the editor's user: a real stdio server on the official
-//! Python SDK (tests/mcp/stdio_server.py) asks during its tool calls; the test plays the editor.
+//! Python SDK (tests/mcp/ask_server.py) asks during its tool calls; the test plays the editor.
 //! One that advertises elicitation gets ACP `elicitation/create` (scoped to the session and the
 //! call) and its answer reaches the server; one that does not gets a yes/no as a permission
 //! question, and a form it cannot show is declined.
@@ -14,12 +14,15 @@ use serde_json::{json, Value};
 
 const DEADLINE: Duration = Duration::from_secs(120);
 
-/// The stdio test server as `py` (its marks FIFOs unused: plain files in `dir`).
-fn servers(dir: &std::path::Path) -> Option<Value> {
+/// The asking test server as `py`, with `env`.
+fn servers_with(env: Value) -> Option<Value> {
     let python = common::python_with("mcp.server.mcpserver, pydantic")?;
-    let script = common::repo().join("tests/mcp/stdio_server.py");
-    let args = json!([script, dir.join("marks"), dir.join("go")]);
-    Some(json!([{"name": "py", "command": python, "args": args, "env": []}]))
+    let script = common::repo().join("tests/mcp/ask_server.py");
+    Some(json!([{"name": "py", "command": python, "args": [script], "env": env}]))
+}
+
+fn servers() -> Option<Value> {
+    servers_with(json!([]))
 }
 
 /// Starts kin, initializes with `capabilities`, opens a session in mode `allow`.
@@ -49,8 +52,8 @@ async fn session(replay: &std::path::Path, capabilities: Value, servers: Value) 
     (wire, session)
 }
 
-/// Prompts; each request kin sends the editor goes to `answer` (its result); returns the
-/// updates and the requests.
+/// Prompts; each request kin sends the editor is checked against ACP's schema and goes to
+/// `answer` (its result); returns the updates and the requests.
 async fn prompt(
     wire: &mut Wire,
     session: &str,
@@ -62,12 +65,16 @@ async fn prompt(
     )
     .await;
     let (mut updates, mut asked) = (Vec::new(), Vec::new());
+    let mut schema = common::AcpSchema::load();
+    let methods = std::collections::HashMap::new();
     loop {
         let message = tokio::time::timeout(DEADLINE, wire.read())
             .await
             .expect("kin answers the prompt")
             .expect("kin is running");
         if message.get("method").is_some() && message.get("id").is_some() {
+            // What kin asks is what ACP's schema says it may ask.
+            schema.check_agent_message(&message, &methods).unwrap();
             let result = answer(&message);
             wire.send(&json!({"jsonrpc": "2.0", "id": message["id"], "result": result}))
                 .await;
@@ -91,8 +98,7 @@ fn tool_text(updates: &[Value], call_id: &str) -> String {
 
 #[tokio::test]
 async fn an_editor_with_elicitation_answers_the_servers_form() {
-    let dir = tempfile::tempdir().unwrap();
-    let Some(servers) = servers(dir.path()) else {
+    let Some(servers) = servers() else {
         return;
     };
     let replay = Script::new()
@@ -125,8 +131,7 @@ async fn an_editor_with_elicitation_answers_the_servers_form() {
 
 #[tokio::test]
 async fn without_elicitation_a_yes_no_is_a_permission_question_and_a_form_is_declined() {
-    let dir = tempfile::tempdir().unwrap();
-    let Some(servers) = servers(dir.path()) else {
+    let Some(servers) = servers() else {
         return;
     };
     let replay = Script::new()
@@ -153,6 +158,31 @@ async fn without_elicitation_a_yes_no_is_a_permission_question_and_a_form_is_dec
     // A text field cannot be a permission question: declined, and the server says so.
     assert!(
         tool_text(&updates, "g1").contains("no name (decline)"),
+        "{updates:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_server_on_an_older_revision_asks_mid_call_and_the_editor_answers() {
+    let legacy = json!([{"name": "KIN_TEST_MCP_LEGACY", "value": "1"}]);
+    let Some(servers) = servers_with(legacy) else {
+        return;
+    };
+    let replay = Script::new()
+        .calls(&[("g1", "mcp__py__greet_now", json!({}))])
+        .text("Done.")
+        .dir();
+    let capabilities = json!({"elicitation": {"form": {}}});
+    let (mut wire, session) = session(replay.path(), capabilities, servers).await;
+    let (updates, asked) = prompt(&mut wire, &session, |request| {
+        assert_eq!(request["method"], "elicitation/create", "{request}");
+        json!({"action": "accept", "content": {"name": "Bo"}})
+    })
+    .await;
+    assert_eq!(asked.len(), 1, "{asked:?} {updates:?}");
+    assert_eq!(asked[0]["params"]["toolCallId"], "g1");
+    assert!(
+        tool_text(&updates, "g1").contains("hello Bo, mid-call"),
         "{updates:?}"
     );
 }

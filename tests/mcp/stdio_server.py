@@ -8,20 +8,14 @@ when `count` may return.
 Tools: `echo(text)`; `wait()`, which returns only when cancelled; `grow()`, which adds the
 tool `grown` and tells the client the list changed; `crash()`, which ends the process;
 `count(n)`, which reports progress 1..n and returns once the test writes to GO;
-`picture()`, which returns a caption and a small PNG (the bytes of `PICTURE`);
-`greet()`, which asks the user their name (a form), and `proceed()`, which asks a yes/no
-(elicitation); each returns what the user answered.
+`picture()`, which returns a caption and a small PNG (the bytes of `PICTURE`).
 """
 
 import asyncio
 import os
 import sys
 
-from typing import Annotated
-
-from pydantic import BaseModel
-
-from mcp.server.mcpserver import Context, Elicit, ElicitationResult, Image, MCPServer, Resolve
+from mcp.server.mcpserver import Context, Image, MCPServer
 
 marks_path, go_path = sys.argv[1], sys.argv[2]
 listings = 0
@@ -101,40 +95,6 @@ def picture() -> list:
 def crash() -> str:
     """Ends the server process at once."""
     os._exit(3)
-
-
-class Name(BaseModel):
-    name: str
-
-
-class Go(BaseModel):
-    go: bool
-
-
-# Asked through the SDK's resolvers: mid-call on a revision with `initialize`, as an
-# `input_required` round on the stateless one (2026-07-28).
-def ask_name() -> Elicit[Name]:
-    return Elicit("What is your name?", Name)
-
-
-def ask_go() -> Elicit[Go]:
-    return Elicit("Go on?", Go)
-
-
-@server.tool()
-async def greet(answer: Annotated[ElicitationResult[Name], Resolve(ask_name)]) -> str:
-    """Asks the user their name."""
-    if answer.action == "accept":
-        return f"hello {answer.data.name}"
-    return f"no name ({answer.action})"
-
-
-@server.tool()
-async def proceed(answer: Annotated[ElicitationResult[Go], Resolve(ask_go)]) -> str:
-    """Asks the user whether to go on."""
-    if answer.action == "accept":
-        return f"go: {answer.data.go}"
-    return f"not answered ({answer.action})"
 
 
 server.run()
