@@ -293,3 +293,82 @@ async fn a_session_shows_the_login_address_and_connects_once_the_user_is_back() 
     let mode = std::fs::metadata(&tokens).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o600);
 }
+
+#[tokio::test]
+async fn an_editor_taking_url_questions_is_asked_to_open_the_login_at_once() {
+    let Some(python) = common::python_with("mcp.server.mcpserver, uvicorn") else {
+        return;
+    };
+    let (_server, _control, port, mut events) = start_server(&python).await;
+    // No $BROWSER: the editor is the only way to the address.
+    let (home, _) = home_for(&port, "exit 1");
+    let replay = Script::new()
+        .calls(&[("c1", "mcp__docs__echo", json!({"text": "there"}))])
+        .text("Done.")
+        .dir();
+    let env = [("KIN_KEY_STORE", "file"), ("BROWSER", "")];
+    let mut wire = Wire::start_with(Some(replay.path()), home, &env);
+    let capabilities = json!({"elicitation": {"url": {}}});
+    let (_, answer) = wire
+        .request(
+            0,
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": capabilities}),
+        )
+        .await;
+    assert_eq!(answer["result"]["protocolVersion"], 1, "{answer}");
+    let cwd = wire.cwd();
+    let (_, answer) = wire
+        .request(1, "session/new", json!({"cwd": cwd, "mcpServers": []}))
+        .await;
+    let session = answer["result"]["sessionId"].as_str().unwrap().to_owned();
+    // Before any prompt, kin asks the editor to open the authorization URL.
+    let asked = loop {
+        let message = tokio::time::timeout(DEADLINE, wire.read())
+            .await
+            .unwrap()
+            .unwrap();
+        if message["method"] == "elicitation/create" {
+            break message;
+        }
+    };
+    let params = &asked["params"];
+    assert_eq!(params["mode"], "url", "{asked}");
+    assert_eq!(params["sessionId"], session.as_str());
+    let address = params["url"].as_str().unwrap().to_owned();
+    assert!(
+        address.starts_with(&format!("http://127.0.0.1:{port}/authorize?")),
+        "{asked}"
+    );
+    assert!(
+        params["message"]
+            .as_str()
+            .unwrap()
+            .contains("needs a login"),
+        "{asked}"
+    );
+    wire.send(&json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept"}}))
+        .await;
+    // The editor opened it for the user.
+    let fetched = tokio::process::Command::new("curl")
+        .args(["-sfL", "-o", "/dev/null", &address])
+        .status()
+        .await
+        .unwrap();
+    assert!(fetched.success());
+    events.wait_for("TOKEN").await;
+    events.wait_for("CALLED 1").await;
+    let (_, answer) = wire
+        .request(
+            2,
+            "session/set_mode",
+            json!({"sessionId": session, "modeId": "allow"}),
+        )
+        .await;
+    assert!(answer.get("error").is_none(), "{answer}");
+    let updates = prompt(&mut wire, &session, 3).await;
+    assert!(
+        tool_text(&updates, "c1").contains("echo: there"),
+        "{updates:?}"
+    );
+}

@@ -20,7 +20,7 @@ pub(crate) fn request(
     question: Question,
 ) -> Result<CreateElicitationRequest, ClientError> {
     let scope = ElicitationSessionScope::new(session_id.to_owned())
-        .tool_call_id(ToolCallId::new(question.call_id));
+        .tool_call_id(question.call_id.map(ToolCallId::new));
     let mode: ElicitationMode = match question.mode {
         QuestionMode::Form { schema } => {
             let schema: ElicitationSchema =
@@ -98,7 +98,7 @@ mod tests {
     #[test]
     fn a_form_question_is_scoped_to_its_session_and_call() {
         let question = Question {
-            call_id: "c1".into(),
+            call_id: Some("c1".into()),
             message: "MCP server `db` asks: your name?".into(),
             mode: QuestionMode::Form {
                 schema: json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}),

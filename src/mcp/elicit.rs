@@ -136,7 +136,7 @@ async fn ask(server: &str, asker: &Asker, request: ElicitRequestParams) -> Elici
     let message = format!("MCP server `{server}` asks: {message}");
     if offered {
         let question = Question {
-            call_id: asker.call_id.clone(),
+            call_id: Some(asker.call_id.clone()),
             message,
             mode,
         };

@@ -29,6 +29,7 @@ use super::progress::Routes;
 use super::spec::{ServerSpec, Transport};
 use super::stdio::StdioProcess;
 use crate::sync::lock;
+use crate::tools::client::{ClientBridge, Question, QuestionMode};
 
 /// Waits between reconnections: doubling from the first, up to the last.
 const FIRST_BACKOFF: Duration = Duration::from_millis(250);
@@ -101,7 +102,13 @@ pub(crate) enum CallOutcome {
 
 impl Server {
     /// Starts the server's task; it ends when `cancel` trips, taking the server down.
-    pub(crate) fn start(spec: ServerSpec, cwd: PathBuf, cancel: CancellationToken) -> Arc<Self> {
+    /// `client` is the session's editor (or terminal): where a login's address is shown at once.
+    pub(crate) fn start(
+        spec: ServerSpec,
+        cwd: PathBuf,
+        cancel: CancellationToken,
+        client: Option<Arc<dyn ClientBridge>>,
+    ) -> Arc<Self> {
         let initial = match &spec.transport {
             Transport::Sse { .. } => State::Refused {
                 reason: "the SSE transport is not supported; use stdio or streamable HTTP".into(),
@@ -123,6 +130,7 @@ impl Server {
                 listed.clone(),
                 relisting_tx,
                 cancel,
+                client,
             ));
         }
         Arc::new(Self {
@@ -264,6 +272,7 @@ async fn supervise(
     listed: Arc<Mutex<Listed>>,
     relisting: Arc<watch::Sender<bool>>,
     cancel: CancellationToken,
+    client: Option<Arc<dyn ClientBridge>>,
 ) {
     let mut backoff = FIRST_BACKOFF;
     let mut failures = 0;
@@ -290,9 +299,11 @@ async fn supervise(
             }
             Err(Failure::Login { line, challenge }) if !logged_in => {
                 logged_in = true;
-                match sign_in(&spec, &challenge, &state, &cancel).await {
+                match sign_in(&spec, &challenge, &state, &cancel, client.as_ref()).await {
                     Ok(()) => {
-                        // Prompts from now on wait (briefly) for the tools it is about to list.
+                        // Connecting again: a first prompt waits for it as for any start, later
+                        // ones (briefly) for the tools it is about to list.
+                        state.send_replace(State::Starting);
                         relisting.send_replace(true);
                         continue;
                     }
@@ -382,13 +393,15 @@ enum Failure {
 }
 
 /// Runs the login of a configured server from within a session: the address goes to the
-/// server's state (the next prompt's notice carries it; `$BROWSER` opens it when set), and
+/// server's state (the next prompt's notice carries it; `$BROWSER` opens it when set), to the
+/// editor at once (a notice, and an `elicitation/create` in URL mode where it takes one), and
 /// the task waits for the redirect, or for the session to stop it.
 async fn sign_in(
     spec: &ServerSpec,
     challenge: &str,
     state: &watch::Sender<State>,
     cancel: &CancellationToken,
+    client: Option<&Arc<dyn ClientBridge>>,
 ) -> Result<(), OAuthError> {
     let Transport::Http {
         url,
@@ -398,13 +411,54 @@ async fn sign_in(
     else {
         return Err(OAuthError::NotHttp(spec.name.clone()));
     };
+    let (shown, mut address) = watch::channel(String::new());
     let tell = |address: &str| {
         tracing::info!(server = spec.name, "MCP server waits for a login");
         state.send_replace(State::Login {
             address: address.to_owned(),
         });
+        shown.send_replace(address.to_owned());
     };
-    super::oauth::login(&spec.name, url, settings, Some(challenge), &tell, cancel).await
+    let login = super::oauth::login(&spec.name, url, settings, Some(challenge), &tell, cancel);
+    let Some(client) = client else {
+        return login.await;
+    };
+    tokio::pin!(login);
+    let asked = CancellationToken::new();
+    let ask = async {
+        let seen = address
+            .wait_for(|address| !address.is_empty())
+            .await
+            .map(|address| address.clone());
+        let Ok(address) = seen else {
+            return std::future::pending().await;
+        };
+        let message = format!(
+            "MCP server `{}` needs a login: open {address} to log in; kin connects once it is done",
+            spec.name
+        );
+        client.warn_user(&message);
+        if client.features().elicitation_url {
+            let question = Question {
+                call_id: None,
+                message,
+                mode: QuestionMode::Url {
+                    id: uuid::Uuid::new_v4().to_string(),
+                    url: address,
+                },
+            };
+            // The answer changes nothing: the login ends with the redirect, or with the session.
+            let _ = client.elicit(question, asked.clone()).await;
+        }
+        std::future::pending::<std::convert::Infallible>().await
+    };
+    let done = tokio::select! {
+        done = &mut login => done,
+        never = ask => match never {},
+    };
+    // A question still open in the editor is withdrawn.
+    asked.cancel();
+    done
 }
 
 /// Marks the server refused for `reason`, for good.

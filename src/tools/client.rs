@@ -105,10 +105,11 @@ pub enum PermissionAnswer {
     Cancelled,
 }
 
-/// A question an MCP server puts to the user (MCP elicitation), during tool call `call_id`.
+/// A question an MCP server puts to the user (MCP elicitation), during tool call `call_id`
+/// (none for a login kin asks for on a server's behalf).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Question {
-    pub(crate) call_id: String,
+    pub(crate) call_id: Option<String>,
     /// What the server says it needs, with the server named.
     pub(crate) message: String,
     pub(crate) mode: QuestionMode,
