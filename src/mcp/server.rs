@@ -36,6 +36,8 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// How long connecting (start and handshake) may take before the attempt counts as failed.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long an editor may take to answer a withdrawn login question.
+const WITHDRAW_WAIT: Duration = Duration::from_secs(5);
 /// Failed attempts in a row after which the first prompt stops waiting for a server.
 const GIVE_UP_AFTER: u32 = 3;
 /// How long a tool call may take unless its server's `call_timeout` says otherwise.
@@ -431,7 +433,7 @@ async fn sign_in(
             .await
             .map(|address| address.clone());
         let Ok(address) = seen else {
-            return std::future::pending().await;
+            return;
         };
         let message = format!(
             "MCP server `{}` needs a login: open {address} to log in; kin connects once it is done",
@@ -450,14 +452,22 @@ async fn sign_in(
             // The answer changes nothing: the login ends with the redirect, or with the session.
             let _ = client.elicit(question, asked.clone()).await;
         }
-        std::future::pending::<std::convert::Infallible>().await
     };
+    tokio::pin!(ask);
+    let mut asking = true;
     let done = tokio::select! {
         done = &mut login => done,
-        never = ask => match never {},
+        () = &mut ask => {
+            asking = false;
+            (&mut login).await
+        }
     };
-    // A question still open in the editor is withdrawn.
-    asked.cancel();
+    if asking {
+        // The question still open in the editor is withdrawn (`$/cancel_request`); an editor
+        // that never answers it does not hold up the connection.
+        asked.cancel();
+        let _ = tokio::time::timeout(WITHDRAW_WAIT, &mut ask).await;
+    }
     done
 }
 
