@@ -88,6 +88,7 @@ async fn connected(specs: Vec<ServerSpec>, cwd: &Path) -> Arc<SessionServers> {
         cwd.to_owned(),
         Duration::from_secs(30),
         kin::mcp::DEFAULT_MAX_TOOLS,
+        None,
     );
     let missing = servers.wait_started().await;
     assert!(missing.is_empty(), "servers not ready: {missing:?}");

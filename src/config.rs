@@ -19,7 +19,10 @@ mod show;
 use std::path::{Path, PathBuf};
 
 pub use acp_agents::{AcpAgentConfig, AcpPermission};
-pub use credentials::{credential_file, is_credential_file, KeyStore, ENV_KEY_STORE};
+pub use credentials::{
+    credential_file, is_credential_file, mcp_token_dir, KeyStore, ENV_KEY_STORE,
+};
+pub(crate) use credentials::{keyring_delete, keyring_get, keyring_set, write_private};
 pub(crate) use credentials::{remove as remove_key, save as save_key, CredentialError};
 pub use delegation::{DelegationSettings, DEFAULT_MAX_RUNNING, DEFAULT_MAX_RUNNING_PER_PROCESS};
 pub use duration::parse_duration;

@@ -122,7 +122,7 @@ pub async fn run(
             .map_err(|error| HeadlessError::Session(RuntimeError::from(error)))?;
     }
     // The configured MCP servers; the turn waits for them up to their startup timeout.
-    runtime.start_mcp(&agent, Vec::new());
+    runtime.start_mcp(&agent, Vec::new(), None);
     if let Some(view) = agent.mcp() {
         for line in view.servers.wait_started().await {
             let _ = writeln!(std::io::stderr(), "kin: {line}");

@@ -68,7 +68,10 @@ enum Command {
     /// Serve kin as an MCP server on stdin/stdout (what a parent agent such as Claude Code or
     /// Codex CLI launches), or as streamable HTTP with `--listen`. Tools: kin, kin_reply,
     /// kin_output, kin_cancel, kin_list.
+    #[command(args_conflicts_with_subcommands = true)]
     Mcp {
+        #[command(subcommand)]
+        action: Option<McpAction>,
         #[command(flatten)]
         listen: ListenFlags,
         /// The widest mode a call may ask for (`read-only`, `ask` or `allow`); a call's `mode`
@@ -90,6 +93,23 @@ enum Command {
     Login(LoginFlags),
     /// Remove the key `kin login` stored.
     Logout,
+}
+
+/// `kin mcp login` and `kin mcp logout`: the OAuth login to an HTTP server of the config file.
+#[derive(Subcommand, Clone)]
+enum McpAction {
+    /// Log in to the configured HTTP MCP server NAME with OAuth: prints the address to open
+    /// (and opens it with $BROWSER when set), waits for the browser to come back, and keeps
+    /// the tokens (OS keyring, else a file only you can read).
+    Login {
+        /// The server's name (its `[mcp_servers.NAME]` table).
+        name: String,
+    },
+    /// Remove the tokens `kin mcp login NAME` stored.
+    Logout {
+        /// The server's name.
+        name: String,
+    },
 }
 
 /// `kin login`'s flags; each answers one question.
@@ -276,6 +296,11 @@ fn run_command(cli: Cli) -> anyhow::Result<u8> {
             runtime.block_on(Box::pin(run(options, replay, model)))
         }
         Command::Mcp {
+            action: Some(action),
+            ..
+        } => runtime.block_on(Box::pin(mcp_login(action))),
+        Command::Mcp {
+            action: None,
             listen,
             mode,
             replay,
@@ -483,13 +508,23 @@ async fn show_config(flags: ModelFlags) -> anyhow::Result<u8> {
     print!("{}", config::render(&config, &key));
     print!("{}", config::render_tools(&config::max_parallel(&file)?));
     print!("{}", config::render_agents(&agents));
-    print!(
-        "{}",
-        config::render_mcp_servers(&config::mcp_servers(&file)?)
-    );
+    let servers = config::mcp_servers(&file)?;
+    print!("{}", config::render_mcp_servers(&servers));
+    print!("{}", kin::mcp::oauth::render_logins(&servers.servers).await);
     let sandbox = Sandbox::for_this_process(config::sandbox_settings(&file)?);
     print!("{}", config::render_sandbox(&sandbox));
     Ok(0)
+}
+
+/// `kin mcp login NAME` and `kin mcp logout NAME`.
+async fn mcp_login(action: McpAction) -> anyhow::Result<u8> {
+    let file = config::ConfigFile::read(&config::process_env)?;
+    let servers = config::mcp_servers(&file)?.servers;
+    let (login, name) = match action {
+        McpAction::Login { name } => (true, name),
+        McpAction::Logout { name } => (false, name),
+    };
+    Ok(kin::mcp::oauth::command(login, &name, &servers).await?)
 }
 
 fn list_agents() -> anyhow::Result<u8> {

@@ -228,8 +228,14 @@ impl Runtime {
     }
 
     /// Starts the session's MCP servers (the configured ones merged with `editor`'s) in the
-    /// background, replacing any it had (which are stopped in the background). Returns at once.
-    pub(crate) fn start_mcp(&self, agent: &Agent, editor: Vec<ServerSpec>) {
+    /// background, replacing any it had (which are stopped in the background); `client` hears at
+    /// once of a server waiting for a login. Returns at once.
+    pub(crate) fn start_mcp(
+        &self,
+        agent: &Agent,
+        editor: Vec<ServerSpec>,
+        client: Option<Arc<dyn crate::tools::ClientBridge>>,
+    ) {
         let mut specs = crate::mcp::merge(&self.mcp_servers, editor);
         for spec in specs
             .iter_mut()
@@ -245,6 +251,7 @@ impl Runtime {
                 agent.cwd.clone(),
                 self.mcp_startup_timeout,
                 self.mcp_max_tools,
+                client,
             ),
             keep: agent.own_mcp_keep(),
             owned: true,

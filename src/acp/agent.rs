@@ -231,16 +231,23 @@ fn not_initialized(method: &str) -> RpcError {
     ))
 }
 
-/// Starts the session's MCP servers in the background; returns the warnings for servers kin
-/// refuses (SSE), one each.
-fn start_mcp(runtime: &Runtime, agent: &Agent, servers: &[McpServer]) -> Vec<String> {
+/// Starts the session's MCP servers in the background (a server waiting for a login tells the
+/// editor at once); returns the warnings for servers kin refuses (SSE), one each.
+fn start_mcp(
+    runtime: &Runtime,
+    agent: &Agent,
+    servers: &[McpServer],
+    cx: &RequestContext,
+    client: &ClientCapabilities,
+) -> Vec<String> {
     let specs = super::mcp::specs(servers);
     let refused = super::mcp::refusals(&specs);
     let usable = specs
         .into_iter()
         .filter(|spec| !matches!(spec.transport, crate::mcp::Transport::Sse { .. }))
         .collect();
-    runtime.start_mcp(agent, usable);
+    let editor = super::bridge::AcpBridge::new(cx.peer.clone(), agent.id.clone(), client);
+    runtime.start_mcp(agent, usable, Some(Arc::new(editor)));
     refused
 }
 
@@ -291,7 +298,7 @@ async fn dispatch(
                     .create_session_under(req.cwd.clone(), additional, depth, parent)
                     .map_err(runtime_error)?;
                 warn_broad_workspace(&cx, &client, &agent.id, &req.cwd);
-                let refused = start_mcp(&runtime, &agent, &req.mcp_servers);
+                let refused = start_mcp(&runtime, &agent, &req.mcp_servers, &cx, &client);
                 let commands = Announced::load(&agent).await;
                 let (peer, session) = (cx.peer.clone(), agent.id.clone());
                 let announced = announced.clone();
@@ -318,7 +325,7 @@ async fn dispatch(
                 }
             };
             warn_broad_workspace(&cx, &client, &agent.id, &agent.cwd);
-            for title in start_mcp(&runtime, &agent, &req.mcp_servers) {
+            for title in start_mcp(&runtime, &agent, &req.mcp_servers, &cx, &client) {
                 notice::send(
                     &cx.peer,
                     &client,
@@ -357,7 +364,7 @@ async fn dispatch(
                 Opened::LockedElsewhere(locked) => return Err(session_locked(locked)),
             };
             warn_broad_workspace(&cx, &client, &agent.id, &agent.cwd);
-            let refused = start_mcp(&runtime, &agent, &req.mcp_servers);
+            let refused = start_mcp(&runtime, &agent, &req.mcp_servers, &cx, &client);
             announced.forget(&agent.id);
             let commands = Announced::load(&agent).await;
             let (peer, session) = (cx.peer.clone(), agent.id.clone());

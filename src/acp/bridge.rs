@@ -10,8 +10,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use agent_client_protocol_schema::v1::{
-    ClientCapabilities, CreateTerminalRequest, CreateTerminalResponse, EnvVariable,
-    KillTerminalRequest, PermissionOption, PermissionOptionKind, ReadTextFileRequest,
+    ClientCapabilities, CreateElicitationResponse, CreateTerminalRequest, CreateTerminalResponse,
+    EnvVariable, KillTerminalRequest, PermissionOption, PermissionOptionKind, ReadTextFileRequest,
     ReadTextFileResponse, ReleaseTerminalRequest, RequestPermissionOutcome,
     RequestPermissionRequest, RequestPermissionResponse, SessionNotification, TerminalExitStatus,
     TerminalOutputRequest, TerminalOutputResponse, ToolCallStatus, ToolCallUpdate,
@@ -27,7 +27,7 @@ use super::updates;
 use crate::rpc::{Peer, RpcError};
 use crate::tools::client::{
     ClientBridge, ClientError, ClientFeatures, ClientResult, PermissionAnswer, PermissionPrompt,
-    TerminalExit, TerminalOutput, TerminalSpec,
+    Question, Reply, TerminalExit, TerminalOutput, TerminalSpec,
 };
 
 /// Option ids offered in permission prompts.
@@ -56,6 +56,14 @@ impl AcpBridge {
                 read_text_file: capabilities.fs.read_text_file,
                 write_text_file: capabilities.fs.write_text_file,
                 terminal: capabilities.terminal,
+                elicitation_form: capabilities
+                    .elicitation
+                    .as_ref()
+                    .is_some_and(|e| e.form.is_some()),
+                elicitation_url: capabilities
+                    .elicitation
+                    .as_ref()
+                    .is_some_and(|e| e.url.is_some()),
             },
             child_sessions: capabilities.subagents.is_some(),
             capabilities: Arc::new(capabilities.clone()),
@@ -201,6 +209,40 @@ impl ClientBridge for AcpBridge {
                     }
                     _ => PermissionAnswer::Cancelled,
                 })
+            })
+            .boxed()
+    }
+
+    fn elicit(&self, question: Question, cancel: CancellationToken) -> ClientResult<Reply> {
+        let request = match super::elicit::request(&self.session_id, question) {
+            Ok(request) => request,
+            Err(error) => return futures::future::ready(Err(error)).boxed(),
+        };
+        self.call::<_, CreateElicitationResponse>("elicitation/create", request, cancel)
+            .map(super::elicit::reply)
+            .boxed()
+    }
+
+    fn choose(
+        &self,
+        call_id: String,
+        title: String,
+        choices: Vec<String>,
+        cancel: CancellationToken,
+    ) -> ClientResult<Option<usize>> {
+        let fields = ToolCallUpdateFields::new()
+            .title(updates::field(&title))
+            .status(ToolCallStatus::Pending);
+        let request = RequestPermissionRequest::new(
+            self.session_id.clone(),
+            ToolCallUpdate::new(call_id, fields),
+            super::elicit::options(&choices),
+        );
+        self.call::<_, RequestPermissionResponse>("session/request_permission", request, cancel)
+            .map(move |answer| match answer {
+                Ok(answer) => Ok(super::elicit::picked(answer.outcome, choices.len())),
+                Err(ClientError::Cancelled) => Ok(None),
+                Err(error) => Err(error),
             })
             .boxed()
     }

@@ -31,6 +31,7 @@ pub(crate) fn specs(servers: &[McpServer]) -> Vec<ServerSpec> {
                         .iter()
                         .map(|h| (h.name.clone(), h.value.clone()))
                         .collect(),
+                    login: None,
                 },
                 call_timeout: None,
             }),

@@ -10,6 +10,7 @@ mod answers;
 mod auth;
 pub(crate) mod bridge;
 mod commands;
+mod elicit;
 mod mcp;
 pub mod models;
 pub(crate) mod modes;

@@ -11,9 +11,10 @@ use super::EnvLookup;
 
 /// The environment variable (and `kin login --key-store`) that picks where a new key goes.
 pub const ENV_KEY_STORE: &str = "KIN_KEY_STORE";
-/// The keyring entry: service and user name.
+/// The keyring service of every secret kin keeps, and the user name of the API key's entry.
 #[cfg(feature = "keyring")]
-const KEYRING_ENTRY: (&str, &str) = ("kin", "api-key");
+const KEYRING_SERVICE: &str = "kin";
+const KEYRING_API_KEY: &str = "api-key";
 /// The key file's name in kin's config directory.
 const CREDENTIAL_FILE_NAME: &str = "api-key";
 
@@ -77,14 +78,27 @@ pub fn credential_file(env: EnvLookup<'_>) -> Option<PathBuf> {
     super::config_dir(env).map(|dir| dir.join(CREDENTIAL_FILE_NAME))
 }
 
-/// Whether `meta` (of a file kin was asked to read) is kin's credential file, by device and
-/// inode, so a link or another spelling of the path is caught too.
+/// Where `kin mcp login` keeps MCP servers' OAuth tokens when there is no keyring: a file (0600)
+/// per server in this directory of kin's data directory, beside their lock files.
+pub fn mcp_token_dir() -> PathBuf {
+    super::kin_home().join("mcp-oauth")
+}
+
+/// Whether `meta` (of a file kin was asked to read) is kin's credential file or one of its MCP
+/// token files, by device and inode, so a link or another spelling of the path is caught too.
 pub fn is_credential_file(meta: &std::fs::Metadata) -> bool {
     use std::os::unix::fs::MetadataExt;
-    let Some(path) = credential_file(&super::process_env) else {
+    let same = |own: std::fs::Metadata| own.dev() == meta.dev() && own.ino() == meta.ino();
+    let key = credential_file(&super::process_env);
+    if key.is_some_and(|path| std::fs::metadata(path).is_ok_and(same)) {
+        return true;
+    }
+    let Ok(tokens) = std::fs::read_dir(mcp_token_dir()) else {
         return false;
     };
-    std::fs::metadata(path).is_ok_and(|own| own.dev() == meta.dev() && own.ino() == meta.ino())
+    tokens
+        .flatten()
+        .any(|entry| std::fs::metadata(entry.path()).is_ok_and(same))
 }
 
 /// Keeps `key` in `store`: the keyring, or the credential file. `Keyring` falls back to the
@@ -98,7 +112,7 @@ pub(crate) fn save(
     let fallback = match store {
         KeyStore::None => return Ok((KeyStore::None, None)),
         KeyStore::File => None,
-        KeyStore::Keyring => match keyring_set(key) {
+        KeyStore::Keyring => match keyring_set(KEYRING_API_KEY, key) {
             Ok(()) => {
                 // A key left in the file from an earlier sign-in would only mislead.
                 let _ = remove_file(env);
@@ -120,7 +134,7 @@ pub(crate) fn load(
 ) -> Result<Option<String>, CredentialError> {
     let key = match store {
         KeyStore::None => return Ok(None),
-        KeyStore::Keyring => keyring_get()?,
+        KeyStore::Keyring => keyring_get(KEYRING_API_KEY)?,
         KeyStore::File => {
             let path = file.ok_or(CredentialError::NoConfigDir)?;
             std::fs::read_to_string(path).map_err(|source| CredentialError::File {
@@ -143,7 +157,7 @@ pub(crate) fn load(
 /// Removes the key from the keyring and the credential file; says where one was removed.
 pub(crate) fn remove(env: EnvLookup<'_>) -> Result<Vec<String>, CredentialError> {
     let mut removed = Vec::new();
-    if keyring_delete()? {
+    if keyring_delete(KEYRING_API_KEY)? {
         removed.push("the OS keyring".to_owned());
     }
     if let Some(path) = remove_file(env)? {
@@ -194,33 +208,35 @@ pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 #[cfg(feature = "keyring")]
-fn keyring_entry() -> Result<keyring::Entry, CredentialError> {
+fn keyring_entry(user: &str) -> Result<keyring::Entry, CredentialError> {
     // Why there is no keyring (no Secret Service on D-Bus, ...) says more than "no store".
     if let Err(error) = keyring::Entry::store_status() {
         return Err(CredentialError::Keyring(format!("none answered ({error})")));
     }
-    keyring::Entry::new(KEYRING_ENTRY.0, KEYRING_ENTRY.1)
+    keyring::Entry::new(KEYRING_SERVICE, user)
         .map_err(|error| CredentialError::Keyring(error.to_string()))
 }
 
+/// Keeps `secret` in the OS keyring under kin's service and `user`.
 #[cfg(feature = "keyring")]
-fn keyring_set(key: &str) -> Result<(), CredentialError> {
-    keyring_entry()?
-        .set_password(key)
+pub(crate) fn keyring_set(user: &str, secret: &str) -> Result<(), CredentialError> {
+    keyring_entry(user)?
+        .set_password(secret)
         .map_err(|error| CredentialError::Keyring(error.to_string()))
 }
 
+/// The secret kept in the OS keyring under kin's service and `user`.
 #[cfg(feature = "keyring")]
-fn keyring_get() -> Result<String, CredentialError> {
-    keyring_entry()?
+pub(crate) fn keyring_get(user: &str) -> Result<String, CredentialError> {
+    keyring_entry(user)?
         .get_password()
         .map_err(|error| CredentialError::Keyring(error.to_string()))
 }
 
 /// `Ok(true)` when the keyring held a key and it is gone; no keyring is nothing to delete.
 #[cfg(feature = "keyring")]
-fn keyring_delete() -> Result<bool, CredentialError> {
-    let Ok(entry) = keyring_entry() else {
+pub(crate) fn keyring_delete(user: &str) -> Result<bool, CredentialError> {
+    let Ok(entry) = keyring_entry(user) else {
         return Ok(false);
     };
     match entry.delete_credential() {
@@ -240,17 +256,17 @@ fn keyring_delete() -> Result<bool, CredentialError> {
 const NO_KEYRING: &str = "this kin was built without keyring support";
 
 #[cfg(not(feature = "keyring"))]
-fn keyring_set(_key: &str) -> Result<(), CredentialError> {
+pub(crate) fn keyring_set(_user: &str, _secret: &str) -> Result<(), CredentialError> {
     Err(CredentialError::Keyring(NO_KEYRING.into()))
 }
 
 #[cfg(not(feature = "keyring"))]
-fn keyring_get() -> Result<String, CredentialError> {
+pub(crate) fn keyring_get(_user: &str) -> Result<String, CredentialError> {
     Err(CredentialError::Keyring(NO_KEYRING.into()))
 }
 
 #[cfg(not(feature = "keyring"))]
-fn keyring_delete() -> Result<bool, CredentialError> {
+pub(crate) fn keyring_delete(_user: &str) -> Result<bool, CredentialError> {
     Ok(false)
 }
 

@@ -1,5 +1,6 @@
 //! MCP servers for every session: the `[mcp_servers.<name>]` tables of the config file
-//! (`command`, `args`, `env` for stdio; `url`, `headers` for streamable HTTP; `call_timeout`),
+//! (`command`, `args`, `env` for stdio; `url`, `headers`, OAuth's `client_id` and `scopes` for
+//! streamable HTTP; `call_timeout`),
 //! `mcp_startup_timeout` and `mcp_max_tools`. An editor's server of the same name replaces a configured one.
 
 use std::collections::BTreeMap;
@@ -10,7 +11,7 @@ use serde::Deserialize;
 
 use super::duration::{duration_value, DurationValue};
 use super::ConfigError;
-use crate::mcp::{ServerSpec, Transport};
+use crate::mcp::{OAuthSettings, ServerSpec, Transport};
 
 /// One `[mcp_servers.<name>]` table as written.
 #[derive(Debug, Clone, Deserialize)]
@@ -26,6 +27,11 @@ pub(crate) struct McpServerEntry {
     headers: BTreeMap<String, String>,
     /// How long one tool call may take, e.g. "30m".
     call_timeout: Option<DurationValue>,
+    /// An HTTP server's OAuth client id, registered beforehand (else kin registers itself).
+    client_id: Option<String>,
+    /// The OAuth scopes kin asks an HTTP server for (else the ones it advertises).
+    #[serde(default)]
+    scopes: Vec<String>,
     /// Run the (stdio) server inside kin's sandbox, like a command.
     #[serde(default)]
     sandbox: bool,
@@ -73,6 +79,10 @@ pub(crate) fn resolve(
                     Transport::Http {
                         url: url.clone(),
                         headers: pairs(&entry.headers),
+                        login: Some(OAuthSettings {
+                            client_id: entry.client_id.clone(),
+                            scopes: entry.scopes.clone(),
+                        }),
                     }
                 }
                 (Some(_), Some(_)) => {

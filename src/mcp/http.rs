@@ -5,16 +5,15 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use http::{HeaderName, HeaderValue};
-use rmcp::transport::streamable_http_client::{
-    StreamableHttpClientTransport, StreamableHttpClientTransportConfig,
-};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-pub(crate) fn transport(
+/// The HTTP client and the transport's settings (the server's headers on every request).
+pub(crate) fn parts(
     url: &str,
     headers: &[(String, String)],
-) -> Result<StreamableHttpClientTransport<reqwest::Client>, String> {
+) -> Result<(reqwest::Client, StreamableHttpClientTransportConfig), String> {
     let mut custom = HashMap::new();
     for (name, value) in headers {
         let name = HeaderName::try_from(name.as_str())
@@ -33,31 +32,56 @@ pub(crate) fn transport(
         .map_err(|error| format!("could not build the HTTP client: {error}"))?;
     let config =
         StreamableHttpClientTransportConfig::with_uri(url.to_owned()).custom_headers(custom);
-    Ok(StreamableHttpClientTransport::with_client(client, config))
+    Ok((client, config))
 }
 
-/// The HTTP status (401 or 403) when the handshake failed because the server refused kin's
-/// credentials: trying again with the same headers cannot help.
-pub(crate) fn auth_refusal(error: &rmcp::service::ClientInitializeError) -> Option<u16> {
+/// Whether the headers carry credentials of their own (then kin sends no login's token).
+pub(crate) fn has_authorization(headers: &[(String, String)]) -> bool {
+    headers
+        .iter()
+        .any(|(header, _)| header.eq_ignore_ascii_case("authorization"))
+}
+
+/// How a server refused kin's credentials: the HTTP status (401 or 403) and, when it sent one,
+/// its `WWW-Authenticate` challenge (an OAuth server's says where to log in).
+pub(crate) struct Refusal {
+    pub(crate) status: u16,
+    pub(crate) challenge: Option<String>,
+}
+
+/// How the handshake failed when the server refused kin's credentials: trying again with the
+/// same headers cannot help.
+pub(crate) fn auth_refusal(error: &rmcp::service::ClientInitializeError) -> Option<Refusal> {
     use rmcp::service::ClientInitializeError;
     use rmcp::transport::streamable_http_client::StreamableHttpError as E;
     // The transport's error is a field, not a `source`, of the handshake's.
     let ClientInitializeError::TransportError { error, .. } = error else {
         return None;
     };
+    let bare = |status| {
+        Some(Refusal {
+            status,
+            challenge: None,
+        })
+    };
     let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
     while let Some(error) = cause {
         match error.downcast_ref::<E<reqwest::Error>>() {
-            Some(E::AuthRequired(_)) => return Some(401),
-            Some(E::InsufficientScope(_)) => return Some(403),
+            Some(E::AuthRequired(required)) => {
+                return Some(Refusal {
+                    status: 401,
+                    challenge: Some(required.www_authenticate_header.clone()),
+                })
+            }
+            Some(E::InsufficientScope(_)) => return bare(403),
             Some(E::HttpStatus(status)) if matches!(status.status, 401 | 403) => {
-                return Some(status.status)
+                return bare(status.status)
             }
             // A refusal without a challenge keeps only its status line in the text.
             Some(E::UnexpectedServerResponse(text)) => {
                 for status in [401, 403] {
                     if text.starts_with(&format!("HTTP {status} ")) {
-                        return Some(status);
+                        return bare(status);
                     }
                 }
             }
@@ -68,14 +92,57 @@ pub(crate) fn auth_refusal(error: &rmcp::service::ClientInitializeError) -> Opti
     None
 }
 
-/// The one line that says a server refused kin's credentials.
-pub(crate) fn auth_line(status: u16) -> String {
+/// The one line that says a server refused kin's credentials, and what to do about it: for a
+/// server of the config file, log in (`kin mcp login NAME`) or fix its headers; for the editor's,
+/// the header the editor passes.
+pub(crate) fn auth_line(
+    status: u16,
+    name: &str,
+    login: bool,
+    headers: &[(String, String)],
+) -> String {
     let what = match status {
         403 => "refused kin's credentials (HTTP 403 Forbidden)",
         _ => "needs authentication (HTTP 401 Unauthorized)",
     };
-    format!(
-        "the server {what}; check the headers kin sends it (`headers` of its \
-         [mcp_servers.<name>] entry, or the editor's entry for it); kin will not retry"
-    )
+    let todo = match (login, headers.is_empty(), has_authorization(headers)) {
+        (false, _, _) => {
+            format!("check the headers the editor passes for `{name}` (its `mcpServers` entry)")
+        }
+        (true, true, _) => format!("run `kin mcp login {name}`"),
+        (true, false, false) => format!(
+            "run `kin mcp login {name}`, or check the `headers` of [mcp_servers.{name}] in \
+             kin's config file"
+        ),
+        (true, false, true) => format!(
+            "check the `headers` of [mcp_servers.{name}] in kin's config file, or remove its \
+             Authorization header and run `kin mcp login {name}`"
+        ),
+    };
+    format!("the server {what}; {todo}; kin will not retry")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_auth_line_says_what_to_do_for_this_server() {
+        let line = auth_line(401, "docs", true, &[]);
+        assert_eq!(
+            line,
+            "the server needs authentication (HTTP 401 Unauthorized); run `kin mcp login docs`; \
+             kin will not retry"
+        );
+        let bearer = [("authorization".to_owned(), "Bearer x".to_owned())];
+        let line = auth_line(403, "docs", true, &bearer);
+        assert!(line.contains("HTTP 403"), "{line}");
+        assert!(line.contains("[mcp_servers.docs]"), "{line}");
+        let line = auth_line(401, "ed", false, &bearer);
+        assert!(
+            line.contains("the headers the editor passes for `ed`"),
+            "{line}"
+        );
+        assert!(!line.contains("kin mcp login"), "{line}");
+    }
 }

@@ -10,30 +10,34 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, ClientCapabilities, ClientConfig, ClientRequest,
-    Implementation, ProgressNotificationParam, ProtocolVersion, ServerResult,
+    ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationCapability,
+    FormElicitationCapability, Implementation, ProgressNotificationParam, ProtocolVersion,
+    UrlElicitationCapability,
 };
 use rmcp::service::{
-    Peer, PeerRequestOptions, RoleClient, RunningService, RunningServiceCancellationToken,
-    ServiceExt,
+    ClientLifecycleMode, ClientServiceExt, Peer, RoleClient, RunningService,
+    RunningServiceCancellationToken,
 };
 use rmcp::ClientHandler;
 use serde_json::Value;
 use tokio::sync::{watch, Notify};
 use tokio_util::sync::CancellationToken;
 
-use super::progress::{self, Routes, Throttle};
+use super::elicit::Askers;
+use super::oauth::OAuthError;
+use super::progress::Routes;
 use super::spec::{ServerSpec, Transport};
 use super::stdio::StdioProcess;
 use crate::sync::lock;
+use crate::tools::client::{ClientBridge, Question, QuestionMode};
 
 /// Waits between reconnections: doubling from the first, up to the last.
 const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// How long connecting (start and handshake) may take before the attempt counts as failed.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
-/// How long telling a server that a call was cancelled may take.
-const CANCEL_NOTICE_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long an editor may take to answer a withdrawn login question.
+const WITHDRAW_WAIT: Duration = Duration::from_secs(5);
 /// Failed attempts in a row after which the first prompt stops waiting for a server.
 const GIVE_UP_AFTER: u32 = 3;
 /// How long a tool call may take unless its server's `call_timeout` says otherwise.
@@ -56,12 +60,18 @@ pub(crate) enum State {
     Refused {
         reason: String,
     },
+    /// A server of the config file asked for a login: kin waits for the user to finish it at
+    /// `address` (the authorization URL), then connects.
+    Login {
+        address: String,
+    },
 }
 
 /// A live connection.
 pub(crate) struct Connected {
-    peer: Peer<RoleClient>,
-    progress: Routes,
+    pub(super) peer: Peer<RoleClient>,
+    pub(super) progress: Routes,
+    pub(super) askers: Askers,
 }
 
 /// The tools a server offered when last listed; kept while it is down, so a crash does not
@@ -76,7 +86,7 @@ pub(crate) struct Listed {
 /// A handle on one server's task.
 pub(crate) struct Server {
     pub(crate) name: String,
-    call_timeout: Duration,
+    pub(super) call_timeout: Duration,
     state: watch::Receiver<State>,
     listed: Arc<Mutex<Listed>>,
     /// Whether a relisting the server asked for (`tools/list_changed`) is under way.
@@ -94,7 +104,13 @@ pub(crate) enum CallOutcome {
 
 impl Server {
     /// Starts the server's task; it ends when `cancel` trips, taking the server down.
-    pub(crate) fn start(spec: ServerSpec, cwd: PathBuf, cancel: CancellationToken) -> Arc<Self> {
+    /// `client` is the session's editor (or terminal): where a login's address is shown at once.
+    pub(crate) fn start(
+        spec: ServerSpec,
+        cwd: PathBuf,
+        cancel: CancellationToken,
+        client: Option<Arc<dyn ClientBridge>>,
+    ) -> Arc<Self> {
         let initial = match &spec.transport {
             Transport::Sse { .. } => State::Refused {
                 reason: "the SSE transport is not supported; use stdio or streamable HTTP".into(),
@@ -116,6 +132,7 @@ impl Server {
                 listed.clone(),
                 relisting_tx,
                 cancel,
+                client,
             ));
         }
         Arc::new(Self {
@@ -157,109 +174,18 @@ impl Server {
             .wait_for(|s| match s {
                 State::Starting => false,
                 State::Down { failures, .. } => *failures >= GIVE_UP_AFTER,
-                State::Ready(_) | State::Refused { .. } => true,
+                State::Ready(_) | State::Refused { .. } | State::Login { .. } => true,
             })
             .await;
-    }
-
-    /// Calls `tool` with `arguments`; a trip of `cancel` sends MCP cancellation. The server's
-    /// progress reports go to `show`, throttled (see [`progress`]).
-    pub(crate) async fn call(
-        &self,
-        tool: &str,
-        arguments: Option<serde_json::Map<String, Value>>,
-        cancel: &CancellationToken,
-        show: &(dyn Fn(&str) + Send + Sync),
-    ) -> CallOutcome {
-        let connected = match self.state() {
-            State::Ready(connected) => connected,
-            State::Starting => return CallOutcome::Failed("it is still starting".into()),
-            State::Down { reason, .. } | State::Refused { reason } => {
-                return CallOutcome::Failed(format!("it is not available ({reason})"))
-            }
-        };
-        let mut params = CallToolRequestParams::new(tool.to_owned());
-        params.arguments = arguments;
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let sent = connected
-            .peer
-            .send_request_with_option(request, PeerRequestOptions::no_options());
-        let mut handle = tokio::select! {
-            _ = cancel.cancelled() => return CallOutcome::Cancelled,
-            sent = sent => match sent {
-                Ok(handle) => handle,
-                Err(error) => return CallOutcome::Failed(error.to_string()),
-            },
-        };
-        let deadline = tokio::time::Instant::now() + self.call_timeout;
-        let mut route = connected.progress.open(handle.progress_token.clone());
-        let mut throttle = Throttle::default();
-        // rmcp hands notifications over on tasks of their own, so they may come out of order;
-        // progress only grows, so an older report is dropped.
-        let mut highest = f64::NEG_INFINITY;
-        loop {
-            let due = throttle.due();
-            let held_due = async {
-                match due {
-                    Some(due) => tokio::time::sleep_until(due).await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                _ = cancel.cancelled() => {
-                    // Tells the server (`notifications/cancelled`); a server that stopped
-                    // reading does not hold up the cancellation.
-                    let told = handle.cancel(Some("cancelled by the user".into()));
-                    let _ = tokio::time::timeout(CANCEL_NOTICE_TIMEOUT, told).await;
-                    return CallOutcome::Cancelled;
-                }
-                () = tokio::time::sleep_until(deadline) => {
-                    let told = handle.cancel(Some("kin's time limit for the call passed".into()));
-                    let _ = tokio::time::timeout(CANCEL_NOTICE_TIMEOUT, told).await;
-                    return CallOutcome::Failed(format!(
-                        "it did not answer within {} s (the server's `call_timeout`)",
-                        self.call_timeout.as_secs_f64()
-                    ));
-                }
-                answer = &mut handle.rx => {
-                    if let Some(text) = throttle.release(tokio::time::Instant::now()) {
-                        show(&text);
-                    }
-                    return match answer {
-                        Ok(Ok(ServerResult::CallToolResult(result))) => {
-                            match serde_json::to_value(&result) {
-                                Ok(value) => CallOutcome::Result(value),
-                                Err(error) => CallOutcome::Failed(error.to_string()),
-                            }
-                        }
-                        Ok(Ok(_)) => CallOutcome::Failed("it answered with something other than a tool result".into()),
-                        Ok(Err(error)) => CallOutcome::Failed(error.to_string()),
-                        Err(_) => CallOutcome::Failed("the connection closed".into()),
-                    };
-                }
-                Some(update) = route.updates.recv() => {
-                    if update.progress <= highest {
-                        continue;
-                    }
-                    highest = update.progress;
-                    let now = tokio::time::Instant::now();
-                    if let Some(text) = throttle.offer(now, progress::words(&update)) {
-                        show(&text);
-                    }
-                }
-                _ = held_due => {
-                    if let Some(text) = throttle.release(tokio::time::Instant::now()) {
-                        show(&text);
-                    }
-                }
-            }
-        }
     }
 }
 
 /// What kin tells servers, and what it hears from them.
 #[derive(Clone, Default)]
 struct Events {
+    /// The server's name, for its questions' logs.
+    server: Arc<str>,
+    askers: Askers,
     tools_changed: Arc<Notify>,
     /// Set when the server says its tools changed; cleared once they are listed again.
     relisting: Option<Arc<watch::Sender<bool>>>,
@@ -287,12 +213,37 @@ impl ClientHandler for Events {
         std::future::ready(())
     }
 
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, rmcp::ErrorData> {
+        Ok(super::elicit::ask_newest(&self.server, &self.askers, request).await)
+    }
+
     fn get_info(&self) -> ClientConfig {
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.elicitation = Some(
+            ElicitationCapability::new()
+                .with_form(FormElicitationCapability::new())
+                .with_url(UrlElicitationCapability::new()),
+        );
         ClientConfig::new(
-            ClientCapabilities::default(),
+            capabilities,
             Implementation::new("kin", env!("CARGO_PKG_VERSION")),
         )
-        .with_protocol_version(ProtocolVersion::V_2025_06_18)
+        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+    }
+}
+
+/// How kin opens a connection: the stateless revision's `server/discover` first (2026-07-28),
+/// and for a server that answers it as an older one would (an error), the `initialize`
+/// handshake of the newest revision that has one (2025-11-25); the server may answer with an
+/// older revision (2024-11-05 on), which rmcp accepts.
+fn lifecycle() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
     }
 }
 
@@ -323,11 +274,17 @@ async fn supervise(
     listed: Arc<Mutex<Listed>>,
     relisting: Arc<watch::Sender<bool>>,
     cancel: CancellationToken,
+    client: Option<Arc<dyn ClientBridge>>,
 ) {
     let mut backoff = FIRST_BACKOFF;
     let mut failures = 0;
+    let askers = Askers::default();
+    // A login is tried once per session: a server that refuses the fresh token is refused.
+    let mut logged_in = false;
     loop {
         let events = Events {
+            server: spec.name.as_str().into(),
+            askers: askers.clone(),
             relisting: Some(relisting.clone()),
             ..Events::default()
         };
@@ -342,11 +299,43 @@ async fn supervise(
                 refuse(&spec.name, &state, reason);
                 return;
             }
-            Err(Failure::Retry(reason)) => reason,
+            Err(Failure::Login { line, challenge }) if !logged_in => {
+                logged_in = true;
+                match sign_in(&spec, &challenge, &state, &cancel, client.as_ref()).await {
+                    Ok(()) => {
+                        // Connecting again: a first prompt waits for it as for any start, later
+                        // ones (briefly) for the tools it is about to list.
+                        state.send_replace(State::Starting);
+                        relisting.send_replace(true);
+                        continue;
+                    }
+                    Err(OAuthError::Cancelled) => break,
+                    Err(error) => {
+                        refuse(
+                            &spec.name,
+                            &state,
+                            format!("{line}; the login failed: {error}"),
+                        );
+                        return;
+                    }
+                }
+            }
+            Err(Failure::Login { line, .. }) => {
+                refuse(&spec.name, &state, line);
+                return;
+            }
+            Err(Failure::Retry(reason)) => {
+                relisting.send_replace(false);
+                reason
+            }
             Ok(mut link) => {
+                if let Some(info) = link.peer.peer_info() {
+                    let revision = info.protocol_version.as_str();
+                    tracing::info!(server = spec.name, revision, "MCP server connected");
+                }
                 // Connected: its tools are read at once; a prompt coming now waits for them.
                 relisting.send_replace(true);
-                let reason = serve(&mut link, &events, &state, &listed, &cancel).await;
+                let reason = serve(&spec.name, &mut link, &events, &state, &listed, &cancel).await;
                 relisting.send_replace(false);
                 if let Some(stop) = link.stop.take() {
                     stop.cancel();
@@ -363,7 +352,7 @@ async fn supervise(
                 };
                 match (reason, report) {
                     (None, _) => break,
-                    (Some(Failure::Fatal(reason)), _) => {
+                    (Some(Failure::Fatal(reason) | Failure::Login { line: reason, .. }), _) => {
                         refuse(&spec.name, &state, reason);
                         return;
                     }
@@ -393,10 +382,93 @@ async fn supervise(
     });
 }
 
-/// Why a connection failed or ended: worth another try, or not (kin stops using the server).
+/// Why a connection failed or ended: worth another try, or not (kin stops using the server),
+/// or a configured server that asks for a login kin can run.
 enum Failure {
     Retry(String),
     Fatal(String),
+    /// `line` says what happened; `challenge` is the server's `WWW-Authenticate`.
+    Login {
+        line: String,
+        challenge: String,
+    },
+}
+
+/// Runs the login of a configured server from within a session: the address goes to the
+/// server's state (the next prompt's notice carries it; `$BROWSER` opens it when set), to the
+/// editor at once (a notice, and an `elicitation/create` in URL mode where it takes one), and
+/// the task waits for the redirect, or for the session to stop it.
+async fn sign_in(
+    spec: &ServerSpec,
+    challenge: &str,
+    state: &watch::Sender<State>,
+    cancel: &CancellationToken,
+    client: Option<&Arc<dyn ClientBridge>>,
+) -> Result<(), OAuthError> {
+    let Transport::Http {
+        url,
+        login: Some(settings),
+        ..
+    } = &spec.transport
+    else {
+        return Err(OAuthError::NotHttp(spec.name.clone()));
+    };
+    let (shown, mut address) = watch::channel(String::new());
+    let tell = |address: &str| {
+        tracing::info!(server = spec.name, "MCP server waits for a login");
+        state.send_replace(State::Login {
+            address: address.to_owned(),
+        });
+        shown.send_replace(address.to_owned());
+    };
+    let login = super::oauth::login(&spec.name, url, settings, Some(challenge), &tell, cancel);
+    let Some(client) = client else {
+        return login.await;
+    };
+    tokio::pin!(login);
+    let asked = CancellationToken::new();
+    let ask = async {
+        let seen = address
+            .wait_for(|address| !address.is_empty())
+            .await
+            .map(|address| address.clone());
+        let Ok(address) = seen else {
+            return;
+        };
+        let message = format!(
+            "MCP server `{}` needs a login: open {address} to log in; kin connects once it is done",
+            spec.name
+        );
+        client.warn_user(&message);
+        if client.features().elicitation_url {
+            let question = Question {
+                call_id: None,
+                message,
+                mode: QuestionMode::Url {
+                    id: uuid::Uuid::new_v4().to_string(),
+                    url: address,
+                },
+            };
+            // The answer changes nothing: the login ends with the redirect, or with the session.
+            let _ = client.elicit(question, asked.clone()).await;
+        }
+    };
+    tokio::pin!(ask);
+    let mut asking = true;
+    let done = tokio::select! {
+        done = &mut login => done,
+        () = &mut ask => {
+            asking = false;
+            (&mut login).await
+        }
+    };
+    if asking {
+        // The question still open in the editor is withdrawn (`$/cancel_request`); an editor
+        // that never answers it does not hold up the connection.
+        asked.cancel();
+        let _ = tokio::time::timeout(WITHDRAW_WAIT, &mut ask).await;
+    }
+    done
 }
 
 /// Marks the server refused for `reason`, for good.
@@ -408,6 +480,7 @@ fn refuse(server: &str, state: &watch::Sender<State>, reason: String) {
 /// Lists tools and keeps them current until the connection ends (`Some(why)`) or the session
 /// stops it (`None`).
 async fn serve(
+    server: &str,
     link: &mut Link,
     events: &Events,
     state: &watch::Sender<State>,
@@ -415,6 +488,10 @@ async fn serve(
     cancel: &CancellationToken,
 ) -> Option<Failure> {
     let peer = link.peer.clone();
+    let mut changes = tokio::select! {
+        _ = cancel.cancelled() => return None,
+        changes = super::changes::subscribe(server, &peer) => changes,
+    };
     loop {
         let tools = tokio::select! {
             _ = cancel.cancelled() => return None,
@@ -430,6 +507,7 @@ async fn serve(
                 state.send_replace(State::Ready(Arc::new(Connected {
                     peer: peer.clone(),
                     progress: events.progress.clone(),
+                    askers: events.askers.clone(),
                 })));
             }
             Err(error) if error.is_misbehaviour() => {
@@ -443,6 +521,11 @@ async fn serve(
         tokio::select! {
             _ = cancel.cancelled() => return None,
             _ = events.tools_changed.notified() => {}
+            () = super::changes::tools_changed(&mut changes) => {
+                if let Some(relisting) = &events.relisting {
+                    relisting.send_replace(true);
+                }
+            }
             _ = ended(&mut link.ended) => return Some(Failure::Retry("the connection closed".into())),
         }
     }
@@ -475,7 +558,10 @@ async fn connect(
             let (mut process, stdout, stdin) = StdioProcess::launch(command, args, env, cwd)
                 .map_err(|error| Failure::Retry(format!("could not start `{command}`: {error}")))?;
             let stdout = super::frames::bounded(&spec.name, stdout);
-            match events.serve((stdout, stdin)).await {
+            match events
+                .serve_with_lifecycle((stdout, stdin), lifecycle())
+                .await
+            {
                 Ok(service) => Ok(Link::new(service, Some(process))),
                 Err(error) => {
                     let report = process.report();
@@ -485,13 +571,51 @@ async fn connect(
                 }
             }
         }
-        Transport::Http { url, headers } => {
-            let transport = super::http::transport(url, headers).map_err(Failure::Fatal)?;
-            let service = events.serve(transport).await.map_err(|error| {
-                match super::http::auth_refusal(&error) {
-                    Some(status) => Failure::Fatal(super::http::auth_line(status)),
-                    None => Failure::Retry(format!("the MCP handshake failed: {error}")),
+        Transport::Http {
+            url,
+            headers,
+            login,
+        } => {
+            use rmcp::transport::StreamableHttpClientTransport as Http;
+            let (client, config) = super::http::parts(url, headers).map_err(Failure::Fatal)?;
+            let token = match login {
+                Some(_) if !super::http::has_authorization(headers) => {
+                    super::oauth::authorized(&spec.name, url, client.clone())
+                        .await
+                        .map_err(|error| Failure::Retry(format!("its login: {error}")))?
                 }
+                _ => None,
+            };
+            let served = match token {
+                Some(client) => {
+                    let transport = Http::with_client(client, config);
+                    events.serve_with_lifecycle(transport, lifecycle()).await
+                }
+                None => {
+                    let transport = Http::with_client(client, config);
+                    events.serve_with_lifecycle(transport, lifecycle()).await
+                }
+            };
+            let service = served.map_err(|error| match super::http::auth_refusal(&error) {
+                Some(refusal) => {
+                    let line = super::http::auth_line(
+                        refusal.status,
+                        &spec.name,
+                        login.is_some(),
+                        headers,
+                    );
+                    // An OAuth challenge from a configured server without credentials of its
+                    // own: kin can log in (a 403 is a refusal a login would not change).
+                    match refusal.challenge {
+                        Some(challenge)
+                            if login.is_some() && !super::http::has_authorization(headers) =>
+                        {
+                            Failure::Login { line, challenge }
+                        }
+                        _ => Failure::Fatal(line),
+                    }
+                }
+                None => Failure::Retry(format!("the MCP handshake failed: {error}")),
             })?;
             Ok(Link::new(service, None))
         }

@@ -17,6 +17,7 @@ use super::server::{Server, State};
 use super::spec::ServerSpec;
 use super::tool::McpTool;
 use crate::sync::lock;
+use crate::tools::client::ClientBridge;
 use crate::tools::ToolRegistry;
 
 /// How long a prompt waits for tool lists a server said had changed.
@@ -53,17 +54,22 @@ struct Built {
 }
 
 impl SessionServers {
-    /// Starts every server in the background; returns at once.
+    /// Starts every server in the background; returns at once. `client` (the session's editor
+    /// or terminal) is told at once when a server waits for a login.
     pub fn start(
         specs: Vec<ServerSpec>,
         cwd: PathBuf,
         startup_timeout: Duration,
         max_tools: usize,
+        client: Option<Arc<dyn ClientBridge>>,
     ) -> Arc<Self> {
         let cancel = CancellationToken::new();
         let servers = specs
             .iter()
-            .map(|spec| Server::start(spec.clone(), cwd.clone(), cancel.child_token()))
+            .map(|spec| {
+                let cancel = cancel.child_token();
+                Server::start(spec.clone(), cwd.clone(), cancel, client.clone())
+            })
             .collect();
         Arc::new(Self {
             specs,
@@ -112,6 +118,11 @@ impl SessionServers {
                 State::Down { reason, .. } if first => reason,
                 State::Starting | State::Down { .. } => continue,
                 State::Refused { reason } => reason,
+                State::Login { address } => format!(
+                    "it needs a login: open {address} to log in (or run `kin mcp login {}`); \
+                     kin connects once it is done",
+                    server.name
+                ),
             };
             let line = format!("MCP server `{}` is not available: {why}", server.name);
             if told.insert(line.clone()) {

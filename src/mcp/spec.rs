@@ -34,12 +34,26 @@ pub enum Transport {
         url: String,
         /// Header names and values.
         headers: Vec<(String, String)>,
+        /// How kin signs in beyond the headers: `Some` for a server of the config file (an
+        /// OAuth login kin keeps, `kin mcp login`), `None` for the editor's (its headers only).
+        login: Option<OAuthSettings>,
     },
     /// The old HTTP+SSE transport: kin does not speak it, and says so.
     Sse {
         /// The endpoint.
         url: String,
     },
+}
+
+/// What a configured HTTP server's OAuth login uses beyond discovery (`client_id`, `scopes`
+/// of its `[mcp_servers.<name>]` entry).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OAuthSettings {
+    /// A client id registered with the authorization server beforehand; without one kin
+    /// registers itself where the server offers dynamic registration.
+    pub client_id: Option<String>,
+    /// The scopes to ask for; the server's advertised ones when empty.
+    pub scopes: Vec<String>,
 }
 
 /// Values of env and headers are secrets as often as not: debug output masks them.
@@ -67,7 +81,7 @@ impl Transport {
                 }
                 format!("stdio: {line}")
             }
-            Self::Http { url, headers } => {
+            Self::Http { url, headers, .. } => {
                 let mut line = format!("http: {url}");
                 if !headers.is_empty() {
                     line.push_str(&format!(" (headers: {})", names(headers)));
@@ -92,7 +106,7 @@ impl ServerSpec {
             Transport::Stdio { command, args, env } => serde_json::json!({
                 "name": self.name, "command": command, "args": args, "env": pairs(env)
             }),
-            Transport::Http { url, headers } => serde_json::json!({
+            Transport::Http { url, headers, .. } => serde_json::json!({
                 "type": "http", "name": self.name, "url": url, "headers": pairs(headers)
             }),
             Transport::Sse { url } => serde_json::json!({
@@ -153,6 +167,7 @@ mod tests {
         let http = Transport::Http {
             url: "http://h/mcp".into(),
             headers: vec![("Authorization".into(), "Bearer x".into())],
+            login: None,
         };
         assert_eq!(
             http.describe(),

@@ -11,6 +11,7 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use serde_json::Value;
 
+use super::elicit::Asker;
 use super::server::{CallOutcome, Server};
 use crate::model::ToolSpec;
 use crate::tools::client::ServerTool;
@@ -116,7 +117,12 @@ impl Tool for McpTool {
                     client.show_progress(&cx.call_id, text);
                 }
             };
-            match server.call(&remote, arguments, &cx.cancel, &show).await {
+            let asker = Asker {
+                client: cx.client.clone(),
+                call_id: cx.call_id.clone(),
+                cancel: cx.cancel.clone(),
+            };
+            match server.call(&remote, arguments, asker, &show).await {
                 CallOutcome::Result(result) => super::result::to_output(&server.name, &result),
                 CallOutcome::Cancelled => ToolOutput::cancelled(),
                 CallOutcome::Failed(reason) => ToolOutput::error(

@@ -298,7 +298,7 @@ impl Sessions {
             None => self.budget(&agent, None),
         }
         self.owners.claim(&agent.id, client);
-        self.runtime.start_mcp(&agent, Vec::new());
+        self.runtime.start_mcp(&agent, Vec::new(), None);
         Ok((agent, mode))
     }
 
@@ -443,7 +443,7 @@ impl Sessions {
                 ))
             }
         };
-        self.runtime.start_mcp(&agent, Vec::new());
+        self.runtime.start_mcp(&agent, Vec::new(), None);
         Ok((agent, notice))
     }
 

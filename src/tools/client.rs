@@ -22,6 +22,10 @@ pub struct ClientFeatures {
     pub write_text_file: bool,
     /// `terminal/*`.
     pub terminal: bool,
+    /// `elicitation/create` in form mode (a question with a schema).
+    pub elicitation_form: bool,
+    /// `elicitation/create` in URL mode (a page the user should open).
+    pub elicitation_url: bool,
 }
 
 /// Why an editor request failed.
@@ -99,6 +103,44 @@ pub enum PermissionAnswer {
     RejectAlways,
     /// The prompt was dismissed because the turn was cancelled.
     Cancelled,
+}
+
+/// A question an MCP server puts to the user (MCP elicitation), during tool call `call_id`
+/// (none for a login kin asks for on a server's behalf).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Question {
+    pub(crate) call_id: Option<String>,
+    /// What the server says it needs, with the server named.
+    pub(crate) message: String,
+    pub(crate) mode: QuestionMode,
+}
+
+/// What a [`Question`] asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum QuestionMode {
+    /// Values for a form: the server's JSON Schema (flat, primitive properties).
+    Form {
+        /// The requested schema.
+        schema: Value,
+    },
+    /// Opening a page outside kin (a login, a payment).
+    Url {
+        /// The server's id of this question.
+        id: String,
+        /// The page.
+        url: String,
+    },
+}
+
+/// The user's answer to a [`Question`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// Accepted, with the form's values (none for a page).
+    Accept(Option<serde_json::Map<String, Value>>),
+    /// Said no.
+    Decline,
+    /// Dismissed it.
+    Cancel,
 }
 
 /// A command to run in an editor terminal.
@@ -185,6 +227,44 @@ pub trait ClientBridge: Send + Sync {
         prompt: PermissionPrompt,
         cancel: CancellationToken,
     ) -> ClientResult<PermissionAnswer>;
+
+    /// Puts an MCP server's question to the user (ACP `elicitation/create`), where the editor
+    /// advertised the question's mode ([`ClientFeatures`]).
+    fn elicit(&self, _question: Question, _cancel: CancellationToken) -> ClientResult<Reply> {
+        not_offered("elicitation/create")
+    }
+
+    /// Asks the user to pick one of `choices` about tool call `call_id` (`None`: they picked
+    /// none, or dismissed it), as a permission question. By default only a yes/no (two
+    /// choices) can be asked, as an allow (the first) or a reject (the second).
+    fn choose(
+        &self,
+        call_id: String,
+        title: String,
+        choices: Vec<String>,
+        cancel: CancellationToken,
+    ) -> ClientResult<Option<usize>> {
+        if choices.len() != 2 {
+            return not_offered("session/request_permission with choices");
+        }
+        let prompt = PermissionPrompt {
+            call_id,
+            title,
+            kind: ToolKind::Other,
+            display: ToolDisplay::default(),
+            raw_input: None,
+            server_tool: None,
+        };
+        self.request_permission(prompt, cancel)
+            .map(|answer| {
+                Ok(match answer? {
+                    PermissionAnswer::AllowOnce | PermissionAnswer::AllowAlways => Some(0),
+                    PermissionAnswer::RejectOnce | PermissionAnswer::RejectAlways => Some(1),
+                    PermissionAnswer::Cancelled => None,
+                })
+            })
+            .boxed()
+    }
 
     /// Starts `spec` in a new terminal shown on tool call `call_id`; returns the terminal id.
     /// The caller must release it with [`ClientBridge::release_terminal`].

@@ -123,7 +123,7 @@ async fn run(params: ReadArgs, cx: &ToolContext) -> Result<ToolOutput, ToolOutpu
     Ok(ToolOutput::ok(window.render(&shown, offset)).with_display(display))
 }
 
-/// kin's own credential file (`kin login`'s key) is never read for the model, whatever the
+/// kin's own credential files (`kin login`'s key, `kin mcp login`'s tokens) are never read for the model, whatever the
 /// permissions allow; checked once the permission is settled.
 fn refuse_credentials(path: &Path) -> Result<(), ToolOutput> {
     match std::fs::metadata(path) {
@@ -131,7 +131,7 @@ fn refuse_credentials(path: &Path) -> Result<(), ToolOutput> {
             "Refused",
             "REFUSED",
             format!(
-                "Error: {} holds kin's API key; kin never reads it",
+                "Error: {} holds kin's credentials (its API key or an MCP server's login); kin never reads it",
                 path.display()
             ),
         )),

@@ -181,6 +181,7 @@ impl ClientBridge for FakeEditor {
             read_text_file: true,
             write_text_file: true,
             terminal: self.terminal,
+            ..ClientFeatures::default()
         }
     }
 

@@ -39,6 +39,7 @@ impl ClientBridge for DiskEditor {
             read_text_file: true,
             write_text_file: true,
             terminal: false,
+            ..ClientFeatures::default()
         }
     }
     fn for_child(self: Arc<Self>, _: &str) -> Arc<dyn ClientBridge> {

@@ -338,7 +338,7 @@ fn the_stored_key_is_refused_to_read_and_logout_removes_it() {
         Some("Bearer sk-keep-out-0077")
     );
     let sent = turn.body.to_string();
-    assert!(sent.contains("holds kin's API key"), "{sent}");
+    assert!(sent.contains("holds kin's credentials"), "{sent}");
     assert_eq!(sent.matches("sk-keep-out-0077").count(), 0, "{sent}");
 
     let output = kin_command(home.path()).arg("logout").output().unwrap();

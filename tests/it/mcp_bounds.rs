@@ -204,7 +204,7 @@ async fn an_http_server_refusing_kins_credentials_is_one_line_and_not_retried() 
         .collect();
     assert_eq!(notices.len(), 1, "{updates:?}");
     assert!(
-        notices[0].contains("MCP server `web` is not available: the server needs authentication (HTTP 401 Unauthorized); check the headers kin sends it"),
+        notices[0].contains("MCP server `web` is not available: the server needs authentication (HTTP 401 Unauthorized); run `kin mcp login web`, or check the `headers` of [mcp_servers.web] in kin's config file; kin will not retry"),
         "{}",
         notices[0]
     );

@@ -65,7 +65,10 @@ def grown() -> str:
 async def grow(ctx: Context) -> str:
     """Adds the tool `grown`."""
     server.add_tool(grown)
+    # A client on a revision with `initialize` hears it at once; one on the stateless revision
+    # (2026-07-28) through its `subscriptions/listen` stream.
     await ctx.request_context.session.send_tool_list_changed()
+    await ctx.notify_tools_changed()
     return "grew"
 
 

@@ -1,0 +1,272 @@
+//! A server's questions to the user (MCP elicitation). kin's client declares form and URL
+//! elicitation; a question goes to whoever runs the server's tool call in flight (the newest,
+//! when several are): through the editor's own `elicitation/create` when it advertises the
+//! question's mode, else as a permission-style choice for a yes/no or a choice of enum
+//! values (on the terminal in `kin run`), else it is declined with a log line saying why.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rmcp::model::{
+    ElicitRequestParams, ElicitResult, ElicitationAction, InputRequest, InputRequests,
+    InputResponses,
+};
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+
+use crate::sync::lock;
+use crate::tools::client::{ClientBridge, Question, QuestionMode, Reply};
+
+/// Who can answer for one tool call: its session's editor (or terminal) and the call.
+#[derive(Clone)]
+pub(crate) struct Asker {
+    pub(crate) client: Option<Arc<dyn ClientBridge>>,
+    pub(crate) call_id: String,
+    pub(crate) cancel: CancellationToken,
+}
+
+/// The askers of a server's calls in flight.
+#[derive(Clone, Default)]
+pub(crate) struct Askers {
+    open: Arc<Mutex<Vec<(u64, Asker)>>>,
+    next: Arc<AtomicU64>,
+}
+
+/// Keeps an asker open while its call runs.
+pub(crate) struct AskerGuard {
+    askers: Askers,
+    id: u64,
+}
+
+impl Drop for AskerGuard {
+    fn drop(&mut self) {
+        lock(&self.askers.open).retain(|(id, _)| *id != self.id);
+    }
+}
+
+impl Askers {
+    pub(crate) fn open(&self, asker: Asker) -> AskerGuard {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        lock(&self.open).push((id, asker));
+        AskerGuard {
+            askers: self.clone(),
+            id,
+        }
+    }
+
+    fn newest(&self) -> Option<Asker> {
+        lock(&self.open).last().map(|(_, asker)| asker.clone())
+    }
+}
+
+fn declined(server: &str, why: &str) -> ElicitResult {
+    tracing::warn!(server, "declined an MCP server's question: {why}");
+    ElicitResult::new(ElicitationAction::Decline)
+}
+
+/// Puts server `server`'s question (sent mid-call) to the user of its call in flight (the
+/// newest, when several are); the answer for it.
+pub(crate) async fn ask_newest(
+    server: &str,
+    askers: &Askers,
+    request: ElicitRequestParams,
+) -> ElicitResult {
+    match askers.newest() {
+        Some(asker) => ask(server, &asker, request).await,
+        None => declined(
+            server,
+            "none of its tool calls is running, so no user is at hand",
+        ),
+    }
+}
+
+/// The answers to the questions of an `input_required` result (stateless revision), by key;
+/// `Err` for input kin does not give (kin declares neither sampling nor roots).
+pub(crate) async fn fulfil(
+    server: &str,
+    asker: &Asker,
+    requests: InputRequests,
+) -> Result<InputResponses, String> {
+    let mut answers = InputResponses::new();
+    for (key, request) in requests {
+        let InputRequest::Elicitation(question) = request else {
+            return Err("it asked for input kin does not give (sampling or roots)".into());
+        };
+        let answer = ask(server, asker, question.params).await;
+        let answer = serde_json::to_value(answer).map_err(|error| error.to_string())?;
+        answers.insert(key, answer);
+    }
+    Ok(answers)
+}
+
+/// Puts server `server`'s question to `asker`'s user; the answer for it.
+async fn ask(server: &str, asker: &Asker, request: ElicitRequestParams) -> ElicitResult {
+    let Some(client) = asker.client.clone() else {
+        return declined(server, "its session has no editor or terminal to ask");
+    };
+    let features = client.features();
+    let (message, mode, offered) = match request {
+        ElicitRequestParams::FormElicitationParams {
+            message,
+            requested_schema,
+            ..
+        } => {
+            let schema = serde_json::to_value(&requested_schema).unwrap_or(Value::Null);
+            (
+                message,
+                QuestionMode::Form { schema },
+                features.elicitation_form,
+            )
+        }
+        ElicitRequestParams::UrlElicitationParams {
+            message,
+            url,
+            elicitation_id,
+            ..
+        } => (
+            message,
+            QuestionMode::Url {
+                id: elicitation_id,
+                url,
+            },
+            features.elicitation_url,
+        ),
+        _ => return declined(server, "it asked in a mode kin does not know"),
+    };
+    let message = format!("MCP server `{server}` asks: {message}");
+    if offered {
+        let question = Question {
+            call_id: Some(asker.call_id.clone()),
+            message,
+            mode,
+        };
+        return match client.elicit(question, asker.cancel.clone()).await {
+            Ok(reply) => answer(reply),
+            Err(error) => declined(server, &format!("the editor could not ask it: {error}")),
+        };
+    }
+    let QuestionMode::Form { schema } = mode else {
+        return declined(
+            server,
+            "the editor takes no URL questions (elicitation.url)",
+        );
+    };
+    let Some(choice) = Choice::of(&schema) else {
+        return declined(
+            server,
+            "the editor takes no forms (elicitation.form), and the form is not a yes/no or a \
+             choice of values",
+        );
+    };
+    let choices = choice.labels();
+    let picked = client
+        .choose(
+            asker.call_id.clone(),
+            message,
+            choices,
+            asker.cancel.clone(),
+        )
+        .await;
+    match picked {
+        Ok(Some(n)) => match choice.content(n) {
+            Some(content) => ElicitResult::new(ElicitationAction::Accept).with_content(content),
+            None => ElicitResult::new(ElicitationAction::Decline),
+        },
+        Ok(None) => ElicitResult::new(ElicitationAction::Cancel),
+        Err(error) => declined(server, &format!("nobody could be asked: {error}")),
+    }
+}
+
+fn answer(reply: Reply) -> ElicitResult {
+    match reply {
+        Reply::Accept(Some(content)) => {
+            ElicitResult::new(ElicitationAction::Accept).with_content(Value::Object(content))
+        }
+        Reply::Accept(None) => ElicitResult::new(ElicitationAction::Accept),
+        Reply::Decline => ElicitResult::new(ElicitationAction::Decline),
+        Reply::Cancel => ElicitResult::new(ElicitationAction::Cancel),
+    }
+}
+
+/// A form a permission-style question can carry: nothing to fill in (a confirmation), one
+/// boolean, or one property with enumerated values.
+#[derive(Debug, PartialEq)]
+enum Choice {
+    Confirm,
+    YesNo(String),
+    OneOf(String, Vec<String>),
+}
+
+impl Choice {
+    fn of(schema: &Value) -> Option<Self> {
+        let properties = match schema.get("properties") {
+            None => return Some(Self::Confirm),
+            Some(properties) => properties.as_object()?,
+        };
+        let mut properties = properties.iter();
+        let Some((name, property)) = properties.next() else {
+            return Some(Self::Confirm);
+        };
+        if properties.next().is_some() {
+            return None;
+        }
+        if property.get("type").and_then(Value::as_str) == Some("boolean") {
+            return Some(Self::YesNo(name.clone()));
+        }
+        let values: Vec<String> = match (property.get("enum"), property.get("oneOf")) {
+            (Some(Value::Array(values)), _) => values
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect(),
+            (_, Some(Value::Array(options))) => options
+                .iter()
+                .filter_map(|o| o.get("const").and_then(Value::as_str).map(str::to_owned))
+                .collect(),
+            _ => return None,
+        };
+        (!values.is_empty()).then(|| Self::OneOf(name.clone(), values))
+    }
+
+    fn labels(&self) -> Vec<String> {
+        match self {
+            Self::Confirm | Self::YesNo(_) => vec!["Yes".into(), "No".into()],
+            Self::OneOf(_, values) => values.clone(),
+        }
+    }
+
+    /// The content for choice `n`; `None` when it means no (a confirmation's "No").
+    fn content(&self, n: usize) -> Option<Value> {
+        match self {
+            Self::Confirm => (n == 0).then(|| json!({})),
+            Self::YesNo(name) => Some(json!({ name: n == 0 })),
+            Self::OneOf(name, values) => values.get(n).map(|value| json!({ name: value })),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forms_a_permission_question_can_carry() {
+        let yes_no = json!({"type": "object", "properties": {"ok": {"type": "boolean"}}});
+        assert_eq!(Choice::of(&yes_no), Some(Choice::YesNo("ok".into())));
+        assert_eq!(
+            Choice::of(&yes_no).unwrap().content(1),
+            Some(json!({"ok": false}))
+        );
+        let colour = json!({"type": "object", "properties": {"c": {"type": "string", "enum": ["red", "blue"]}}});
+        let choice = Choice::of(&colour).unwrap();
+        assert_eq!(choice.labels(), ["red", "blue"]);
+        assert_eq!(choice.content(1), Some(json!({"c": "blue"})));
+        assert_eq!(
+            Choice::of(&json!({"type": "object"})),
+            Some(Choice::Confirm)
+        );
+        let two = json!({"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}}});
+        assert_eq!(Choice::of(&two), None);
+        let text = json!({"type": "object", "properties": {"a": {"type": "string"}}});
+        assert_eq!(Choice::of(&text), None);
+    }
+}

@@ -1,0 +1,194 @@
+//! OAuth for HTTP MCP servers of the config file, through rmcp's `auth` support: `kin mcp
+//! login NAME` (the browser step, [`login`]), the tokens of each server kept by kin
+//! ([`store`]) and sent, refreshed when they expire, on every request of its connection, and
+//! `kin mcp logout NAME`. An editor's server never gets these: it keeps its own headers.
+
+mod login;
+mod store;
+
+use rmcp::transport::auth::{AuthClient, AuthError, AuthorizationManager};
+use tokio_util::sync::CancellationToken;
+
+pub(crate) use login::login;
+use store::TokenStore;
+
+use super::{OAuthSettings, ServerSpec, Transport};
+
+/// Why a login, a logout or a logged-in connection failed.
+#[derive(Debug, thiserror::Error)]
+pub enum OAuthError {
+    /// rmcp's OAuth flow failed (discovery, registration, token exchange, refresh).
+    #[error("{0}")]
+    Flow(String),
+    /// The loopback redirect could not be served.
+    #[error("the login's loopback redirect: {0}")]
+    Redirect(String),
+    /// The authorization server sent the user back with an error.
+    #[error("{0}")]
+    Refused(String),
+    /// No redirect came in time.
+    #[error("no answer from the browser within {0} minutes")]
+    TimedOut(u64),
+    /// The user or the session stopped it.
+    #[error("the login was cancelled")]
+    Cancelled,
+    /// `kin mcp login NAME` names no configured server.
+    #[error("no MCP server `{0}` in the config file ([mcp_servers.{0}])")]
+    NoSuchServer(String),
+    /// The server is not one kin logs in to.
+    #[error("the MCP server `{0}` is not an HTTP server of the config file (`url`); only those have a login")]
+    NotHttp(String),
+    /// The token store failed.
+    #[error("the token store: {0}")]
+    Store(String),
+}
+
+impl From<AuthError> for OAuthError {
+    fn from(error: AuthError) -> Self {
+        Self::Flow(error.to_string())
+    }
+}
+
+/// The token store of server `name` at `url` (deciding keyring or file may ask D-Bus).
+async fn store_for(name: &str, url: &str) -> TokenStore {
+    let (name, url) = (name.to_owned(), url.to_owned());
+    let fallback = (name.clone(), url.clone());
+    tokio::task::spawn_blocking(move || TokenStore::new(&name, &url))
+        .await
+        .unwrap_or_else(|_| TokenStore::new(&fallback.0, &fallback.1))
+}
+
+/// rmcp's OAuth machinery for the server at `url`, its tokens in `store`. Its HTTP client
+/// speaks TLS through kin's rustls provider (`ring`), as the model client does.
+async fn manager(url: &str, store: TokenStore) -> Result<AuthorizationManager, OAuthError> {
+    // `Err` only means a provider is installed already.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut manager = AuthorizationManager::new(url).await?;
+    manager.set_credential_store(store);
+    Ok(manager)
+}
+
+/// An HTTP client that sends server `name`'s stored token (refreshing it when it expires), or
+/// `None` when kin holds no login for it (the connection goes without, and a 401 says to log in).
+pub(crate) async fn authorized(
+    name: &str,
+    url: &str,
+    http: reqwest::Client,
+) -> Result<Option<AuthClient<reqwest::Client>>, OAuthError> {
+    let store = store_for(name, url).await;
+    let stored = store.clone();
+    let has = tokio::task::spawn_blocking(move || stored.stored())
+        .await
+        .map_err(|error| OAuthError::Store(error.to_string()))?
+        .map_err(|error| OAuthError::Store(error.to_string()))?;
+    if has.is_none_or(|credentials| credentials.token_response.is_none()) {
+        return Ok(None);
+    }
+    let mut manager = manager(url, store).await?;
+    if !manager.initialize_from_store().await? {
+        return Ok(None);
+    }
+    Ok(Some(AuthClient::new(http, manager)))
+}
+
+/// Whether kin holds a login for server `name` at `url`, for `kin config`: where, or `None`.
+pub async fn login_state(name: &str, url: &str) -> Result<Option<String>, OAuthError> {
+    let store = store_for(name, url).await;
+    let stored = store
+        .stored()
+        .map_err(|error| OAuthError::Store(error.to_string()))?;
+    Ok(stored
+        .filter(|credentials| credentials.token_response.is_some())
+        .map(|_| store.describe()))
+}
+
+/// `kin mcp login NAME`: logs in, printing the URL on stderr; says where the tokens went.
+pub async fn login_at_terminal(
+    name: &str,
+    url: &str,
+    settings: &OAuthSettings,
+) -> Result<String, OAuthError> {
+    let cancel = CancellationToken::new();
+    let stop = cancel.clone();
+    let ctrl_c = tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            stop.cancel();
+        }
+    });
+    let tell = |address: &str| {
+        eprintln!("kin: open this address to log in to the MCP server `{name}`:\n\n  {address}\n");
+        eprintln!("kin: waiting for the browser to come back (Ctrl-C stops)...");
+    };
+    let done = login(name, url, settings, None, &tell, &cancel).await;
+    ctrl_c.abort();
+    done?;
+    Ok(store_for(name, url).await.describe())
+}
+
+/// `kin mcp logout NAME`: removes the stored tokens; `true` when there were some.
+pub async fn logout(name: &str, url: &str) -> Result<bool, OAuthError> {
+    let store = store_for(name, url).await;
+    store
+        .remove()
+        .map_err(|error| OAuthError::Store(error.to_string()))
+}
+
+/// `kin mcp login NAME` (`login`) or `kin mcp logout NAME` against the configured `servers`;
+/// says what happened on stderr; the exit code.
+pub async fn command(login: bool, name: &str, servers: &[ServerSpec]) -> Result<u8, OAuthError> {
+    let Some(server) = servers.iter().find(|server| server.name == name) else {
+        return Err(OAuthError::NoSuchServer(name.to_owned()));
+    };
+    let Transport::Http {
+        url,
+        login: Some(settings),
+        ..
+    } = &server.transport
+    else {
+        return Err(OAuthError::NotHttp(name.to_owned()));
+    };
+    if !login {
+        match logout(name, url).await? {
+            true => eprintln!("kin: logged out of the MCP server `{name}`; its tokens are removed"),
+            false => eprintln!("kin: kin held no login for the MCP server `{name}`"),
+        }
+        return Ok(0);
+    }
+    match login_at_terminal(name, url, settings).await {
+        Ok(place) => {
+            eprintln!("kin: logged in to the MCP server `{name}`; the tokens are in {place}");
+            Ok(0)
+        }
+        Err(OAuthError::Cancelled) => {
+            eprintln!("kin mcp login: cancelled; nothing was stored");
+            Ok(130)
+        }
+        Err(error) => Err(error),
+    }
+}
+
+/// `kin config`'s line on each configured HTTP server's login.
+pub async fn render_logins(servers: &[ServerSpec]) -> String {
+    let mut text = String::new();
+    for server in servers {
+        let Transport::Http {
+            url,
+            headers,
+            login: Some(_),
+        } = &server.transport
+        else {
+            continue;
+        };
+        let name = &server.name;
+        let state = match login_state(name, url).await {
+            _ if super::http::has_authorization(headers) => {
+                "its Authorization header is sent (no login used)".to_owned()
+            }
+            Ok(Some(place)) => format!("logged in (tokens in {place})"),
+            Ok(None) => format!("not logged in (`kin mcp login {name}` if it asks for one)"),
+            Err(error) => format!("unknown ({error})"),
+        };
+        text.push_str(&format!("mcp server {name} login: {state}\n"));
+    }
+    text
+}

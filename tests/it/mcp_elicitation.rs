@@ -1,0 +1,187 @@
+//! An MCP server's questions reach the editor's user: a real stdio server on the official
+//! Python SDK (tests/mcp/ask_server.py) asks during its tool calls; the test plays the editor.
+//! One that advertises elicitation gets ACP `elicitation/create` (scoped to the session and the
+//! call) and its answer reaches the server; one that does not gets a yes/no as a permission
+//! question, and a form it cannot show is declined.
+
+use crate::common;
+
+use std::time::Duration;
+
+use common::{Script, Wire};
+use serde_json::{json, Value};
+
+const DEADLINE: Duration = Duration::from_secs(120);
+
+/// The asking test server as `py`, with `env`.
+fn servers_with(env: Value) -> Option<Value> {
+    let python = common::python_with("mcp.server.mcpserver, pydantic")?;
+    let script = common::repo().join("tests/mcp/ask_server.py");
+    Some(json!([{"name": "py", "command": python, "args": [script], "env": env}]))
+}
+
+fn servers() -> Option<Value> {
+    servers_with(json!([]))
+}
+
+/// Starts kin, initializes with `capabilities`, opens a session in mode `allow`.
+async fn session(replay: &std::path::Path, capabilities: Value, servers: Value) -> (Wire, String) {
+    let mut wire = Wire::start(Some(replay));
+    let (_, answer) = wire
+        .request(
+            0,
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": capabilities}),
+        )
+        .await;
+    assert_eq!(answer["result"]["protocolVersion"], 1, "{answer}");
+    let cwd = wire.cwd();
+    let (_, answer) = wire
+        .request(1, "session/new", json!({"cwd": cwd, "mcpServers": servers}))
+        .await;
+    let session = answer["result"]["sessionId"].as_str().unwrap().to_owned();
+    let (_, answer) = wire
+        .request(
+            2,
+            "session/set_mode",
+            json!({"sessionId": session, "modeId": "allow"}),
+        )
+        .await;
+    assert!(answer.get("error").is_none(), "{answer}");
+    (wire, session)
+}
+
+/// Prompts; each request kin sends the editor is checked against ACP's schema and goes to
+/// `answer` (its result); returns the updates and the requests.
+async fn prompt(
+    wire: &mut Wire,
+    session: &str,
+    mut answer: impl FnMut(&Value) -> Value,
+) -> (Vec<Value>, Vec<Value>) {
+    wire.send(
+        &json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+        "params": {"sessionId": session, "prompt": [{"type": "text", "text": "Go."}]}}),
+    )
+    .await;
+    let (mut updates, mut asked) = (Vec::new(), Vec::new());
+    let mut schema = common::AcpSchema::load();
+    let methods = std::collections::HashMap::new();
+    loop {
+        let message = tokio::time::timeout(DEADLINE, wire.read())
+            .await
+            .expect("kin answers the prompt")
+            .expect("kin is running");
+        if message.get("method").is_some() && message.get("id").is_some() {
+            // What kin asks is what ACP's schema says it may ask.
+            schema.check_agent_message(&message, &methods).unwrap();
+            let result = answer(&message);
+            wire.send(&json!({"jsonrpc": "2.0", "id": message["id"], "result": result}))
+                .await;
+            asked.push(message);
+        } else if message["id"] == 3 {
+            assert_eq!(message["result"]["stopReason"], "end_turn", "{message}");
+            return (updates, asked);
+        } else {
+            updates.push(message);
+        }
+    }
+}
+
+fn tool_text(updates: &[Value], call_id: &str) -> String {
+    updates
+        .iter()
+        .filter(|u| u["params"]["update"]["toolCallId"] == call_id)
+        .map(|u| u["params"]["update"].to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn an_editor_with_elicitation_answers_the_servers_form() {
+    let Some(servers) = servers() else {
+        return;
+    };
+    let replay = Script::new()
+        .calls(&[("g1", "mcp__py__greet", json!({}))])
+        .text("Done.")
+        .dir();
+    let capabilities = json!({"elicitation": {"form": {}, "url": {}}});
+    let (mut wire, session) = session(replay.path(), capabilities, servers).await;
+    let (updates, asked) = prompt(&mut wire, &session, |request| {
+        assert_eq!(request["method"], "elicitation/create", "{request}");
+        json!({"action": "accept", "content": {"name": "Ada"}})
+    })
+    .await;
+    assert_eq!(asked.len(), 1, "{asked:?} {updates:?}");
+    let params = &asked[0]["params"];
+    assert_eq!(params["mode"], "form");
+    assert_eq!(params["sessionId"], session.as_str());
+    assert_eq!(params["toolCallId"], "g1");
+    assert_eq!(
+        params["requestedSchema"]["properties"]["name"]["type"],
+        "string"
+    );
+    let message = params["message"].as_str().unwrap();
+    assert_eq!(message, "MCP server `py` asks: What is your name?");
+    assert!(
+        tool_text(&updates, "g1").contains("hello Ada"),
+        "{updates:?}"
+    );
+}
+
+#[tokio::test]
+async fn without_elicitation_a_yes_no_is_a_permission_question_and_a_form_is_declined() {
+    let Some(servers) = servers() else {
+        return;
+    };
+    let replay = Script::new()
+        .calls(&[("p1", "mcp__py__proceed", json!({}))])
+        .calls(&[("g1", "mcp__py__greet", json!({}))])
+        .text("Done.")
+        .dir();
+    let (mut wire, session) = session(replay.path(), json!({}), servers).await;
+    let (updates, asked) = prompt(&mut wire, &session, |request| {
+        assert_eq!(request["method"], "session/request_permission", "{request}");
+        let options = request["params"]["options"].as_array().unwrap();
+        let yes = options.iter().find(|o| o["name"] == "Yes").unwrap();
+        json!({"outcome": {"outcome": "selected", "optionId": yes["optionId"]}})
+    })
+    .await;
+    assert_eq!(asked.len(), 1, "{asked:?} {updates:?}");
+    let call = &asked[0]["params"]["toolCall"];
+    assert_eq!(call["toolCallId"], "p1");
+    assert_eq!(call["title"], "MCP server `py` asks: Go on?");
+    assert!(
+        tool_text(&updates, "p1").contains("go: True"),
+        "{updates:?}"
+    );
+    // A text field cannot be a permission question: declined, and the server says so.
+    assert!(
+        tool_text(&updates, "g1").contains("no name (decline)"),
+        "{updates:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_server_on_an_older_revision_asks_mid_call_and_the_editor_answers() {
+    let legacy = json!([{"name": "KIN_TEST_MCP_LEGACY", "value": "1"}]);
+    let Some(servers) = servers_with(legacy) else {
+        return;
+    };
+    let replay = Script::new()
+        .calls(&[("g1", "mcp__py__greet_now", json!({}))])
+        .text("Done.")
+        .dir();
+    let capabilities = json!({"elicitation": {"form": {}}});
+    let (mut wire, session) = session(replay.path(), capabilities, servers).await;
+    let (updates, asked) = prompt(&mut wire, &session, |request| {
+        assert_eq!(request["method"], "elicitation/create", "{request}");
+        json!({"action": "accept", "content": {"name": "Bo"}})
+    })
+    .await;
+    assert_eq!(asked.len(), 1, "{asked:?} {updates:?}");
+    assert_eq!(asked[0]["params"]["toolCallId"], "g1");
+    assert!(
+        tool_text(&updates, "g1").contains("hello Bo, mid-call"),
+        "{updates:?}"
+    );
+}

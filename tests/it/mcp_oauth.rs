@@ -1,0 +1,373 @@
+//! A real OAuth login to an HTTP MCP server of the config file: tests/mcp/oauth_server.py is
+//! both the protected MCP server (the official Python SDK) and its own authorization server on
+//! loopback. kin finds the authorization server from the resource's 401 and metadata, registers
+//! itself, sends the user (a `$BROWSER` script that fetches the URL with curl) through the
+//! authorization with PKCE, takes the loopback redirect, and keeps the tokens in a 0600 file;
+//! a session then calls the server's tool with them, refreshes them when the server stops
+//! taking the access token, and `kin mcp logout` removes them.
+
+use crate::common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use common::{Script, Wire};
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+
+const DEADLINE: Duration = Duration::from_secs(120);
+
+/// The server's event lines, read as they come.
+struct Events(tokio::sync::mpsc::UnboundedReceiver<String>);
+
+impl Events {
+    /// Waits for the line `want`, skipping others.
+    async fn wait_for(&mut self, want: &str) {
+        loop {
+            let line = tokio::time::timeout(DEADLINE, self.0.recv())
+                .await
+                .unwrap_or_else(|_| panic!("no `{want}` from the server"))
+                .expect("the server is running");
+            if line == want {
+                return;
+            }
+        }
+    }
+}
+
+fn kin(home: &Path, browser: &Path) -> std::process::Command {
+    let mut command = std::process::Command::new(common::kin_binary());
+    command
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("KIN_HOME", home)
+        .env("KIN_KEY_STORE", "file")
+        .env("BROWSER", browser)
+        .env_remove("KIN_API_KEY");
+    command
+}
+
+/// Prompts once in mode `allow`; the updates before the answer.
+async fn prompt(wire: &mut Wire, session: &str, id: i64) -> Vec<Value> {
+    let asked = wire.request(
+        id,
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "Go."}]}),
+    );
+    let (updates, answer) = tokio::time::timeout(DEADLINE, asked).await.unwrap();
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    updates
+}
+
+fn tool_text(updates: &[Value], call_id: &str) -> String {
+    updates
+        .iter()
+        .filter(|u| u["params"]["update"]["toolCallId"] == call_id)
+        .map(|u| u["params"]["update"].to_string())
+        .collect()
+}
+
+/// Starts the OAuth server: its process, its stdin (commands), its port and its events.
+async fn start_server(
+    python: &Path,
+) -> (
+    tokio::process::Child,
+    tokio::process::ChildStdin,
+    String,
+    Events,
+) {
+    let mut server = tokio::process::Command::new(python)
+        .arg(common::repo().join("tests/mcp/oauth_server.py"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let control = server.stdin.take().unwrap();
+    let mut lines = tokio::io::BufReader::new(server.stdout.take().unwrap()).lines();
+    let first = tokio::time::timeout(DEADLINE, lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let port = first.strip_prefix("PORT ").unwrap().to_owned();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            let _ = tx.send(line);
+        }
+    });
+    (server, control, port, Events(rx))
+}
+
+/// A home whose config file names the server as `docs`, and a `$BROWSER` script (`browser`).
+fn home_for(port: &str, browser: &str) -> (tempfile::TempDir, PathBuf) {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join("config/kin")).unwrap();
+    std::fs::write(
+        home.path().join("config/kin/config.toml"),
+        format!("[mcp_servers.docs]\nurl = \"http://127.0.0.1:{port}/mcp\"\n"),
+    )
+    .unwrap();
+    let script = home.path().join("browser.sh");
+    std::fs::write(&script, format!("#!/bin/sh\n{browser}\n")).unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (home, script)
+}
+
+/// Opens a session in mode `allow`.
+async fn allowed_session(wire: &mut Wire) -> String {
+    wire.initialize().await;
+    let session = wire.new_session().await;
+    let (_, answer) = wire
+        .request(
+            2,
+            "session/set_mode",
+            json!({"sessionId": session, "modeId": "allow"}),
+        )
+        .await;
+    assert!(answer.get("error").is_none(), "{answer}");
+    session
+}
+
+#[tokio::test]
+async fn login_call_expiry_refresh_and_logout_against_a_real_authorization_server() {
+    let Some(python) = common::python_with("mcp.server.mcpserver, uvicorn") else {
+        return;
+    };
+    let (_server, mut control, port, mut events) = start_server(&python).await;
+    // The headless browser: follows the authorization server's redirect to kin's loopback port.
+    let (home, browser) = home_for(&port, "exec curl -sfL -o /dev/null \"$1\"");
+
+    let login = kin(home.path(), &browser)
+        .args(["mcp", "login", "docs"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&login.stderr);
+    assert!(login.status.success(), "{said}");
+    assert!(said.contains("code_challenge_method=S256"), "{said}");
+    assert!(
+        said.contains(&format!("http://127.0.0.1:{port}/authorize?")),
+        "{said}"
+    );
+    assert!(
+        said.contains("logged in to the MCP server `docs`"),
+        "{said}"
+    );
+    for event in ["REGISTERED", "AUTHORIZED", "TOKEN"] {
+        events.wait_for(event).await;
+    }
+    let tokens: PathBuf = home.path().join("mcp-oauth/docs.json");
+    let mode = std::fs::metadata(&tokens).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let before = std::fs::read_to_string(&tokens).unwrap();
+    let shown = kin(home.path(), &browser).arg("config").output().unwrap();
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        shown.contains("mcp server docs login: logged in"),
+        "{shown}"
+    );
+
+    let replay = Script::new()
+        .calls(&[("c1", "mcp__docs__echo", json!({"text": "one"}))])
+        .text("Done.")
+        .calls(&[("c2", "mcp__docs__echo", json!({"text": "two"}))])
+        .calls(&[("r1", "read", json!({"path": tokens}))])
+        .text("Done.")
+        .dir();
+    let env = [("KIN_KEY_STORE", "file")];
+    let mut wire = Wire::start_with(Some(replay.path()), home, &env);
+    let session = allowed_session(&mut wire).await;
+    let updates = prompt(&mut wire, &session, 3).await;
+    assert!(
+        tool_text(&updates, "c1").contains("echo: one"),
+        "{updates:?}"
+    );
+    events.wait_for("CALLED 1").await;
+
+    // The access token stops working (as at its expiry): the next call refreshes it once.
+    control.write_all(b"expire\n").await.unwrap();
+    events.wait_for("EXPIRED").await;
+    let updates = prompt(&mut wire, &session, 4).await;
+    assert!(
+        tool_text(&updates, "c2").contains("echo: two"),
+        "{updates:?}"
+    );
+    for event in ["REFUSED", "REFRESHED", "CALLED 2"] {
+        events.wait_for(event).await;
+    }
+    // The rotated refresh token was kept (the old one is spent at the server).
+    let after = std::fs::read_to_string(&tokens).unwrap();
+    assert_ne!(before, after);
+    // kin's own `read` refuses the token file.
+    let read = tool_text(&updates, "r1");
+    assert!(read.contains("holds kin's credentials"), "{read}");
+    assert!(!read.contains("access_token"), "{read}");
+
+    let home = wire.home.path().to_owned();
+    let logout = kin(&home, &browser)
+        .args(["mcp", "logout", "docs"])
+        .output()
+        .unwrap();
+    assert!(logout.status.success());
+    assert!(!tokens.exists());
+    let shown = kin(&home, &browser).arg("config").output().unwrap();
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        shown.contains("mcp server docs login: not logged in"),
+        "{shown}"
+    );
+}
+
+#[tokio::test]
+async fn a_session_shows_the_login_address_and_connects_once_the_user_is_back() {
+    let Some(python) = common::python_with("mcp.server.mcpserver, uvicorn") else {
+        return;
+    };
+    let (_server, _control, port, mut events) = start_server(&python).await;
+    // This browser only hands the address to the test (through a FIFO), as a user's would
+    // show it; the test plays the user later.
+    let fifo = tempfile::tempdir().unwrap();
+    let opened = fifo.path().join("opened");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&opened)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let (home, browser) = home_for(&port, &format!("echo \"$1\" > {}", opened.display()));
+    let reader = {
+        let opened = opened.clone();
+        tokio::task::spawn_blocking(move || std::fs::read_to_string(opened).unwrap())
+    };
+    let replay = Script::new()
+        .calls(&[("c1", "mcp__docs__echo", json!({"text": "early"}))])
+        .text("Later.")
+        .calls(&[("c2", "mcp__docs__echo", json!({"text": "now"}))])
+        .text("Done.")
+        .dir();
+    let browser = browser.to_string_lossy().into_owned();
+    let env = [("KIN_KEY_STORE", "file"), ("BROWSER", browser.as_str())];
+    let mut wire = Wire::start_with(Some(replay.path()), home, &env);
+    let session = allowed_session(&mut wire).await;
+    let address = tokio::time::timeout(DEADLINE, reader)
+        .await
+        .unwrap()
+        .unwrap();
+    let address = address.trim().to_owned();
+    assert!(
+        address.starts_with(&format!("http://127.0.0.1:{port}/authorize?")),
+        "{address}"
+    );
+
+    // The editor is told where to log in; the server is not used meanwhile.
+    let updates = prompt(&mut wire, &session, 3).await;
+    let text: String = updates.iter().map(Value::to_string).collect();
+    assert!(
+        text.contains("MCP server `docs` is not available: it needs a login: open"),
+        "{text}"
+    );
+    assert!(text.contains(&address), "{text}");
+    // Never listed, its tools are not offered yet.
+    assert!(
+        tool_text(&updates, "c1").contains("unknown tool `mcp__docs__echo`"),
+        "{updates:?}"
+    );
+
+    // The user opens it; kin takes the redirect, stores the tokens and connects.
+    let fetched = tokio::process::Command::new("curl")
+        .args(["-sfL", "-o", "/dev/null", &address])
+        .status()
+        .await
+        .unwrap();
+    assert!(fetched.success());
+    events.wait_for("TOKEN").await;
+    events.wait_for("CALLED 1").await;
+    let updates = prompt(&mut wire, &session, 4).await;
+    assert!(
+        tool_text(&updates, "c2").contains("echo: now"),
+        "{updates:?}"
+    );
+    let tokens = wire.home.path().join("mcp-oauth/docs.json");
+    let mode = std::fs::metadata(&tokens).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+}
+
+#[tokio::test]
+async fn an_editor_taking_url_questions_is_asked_to_open_the_login_at_once() {
+    let Some(python) = common::python_with("mcp.server.mcpserver, uvicorn") else {
+        return;
+    };
+    let (_server, _control, port, mut events) = start_server(&python).await;
+    // No $BROWSER: the editor is the only way to the address.
+    let (home, _) = home_for(&port, "exit 1");
+    let replay = Script::new()
+        .calls(&[("c1", "mcp__docs__echo", json!({"text": "there"}))])
+        .text("Done.")
+        .dir();
+    let env = [("KIN_KEY_STORE", "file"), ("BROWSER", "")];
+    let mut wire = Wire::start_with(Some(replay.path()), home, &env);
+    let capabilities = json!({"elicitation": {"url": {}}});
+    let (_, answer) = wire
+        .request(
+            0,
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": capabilities}),
+        )
+        .await;
+    assert_eq!(answer["result"]["protocolVersion"], 1, "{answer}");
+    let cwd = wire.cwd();
+    let (_, answer) = wire
+        .request(1, "session/new", json!({"cwd": cwd, "mcpServers": []}))
+        .await;
+    let session = answer["result"]["sessionId"].as_str().unwrap().to_owned();
+    // Before any prompt, kin asks the editor to open the authorization URL.
+    let asked = loop {
+        let message = tokio::time::timeout(DEADLINE, wire.read())
+            .await
+            .unwrap()
+            .unwrap();
+        if message["method"] == "elicitation/create" {
+            break message;
+        }
+    };
+    let params = &asked["params"];
+    assert_eq!(params["mode"], "url", "{asked}");
+    assert_eq!(params["sessionId"], session.as_str());
+    let address = params["url"].as_str().unwrap().to_owned();
+    assert!(
+        address.starts_with(&format!("http://127.0.0.1:{port}/authorize?")),
+        "{asked}"
+    );
+    assert!(
+        params["message"]
+            .as_str()
+            .unwrap()
+            .contains("needs a login"),
+        "{asked}"
+    );
+    wire.send(&json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept"}}))
+        .await;
+    // The editor opened it for the user.
+    let fetched = tokio::process::Command::new("curl")
+        .args(["-sfL", "-o", "/dev/null", &address])
+        .status()
+        .await
+        .unwrap();
+    assert!(fetched.success());
+    events.wait_for("TOKEN").await;
+    events.wait_for("CALLED 1").await;
+    let (_, answer) = wire
+        .request(
+            2,
+            "session/set_mode",
+            json!({"sessionId": session, "modeId": "allow"}),
+        )
+        .await;
+    assert!(answer.get("error").is_none(), "{answer}");
+    let updates = prompt(&mut wire, &session, 3).await;
+    assert!(
+        tool_text(&updates, "c1").contains("echo: there"),
+        "{updates:?}"
+    );
+}

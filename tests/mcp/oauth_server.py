@@ -1,0 +1,164 @@
+"""An MCP server behind OAuth for tests/it/mcp_oauth.rs: one loopback port serves the protected
+resource (streamable HTTP at /mcp, on the official Python SDK) and its own authorization server
+(metadata discovery, dynamic client registration, authorization code with PKCE S256, refresh
+tokens that rotate).
+
+Usage: oauth_server.py. Listens on a free port of 127.0.0.1 and prints `PORT <n>`; then prints a
+line for each event the test waits on: `REGISTERED`, `AUTHORIZED`, `TOKEN`, `REFRESHED`,
+`REFUSED` (a request to /mcp without a valid token), `CALLED <token-generation>`. A line
+`expire` on stdin makes every access token given so far invalid (as their expiry would), and
+prints `EXPIRED`. Tool: `echo(text)`.
+"""
+
+import asyncio
+import base64
+import hashlib
+import json
+import secrets
+import socket
+import sys
+import threading
+from urllib.parse import parse_qs, urlencode
+
+import uvicorn
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("kin-test-oauth")
+
+
+@server.tool()
+def echo(text: str) -> str:
+    """Says the text back."""
+    return f"echo: {text}"
+
+
+inner = server.streamable_http_app()
+sock = socket.socket()
+sock.bind(("127.0.0.1", 0))
+sock.listen(64)
+port = sock.getsockname()[1]
+base = f"http://127.0.0.1:{port}"
+clients = {}  # client_id -> redirect_uris
+codes = {}  # code -> (client_id, redirect_uri, challenge)
+access = {}  # access token -> generation
+refresh = {}  # refresh token -> client_id (one use each: rotated)
+generation = 0
+
+
+def tell(line):
+    print(line, flush=True)
+
+
+def issue(client_id):
+    global generation
+    generation += 1
+    token, renew = secrets.token_urlsafe(16), secrets.token_urlsafe(16)
+    access[token] = generation
+    refresh[renew] = client_id
+    return {"access_token": token, "token_type": "Bearer", "expires_in": 3600,
+            "refresh_token": renew, "scope": "docs"}
+
+
+async def body_of(receive):
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            return body
+
+
+async def reply(send, status, payload=None, headers=()):
+    data = b"" if payload is None else json.dumps(payload).encode()
+    head = [(b"content-type", b"application/json")] + [(k.encode(), v.encode()) for k, v in headers]
+    await send({"type": "http.response.start", "status": status, "headers": head})
+    await send({"type": "http.response.body", "body": data})
+
+
+async def app(scope, receive, send):
+    if scope["type"] != "http":
+        return await inner(scope, receive, send)
+    path, method = scope["path"], scope["method"]
+    query = parse_qs(scope.get("query_string", b"").decode())
+    one = lambda q, k: (q.get(k) or [None])[0]
+    if path.startswith("/.well-known/oauth-protected-resource"):
+        return await reply(send, 200, {"resource": f"{base}/mcp", "authorization_servers": [base],
+                                       "scopes_supported": ["docs"]})
+    if path == "/.well-known/oauth-authorization-server":
+        return await reply(send, 200, {
+            "issuer": base, "authorization_endpoint": f"{base}/authorize",
+            "token_endpoint": f"{base}/token", "registration_endpoint": f"{base}/register",
+            "response_types_supported": ["code"], "scopes_supported": ["docs"],
+            "grant_types_supported": ["authorization_code", "refresh_token"],
+            "code_challenge_methods_supported": ["S256"],
+            "token_endpoint_auth_methods_supported": ["none"]})
+    if path.startswith("/.well-known/"):
+        return await reply(send, 404, {"error": "not_found"})
+    if path == "/register" and method == "POST":
+        meta = json.loads(await body_of(receive))
+        client_id = secrets.token_urlsafe(8)
+        clients[client_id] = meta.get("redirect_uris", [])
+        tell("REGISTERED")
+        return await reply(send, 201, {"client_id": client_id, "redirect_uris": clients[client_id],
+                                       "token_endpoint_auth_method": "none",
+                                       "grant_types": ["authorization_code", "refresh_token"],
+                                       "response_types": ["code"]})
+    if path == "/authorize":
+        client_id, redirect = one(query, "client_id"), one(query, "redirect_uri")
+        if (client_id not in clients or redirect not in clients[client_id]
+                or one(query, "code_challenge_method") != "S256" or not one(query, "code_challenge")
+                or one(query, "resource") != f"{base}/mcp"):
+            return await reply(send, 400, {"error": "invalid_request"})
+        code = secrets.token_urlsafe(16)
+        codes[code] = (client_id, redirect, one(query, "code_challenge"))
+        tell("AUTHORIZED")
+        target = redirect + "?" + urlencode({"code": code, "state": one(query, "state"), "iss": base})
+        await send({"type": "http.response.start", "status": 302,
+                    "headers": [(b"location", target.encode())]})
+        return await send({"type": "http.response.body", "body": b""})
+    if path == "/token" and method == "POST":
+        form = parse_qs((await body_of(receive)).decode())
+        grant = one(form, "grant_type")
+        if grant == "authorization_code":
+            found = codes.pop(one(form, "code"), None)
+            verifier = one(form, "code_verifier") or ""
+            digest = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+            if (found is None or found[0] != one(form, "client_id") or found[1] != one(form, "redirect_uri")
+                    or found[2] != digest):
+                return await reply(send, 400, {"error": "invalid_grant"})
+            tell("TOKEN")
+            return await reply(send, 200, issue(found[0]))
+        if grant == "refresh_token":
+            client_id = refresh.pop(one(form, "refresh_token"), None)
+            if client_id is None or client_id != one(form, "client_id"):
+                return await reply(send, 400, {"error": "invalid_grant"})
+            tell("REFRESHED")
+            return await reply(send, 200, issue(client_id))
+        return await reply(send, 400, {"error": "unsupported_grant_type"})
+    if path.startswith("/mcp"):
+        auth = dict(scope["headers"]).get(b"authorization", b"").decode()
+        token = auth[7:] if auth.startswith("Bearer ") else None
+        if token not in access:
+            tell("REFUSED")
+            challenge = f'Bearer resource_metadata="{base}/.well-known/oauth-protected-resource/mcp", scope="docs"'
+            return await reply(send, 401, {"error": "invalid_token"}, [("www-authenticate", challenge)])
+        if method == "POST":
+            tell(f"CALLED {access[token]}")
+        return await inner(scope, receive, send)
+    return await reply(send, 404, {"error": "not_found"})
+
+
+def commands(loop):
+    for line in sys.stdin:
+        if line.strip() == "expire":
+            loop.call_soon_threadsafe(lambda: (access.clear(), tell("EXPIRED")))
+
+
+async def main():
+    threading.Thread(target=commands, args=(asyncio.get_running_loop(),), daemon=True).start()
+    tell(f"PORT {port}")
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    await uvicorn.Server(config).serve(sockets=[sock])
+
+
+asyncio.run(main())
