@@ -38,6 +38,6 @@ pub use loaded::{parse_log, read_log, LoadedSession, LogRead, SetAsideLine};
 pub(crate) use lock::is_locked;
 pub(crate) use lock::SessionLock;
 pub use log::SessionLog;
-pub use records::{Descriptor, TaskEnd, TaskStart, ToolFilter};
+pub use records::{Descriptor, TaskEnd, TaskEndStatus, TaskKind, TaskStart, ToolFilter};
 pub use store::SessionStore;
 pub use summary::SessionSummary;
