@@ -6,7 +6,7 @@
 use super::budget::TreeBudget;
 use super::{Delegation, DelegationError};
 use crate::agent::Agent;
-use crate::session::{Event, EventBody, SessionStore};
+use crate::session::{Event, EventBody, EventKind, SessionStore};
 use crate::tasks::{Record, TaskId, TaskStatus};
 
 impl Delegation {
@@ -118,12 +118,13 @@ impl Delegation {
     /// `turn/end` (`None`: it reported none, or the record cannot be read).
     pub(super) fn last_reported_cost(&self, id: &str) -> Option<f64> {
         let mut last = None;
-        let skip = |line: &[u8]| crate::session::line_kind(line) != Some("turn/end");
-        let read = self.store.read_events(id, skip, |event| {
-            if let EventBody::TurnEnd(end) = &event.body {
-                last = end.usage.as_ref().and_then(|usage| usage.cost);
-            }
-        });
+        let read = self
+            .store
+            .read_events_of(id, &[EventKind::TurnEnd], |event| {
+                if let EventBody::TurnEnd(end) = &event.body {
+                    last = end.usage.as_ref().and_then(|usage| usage.cost);
+                }
+            });
         if let Err(error) = read {
             tracing::warn!(%error, child = id, "could not read an ACP child's reported cost");
         }
@@ -153,13 +154,8 @@ fn logged(events: &[Event]) -> (u64, f64) {
 fn logged_tokens(store: &SessionStore, id: &str) -> u64 {
     let mut tokens = 0u64;
     // Only `turn/end` and `compaction/end` lines are parsed: the rest cannot hold usage.
-    let skip = |line: &[u8]| {
-        !matches!(
-            crate::session::line_kind(line),
-            Some("turn/end" | "compaction/end")
-        )
-    };
-    let read = store.read_events(id, skip, |event| match &event.body {
+    let kinds = [EventKind::TurnEnd, EventKind::CompactionEnd];
+    let read = store.read_events_of(id, &kinds, |event| match &event.body {
         EventBody::TurnEnd(end) => {
             let used = end.usage.as_ref().map_or(0, |usage| usage.tokens());
             tokens = tokens.saturating_add(used);
