@@ -146,7 +146,7 @@ pub(crate) fn forward(
                 }
                 (parent.to_owned(), SessionUpdate::SubagentUpdate(update))
             }
-            HostEvent::TurnEnded { agent, stop } => {
+            HostEvent::TurnEnded { agent, stop, .. } => {
                 let Some(parent) = agent
                     .header()
                     .parent_session

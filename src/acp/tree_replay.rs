@@ -37,54 +37,10 @@ fn last_state(last_stop: Option<&str>) -> StateUpdate {
     StateUpdate::Idle(IdleStateUpdate::new().stop_reason(reason))
 }
 
-/// Whether a log's last turn has started and not ended (one event a line, as kin writes them).
-fn has_open_turn(log: &[u8]) -> bool {
-    log.split(|&b| b == b'\n')
-        .rev()
-        .find_map(|line| {
-            if line.starts_with(br#"{"type":"turn/start""#) {
-                Some(true)
-            } else if line.starts_with(br#"{"type":"turn/end""#) {
-                Some(false)
-            } else {
-                None
-            }
-        })
-        .unwrap_or(false)
-}
-
-/// Whether child `id` has an activation running now (see the module doc).
-fn is_running(store: &SessionStore, id: &str) -> bool {
-    let Ok(path) = store.path(id) else {
-        return false;
-    };
-    // The lock is the cheap test: only a locked log is read.
-    crate::session::is_locked(&path) && std::fs::read(&path).is_ok_and(|log| has_open_turn(&log))
-}
-
 /// Whether stored child `id` is the record of an ACP child: a log without a single tool call
 /// (an in-process child has children only through its tool calls).
 fn is_acp_record(store: &SessionStore, id: &str) -> bool {
-    let Some(log) = store
-        .path(id)
-        .ok()
-        .and_then(|path| std::fs::read(path).ok())
-    else {
-        return false;
-    };
-    !log.split(|&b| b == b'\n')
-        .any(|line| line.starts_with(br#"{"type":"tool/call""#))
-}
-
-/// The label child `id` was announced under live (its header's), if it has one.
-fn label_of(store: &SessionStore, id: &str) -> Option<String> {
-    use std::io::BufRead;
-    let file = std::fs::File::open(store.path(id).ok()?).ok()?;
-    let mut first = String::new();
-    std::io::BufReader::new(file).read_line(&mut first).ok()?;
-    serde_json::from_str::<crate::session::Header>(&first)
-        .ok()?
-        .label
+    store.has_tool_call(id) == Some(false)
 }
 
 /// Announces the stored children of `parent` (and theirs) to the client on `peer`.
@@ -133,7 +89,7 @@ fn announce_under(
             .as_ref()
             .and_then(|info| info.last_stop.as_deref());
         let cancel = SubagentSessionCapabilities::new().cancel(SessionCancelCapabilities::new());
-        let state = match is_running(store, &child.id) {
+        let state = match store.is_running(&child.id) {
             true => StateUpdate::Running(RunningStateUpdate::new()),
             false => last_state(last_stop),
         };
@@ -141,7 +97,8 @@ fn announce_under(
             .state(state)
             .capabilities(cancel);
         // Live, a child is shown under its delegation's description, not its own title.
-        if let Some(title) = label_of(store, &child.id).or_else(|| child.title.clone()) {
+        let label = store.header(&child.id).and_then(|header| header.label);
+        if let Some(title) = label.or_else(|| child.title.clone()) {
             update = update.title(title);
         }
         if let Some(cwd) = &child.cwd {
@@ -165,17 +122,5 @@ mod tests {
         assert_eq!(wire(Some("completed"))["stopReason"], "end_turn");
         assert_eq!(wire(Some("aborted"))["stopReason"], "cancelled");
         assert_eq!(wire(Some("max-steps"))["stopReason"], "error");
-    }
-
-    #[test]
-    fn only_a_started_turn_without_its_end_is_open() {
-        let start = r#"{"type":"turn/start","seq":1}"#;
-        let end = r#"{"type":"turn/end","seq":2}"#;
-        let other = r#"{"type":"user/message","seq":3}"#;
-        let log = |lines: &[&str]| lines.join("\n").into_bytes();
-        assert!(has_open_turn(&log(&["{}", start, other])));
-        assert!(!has_open_turn(&log(&["{}", start, end, other])));
-        assert!(has_open_turn(&log(&["{}", start, end, start, ""])));
-        assert!(!has_open_turn(&log(&["{}"])));
     }
 }

@@ -46,9 +46,6 @@ pub struct SessionContext {
     /// A switch not yet in the log (it came while a turn held the log).
     unlogged_switch: Mutex<Option<String>>,
     figures: Mutex<Figures>,
-    /// A background activation's cost, held for its task's `task/end` instead of going to
-    /// the parent's running turn (`None`: the cost goes to the parent as the turn settles).
-    held_for_task: Mutex<Option<f64>>,
 }
 
 impl SessionContext {
@@ -216,28 +213,6 @@ impl SessionContext {
         let mut figures = lock(&self.figures);
         figures.usage.cost += cost;
         figures.turn_cost_start += cost;
-    }
-
-    /// From now on the costs of this session's turns are held for its task (a background
-    /// activation), not handed to its parent.
-    pub(crate) fn hold_cost_for_task(&self) {
-        *lock(&self.held_for_task) = Some(0.0);
-    }
-
-    /// Holds `cost` for the task when this session is a background activation.
-    pub(crate) fn hold(&self, cost: f64) -> bool {
-        match lock(&self.held_for_task).as_mut() {
-            Some(held) => {
-                *held += cost;
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// The cost held for the task so far (taken once, as the task settles).
-    pub(crate) fn take_held(&self) -> Option<f64> {
-        lock(&self.held_for_task).take()
     }
 
     /// The running turn's sums, for its `turn/end` (none when no call reported usage and no

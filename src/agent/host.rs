@@ -75,6 +75,9 @@ pub enum HostEvent<'a> {
         agent: &'a Agent,
         /// How it ended.
         stop: StopReason,
+        /// What the turn cost (its settled children included); where a child's goes is
+        /// delegation's to decide.
+        cost: f64,
     },
     /// An update of a child agent process (or of a child it announced), under kin's session
     /// id: the ACP JSON of a `session/update`'s `update`, for clients that show children as
@@ -347,12 +350,6 @@ impl AgentHost {
         let mut deps = self.turn_deps(&agent);
         deps.client = client;
         let events = self.events.clone();
-        // A foreground child's cost reaches its parent when its turn settles.
-        let parent = agent
-            .header()
-            .parent_session
-            .as_deref()
-            .and_then(|id| self.live(id));
         let task = self.turns.spawn(async move {
             let cost_before = agent.context.usage().cost;
             let observe = |event: &Event| {
@@ -364,18 +361,12 @@ impl AgentHost {
             let result = agent
                 .run_turn(prompt, &deps, &observe, cancel.clone())
                 .await;
-            let cost = agent.context.usage().cost - cost_before;
-            // A background activation's cost waits for its task's end (see delegation).
-            if cost > 0.0 && !agent.context.hold(cost) {
-                if let Some(parent) = parent {
-                    parent.context.add_cost(cost);
-                }
-            }
             // A turn refused as busy never started: it has no end to report.
             if !matches!(result, Err(TurnError::Busy { .. })) {
                 events.emit(&HostEvent::TurnEnded {
                     agent: &agent,
                     stop: StopReason::of(&result, cancel.is_cancelled()),
+                    cost: agent.context.usage().cost - cost_before,
                 });
             }
             result

@@ -15,6 +15,7 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 
+use super::child_costs::ChildCosts;
 use super::provider::Run;
 use super::queue::{Admission, RunQueue};
 use super::DelegationError;
@@ -69,23 +70,17 @@ impl Activation {
 pub(super) struct Activations {
     map: Mutex<HashMap<String, Arc<Activation>>>,
     queue: RunQueue,
-    /// The cost of each settled background activation (task id ->), until its `task/end`
-    /// takes it.
-    costs: Mutex<HashMap<String, f64>>,
+    /// Where a settled activation's cost waits for its task's `task/end`.
+    costs: Arc<ChildCosts>,
 }
 
 impl Activations {
-    pub(super) fn new(queue: RunQueue) -> Self {
+    pub(super) fn new(queue: RunQueue, costs: Arc<ChildCosts>) -> Self {
         Self {
             map: Mutex::default(),
             queue,
-            costs: Mutex::default(),
+            costs,
         }
-    }
-
-    /// What the settled activation of `task` cost, taken once (for its `task/end`).
-    pub(super) fn take_cost(&self, task: &str) -> Option<f64> {
-        lock(&self.costs).remove(task)
     }
 
     /// The most background activations of one tree that run at once.
@@ -163,13 +158,9 @@ impl Activations {
                         *lock(&this.run) = Some(run.clone());
                         let outcome = settle(&run).await;
                         drop(held);
-                        // Held for the task's end, which counts it for the turn that started it.
-                        let held_cost =
-                            run.local_agent.as_ref().and_then(|a| a.context.take_held());
-                        if let (Some(cost), Some(task)) = (held_cost, this.task_id.get()) {
-                            if cost > 0.0 {
-                                lock(&map.costs).insert(task.to_string(), cost);
-                            }
+                        if let Some(child) = &run.local_agent {
+                            let task = this.task_id.get().map(TaskId::as_str);
+                            map.costs.settle(&child.id, task);
                         }
                         outcome
                     }

@@ -15,6 +15,7 @@ use futures::future::{BoxFuture, Shared};
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 
+use super::child_costs::ChildCosts;
 use super::outcome::child_output;
 use super::provider::{
     Capabilities, Continuable, Provider, ProviderKind, Run, RunControl, SteerRefusal,
@@ -44,14 +45,16 @@ pub(crate) enum Seed {
 /// One in-process provider.
 pub(crate) struct InProcessProvider {
     seed: Seed,
+    /// Where a background child's cost is held for its task.
+    costs: Arc<ChildCosts>,
 }
 
 impl InProcessProvider {
     pub(crate) const SPAWN: &'static str = "spawn";
     pub(crate) const FORK: &'static str = "fork";
 
-    pub(crate) fn new(seed: Seed) -> Self {
-        Self { seed }
+    pub(crate) fn new(seed: Seed, costs: Arc<ChildCosts>) -> Self {
+        Self { seed, costs }
     }
 }
 
@@ -95,27 +98,13 @@ impl Provider for InProcessProvider {
             Some(continuation) => continuation.session_id.clone(),
             None => uuid::Uuid::new_v4().to_string(),
         };
-        if !request.worktree {
-            return std::future::ready(start(host, request, seed, id, None)).boxed();
+        // A background child's cost is its task's, from its first turn on.
+        if !request.background {
+            return start_maybe_isolated(host, request, seed, id);
         }
-        let host = host.clone();
-        async move {
-            // Made first, cancellably: a kill during the checkout stops git.
-            let worktree = worktree::locate(&request.parent.cwd, &id)
-                .await
-                .map_err(worktree_error)?;
-            match worktree::add(&worktree, &request.cancel).await {
-                Ok(()) => start(&host, request, seed, id, Some(worktree)),
-                // A continuable child's id is the model's already: it is stored anyway, with
-                // the worktree it was to work in as its cwd (made again when it is continued),
-                // and its turn ends at once as cancelled.
-                Err(worktree::WorktreeError::Cancelled) if request.continuation.is_some() => {
-                    start(&host, request, seed, id, Some(worktree))
-                }
-                Err(error) => Err(worktree_error(error)),
-            }
-        }
-        .boxed()
+        self.costs.hold(&id);
+        let started = start_maybe_isolated(host, request, seed, id.clone());
+        self.costs.unless_failed(id, started)
     }
 
     fn continuable(&self) -> Continuable {
@@ -127,25 +116,66 @@ impl Provider for InProcessProvider {
         host: &Arc<AgentHost>,
         request: ResumeRequest,
     ) -> BoxFuture<'static, Result<Run, DelegationError>> {
-        // A worktree child continues in its worktree (made again, cancellably, if its last
-        // activation left nothing there).
-        let recorded = host
-            .store()
-            .child_record(&request.session_id)
-            .and_then(|(header, _)| header.cwd)
-            .map(std::path::PathBuf::from)
-            .filter(|cwd| worktree::is_kin_worktree(cwd));
-        let Some(recorded) = recorded else {
-            return std::future::ready(resume(host, request, None)).boxed();
-        };
-        let host = host.clone();
-        async move {
-            let reopened = worktree::reopen(&recorded, &request.parent.cwd, &request.cancel).await;
-            let worktree = reopened.map_err(worktree_error)?;
-            resume(&host, request, Some(worktree))
-        }
-        .boxed()
+        // A continuation always runs as a background task.
+        let id = request.session_id.clone();
+        self.costs.hold(&id);
+        let resumed = resume_maybe_isolated(host, request);
+        self.costs.unless_failed(id, resumed)
     }
+}
+
+/// Starts child `id`, first making its worktree when the request asks for one.
+fn start_maybe_isolated(
+    host: &Arc<AgentHost>,
+    request: StartRequest,
+    seed: Vec<Event>,
+    id: String,
+) -> BoxFuture<'static, Result<Run, DelegationError>> {
+    if !request.worktree {
+        return std::future::ready(start(host, request, seed, id, None)).boxed();
+    }
+    let host = host.clone();
+    async move {
+        // Made first, cancellably: a kill during the checkout stops git.
+        let worktree = worktree::locate(&request.parent.cwd, &id)
+            .await
+            .map_err(worktree_error)?;
+        match worktree::add(&worktree, &request.cancel).await {
+            Ok(()) => start(&host, request, seed, id, Some(worktree)),
+            // A continuable child's id is the model's already: it is stored anyway, with
+            // the worktree it was to work in as its cwd (made again when it is continued),
+            // and its turn ends at once as cancelled.
+            Err(worktree::WorktreeError::Cancelled) if request.continuation.is_some() => {
+                start(&host, request, seed, id, Some(worktree))
+            }
+            Err(error) => Err(worktree_error(error)),
+        }
+    }
+    .boxed()
+}
+
+/// Resumes a stored child; a worktree child continues in its worktree (made again,
+/// cancellably, if its last activation left nothing there).
+fn resume_maybe_isolated(
+    host: &Arc<AgentHost>,
+    request: ResumeRequest,
+) -> BoxFuture<'static, Result<Run, DelegationError>> {
+    let recorded = host
+        .store()
+        .child_record(&request.session_id)
+        .and_then(|(header, _)| header.cwd)
+        .map(std::path::PathBuf::from)
+        .filter(|cwd| worktree::is_kin_worktree(cwd));
+    let Some(recorded) = recorded else {
+        return std::future::ready(resume(host, request, None)).boxed();
+    };
+    let host = host.clone();
+    async move {
+        let reopened = worktree::reopen(&recorded, &request.parent.cwd, &request.cancel).await;
+        let worktree = reopened.map_err(worktree_error)?;
+        resume(&host, request, Some(worktree))
+    }
+    .boxed()
 }
 
 /// The child's tools: the host's, narrowed by the filter, plus a structured-output tool.
@@ -320,9 +350,6 @@ fn start_in(
     if let Some(budget) = &request.budget {
         child.watch.set_budget(budget.clone());
     }
-    if request.background {
-        child.context.hold_cost_for_task();
-    }
     child.set_mcp(child_mcp(parent, request.tool_filter.as_ref()));
     if let Some(continuation) = &request.continuation {
         child.record_in_next_turn(EventBody::SubagentDescriptor(
@@ -385,8 +412,6 @@ fn resume(
     if let Some(budget) = &request.budget {
         child.watch.set_budget(budget.clone());
     }
-    // A continuation always runs as a background task.
-    child.context.hold_cost_for_task();
     // A resumed child uses the servers of the session resuming it.
     child.set_mcp(child_mcp(parent, descriptor.tool_filter.as_ref()));
     let turn = Turn {

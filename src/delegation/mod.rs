@@ -30,6 +30,7 @@ mod acp_tree;
 mod acp_watch;
 mod activation;
 mod budget;
+mod child_costs;
 mod diagnostic;
 mod error;
 mod in_process;
@@ -41,19 +42,19 @@ mod queue;
 mod records;
 mod request;
 mod spending;
+mod task_sinks;
 mod tools;
 
 use std::sync::{Arc, OnceLock, Weak};
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use serde_json::json;
 
 use crate::agent::host::AgentHost;
-use crate::agent::{Agent, StructuredCapture, UserMessage};
+use crate::agent::{Agent, StructuredCapture};
 use crate::config::{AcpAgentConfig, DelegationSettings};
 use crate::session::{SessionStore, UserPart};
-use crate::tasks::{Notice, TaskId, TaskOutcome, TaskService};
+use crate::tasks::{TaskId, TaskOutcome, TaskService};
 use crate::tools::{ClientBridge, Tool};
 
 use activation::{lock_child, Activations, Begin};
@@ -136,6 +137,9 @@ pub struct Delegation {
     /// tools, so it is held weakly).
     host: OnceLock<Weak<AgentHost>>,
     activations: Arc<Activations>,
+    /// Where children's costs go (`child_costs.rs`), and the host events that bring them.
+    child_costs: Arc<child_costs::ChildCosts>,
+    turn_ends: OnceLock<crate::agent::host::Subscription>,
     /// Time limits, caps and budgets (`[delegation]`).
     settings: DelegationSettings,
     budgets: budget::Budgets,
@@ -160,9 +164,13 @@ impl Delegation {
         sandbox: &Arc<crate::process::sandbox::Sandbox>,
         kin_home: &std::path::Path,
     ) -> Arc<Self> {
+        let child_costs = Arc::new(child_costs::ChildCosts::default());
         let mut providers: Vec<Arc<dyn Provider>> = vec![
-            Arc::new(InProcessProvider::new(Seed::Fresh)),
-            Arc::new(InProcessProvider::new(Seed::CompletedTurns)),
+            Arc::new(InProcessProvider::new(Seed::Fresh, child_costs.clone())),
+            Arc::new(InProcessProvider::new(
+                Seed::CompletedTurns,
+                child_costs.clone(),
+            )),
         ];
         for agent in acp_agents {
             let provider = AcpProvider::new(agent.clone(), sandbox.clone(), kin_home.to_owned());
@@ -182,36 +190,23 @@ impl Delegation {
             store,
             max_depth,
             host: OnceLock::new(),
-            activations: Arc::new(Activations::new(queue)),
+            activations: Arc::new(Activations::new(queue, child_costs.clone())),
+            child_costs,
+            turn_ends: OnceLock::new(),
             budgets: budget::Budgets::new(&settings),
             catalogs: crate::config::agents::Catalogs::default(),
             settings,
         });
-        let weak = Arc::downgrade(&delegation);
-        delegation.tasks.set_notice_sink(Box::new(move |notice| {
-            if let Some(delegation) = weak.upgrade() {
-                delegation.deliver(notice);
-            }
-        }));
-        let weak = Arc::downgrade(&delegation);
-        delegation
-            .tasks
-            .set_output_note(Box::new(move |owner| weak.upgrade()?.budget_summary(owner)));
-        let weak = Arc::downgrade(&delegation);
-        delegation.tasks.set_record_sink(Box::new(move |record| {
-            if let Some(delegation) = weak.upgrade() {
-                let (owner, body) = delegation.record_event(record);
-                if let Some(agent) = delegation.live(&owner) {
-                    agent.record(body);
-                }
-            }
-        }));
+        delegation.listen_to_tasks();
         delegation
     }
 
-    /// Reaches the host from now on (once; a second call changes nothing).
-    pub(crate) fn attach(&self, host: &Arc<AgentHost>) {
-        let _ = self.host.set(Arc::downgrade(host));
+    /// Reaches the host, and follows its turns' costs, from now on (once; a second call
+    /// changes nothing).
+    pub(crate) fn attach(self: &Arc<Self>, host: &Arc<AgentHost>) {
+        if self.host.set(Arc::downgrade(host)).is_ok() {
+            let _ = self.turn_ends.set(self.follow_turn_costs(host));
+        }
     }
 
     /// The model-facing tools: one delegation tool per provider, `send_message` and
@@ -660,35 +655,6 @@ impl Delegation {
                 &parent.id,
                 detail,
             );
-        }
-    }
-
-    /// Leaves the owner of a task that settled unseen its notice (with the task's `task/end`),
-    /// or takes one back.
-    fn deliver(&self, notice: Notice) {
-        match notice {
-            Notice::Post {
-                owner,
-                id,
-                text,
-                task,
-                status,
-            } => {
-                if let Some(agent) = self.live(&owner) {
-                    let message = UserMessage {
-                        content: vec![UserPart::Text { text }],
-                        source: json!({"kind": "plugin", "plugin": "tool-tasks"}),
-                        role: "user".into(),
-                        id,
-                    };
-                    agent.inject(message, Some(self.task_end(&owner, &task, status)));
-                }
-            }
-            Notice::Withdraw { owner, id } => {
-                if let Some(agent) = self.live(&owner) {
-                    agent.withdraw(&id);
-                }
-            }
         }
     }
 }

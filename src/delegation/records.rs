@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 
-use crate::session::{Event, EventBody, TaskEnd, TaskStart, UserPart};
+use crate::session::{Event, EventBody, TaskEnd, TaskKind, TaskStart, UserPart};
 use crate::tasks::Record;
 
 /// Task labels made from a follow-up message are cut to this many characters.
@@ -24,7 +24,7 @@ pub(super) fn event_of(record: Record) -> (String, EventBody) {
             owner,
             EventBody::TaskStart(TaskStart {
                 task: task.to_string(),
-                kind,
+                kind: TaskKind::from(kind),
                 label,
                 child: subject,
             }),
@@ -33,14 +33,7 @@ pub(super) fn event_of(record: Record) -> (String, EventBody) {
             owner,
             task,
             status,
-        } => (
-            owner,
-            EventBody::TaskEnd(TaskEnd {
-                task: task.to_string(),
-                status: status.as_str().to_owned(),
-                cost: None,
-            }),
-        ),
+        } => (owner, end_of(&task, status)),
     }
 }
 
@@ -51,7 +44,7 @@ pub(super) type Unfinished = (String, String, Option<String>);
 pub(super) fn end_of(task: &crate::tasks::TaskId, status: crate::tasks::TaskStatus) -> EventBody {
     EventBody::TaskEnd(TaskEnd {
         task: task.to_string(),
-        status: status.as_str().to_owned(),
+        status: status.into(),
         cost: None,
     })
 }
@@ -148,6 +141,12 @@ mod tests {
     }
 
     #[test]
+    fn delegation_tasks_are_logged_as_subagent_tasks() {
+        let kind = TaskKind::from(super::super::activation::TASK_KIND.to_owned());
+        assert_eq!(kind, TaskKind::Subagent);
+    }
+
+    #[test]
     fn typed_records_decide_where_they_exist() {
         let events = vec![
             call(
@@ -183,7 +182,21 @@ mod tests {
                 "task/start",
                 serde_json::json!({"task": "subagent-3", "kind": "subagent", "label": "three"}),
             ),
+            // Kinds and statuses from another build still start and end tasks.
+            line(
+                7,
+                "task/start",
+                serde_json::json!({"task": "review-1", "kind": "review", "label": "four"}),
+            ),
+            line(
+                8,
+                "task/end",
+                serde_json::json!({"task": "review-1", "status": "paused"}),
+            ),
         ];
+        assert!(
+            matches!(&events[7].body, EventBody::TaskStart(start) if start.kind == TaskKind::Other("review".into()))
+        );
         assert_eq!(
             unfinished(&events),
             [("subagent-2".into(), "two".into(), None)]

@@ -3,13 +3,34 @@
 //! or a reload, what the logs of the tree's sessions say was spent before. Read by the
 //! budget check, `list_agents`, `task_output` and the root's `usage_update`.
 
+use std::sync::Arc;
+
 use super::budget::TreeBudget;
 use super::{Delegation, DelegationError};
+use crate::agent::host::{AgentHost, HostEvent, Subscription};
 use crate::agent::Agent;
-use crate::session::{Event, EventBody, SessionStore};
+use crate::session::{Event, EventBody, EventKind, SessionStore};
 use crate::tasks::{Record, TaskId, TaskStatus};
 
 impl Delegation {
+    /// Follows the host's turn ends: each turn's cost goes where `child_costs.rs` says.
+    pub(super) fn follow_turn_costs(self: &Arc<Self>, host: &AgentHost) -> Subscription {
+        let weak = Arc::downgrade(self);
+        host.events().subscribe(move |event| {
+            let HostEvent::TurnEnded { agent, cost, .. } = event else {
+                return;
+            };
+            let Some(delegation) = weak.upgrade() else {
+                return;
+            };
+            let parent = || {
+                let id = agent.header().parent_session.clone()?;
+                delegation.live(&id)
+            };
+            delegation.child_costs.turn_ended(&agent.id, *cost, parent);
+        })
+    }
+
     /// The root session of the live session `caller` (itself when it is not live).
     fn root_id(&self, caller: &str) -> String {
         match self.live(caller) {
@@ -46,7 +67,7 @@ impl Delegation {
     pub(super) fn task_end(&self, owner: &str, task: &TaskId, status: TaskStatus) -> EventBody {
         let mut body = super::records::end_of(task, status);
         if let EventBody::TaskEnd(end) = &mut body {
-            end.cost = self.activations.take_cost(task.as_str());
+            end.cost = self.child_costs.take(task.as_str());
             if let (Some(cost), Some(agent)) = (end.cost, self.live(owner)) {
                 agent.context.add_task_cost(cost);
             }
@@ -118,12 +139,13 @@ impl Delegation {
     /// `turn/end` (`None`: it reported none, or the record cannot be read).
     pub(super) fn last_reported_cost(&self, id: &str) -> Option<f64> {
         let mut last = None;
-        let skip = |line: &[u8]| crate::session::line_kind(line) != Some("turn/end");
-        let read = self.store.read_events(id, skip, |event| {
-            if let EventBody::TurnEnd(end) = &event.body {
-                last = end.usage.as_ref().and_then(|usage| usage.cost);
-            }
-        });
+        let read = self
+            .store
+            .read_events_of(id, &[EventKind::TurnEnd], |event| {
+                if let EventBody::TurnEnd(end) = &event.body {
+                    last = end.usage.as_ref().and_then(|usage| usage.cost);
+                }
+            });
         if let Err(error) = read {
             tracing::warn!(%error, child = id, "could not read an ACP child's reported cost");
         }
@@ -153,13 +175,8 @@ fn logged(events: &[Event]) -> (u64, f64) {
 fn logged_tokens(store: &SessionStore, id: &str) -> u64 {
     let mut tokens = 0u64;
     // Only `turn/end` and `compaction/end` lines are parsed: the rest cannot hold usage.
-    let skip = |line: &[u8]| {
-        !matches!(
-            crate::session::line_kind(line),
-            Some("turn/end" | "compaction/end")
-        )
-    };
-    let read = store.read_events(id, skip, |event| match &event.body {
+    let kinds = [EventKind::TurnEnd, EventKind::CompactionEnd];
+    let read = store.read_events_of(id, &kinds, |event| match &event.body {
         EventBody::TurnEnd(end) => {
             let used = end.usage.as_ref().map_or(0, |usage| usage.tokens());
             tokens = tokens.saturating_add(used);

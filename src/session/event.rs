@@ -108,6 +108,23 @@ impl Serialize for OtherEvent {
 // `Other`, so an odd record never makes a log unreadable.
 macro_rules! event_kinds {
     ($($variant:ident => $name:literal,)* ; lenient: $($lenient:ident => $lname:path,)*) => {
+        /// The event types kin decodes: which lines a read of only some of them decodes.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum EventKind {
+            $(#[doc = concat!("`", $name, "`")] $variant,)*
+            $(#[doc = concat!("The `", stringify!($lenient), "` record.")] $lenient,)*
+        }
+
+        impl EventKind {
+            /// The `type` string of events of this kind on disk.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $name,)*
+                    $(Self::$lenient => $lname,)*
+                }
+            }
+        }
+
         impl EventBody {
             /// The `type` string of this event on disk.
             pub fn kind(&self) -> &str {

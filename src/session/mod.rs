@@ -18,6 +18,8 @@ mod loaded;
 mod lock;
 mod log;
 pub(crate) mod records;
+mod replay_read;
+mod scan;
 mod store;
 mod summary;
 mod tool_result;
@@ -32,12 +34,13 @@ pub use error::StoreError;
 pub use event::*;
 pub use id::SessionId;
 pub(crate) use index::ListCursor;
-pub(crate) use line::line_kind;
+// Tests elsewhere read log lines they write themselves.
+#[cfg(test)]
 pub(crate) use line::parse_event_line;
 pub use loaded::{parse_log, read_log, LoadedSession, LogRead, SetAsideLine};
 pub(crate) use lock::is_locked;
 pub(crate) use lock::SessionLock;
 pub use log::SessionLog;
-pub use records::{Descriptor, TaskEnd, TaskStart, ToolFilter};
+pub use records::{Descriptor, TaskEnd, TaskEndStatus, TaskKind, TaskStart, ToolFilter};
 pub use store::SessionStore;
 pub use summary::SessionSummary;

@@ -64,13 +64,75 @@ impl Descriptor {
     }
 }
 
+/// A closed set of names written as plain strings, plus `Other` for a name this build does not
+/// know (from an older or newer kin), kept as it was and written back unchanged.
+macro_rules! logged_names {
+    ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident => $text:literal,)* }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+        #[serde(from = "String")]
+        pub enum $name {
+            $($(#[$vdoc])* $variant,)*
+            /// A name this build does not know, kept as it was.
+            Other(String),
+        }
+
+        impl $name {
+            /// The name as written in the log.
+            pub fn as_str(&self) -> &str {
+                match self {
+                    $(Self::$variant => $text,)*
+                    Self::Other(name) => name,
+                }
+            }
+        }
+
+        impl From<String> for $name {
+            fn from(name: String) -> Self {
+                match name.as_str() {
+                    $($text => Self::$variant,)*
+                    _ => Self::Other(name),
+                }
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_str(self.as_str())
+            }
+        }
+    };
+}
+
+logged_names! {
+    /// What kind of work a logged task is.
+    TaskKind {
+        /// A background delegation (`subagent`).
+        Subagent => "subagent",
+    }
+}
+
+logged_names! {
+    /// How a logged task ended.
+    TaskEndStatus {
+        /// The work finished.
+        Completed => "completed",
+        /// The work was stopped.
+        Killed => "killed",
+        /// The work failed.
+        Failed => "failed",
+        /// An earlier kin process ended before the result was read.
+        Interrupted => "interrupted",
+    }
+}
+
 /// `task/start`: a background delegation task began (in the owner's log).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskStart {
     /// The task id (`subagent-N`).
     pub(crate) task: String,
-    /// The task kind (`subagent`).
-    pub(crate) kind: String,
+    /// The task kind.
+    pub(crate) kind: TaskKind,
     /// The label shown for it.
     pub(crate) label: String,
     /// The continuable child it runs, if any (a one-shot child has none).
@@ -82,8 +144,8 @@ pub struct TaskStart {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskEnd {
     pub(crate) task: String,
-    /// `completed`, `killed` or `failed`.
-    pub(crate) status: String,
+    /// How it ended (`completed`, `killed` or `failed`).
+    pub(crate) status: TaskEndStatus,
     /// What the background activation cost (its descendants included), counted for the turn
     /// that started the task, not the one it settled in; absent when nothing was priced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -116,5 +178,32 @@ mod tests {
         let later: Descriptor =
             serde_json::from_value(json!({"version": 2, "provider": "fork"})).unwrap();
         assert!(!later.is_resumable());
+    }
+
+    #[test]
+    fn task_records_keep_kinds_and_statuses_they_do_not_know() {
+        let start: TaskStart = serde_json::from_value(
+            json!({"task": "subagent-1", "kind": "subagent", "label": "bg"}),
+        )
+        .unwrap();
+        assert_eq!(start.kind, TaskKind::Subagent);
+        let end: TaskEnd =
+            serde_json::from_value(json!({"task": "subagent-1", "status": "killed"})).unwrap();
+        assert_eq!(end.status, TaskEndStatus::Killed);
+        // Names from another build load, and are written back as they were.
+        let line = r#"{"task":"review-2","kind":"review","label":"r"}"#;
+        let start: TaskStart = serde_json::from_str(line).unwrap();
+        assert_eq!(start.kind, TaskKind::Other("review".into()));
+        assert_eq!(serde_json::to_string(&start).unwrap(), line);
+        let line = r#"{"task":"review-2","status":"paused","cost":0.5}"#;
+        let end: TaskEnd = serde_json::from_str(line).unwrap();
+        assert_eq!(end.status, TaskEndStatus::Other("paused".into()));
+        assert_eq!(serde_json::to_string(&end).unwrap(), line);
+        for status in ["completed", "killed", "failed", "interrupted"] {
+            let end: TaskEnd =
+                serde_json::from_value(json!({"task": "t-1", "status": status})).unwrap();
+            assert!(!matches!(end.status, TaskEndStatus::Other(_)));
+            assert_eq!(end.status.as_str(), status);
+        }
     }
 }

@@ -14,10 +14,10 @@ use std::sync::Arc;
 
 use super::child::ChildInfo;
 use super::error::StoreError;
-use super::event::{Event, EventBody, Header};
+use super::event::{Event, EventBody, EventKind, Header};
 use super::index::{self, IndexEntry, ListCursor};
 use super::layout::Layout;
-use super::line::parse_event_line;
+use super::line::{line_kind, parse_event_line};
 use super::loaded::{read_log_at, LoadedSession, LogRead};
 use super::lock::SessionLock;
 use super::log::SessionLog;
@@ -146,9 +146,21 @@ impl SessionStore {
         Ok(read.into_loaded(events))
     }
 
+    /// Reads only the events of session `id` of one of `kinds`, as a stream (one line in
+    /// memory): each goes to `on_event` in order; the other lines are left unparsed.
+    pub(crate) fn read_events_of(
+        &self,
+        id: &str,
+        kinds: &[EventKind],
+        on_event: impl FnMut(Event),
+    ) -> Result<LogRead, StoreError> {
+        let wanted = |kind: &str| kinds.iter().any(|wanted| wanted.as_str() == kind);
+        self.read_events(id, |line| !line_kind(line).is_some_and(wanted), on_event)
+    }
+
     /// Reads session `id` as a stream (one line in memory, see `loaded.rs`): each event goes
     /// to `on_event` in order; a complete line `skip` accepts is left unparsed.
-    pub(crate) fn read_events(
+    pub(super) fn read_events(
         &self,
         id: &str,
         mut skip: impl FnMut(&[u8]) -> bool,

@@ -1,5 +1,7 @@
 //! The states a background task goes through.
 
+use crate::session::TaskEndStatus;
+
 /// Where a background task stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TaskStatus {
@@ -37,5 +39,47 @@ impl TaskStatus {
             self,
             Self::Completed | Self::Killed | Self::Failed | Self::Interrupted
         )
+    }
+}
+
+/// How a task's end is logged: the same name (a status that is not terminal never ends a
+/// task, but would keep its name).
+impl From<TaskStatus> for TaskEndStatus {
+    fn from(status: TaskStatus) -> Self {
+        match status {
+            TaskStatus::Completed => Self::Completed,
+            TaskStatus::Killed => Self::Killed,
+            TaskStatus::Failed => Self::Failed,
+            TaskStatus::Interrupted => Self::Interrupted,
+            TaskStatus::Queued | TaskStatus::Running | TaskStatus::Stopping => {
+                Self::Other(status.as_str().to_owned())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn logged_ends_carry_the_status_names() {
+        let all = [
+            TaskStatus::Queued,
+            TaskStatus::Running,
+            TaskStatus::Stopping,
+            TaskStatus::Completed,
+            TaskStatus::Killed,
+            TaskStatus::Failed,
+            TaskStatus::Interrupted,
+        ];
+        for status in all {
+            let logged = TaskEndStatus::from(status);
+            assert_eq!(logged.as_str(), status.as_str());
+            assert_eq!(
+                matches!(logged, TaskEndStatus::Other(_)),
+                !status.is_terminal()
+            );
+        }
     }
 }

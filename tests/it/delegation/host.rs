@@ -20,7 +20,7 @@ fn record(world: &World) -> (Arc<Mutex<Vec<String>>>, kin::agent::host::Subscrip
             HostEvent::ChildStarted { parent, child, .. } => {
                 format!("started {} on {parent}", child.id)
             }
-            HostEvent::TurnEnded { agent, stop } => format!("ended {} {stop:?}", agent.id),
+            HostEvent::TurnEnded { agent, stop, .. } => format!("ended {} {stop:?}", agent.id),
             HostEvent::ChildUpdate { session, .. } => format!("child update {session}"),
             HostEvent::ChildSummary { call_id, .. } => format!("child summary {call_id}"),
         };
