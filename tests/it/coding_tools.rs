@@ -170,11 +170,11 @@ async fn no_survivor(in_terminal: bool, cancel: bool) {
     let command = format!("sleep 1000 & echo $! > {}; wait", fifo.display());
     let timeout = if cancel { 600 } else { 1 };
     let script = Script::new()
-        .calls(&[(
+        .call(
             "run",
             "bash",
             json!({"command": command, "timeout": timeout}),
-        )])
+        )
         .text("done");
     let replay = script.dir();
     let mut runner = dirs.runner(replay.path());
@@ -299,7 +299,7 @@ async fn kin_uses_the_editor_exactly_when_the_client_offers_it() {
 async fn the_mode_and_always_answers_survive_a_restart() {
     let dirs = Dirs::new();
     let first = Script::new()
-        .calls(&[("w1", "write", json!({"path": "a.txt", "content": "a"}))])
+        .call("w1", "write", json!({"path": "a.txt", "content": "a"}))
         .text("written")
         .dir();
     let mut runner = dirs.runner(first.path());
@@ -329,7 +329,7 @@ async fn the_mode_and_always_answers_survive_a_restart() {
     // A new process: the mode comes back read-only; back in `ask`, edits are still allowed
     // without asking, because of the "always" answer.
     let second = Script::new()
-        .calls(&[("w2", "write", json!({"path": "b.txt", "content": "b"}))])
+        .call("w2", "write", json!({"path": "b.txt", "content": "b"}))
         .text("written")
         .dir();
     let mut runner = dirs.runner(second.path());

@@ -88,7 +88,7 @@ async fn a_tool_listing_that_repeats_its_cursor_or_never_ends_stops_with_a_notic
     ];
     let home = home_with(&config(&python, servers, ""));
     let replay = Script::new()
-        .calls(&[("e1", "mcp__fine__echo", json!({"text": "still here"}))])
+        .call("e1", "mcp__fine__echo", json!({"text": "still here"}))
         .text("Done.")
         .dir();
     let mut wire = Wire::start_in(Some(replay.path()), home);
@@ -152,9 +152,9 @@ async fn a_call_past_its_time_limit_or_with_an_oversized_answer_fails_clearly() 
     let servers: &[(&str, &[&str], &str)] = &[("odd", &["many", "1"], "call_timeout = \"2s\"\n")];
     let home = home_with(&config(&python, servers, ""));
     let replay = Script::new()
-        .calls(&[("s1", "mcp__odd__slow", json!({}))])
-        .calls(&[("b1", "mcp__odd__big", json!({}))])
-        .calls(&[("e1", "mcp__odd__echo", json!({"text": "after"}))])
+        .call("s1", "mcp__odd__slow", json!({}))
+        .call("b1", "mcp__odd__big", json!({}))
+        .call("e1", "mcp__odd__echo", json!({"text": "after"}))
         .text("Done.")
         .dir();
     let mut wire = Wire::start_in(Some(replay.path()), home);

@@ -114,7 +114,7 @@ async fn the_filesystem_server_answers_a_tool_call_and_is_gone_after_close() {
         return;
     };
     let replay = Script::new()
-        .calls(&[("c1", "mcp__files__list_directory", json!({"path": "."}))])
+        .call("c1", "mcp__files__list_directory", json!({"path": "."}))
         .text("Listed.")
         .dir();
     let mut wire = start(replay.path());
@@ -148,11 +148,11 @@ async fn read_only_refuses_a_server_tool_without_the_read_only_hint() {
     };
     // `write_file` is not annotated read-only by the server.
     let replay = Script::new()
-        .calls(&[(
+        .call(
             "w1",
             "mcp__files__write_file",
             json!({"path": "made.txt", "content": "x"}),
-        )])
+        )
         .text("Tried.")
         .dir();
     let mut wire = start(replay.path());
@@ -229,15 +229,15 @@ async fn an_in_process_child_calls_the_parents_server_through_the_same_process()
         return;
     };
     let parent = Script::new()
-        .calls(&[(
+        .call(
             "s1",
             "subagent",
             json!({"description": "List", "prompt": "List the files."}),
-        )])
+        )
         .text("Done.")
         .dir();
     let child = Script::new()
-        .calls(&[("c1", "mcp__files__list_directory", json!({"path": "."}))])
+        .call("c1", "mcp__files__list_directory", json!({"path": "."}))
         .text("Child listed.")
         .dir();
     std::fs::copy(
@@ -295,7 +295,7 @@ async fn an_http_server_gets_the_editors_headers_and_answers_a_call() {
         .unwrap();
     let port = first.strip_prefix("PORT ").unwrap().to_owned();
     let replay = Script::new()
-        .calls(&[("h1", "mcp__web__echo", json!({"text": "over http"}))])
+        .call("h1", "mcp__web__echo", json!({"text": "over http"}))
         .text("Echoed.")
         .dir();
     let mut wire = start(replay.path());
@@ -328,11 +328,11 @@ async fn an_acp_child_gets_the_servers_its_capabilities_accept() {
     )
     .unwrap();
     let replay = Script::new()
-        .calls(&[(
+        .call(
             "a1",
             "subagent_fake",
             json!({"description": "Ask", "prompt": "Which servers?"}),
-        )])
+        )
         .text("Done.")
         .dir();
     let mut wire = Wire::start_in(Some(replay.path()), home);
@@ -360,7 +360,7 @@ async fn a_server_flooding_its_stderr_still_serves() {
         script.display()
     );
     let replay = Script::new()
-        .calls(&[("f1", "mcp__files__list_directory", json!({"path": "."}))])
+        .call("f1", "mcp__files__list_directory", json!({"path": "."}))
         .text("Listed.")
         .dir();
     let mut wire = start(replay.path());
@@ -381,12 +381,12 @@ async fn ask_mode_asks_before_each_server_tool_call() {
         return;
     };
     let replay = Script::new()
-        .calls(&[(
+        .call(
             "w1",
             "mcp__files__write_file",
             json!({"path": "asked.txt", "content": "x"}),
-        )])
-        .calls(&[("l1", "mcp__files__list_allowed_directories", json!({}))])
+        )
+        .call("l1", "mcp__files__list_allowed_directories", json!({}))
         .text("Done.")
         .dir();
     let mut wire = start(replay.path());
@@ -474,7 +474,7 @@ async fn always_allowing_a_server_tool_covers_that_tool_alone_and_survives_a_loa
     let replay = Script::new()
         .calls(&[("w1", "mcp__files__write_file", write("a.txt"))])
         .calls(&[("w2", "mcp__files__write_file", write("b.txt"))])
-        .calls(&[("d1", "mcp__files__create_directory", json!({"path": "d"}))])
+        .call("d1", "mcp__files__create_directory", json!({"path": "d"}))
         .text("Turn one.")
         .calls(&[("w3", "mcp__files__write_file", write("c.txt"))])
         .text("Turn two.")
@@ -616,7 +616,7 @@ async fn a_cancelled_call_reaches_the_server_as_mcp_cancellation() {
         return;
     };
     let replay = Script::new()
-        .calls(&[("w1", "mcp__py__wait", json!({}))])
+        .call("w1", "mcp__py__wait", json!({}))
         .text("Never.")
         .dir();
     let mut wire = start(replay.path());
@@ -643,9 +643,9 @@ async fn a_changed_tool_list_is_offered_from_the_next_step_on() {
         return;
     };
     let replay = Script::new()
-        .calls(&[("g1", "mcp__py__grow", json!({}))])
+        .call("g1", "mcp__py__grow", json!({}))
         .text("Grew.")
-        .calls(&[("n1", "mcp__py__grown", json!({}))])
+        .call("n1", "mcp__py__grown", json!({}))
         .text("Done.")
         .dir();
     let mut wire = start(replay.path());
@@ -666,9 +666,9 @@ async fn a_crashed_server_is_restarted_and_its_tools_work_again() {
         return;
     };
     let replay = Script::new()
-        .calls(&[("x1", "mcp__py__crash", json!({}))])
+        .call("x1", "mcp__py__crash", json!({}))
         .text("Crashed.")
-        .calls(&[("e1", "mcp__py__echo", json!({"text": "again"}))])
+        .call("e1", "mcp__py__echo", json!({"text": "again"}))
         .text("Done.")
         .dir();
     let mut wire = start(replay.path());
@@ -696,7 +696,7 @@ async fn progress_of_a_call_shows_on_its_tool_call_and_the_last_report_is_not_lo
         return;
     };
     let replay = Script::new()
-        .calls(&[("p1", "mcp__py__count", json!({"n": 5}))])
+        .call("p1", "mcp__py__count", json!({"n": 5}))
         .text("Counted.")
         .dir();
     let mut wire = start(replay.path());
@@ -750,11 +750,11 @@ async fn a_definitions_server_grant_is_exact_on_the_server_name() {
     };
     // Servers `git` and `git__admin`: `mcp__git__admin__...` starts as a tool of `git` would.
     let parent = Script::new()
-        .calls(&[(
+        .call(
             "s1",
             "subagent",
             json!({"description": "List", "prompt": "List the files.", "agent": "gitter"}),
-        )])
+        )
         .text("Done.")
         .dir();
     let child = Script::new()

@@ -95,7 +95,7 @@ async fn bash(
     env: &[(&str, &str)],
 ) -> (String, Vec<Value>) {
     let script = Script::new()
-        .calls(&[("run", "bash", json!({ "command": command }))])
+        .call("run", "bash", json!({ "command": command }))
         .text("done");
     let replay = script.dir();
     let mut runner = dirs.runner(replay.path(), env);
@@ -323,11 +323,11 @@ async fn delegate(dirs: &Dirs, mode: &str) {
     let child_dir = child.dir();
     dirs.configure(&child_config(dirs, child_dir.path()));
     let parent = Script::new()
-        .calls(&[(
+        .call(
             "ask-kin",
             "subagent_kin",
             json!({"description": "Ask kin", "prompt": "Go."}),
-        )])
+        )
         .text("PARENT_DONE");
     let replay = parent.dir();
     let mut runner = dirs.runner(replay.path(), &[]);
