@@ -308,16 +308,10 @@ async fn the_editor_cancels_the_acp_child_alone_and_the_parent_goes_on() {
         )
         .text("PARENT_DONE");
     let parent_dir = parent.dir();
-    let home = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(home.path().join("config/kin")).unwrap();
-    std::fs::write(
-        home.path().join("config/kin/config.toml"),
-        format!(
-            "[acp_agents.fake]\ncommand = {:?}\nargs = [\"tree-cancel\", \"wait\"]\n",
-            common::fake_acp_child().display().to_string()
-        ),
-    )
-    .unwrap();
+    let home = common::home_with(&format!(
+        "[acp_agents.fake]\ncommand = {:?}\nargs = [\"tree-cancel\", \"wait\"]\n",
+        common::fake_acp_child().display().to_string()
+    ));
     let mut kin = common::Wire::start_in(Some(parent_dir.path()), home);
     let (_, answer) = kin
         .request(
@@ -415,16 +409,10 @@ async fn closing_a_parent_with_a_running_background_child_sends_nothing_after_th
         )
         .text("PARENT_DONE");
     let parent_dir = parent.dir();
-    let home = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(home.path().join("config/kin")).unwrap();
-    std::fs::write(
-        home.path().join("config/kin/config.toml"),
-        format!(
-            "[acp_agents.fake]\ncommand = {:?}\nargs = [\"tree-close\", \"wait\"]\n",
-            common::fake_acp_child().display().to_string()
-        ),
-    )
-    .unwrap();
+    let home = common::home_with(&format!(
+        "[acp_agents.fake]\ncommand = {:?}\nargs = [\"tree-close\", \"wait\"]\n",
+        common::fake_acp_child().display().to_string()
+    ));
     let mut kin = common::Wire::start_in(Some(parent_dir.path()), home);
     kin.request(
         0,
@@ -486,16 +474,10 @@ async fn a_reloaded_parent_replays_a_child_that_is_still_running_as_running() {
         )
         .text("PARENT_DONE");
     let parent_dir = parent.dir();
-    let home = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(home.path().join("config/kin")).unwrap();
-    std::fs::write(
-        home.path().join("config/kin/config.toml"),
-        format!(
-            "[acp_agents.fake]\ncommand = {:?}\nargs = [\"tree-running\", \"wait\"]\n",
-            common::fake_acp_child().display().to_string()
-        ),
-    )
-    .unwrap();
+    let home = common::home_with(&format!(
+        "[acp_agents.fake]\ncommand = {:?}\nargs = [\"tree-running\", \"wait\"]\n",
+        common::fake_acp_child().display().to_string()
+    ));
     let mut kin = common::Wire::start_in(Some(parent_dir.path()), home);
     kin.request(
         0,

@@ -3,11 +3,14 @@
 #![allow(dead_code)]
 
 mod harvest;
+mod homes;
+pub mod mcp;
 pub mod mock_openai;
 pub mod normalize;
 mod processes;
 mod script;
 
+pub use homes::home_with;
 pub use processes::{assert_none_left, marked, pid_fifo, pidfd};
 pub use script::Script;
 
