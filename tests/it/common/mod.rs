@@ -2,6 +2,7 @@
 //! comparing, a raw-pipe ACP client, and a scripted OpenAI-compatible server.
 #![allow(dead_code)]
 
+mod dirs;
 mod harvest;
 mod homes;
 pub mod mcp;
@@ -10,6 +11,7 @@ pub mod normalize;
 mod processes;
 mod script;
 
+pub use dirs::Dirs;
 pub use homes::home_with;
 pub use processes::{assert_none_left, marked, pid_fifo, pidfd};
 pub use script::Script;

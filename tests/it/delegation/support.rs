@@ -307,6 +307,21 @@ impl World {
             .collect()
     }
 
+    /// The (text, isError) of every tool result in a session's log.
+    pub fn tool_results(&self, id: &str) -> Vec<(String, bool)> {
+        self.log(id)
+            .iter()
+            .filter(|e| e["type"] == "tool/result")
+            .map(|e| {
+                let part = &e["data"]["message"]["content"][0];
+                (
+                    part["content"][0]["text"].as_str().unwrap().to_owned(),
+                    part["isError"].as_bool().unwrap(),
+                )
+            })
+            .collect()
+    }
+
     /// Runs one turn of `agent` for `prompt` through the host.
     pub async fn prompt(&self, agent: &Arc<Agent>, prompt: &str) -> kin::agent::StopReason {
         let prompt = vec![UserPart::Text {
