@@ -1,4 +1,7 @@
-//! kin homes for the wire tests: one with a config file written in, and kin on the mock model.
+//! kin homes for the wire tests: one with a config file written in, kin on the mock model,
+//! and the session logs a home holds.
+
+use std::path::{Path, PathBuf};
 
 use super::mock_openai::MockServer;
 use super::Wire;
@@ -24,4 +27,22 @@ impl Wire {
         ];
         Self::start_with(None, home, &env)
     }
+}
+
+/// Every session log under `home`: top-level ones in `sessions/`, children in
+/// `sessions/children/`.
+pub fn session_files(home: &Path) -> Vec<PathBuf> {
+    let sessions = home.join("sessions");
+    [sessions.clone(), sessions.join("children")]
+        .iter()
+        .filter_map(|dir| std::fs::read_dir(dir).ok())
+        .flatten()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == "jsonl"))
+        .collect()
+}
+
+/// The log of child session `id` under `home`.
+pub fn child_log_path(home: &Path, id: &str) -> PathBuf {
+    home.join(format!("sessions/children/{id}.jsonl"))
 }

@@ -12,7 +12,7 @@ mod processes;
 mod script;
 
 pub use dirs::Dirs;
-pub use homes::home_with;
+pub use homes::{child_log_path, home_with, session_files};
 pub use processes::{assert_none_left, marked, pid_fifo, pidfd};
 pub use script::Script;
 
@@ -684,24 +684,6 @@ impl Wire {
             .await;
         answer["result"]["sessionId"].as_str().unwrap().to_owned()
     }
-}
-
-/// Every session log under `home`: top-level ones in `sessions/`, children in
-/// `sessions/children/`.
-pub fn session_files(home: &Path) -> Vec<PathBuf> {
-    let sessions = home.join("sessions");
-    [sessions.clone(), sessions.join("children")]
-        .iter()
-        .filter_map(|dir| std::fs::read_dir(dir).ok())
-        .flatten()
-        .map(|entry| entry.unwrap().path())
-        .filter(|path| path.extension().is_some_and(|e| e == "jsonl"))
-        .collect()
-}
-
-/// The log of child session `id` under `home`.
-pub fn child_log_path(home: &Path, id: &str) -> PathBuf {
-    home.join(format!("sessions/children/{id}.jsonl"))
 }
 
 pub fn snapshot_dir(name: &str) -> PathBuf {
