@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use futures::stream;
 use kin::agent::Agent;
-use kin::delegation::{Delivery, StartRequest};
+use kin::delegation::Delivery;
 use kin::model::{ChunkStream, Model, ModelRequest};
 use kin::runtime::Runtime;
 use kin::session::UserPart;
@@ -78,13 +78,10 @@ fn started(delivery: Delivery) -> String {
 
 /// A continuable child of `parent` that has settled after its first turn.
 async fn settled_child(runtime: &Arc<Runtime>, parent: &Arc<Agent>) -> String {
-    let request = StartRequest::new(prompt("go"), parent.clone(), CancellationToken::new());
-    let start = runtime
-        .delegation()
-        .start_continuable("spawn", "bench child", request)
-        .unwrap();
-    wait(runtime, &start.task_id, &parent.id).await;
-    start.child_id
+    let request = instant_model::request("spawn", "go", "bench child");
+    let (child, task) = instant_model::start_continuable(runtime, parent, request).await;
+    wait(runtime, &task, &parent.id).await;
+    child
 }
 
 async fn cold_resume(runtime: &Arc<Runtime>, model: &InstantModel, parent: &Arc<Agent>) {
@@ -126,11 +123,8 @@ async fn cold_resume(runtime: &Arc<Runtime>, model: &InstantModel, parent: &Arc<
 async fn steering(runtime: &Arc<Runtime>, model: &InstantModel, parent: &Arc<Agent>) {
     model.hold.store(true, std::sync::atomic::Ordering::SeqCst);
     let before = model.calls.lock().unwrap().len();
-    let request = StartRequest::new(prompt("hold"), parent.clone(), CancellationToken::new());
-    let start = runtime
-        .delegation()
-        .start_continuable("spawn", "held child", request)
-        .unwrap();
+    let request = instant_model::request("spawn", "hold", "held child");
+    let (child, task) = instant_model::start_continuable(runtime, parent, request).await;
     // The child is in its model call once the model saw it (no event reaches us otherwise).
     while model.calls.lock().unwrap().len() == before {
         tokio::task::yield_now().await;
@@ -140,11 +134,11 @@ async fn steering(runtime: &Arc<Runtime>, model: &InstantModel, parent: &Arc<Age
         let sent = Instant::now();
         let delivery = runtime
             .delegation()
-            .send_message(&parent.id, &start.child_id, prompt("steer"), None)
+            .send_message(&parent.id, &child, prompt("steer"), None)
             .await
             .unwrap();
         let took = sent.elapsed();
-        assert_eq!(delivery, Delivery::Steered(start.task_id.clone()));
+        assert_eq!(delivery, Delivery::Steered(task.clone()));
         if i >= 100 {
             samples.push(took);
         }
@@ -153,11 +147,8 @@ async fn steering(runtime: &Arc<Runtime>, model: &InstantModel, parent: &Arc<Age
         "continuable: steering into a running child: send_message median {:.4} ms (1000 runs after 100 warm-ups)",
         ms(median(samples))
     );
-    runtime
-        .tasks()
-        .kill(&start.task_id, &parent.id, None)
-        .unwrap();
-    wait(runtime, &start.task_id, &parent.id).await;
+    runtime.tasks().kill(&task, &parent.id, None).unwrap();
+    wait(runtime, &task, &parent.id).await;
     model.hold.store(false, std::sync::atomic::Ordering::SeqCst);
 }
 

@@ -1,18 +1,17 @@
 //! Delegation benchmarks, in-process against the real runtime and store with an instant model:
 //! 1. a child's start -> result, against a plain top-level turn (the difference is the
 //!    delegation overhead: child session file, publication, task, disposal);
-//! 2. 1,000 background one-shot children started at once, all collected; peak RSS;
-//! 3. forking a parent whose log holds 10,000 events (start -> child published).
+//! 2. 1,000 background children started at once, all collected; peak RSS;
+//! 3. forking a parent whose log holds 10,000 events (start -> result).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test support: a panic fails the run
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kin::agent::StopReason;
-use kin::delegation::StartRequest;
 use kin::runtime::Runtime;
 use kin::session::UserPart;
-use kin::tasks::{TaskOutcome, TaskStatus};
+use kin::tasks::TaskStatus;
 use tokio_util::sync::CancellationToken;
 
 mod instant_model;
@@ -48,15 +47,9 @@ async fn child_overhead(runtime: &Arc<Runtime>, cwd: &std::path::Path, runs: usi
     let (mut child_times, mut turn_times) = (Vec::new(), Vec::new());
     for i in 0..20 + runs {
         let started = Instant::now();
-        let request = StartRequest::new(prompt("go"), parent.clone(), CancellationToken::new());
-        let run = runtime
-            .delegation()
-            .start_with("spawn", request)
-            .await
-            .unwrap();
-        let result = run.result().await;
+        let request = instant_model::request("spawn", "go", "bench child");
+        let result = instant_model::answer(runtime, &parent, request).await;
         let elapsed = started.elapsed();
-        run.dispose().await;
         assert_eq!(result.stop_reason, StopReason::Completed);
 
         let top = runtime
@@ -91,33 +84,9 @@ async fn many_background(runtime: &Arc<Runtime>, cwd: &std::path::Path) {
     let started = Instant::now();
     let mut ids = Vec::new();
     for _ in 0..1000 {
-        let service = runtime.delegation().clone();
-        let parent = parent.clone();
-        let id = runtime
-            .tasks()
-            .start(
-                "subagent",
-                "bench child",
-                Some(parent.id.as_str().into()),
-                move |cancel| {
-                    Box::pin(async move {
-                        let request = StartRequest::new(prompt("go"), parent, cancel);
-                        match service.start_with("spawn", request).await {
-                            Ok(run) => {
-                                let result = run.result().await;
-                                run.dispose().await;
-                                match result.stop_reason {
-                                    StopReason::Completed => TaskOutcome::completed(result.text()),
-                                    other => TaskOutcome::failed(format!("{other:?}")),
-                                }
-                            }
-                            Err(error) => TaskOutcome::failed(error.detail()),
-                        }
-                    })
-                },
-            )
-            .unwrap();
-        ids.push(id);
+        let request = instant_model::request("spawn", "go", "bench child");
+        let (_, task) = instant_model::start_continuable(runtime, &parent, request).await;
+        ids.push(task);
     }
     let never = CancellationToken::new();
     let mut completed = 0;
@@ -130,7 +99,7 @@ async fn many_background(runtime: &Arc<Runtime>, cwd: &std::path::Path) {
         completed += usize::from(snapshot.status == TaskStatus::Completed);
     }
     println!(
-        "delegation: 1000 background one-shot children started at once: {completed}/1000 completed in {:.0} ms; peak RSS of the whole bench process {:.1} MiB",
+        "delegation: 1000 background children started at once: {completed}/1000 completed in {:.0} ms; peak RSS of the whole bench process {:.1} MiB",
         ms(started.elapsed()),
         peak_rss_mib()
     );
@@ -153,21 +122,14 @@ async fn fork_big_parent(runtime: &Arc<Runtime>, cwd: &std::path::Path) {
     let mut samples = Vec::new();
     for i in 0..35 {
         let started = Instant::now();
-        let request = StartRequest::new(prompt("go"), parent.clone(), CancellationToken::new());
-        let run = runtime
-            .delegation()
-            .start_with("fork", request)
-            .await
-            .unwrap();
-        let published = started.elapsed();
-        run.result().await;
-        run.dispose().await;
+        let request = instant_model::request("fork", "go", "bench fork");
+        instant_model::answer(runtime, &parent, request).await;
         if i >= 5 {
-            samples.push(published);
+            samples.push(started.elapsed());
         }
     }
     println!(
-        "delegation: fork of a parent with a {events}-event log: start -> child published median {:.3} ms (30 runs after 5 warm-ups)",
+        "delegation: fork of a parent with a {events}-event log: start -> result median {:.3} ms (30 runs after 5 warm-ups)",
         ms(median(samples))
     );
 }

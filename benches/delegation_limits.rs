@@ -16,11 +16,8 @@ use std::time::Instant;
 
 use kin::agent::{Budget, Spend, Watch};
 use kin::config::DelegationSettings;
-use kin::delegation::StartRequest;
 use kin::runtime::RuntimeOptions;
-use kin::session::UserPart;
 use kin::tasks::TaskStatus;
-use tokio_util::sync::CancellationToken;
 
 mod instant_model;
 use instant_model::InstantModel;
@@ -78,13 +75,9 @@ fn measure(cap: usize) {
         let start = Instant::now();
         let mut tasks = Vec::with_capacity(CHILDREN);
         for n in 0..CHILDREN {
-            let prompt = vec![UserPart::Text { text: "go".into() }];
-            let request = StartRequest::new(prompt, parent.clone(), CancellationToken::new());
-            let started = runtime
-                .delegation()
-                .start_continuable("spawn", &format!("child {n}"), request)
-                .unwrap();
-            tasks.push(started.task_id);
+            let request = instant_model::request("spawn", "go", &format!("child {n}"));
+            let (_, task) = instant_model::start_continuable(&runtime, &parent, request).await;
+            tasks.push(task);
         }
         for task in &tasks {
             runtime.tasks().until_settled(task.as_str()).await;

@@ -12,10 +12,7 @@ use std::process::Command;
 use std::sync::Arc;
 
 use kin::agent::StopReason;
-use kin::delegation::StartRequest;
 use kin::runtime::Runtime;
-use kin::session::UserPart;
-use tokio_util::sync::CancellationToken;
 
 mod instant_model;
 use instant_model::InstantModel;
@@ -35,15 +32,9 @@ fn rss_kb() -> u64 {
 }
 
 async fn one_child(runtime: &Arc<Runtime>, parent: &Arc<kin::agent::Agent>) {
-    let prompt = vec![UserPart::Text { text: "go".into() }];
-    let request = StartRequest::new(prompt, parent.clone(), CancellationToken::new());
-    let run = runtime
-        .delegation()
-        .start_with("spawn", request)
-        .await
-        .unwrap();
-    assert_eq!(run.result().await.stop_reason, StopReason::Completed);
-    run.dispose().await;
+    let request = instant_model::request("spawn", "go", "a child");
+    let result = instant_model::answer(runtime, parent, request).await;
+    assert_eq!(result.stop_reason, StopReason::Completed);
 }
 
 /// One measurement, in this process.

@@ -55,6 +55,9 @@ pub mod acp;
 pub mod acp_client;
 pub mod agent;
 mod background;
+// Unit tests share the integration tests' fixtures, which name the crate `kin`.
+#[cfg(test)]
+extern crate self as kin;
 pub mod config;
 pub mod delegation;
 pub mod headless;

@@ -6,10 +6,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use futures::stream;
+use kin::agent::Agent;
+use kin::delegation::{Delegated, Mode, Request, SubagentResult};
 use kin::model::{ChunkStream, Model, ModelRequest};
 use kin::runtime::{Runtime, RuntimeOptions};
-use kin::session::{AssistantBlock, BlockType, Chunk, FinishKind, FinishReason};
+use kin::session::{AssistantBlock, BlockType, Chunk, FinishKind, FinishReason, UserPart};
+use kin::tasks::TaskId;
 use kin::tools::ToolRegistry;
+use tokio_util::sync::CancellationToken;
 
 #[allow(dead_code)] // not every bench uses it
 pub struct InstantModel;
@@ -84,4 +88,54 @@ pub fn in_process_with<F: Future<Output = ()>>(
         body(runtime.clone(), cwd.path().to_owned()).await;
         runtime.shutdown().await;
     });
+}
+
+/// What a `provider` delegation tool hands the service: `text` as the prompt, `label` as the
+/// child's description, every option unset.
+#[allow(dead_code)]
+pub fn request(provider: &str, text: &str, label: &str) -> Request {
+    Request {
+        provider: provider.into(),
+        prompt: vec![UserPart::Text { text: text.into() }],
+        label: label.into(),
+        client: None,
+        cancel: CancellationToken::new(),
+        model: None,
+        call_id: None,
+        timeout: None,
+        budget_tokens: None,
+        persona: None,
+        tools: None,
+        permission: None,
+        worktree: false,
+    }
+}
+
+/// Delegates `request` for `parent` in the foreground, as the tools do: the child's result
+/// (the child already disposed).
+#[allow(dead_code)]
+pub async fn answer(runtime: &Runtime, parent: &Agent, request: Request) -> SubagentResult {
+    let delegated = runtime
+        .delegation()
+        .delegate(&parent.id, request, Mode::Foreground);
+    match delegated.await.unwrap() {
+        Delegated::Answer(result) => result,
+        _ => panic!("a foreground delegation answers"),
+    }
+}
+
+/// Delegates `request` for `parent` in the background: the continuable child's id and task.
+#[allow(dead_code)]
+pub async fn start_continuable(
+    runtime: &Runtime,
+    parent: &Agent,
+    request: Request,
+) -> (String, TaskId) {
+    let delegated = runtime
+        .delegation()
+        .delegate(&parent.id, request, Mode::Background);
+    match delegated.await.unwrap() {
+        Delegated::Continuable { child, task } => (child, task),
+        _ => panic!("in-process background children are continuable"),
+    }
 }

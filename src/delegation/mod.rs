@@ -45,6 +45,9 @@ mod spending;
 mod task_sinks;
 mod tools;
 
+#[cfg(test)]
+mod tests;
+
 use std::sync::{Arc, OnceLock, Weak};
 
 use futures::future::BoxFuture;
@@ -64,10 +67,12 @@ pub(crate) use diagnostic::{of_turn_error as diagnostic_of, one_line};
 pub use error::DelegationError;
 use in_process::{InProcessProvider, Seed};
 pub(crate) use outcome::last_turn_output;
+pub(crate) use provider::Run;
+pub use provider::SubagentResult;
 use provider::{Continuable, Provider};
-pub use provider::{Run, SubagentResult};
 use request::{Continuation, ResumeRequest};
-pub use request::{Mode, Request, StartRequest, ToolFilter, DEFAULT_MAX_DEPTH};
+pub use request::{Mode, Request};
+pub(crate) use request::{StartRequest, ToolFilter, DEFAULT_MAX_DEPTH};
 
 /// Where a message went.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,15 +104,6 @@ pub struct ChildSummary {
     pub last_stop: Option<String>,
     /// Turns the child ran itself (a fork's inherited turns are not counted).
     pub turns: u32,
-}
-
-/// The identities of a continuable child just started.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ContinuableStart {
-    /// The child's id.
-    pub child_id: String,
-    /// The task of its first activation.
-    pub task_id: TaskId,
 }
 
 /// What a delegation gave.
@@ -334,16 +330,6 @@ impl Delegation {
         Ok(Delegated::OneShot(task))
     }
 
-    /// Starts a child through `provider` after checking the request against what it can do.
-    pub async fn start_with(
-        &self,
-        provider: &str,
-        request: StartRequest,
-    ) -> Result<Run, DelegationError> {
-        let provider = self.provider(provider)?;
-        self.start(&provider, request).await
-    }
-
     async fn start(
         &self,
         provider: &Arc<dyn Provider>,
@@ -388,19 +374,6 @@ impl Delegation {
             Some(reservation) => reservation.hold_for(run),
             None => run,
         })
-    }
-
-    /// Starts a continuable child of `request` in the background through `provider`, as
-    /// [`Delegation::delegate`] does for a provider whose children are continuable.
-    pub fn start_continuable(
-        self: &Arc<Self>,
-        provider: &str,
-        label: &str,
-        request: StartRequest,
-    ) -> Result<ContinuableStart, DelegationError> {
-        let provider = self.provider(provider)?;
-        let (child_id, task_id) = self.continuable(&provider, label, request)?;
-        Ok(ContinuableStart { child_id, task_id })
     }
 
     /// Starts a continuable child in the background; both ids are fixed before its task
@@ -632,7 +605,7 @@ impl Delegation {
     }
 
     /// The task of the child's running activation in this process, if any.
-    pub fn running_task(&self, child_id: &str) -> Option<TaskId> {
+    pub(crate) fn running_task(&self, child_id: &str) -> Option<TaskId> {
         self.activations.get(child_id)?.task_id.get().cloned()
     }
 

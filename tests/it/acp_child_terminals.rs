@@ -7,15 +7,12 @@ use crate::common;
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kin::acp_client::{AcpChild, ChildCommand, ChildLink};
 use kin::config::AcpPermission;
 use kin::tools::{PermissionMode, SessionPermissions};
 use tokio_util::sync::CancellationToken;
-
-/// A guard against a broken kin, not a timing assertion.
-const DEADLINE: Duration = Duration::from_secs(60);
 
 fn command(
     marker: &str,
@@ -59,19 +56,6 @@ async fn run(command: ChildCommand) -> String {
     outcome.unwrap().text
 }
 
-/// Polls until no process carries `marker`: process exits have no event to wait on here.
-async fn assert_none_left(marker: &str) {
-    let start = Instant::now();
-    while !common::marked(marker).is_empty() {
-        assert!(
-            start.elapsed() < DEADLINE,
-            "processes outlived their run: {:?}",
-            common::marked(marker)
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 #[tokio::test]
 async fn a_child_runs_commands_in_its_cwd_through_kins_terminals_and_leaves_none_behind() {
     let cwd = tempfile::tempdir().unwrap();
@@ -88,7 +72,7 @@ async fn a_child_runs_commands_in_its_cwd_through_kins_terminals_and_leaves_none
         "offered=true exit=3 output=TERM_OK outside=error left=ok"
     );
     // The `sleep` the child never released went with its session.
-    assert_none_left(&marker).await;
+    common::assert_none_left(&marker).await;
 }
 
 #[tokio::test]
@@ -106,7 +90,7 @@ async fn a_child_of_a_read_only_session_cannot_run_commands() {
         answer,
         "create=error:the delegating session is read-only: the child agent may not run commands"
     );
-    assert_none_left(&marker).await;
+    common::assert_none_left(&marker).await;
 }
 
 #[tokio::test]

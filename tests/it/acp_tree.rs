@@ -17,12 +17,12 @@ use serde_json::{json, Value};
 /// script is the replay's second session.
 fn child_dir() -> tempfile::TempDir {
     let child = Script::new()
-        .calls(&[(
+        .call(
             "deeper",
             "subagent",
             json!({"description": "Go deeper", "prompt": "Say GRANDCHILD_SAYS."}),
-        )])
-        .calls(&[("sh", "bash", json!({"command": "echo CHILD_RAN_BASH"}))])
+        )
+        .call("sh", "bash", json!({"command": "echo CHILD_RAN_BASH"}))
         .text("ANSWER_FROM_THE_CHILD");
     let dir = child.dir();
     let grandchild = Script::new().text("GRANDCHILD_SAYS").dir();
@@ -38,11 +38,11 @@ fn child_dir() -> tempfile::TempDir {
 /// prompts with `answers`; returns kin's stdout, one JSON message a line.
 async fn run_tree(capabilities: Value, answers: &[&str], then: Vec<Step>) -> Vec<Value> {
     let parent = Script::new()
-        .calls(&[(
+        .call(
             "ask-kin",
             "subagent_kin",
             json!({"description": "Ask kin", "prompt": "Say CHILD_OK."}),
-        )])
+        )
         .text("PARENT_DONE");
     let parent_dir = parent.dir();
     let child = child_dir();
@@ -301,23 +301,17 @@ async fn a_kin_childs_terminal_shows_as_its_output_unless_the_editor_runs_it() {
 #[tokio::test]
 async fn the_editor_cancels_the_acp_child_alone_and_the_parent_goes_on() {
     let parent = Script::new()
-        .calls(&[(
+        .call(
             "ask-fake",
             "subagent_fake",
             json!({"description": "Wait", "prompt": "Wait for a cancel."}),
-        )])
+        )
         .text("PARENT_DONE");
     let parent_dir = parent.dir();
-    let home = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(home.path().join("config/kin")).unwrap();
-    std::fs::write(
-        home.path().join("config/kin/config.toml"),
-        format!(
-            "[acp_agents.fake]\ncommand = {:?}\nargs = [\"tree-cancel\", \"wait\"]\n",
-            common::fake_acp_child().display().to_string()
-        ),
-    )
-    .unwrap();
+    let home = common::home_with(&format!(
+        "[acp_agents.fake]\ncommand = {:?}\nargs = [\"tree-cancel\", \"wait\"]\n",
+        common::fake_acp_child().display().to_string()
+    ));
     let mut kin = common::Wire::start_in(Some(parent_dir.path()), home);
     let (_, answer) = kin
         .request(
@@ -408,23 +402,17 @@ async fn a_reloaded_parent_replays_its_tree_and_the_kin_childs_session_is_not_to
 #[tokio::test]
 async fn closing_a_parent_with_a_running_background_child_sends_nothing_after_the_answer() {
     let parent = Script::new()
-        .calls(&[(
+        .call(
             "start",
             "subagent_fake",
             json!({"description": "Wait", "prompt": "Wait.", "run_in_background": true}),
-        )])
+        )
         .text("PARENT_DONE");
     let parent_dir = parent.dir();
-    let home = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(home.path().join("config/kin")).unwrap();
-    std::fs::write(
-        home.path().join("config/kin/config.toml"),
-        format!(
-            "[acp_agents.fake]\ncommand = {:?}\nargs = [\"tree-close\", \"wait\"]\n",
-            common::fake_acp_child().display().to_string()
-        ),
-    )
-    .unwrap();
+    let home = common::home_with(&format!(
+        "[acp_agents.fake]\ncommand = {:?}\nargs = [\"tree-close\", \"wait\"]\n",
+        common::fake_acp_child().display().to_string()
+    ));
     let mut kin = common::Wire::start_in(Some(parent_dir.path()), home);
     kin.request(
         0,
@@ -479,23 +467,17 @@ async fn closing_a_parent_with_a_running_background_child_sends_nothing_after_th
 #[tokio::test]
 async fn a_reloaded_parent_replays_a_child_that_is_still_running_as_running() {
     let parent = Script::new()
-        .calls(&[(
+        .call(
             "start",
             "subagent_fake",
             json!({"description": "Wait", "prompt": "Wait.", "run_in_background": true}),
-        )])
+        )
         .text("PARENT_DONE");
     let parent_dir = parent.dir();
-    let home = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(home.path().join("config/kin")).unwrap();
-    std::fs::write(
-        home.path().join("config/kin/config.toml"),
-        format!(
-            "[acp_agents.fake]\ncommand = {:?}\nargs = [\"tree-running\", \"wait\"]\n",
-            common::fake_acp_child().display().to_string()
-        ),
-    )
-    .unwrap();
+    let home = common::home_with(&format!(
+        "[acp_agents.fake]\ncommand = {:?}\nargs = [\"tree-running\", \"wait\"]\n",
+        common::fake_acp_child().display().to_string()
+    ));
     let mut kin = common::Wire::start_in(Some(parent_dir.path()), home);
     kin.request(
         0,

@@ -406,7 +406,7 @@ async fn a_prompt_right_after_cancel_waits_for_the_cancelled_turn_and_runs() {
     // guard's grace period to settle; the second turn answers.
     let command = "trap '' TERM; touch started; sleep 30";
     let replay = common::Script::new()
-        .calls(&[("slow", "bash", json!({"command": command}))])
+        .call("slow", "bash", json!({"command": command}))
         .text("SECOND_TURN_RAN")
         .dir();
     let mut kin = Wire::start(Some(replay.path()));

@@ -55,24 +55,24 @@ fn results_of(home: &Path, name: &str) -> Vec<String> {
 async fn a_parents_switch_to_read_only_reaches_its_running_in_process_child() {
     let replay = tempfile::tempdir().unwrap();
     let parent = Script::new()
-        .calls(&[(
+        .call(
             "delegate",
             "subagent",
             json!({"description": "Write it", "prompt": "Write out.txt."}),
-        )])
+        )
         .text("PARENT_DONE");
     // The child waits (on a FIFO the test holds) until the parent is read-only, then writes.
     let child = Script::new()
-        .calls(&[(
+        .call(
             "wait",
             "bash",
             json!({"command": "echo ready > ready.fifo && read line < go.fifo"}),
-        )])
-        .calls(&[(
+        )
+        .call(
             "write",
             "write",
             json!({"path": "out.txt", "content": "written anyway\n"}),
-        )])
+        )
         .text("CHILD_DONE");
     std::fs::copy(
         parent.dir().path().join("session.jsonl"),
@@ -140,19 +140,19 @@ async fn a_parents_switch_to_read_only_reaches_its_running_in_process_child() {
 #[tokio::test]
 async fn an_acp_childs_requests_are_answered_within_a_read_only_parents_mode() {
     let child = Script::new()
-        .calls(&[(
+        .call(
             "write",
             "write",
             json!({"path": "out.txt", "content": "written anyway\n"}),
-        )])
+        )
         .text("CHILD_DONE");
     let child_dir = child.dir();
     let parent = Script::new()
-        .calls(&[(
+        .call(
             "ask-kin",
             "subagent_kin",
             json!({"description": "Ask kin", "prompt": "Write out.txt."}),
-        )])
+        )
         .text("PARENT_DONE");
     let parent_dir = parent.dir();
     let home = tempfile::tempdir().unwrap();

@@ -114,14 +114,8 @@ fn an_oversized_tool_argument_is_refused_to_the_model_and_not_logged_whole() {
 /// The cap is a config key: at 100 bytes, a 200-byte call is refused.
 #[test]
 fn the_tool_argument_cap_comes_from_the_config_file() {
-    let home = tempfile::tempdir().unwrap();
+    let home = common::home_with("max_tool_argument_bytes = 100\n");
     let cwd = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(home.path().join("config/kin")).unwrap();
-    std::fs::write(
-        home.path().join("config/kin/config.toml"),
-        "max_tool_argument_bytes = 100\n",
-    )
-    .unwrap();
     let arguments = json!({"path": "a.txt", "content": "y".repeat(200)}).to_string();
     let server = MockServer::start();
     server.push(big_call_reply("call_1", "write", &arguments));
@@ -198,13 +192,7 @@ async fn a_prompt_over_the_block_cap_is_refused_before_it_is_stored() {
 /// refused with -32602.
 #[tokio::test]
 async fn the_prompt_caps_come_from_the_config_file() {
-    let home = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(home.path().join("config/kin")).unwrap();
-    std::fs::write(
-        home.path().join("config/kin/config.toml"),
-        "max_prompt_bytes = 10\n",
-    )
-    .unwrap();
+    let home = common::home_with("max_prompt_bytes = 10\n");
     let mut kin = Wire::start_in(None, home);
     kin.initialize().await;
     let session = kin.new_session().await;

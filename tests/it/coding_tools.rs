@@ -4,47 +4,9 @@
 
 use crate::common;
 
-use std::path::{Path, PathBuf};
-
-use common::{pid_fifo, pidfd, Script};
-use kin::scenario::{Input, PermissionAnswerEntry, PermissionScript, RunOptions, Runner, Step};
+use common::{pid_fifo, pidfd, Dirs, Script};
+use kin::scenario::{Input, PermissionAnswerEntry, PermissionScript, Step};
 use serde_json::{json, Value};
-
-/// `<tmp>/workspace` (the cwd), `<tmp>/home` (KIN_HOME) and `<tmp>/outside`.
-struct Dirs {
-    _root: tempfile::TempDir,
-    cwd: PathBuf,
-    home: PathBuf,
-    outside: PathBuf,
-}
-
-impl Dirs {
-    fn new() -> Self {
-        let root = tempfile::tempdir().unwrap();
-        let base = root.path().canonicalize().unwrap();
-        let dirs = Self {
-            cwd: base.join("workspace"),
-            home: base.join("home"),
-            outside: base.join("outside"),
-            _root: root,
-        };
-        for dir in [&dirs.cwd, &dirs.home, &dirs.outside] {
-            std::fs::create_dir_all(dir).unwrap();
-        }
-        dirs
-    }
-
-    fn runner(&self, replay: &Path) -> Runner<'static> {
-        let options = RunOptions {
-            binary: common::kin_binary(),
-            replay_dir: Some(replay.to_owned()),
-            env: Vec::new(),
-            home: self.home.clone(),
-            cwd: self.cwd.clone(),
-        };
-        Runner::start(&options, |_| {}).unwrap()
-    }
-}
 
 fn messages(stdout: &[String]) -> Vec<Value> {
     stdout
@@ -131,7 +93,7 @@ async fn confinement_escapes_are_refused_unless_the_user_allows_them() {
             PermissionScript::AllowOnce,
         ])),
     };
-    let (stdout, _) = dirs.runner(replay.path()).run(&input).await.unwrap();
+    let (stdout, _) = dirs.runner(replay.path(), &[]).run(&input).await.unwrap();
     let messages = messages(&stdout);
     let prompts: Vec<&Value> = messages
         .iter()
@@ -170,14 +132,14 @@ async fn no_survivor(in_terminal: bool, cancel: bool) {
     let command = format!("sleep 1000 & echo $! > {}; wait", fifo.display());
     let timeout = if cancel { 600 } else { 1 };
     let script = Script::new()
-        .calls(&[(
+        .call(
             "run",
             "bash",
             json!({"command": command, "timeout": timeout}),
-        )])
+        )
         .text("done");
     let replay = script.dir();
-    let mut runner = dirs.runner(replay.path());
+    let mut runner = dirs.runner(replay.path(), &[]);
     let capabilities = in_terminal.then(|| json!({"terminal": true}));
     for step in [
         Step::Initialize {
@@ -299,10 +261,10 @@ async fn kin_uses_the_editor_exactly_when_the_client_offers_it() {
 async fn the_mode_and_always_answers_survive_a_restart() {
     let dirs = Dirs::new();
     let first = Script::new()
-        .calls(&[("w1", "write", json!({"path": "a.txt", "content": "a"}))])
+        .call("w1", "write", json!({"path": "a.txt", "content": "a"}))
         .text("written")
         .dir();
-    let mut runner = dirs.runner(first.path());
+    let mut runner = dirs.runner(first.path(), &[]);
     runner.script_permissions(Some(&answers(&[PermissionScript::AllowAlways])));
     runner
         .play(&Step::Initialize {
@@ -329,10 +291,10 @@ async fn the_mode_and_always_answers_survive_a_restart() {
     // A new process: the mode comes back read-only; back in `ask`, edits are still allowed
     // without asking, because of the "always" answer.
     let second = Script::new()
-        .calls(&[("w2", "write", json!({"path": "b.txt", "content": "b"}))])
+        .call("w2", "write", json!({"path": "b.txt", "content": "b"}))
         .text("written")
         .dir();
-    let mut runner = dirs.runner(second.path());
+    let mut runner = dirs.runner(second.path(), &[]);
     runner.script_permissions(Some(&[]));
     let cwd = dirs.cwd.display().to_string();
     for step in [

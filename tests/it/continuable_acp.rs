@@ -134,12 +134,8 @@ async fn load(kin: &mut Wire, session: &str) {
 #[tokio::test]
 async fn after_a_restart_send_message_continues_a_known_child() {
     let first = Script::new()
-        .calls(&[(
-            "c1",
-            "subagent",
-            json!({"description": "child", "prompt": "Reply with CHILD_OK.", "run_in_background": true}),
-        )])
-        .calls(&[("c2", "task_output", json!({"task_id": "subagent-1", "wait": true}))])
+        .call("c1", "subagent", json!({"description": "child", "prompt": "Reply with CHILD_OK.", "run_in_background": true}))
+        .call("c2", "task_output", json!({"task_id": "subagent-1", "wait": true}))
         .text("collected")
         .dir();
     write_child_script(first.path(), &[Some("CHILD_OK")]);
@@ -154,16 +150,12 @@ async fn after_a_restart_send_message_continues_a_known_child() {
     let child = child_of(home.path(), &parent);
 
     let second = Script::new()
-        .calls(&[(
+        .call(
             "c3",
             "send_message",
             json!({"subagent_id": "{{id:2}}", "message": "Now reply with CHILD_AGAIN."}),
-        )])
-        .calls(&[(
-            "c4",
-            "task_output",
-            json!({"task_id": "subagent-1", "wait": true}),
-        )])
+        )
+        .wait_for("c4", "subagent-1")
         .text("continued")
         .dir();
     teach_child_id(second.path());
@@ -190,11 +182,7 @@ async fn after_a_restart_send_message_continues_a_known_child() {
 #[tokio::test]
 async fn a_child_running_in_one_process_is_refused_by_another() {
     let first = Script::new()
-        .calls(&[(
-            "c1",
-            "subagent",
-            json!({"description": "child", "prompt": "Work for a long time.", "run_in_background": true}),
-        )])
+        .call("c1", "subagent", json!({"description": "child", "prompt": "Work for a long time.", "run_in_background": true}))
         .text("started")
         .dir();
     write_child_script(first.path(), &[None]);
@@ -220,16 +208,12 @@ async fn a_child_running_in_one_process_is_refused_by_another() {
     let child_log = common::child_log_path(&home, &child);
 
     let second = Script::new()
-        .calls(&[(
+        .call(
             "c2",
             "send_message",
             json!({"subagent_id": "{{id:2}}", "message": "Are you there?"}),
-        )])
-        .calls(&[(
-            "c3",
-            "task_output",
-            json!({"task_id": "subagent-2", "wait": true}),
-        )])
+        )
+        .wait_for("c3", "subagent-2")
         .text("refused")
         .dir();
     teach_child_id(second.path());

@@ -15,19 +15,7 @@ const KEY: &str = "sk-fan-out-test-0001";
 
 /// kin on `server`, with `config` as its config file (if any).
 fn kin_on(server: &MockServer, config: Option<&str>) -> Wire {
-    let home = tempfile::tempdir().unwrap();
-    if let Some(config) = config {
-        let dir = home.path().join("config/kin");
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("config.toml"), config).unwrap();
-    }
-    let base_url = server.base_url();
-    let env = [
-        ("KIN_BASE_URL", base_url.as_str()),
-        ("KIN_MODEL", "mock-model"),
-        ("KIN_API_KEY", KEY),
-    ];
-    Wire::start_with(None, home, &env)
+    Wire::on_mock(server, common::home_with(config.unwrap_or_default()), KEY)
 }
 
 fn prompt(session: &str, text: &str) -> Value {
@@ -442,10 +430,7 @@ async fn max_parallel_of_one_and_a_cap_of_one_request_run_the_children_one_at_a_
 
 #[tokio::test]
 async fn a_max_parallel_of_zero_is_refused_clearly() {
-    let home = tempfile::tempdir().unwrap();
-    let dir = home.path().join("config/kin");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("config.toml"), "[tools]\nmax_parallel = 0\n").unwrap();
+    let home = common::home_with("[tools]\nmax_parallel = 0\n");
     let output = std::process::Command::new(common::kin_binary())
         .arg("config")
         .env("XDG_CONFIG_HOME", home.path().join("config"))

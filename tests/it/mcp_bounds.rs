@@ -8,6 +8,7 @@ use crate::common;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use common::mcp::tool_text;
 use common::mock_openai::{text_reply, MockServer};
 use common::{Script, Wire};
 use serde_json::{json, Value};
@@ -31,13 +32,6 @@ fn config(python: &std::path::Path, servers: &[(&str, &[&str], &str)], top: &str
         ));
     }
     text
-}
-
-fn home_with(config: &str) -> tempfile::TempDir {
-    let home = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(home.path().join("config/kin")).unwrap();
-    std::fs::write(home.path().join("config/kin/config.toml"), config).unwrap();
-    home
 }
 
 /// Prompts once in mode `allow`; the updates before the answer.
@@ -68,14 +62,6 @@ fn all_text(updates: &[Value]) -> String {
     updates.iter().map(Value::to_string).collect()
 }
 
-fn tool_text(updates: &[Value], call_id: &str) -> String {
-    updates
-        .iter()
-        .filter(|u| u["params"]["update"]["toolCallId"] == call_id)
-        .map(|u| u["params"]["update"].to_string())
-        .collect()
-}
-
 #[tokio::test]
 async fn a_tool_listing_that_repeats_its_cursor_or_never_ends_stops_with_a_notice() {
     let Some(python) = python_with_mcp() else {
@@ -86,9 +72,9 @@ async fn a_tool_listing_that_repeats_its_cursor_or_never_ends_stops_with_a_notic
         ("end", &["endless"], ""),
         ("fine", &["many", "3"], ""),
     ];
-    let home = home_with(&config(&python, servers, ""));
+    let home = common::home_with(&config(&python, servers, ""));
     let replay = Script::new()
-        .calls(&[("e1", "mcp__fine__echo", json!({"text": "still here"}))])
+        .call("e1", "mcp__fine__echo", json!({"text": "still here"}))
         .text("Done.")
         .dir();
     let mut wire = Wire::start_in(Some(replay.path()), home);
@@ -114,7 +100,7 @@ async fn the_model_is_offered_at_most_mcp_max_tools_with_a_notice_naming_the_res
         return;
     };
     let servers: &[(&str, &[&str], &str)] = &[("many", &["many", "150"], "")];
-    let home = home_with(&config(&python, servers, "mcp_max_tools = 120\n"));
+    let home = common::home_with(&config(&python, servers, "mcp_max_tools = 120\n"));
     let model = MockServer::start();
     model.push(text_reply(&["Done."]));
     let url = model.base_url();
@@ -150,11 +136,11 @@ async fn a_call_past_its_time_limit_or_with_an_oversized_answer_fails_clearly() 
         return;
     };
     let servers: &[(&str, &[&str], &str)] = &[("odd", &["many", "1"], "call_timeout = \"2s\"\n")];
-    let home = home_with(&config(&python, servers, ""));
+    let home = common::home_with(&config(&python, servers, ""));
     let replay = Script::new()
-        .calls(&[("s1", "mcp__odd__slow", json!({}))])
-        .calls(&[("b1", "mcp__odd__big", json!({}))])
-        .calls(&[("e1", "mcp__odd__echo", json!({"text": "after"}))])
+        .call("s1", "mcp__odd__slow", json!({}))
+        .call("b1", "mcp__odd__big", json!({}))
+        .call("e1", "mcp__odd__echo", json!({"text": "after"}))
         .text("Done.")
         .dir();
     let mut wire = Wire::start_in(Some(replay.path()), home);
@@ -171,26 +157,11 @@ async fn a_call_past_its_time_limit_or_with_an_oversized_answer_fails_clearly() 
 
 #[tokio::test]
 async fn an_http_server_refusing_kins_credentials_is_one_line_and_not_retried() {
-    use tokio::io::AsyncBufReadExt;
     let Some(python) = python_with_mcp() else {
         return;
     };
-    let mut server = tokio::process::Command::new(python)
-        .arg(common::repo().join("tests/mcp/http_server.py"))
-        .args(["X-Kin-Test", "token-123"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = tokio::io::BufReader::new(server.stdout.take().unwrap()).lines();
-    let first = tokio::time::timeout(DEADLINE, lines.next_line())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
-    let port = first.strip_prefix("PORT ").unwrap().to_owned();
-    let home = home_with(&format!(
+    let (mut server, mut lines, port) = common::mcp::http_server(&python).await;
+    let home = common::home_with(&format!(
         "mcp_startup_timeout = \"60s\"\n[mcp_servers.web]\nurl = \"http://127.0.0.1:{port}/mcp\"\n\
          headers = {{ X-Kin-Test = \"wrong\" }}\n"
     ));

@@ -22,18 +22,8 @@ fn python_with_mcp() -> Option<PathBuf> {
 
 /// A kin on the mock model, its config file holding `config`.
 fn live(server: &MockServer, config: &str) -> Wire {
-    let home = tempfile::tempdir().unwrap();
-    let dir = home.path().join("config/kin");
-    std::fs::create_dir_all(&dir).unwrap();
-    let config = format!("mcp_startup_timeout = \"60s\"\n{config}");
-    std::fs::write(dir.join("config.toml"), config).unwrap();
-    let url = server.base_url();
-    let env = [
-        ("KIN_BASE_URL", url.as_str()),
-        ("KIN_MODEL", "mock-model"),
-        ("KIN_API_KEY", "sk-mcpimg-0001"),
-    ];
-    Wire::start_with(None, home, &env)
+    let home = common::home_with(&format!("mcp_startup_timeout = \"60s\"\n{config}"));
+    Wire::on_mock(server, home, "sk-mcpimg-0001")
 }
 
 /// The test server as the session's server `py` (its marks go to plain files nobody reads).

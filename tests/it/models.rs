@@ -25,23 +25,8 @@ input_price = 1.0
 output_price = 1.0
 "#;
 
-/// A home whose config file is `config`.
-fn home_with(config: &str) -> tempfile::TempDir {
-    let home = tempfile::tempdir().unwrap();
-    let dir = home.path().join("config/kin");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("config.toml"), config).unwrap();
-    home
-}
-
 fn start(server: &MockServer, home: tempfile::TempDir) -> Wire {
-    let base_url = server.base_url();
-    let env = [
-        ("KIN_BASE_URL", base_url.as_str()),
-        ("KIN_MODEL", "mock-model"),
-        ("KIN_API_KEY", "sk-models-test-0001"),
-    ];
-    Wire::start_with(None, home, &env)
+    Wire::on_mock(server, home, "sk-models-test-0001")
 }
 
 /// Initializes as a client that takes compaction updates.
@@ -110,7 +95,7 @@ fn log_of(kin: &Wire, session: &str) -> Vec<Value> {
 #[tokio::test]
 async fn the_model_option_is_listed_switched_priced_and_restored_on_load() {
     let server = MockServer::start();
-    let mut kin = start(&server, home_with(CONFIG));
+    let mut kin = start(&server, common::home_with(CONFIG));
     initialize(&mut kin).await;
     let cwd = kin.cwd();
     let (_, created) = kin
@@ -200,7 +185,7 @@ async fn a_session_over_the_threshold_is_compacted_and_loads_with_its_summary() 
     // ~3,500 tokens of it, so compacting the first turn makes room).
     let mut kin = start(
         &server,
-        home_with("context_window = 40000\ncompact_at = 0.5\n"),
+        common::home_with("context_window = 40000\ncompact_at = 0.5\n"),
     );
     initialize(&mut kin).await;
     let session = kin.new_session().await;
@@ -282,7 +267,7 @@ async fn a_session_over_the_threshold_is_compacted_and_loads_with_its_summary() 
 #[tokio::test]
 async fn a_context_length_error_compacts_and_the_turn_goes_on() {
     let server = MockServer::start();
-    let mut kin = start(&server, home_with(""));
+    let mut kin = start(&server, common::home_with(""));
     initialize(&mut kin).await;
     let session = kin.new_session().await;
     server.push(text_reply(&["first answer"]));
@@ -322,7 +307,7 @@ async fn a_context_length_error_compacts_and_the_turn_goes_on() {
 #[tokio::test]
 async fn a_child_runs_on_the_model_it_names_and_its_cost_reaches_the_parent() {
     let server = MockServer::start();
-    let mut kin = start(&server, home_with(CONFIG));
+    let mut kin = start(&server, common::home_with(CONFIG));
     initialize(&mut kin).await;
     let session = kin.new_session().await;
     let call = r#"{"description":"cheap work","prompt":"do it","model":"small"}"#;
@@ -363,7 +348,7 @@ async fn a_child_runs_on_the_model_it_names_and_its_cost_reaches_the_parent() {
 #[tokio::test]
 async fn slash_compact_and_slash_model_act_through_the_binary() {
     let server = MockServer::start();
-    let mut kin = start(&server, home_with(CONFIG));
+    let mut kin = start(&server, common::home_with(CONFIG));
     initialize(&mut kin).await;
     let session = kin.new_session().await;
     server.push(answer_with_usage("first answer", 100, 10));
@@ -422,7 +407,7 @@ async fn slash_compact_and_slash_model_act_through_the_binary() {
 async fn the_roots_usage_update_shows_its_trees_budget_and_a_restart_keeps_the_spend() {
     let server = MockServer::start();
     let config = format!("{CONFIG}\n[delegation]\nbudget_tokens = 200\n");
-    let mut kin = start(&server, home_with(&config));
+    let mut kin = start(&server, common::home_with(&config));
     initialize(&mut kin).await;
     let session = kin.new_session().await;
     let call = r#"{"description":"work","prompt":"do it"}"#;
@@ -474,7 +459,7 @@ async fn the_roots_usage_update_shows_its_trees_budget_and_a_restart_keeps_the_s
 #[tokio::test]
 async fn a_cancelled_slash_compact_answers_cancelled() {
     let server = MockServer::start();
-    let mut kin = start(&server, home_with(CONFIG));
+    let mut kin = start(&server, common::home_with(CONFIG));
     initialize(&mut kin).await;
     let session = kin.new_session().await;
     server.push(answer_with_usage("first answer", 100, 10));

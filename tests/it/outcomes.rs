@@ -200,11 +200,11 @@ async fn a_recording_in_the_newer_layout_replays() {
 #[tokio::test]
 async fn a_reloaded_tree_shows_each_child_under_its_live_title() {
     let parent = Script::new()
-        .calls(&[(
+        .call(
             "ask",
             "subagent",
             json!({"description": "Count the files", "prompt": "How many files are there?"}),
-        )])
+        )
         .text("PARENT_DONE");
     let dir = parent.dir();
     let child = Script::new().text("Three.").dir();

@@ -173,32 +173,24 @@ async fn kin_on_the_other_side_of_ssh_answers_foreground_background_and_a_follow
     )
     .unwrap();
     let parent = Script::new()
-        .calls(&[(
+        .call(
             "fg",
             "subagent_remote",
             json!({"description": "Remote fg", "prompt": "Say it."}),
-        )])
-        .calls(&[(
+        )
+        .call(
             "bg",
             "subagent_remote",
             json!({"description": "Remote bg", "prompt": "Say it.", "run_in_background": true}),
-        )])
+        )
         .result("bg", "started subagent {{id:1}} as task subagent-1")
-        .calls(&[(
-            "first",
-            "task_output",
-            json!({"task_id": "subagent-1", "wait": true}),
-        )])
-        .calls(&[(
+        .wait_for("first", "subagent-1")
+        .call(
             "again",
             "send_message",
             json!({"subagent_id": "{{id:1}}", "message": "Say it again."}),
-        )])
-        .calls(&[(
-            "second",
-            "task_output",
-            json!({"task_id": "subagent-2", "wait": true}),
-        )])
+        )
+        .wait_for("second", "subagent-2")
         .text("PARENT_DONE");
     let parent_dir = parent.dir();
     let (home, cwd) = (root.path().join("home"), root.path().join("cwd"));

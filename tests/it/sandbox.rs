@@ -10,11 +10,11 @@
 
 use crate::common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use common::Script;
+use common::{Dirs, Script};
 use kin::process::sandbox::{Support, NO_LANDLOCK_ENV};
-use kin::scenario::{RunOptions, Runner, Step};
+use kin::scenario::Step;
 use serde_json::{json, Value};
 
 /// Whether the kernel confines; prints a visible skip when it does not (a failure under CI).
@@ -32,58 +32,11 @@ fn landlock(test: &str) -> bool {
     }
 }
 
-/// `<tmp>/workspace` (the cwd), `<tmp>/home` (KIN_HOME), `<tmp>/config` (XDG_CONFIG_HOME) and
-/// `<tmp>/outside`, a file `outside/keep.txt` in it.
-struct Dirs {
-    _root: tempfile::TempDir,
-    cwd: PathBuf,
-    home: PathBuf,
-    config: PathBuf,
-    outside: PathBuf,
-}
-
-impl Dirs {
-    fn new() -> Self {
-        let root = tempfile::tempdir().unwrap();
-        let base = root.path().canonicalize().unwrap();
-        let dirs = Self {
-            cwd: base.join("workspace"),
-            home: base.join("home"),
-            config: base.join("config"),
-            outside: base.join("outside"),
-            _root: root,
-        };
-        for dir in [
-            &dirs.cwd,
-            &dirs.home,
-            &dirs.config.join("kin"),
-            &dirs.outside,
-        ] {
-            std::fs::create_dir_all(dir).unwrap();
-        }
-        std::fs::write(dirs.outside.join("keep.txt"), "kept\n").unwrap();
-        dirs
-    }
-
-    fn configure(&self, toml: &str) {
-        std::fs::write(self.config.join("kin/config.toml"), toml).unwrap();
-    }
-
-    fn runner(&self, replay: &Path, env: &[(&str, &str)]) -> Runner<'static> {
-        let mut all = vec![(
-            "XDG_CONFIG_HOME".to_owned(),
-            self.config.to_string_lossy().into_owned(),
-        )];
-        all.extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-        let options = RunOptions {
-            binary: common::kin_binary(),
-            replay_dir: Some(replay.to_owned()),
-            env: all,
-            home: self.home.clone(),
-            cwd: self.cwd.clone(),
-        };
-        Runner::start(&options, |_| {}).unwrap()
-    }
+/// The run's directories, with a file `outside/keep.txt` that nothing may change.
+fn dirs_with_keep() -> Dirs {
+    let dirs = Dirs::new();
+    std::fs::write(dirs.outside.join("keep.txt"), "kept\n").unwrap();
+    dirs
 }
 
 /// Runs one `bash` call of `command` in `mode`; returns its result text and the client traffic.
@@ -95,7 +48,7 @@ async fn bash(
     env: &[(&str, &str)],
 ) -> (String, Vec<Value>) {
     let script = Script::new()
-        .calls(&[("run", "bash", json!({ "command": command }))])
+        .call("run", "bash", json!({ "command": command }))
         .text("done");
     let replay = script.dir();
     let mut runner = dirs.runner(replay.path(), env);
@@ -207,7 +160,7 @@ async fn allow_mode_commands_cannot_change_anything_outside_the_workspace() {
     if !landlock("allow_mode_commands_cannot_change_anything_outside_the_workspace") {
         return;
     }
-    let dirs = Dirs::new();
+    let dirs = dirs_with_keep();
     let inside = "echo in > inside.txt && git init -q && git add inside.txt && \
         git -c user.name=t -c user.email=t@t commit -qm first && echo committed";
     let command = format!("{}\n{inside}", escapes(&dirs.outside));
@@ -240,7 +193,7 @@ async fn commands_in_the_editors_terminal_are_confined_too() {
     if !landlock("commands_in_the_editors_terminal_are_confined_too") {
         return;
     }
-    let dirs = Dirs::new();
+    let dirs = dirs_with_keep();
     let command = format!("{}\necho in > inside.txt", escapes(&dirs.outside));
     let terminal = Some(json!({"terminal": true}));
     let (_, messages) = bash(&dirs, "allow", &command, terminal, &[]).await;
@@ -266,7 +219,7 @@ async fn with_the_network_off_a_loopback_connect_is_refused() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let command = format!("(exec 3<>/dev/tcp/127.0.0.1/{port}) && echo connected || echo refused");
-    let dirs = Dirs::new();
+    let dirs = dirs_with_keep();
     let (result, _) = bash(&dirs, "allow", &command, None, &[]).await;
     assert!(
         result.contains("connected"),
@@ -280,7 +233,7 @@ async fn with_the_network_off_a_loopback_connect_is_refused() {
 
 #[tokio::test]
 async fn required_refuses_commands_where_the_kernel_cannot_confine() {
-    let dirs = Dirs::new();
+    let dirs = dirs_with_keep();
     dirs.configure("[sandbox]\nmode = \"required\"\n");
     let simulated = [(NO_LANDLOCK_ENV, "1")];
     let (result, _) = bash(&dirs, "allow", "touch made", None, &simulated).await;
@@ -323,11 +276,11 @@ async fn delegate(dirs: &Dirs, mode: &str) {
     let child_dir = child.dir();
     dirs.configure(&child_config(dirs, child_dir.path()));
     let parent = Script::new()
-        .calls(&[(
+        .call(
             "ask-kin",
             "subagent_kin",
             json!({"description": "Ask kin", "prompt": "Go."}),
-        )])
+        )
         .text("PARENT_DONE");
     let replay = parent.dir();
     let mut runner = dirs.runner(replay.path(), &[]);
@@ -355,7 +308,7 @@ async fn an_acp_child_of_a_read_only_parent_cannot_write() {
     if !landlock("an_acp_child_of_a_read_only_parent_cannot_write") {
         return;
     }
-    let dirs = Dirs::new();
+    let dirs = dirs_with_keep();
     delegate(&dirs, "read-only").await;
     assert!(
         !dirs.cwd.join("from-child.txt").exists(),
@@ -404,7 +357,7 @@ async fn an_mcp_server_that_opts_in_runs_in_the_sandbox() {
     if !landlock("an_mcp_server_that_opts_in_runs_in_the_sandbox") {
         return;
     }
-    let dirs = Dirs::new();
+    let dirs = dirs_with_keep();
     start_mcp_server(&dirs, true).await;
     assert!(!dirs.outside.join("from-server.txt").exists());
     // Not opted in: the server keeps the user's reach (many keep state of their own).

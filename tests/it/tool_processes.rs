@@ -190,7 +190,7 @@ async fn nothing_a_command_starts_outlives_its_call() {
          sleep {marker} & echo started"
     );
     let script = Script::new()
-        .calls(&[("run", "bash", json!({"command": command}))])
+        .call("run", "bash", json!({"command": command}))
         .text("done");
     let replay = script.dir();
     let root = tempfile::tempdir().unwrap();
@@ -338,7 +338,7 @@ fn grandparent_environ(user: Option<(u32, u32)>) -> String {
         if tr '\\0' '\\n' < /proc/$gp/environ; then echo KIN_ENVIRON_$r; else echo KIN_ENVIRON_$d; fi; \
         if cat /proc/$PPID/environ >/dev/null; then echo GUARD_ENVIRON_$r; else echo GUARD_ENVIRON_$d; fi";
     let script = Script::new()
-        .calls(&[("environ", "bash", json!({"command": command}))])
+        .call("environ", "bash", json!({"command": command}))
         .text("done");
     let replay = script.dir();
     let root = tempfile::tempdir().unwrap();

@@ -2,9 +2,19 @@
 //! comparing, a raw-pipe ACP client, and a scripted OpenAI-compatible server.
 #![allow(dead_code)]
 
+mod dirs;
 mod harvest;
+mod homes;
+pub mod mcp;
 pub mod mock_openai;
 pub mod normalize;
+mod processes;
+mod script;
+
+pub use dirs::Dirs;
+pub use homes::{child_log_path, home_with, session_files};
+pub use processes::{assert_none_left, marked, pid_fifo, pidfd};
+pub use script::Script;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -676,154 +686,6 @@ impl Wire {
     }
 }
 
-/// Every session log under `home`: top-level ones in `sessions/`, children in
-/// `sessions/children/`.
-pub fn session_files(home: &Path) -> Vec<PathBuf> {
-    let sessions = home.join("sessions");
-    [sessions.clone(), sessions.join("children")]
-        .iter()
-        .filter_map(|dir| std::fs::read_dir(dir).ok())
-        .flatten()
-        .map(|entry| entry.unwrap().path())
-        .filter(|path| path.extension().is_some_and(|e| e == "jsonl"))
-        .collect()
-}
-
-/// The log of child session `id` under `home`.
-pub fn child_log_path(home: &Path, id: &str) -> PathBuf {
-    home.join(format!("sessions/children/{id}.jsonl"))
-}
-
 pub fn snapshot_dir(name: &str) -> PathBuf {
     repo().join("snapshots").join(name)
-}
-
-/// Builds a model script (a replay `session.jsonl`) in code: turns of steps, each step either
-/// tool calls or a final text.
-#[derive(Default)]
-pub struct Script {
-    lines: Vec<Value>,
-    turn: u32,
-    step: u32,
-}
-
-impl Script {
-    pub fn new() -> Self {
-        let mut script = Self::default();
-        script.lines.push(json!({"type":"session","version":0,"id":"00000000-0000-4000-8000-000000000000","createdAt":0,"cwd":"/","delegationDepth":0}));
-        script.turn = 1;
-        script
-    }
-
-    fn chunk(&mut self, chunk: Value) {
-        let seq = self.lines.len() - 1;
-        self.lines.push(json!({"type":"assistant/chunk","seq":seq,"time":0,"data":{"turn":self.turn,"step":self.step,"chunk":chunk}}));
-    }
-
-    /// One model call asking for these tool calls: (call id, tool name, arguments).
-    pub fn calls(mut self, calls: &[(&str, &str, Value)]) -> Self {
-        self.step += 1;
-        for (index, (id, name, arguments)) in calls.iter().enumerate() {
-            let arguments = arguments.to_string();
-            self.chunk(json!({"type":"block-start","index":index,"blockType":"tool-call"}));
-            self.chunk(json!({"type":"tool-call-delta","index":index,"id":id,"name":name,"argumentsDelta":arguments}));
-            self.chunk(json!({"type":"block-end","index":index,"block":{"type":"tool-call","id":id,"name":name,"arguments":arguments}}));
-        }
-        self.chunk(json!({"type":"finish","reason":{"kind":"tool-calls"}}));
-        self
-    }
-
-    /// The recorded result of the last call's tool call `call_id`: replay matches texts with
-    /// `{{id:N}}` placeholders against live results to learn ids minted at run time.
-    pub fn result(mut self, call_id: &str, text: &str) -> Self {
-        let seq = self.lines.len() - 1;
-        self.lines.push(json!({"type":"tool/result","seq":seq,"time":0,"data":{"turn":self.turn,"step":self.step,"message":{"source":{"kind":"tool","callId":call_id},"content":[{"type":"tool-result","toolCallId":call_id,"content":[{"type":"text","text":text}],"isError":false}],"role":"user","id":"00000000-0000-4000-8000-000000000001"}}}));
-        self
-    }
-
-    /// One model call answering with text; ends the turn.
-    pub fn text(mut self, text: &str) -> Self {
-        self.step += 1;
-        self.chunk(json!({"type":"block-start","index":0,"blockType":"text"}));
-        self.chunk(json!({"type":"text-delta","index":0,"text":text}));
-        self.chunk(json!({"type":"block-end","index":0,"block":{"type":"text","text":text}}));
-        self.chunk(json!({"type":"finish","reason":{"kind":"stop"}}));
-        self.turn += 1;
-        self.step = 0;
-        self
-    }
-
-    /// Writes the script into a fresh directory usable with `kin acp --replay`.
-    pub fn dir(&self) -> tempfile::TempDir {
-        let dir = tempfile::tempdir().unwrap();
-        let text: String = self.lines.iter().map(|l| format!("{l}\n")).collect();
-        std::fs::write(dir.path().join("session.jsonl"), text).unwrap();
-        dir
-    }
-}
-
-/// A running process that becomes "readable" when it exits (Linux pidfd): tests wait for the
-/// exit itself, never sleep.
-pub struct ProcessHandle {
-    fd: Option<tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>>,
-    pid: i32,
-}
-
-/// Opens a pidfd for `pid` (a process already gone gives a handle that is ready at once).
-pub fn pidfd(pid: i32) -> ProcessHandle {
-    use std::os::fd::FromRawFd;
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
-    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    let fd = (raw >= 0).then(|| {
-        // SAFETY: a fresh descriptor nothing else owns; the AsyncFd owns it from here on.
-        unsafe {
-            let owned = std::os::fd::OwnedFd::from_raw_fd(raw as i32);
-            tokio::io::unix::AsyncFd::register_with_interest(owned, tokio::io::Interest::READABLE)
-        }
-        .unwrap()
-    });
-    ProcessHandle { fd, pid }
-}
-
-impl ProcessHandle {
-    /// Waits for the exit; a generous guard turns a survivor into a failure, not a hang.
-    pub async fn exited(self) {
-        let Some(fd) = self.fd else { return };
-        let waited = tokio::time::timeout(std::time::Duration::from_secs(30), fd.readable()).await;
-        assert!(waited.is_ok(), "process {} survived", self.pid);
-    }
-}
-
-/// A FIFO in `dir` and a task that reads one pid from it (written by the command under test).
-pub fn pid_fifo(dir: &Path) -> (PathBuf, tokio::task::JoinHandle<i32>) {
-    let fifo = dir.join("pid.fifo");
-    let made = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap();
-    assert!(made.success());
-    let reading = fifo.clone();
-    let pid = tokio::task::spawn_blocking(move || {
-        std::fs::read_to_string(reading)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap()
-    });
-    (fifo, pid)
-}
-
-/// Pids and command lines of the processes whose command line contains `marker`.
-pub fn marked(marker: &str) -> Vec<(i32, String)> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter_map(|pid| {
-            let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-            let line = String::from_utf8_lossy(&raw).replace('\0', " ");
-            line.contains(marker).then_some((pid, line))
-        })
-        .collect()
 }

@@ -30,21 +30,6 @@ fn costing(reply: Reply, tokens: u64) -> Reply {
     Reply::Chunks(chunks)
 }
 
-fn results(world: &World, id: &str) -> Vec<(String, bool)> {
-    world
-        .log(id)
-        .iter()
-        .filter(|e| e["type"] == "tool/result")
-        .map(|e| {
-            let part = &e["data"]["message"]["content"][0];
-            (
-                part["content"][0]["text"].as_str().unwrap().to_owned(),
-                part["isError"].as_bool().unwrap(),
-            )
-        })
-        .collect()
-}
-
 #[tokio::test]
 async fn a_child_at_its_budget_stops_after_that_step() {
     let model = ScriptedModel::new(|req| {
@@ -72,7 +57,7 @@ async fn a_child_at_its_budget_stops_after_that_step() {
     );
     // The scripted model reports no usage: the step is kin's estimate of the request (its
     // system prompt and tool schemas included), far over 5.
-    let results = results(&world, &parent.id);
+    let results = world.tool_results(&parent.id);
     let [(text, true)] = &results[..] else {
         panic!("one failed result: {results:?}")
     };
@@ -131,7 +116,7 @@ async fn a_tree_that_spent_its_budget_refuses_the_next_spawn() {
     let world = World::with_options(model.clone(), options);
     let parent = world.session();
     world.prompt(&parent, "parent: go").await;
-    let results = results(&world, &parent.id);
+    let results = world.tool_results(&parent.id);
     assert_eq!(
         results[0],
         (
@@ -246,7 +231,7 @@ async fn task_output_shows_what_the_tree_spent_and_has_left() {
     let world = World::with_options(model, budgeted(settings));
     let parent = world.session();
     world.prompt(&parent, "parent: go").await;
-    let (output, is_error) = results(&world, &parent.id).pop().unwrap();
+    let (output, is_error) = world.tool_results(&parent.id).pop().unwrap();
     assert!(!is_error, "{output}");
     let lines: Vec<&str> = output.lines().collect();
     assert_eq!(lines[0], "child answer");

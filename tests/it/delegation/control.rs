@@ -5,14 +5,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kin::agent::{Agent, AgentOptions};
-use kin::delegation::{DelegationError, Delivery, StartRequest, ToolFilter};
+use kin::delegation::{DelegationError, Delivery};
+use kin::runtime::RuntimeOptions;
 use kin::tasks::{TaskSnapshot, TaskStatus};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::support::{
-    calls, last_tool_result, last_user_text, prompt, text, text_chunks, Gate, Reply, ScriptedModel,
-    World,
+    calls, last_tool_result, last_user_text, prompt, request, start_continuable, text, text_chunks,
+    Gate, Reply, ScriptedModel, World,
 };
 
 /// Children answer "first answer" to "child task" and "second answer" to anything else.
@@ -23,17 +24,9 @@ fn answers() -> Arc<ScriptedModel> {
     })
 }
 
-fn start(world: &World, request: StartRequest) -> (String, String) {
-    let started = world
-        .runtime
-        .delegation()
-        .start_continuable("spawn", "a child", request)
-        .unwrap();
-    (started.child_id, started.task_id.to_string())
-}
-
-fn request(parent: &Arc<Agent>, text: &str) -> StartRequest {
-    StartRequest::new(prompt(text), parent.clone(), CancellationToken::new())
+/// Starts a continuable `spawn` child of `parent` for `text`: its id and task.
+async fn start(world: &World, parent: &Agent, text: &str) -> (String, String) {
+    start_continuable(&world.runtime, parent, request("spawn", text)).await
 }
 
 async fn wait(world: &World, task: &str, owner: &str) -> TaskSnapshot {
@@ -103,7 +96,7 @@ fn user_texts(world: &World, id: &str) -> Vec<String> {
 async fn start_returns_both_ids_at_once_and_the_task_settles_after_disposal() {
     let world = World::new(answers());
     let parent = world.session();
-    let (child, task) = start(&world, request(&parent, "child task"));
+    let (child, task) = start(&world, &parent, "child task").await;
     assert!(uuid::Uuid::parse_str(&child).is_ok());
     assert_eq!(task, "subagent-1");
     let done = wait(&world, &task, &parent.id).await;
@@ -113,7 +106,12 @@ async fn start_returns_both_ids_at_once_and_the_task_settles_after_disposal() {
         world.runtime.host().live(&child).is_none(),
         "disposed before settling"
     );
-    assert_eq!(world.runtime.delegation().running_task(&child), None);
+    let listed = world.runtime.delegation().list(&parent.id);
+    assert_eq!(listed.len(), 1);
+    assert_eq!(
+        (listed[0].id.as_str(), listed[0].task.as_ref()),
+        (child.as_str(), None)
+    );
 }
 
 #[tokio::test]
@@ -128,7 +126,7 @@ async fn the_child_is_stored_under_its_id_with_a_turn_enclosed_descriptor() {
             ..Default::default()
         },
     );
-    let (child, task) = start(&world, request(&parent, "child task"));
+    let (child, task) = start(&world, &parent, "child task").await;
     wait(&world, &task, &parent.id).await;
     let log = world.log(&child);
     assert_eq!(log[0]["id"], child.as_str());
@@ -154,11 +152,14 @@ async fn the_child_is_stored_under_its_id_with_a_turn_enclosed_descriptor() {
 
 #[tokio::test]
 async fn a_start_that_fails_after_the_ids_were_returned_settles_failed() {
-    let world = World::new(answers());
+    // Children may not exist at all: the start fails once the ids are out.
+    let options = RuntimeOptions {
+        subagent_max_depth: 0,
+        ..RuntimeOptions::default()
+    };
+    let world = World::with_options(answers(), options);
     let parent = world.session();
-    let mut req = request(&parent, "child task");
-    req.max_depth = Some(0);
-    let (child, task) = start(&world, req);
+    let (child, task) = start(&world, &parent, "child task").await;
     let done = wait(&world, &task, &parent.id).await;
     assert_eq!(done.status, TaskStatus::Failed);
     assert!(done.detail.unwrap().contains("maxDepth"));
@@ -176,7 +177,7 @@ async fn a_start_that_fails_after_the_ids_were_returned_settles_failed() {
 async fn task_kill_during_the_run_settles_killed_after_the_child_is_quiet() {
     let (world, gate) = held_world();
     let parent = world.session();
-    let (child, task) = start(&world, request(&parent, "child task"));
+    let (child, task) = start(&world, &parent, "child task").await;
     gate.wait_entered().await;
     assert!(world.runtime.host().live(&child).is_some());
     let killed = world.runtime.tasks().kill(&task, &parent.id, None).unwrap();
@@ -192,7 +193,7 @@ async fn a_child_whose_task_is_cancelled_before_it_ran_is_still_stored_ended_abo
     let world = World::new(model.clone());
     let parent = world.session();
     // In one frame: the ids are given out, then kin shuts down before the task first runs.
-    let (child, task) = start(&world, request(&parent, "child task"));
+    let (child, task) = start(&world, &parent, "child task").await;
     world.runtime.shutdown().await;
     let done = world.runtime.tasks().peek(&task, &parent.id).unwrap();
     assert_eq!(done.status, TaskStatus::Killed);
@@ -220,7 +221,7 @@ async fn a_message_to_a_running_child_joins_its_task() {
         }
     }));
     let parent = world.session();
-    let (child, task) = start(&world, request(&parent, "child task"));
+    let (child, task) = start(&world, &parent, "child task").await;
     gate.wait_entered().await;
     let delivery = send(&world, &parent, &child, "also this").await.unwrap();
     assert!(matches!(&delivery, Delivery::Steered(t) if *t == task.as_str()));
@@ -240,7 +241,7 @@ async fn a_message_to_a_settled_child_cold_resumes_it_in_a_new_task() {
     let model = answers();
     let world = World::new(model.clone());
     let parent = world.session();
-    let (child, task) = start(&world, request(&parent, "child task"));
+    let (child, task) = start(&world, &parent, "child task").await;
     wait(&world, &task, &parent.id).await;
     let next = started(send(&world, &parent, &child, "and then?").await);
     assert_eq!(next, "subagent-2");
@@ -263,13 +264,10 @@ async fn cold_resume_rebuilds_persona_and_tool_filter() {
     let model = answers();
     let world = World::new(model.clone());
     let parent = world.session();
-    let mut req = request(&parent, "child task");
+    let mut req = request("spawn", "child task");
     req.persona = Some("You are the archivist.".into());
-    req.tool_filter = Some(ToolFilter {
-        allow: None,
-        deny: Some(vec!["task_list".into()]),
-    });
-    let (child, task) = start(&world, req);
+    req.tools = Some(vec!["task_output".into()]);
+    let (child, task) = start_continuable(&world.runtime, &parent, req).await;
     wait(&world, &task, &parent.id).await;
     let descriptor = world
         .log(&child)
@@ -279,7 +277,7 @@ async fn cold_resume_rebuilds_persona_and_tool_filter() {
     assert_eq!(descriptor["data"]["persona"], "You are the archivist.");
     assert_eq!(
         descriptor["data"]["toolFilter"],
-        json!({"deny": ["task_list"]})
+        json!({"allow": ["task_output"]})
     );
     let next = started(send(&world, &parent, &child, "and then?").await);
     wait(&world, &next, &parent.id).await;
@@ -306,13 +304,10 @@ async fn a_fork_child_resumes_its_own_transcript_without_re_forking() {
     let world = World::new(model.clone());
     let parent = world.session();
     world.prompt(&parent, "parent: remember MARMALADE").await;
-    let started_fork = world
-        .runtime
-        .delegation()
-        .start_continuable("fork", "fork", request(&parent, "recall"))
-        .unwrap();
-    let child = started_fork.child_id;
-    wait(&world, &started_fork.task_id, &parent.id).await;
+    let mut fork = request("fork", "recall");
+    fork.label = "fork".into();
+    let (child, task) = start_continuable(&world.runtime, &parent, fork).await;
+    wait(&world, &task, &parent.id).await;
     let seed = world.log(&child)[0]["seedLength"].clone();
     assert!(seed.as_u64().unwrap() > 0);
     world.prompt(&parent, "parent: later question").await;
@@ -349,7 +344,7 @@ async fn a_resumed_child_keeps_its_header_depth() {
         }
     }));
     let parent = world.session();
-    let (child, task) = start(&world, request(&parent, "child task"));
+    let (child, task) = start(&world, &parent, "child task").await;
     wait(&world, &task, &parent.id).await;
     let next = started(send(&world, &parent, &child, "delegate").await);
     let done = wait(&world, &next, &parent.id).await;
@@ -365,7 +360,7 @@ async fn another_parent_cannot_continue_a_child() {
     let world = World::new(answers());
     let parent = world.session();
     let stranger = world.session();
-    let (child, task) = start(&world, request(&parent, "child task"));
+    let (child, task) = start(&world, &parent, "child task").await;
     wait(&world, &task, &parent.id).await;
     let before = world.log(&child).len();
     let next = started(send(&world, &stranger, &child, "and then?").await);
@@ -428,7 +423,7 @@ async fn a_steer_into_a_stopping_task_fails_without_falling_through() {
         }
     }));
     let parent = world.session();
-    let (child, task) = start(&world, request(&parent, "child task"));
+    let (child, task) = start(&world, &parent, "child task").await;
     gate.wait_entered().await;
     world.runtime.tasks().kill(&task, &parent.id, None).unwrap();
     let error = send(&world, &parent, &child, "and then?")
@@ -463,7 +458,7 @@ async fn a_stranger_cannot_steer_a_running_child() {
     }));
     let parent = world.session();
     let stranger = world.session();
-    let (child, task) = start(&world, request(&parent, "child task"));
+    let (child, task) = start(&world, &parent, "child task").await;
     gate.wait_entered().await;
     let error = send(&world, &stranger, &child, "psst").await.unwrap_err();
     assert_eq!(
@@ -479,7 +474,7 @@ async fn a_kill_during_lookup_settles_killed_without_child_work() {
     let model = answers();
     let world = World::new(model.clone());
     let parent = world.session();
-    let (child, task) = start(&world, request(&parent, "child task"));
+    let (child, task) = start(&world, &parent, "child task").await;
     wait(&world, &task, &parent.id).await;
     let before = world.log(&child).len();
     let calls_before = model.calls_for(&child);
@@ -497,7 +492,7 @@ async fn a_kill_during_lookup_settles_killed_without_child_work() {
 async fn two_sends_during_one_resume_load_admit_one_activation() {
     let world = World::new(answers());
     let parent = world.session();
-    let (child, task) = start(&world, request(&parent, "child task"));
+    let (child, task) = start(&world, &parent, "child task").await;
     wait(&world, &task, &parent.id).await;
     let first = started(send(&world, &parent, &child, "and then?").await);
     let error = send(&world, &parent, &child, "and more?")
@@ -516,7 +511,7 @@ async fn two_sends_during_one_resume_load_admit_one_activation() {
 async fn wait_then_send_always_takes_the_cold_path() {
     let world = World::new(answers());
     let parent = world.session();
-    let (child, mut task) = start(&world, request(&parent, "child task"));
+    let (child, mut task) = start(&world, &parent, "child task").await;
     for round in 0..5 {
         wait(&world, &task, &parent.id).await;
         task = started(send(&world, &parent, &child, &format!("round {round}")).await);
@@ -530,11 +525,11 @@ async fn list_children_reports_this_parents_continuable_children() {
     let world = World::new(answers());
     let parent = world.session();
     let other = world.session();
-    let (child, task) = start(&world, request(&parent, "child task"));
+    let (child, task) = start(&world, &parent, "child task").await;
     wait(&world, &task, &parent.id).await;
     let next = started(send(&world, &parent, &child, "and then?").await);
     wait(&world, &next, &parent.id).await;
-    let (_, elsewhere) = start(&world, request(&other, "child task"));
+    let (_, elsewhere) = start(&world, &other, "child task").await;
     wait(&world, &elsewhere, &other.id).await;
     let listed = world.runtime.delegation().list(&parent.id);
     assert_eq!(listed.len(), 1);
@@ -638,7 +633,7 @@ async fn after_a_restart_a_running_child_shows_interrupted_and_can_be_continued(
 async fn closing_a_session_cancels_the_tasks_it_owns() {
     let (world, gate) = held_world();
     let parent = world.session();
-    let (child, task) = start(&world, request(&parent, "child task"));
+    let (child, task) = start(&world, &parent, "child task").await;
     gate.wait_entered().await;
     world.runtime.tasks().cancel_owned(&parent.id);
     world.runtime.tasks().until_settled(&task).await;

@@ -4,10 +4,8 @@ use std::sync::{Arc, Mutex};
 
 use kin::agent::host::HostEvent;
 use kin::agent::StopReason;
-use kin::delegation::StartRequest;
-use tokio_util::sync::CancellationToken;
 
-use super::support::{last_user_text, prompt, text, ScriptedModel, World};
+use super::support::{answer, last_user_text, request, text, ScriptedModel, World};
 
 /// What a listener saw, as short strings: `appended <session>`, `started <child> on <parent>`,
 /// `ended <session> <stop>`.
@@ -62,17 +60,9 @@ async fn a_child_is_announced_before_its_events_and_its_end_is_reported() {
     let world = World::new(model);
     let parent = world.session();
     let (seen, _subscription) = record(&world);
-    let request = StartRequest::new(prompt("go"), parent.clone(), CancellationToken::new());
-    let run = world
-        .runtime
-        .delegation()
-        .start_with("spawn", request)
-        .await
-        .unwrap();
-    run.result().await;
-    run.dispose().await;
+    answer(&world.runtime, &parent, request("spawn", "go")).await;
     let lines = seen.lock().unwrap().clone();
-    let child = &run.id;
+    let child = &world.only_child(&parent.id);
     assert_eq!(lines[0], format!("started {child} on {}", parent.id));
     assert!(lines[1..].iter().all(|l| l.contains(child.as_str())));
     assert_eq!(lines.last().unwrap(), &format!("ended {child} Completed"));

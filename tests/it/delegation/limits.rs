@@ -23,22 +23,6 @@ fn limited(timeout: Option<f64>, idle: Option<f64>) -> RuntimeOptions {
     }
 }
 
-/// The (text, isError) of every tool result in a session's log.
-fn results(world: &World, id: &str) -> Vec<(String, bool)> {
-    world
-        .log(id)
-        .iter()
-        .filter(|e| e["type"] == "tool/result")
-        .map(|e| {
-            let part = &e["data"]["message"]["content"][0];
-            (
-                part["content"][0]["text"].as_str().unwrap().to_owned(),
-                part["isError"].as_bool().unwrap(),
-            )
-        })
-        .collect()
-}
-
 fn turn_end_kinds(world: &World, id: &str) -> Vec<Value> {
     world
         .log(id)
@@ -78,7 +62,7 @@ async fn a_stalled_child_times_out_once_and_the_parent_is_told_once() {
     world.prompt(&parent, "parent: go").await;
     let child = world.only_child(&parent.id);
     assert_eq!(
-        results(&world, &parent.id),
+        world.tool_results(&parent.id),
         [(
             "Error: subagent run timed_out\nDiagnostic: no model output or tool progress for 0.3s"
                 .to_owned(),
@@ -116,7 +100,7 @@ async fn a_looping_child_gets_the_wrap_up_message_then_times_out() {
     world.prompt(&parent, "parent: go").await;
     let child = world.only_child(&parent.id);
     assert_eq!(
-        results(&world, &parent.id),
+        world.tool_results(&parent.id),
         [(
             "Error: subagent run timed_out\nDiagnostic: the time limit of 1s was reached"
                 .to_owned(),

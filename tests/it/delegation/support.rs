@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use futures::stream;
 use kin::agent::Agent;
+use kin::delegation::{Delegated, Mode, Request, SubagentResult};
 use kin::model::{ChunkStream, Model, ModelError, ModelRequest};
 use kin::runtime::{Runtime, RuntimeOptions};
 use kin::session::history::HistoryItem;
@@ -306,6 +307,21 @@ impl World {
             .collect()
     }
 
+    /// The (text, isError) of every tool result in a session's log.
+    pub fn tool_results(&self, id: &str) -> Vec<(String, bool)> {
+        self.log(id)
+            .iter()
+            .filter(|e| e["type"] == "tool/result")
+            .map(|e| {
+                let part = &e["data"]["message"]["content"][0];
+                (
+                    part["content"][0]["text"].as_str().unwrap().to_owned(),
+                    part["isError"].as_bool().unwrap(),
+                )
+            })
+            .collect()
+    }
+
     /// Runs one turn of `agent` for `prompt` through the host.
     pub async fn prompt(&self, agent: &Arc<Agent>, prompt: &str) -> kin::agent::StopReason {
         let prompt = vec![UserPart::Text {
@@ -322,4 +338,49 @@ impl World {
 
 pub fn prompt(text: &str) -> Vec<UserPart> {
     vec![UserPart::Text { text: text.into() }]
+}
+
+/// What a delegation tool bound to `provider` hands the service for `text`, every option unset.
+pub fn request(provider: &str, text: &str) -> Request {
+    Request {
+        provider: provider.into(),
+        prompt: prompt(text),
+        label: "a task".into(),
+        client: None,
+        cancel: tokio_util::sync::CancellationToken::new(),
+        model: None,
+        call_id: None,
+        timeout: None,
+        budget_tokens: None,
+        persona: None,
+        tools: None,
+        permission: None,
+        worktree: false,
+    }
+}
+
+/// Delegates `request` for `parent` in the foreground: the child's result.
+pub async fn answer(runtime: &Runtime, parent: &Agent, request: Request) -> SubagentResult {
+    let delegated = runtime
+        .delegation()
+        .delegate(&parent.id, request, Mode::Foreground);
+    match delegated.await.unwrap() {
+        Delegated::Answer(result) => result,
+        _ => panic!("a foreground delegation answers"),
+    }
+}
+
+/// Delegates `request` for `parent` in the background: the continuable child's id and task.
+pub async fn start_continuable(
+    runtime: &Runtime,
+    parent: &Agent,
+    request: Request,
+) -> (String, String) {
+    let delegated = runtime
+        .delegation()
+        .delegate(&parent.id, request, Mode::Background);
+    match delegated.await.unwrap() {
+        Delegated::Continuable { child, task } => (child, task.to_string()),
+        _ => panic!("in-process background children are continuable"),
+    }
 }

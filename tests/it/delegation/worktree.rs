@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kin::agent::{Agent, StopReason};
-use kin::delegation::{Delivery, StartRequest};
+use kin::delegation::Delivery;
 use kin::model::ModelRequest;
 use kin::runtime::{Runtime, RuntimeOptions};
 use kin::session::history::HistoryItem;
@@ -14,7 +14,10 @@ use kin::tools::PermissionMode;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-use super::support::{calls, last_tool_result, last_user_text, prompt, text, ScriptedModel};
+use super::support::{
+    calls, last_tool_result, last_user_text, prompt, request, start_continuable, text,
+    ScriptedModel,
+};
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let output = std::process::Command::new("git")
@@ -195,16 +198,10 @@ async fn a_worktree_child_that_changes_nothing_leaves_no_worktree_or_branch() {
 async fn a_follow_up_continues_in_the_same_worktree() {
     let world = setup(repository(), json!({}));
     let parent = world.session();
-    let mut request = StartRequest::new(
-        prompt("edit: one.txt"),
-        parent.clone(),
-        CancellationToken::new(),
-    );
-    request.worktree = true;
+    let mut edit = request("spawn", "edit: one.txt");
+    edit.worktree = true;
+    let (child_id, task_id) = start_continuable(&world.runtime, &parent, edit).await;
     let delegation = world.runtime.delegation();
-    let started = delegation
-        .start_continuable("spawn", "a child", request)
-        .unwrap();
     let wait = |task: String| {
         let tasks = world.runtime.tasks().clone();
         let owner = parent.id.clone();
@@ -214,10 +211,10 @@ async fn a_follow_up_continues_in_the_same_worktree() {
             waited.await.unwrap()
         }
     };
-    let first = wait(started.task_id.to_string()).await;
+    let first = wait(task_id.to_string()).await;
     assert!(first.output.unwrap().contains("one.txt"));
     let delivered = delegation
-        .send_message(&parent.id, &started.child_id, prompt("edit: two.txt"), None)
+        .send_message(&parent.id, &child_id, prompt("edit: two.txt"), None)
         .await
         .unwrap();
     let Delivery::Started(task) = delivered else {
@@ -272,16 +269,10 @@ async fn a_continuable_worktree_child_killed_while_its_worktree_is_made_is_store
     std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
 
     let parent = world.session();
-    let mut request = StartRequest::new(
-        prompt("edit: one.txt"),
-        parent.clone(),
-        CancellationToken::new(),
-    );
-    request.worktree = true;
+    let mut edit = request("spawn", "edit: one.txt");
+    edit.worktree = true;
+    let (child_id, task_id) = start_continuable(&world.runtime, &parent, edit).await;
     let delegation = world.runtime.delegation();
-    let started = delegation
-        .start_continuable("spawn", "a child", request)
-        .unwrap();
     let reading = fifo.clone();
     let said = tokio::task::spawn_blocking(move || {
         let mut text = String::new();
@@ -295,7 +286,7 @@ async fn a_continuable_worktree_child_killed_while_its_worktree_is_made_is_store
     .unwrap();
     assert_eq!(said.trim(), "started");
     let tasks = world.runtime.tasks().clone();
-    let task = started.task_id.to_string();
+    let task = task_id.to_string();
     tasks.kill(&task, &parent.id, None).unwrap();
     let cancel = CancellationToken::new();
     let killed = tasks
@@ -307,7 +298,7 @@ async fn a_continuable_worktree_child_killed_while_its_worktree_is_made_is_store
     let listed = delegation.list(&parent.id);
     let child = listed
         .iter()
-        .find(|child| child.id == started.child_id)
+        .find(|child| child.id == child_id)
         .expect("the killed child is stored");
     assert_eq!(child.last_stop.as_deref(), Some("aborted"), "{child:?}");
     assert_eq!(kin_branches(&repo), "", "the half-made worktree is gone");
@@ -316,7 +307,7 @@ async fn a_continuable_worktree_child_killed_while_its_worktree_is_made_is_store
     // Continued: the worktree is made again and the child works in it.
     std::fs::remove_file(&hook).unwrap();
     let delivered = delegation
-        .send_message(&parent.id, &started.child_id, prompt("edit: two.txt"), None)
+        .send_message(&parent.id, &child_id, prompt("edit: two.txt"), None)
         .await
         .unwrap();
     let Delivery::Started(next) = delivered else {
@@ -335,5 +326,5 @@ async fn a_continuable_worktree_child_killed_while_its_worktree_is_made_is_store
         "{cwds:?}"
     );
     assert!(cwds[0].join("two.txt").exists());
-    assert_eq!(kin_branches(&repo), format!("kin/{}", started.child_id));
+    assert_eq!(kin_branches(&repo), format!("kin/{}", child_id));
 }

@@ -6,6 +6,7 @@ use kin::session::history::HistoryItem;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
+use super::start_child;
 use super::support::{calls, last_tool_result, prompt, text, ScriptedModel, World};
 
 fn schema() -> Value {
@@ -19,10 +20,7 @@ async fn run_structured(
     let parent = world.session();
     let mut request = StartRequest::new(prompt("compute"), parent, CancellationToken::new());
     request.output_schema = Some(schema());
-    let run = world
-        .runtime
-        .delegation()
-        .start_with("spawn", request)
+    let run = start_child(world.runtime.delegation(), "spawn", request)
         .await
         .unwrap();
     let result = run.result().await;
@@ -125,7 +123,7 @@ async fn only_structured_children_see_the_tool_and_the_instruction_each_with_its
     let start = |schema: Value| {
         let mut request = StartRequest::new(prompt("go"), parent.clone(), CancellationToken::new());
         request.output_schema = Some(schema);
-        world.runtime.delegation().start_with("spawn", request)
+        start_child(world.runtime.delegation(), "spawn", request)
     };
     let a = start(json!({"type": "object", "required": ["a"]}))
         .await
@@ -165,10 +163,7 @@ async fn a_schema_outside_the_subset_fails_before_any_child_exists() {
     ] {
         let mut request = StartRequest::new(prompt("go"), parent.clone(), CancellationToken::new());
         request.output_schema = Some(schema);
-        let error = world
-            .runtime
-            .delegation()
-            .start_with("spawn", request)
+        let error = start_child(world.runtime.delegation(), "spawn", request)
             .await
             .err()
             .unwrap();

@@ -9,6 +9,7 @@ use kin::session::{FinishKind, UserPart};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
+use super::start_child;
 use super::support::{calls, last_user_text, prompt, text, text_with, Reply, ScriptedModel, World};
 
 fn request(parent: &Arc<Agent>, text: &str) -> StartRequest {
@@ -25,8 +26,7 @@ async fn spawn_publishes_a_fresh_child_runs_it_and_disposes_it() {
     let world = World::new(echo_model());
     let parent = world.session();
     let service = world.runtime.delegation().clone();
-    let run = service
-        .start_with("spawn", request(&parent, "child ok"))
+    let run = start_child(&service, "spawn", request(&parent, "child ok"))
         .await
         .unwrap();
     let child = run.local_agent.clone().unwrap();
@@ -68,12 +68,13 @@ async fn a_disposed_child_is_freed() {
     let world = World::new(echo_model());
     let parent = world.session();
     for provider in ["spawn", "fork"] {
-        let run = world
-            .runtime
-            .delegation()
-            .start_with(provider, request(&parent, "child ok"))
-            .await
-            .unwrap();
+        let run = start_child(
+            world.runtime.delegation(),
+            provider,
+            request(&parent, "child ok"),
+        )
+        .await
+        .unwrap();
         let child = Arc::downgrade(run.local_agent.as_ref().unwrap());
         assert_eq!(run.result().await.stop_reason, StopReason::Completed);
         run.dispose().await;
@@ -93,7 +94,7 @@ async fn depth_is_parent_depth_plus_one_and_capped_by_max_depth() {
     let mut capped = request(&parent, "x");
     capped.max_depth = Some(0);
     let before = world.stored();
-    let error = service.start_with("spawn", capped).await.err().unwrap();
+    let error = start_child(&service, "spawn", capped).await.err().unwrap();
     assert_eq!(error.to_string(), "subagent depth 1 exceeds maxDepth 0");
     assert_eq!(world.stored(), before, "nothing left behind");
 
@@ -109,7 +110,7 @@ async fn depth_is_parent_depth_plus_one_and_capped_by_max_depth() {
     let mut req = request(&resumed, "x");
     req.max_depth = Some(1);
     assert_eq!(
-        service.start_with("spawn", req).await.err().unwrap(),
+        start_child(&service, "spawn", req).await.err().unwrap(),
         DelegationError::Depth {
             attempted: 2,
             max: 1
@@ -120,7 +121,7 @@ async fn depth_is_parent_depth_plus_one_and_capped_by_max_depth() {
     let mut req = request(&deep, "x");
     req.max_depth = Some(2);
     assert_eq!(
-        service.start_with("spawn", req).await.err().unwrap(),
+        start_child(&service, "spawn", req).await.err().unwrap(),
         DelegationError::Depth {
             attempted: 3,
             max: 2
@@ -135,10 +136,7 @@ async fn an_already_cancelled_request_publishes_nothing() {
     let before = world.stored();
     let req = StartRequest::new(prompt("x"), parent, CancellationToken::new());
     req.cancel.cancel();
-    let error = world
-        .runtime
-        .delegation()
-        .start_with("spawn", req)
+    let error = start_child(world.runtime.delegation(), "spawn", req)
         .await
         .err()
         .unwrap();
@@ -157,10 +155,7 @@ async fn cancelling_or_disposing_a_running_child_settles_it_as_aborted() {
     for use_dispose in [false, true] {
         let req = request(&parent, "work forever");
         let cancel = req.cancel.clone();
-        let run = world
-            .runtime
-            .delegation()
-            .start_with("spawn", req)
+        let run = start_child(world.runtime.delegation(), "spawn", req)
             .await
             .unwrap();
         if use_dispose {
@@ -191,10 +186,7 @@ async fn maps_token_limits_refusals_and_failures() {
         ("rude", StopReason::Refusal),
         ("boom", StopReason::Error),
     ] {
-        let run = world
-            .runtime
-            .delegation()
-            .start_with("spawn", request(&parent, ask))
+        let run = start_child(world.runtime.delegation(), "spawn", request(&parent, ask))
             .await
             .unwrap();
         let result = run.result().await;
@@ -217,10 +209,7 @@ async fn inherits_the_token_cap_and_accepts_an_override() {
             ..Default::default()
         },
     );
-    let inherited = world
-        .runtime
-        .delegation()
-        .start_with("spawn", request(&parent, "a"))
+    let inherited = start_child(world.runtime.delegation(), "spawn", request(&parent, "a"))
         .await
         .unwrap();
     inherited.result().await;
@@ -229,10 +218,7 @@ async fn inherits_the_token_cap_and_accepts_an_override() {
         max_tokens: Some(222),
         ..Default::default()
     });
-    let overridden = world
-        .runtime
-        .delegation()
-        .start_with("spawn", req)
+    let overridden = start_child(world.runtime.delegation(), "spawn", req)
         .await
         .unwrap();
     overridden.result().await;
@@ -262,10 +248,7 @@ async fn persona_and_tool_filter_shape_only_the_child() {
         allow: None,
         deny: Some(vec!["task_list".into()]),
     });
-    let run = world
-        .runtime
-        .delegation()
-        .start_with("spawn", req)
+    let run = start_child(world.runtime.delegation(), "spawn", req)
         .await
         .unwrap();
     run.result().await;
@@ -316,10 +299,7 @@ async fn an_unknown_tool_filter_name_fails_the_start_with_nothing_left() {
         allow: Some(vec!["no_such_tool".into()]),
         deny: None,
     });
-    let error = world
-        .runtime
-        .delegation()
-        .start_with("spawn", req)
+    let error = start_child(world.runtime.delegation(), "spawn", req)
         .await
         .err()
         .unwrap();
@@ -333,10 +313,7 @@ async fn an_unknown_tool_filter_name_fails_the_start_with_nothing_left() {
 async fn steer_is_strict_a_settled_child_refuses() {
     let world = World::new(echo_model());
     let parent = world.session();
-    let run = world
-        .runtime
-        .delegation()
-        .start_with("spawn", request(&parent, "x"))
+    let run = start_child(world.runtime.delegation(), "spawn", request(&parent, "x"))
         .await
         .unwrap();
     run.result().await;
@@ -374,12 +351,13 @@ async fn steering_lands_in_the_running_turn() {
     });
     let world = World::new(model.clone());
     let parent = world.session();
-    let run = world
-        .runtime
-        .delegation()
-        .start_with("spawn", request(&parent, "start"))
-        .await
-        .unwrap();
+    let run = start_child(
+        world.runtime.delegation(),
+        "spawn",
+        request(&parent, "start"),
+    )
+    .await
+    .unwrap();
     called_rx.await.unwrap();
     run.steer(vec![UserPart::Text {
         text: "also say HI".into(),
@@ -418,24 +396,26 @@ async fn fork_seeds_the_completed_turns_and_reads_only_its_own_output() {
     let parent = world.session();
 
     // No completed turn yet: the fork is a fresh child.
-    let fresh = world
-        .runtime
-        .delegation()
-        .start_with("fork", request(&parent, "what was it?"))
-        .await
-        .unwrap();
+    let fresh = start_child(
+        world.runtime.delegation(),
+        "fork",
+        request(&parent, "what was it?"),
+    )
+    .await
+    .unwrap();
     fresh.result().await;
     fresh.dispose().await;
     assert!(world.log(&fresh.id)[0].get("seedLength").is_none());
 
     world.prompt(&parent, "remember MARMALADE").await;
     let parent_events = world.log(&parent.id).len() - 1;
-    let run = world
-        .runtime
-        .delegation()
-        .start_with("fork", request(&parent, "what was it?"))
-        .await
-        .unwrap();
+    let run = start_child(
+        world.runtime.delegation(),
+        "fork",
+        request(&parent, "what was it?"),
+    )
+    .await
+    .unwrap();
     let result = run.result().await;
     run.dispose().await;
     assert_eq!(result.text(), "MARMALADE");
@@ -465,12 +445,13 @@ async fn fork_seeds_the_completed_turns_and_reads_only_its_own_output() {
     );
 
     // A child that says nothing does not hand back the parent's seeded words.
-    let silent = world
-        .runtime
-        .delegation()
-        .start_with("fork", request(&parent, "say nothing"))
-        .await
-        .unwrap();
+    let silent = start_child(
+        world.runtime.delegation(),
+        "fork",
+        request(&parent, "say nothing"),
+    )
+    .await
+    .unwrap();
     let result = silent.result().await;
     silent.dispose().await;
     assert_eq!(result.stop_reason, StopReason::Completed);
@@ -544,10 +525,7 @@ impl kin::model::Model for NamedModel {
 async fn a_child_runs_on_the_parent_model_unless_it_names_another() {
     let world = World::new(Arc::new(NamedModel("base-model".into())));
     let parent = world.session();
-    let inherited = world
-        .runtime
-        .delegation()
-        .start_with("spawn", request(&parent, "a"))
+    let inherited = start_child(world.runtime.delegation(), "spawn", request(&parent, "a"))
         .await
         .unwrap();
     assert_eq!(inherited.result().await.text(), "base-model");
@@ -556,10 +534,7 @@ async fn a_child_runs_on_the_parent_model_unless_it_names_another() {
         model: Some("other-model".into()),
         ..Default::default()
     });
-    let overridden = world
-        .runtime
-        .delegation()
-        .start_with("spawn", req)
+    let overridden = start_child(world.runtime.delegation(), "spawn", req)
         .await
         .unwrap();
     assert_eq!(overridden.result().await.text(), "other-model");

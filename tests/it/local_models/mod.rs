@@ -4,7 +4,10 @@
 //! with the first token. One test (or more) per fault found with a real local server.
 //!
 //! `KIN_TEST_LLAMA_URL` (e.g. `http://127.0.0.1:18700/v1`) also runs
-//! `a_real_llama_server_keeps_working` against a real llama-server (see docs/local-models.md).
+//! `a_real_llama_server_keeps_working` against a real llama-server (see docs/local-models.md),
+//! in `real_server`.
+
+mod real_server;
 
 use crate::common;
 
@@ -20,15 +23,6 @@ use serde_json::{json, Value};
 
 const KEY: &str = "sk-local-models-01";
 
-/// A home whose config file is `config`.
-fn home_with(config: &str) -> tempfile::TempDir {
-    let home = tempfile::tempdir().unwrap();
-    let dir = home.path().join("config/kin");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("config.toml"), config).unwrap();
-    home
-}
-
 fn start(server: &MockServer, config: &str, extra: &[(&str, &str)]) -> Wire {
     let base_url = server.base_url();
     let mut env = vec![
@@ -37,7 +31,7 @@ fn start(server: &MockServer, config: &str, extra: &[(&str, &str)]) -> Wire {
         ("KIN_API_KEY", KEY),
     ];
     env.extend_from_slice(extra);
-    Wire::start_with(None, home_with(config), &env)
+    Wire::start_with(None, common::home_with(config), &env)
 }
 
 async fn ready(kin: &mut Wire) -> String {
@@ -667,87 +661,4 @@ async fn agents_lists_foreground_children() {
         text.contains("count the files (foreground, turn 1) — done"),
         "{text}"
     );
-}
-
-// ---- A real llama-server (opt-in) ---------------------------------------------------------
-
-/// Against a real llama-server (`KIN_TEST_LLAMA_URL`, its API root), started with a small
-/// window and the strict-alternation template: plain chat, a cancel, a prompt over the window
-/// and the prompts after them all work. Skipped (passes) when the variable is unset.
-#[tokio::test]
-async fn a_real_llama_server_keeps_working() {
-    let Ok(url) = std::env::var("KIN_TEST_LLAMA_URL") else {
-        eprintln!("KIN_TEST_LLAMA_URL is not set: skipped");
-        return;
-    };
-    let model = std::env::var("KIN_TEST_LLAMA_MODEL").unwrap_or_else(|_| "smollm2".into());
-    let env = [
-        ("KIN_BASE_URL", url.as_str()),
-        ("KIN_MODEL", model.as_str()),
-        ("KIN_API_KEY", "local"),
-        ("KIN_STALL_TIMEOUT", "120s"),
-    ];
-    let mut kin = Wire::start_with(None, home_with("max_output = 64\n"), &env);
-    let session = ready(&mut kin).await;
-    let started = std::time::Instant::now();
-    let (updates, answer) = kin
-        .request(2, "session/prompt", prompt(&session, "What is 2+2?"))
-        .await;
-    eprintln!(
-        "plain prompt: {:?}, {:?}",
-        started.elapsed(),
-        answer["result"]
-    );
-    assert!(answer["result"]["stopReason"].is_string(), "{answer}");
-    let window = updates
-        .iter()
-        .filter_map(|u| u.pointer("/params/update"))
-        .find(|u| u["sessionUpdate"] == "usage_update")
-        .map(|u| (u["used"].clone(), u["size"].clone()));
-    eprintln!("usage_update (used, size): {window:?}");
-    // Cancelled while it answers.
-    let message = json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
-                         "params": prompt(&session, "Write a long story about a lighthouse.")});
-    kin.send(&message).await;
-    loop {
-        let update = kin.read().await.expect("kin streams");
-        if update.to_string().contains("agent_message_chunk") {
-            break;
-        }
-    }
-    let cancel =
-        json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}});
-    let cancelled = std::time::Instant::now();
-    kin.send(&cancel).await;
-    let (_, answer) = kin.answer(&json!(3)).await;
-    eprintln!(
-        "cancelled after the first chunk: answered in {:?}, {}",
-        cancelled.elapsed(),
-        answer["result"]
-    );
-    assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
-    // Over the window, then a short one.
-    let huge = "Please read this. ".repeat(6_000);
-    let started = std::time::Instant::now();
-    let (_, answer) = kin
-        .request(4, "session/prompt", prompt(&session, &huge))
-        .await;
-    eprintln!("over the window: {:?}, {answer}", started.elapsed());
-    assert!(
-        answer["error"]["message"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("alone"),
-        "{answer}"
-    );
-    let started = std::time::Instant::now();
-    let (_, answer) = kin
-        .request(5, "session/prompt", prompt(&session, "Say hi."))
-        .await;
-    eprintln!("after it: {:?}, {}", started.elapsed(), answer["result"]);
-    assert!(answer["result"]["stopReason"].is_string(), "{answer}");
-    let log = log_of(&kin, &session);
-    for end in of_type(&log, "turn/end") {
-        eprintln!("turn/end: {}", end["data"]);
-    }
 }

@@ -1,0 +1,84 @@
+//! Processes under test: waiting for an exit (pidfd), a pid handed over through a FIFO, and
+//! the processes a test left behind.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// A running process that becomes "readable" when it exits (Linux pidfd): tests wait for the
+/// exit itself, never sleep.
+pub struct ProcessHandle {
+    fd: Option<tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>>,
+    pid: i32,
+}
+
+/// Opens a pidfd for `pid` (a process already gone gives a handle that is ready at once).
+pub fn pidfd(pid: i32) -> ProcessHandle {
+    use std::os::fd::FromRawFd;
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    let fd = (raw >= 0).then(|| {
+        // SAFETY: a fresh descriptor nothing else owns; the AsyncFd owns it from here on.
+        unsafe {
+            let owned = std::os::fd::OwnedFd::from_raw_fd(raw as i32);
+            tokio::io::unix::AsyncFd::register_with_interest(owned, tokio::io::Interest::READABLE)
+        }
+        .unwrap()
+    });
+    ProcessHandle { fd, pid }
+}
+
+impl ProcessHandle {
+    /// Waits for the exit; a generous guard turns a survivor into a failure, not a hang.
+    pub async fn exited(self) {
+        let Some(fd) = self.fd else { return };
+        let waited = tokio::time::timeout(std::time::Duration::from_secs(30), fd.readable()).await;
+        assert!(waited.is_ok(), "process {} survived", self.pid);
+    }
+}
+
+/// A FIFO in `dir` and a task that reads one pid from it (written by the command under test).
+pub fn pid_fifo(dir: &Path) -> (PathBuf, tokio::task::JoinHandle<i32>) {
+    let fifo = dir.join("pid.fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let reading = fifo.clone();
+    let pid = tokio::task::spawn_blocking(move || {
+        std::fs::read_to_string(reading)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    });
+    (fifo, pid)
+}
+
+/// Polls until no process carries `marker`: process exits have no event to wait on here.
+pub async fn assert_none_left(marker: &str) {
+    let start = Instant::now();
+    while !marked(marker).is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "processes outlived their run: {:?}",
+            marked(marker)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Pids and command lines of the processes whose command line contains `marker`.
+pub fn marked(marker: &str) -> Vec<(i32, String)> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| {
+            let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let line = String::from_utf8_lossy(&raw).replace('\0', " ");
+            line.contains(marker).then_some((pid, line))
+        })
+        .collect()
+}
