@@ -235,6 +235,10 @@ async fn session_load_streams_the_same_updates_in_the_same_order() {
     );
     assert_eq!(updates.len(), expected.len());
     assert!(updates == expected, "read-only replay differs");
+    // Unlock before closing: a process another test forks at this moment shares the open
+    // file (until it execs), and closing alone would leave the lock with that copy.
+    let unlocked = unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&held), libc::LOCK_UN) };
+    assert_eq!(unlocked, 0);
     drop(held);
 
     // Opened for writing here.
