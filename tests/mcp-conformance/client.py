@@ -7,9 +7,11 @@ scripted OpenAI-compatible model on loopback that calls the scenario's tool once
 turn), and runs `kin run`. For auth scenarios it first runs `kin mcp login x` with `$BROWSER` a
 curl that follows the authorization URL back to kin's loopback redirect. Standard library only.
 
-Environment: KIN_BIN (kin binary, default `kin` on PATH), KIN_CONFORMANCE_ACP=1 to drive
-`kin acp` as an editor that answers elicitation instead of `kin run` (the elicitation scenario
-uses it).
+Environment: KIN_BIN (kin binary, default `kin` on PATH). KIN_CONFORMANCE_LOGIN=session: for
+auth scenarios, no `kin mcp login`; `kin acp` logs in itself on the server's 401 challenge (the
+login kin starts inside a session) and the editor played here prompts again until the tool was
+called. The elicitation scenario (and KIN_CONFORMANCE_ACP=1) drives `kin acp` as an editor that
+takes forms and accepts them empty, instead of `kin run`.
 """
 
 import http.server
@@ -19,9 +21,11 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 SERVER = "x"
 PREFIX = f"mcp__{SERVER}__"
+CALLED = threading.Event()
 
 
 def sse(chunks):
@@ -43,6 +47,7 @@ def answer(request):
     if not ours:
         return sse([({"role": "assistant", "content": "no MCP tool offered"}, None), ({}, "stop")])
     name = ours[0]
+    CALLED.set()
     arguments = {"a": 2, "b": 3} if name.endswith("add_numbers") else {}
     call = {"index": 0, "id": "call_1", "type": "function",
             "function": {"name": name, "arguments": json.dumps(arguments)}}
@@ -67,8 +72,9 @@ class Model(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def acp_session(kin, env, cwd):
-    """Plays an editor that advertises form elicitation and accepts with what it is given."""
+def acp_session(kin, env, cwd, prompts):
+    """Plays an editor that advertises form elicitation and accepts forms empty; prompts until
+    the model called the tool, at most `prompts` times."""
     proc = subprocess.Popen([kin, "acp"], env=env, cwd=cwd, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True)
 
@@ -105,9 +111,13 @@ def acp_session(kin, env, cwd):
     send({"jsonrpc": "2.0", "id": 3, "method": "session/set_mode",
           "params": {"sessionId": session, "modeId": "allow"}})
     until(3)
-    send({"jsonrpc": "2.0", "id": 4, "method": "session/prompt", "params": {
-        "sessionId": session, "prompt": [{"type": "text", "text": "Call the tool."}]}})
-    result = until(4)
+    for ident in range(4, 4 + prompts):
+        send({"jsonrpc": "2.0", "id": ident, "method": "session/prompt", "params": {
+            "sessionId": session, "prompt": [{"type": "text", "text": "Call the tool."}]}})
+        result = until(ident)
+        if CALLED.is_set() or "result" not in result:
+            break
+        time.sleep(0.5)  # the login kin started runs in the background
     proc.stdin.close()
     proc.wait(timeout=20)
     return 0 if "result" in result else 1
@@ -139,12 +149,15 @@ def main():
                    KIN_KEY_STORE="file", BROWSER=browser, KIN_API_KEY="conformance",
                    KIN_MODEL="mock", KIN_RETRIES="0",
                    KIN_BASE_URL=f"http://127.0.0.1:{model.server_address[1]}")
-        if scenario.startswith("auth/"):
+        in_session = os.environ.get("KIN_CONFORMANCE_LOGIN") == "session"
+        if scenario.startswith("auth/") and not in_session:
             login = subprocess.run([kin, "mcp", "login", SERVER], env=env, cwd=f"{root}/work",
                                    stdin=subprocess.DEVNULL, timeout=20)
             print(f"kin mcp login exited {login.returncode}", file=sys.stderr)
+        if scenario.startswith("auth/") and in_session:
+            return acp_session(kin, env, f"{root}/work", 20)
         if os.environ.get("KIN_CONFORMANCE_ACP") == "1" or scenario.startswith("elicitation"):
-            return acp_session(kin, env, f"{root}/work")
+            return acp_session(kin, env, f"{root}/work", 1)
         run = subprocess.run([kin, "run", "--mode", "allow", "Call the tool."], env=env,
                              cwd=f"{root}/work", stdin=subprocess.DEVNULL, timeout=30)
         return run.returncode
