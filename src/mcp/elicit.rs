@@ -11,7 +11,7 @@ use rmcp::model::{
     ElicitRequestParams, ElicitResult, ElicitationAction, InputRequest, InputRequests,
     InputResponses,
 };
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::sync::lock;
@@ -134,6 +134,10 @@ async fn ask(server: &str, asker: &Asker, request: ElicitRequestParams) -> Elici
         _ => return declined(server, "it asked in a mode kin does not know"),
     };
     let message = format!("MCP server `{server}` asks: {message}");
+    let defaults = match &mode {
+        QuestionMode::Form { schema } => defaults(schema),
+        QuestionMode::Url { .. } => Map::new(),
+    };
     if offered {
         let question = Question {
             call_id: Some(asker.call_id.clone()),
@@ -141,7 +145,7 @@ async fn ask(server: &str, asker: &Asker, request: ElicitRequestParams) -> Elici
             mode,
         };
         return match client.elicit(question, asker.cancel.clone()).await {
-            Ok(reply) => answer(reply),
+            Ok(reply) => answer(reply, defaults),
             Err(error) => declined(server, &format!("the editor could not ask it: {error}")),
         };
     }
@@ -177,12 +181,29 @@ async fn ask(server: &str, asker: &Asker, request: ElicitRequestParams) -> Elici
     }
 }
 
-fn answer(reply: Reply) -> ElicitResult {
+/// The `default` of each property of a form's schema that has one.
+fn defaults(schema: &Value) -> Map<String, Value> {
+    let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
+        return Map::new();
+    };
+    properties
+        .iter()
+        .filter_map(|(name, property)| Some((name.clone(), property.get("default")?.clone())))
+        .collect()
+}
+
+/// The editor's answer for the server. An accepted form gets the schema's default for each
+/// field the user left out (SEP-1034: a server may count on its defaults being filled in).
+fn answer(reply: Reply, defaults: Map<String, Value>) -> ElicitResult {
     match reply {
-        Reply::Accept(Some(content)) => {
+        Reply::Accept(content) if content.is_some() || !defaults.is_empty() => {
+            let mut content = content.unwrap_or_default();
+            for (name, value) in defaults {
+                content.entry(name).or_insert(value);
+            }
             ElicitResult::new(ElicitationAction::Accept).with_content(Value::Object(content))
         }
-        Reply::Accept(None) => ElicitResult::new(ElicitationAction::Accept),
+        Reply::Accept(_) => ElicitResult::new(ElicitationAction::Accept),
         Reply::Decline => ElicitResult::new(ElicitationAction::Decline),
         Reply::Cancel => ElicitResult::new(ElicitationAction::Cancel),
     }
@@ -268,5 +289,22 @@ mod tests {
         assert_eq!(Choice::of(&two), None);
         let text = json!({"type": "object", "properties": {"a": {"type": "string"}}});
         assert_eq!(Choice::of(&text), None);
+    }
+
+    #[test]
+    fn an_accepted_form_gets_the_defaults_of_the_fields_left_out() {
+        let schema = json!({"type": "object", "properties": {
+            "name": {"type": "string", "default": "Ada"},
+            "age": {"type": "integer", "default": 30},
+            "note": {"type": "string"}}});
+        let given = Map::from_iter([("name".to_owned(), json!("Grace"))]);
+        let result = answer(Reply::Accept(Some(given)), defaults(&schema));
+        assert_eq!(result.content, Some(json!({"name": "Grace", "age": 30})));
+        let result = answer(Reply::Accept(None), defaults(&schema));
+        assert_eq!(result.content, Some(json!({"name": "Ada", "age": 30})));
+        let result = answer(Reply::Decline, defaults(&schema));
+        assert_eq!(result.content, None);
+        let empty = answer(Reply::Accept(None), Map::new());
+        assert_eq!(empty.content, None);
     }
 }

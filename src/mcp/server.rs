@@ -247,6 +247,36 @@ fn lifecycle() -> ClientLifecycleMode {
     }
 }
 
+/// Opens an HTTP connection. A server that answers `server/discover` with a result that is
+/// not one (some older servers answer every method they do not know with `{}`) is neither
+/// stateless nor told apart as older by rmcp: it gets the `initialize` handshake on a fresh
+/// connection.
+async fn serve_http<C>(
+    events: Events,
+    client: C,
+    config: rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig,
+) -> Result<RunningService<RoleClient, Events>, rmcp::service::ClientInitializeError>
+where
+    C: rmcp::transport::streamable_http_client::StreamableHttpClient,
+{
+    use rmcp::transport::StreamableHttpClientTransport as Http;
+    let transport = Http::with_client(client.clone(), config.clone());
+    match events
+        .clone()
+        .serve_with_lifecycle(transport, lifecycle())
+        .await
+    {
+        Err(rmcp::service::ClientInitializeError::ExpectedInitResult(_)) => {
+            tracing::debug!("MCP server answered server/discover oddly; using initialize");
+            let transport = Http::with_client(client, config);
+            events
+                .serve_with_lifecycle(transport, ClientLifecycleMode::Initialize)
+                .await
+        }
+        other => other,
+    }
+}
+
 /// A running connection and, for stdio, its process.
 struct Link {
     peer: Peer<RoleClient>,
@@ -576,7 +606,6 @@ async fn connect(
             headers,
             login,
         } => {
-            use rmcp::transport::StreamableHttpClientTransport as Http;
             let (client, config) = super::http::parts(url, headers).map_err(Failure::Fatal)?;
             let token = match login {
                 Some(_) if !super::http::has_authorization(headers) => {
@@ -587,14 +616,8 @@ async fn connect(
                 _ => None,
             };
             let served = match token {
-                Some(client) => {
-                    let transport = Http::with_client(client, config);
-                    events.serve_with_lifecycle(transport, lifecycle()).await
-                }
-                None => {
-                    let transport = Http::with_client(client, config);
-                    events.serve_with_lifecycle(transport, lifecycle()).await
-                }
+                Some(client) => serve_http(events, client, config).await,
+                None => serve_http(events, client, config).await,
             };
             let service = served.map_err(|error| match super::http::auth_refusal(&error) {
                 Some(refusal) => {

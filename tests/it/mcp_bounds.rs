@@ -1,7 +1,8 @@
 //! An MCP server cannot grow kin without bound or hold its turn: against a real stdio server
 //! on the official Python SDK (tests/mcp/paging_server.py) that pages its tools wrongly, lists
 //! more tools than the model is offered, never answers a call, or answers one with 17 MiB;
-//! and an HTTP server (tests/mcp/http_server.py) that refuses kin's credentials.
+//! and an HTTP server (tests/mcp/http_server.py) that refuses kin's credentials, or answers
+//! `server/discover` with an empty result.
 
 use crate::common;
 
@@ -187,4 +188,47 @@ async fn an_http_server_refusing_kins_credentials_is_one_line_and_not_retried() 
         refused += usize::from(line == "REFUSED");
     }
     assert_eq!(refused, 1);
+}
+
+#[tokio::test]
+async fn an_http_server_answering_discover_with_an_empty_result_gets_initialize() {
+    use tokio::io::AsyncBufReadExt;
+    let Some(python) = python_with_mcp() else {
+        return;
+    };
+    let mut server = tokio::process::Command::new(python)
+        .arg(common::repo().join("tests/mcp/http_server.py"))
+        .args(["X-Kin-Test", "token-123", "empty-discover"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(server.stdout.take().unwrap()).lines();
+    let first = tokio::time::timeout(DEADLINE, lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let port = first.strip_prefix("PORT ").unwrap().to_owned();
+    let home = home_with(&format!(
+        "mcp_startup_timeout = \"60s\"\n[mcp_servers.web]\nurl = \"http://127.0.0.1:{port}/mcp\"\n\
+         headers = {{ X-Kin-Test = \"token-123\" }}\n"
+    ));
+    let replay = Script::new()
+        .calls(&[("e1", "mcp__web__echo", json!({"text": "hi"}))])
+        .text("Done.")
+        .dir();
+    let mut wire = Wire::start_in(Some(replay.path()), home);
+    let updates = prompt(&mut wire).await;
+    assert!(
+        tool_text(&updates, "e1").contains("echo: hi"),
+        "{updates:?}"
+    );
+    server.start_kill().unwrap();
+    let mut discovered = 0;
+    while let Ok(Some(line)) = lines.next_line().await {
+        discovered += usize::from(line == "DISCOVER");
+    }
+    assert_eq!(discovered, 1);
 }

@@ -1,10 +1,13 @@
 """A streamable-HTTP MCP server for tests/it/mcp_servers.rs, on the official Python SDK.
 
-Usage: http_server.py HEADER VALUE. Listens on a free port of 127.0.0.1, prints `PORT <n>` on
-stdout, and answers 401 to every request whose HEADER is not VALUE (printing `REFUSED` on
-stdout for each). Tool: `echo(text)`.
+Usage: http_server.py HEADER VALUE [empty-discover]. Listens on a free port of 127.0.0.1, prints
+`PORT <n>` on stdout, and answers 401 to every request whose HEADER is not VALUE (printing
+`REFUSED` on stdout for each). Tool: `echo(text)`. With `empty-discover` it answers
+`server/discover` with an empty result, as servers that answer every method they do not know
+with `{}` do (printing `DISCOVER`).
 """
 
+import json
 import socket
 import sys
 
@@ -12,6 +15,7 @@ import uvicorn
 from mcp.server.mcpserver import MCPServer
 
 header, expected = sys.argv[1].lower().encode(), sys.argv[2].encode()
+empty_discover = sys.argv[3:] == ["empty-discover"]
 server = MCPServer("kin-test-http")
 
 
@@ -29,6 +33,27 @@ async def app(scope, receive, send):
         print("REFUSED", flush=True)
         await send({"type": "http.response.start", "status": 401, "headers": []})
         await send({"type": "http.response.body", "body": b"missing header"})
+        return
+    if empty_discover and scope["type"] == "http" and scope["method"] == "POST":
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body, more = body + message.get("body", b""), message.get("more_body", False)
+        request = json.loads(body or b"{}")
+        if request.get("method") == "server/discover":
+            print("DISCOVER", flush=True)
+            answer = json.dumps({"jsonrpc": "2.0", "id": request.get("id"), "result": {}})
+            headers = [(b"content-type", b"application/json")]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": answer.encode()})
+            return
+
+        pending = [{"type": "http.request", "body": body, "more_body": False}]
+
+        async def replay():
+            return pending.pop() if pending else await receive()
+
+        await inner(scope, replay, send)
         return
     await inner(scope, receive, send)
 
