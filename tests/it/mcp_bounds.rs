@@ -211,7 +211,7 @@ async fn an_http_server_answering_discover_with_an_empty_result_gets_initialize(
         .unwrap()
         .unwrap();
     let port = first.strip_prefix("PORT ").unwrap().to_owned();
-    let home = home_with(&format!(
+    let home = common::home_with(&format!(
         "mcp_startup_timeout = \"60s\"\n[mcp_servers.web]\nurl = \"http://127.0.0.1:{port}/mcp\"\n\
          headers = {{ X-Kin-Test = \"token-123\" }}\n"
     ));
