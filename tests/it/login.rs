@@ -65,6 +65,7 @@ struct Session {
     child: Child,
     input: std::process::ChildStdin,
     output: Arc<(Mutex<String>, Condvar)>,
+    reader: std::thread::JoinHandle<()>,
 }
 
 impl Session {
@@ -102,7 +103,7 @@ impl Session {
         let mut stdout = child.stdout.take().unwrap();
         let output = Arc::new((Mutex::new(String::new()), Condvar::new()));
         let sink = output.clone();
-        std::thread::spawn(move || {
+        let reader = std::thread::spawn(move || {
             let mut buffer = [0u8; 4096];
             while let Ok(n) = stdout.read(&mut buffer) {
                 if n == 0 {
@@ -119,6 +120,7 @@ impl Session {
             child,
             input,
             output,
+            reader,
         })
     }
 
@@ -145,8 +147,11 @@ impl Session {
 
     fn finish(mut self) -> (i32, String) {
         let status = self.child.wait().unwrap();
+        // The last bytes may still be in the pipe when the process exits: the reader
+        // thread ends at the pipe's end, so wait for it before reading the transcript.
+        drop(self.input);
+        self.reader.join().unwrap();
         let (output, _) = &*self.output;
-        // The reader thread ends at the pipe's end; give it the last bytes.
         let text = output.lock().unwrap().clone();
         (status.code().unwrap_or(-1), text)
     }
