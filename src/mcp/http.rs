@@ -35,6 +35,17 @@ pub(crate) fn parts(
     Ok((client, config))
 }
 
+/// How kin opens a connection: the stateless revision's `server/discover` first (2026-07-28),
+/// and for a server that answers it as an older one would (an error), the `initialize`
+/// handshake of the newest revision that has one (2025-11-25); the server may answer with an
+/// older revision (2024-11-05 on), which rmcp accepts.
+pub(crate) fn lifecycle() -> rmcp::service::ClientLifecycleMode {
+    rmcp::service::ClientLifecycleMode::Auto {
+        preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+        legacy_version: Some(rmcp::model::ProtocolVersion::LATEST_WITH_INITIALIZE),
+    }
+}
+
 /// Whether the headers carry credentials of their own (then kin sends no login's token).
 pub(crate) fn has_authorization(headers: &[(String, String)]) -> bool {
     headers

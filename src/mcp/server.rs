@@ -236,17 +236,6 @@ impl ClientHandler for Events {
     }
 }
 
-/// How kin opens a connection: the stateless revision's `server/discover` first (2026-07-28),
-/// and for a server that answers it as an older one would (an error), the `initialize`
-/// handshake of the newest revision that has one (2025-11-25); the server may answer with an
-/// older revision (2024-11-05 on), which rmcp accepts.
-fn lifecycle() -> ClientLifecycleMode {
-    ClientLifecycleMode::Auto {
-        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-        legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
-    }
-}
-
 /// Opens an HTTP connection. A server that answers `server/discover` with a result that is
 /// not one (some older servers answer every method they do not know with `{}`) is neither
 /// stateless nor told apart as older by rmcp: it gets the `initialize` handshake on a fresh
@@ -263,7 +252,7 @@ where
     let transport = Http::with_client(client.clone(), config.clone());
     match events
         .clone()
-        .serve_with_lifecycle(transport, lifecycle())
+        .serve_with_lifecycle(transport, super::http::lifecycle())
         .await
     {
         Err(rmcp::service::ClientInitializeError::ExpectedInitResult(_)) => {
@@ -589,7 +578,7 @@ async fn connect(
                 .map_err(|error| Failure::Retry(format!("could not start `{command}`: {error}")))?;
             let stdout = super::frames::bounded(&spec.name, stdout);
             match events
-                .serve_with_lifecycle((stdout, stdin), lifecycle())
+                .serve_with_lifecycle((stdout, stdin), super::http::lifecycle())
                 .await
             {
                 Ok(service) => Ok(Link::new(service, Some(process))),

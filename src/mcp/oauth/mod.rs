@@ -6,6 +6,8 @@
 mod login;
 mod store;
 
+use std::time::Duration;
+
 use rmcp::transport::auth::{AuthClient, AuthError, AuthorizationManager};
 use tokio_util::sync::CancellationToken;
 
@@ -102,10 +104,37 @@ pub async fn login_state(name: &str, url: &str) -> Result<Option<String>, OAuthE
         .map(|_| store.describe()))
 }
 
+/// How long `kin mcp login` waits for the server's answer to its first MCP request.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The OAuth challenge (`WWW-Authenticate`) of the server at `url`, from its answer to the
+/// first request of a session, sent as a session sends it (its `headers`, no token): the login
+/// then starts where an in-session login starts (the challenge's `resource_metadata` and
+/// `scope`). `None` when it sends none (it answered, refused without one, or did not answer in
+/// time): discovery then starts from the URL.
+async fn challenge_of(url: &str, headers: &[(String, String)]) -> Option<String> {
+    use rmcp::service::ClientServiceExt;
+    use rmcp::transport::StreamableHttpClientTransport as Http;
+    let (client, config) = super::http::parts(url, headers).ok()?;
+    let handshake =
+        ().serve_with_lifecycle(Http::with_client(client, config), super::http::lifecycle());
+    match tokio::time::timeout(PROBE_TIMEOUT, handshake).await {
+        Ok(Ok(service)) => {
+            let _ = service.cancel().await;
+            None
+        }
+        Ok(Err(error)) => super::http::auth_refusal(&error)?.challenge,
+        Err(_) => None,
+    }
+}
+
 /// `kin mcp login NAME`: logs in, printing the URL on stderr; says where the tokens went.
+/// Like a session, it first sends the server an MCP request (with its `headers`) and starts
+/// from the server's challenge when it answers with one.
 pub async fn login_at_terminal(
     name: &str,
     url: &str,
+    headers: &[(String, String)],
     settings: &OAuthSettings,
 ) -> Result<String, OAuthError> {
     let cancel = CancellationToken::new();
@@ -119,7 +148,14 @@ pub async fn login_at_terminal(
         eprintln!("kin: open this address to log in to the MCP server `{name}`:\n\n  {address}\n");
         eprintln!("kin: waiting for the browser to come back (Ctrl-C stops)...");
     };
-    let done = login(name, url, settings, None, &tell, &cancel).await;
+    let challenge = tokio::select! {
+        _ = cancel.cancelled() => None,
+        challenge = challenge_of(url, headers) => challenge,
+    };
+    let done = match cancel.is_cancelled() {
+        true => Err(OAuthError::Cancelled),
+        false => login(name, url, settings, challenge.as_deref(), &tell, &cancel).await,
+    };
     ctrl_c.abort();
     done?;
     Ok(store_for(name, url).await.describe())
@@ -141,8 +177,8 @@ pub async fn command(login: bool, name: &str, servers: &[ServerSpec]) -> Result<
     };
     let Transport::Http {
         url,
+        headers,
         login: Some(settings),
-        ..
     } = &server.transport
     else {
         return Err(OAuthError::NotHttp(name.to_owned()));
@@ -154,7 +190,7 @@ pub async fn command(login: bool, name: &str, servers: &[ServerSpec]) -> Result<
         }
         return Ok(0);
     }
-    match login_at_terminal(name, url, settings).await {
+    match login_at_terminal(name, url, headers, settings).await {
         Ok(place) => {
             eprintln!("kin: logged in to the MCP server `{name}`; the tokens are in {place}");
             Ok(0)
