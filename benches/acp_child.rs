@@ -59,6 +59,8 @@ fn command(replay: &Path, home: &Path, cwd: &Path) -> ChildCommand {
             replay.display().to_string(),
         ],
         env: vec![("KIN_HOME".into(), home.display().to_string())],
+        child_env: Default::default(),
+        private: Default::default(),
         cwd: cwd.to_owned(),
         permission: AcpPermission::Reject,
         ceiling: None,

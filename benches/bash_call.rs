@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::{ms, summary, temp_dir};
+use kin::process::child_env::ChildEnv;
 use kin::process::group::GroupChild;
 
 const WARMUP: usize = 20;
@@ -18,7 +19,8 @@ const RUNS: usize = 300;
 async fn one_call(cwd: &Path) -> Duration {
     let args = ["-c".to_owned(), "true".to_owned()];
     let start = Instant::now();
-    let mut child = GroupChild::spawn("bash", &args, cwd, &[], 1024, 1024).expect("spawning bash");
+    let mut child = GroupChild::spawn("bash", &args, cwd, &ChildEnv::default(), &[], 1024, 1024)
+        .expect("spawning bash");
     let status = child.wait().await.expect("waiting for bash");
     child.finish().await;
     let elapsed = start.elapsed();

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use common::{ms, summary};
 use kin::tools::paths::Roots;
+use kin::tools::private::PrivateFiles;
 use kin::tools::walk::Walk;
 use tokio_util::sync::CancellationToken;
 
@@ -52,7 +53,7 @@ fn old_walk(root: &Path) -> usize {
 
 fn confined_walk(roots: &Roots, root: &Path) -> usize {
     let mut count = 0;
-    Walk::open(roots, root)
+    Walk::open(roots, &PrivateFiles::default(), root)
         .expect("open the walk")
         .run(&CancellationToken::new(), |_| {
             count += 1;

@@ -88,6 +88,7 @@ async fn connected(specs: Vec<ServerSpec>, cwd: &Path) -> Arc<SessionServers> {
         cwd.to_owned(),
         Duration::from_secs(30),
         kin::mcp::DEFAULT_MAX_TOOLS,
+        kin::process::child_env::ChildEnv::default(),
         None,
     );
     let missing = servers.wait_started().await;

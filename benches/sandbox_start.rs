@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{ms, summary, temp_dir};
+use kin::process::child_env::ChildEnv;
 use kin::process::group::GroupChild;
 use kin::process::sandbox::{CommandScope, Sandbox, SandboxSettings, Support};
 
@@ -20,7 +21,8 @@ const RUNS: usize = 300;
 
 async fn one_call(program: &str, args: &[String], env: &[(String, String)], cwd: &Path) -> f64 {
     let start = Instant::now();
-    let mut child = GroupChild::spawn(program, args, cwd, env, 1024, 1024).expect("spawning");
+    let mut child = GroupChild::spawn(program, args, cwd, &ChildEnv::default(), env, 1024, 1024)
+        .expect("spawning");
     let status = child.wait().await.expect("waiting");
     child.finish().await;
     let elapsed = start.elapsed();

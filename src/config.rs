@@ -18,6 +18,8 @@ mod show;
 
 use std::path::{Path, PathBuf};
 
+use crate::process::child_env::ChildEnv;
+
 pub use acp_agents::{AcpAgentConfig, AcpPermission};
 pub use credentials::{
     credential_file, is_credential_file, mcp_token_dir, KeyStore, ENV_KEY_STORE,
@@ -125,19 +127,22 @@ pub enum ConfigError {
 
 /// The configured OpenAI-compatible model (with or without a key yet), ready to serve. ACP
 /// `authenticate` rebuilds it from the flags and the environment and config file as they are
-/// then (see [`ReloadableModel`]).
+/// then (see [`ReloadableModel`]). Every key it loads is hidden through `env`.
 pub(crate) async fn build_model(
     overrides: &Overrides,
     config: ModelConfig,
+    env: &ChildEnv,
 ) -> Result<ReloadableModel, ConfigError> {
-    ReloadableModel::new(overrides, config).await
+    ReloadableModel::new(overrides, config, env.clone()).await
 }
 
 /// Every configured model: the default (as [`build_model`]) first, then the `[models.<id>]`
-/// tables, each with its own endpoint model, base URL and key when it names them.
+/// tables, each with its own endpoint model, base URL and key when it names them. Every key
+/// they load is hidden through `env`.
 pub async fn build_models(
     overrides: &Overrides,
     config: ModelConfig,
+    env: &ChildEnv,
 ) -> Result<crate::model::ModelCatalog, ConfigError> {
     use crate::model::{ModelCatalog, ModelChoice, OpenAiModel};
     use std::sync::Arc;
@@ -146,13 +151,13 @@ pub async fn build_models(
     let others = config.models.clone();
     let default = ModelChoice {
         profile,
-        model: Arc::new(build_model(overrides, config).await?),
+        model: Arc::new(build_model(overrides, config, env).await?),
     };
     let mut choices = Vec::with_capacity(others.len());
     // Tables naming the same endpoint share its cap on requests in flight.
     let mut by_endpoint = std::collections::HashMap::new();
     for other in others {
-        let key = load_key(&other.config.key).await;
+        let key = key::load_hidden(&other.config.key, env).await;
         let settings = other.config.settings();
         let endpoint = settings.endpoint();
         let mut model = OpenAiModel::new(settings, key)?;
@@ -189,22 +194,22 @@ pub fn kin_home() -> PathBuf {
     }
 }
 
-/// Tells the environment scrub of tool processes (`process::child_env`) what the configuration
-/// (resolved from `overrides`) says: `pass_env`, the model key's variables, and the key itself
-/// when it is at hand. Used in every mode, replay too; a configuration that does not resolve
-/// leaves the default scrub.
-pub fn configure_tool_env(overrides: &Overrides, config: Result<&ModelConfig, &ConfigError>) {
-    use crate::process::child_env;
+/// The environment scrub of the processes kin starts (`process::child_env`) as the
+/// configuration (resolved from `overrides`) says: `pass_env`, the model key's variables, and
+/// the key itself when it is at hand. Used in every mode, replay too; a configuration that
+/// does not resolve gets the default scrub.
+pub fn child_env(overrides: &Overrides, config: Result<&ModelConfig, &ConfigError>) -> ChildEnv {
     match config {
         Ok(config) => {
-            child_env::configure(config.pass_env.value.clone(), config.key_vars.clone());
+            let env = ChildEnv::new(config.pass_env.value.clone(), config.key_vars.clone());
             if let KeyPlan::Found(key) = &config.key {
-                child_env::hide_value(key.secret());
+                env.hide_value(key.secret());
             }
+            env
         }
         Err(error) => {
             tracing::debug!(%error, "the tool environment keeps its default scrub");
-            child_env::configure(Vec::new(), overrides.api_key_env.iter().cloned().collect());
+            ChildEnv::new(Vec::new(), overrides.api_key_env.iter().cloned().collect())
         }
     }
 }

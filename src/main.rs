@@ -14,8 +14,10 @@ use tokio_util::sync::CancellationToken;
 use kin::config::{self, Overrides};
 use kin::headless::{self, HeadlessOptions};
 use kin::model::{ModelCatalog, ReplayModel};
+use kin::process::child_env::ChildEnv;
 use kin::process::sandbox::Sandbox;
 use kin::runtime::{Runtime, RuntimeOptions};
+use kin::tools::private::PrivateFiles;
 use kin::tools::PermissionMode;
 
 #[derive(Parser)]
@@ -344,19 +346,28 @@ async fn start_runtime(
     flags: &ModelFlags,
 ) -> anyhow::Result<Arc<Runtime>> {
     let file = config::ConfigFile::read(&config::process_env)?;
-    let (models, limits) = model(replay, flags, &file).await?;
-    open_runtime(models, limits, &file)
+    let model = model(replay, flags, &file).await?;
+    open_runtime(model, &file)
+}
+
+/// The models to serve and what the configuration says around them.
+struct Configured {
+    models: ModelCatalog,
+    limits: kin::limits::Limits,
+    /// The environment scrub of every process kin starts; the models hide the keys they load
+    /// (now and on a reload) through it.
+    child_env: ChildEnv,
 }
 
 async fn model(
     replay: Option<&PathBuf>,
     flags: &ModelFlags,
     file: &config::ConfigFile,
-) -> anyhow::Result<(ModelCatalog, kin::limits::Limits)> {
+) -> anyhow::Result<Configured> {
     let overrides = flags.overrides();
     // Resolved once here: the tool environment needs it even when a replay is the model.
     let config = config::resolve_in(&overrides, &config::process_env, file);
-    config::configure_tool_env(&overrides, config.as_ref());
+    let child_env = config::child_env(&overrides, config.as_ref());
     let limits = config::limits(config.as_ref());
     let models = match replay {
         Some(dir) => {
@@ -365,22 +376,28 @@ async fn model(
             })?))
         }
         None => {
-            let models = async { config::build_models(&overrides, config?).await };
+            let models = async { config::build_models(&overrides, config?, &child_env).await };
             models.await.context("configuring the model")?
         }
     };
-    Ok((models, limits))
+    Ok(Configured {
+        models,
+        limits,
+        child_env,
+    })
 }
 
-fn open_runtime(
-    models: ModelCatalog,
-    limits: kin::limits::Limits,
-    file: &config::ConfigFile,
-) -> anyhow::Result<Arc<Runtime>> {
+fn open_runtime(configured: Configured, file: &config::ConfigFile) -> anyhow::Result<Arc<Runtime>> {
+    let Configured {
+        models,
+        limits,
+        child_env,
+    } = configured;
     let home = config::kin_home();
-    kin::tools::private::protect(config::own_files(&home));
     let mut options = RuntimeOptions {
         limits,
+        child_env,
+        private: PrivateFiles::new(config::own_files(&home)),
         ..RuntimeOptions::default()
     };
     if let Some(depth) = std::env::var("KIN_SUBAGENT_MAX_DEPTH")
@@ -529,7 +546,7 @@ async fn mcp_login(action: McpAction) -> anyhow::Result<u8> {
 
 fn list_agents() -> anyhow::Result<u8> {
     let cwd = std::env::current_dir()?;
-    let catalog = kin::config::agents::load_for(&cwd);
+    let catalog = kin::config::agents::load_for(&cwd, &PrivateFiles::default());
     print!("{}", catalog.render());
     Ok(0)
 }

@@ -21,10 +21,12 @@ use crate::delegation::{Delegation, DEFAULT_MAX_DEPTH};
 use crate::limits::Limits;
 use crate::mcp::{ServerSpec, SessionServers};
 use crate::model::Model;
+use crate::process::child_env::ChildEnv;
 use crate::process::git_worktree as worktree;
 use crate::process::sandbox::Sandbox;
 use crate::session::{SessionStore, StoreError};
 use crate::tasks::{TaskKillTool, TaskListTool, TaskOutputTool, TaskService};
+use crate::tools::private::PrivateFiles;
 use crate::tools::ToolRegistry;
 
 pub use crate::agent::host::{HostError as RuntimeError, DEFAULT_MAX_STEPS};
@@ -56,6 +58,11 @@ pub struct RuntimeOptions {
     pub sandbox: Arc<Sandbox>,
     /// The configured MCP stdio servers that run inside it (`sandbox = true`), by name.
     pub mcp_sandboxed: Vec<String>,
+    /// The environment scrub of every process sessions start (tools, child agents, MCP
+    /// servers, git): shared, so a key the model loads later is hidden from all of them.
+    pub child_env: ChildEnv,
+    /// kin's own files, which no tool reads and no prompt attaches.
+    pub private: PrivateFiles,
 }
 
 impl Default for RuntimeOptions {
@@ -73,6 +80,8 @@ impl Default for RuntimeOptions {
             mcp_max_tools: crate::mcp::DEFAULT_MAX_TOOLS,
             sandbox: Arc::new(Sandbox::off()),
             mcp_sandboxed: Vec::new(),
+            child_env: ChildEnv::default(),
+            private: PrivateFiles::default(),
         }
     }
 }
@@ -139,6 +148,7 @@ impl Runtime {
             AgentHost::new(store, model, Arc::new(tools), options.max_steps)
                 .with_models(models)
                 .with_limits(options.limits)
+                .with_secrets(options.child_env, options.private)
                 .with_max_parallel(options.max_parallel),
         );
         delegation.attach(&host);
@@ -251,6 +261,7 @@ impl Runtime {
                 agent.cwd.clone(),
                 self.mcp_startup_timeout,
                 self.mcp_max_tools,
+                self.host.child_env().clone(),
                 client,
             ),
             keep: agent.own_mcp_keep(),

@@ -299,7 +299,7 @@ async fn dispatch(
                     .map_err(runtime_error)?;
                 warn_broad_workspace(&cx, &client, &agent.id, &req.cwd);
                 let refused = start_mcp(&runtime, &agent, &req.mcp_servers, &cx, &client);
-                let commands = Announced::load(&agent).await;
+                let commands = Announced::load(&agent, runtime.host().private()).await;
                 let (peer, session) = (cx.peer.clone(), agent.id.clone());
                 let announced = announced.clone();
                 // After the answer: the client knows the session once it has it.
@@ -350,7 +350,9 @@ async fn dispatch(
                 super::tree_replay::announce_children(&cx.peer, runtime.host().store(), &agent.id);
             }
             announced.forget(&agent.id);
-            announced.refresh(&cx.peer, &agent).await;
+            announced
+                .refresh(&cx.peer, &agent, runtime.host().private())
+                .await;
             let mode = agent.permission_mode();
             answer(Ok(LoadSessionResponse::new()
                 .modes(modes::mode_state(mode))
@@ -366,7 +368,7 @@ async fn dispatch(
             warn_broad_workspace(&cx, &client, &agent.id, &agent.cwd);
             let refused = start_mcp(&runtime, &agent, &req.mcp_servers, &cx, &client);
             announced.forget(&agent.id);
-            let commands = Announced::load(&agent).await;
+            let commands = Announced::load(&agent, runtime.host().private()).await;
             let (peer, session) = (cx.peer.clone(), agent.id.clone());
             let announced = announced.clone();
             cx.after_answer(Box::new(move || {

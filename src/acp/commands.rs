@@ -13,6 +13,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::tools::private::PrivateFiles;
 use crate::tools::Roots;
 
 /// Bytes of one command file read at most; a longer file is not a command.
@@ -98,9 +99,10 @@ pub(crate) fn dirs(cwd: &Path, config_dir: Option<&Path>) -> Vec<(PathBuf, bool)
 }
 
 impl Commands {
-    /// Reads the user commands in `dirs`, the workspace's confined beneath `roots`.
-    /// Unreadable directories and files are skipped. Blocking: for `spawn_blocking`.
-    pub(crate) fn load(dirs: &[(PathBuf, bool)], roots: &Roots) -> Self {
+    /// Reads the user commands in `dirs`, the workspace's confined beneath `roots`, none from
+    /// kin's own files (`private`). Unreadable directories and files are skipped. Blocking: for
+    /// `spawn_blocking`.
+    pub(crate) fn load(dirs: &[(PathBuf, bool)], roots: &Roots, private: &PrivateFiles) -> Self {
         let mut user: Vec<UserCommand> = Vec::new();
         for (dir, trusted) in dirs {
             let Ok(entries) = std::fs::read_dir(dir) else {
@@ -110,7 +112,7 @@ impl Commands {
             let mut found: Vec<UserCommand> = entries
                 .flatten()
                 .take(MAX_COMMANDS_PER_DIR)
-                .filter_map(|entry| read_command(&entry.path(), confine))
+                .filter_map(|entry| read_command(&entry.path(), confine, private))
                 .collect();
             found.sort_by(|a, b| a.name.cmp(&b.name));
             for command in found {
@@ -177,7 +179,11 @@ fn valid_name(name: &str) -> bool {
 
 /// A command from `path`, if it is a readable `<name>.md` text file with a usable name, within
 /// the size cap; opened confined beneath `confine` when given.
-fn read_command(path: &Path, confine: Option<&Roots>) -> Option<UserCommand> {
+fn read_command(
+    path: &Path,
+    confine: Option<&Roots>,
+    private: &PrivateFiles,
+) -> Option<UserCommand> {
     if path.extension()? != "md" {
         return None;
     }
@@ -185,7 +191,7 @@ fn read_command(path: &Path, confine: Option<&Roots>) -> Option<UserCommand> {
     if !valid_name(&name) {
         return None;
     }
-    let (bytes, cut) = crate::tools::fs::read_capped(confine, path, MAX_COMMAND_BYTES)
+    let (bytes, cut) = crate::tools::fs::read_capped(confine, private, path, MAX_COMMAND_BYTES)
         .inspect_err(|error| tracing::debug!("command file skipped: {error}"))
         .ok()?;
     if cut || bytes.contains(&0) {
@@ -256,7 +262,7 @@ mod tests {
         std::fs::write(claude.join("agents.md"), "hides nothing").unwrap();
         std::fs::write(claude.join("notes.txt"), "not a command").unwrap();
         let roots = Roots::new(cwd.path().to_owned(), Vec::new());
-        let commands = Commands::load(&dirs(cwd.path(), None), &roots);
+        let commands = Commands::load(&dirs(cwd.path(), None), &roots, &PrivateFiles::default());
         let names: Vec<&str> = commands.user.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["fix", "review"]);
         let Some(Invoked::User(review, args)) = commands.invoked("/review src/a.rs") else {

@@ -25,6 +25,7 @@ use crate::rpc::{Peer, RequestContext, RpcError};
 use crate::runtime::Runtime;
 use crate::session::UserPart;
 use crate::sync::lock;
+use crate::tools::private::PrivateFiles;
 use crate::tools::PermissionMode;
 
 /// The command set last sent to the client for each session, so a change is sent once.
@@ -32,19 +33,20 @@ use crate::tools::PermissionMode;
 pub(crate) struct Announced(Mutex<HashMap<String, Commands>>);
 
 impl Announced {
-    /// Reads `agent`'s commands as found now, on a blocking thread (see [`Commands::load`]).
-    pub(crate) async fn load(agent: &Agent) -> Commands {
+    /// Reads `agent`'s commands as found now, none from kin's own files (`private`), on a
+    /// blocking thread (see [`Commands::load`]).
+    pub(crate) async fn load(agent: &Agent, private: &PrivateFiles) -> Commands {
         let config_dir = crate::config::config_dir(&crate::config::process_env);
         let dirs = commands::dirs(&agent.cwd, config_dir.as_deref());
-        let roots = agent.roots().clone();
-        tokio::task::spawn_blocking(move || Commands::load(&dirs, &roots))
+        let (roots, private) = (agent.roots().clone(), private.clone());
+        tokio::task::spawn_blocking(move || Commands::load(&dirs, &roots, &private))
             .await
             .unwrap_or_default()
     }
 
     /// Reads and sends `agent`'s commands unless the client has them already.
-    pub(crate) async fn refresh(&self, peer: &Peer, agent: &Agent) {
-        let found = Self::load(agent).await;
+    pub(crate) async fn refresh(&self, peer: &Peer, agent: &Agent, private: &PrivateFiles) {
+        let found = Self::load(agent, private).await;
         self.send(peer, &agent.id, found);
     }
 
@@ -243,7 +245,9 @@ pub(crate) async fn prompt(
 ) -> Result<Value, RpcError> {
     let id = req.session_id.0.to_string();
     let agent = live_agent(&runtime, &id)?;
-    announced.refresh(&cx.peer, &agent).await;
+    announced
+        .refresh(&cx.peer, &agent, runtime.host().private())
+        .await;
     let commands = announced.current(&id);
     let blocks = req.prompt;
     super::prompt_size::check(&blocks, &runtime.limits())?;
@@ -286,6 +290,7 @@ pub(crate) async fn prompt(
     // Linked files; outside the roots, the permission rules decide before they are read.
     let link_notices = super::prompt_links::attach(
         &agent,
+        runtime.host().private(),
         converted.links,
         &mut parts,
         bridge.clone(),

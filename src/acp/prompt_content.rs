@@ -14,6 +14,7 @@ use serde_json::Value;
 use crate::rpc::RpcError;
 use crate::session::blobs;
 use crate::session::UserPart;
+use crate::tools::private::PrivateFiles;
 use crate::tools::Roots;
 
 /// Text resources longer than this go to the blob directory instead of the log line.
@@ -188,11 +189,12 @@ fn local_file(uri: &str, roots: &Roots) -> Option<(PathBuf, bool)> {
 /// attached. Blocking.
 pub(crate) fn read_linked(
     confine: Option<&Roots>,
+    private: &PrivateFiles,
     path: &Path,
     uri: &str,
     blob_dir: &Path,
 ) -> Result<Result<UserPart, String>, RpcError> {
-    let (bytes, cut) = match crate::tools::fs::read_capped(confine, path, LINK_CAP) {
+    let (bytes, cut) = match crate::tools::fs::read_capped(confine, private, path, LINK_CAP) {
         Ok(read) => read,
         Err(error) => return Ok(Err(error.to_string())),
     };
@@ -277,6 +279,7 @@ mod tests {
     fn linked_files_are_read_capped_confined_and_as_text_only() {
         let work = tempfile::tempdir().unwrap();
         let outside = tempfile::tempdir().unwrap();
+        let none = PrivateFiles::default();
         let roots = Roots::new(work.path().to_owned(), Vec::new());
         let blobs = work.path().join(".blobs");
         std::fs::write(work.path().join("small.md"), "hi").unwrap();
@@ -294,7 +297,7 @@ mod tests {
         let uri = |p: &Path| format!("file://{}", p.display());
         let read = |name: &str| {
             let path = work.path().join(name);
-            read_linked(Some(&roots), &path, &uri(&path), &blobs).unwrap()
+            read_linked(Some(&roots), &none, &path, &uri(&path), &blobs).unwrap()
         };
         assert!(
             matches!(read("small.md"), Ok(UserPart::Resource { text: Some(t), cap: None, .. }) if t == "hi")
@@ -308,7 +311,7 @@ mod tests {
         assert!(read("fifo").unwrap_err().contains("not a regular file"));
         std::os::unix::fs::symlink(outside.path().join("secret.md"), work.path().join("out"))
             .unwrap();
-        let escaped = read_linked(Some(&roots), &work.path().join("out"), "x", &blobs);
+        let escaped = read_linked(Some(&roots), &none, &work.path().join("out"), "x", &blobs);
         assert!(
             escaped.unwrap().is_err(),
             "a resolved path is opened confined"

@@ -19,6 +19,7 @@ use crate::rpc::RpcError;
 use crate::session::UserPart;
 use crate::tools::client::ClientBridge;
 use crate::tools::permission::Scope;
+use crate::tools::private::PrivateFiles;
 use crate::tools::{ToolContext, ToolDisplay, ToolKind};
 
 /// Asks about each outside link in turn, reads the allowed files and those inside the roots,
@@ -26,6 +27,7 @@ use crate::tools::{ToolContext, ToolDisplay, ToolKind};
 /// unattached.
 pub(crate) async fn attach(
     agent: &Agent,
+    private: &PrivateFiles,
     links: Vec<FileLink>,
     parts: &mut Vec<UserPart>,
     client: Arc<dyn ClientBridge>,
@@ -51,14 +53,14 @@ pub(crate) async fn attach(
     if allowed.is_empty() {
         return Ok(notices);
     }
-    let roots = agent.roots().clone();
+    let (roots, private) = (agent.roots().clone(), private.clone());
     let blob_dir: PathBuf = blob_dir.to_owned();
     let read = tokio::task::spawn_blocking(move || {
         allowed
             .into_iter()
             .map(|link| {
                 let confine = (!link.outside).then_some(&*roots);
-                let read = read_linked(confine, &link.path, &link.uri, &blob_dir)?;
+                let read = read_linked(confine, &private, &link.path, &link.uri, &blob_dir)?;
                 Ok((link, read))
             })
             .collect::<Result<Vec<_>, RpcError>>()
@@ -95,16 +97,13 @@ async fn ask(
     cancel: &CancellationToken,
 ) -> Result<(), Option<String>> {
     let shown = link.path.display().to_string();
-    let cx = ToolContext {
-        session_id: agent.id.clone().into(),
-        cwd: agent.cwd.clone(),
-        cancel: cancel.child_token(),
-        call_id: format!("prompt-link-{}", n + 1),
-        roots: agent.roots().clone(),
-        permissions: agent.permissions().clone(),
-        client: Some(client),
-        files: agent.files().clone(),
-    };
+    // Only for the permission rules: it reads nothing and starts nothing.
+    let mut cx = ToolContext::new(agent.id.clone(), agent.cwd.clone(), cancel.child_token());
+    cx.call_id = format!("prompt-link-{}", n + 1);
+    cx.roots = agent.roots().clone();
+    cx.permissions = agent.permissions().clone();
+    cx.client = Some(client);
+    cx.files = agent.files().clone();
     let mut display = ToolDisplay::default();
     display
         .locations

@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::AcpPermission;
+use crate::process::child_env::ChildEnv;
 use crate::process::sandbox::{CommandScope, Sandbox};
+use crate::tools::private::PrivateFiles;
 use crate::tools::SessionPermissions;
 
 /// Where the delegation depth goes on `session/new`: `_meta` key.
@@ -37,6 +39,10 @@ pub struct ChildCommand {
     pub args: Vec<String>,
     /// Added after the credential scrub.
     pub env: Vec<(String, String)>,
+    /// The credential scrub of its environment and of the commands it runs through kin.
+    pub child_env: ChildEnv,
+    /// kin's own files, which its file requests never read.
+    pub private: PrivateFiles,
     /// Where the local command runs.
     pub cwd: PathBuf,
     /// The child's working directory on the far side of a channel (`ssh`, `docker exec -i`),

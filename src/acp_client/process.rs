@@ -16,7 +16,6 @@ use tokio::task::JoinHandle;
 
 use super::command::{ChildCommand, DEPTH_ENV};
 use super::error::{ChildError, StderrTail};
-use crate::process::child_env;
 use crate::process::group::describe_status;
 use crate::process::guard::{self, Lifeline};
 use crate::process::sandbox::Launch;
@@ -56,7 +55,7 @@ impl Process {
         launcher
             .current_dir(&command.cwd)
             .env_clear()
-            .envs(child_env::scrubbed())
+            .envs(command.child_env.scrubbed())
             .envs(command.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .envs(launch.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .env(DEPTH_ENV, command.depth.to_string())

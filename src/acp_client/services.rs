@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use super::command::ChildCommand;
 use crate::rpc::{Reply, RpcError};
 use crate::tools::fs::{read_text, write_text};
+use crate::tools::private::PrivateFiles;
 use crate::tools::{ClientBridge, PermissionMode, Roots, ToolContext};
 
 /// Where one child's file requests are served.
@@ -31,6 +32,8 @@ pub(super) struct FileServices {
     /// The editor, as the child's session (kin's id for it).
     pub(crate) client: Option<Arc<dyn ClientBridge>>,
     pub(crate) session: String,
+    /// kin's own files, never read for the child.
+    pub(crate) private: PrivateFiles,
 }
 
 impl FileServices {
@@ -38,6 +41,7 @@ impl FileServices {
         let mut cx = ToolContext::new(self.session.clone(), self.roots.cwd().to_owned(), cancel);
         cx.roots = self.roots.clone();
         cx.client = self.client.clone();
+        cx.private = self.private.clone();
         cx
     }
 
@@ -110,6 +114,7 @@ pub(super) fn for_command(command: &ChildCommand) -> (Option<FileServices>, Opti
         roots: Arc::new(Roots::new(root, Vec::new())),
         client,
         session: link.child.clone(),
+        private: command.private.clone(),
     };
     let Some(remote) = &command.remote_cwd else {
         return (Some(services(command.cwd.clone(), client)), None);
@@ -196,6 +201,7 @@ mod tests {
             roots: Arc::new(Roots::new(dir.to_owned(), Vec::new())),
             client: None,
             session: "child".into(),
+            private: PrivateFiles::default(),
         }
     }
 

@@ -166,6 +166,7 @@ impl AcpChild {
                     link.client.clone(),
                     link.call_id.clone(),
                     grants.clone(),
+                    command.child_env.clone(),
                 )
                 .confined(command.sandbox.clone()),
             )

@@ -31,7 +31,7 @@ use super::permission::{self, Asker, CommandGrants, Decision};
 use super::services::confine;
 use super::shown_terminals::{self, Shown};
 use crate::config::AcpPermission;
-use crate::process::child_env;
+use crate::process::child_env::ChildEnv;
 use crate::process::group::Terminal;
 use crate::process::sandbox::Launch;
 use crate::rpc::{Reply, RpcError};
@@ -57,6 +57,8 @@ pub(super) struct TerminalServices {
     /// The editor's terminals, when it offers them, and the tool call they are shown on.
     editor: Option<(Arc<dyn ClientBridge>, String)>,
     grants: Arc<CommandGrants>,
+    /// The credential scrub of its commands' environment.
+    child_env: ChildEnv,
     /// The child's sandbox, which its commands are held to (`None`: unconfined).
     sandbox: Option<ChildSandbox>,
     table: Mutex<Table>,
@@ -115,12 +117,14 @@ fn editor_exit(exit: TerminalExit) -> TerminalExitStatus {
 
 impl TerminalServices {
     /// `client` is the delegating session's editor and `call_id` its delegating tool call;
-    /// both are needed for the editor's terminals.
+    /// both are needed for the editor's terminals. Its commands run in the environment
+    /// `child_env` scrubs.
     pub(crate) fn new(
         roots: Arc<Roots>,
         client: Option<Arc<dyn ClientBridge>>,
         call_id: Option<String>,
         grants: Arc<CommandGrants>,
+        child_env: ChildEnv,
     ) -> Self {
         let editor = client
             .filter(|client| client.features().terminal)
@@ -129,6 +133,7 @@ impl TerminalServices {
             roots,
             editor,
             grants,
+            child_env,
             sandbox: None,
             table: Mutex::default(),
         }
@@ -255,7 +260,7 @@ impl TerminalServices {
             .unwrap_or(DEFAULT_OUTPUT_BYTES)
             .min(MAX_OUTPUT_BYTES);
         // What the child asked for, scrubbed as kin's own environment is, wherever it runs.
-        let mut env = child_env::allowed(
+        let mut env = self.child_env.allowed(
             request
                 .env
                 .into_iter()
@@ -291,10 +296,17 @@ impl TerminalServices {
             }
             None => {
                 let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-                let terminal = Terminal::spawn(&launch.program, &launch.args, &cwd, &env, limit)
-                    .map_err(|error| {
-                        RpcError::internal(format!("could not start {}: {error}", request.command))
-                    })?;
+                let terminal = Terminal::spawn(
+                    &launch.program,
+                    &launch.args,
+                    &cwd,
+                    &self.child_env,
+                    &env,
+                    limit,
+                )
+                .map_err(|error| {
+                    RpcError::internal(format!("could not start {}: {error}", request.command))
+                })?;
                 let mut table = lock(&self.table);
                 table.next += 1;
                 let id = format!("kin-terminal-{}", table.next);
@@ -516,6 +528,7 @@ mod tests {
             client,
             Some("call".into()),
             grants,
+            ChildEnv::default(),
         ))
     }
 

@@ -19,9 +19,11 @@ use super::{
     TurnError,
 };
 use crate::model::{Model, ModelCatalog, UnknownModel};
+use crate::process::child_env::ChildEnv;
 use crate::session::{Event, Header, SessionLog, SessionStore, StoreError, UserPart};
 use crate::sync::lock;
 use crate::time::unique_now_ms;
+use crate::tools::private::PrivateFiles;
 use crate::tools::{ClientBridge, ToolRegistry};
 
 /// Steps (model calls) one turn may take before it is stopped.
@@ -170,6 +172,10 @@ pub struct AgentHost {
     remote_children: Arc<super::remote_children::RemoteChildren>,
     /// The longest tool-call arguments a turn runs.
     tool_argument_bytes: usize,
+    /// The environment scrub of every process its sessions start.
+    child_env: ChildEnv,
+    /// kin's own files, which its sessions never read.
+    private: PrivateFiles,
 }
 
 impl AgentHost {
@@ -192,6 +198,8 @@ impl AgentHost {
             named_models: Mutex::new(HashMap::new()),
             remote_children: Arc::default(),
             tool_argument_bytes: crate::limits::DEFAULT_TOOL_ARGUMENT_BYTES,
+            child_env: ChildEnv::default(),
+            private: PrivateFiles::default(),
         }
     }
 
@@ -199,6 +207,24 @@ impl AgentHost {
     pub(crate) fn with_limits(mut self, limits: crate::limits::Limits) -> Self {
         self.tool_argument_bytes = limits.tool_argument_bytes;
         self
+    }
+
+    /// This host starting processes in the environment `child_env` scrubs and refusing to read
+    /// kin's own files, `private`.
+    pub(crate) fn with_secrets(mut self, child_env: ChildEnv, private: PrivateFiles) -> Self {
+        self.child_env = child_env;
+        self.private = private;
+        self
+    }
+
+    /// The environment scrub of the processes its sessions start.
+    pub(crate) fn child_env(&self) -> &ChildEnv {
+        &self.child_env
+    }
+
+    /// kin's own files, which its sessions never read.
+    pub(crate) fn private(&self) -> &PrivateFiles {
+        &self.private
     }
 
     /// This host serving `models` (their default replaces the model given to `new`).
@@ -334,6 +360,8 @@ impl AgentHost {
             tool_argument_bytes: self.tool_argument_bytes,
             max_parallel: self.max_parallel,
             client: None,
+            child_env: self.child_env.clone(),
+            private: self.private.clone(),
         }
     }
 

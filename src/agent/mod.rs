@@ -30,9 +30,11 @@ use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 use tokio_util::sync::CancellationToken;
 
 use crate::model::{Model, ModelCatalog, ModelChoice, ModelError};
+use crate::process::child_env::ChildEnv;
 use crate::session::history::{HistoryFold, ModelHistory};
 use crate::session::{Event, EventBody, Header, SessionLog, StoreError, UserPart};
 use crate::sync::{lock, read_lock, write_lock};
+use crate::tools::private::PrivateFiles;
 use crate::tools::{
     ClientBridge, FileStamps, PermissionMode, Roots, SessionPermissions, ToolRegistry,
 };
@@ -154,6 +156,10 @@ pub struct TurnDeps {
     pub(crate) max_parallel: usize,
     /// The editor, for tools that can work through it and for permission prompts.
     pub(crate) client: Option<Arc<dyn ClientBridge>>,
+    /// The environment scrub of the commands its tools start.
+    pub(crate) child_env: ChildEnv,
+    /// kin's own files, which its tools never read.
+    pub(crate) private: PrivateFiles,
 }
 
 /// Receives each event right after it was appended to the log; the calls of a step that run

@@ -21,6 +21,7 @@ use crate::agent::host::AgentHost;
 use crate::agent::shape::SessionShape;
 use crate::agent::DEFAULT_PERSONA;
 use crate::sync::{lock, off_the_workers};
+use crate::tools::private::PrivateFiles;
 use crate::tools::{PermissionMode, Roots};
 
 /// Bytes of one definition read at most; a longer file is skipped with a notice.
@@ -84,8 +85,8 @@ pub(crate) fn dirs(cwd: &Path, config_dir: Option<&Path>) -> Vec<(PathBuf, bool)
 }
 
 /// The definitions for a session whose cwd is `cwd`, with kin's config directory from the
-/// process environment.
-pub fn load_for(cwd: &Path) -> AgentCatalog {
+/// process environment; none read from kin's own files, `private`.
+pub fn load_for(cwd: &Path, private: &PrivateFiles) -> AgentCatalog {
     let config_dir = crate::config::config_dir(&crate::config::process_env);
     let dirs = dirs(cwd, config_dir.as_deref());
     // Most workspaces have none of these directories: no hand-off of the worker for that.
@@ -93,7 +94,7 @@ pub fn load_for(cwd: &Path) -> AgentCatalog {
         return AgentCatalog::default();
     }
     let workspace = Roots::new(cwd.to_owned(), Vec::new());
-    off_the_workers(|| AgentCatalog::load(&dirs, &workspace))
+    off_the_workers(|| AgentCatalog::load(&dirs, &workspace, private))
 }
 
 /// The catalogs read so far, by workspace, with when each was read. A top-level turn reads
@@ -108,15 +109,20 @@ pub(crate) struct Catalogs {
 
 impl Catalogs {
     /// The definitions for a session in `cwd`: the last read if it was made at or after
-    /// `fresh_since` (any last read when `None`), else a new one.
-    pub(crate) fn get(&self, cwd: &Path, fresh_since: Option<Instant>) -> Arc<AgentCatalog> {
+    /// `fresh_since` (any last read when `None`), else a new one (none read from `private`).
+    pub(crate) fn get(
+        &self,
+        cwd: &Path,
+        fresh_since: Option<Instant>,
+        private: &PrivateFiles,
+    ) -> Arc<AgentCatalog> {
         if let Some((read_at, catalog)) = lock(&self.by_cwd).get(cwd) {
             if fresh_since.is_none_or(|since| *read_at >= since) {
                 return catalog.clone();
             }
         }
         let read_at = Instant::now();
-        let catalog = Arc::new(load_for(cwd));
+        let catalog = Arc::new(load_for(cwd, private));
         lock(&self.by_cwd).insert(cwd.to_owned(), (read_at, catalog.clone()));
         catalog
     }
@@ -124,8 +130,12 @@ impl Catalogs {
 
 impl AgentCatalog {
     /// Reads every `*.md` file of `dirs` (missing directories are skipped), in name order; the
-    /// untrusted ones confined beneath `workspace`. Blocking.
-    pub(crate) fn load(dirs: &[(PathBuf, bool)], workspace: &Roots) -> Self {
+    /// untrusted ones confined beneath `workspace`; none of kin's own files (`private`). Blocking.
+    pub(crate) fn load(
+        dirs: &[(PathBuf, bool)],
+        workspace: &Roots,
+        private: &PrivateFiles,
+    ) -> Self {
         let mut catalog = Self::default();
         let mut seen = BTreeSet::new();
         for (dir, trusted) in dirs {
@@ -141,7 +151,7 @@ impl AgentCatalog {
             paths.sort();
             let confine = (!trusted).then_some(workspace);
             for path in paths {
-                let text = match read_definition(confine, &path) {
+                let text = match read_definition(confine, private, &path) {
                     Ok(text) => text,
                     Err(why) => {
                         catalog
@@ -200,8 +210,12 @@ impl AgentCatalog {
 }
 
 /// The text of the definition file at `path`, within the size cap.
-fn read_definition(confine: Option<&Roots>, path: &Path) -> Result<String, String> {
-    let (bytes, cut) = crate::tools::fs::read_capped(confine, path, MAX_DEFINITION_BYTES)
+fn read_definition(
+    confine: Option<&Roots>,
+    private: &PrivateFiles,
+    path: &Path,
+) -> Result<String, String> {
+    let (bytes, cut) = crate::tools::fs::read_capped(confine, private, path, MAX_DEFINITION_BYTES)
         .map_err(|error| error.to_string())?;
     if cut {
         return Err(format!("it is over {MAX_DEFINITION_BYTES} bytes"));
@@ -267,7 +281,7 @@ pub(crate) fn find(
     name: &str,
     cwd: &Path,
 ) -> Result<AgentDefinition, UnknownAgent> {
-    let catalog = load_for(cwd);
+    let catalog = load_for(cwd, host.private());
     let Some(found) = catalog.get(name) else {
         return Err(UnknownAgent {
             name: name.to_owned(),
@@ -501,19 +515,29 @@ mod tests {
             ours.map(|a| a.name.clone()).collect()
         };
         let catalogs = Catalogs::default();
+        let none = PrivateFiles::default();
         write("first");
-        assert_eq!(names(&catalogs.get(cwd.path(), None)), ["first"]);
+        assert_eq!(names(&catalogs.get(cwd.path(), None, &none)), ["first"]);
         write("second");
-        assert_eq!(names(&catalogs.get(cwd.path(), None)), ["first"]);
+        assert_eq!(names(&catalogs.get(cwd.path(), None, &none)), ["first"]);
         let turn = Some(Instant::now());
-        assert_eq!(names(&catalogs.get(cwd.path(), turn)), ["first", "second"]);
+        assert_eq!(
+            names(&catalogs.get(cwd.path(), turn, &none)),
+            ["first", "second"]
+        );
         // The same turn's other tools share that read.
         write("third");
-        assert_eq!(names(&catalogs.get(cwd.path(), turn)), ["first", "second"]);
-        assert_eq!(names(&catalogs.get(cwd.path(), None)), ["first", "second"]);
+        assert_eq!(
+            names(&catalogs.get(cwd.path(), turn, &none)),
+            ["first", "second"]
+        );
+        assert_eq!(
+            names(&catalogs.get(cwd.path(), None, &none)),
+            ["first", "second"]
+        );
         let next_turn = Some(Instant::now());
         assert_eq!(
-            names(&catalogs.get(cwd.path(), next_turn)),
+            names(&catalogs.get(cwd.path(), next_turn, &none)),
             ["first", "second", "third"]
         );
     }
@@ -588,7 +612,8 @@ mod tests {
         )
         .unwrap();
         let roots = Roots::new(workspace.path().to_owned(), Vec::new());
-        let catalog = AgentCatalog::load(&dirs(workspace.path(), Some(user.path())), &roots);
+        let dirs = dirs(workspace.path(), Some(user.path()));
+        let catalog = AgentCatalog::load(&dirs, &roots, &PrivateFiles::default());
         let found: Vec<(&str, &str)> = catalog
             .agents
             .iter()

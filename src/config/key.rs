@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::credentials::{self, KeyStore};
 use crate::model::openai::{ApiKey, KeyState};
+use crate::process::child_env::ChildEnv;
 
 /// Where the API key is to come from.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,12 +38,16 @@ pub enum KeyPlan {
 /// A key command that takes longer than this is given up on.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The key the plan leads to, or why there is none. A key found is hidden from tool processes
-/// from then on (see `process::child_env`).
+/// The key the plan leads to, or why there is none.
 pub async fn load(plan: &KeyPlan) -> KeyState {
+    find(plan).await
+}
+
+/// [`load`], the key found hidden from the processes started through `env` from then on.
+pub(crate) async fn load_hidden(plan: &KeyPlan, env: &ChildEnv) -> KeyState {
     let state = find(plan).await;
     if let KeyState::Present(key) = &state {
-        crate::process::child_env::hide_value(key.secret());
+        env.hide_value(key.secret());
     }
     state
 }

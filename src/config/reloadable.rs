@@ -7,12 +7,16 @@ use std::sync::{Arc, RwLock};
 
 use futures::future::BoxFuture;
 
-use super::{load_key, process_env, resolve, ConfigError, ModelConfig, Overrides};
+use super::key::load_hidden;
+use super::{process_env, resolve, ConfigError, ModelConfig, Overrides};
 use crate::model::{ChunkStream, Credentials, Model, ModelRequest, OpenAiModel};
+use crate::process::child_env::ChildEnv;
 use crate::sync::{read_lock, write_lock};
 
 pub(crate) struct ReloadableModel {
     overrides: Overrides,
+    /// Where every key it loads is hidden from the processes kin starts.
+    env: ChildEnv,
     current: Arc<RwLock<Current>>,
 }
 
@@ -30,16 +34,16 @@ impl Current {
 }
 
 /// The model the configuration describes now (the key looked up too, not yet used).
-async fn build(overrides: &Overrides) -> Result<OpenAiModel, ConfigError> {
-    build_from(resolve(overrides, &process_env)?).await
+async fn build(overrides: &Overrides, env: &ChildEnv) -> Result<OpenAiModel, ConfigError> {
+    build_from(resolve(overrides, &process_env)?, env).await
 }
 
 /// The model `config` describes.
-async fn build_from(config: ModelConfig) -> Result<OpenAiModel, ConfigError> {
+async fn build_from(config: ModelConfig, env: &ChildEnv) -> Result<OpenAiModel, ConfigError> {
     for key in &config.unknown_keys {
         tracing::warn!(key, "ignoring an unknown key in the config file");
     }
-    let key = load_key(&config.key).await;
+    let key = load_hidden(&config.key, env).await;
     Ok(OpenAiModel::new(config.settings(), key)?)
 }
 
@@ -50,10 +54,12 @@ impl ReloadableModel {
     pub(crate) async fn new(
         overrides: &Overrides,
         config: ModelConfig,
+        env: ChildEnv,
     ) -> Result<Self, ConfigError> {
-        let model = build_from(config).await?;
+        let model = build_from(config, &env).await?;
         Ok(Self {
             overrides: overrides.clone(),
+            env,
             current: Arc::new(RwLock::new(Current::new(model))),
         })
     }
@@ -107,9 +113,10 @@ impl Model for ReloadableModel {
     /// model as it was and is reported as the reason there is no key.
     fn reload_credentials(&self) -> BoxFuture<'static, Credentials> {
         let overrides = self.overrides.clone();
+        let env = self.env.clone();
         let current = self.current.clone();
         Box::pin(async move {
-            match build(&overrides).await {
+            match build(&overrides, &env).await {
                 Ok(model) => {
                     let credentials = model.credentials();
                     tracing::info!(

@@ -72,7 +72,12 @@ impl AcpProvider {
         self.config.continuable.or(*lock(&self.learned))
     }
 
-    fn command(&self, request: &StartRequest, depth: u32) -> Result<ChildCommand, DelegationError> {
+    fn command(
+        &self,
+        host: &AgentHost,
+        request: &StartRequest,
+        depth: u32,
+    ) -> Result<ChildCommand, DelegationError> {
         let cwd = match &self.config.cwd {
             Some(cwd) => cwd.clone(),
             None => request
@@ -89,12 +94,14 @@ impl AcpProvider {
                     )
                 })?,
         };
-        self.command_in(cwd, depth, &request.parent)
+        self.command_in(host, cwd, depth, &request.parent)
     }
 
-    /// The launch of a child working for `parent`, whose permissions bound the child's answers.
+    /// The launch of a child working for `parent`, whose permissions bound the child's answers,
+    /// under `host`'s environment scrub and private files.
     fn command_in(
         &self,
+        host: &AgentHost,
         cwd: PathBuf,
         depth: u32,
         parent: &Agent,
@@ -110,6 +117,8 @@ impl AcpProvider {
             program: config.command.clone(),
             args: config.args.clone(),
             env: config.env.clone(),
+            child_env: host.child_env().clone(),
+            private: host.private().clone(),
             cwd,
             remote_cwd: config.remote_cwd.clone(),
             permission: config.permission,
@@ -252,7 +261,7 @@ impl Provider for AcpProvider {
                 return Err(DelegationError::AbortedBeforePublication);
             }
             let depth = request.child_depth()?;
-            self.command(&request, depth)
+            self.command(host, &request, depth)
         })();
         let name = self.config.name.clone();
         // Where the record of a continuable child goes.
@@ -318,10 +327,10 @@ impl Provider for AcpProvider {
         }
     }
 
-    fn probe(&self, request: &StartRequest) -> BoxFuture<'static, bool> {
+    fn probe(&self, host: &AgentHost, request: &StartRequest) -> BoxFuture<'static, bool> {
         let command = request
             .child_depth()
-            .and_then(|depth| self.command(request, depth));
+            .and_then(|depth| self.command(host, request, depth));
         let learned = self.learned.clone();
         let cancel = request.cancel.clone();
         let name = self.config.name.clone();
@@ -355,7 +364,7 @@ impl Provider for AcpProvider {
             let depth = child_depth(&request.parent, None)?;
             Ok((
                 remote.to_owned(),
-                self.command_in(PathBuf::from(cwd), depth, &request.parent)?,
+                self.command_in(host, PathBuf::from(cwd), depth, &request.parent)?,
             ))
         })();
         let name = self.config.name.clone();

@@ -137,7 +137,7 @@ fn start_maybe_isolated(
     let host = host.clone();
     async move {
         // Made first, cancellably: a kill during the checkout stops git.
-        let worktree = worktree::locate(&request.parent.cwd, &id)
+        let worktree = worktree::locate(&request.parent.cwd, &id, host.child_env())
             .await
             .map_err(worktree_error)?;
         match worktree::add(&worktree, &request.cancel).await {
@@ -171,7 +171,8 @@ fn resume_maybe_isolated(
     };
     let host = host.clone();
     async move {
-        let reopened = worktree::reopen(&recorded, &request.parent.cwd, &request.cancel).await;
+        let (cwd, cancel) = (&request.parent.cwd, &request.cancel);
+        let reopened = worktree::reopen(&recorded, cwd, cancel, host.child_env()).await;
         let worktree = reopened.map_err(worktree_error)?;
         resume(&host, request, Some(worktree))
     }

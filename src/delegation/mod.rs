@@ -232,6 +232,19 @@ impl Delegation {
             .ok_or_else(|| DelegationError::Setup("kin is shutting down".into()))
     }
 
+    /// The agent definitions for a session in `cwd` (see [`Catalogs::get`]), none read from
+    /// kin's own files.
+    ///
+    /// [`Catalogs::get`]: crate::config::agents::Catalogs::get
+    fn catalog(
+        &self,
+        cwd: &std::path::Path,
+        fresh_since: Option<std::time::Instant>,
+    ) -> Result<Arc<crate::config::agents::AgentCatalog>, DelegationError> {
+        let host = self.host()?;
+        Ok(self.catalogs.get(cwd, fresh_since, host.private()))
+    }
+
     fn live(&self, id: &str) -> Option<Arc<Agent>> {
         self.host.get()?.upgrade()?.live(id)
     }
@@ -310,7 +323,7 @@ impl Delegation {
         // Decided before answering: an ACP child may have to be asked first.
         let continuable = match provider.continuable() {
             Continuable::Known(known) => known,
-            Continuable::AskChild => provider.probe(&start).await,
+            Continuable::AskChild => provider.probe(&*self.host()?, &start).await,
         };
         if continuable {
             let (child, task) = self.continuable(&provider, &request.label, start)?;

@@ -84,7 +84,7 @@ pub(crate) trait Provider: Send + Sync {
         Continuable::Known(false)
     }
     /// For [`Continuable::AskChild`]: launches a child of `request` just to ask it.
-    fn probe(&self, _request: &StartRequest) -> BoxFuture<'static, bool> {
+    fn probe(&self, _host: &AgentHost, _request: &StartRequest) -> BoxFuture<'static, bool> {
         std::future::ready(false).boxed()
     }
     /// Cold-resumes a stored child for one more turn.

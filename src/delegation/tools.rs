@@ -179,7 +179,10 @@ impl SubagentTool {
         name: &str,
         cwd: &std::path::Path,
     ) -> Result<(AgentDefinition, Vec<String>), ToolOutput> {
-        let catalog = self.delegation.catalogs.get(cwd, None);
+        let catalog = self
+            .delegation
+            .catalog(cwd, None)
+            .map_err(|e| failure(&e))?;
         let Some(found) = catalog.get(name) else {
             let broken: Vec<&String> = catalog
                 .notices
@@ -246,7 +249,9 @@ impl TypedTool for SubagentTool {
 
     fn description_in(&self, scope: SpecScope<'_>) -> String {
         let what = self.what_it_does();
-        let catalog = self.delegation.catalogs.get(scope.cwd, scope.fresh_since);
+        let Ok(catalog) = self.delegation.catalog(scope.cwd, scope.fresh_since) else {
+            return what;
+        };
         if catalog.agents.is_empty() {
             return what;
         }

@@ -3,7 +3,6 @@
 //! backoff when it goes away. Others read its [`State`] and call its tools through [`Server`].
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -27,7 +26,7 @@ use super::elicit::Askers;
 use super::oauth::OAuthError;
 use super::progress::Routes;
 use super::spec::{ServerSpec, Transport};
-use super::stdio::StdioProcess;
+use super::stdio::{StdioProcess, StdioStart};
 use crate::sync::lock;
 use crate::tools::client::{ClientBridge, Question, QuestionMode};
 
@@ -107,7 +106,7 @@ impl Server {
     /// `client` is the session's editor (or terminal): where a login's address is shown at once.
     pub(crate) fn start(
         spec: ServerSpec,
-        cwd: PathBuf,
+        start: StdioStart,
         cancel: CancellationToken,
         client: Option<Arc<dyn ClientBridge>>,
     ) -> Arc<Self> {
@@ -127,7 +126,7 @@ impl Server {
             let relisting_tx = Arc::new(relisting_tx);
             tokio::spawn(supervise(
                 spec,
-                cwd,
+                start,
                 tx,
                 listed.clone(),
                 relisting_tx,
@@ -288,7 +287,7 @@ impl Link {
 
 async fn supervise(
     spec: ServerSpec,
-    cwd: PathBuf,
+    start: StdioStart,
     state: watch::Sender<State>,
     listed: Arc<Mutex<Listed>>,
     relisting: Arc<watch::Sender<bool>>,
@@ -308,7 +307,7 @@ async fn supervise(
             ..Events::default()
         };
         let connecting =
-            tokio::time::timeout(CONNECT_TIMEOUT, connect(&spec, &cwd, events.clone()));
+            tokio::time::timeout(CONNECT_TIMEOUT, connect(&spec, &start, events.clone()));
         let attempt = tokio::select! {
             _ = cancel.cancelled() => break,
             attempt = connecting => attempt.unwrap_or_else(|_| Err(Failure::Retry("it did not finish starting in time".into()))),
@@ -567,14 +566,10 @@ fn dedup(tools: Vec<rmcp::model::Tool>) -> Vec<rmcp::model::Tool> {
         .collect()
 }
 
-async fn connect(
-    spec: &ServerSpec,
-    cwd: &std::path::Path,
-    events: Events,
-) -> Result<Link, Failure> {
+async fn connect(spec: &ServerSpec, start: &StdioStart, events: Events) -> Result<Link, Failure> {
     match &spec.transport {
         Transport::Stdio { command, args, env } => {
-            let (mut process, stdout, stdin) = StdioProcess::launch(command, args, env, cwd)
+            let (mut process, stdout, stdin) = StdioProcess::launch(command, args, env, start)
                 .map_err(|error| Failure::Retry(format!("could not start `{command}`: {error}")))?;
             let stdout = super::frames::bounded(&spec.name, stdout);
             match events

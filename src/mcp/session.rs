@@ -15,7 +15,9 @@ use tokio_util::sync::CancellationToken;
 use super::naming::Names;
 use super::server::{Server, State};
 use super::spec::ServerSpec;
+use super::stdio::StdioStart;
 use super::tool::McpTool;
+use crate::process::child_env::ChildEnv;
 use crate::sync::lock;
 use crate::tools::client::ClientBridge;
 use crate::tools::ToolRegistry;
@@ -55,20 +57,23 @@ struct Built {
 
 impl SessionServers {
     /// Starts every server in the background; returns at once. `client` (the session's editor
-    /// or terminal) is told at once when a server waits for a login.
+    /// or terminal) is told at once when a server waits for a login. Stdio servers start in
+    /// `cwd`, in the environment `env` scrubs.
     pub fn start(
         specs: Vec<ServerSpec>,
         cwd: PathBuf,
         startup_timeout: Duration,
         max_tools: usize,
+        env: ChildEnv,
         client: Option<Arc<dyn ClientBridge>>,
     ) -> Arc<Self> {
+        let start = StdioStart { cwd, env };
         let cancel = CancellationToken::new();
         let servers = specs
             .iter()
             .map(|spec| {
                 let cancel = cancel.child_token();
-                Server::start(spec.clone(), cwd.clone(), cancel, client.clone())
+                Server::start(spec.clone(), start.clone(), cancel, client.clone())
             })
             .collect();
         Arc::new(Self {

@@ -1,10 +1,10 @@
 //! A stdio MCP server's process, under kin's process supervision: its own process group, the
 //! process guard when kin runs it (nothing survives the session or kin, kill -9 included), the
-//! scrubbed environment plus the server's `env`. Its stderr is read as it comes (a server that
+//! scrubbed environment ([`StdioStart`]) plus the server's `env`. Its stderr is read as it comes (a server that
 //! floods it never blocks) and only the last lines are kept, for error reports.
 
 use std::collections::VecDeque;
-use std::path::Path;
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
@@ -12,7 +12,7 @@ use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
-use crate::process::child_env;
+use crate::process::child_env::ChildEnv;
 use crate::process::group::describe_status;
 use crate::process::guard::{self, Lifeline, TERM_GRACE};
 use crate::process::stderr_tail::keep_last_lines;
@@ -22,6 +22,13 @@ use crate::sync::lock;
 const STDERR_LINES: usize = 5;
 const STDERR_LINE_CHARS: usize = 300;
 
+/// Where a session's stdio servers start, and the scrub of the environment they start with.
+#[derive(Debug, Clone)]
+pub(crate) struct StdioStart {
+    pub(crate) cwd: PathBuf,
+    pub(crate) env: ChildEnv,
+}
+
 pub(crate) struct StdioProcess {
     child: Child,
     pgid: Option<Pid>,
@@ -30,18 +37,18 @@ pub(crate) struct StdioProcess {
 }
 
 impl StdioProcess {
-    /// Starts `command args` in `cwd`; returns the process and the pipes MCP runs over.
+    /// Starts `command args` as `start` says; returns the process and the pipes MCP runs over.
     pub(crate) fn launch(
         command: &str,
         args: &[String],
         env: &[(String, String)],
-        cwd: &Path,
+        start: &StdioStart,
     ) -> std::io::Result<(Self, ChildStdout, ChildStdin)> {
         let (mut launcher, lifeline) = guard::command(command, args)?;
         launcher
-            .current_dir(cwd)
+            .current_dir(&start.cwd)
             .env_clear()
-            .envs(child_env::scrubbed())
+            .envs(start.env.scrubbed())
             .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -12,6 +12,7 @@ use tokio_util::task::TaskTracker;
 
 use super::tools::Isolation;
 use crate::config::agents::AgentDefinition;
+use crate::process::child_env::ChildEnv;
 use crate::process::git_worktree::{self as worktree, Settled, Worktree, WorktreeError};
 
 /// Whether a new session works in a worktree: the call's `isolation`, else its definition's.
@@ -25,16 +26,18 @@ pub(crate) fn wanted(asked: Option<Isolation>, definition: Option<&AgentDefiniti
 /// Makes the worktree of new session `id` from the repository `cwd` is in, as a task of
 /// `setup`, which the server waits for before it exits: a checkout cancelled because the
 /// client hung up is removed before the process ends. `cancel` stops the checkout and
-/// removes what it had made; so does a cancel that comes just as it finished.
+/// removes what it had made; so does a cancel that comes just as it finished. `git` runs in
+/// the environment `env` scrubs.
 pub(crate) async fn make(
     setup: &TaskTracker,
     cwd: &Path,
     id: &str,
     cancel: &CancellationToken,
+    env: &ChildEnv,
 ) -> Result<Worktree, WorktreeError> {
-    let (cwd, id, cancel) = (cwd.to_owned(), id.to_owned(), cancel.clone());
+    let (cwd, id, cancel, env) = (cwd.to_owned(), id.to_owned(), cancel.clone(), env.clone());
     let making = setup.spawn(async move {
-        let made = worktree::create(&cwd, &id, &cancel).await?;
+        let made = worktree::create(&cwd, &id, &cancel, &env).await?;
         if cancel.is_cancelled() {
             // Nothing will work in it: removed (it has no changes) with its branch.
             let _ = tokio::task::spawn_blocking(move || worktree::settle(&made)).await;
@@ -58,12 +61,13 @@ fn owned(id: &str, cwd: &Path) -> bool {
 
 /// The worktree of session `id` whose cwd is `cwd`, as it is recorded (nothing is made);
 /// `None` when the session is not isolated.
-fn recorded(id: &str, cwd: &Path) -> Option<Worktree> {
+fn recorded(id: &str, cwd: &Path, env: &ChildEnv) -> Option<Worktree> {
     let repo = worktree::checkout_of(cwd).filter(|_| owned(id, cwd))?;
     Some(Worktree {
         dir: cwd.to_owned(),
         branch: format!("kin/{id}"),
         repo,
+        env: env.clone(),
     })
 }
 
@@ -73,19 +77,20 @@ pub(crate) async fn ensure(
     id: &str,
     cwd: &Path,
     cancel: &CancellationToken,
+    env: &ChildEnv,
 ) -> Result<Option<Worktree>, WorktreeError> {
-    let Some(found) = recorded(id, cwd) else {
+    let Some(found) = recorded(id, cwd, env) else {
         return Ok(None);
     };
-    worktree::reopen(&found.dir, &found.repo, cancel)
+    worktree::reopen(&found.dir, &found.repo, cancel, env)
         .await
         .map(Some)
 }
 
 /// What became of session `id`'s worktree, for a task read from the log: settled now if it is
 /// still there (a server that died mid-task never settled it), else removed.
-pub(crate) async fn logged_report(id: &str, cwd: &Path) -> Option<String> {
-    let found = recorded(id, cwd)?;
+pub(crate) async fn logged_report(id: &str, cwd: &Path, env: &ChildEnv) -> Option<String> {
+    let found = recorded(id, cwd, env)?;
     if !found.dir.is_dir() {
         return Some(Settled::Removed.report(&found));
     }
@@ -113,11 +118,12 @@ mod tests {
     fn only_the_sessions_own_worktree_counts() {
         let id = "5b0c";
         let own = Path::new("/r/.git/kin-worktrees/5b0c");
-        let found = recorded(id, own).unwrap();
+        let env = ChildEnv::default();
+        let found = recorded(id, own, &env).unwrap();
         assert_eq!(found.branch, "kin/5b0c");
         assert_eq!(found.repo, Path::new("/r"));
-        assert!(recorded(id, Path::new("/r/.git/kin-worktrees/other")).is_none());
-        assert!(recorded(id, Path::new("/r/src/5b0c")).is_none());
+        assert!(recorded(id, Path::new("/r/.git/kin-worktrees/other"), &env).is_none());
+        assert!(recorded(id, Path::new("/r/src/5b0c"), &env).is_none());
     }
 
     #[test]

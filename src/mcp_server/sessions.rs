@@ -261,7 +261,10 @@ impl Sessions {
             .unwrap_or_default();
         let id = uuid::Uuid::new_v4().to_string();
         let made = match isolation::wanted(args.isolation, definition.as_ref()) {
-            true => Some(isolation::make(&self.setup, &cwd, &id, cancel).await?),
+            true => {
+                let env = host.child_env();
+                Some(isolation::make(&self.setup, &cwd, &id, cancel, env).await?)
+            }
             false => None,
         };
         // The session works in its worktree, and records it as its cwd.
@@ -328,7 +331,9 @@ impl Sessions {
             move |cancel| {
                 async move {
                     // An isolated session's worktree, made again if its last task removed it.
-                    let isolated = match isolation::ensure(&agent.id, &agent.cwd, &cancel).await {
+                    let ensured =
+                        isolation::ensure(&agent.id, &agent.cwd, &cancel, host.child_env());
+                    let isolated = match ensured.await {
                         Ok(isolated) => isolated,
                         Err(WorktreeError::Cancelled) => return TaskOutcome::killed(),
                         Err(error) => return TaskOutcome::failed(error.to_string()),
@@ -412,7 +417,7 @@ impl Sessions {
         }
         let header = self.stored_header(id)?;
         let cwd = header.cwd.map_or_else(|| self.cwd.clone(), PathBuf::from);
-        isolation::ensure(id, &cwd, cancel).await?;
+        isolation::ensure(id, &cwd, cancel, self.runtime.host().child_env()).await?;
         let (agent, reopened) = self.runtime.open_defined(id, cwd, None)?;
         let notice = match reopened {
             Reopened::Plain => {
@@ -568,7 +573,8 @@ impl Sessions {
             if path.is_ok_and(|path| crate::session::is_locked(&path)) {
                 return Ok(Output::Logged(turn));
             }
-            if let Some(report) = isolation::logged_report(session, &cwd).await {
+            let env = self.runtime.host().child_env();
+            if let Some(report) = isolation::logged_report(session, &cwd, env).await {
                 isolation::append(&mut turn.answer, &mut turn.detail, &report);
             }
             return Ok(Output::Logged(turn));

@@ -6,12 +6,14 @@
 //! every name containing `KEY`, `TOKEN`, `SECRET` or `PASSWORD` (any case) unless it is listed
 //! in `pass_env`. The model key and its variables are never passed, whatever `pass_env` says.
 //!
-//! The policy is process-wide, like the environment it filters: `config` sets it at startup
-//! and adds every key it loads.
+//! The policy is a [`ChildEnv`] the runtime owns and hands to everything that starts processes
+//! (tools, child agents, MCP servers, git worktrees): the configuration sets it up, and a key
+//! loaded later (a reload on `authenticate`) is hidden through it from every process started
+//! after, in every session.
 
 use crate::sync::{read_lock, write_lock};
 use std::ffi::{OsStr, OsString};
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 
 /// Name parts that mark a variable as a credential (compared upper-case).
 const CREDENTIAL_MARKS: [&str; 4] = ["KEY", "TOKEN", "SECRET", "PASSWORD"];
@@ -27,35 +29,58 @@ pub(crate) struct EnvPolicy {
     pub(crate) key_values: Vec<String>,
 }
 
-static POLICY: RwLock<EnvPolicy> = RwLock::new(EnvPolicy {
-    pass: Vec::new(),
-    key_vars: Vec::new(),
-    key_values: Vec::new(),
-});
+/// The environment scrub of the processes kin starts; clones share it, so a key hidden
+/// through one is hidden for all. The default drops credential-named variables only.
+#[derive(Clone, Default)]
+pub struct ChildEnv(Arc<RwLock<EnvPolicy>>);
 
-/// Sets the names to pass and the model key's variables; keys already hidden stay hidden.
-pub(crate) fn configure(pass: Vec<String>, key_vars: Vec<String>) {
-    let mut policy = write_lock(&POLICY);
-    policy.pass = pass;
-    policy.key_vars = key_vars;
-}
-
-/// Drops, from now on, every variable whose value is `key` (a model key kin loaded).
-pub(crate) fn hide_value(key: &str) {
-    let key = key.trim();
-    if key.is_empty() {
-        return;
-    }
-    let mut policy = write_lock(&POLICY);
-    if !policy.key_values.iter().any(|known| known == key) {
-        policy.key_values.push(key.to_owned());
+/// Names the variables let through and dropped by name, never the hidden keys.
+impl std::fmt::Debug for ChildEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let policy = read_lock(&self.0);
+        f.debug_struct("ChildEnv")
+            .field("pass", &policy.pass)
+            .field("key_vars", &policy.key_vars)
+            .finish_non_exhaustive()
     }
 }
 
-/// kin's environment as tool processes get it.
-pub(crate) fn scrubbed() -> Vec<(OsString, OsString)> {
-    let policy = read_lock(&POLICY);
-    scrub(std::env::vars_os(), &policy)
+impl ChildEnv {
+    /// Lets the credential-named `pass` through and drops the model key's variables `key_vars`.
+    pub fn new(pass: Vec<String>, key_vars: Vec<String>) -> Self {
+        Self(Arc::new(RwLock::new(EnvPolicy {
+            pass,
+            key_vars,
+            key_values: Vec::new(),
+        })))
+    }
+
+    /// Drops, from now on, every variable whose value is `key` (a model key kin loaded).
+    pub fn hide_value(&self, key: &str) {
+        let key = key.trim();
+        if key.is_empty() {
+            return;
+        }
+        let mut policy = write_lock(&self.0);
+        if !policy.key_values.iter().any(|known| known == key) {
+            policy.key_values.push(key.to_owned());
+        }
+    }
+
+    /// kin's environment as started processes get it.
+    pub(crate) fn scrubbed(&self) -> Vec<(OsString, OsString)> {
+        scrub(std::env::vars_os(), &read_lock(&self.0))
+    }
+
+    /// The variables a child agent asked to set for a command it runs through kin (its
+    /// `terminal/create` `env`), without those the policy drops from kin's own: a child cannot
+    /// put a credential-named variable or the model key into a command's environment.
+    pub(crate) fn allowed(&self, vars: Vec<(String, String)>) -> Vec<(String, String)> {
+        let policy = read_lock(&self.0);
+        vars.into_iter()
+            .filter(|(name, value)| keeps(&policy, OsStr::new(name), OsStr::new(value)))
+            .collect()
+    }
 }
 
 /// `vars` without what `policy` drops.
@@ -65,16 +90,6 @@ pub(crate) fn scrub(
 ) -> Vec<(OsString, OsString)> {
     vars.into_iter()
         .filter(|(name, value)| keeps(policy, name, value))
-        .collect()
-}
-
-/// The variables a child agent asked to set for a command it runs through kin (its
-/// `terminal/create` `env`), without those the policy drops from kin's own: a child cannot
-/// put a credential-named variable or the model key into a command's environment.
-pub(crate) fn allowed(vars: Vec<(String, String)>) -> Vec<(String, String)> {
-    let policy = read_lock(&POLICY);
-    vars.into_iter()
-        .filter(|(name, value)| keeps(&policy, OsStr::new(name), OsStr::new(value)))
         .collect()
 }
 
@@ -152,19 +167,20 @@ mod tests {
     }
 
     #[test]
-    fn hidden_values_accumulate_and_ignore_blanks() {
-        hide_value("  ");
-        hide_value("sk-child-env-test");
-        hide_value("sk-child-env-test");
-        let policy = POLICY.read().unwrap().clone();
+    fn hidden_values_accumulate_ignore_blanks_and_reach_every_clone() {
+        let env = ChildEnv::new(Vec::new(), Vec::new());
+        let shared = env.clone();
+        env.hide_value("  ");
+        env.hide_value("sk-child-env-test");
+        shared.hide_value("sk-child-env-test");
+        assert_eq!(read_lock(&shared.0).key_values, ["sk-child-env-test"]);
+        let asked = vec![
+            ("COPY".to_owned(), "sk-child-env-test".to_owned()),
+            ("TERM".to_owned(), "xterm".to_owned()),
+        ];
         assert_eq!(
-            policy
-                .key_values
-                .iter()
-                .filter(|v| v.as_str() == "sk-child-env-test")
-                .count(),
-            1
+            shared.allowed(asked),
+            [("TERM".to_owned(), "xterm".to_owned())]
         );
-        assert!(policy.key_values.iter().all(|v| !v.trim().is_empty()));
     }
 }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::process::child_env;
+use crate::process::child_env::ChildEnv;
 use crate::process::group::{describe_status, GroupChild};
 
 /// The most of `git worktree add`'s output kept for an error message.
@@ -33,32 +33,35 @@ pub(crate) enum WorktreeError {
 }
 
 /// A child's worktree.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub(crate) struct Worktree {
     pub(crate) dir: PathBuf,
     pub(crate) branch: String,
     /// The checkout it was made from (where `git worktree remove` runs).
     pub(crate) repo: PathBuf,
+    /// The environment scrub `git` runs with.
+    pub(crate) env: ChildEnv,
 }
 
-fn git(dir: &Path) -> std::process::Command {
+fn git(env: &ChildEnv, dir: &Path) -> std::process::Command {
     let mut command = std::process::Command::new("git");
     command
         .env_clear()
-        .envs(child_env::scrubbed())
+        .envs(env.scrubbed())
         .arg("-C")
         .arg(dir)
         .stdin(std::process::Stdio::null());
     command
 }
 
-/// Runs `git -C dir args`; its trimmed stdout, or what it said on failure.
-fn run(dir: &Path, args: &[&str]) -> Result<String, WorktreeError> {
+/// Runs `git -C dir args` in the environment `env` scrubs; its trimmed stdout, or what it said
+/// on failure.
+fn run(env: &ChildEnv, dir: &Path, args: &[&str]) -> Result<String, WorktreeError> {
     let failed = |message: String| WorktreeError::Git {
         command: args.first().copied().unwrap_or_default().to_owned(),
         message,
     };
-    let output = git(dir)
+    let output = git(env, dir)
         .args(args)
         .output()
         .map_err(|e| failed(e.to_string()))?;
@@ -95,20 +98,27 @@ pub(crate) async fn create(
     cwd: &Path,
     id: &str,
     cancel: &CancellationToken,
+    env: &ChildEnv,
 ) -> Result<Worktree, WorktreeError> {
-    let found = locate(cwd, id).await?;
+    let found = locate(cwd, id, env).await?;
     add(&found, cancel).await?;
     Ok(found)
 }
 
-/// Where the worktree of child `id` goes, in the repository `cwd` is in (nothing is made).
-pub(crate) async fn locate(cwd: &Path, id: &str) -> Result<Worktree, WorktreeError> {
-    let (cwd, id) = (cwd.to_owned(), id.to_owned());
+/// Where the worktree of child `id` goes, in the repository `cwd` is in (nothing is made);
+/// its `git` runs in the environment `env` scrubs.
+pub(crate) async fn locate(
+    cwd: &Path,
+    id: &str,
+    env: &ChildEnv,
+) -> Result<Worktree, WorktreeError> {
+    let (cwd, id, env) = (cwd.to_owned(), id.to_owned(), env.clone());
     let found = tokio::task::spawn_blocking(move || -> Result<_, WorktreeError> {
-        let repo = run(&cwd, &["rev-parse", "--show-toplevel"])
+        let repo = run(&env, &cwd, &["rev-parse", "--show-toplevel"])
             .map_err(|_| WorktreeError::NotARepository(cwd.display().to_string()))?;
         let repo = PathBuf::from(repo);
         let common = run(
+            &env,
             &repo,
             &["rev-parse", "--path-format=absolute", "--git-common-dir"],
         )?;
@@ -117,6 +127,7 @@ pub(crate) async fn locate(cwd: &Path, id: &str) -> Result<Worktree, WorktreeErr
             dir,
             branch: format!("kin/{id}"),
             repo,
+            env,
         })
     })
     .await
@@ -149,8 +160,16 @@ pub(crate) async fn add(
     .into_iter()
     .map(str::to_owned)
     .collect();
-    let mut git = GroupChild::spawn("git", &args, &worktree.repo, &[], ADD_OUTPUT, ADD_OUTPUT)
-        .map_err(|e| git_failed("worktree", e.to_string()))?;
+    let mut git = GroupChild::spawn(
+        "git",
+        &args,
+        &worktree.repo,
+        &worktree.env,
+        &[],
+        ADD_OUTPUT,
+        ADD_OUTPUT,
+    )
+    .map_err(|e| git_failed("worktree", e.to_string()))?;
     let status = tokio::select! {
         status = git.wait() => status,
         () = cancel.cancelled() => {
@@ -176,12 +195,17 @@ pub(crate) async fn add(
 /// directory, and its branch. Each step may find nothing to remove.
 fn discard(worktree: &Worktree) {
     let shown = worktree.dir.display().to_string();
-    let _ = run(&worktree.repo, &["worktree", "remove", "--force", &shown]);
+    let env = &worktree.env;
+    let _ = run(
+        env,
+        &worktree.repo,
+        &["worktree", "remove", "--force", &shown],
+    );
     if worktree.dir.exists() {
         let _ = std::fs::remove_dir_all(&worktree.dir);
     }
-    let _ = run(&worktree.repo, &["worktree", "prune"]);
-    let _ = run(&worktree.repo, &["branch", "-D", &worktree.branch]);
+    let _ = run(env, &worktree.repo, &["worktree", "prune"]);
+    let _ = run(env, &worktree.repo, &["branch", "-D", &worktree.branch]);
 }
 
 /// The worktree recorded for a stored child at `dir`: still there, or made again (it was
@@ -190,6 +214,7 @@ pub(crate) async fn reopen(
     dir: &Path,
     repo_cwd: &Path,
     cancel: &CancellationToken,
+    env: &ChildEnv,
 ) -> Result<Worktree, WorktreeError> {
     let id = dir
         .file_name()
@@ -197,15 +222,16 @@ pub(crate) async fn reopen(
         .unwrap_or_default()
         .to_owned();
     if dir.is_dir() {
-        let repo = run(repo_cwd, &["rev-parse", "--show-toplevel"])
+        let repo = run(env, repo_cwd, &["rev-parse", "--show-toplevel"])
             .map_err(|_| WorktreeError::NotARepository(repo_cwd.display().to_string()))?;
         return Ok(Worktree {
             dir: dir.to_owned(),
             branch: format!("kin/{id}"),
             repo: PathBuf::from(repo),
+            env: env.clone(),
         });
     }
-    create(repo_cwd, &id, cancel).await
+    create(repo_cwd, &id, cancel, env).await
 }
 
 /// What a settled activation left in its worktree.
@@ -257,18 +283,22 @@ pub(crate) async fn settle_and_report(worktree: Worktree) -> String {
 /// Stages everything in the worktree (untracked files count as changes) and reports it; an
 /// unchanged worktree is removed with its branch.
 pub(crate) fn settle(worktree: &Worktree) -> Result<Settled, WorktreeError> {
-    let dir = &worktree.dir;
-    run(dir, &["add", "-A"])?;
-    let names = run(dir, &["diff", "--cached", "--name-only", "HEAD"])?;
+    let (dir, env) = (&worktree.dir, &worktree.env);
+    run(env, dir, &["add", "-A"])?;
+    let names = run(env, dir, &["diff", "--cached", "--name-only", "HEAD"])?;
     if names.is_empty() && !has_commits(worktree)? {
         let shown = dir.display().to_string();
-        run(&worktree.repo, &["worktree", "remove", "--force", &shown])?;
-        run(&worktree.repo, &["branch", "-D", &worktree.branch])?;
+        run(
+            env,
+            &worktree.repo,
+            &["worktree", "remove", "--force", &shown],
+        )?;
+        run(env, &worktree.repo, &["branch", "-D", &worktree.branch])?;
         return Ok(Settled::Removed);
     }
     let base = base(worktree)?;
-    let files = run(dir, &["diff", "--cached", "--name-only", &base])?;
-    let diffstat = run(dir, &["diff", "--cached", "--stat", &base])?;
+    let files = run(env, dir, &["diff", "--cached", "--name-only", &base])?;
+    let diffstat = run(env, dir, &["diff", "--cached", "--stat", &base])?;
     Ok(Settled::Kept {
         branch: worktree.branch.clone(),
         files: files.lines().map(str::to_owned).collect(),
@@ -278,14 +308,15 @@ pub(crate) fn settle(worktree: &Worktree) -> Result<Settled, WorktreeError> {
 
 /// Where the branch started: its fork point from the main checkout's `HEAD`.
 fn base(worktree: &Worktree) -> Result<String, WorktreeError> {
-    let main_head = run(&worktree.repo, &["rev-parse", "HEAD"])?;
-    run(&worktree.dir, &["merge-base", "HEAD", &main_head])
+    let env = &worktree.env;
+    let main_head = run(env, &worktree.repo, &["rev-parse", "HEAD"])?;
+    run(env, &worktree.dir, &["merge-base", "HEAD", &main_head])
 }
 
 /// Whether the child committed on its branch.
 fn has_commits(worktree: &Worktree) -> Result<bool, WorktreeError> {
     let base = base(worktree)?;
-    let head = run(&worktree.dir, &["rev-parse", "HEAD"])?;
+    let head = run(&worktree.env, &worktree.dir, &["rev-parse", "HEAD"])?;
     Ok(base != head)
 }
 
@@ -309,13 +340,15 @@ mod tests {
                 "first",
             ],
         ] {
-            run(dir.path(), args).unwrap();
+            run(&ChildEnv::default(), dir.path(), args).unwrap();
         }
         dir
     }
 
     async fn made(repo: &Path, id: &str) -> Worktree {
-        create(repo, id, &CancellationToken::new()).await.unwrap()
+        create(repo, id, &CancellationToken::new(), &ChildEnv::default())
+            .await
+            .unwrap()
     }
 
     #[tokio::test]
@@ -328,7 +361,12 @@ mod tests {
         assert!(worktree.dir.is_dir());
         assert_eq!(settle(&worktree).unwrap(), Settled::Removed);
         assert!(!worktree.dir.exists());
-        let branches = run(repo.path(), &["branch", "--list", "kin/*"]).unwrap();
+        let branches = run(
+            &ChildEnv::default(),
+            repo.path(),
+            &["branch", "--list", "kin/*"],
+        )
+        .unwrap();
         assert_eq!(branches, "");
     }
 
@@ -352,15 +390,28 @@ mod tests {
             "{diffstat}"
         );
         assert!(!repo.path().join("new.txt").exists());
-        assert_eq!(run(repo.path(), &["status", "--porcelain"]).unwrap(), "");
+        assert_eq!(
+            run(
+                &ChildEnv::default(),
+                repo.path(),
+                &["status", "--porcelain"]
+            )
+            .unwrap(),
+            ""
+        );
     }
 
     #[tokio::test]
     async fn outside_a_repository_it_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let error = create(dir.path(), "c3", &CancellationToken::new())
-            .await
-            .unwrap_err();
+        let error = create(
+            dir.path(),
+            "c3",
+            &CancellationToken::new(),
+            &ChildEnv::default(),
+        )
+        .await
+        .unwrap_err();
         assert!(error
             .to_string()
             .starts_with("isolation \"worktree\" needs a git repository"));
@@ -387,7 +438,7 @@ mod tests {
         let cancel = CancellationToken::new();
         let adding = {
             let (repo, cancel) = (repo.path().to_owned(), cancel.clone());
-            tokio::spawn(async move { create(&repo, "c4", &cancel).await })
+            tokio::spawn(async move { create(&repo, "c4", &cancel, &ChildEnv::default()).await })
         };
         let said = tokio::task::spawn_blocking(move || {
             let mut text = String::new();
@@ -405,9 +456,19 @@ mod tests {
         assert!(matches!(error, WorktreeError::Cancelled), "{error}");
         let common = repo.path().join(".git").join(DIR).join("c4");
         assert!(!common.exists(), "the half-made worktree is gone");
-        let branches = run(repo.path(), &["branch", "--list", "kin/*"]).unwrap();
+        let branches = run(
+            &ChildEnv::default(),
+            repo.path(),
+            &["branch", "--list", "kin/*"],
+        )
+        .unwrap();
         assert_eq!(branches, "");
-        let listed = run(repo.path(), &["worktree", "list", "--porcelain"]).unwrap();
+        let listed = run(
+            &ChildEnv::default(),
+            repo.path(),
+            &["worktree", "list", "--porcelain"],
+        )
+        .unwrap();
         assert_eq!(listed.matches("worktree ").count(), 1, "{listed}");
     }
 }

@@ -1,5 +1,5 @@
 //! A command run in its own process group, under a guard (see [`guard`]) when kin runs it, with
-//! the scrubbed environment of [`child_env`] and its output (stdout and stderr through one
+//! the environment a [`ChildEnv`] scrubs and its output (stdout and stderr through one
 //! pipe, so in the order written) collected into a [`HeadTail`]. Stopping it or dropping it
 //! takes down the whole group and whatever the command left running. Used by the shell tool and
 //! by the scenario client's terminals.
@@ -16,7 +16,7 @@ use tokio::process::Child;
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
-use super::child_env;
+use super::child_env::ChildEnv;
 use super::guard::{self, Lifeline, TERM_GRACE};
 use super::truncate::HeadTail;
 use crate::sync::lock;
@@ -41,13 +41,14 @@ pub struct GroupChild {
 }
 
 impl GroupChild {
-    /// Starts `program args` in `cwd` in a new process group, with the scrubbed environment
-    /// plus `env`; output beyond `head + tail` bytes keeps only its first `head` and last
-    /// `tail` bytes.
+    /// Starts `program args` in `cwd` in a new process group, with the environment
+    /// `child_env` scrubs plus `env`; output beyond `head + tail` bytes keeps only its first
+    /// `head` and last `tail` bytes.
     pub fn spawn(
         program: &str,
         args: &[String],
         cwd: &Path,
+        child_env: &ChildEnv,
         env: &[(String, String)],
         head: usize,
         tail: usize,
@@ -60,7 +61,7 @@ impl GroupChild {
         command
             .current_dir(cwd)
             .env_clear()
-            .envs(child_env::scrubbed())
+            .envs(child_env.scrubbed())
             .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::null())
             .stdout(Stdio::from(writer))
@@ -197,10 +198,11 @@ impl Terminal {
         program: &str,
         args: &[String],
         cwd: &Path,
+        child_env: &ChildEnv,
         env: &[(String, String)],
         output_limit: usize,
     ) -> std::io::Result<Self> {
-        let mut child = GroupChild::spawn(program, args, cwd, env, 0, output_limit)?;
+        let mut child = GroupChild::spawn(program, args, cwd, child_env, env, 0, output_limit)?;
         let output = child.output.clone();
         let (exit_tx, exit) = watch::channel(None);
         let kill = Arc::new(Notify::new());

@@ -11,7 +11,7 @@
 //! - [`truncate`]: head-and-tail caps on large outputs;
 //! - `stderr_tail`: the last stderr lines of a child, for the error that names its failure.
 
-pub(crate) mod child_env;
+pub mod child_env;
 pub(crate) mod git_worktree;
 pub mod group;
 pub mod guard;

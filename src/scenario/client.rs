@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::process::child_env::ChildEnv;
 use crate::process::group::Terminal;
 
 /// One scripted answer to a `session/request_permission`.
@@ -251,7 +252,7 @@ impl ClientSide {
             .as_u64()
             .and_then(|n| usize::try_from(n).ok())
             .unwrap_or(1 << 20);
-        match Terminal::spawn(command, &args, &cwd, &env, limit) {
+        match Terminal::spawn(command, &args, &cwd, &ChildEnv::default(), &env, limit) {
             Ok(terminal) => {
                 self.next_terminal += 1;
                 let id = format!("term-{}", self.next_terminal);

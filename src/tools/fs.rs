@@ -12,7 +12,8 @@ use std::path::Path;
 
 use super::client::ClientError;
 use super::paths::Roots;
-use super::{confined, private, ToolContext};
+use super::private::PrivateFiles;
+use super::{confined, ToolContext};
 
 /// Files larger than this are not loaded whole (the read tool pages through them instead).
 pub(crate) const MAX_TEXT_BYTES: u64 = 16 * 1024 * 1024;
@@ -63,9 +64,14 @@ fn io_error(path: &Path, source: std::io::Error) -> FsError {
 
 /// Opens an existing regular file on disk for reading, with its size: confined beneath its
 /// root when inside the roots, by name when outside. Never blocks on a FIFO or a device (the
-/// open is non-blocking, and only a regular file is taken), and refuses kin's own files.
-pub(crate) fn open_file(roots: &Roots, path: &Path) -> Result<(File, u64), FsError> {
-    open_regular(path, || match roots.beneath(path) {
+/// open is non-blocking, and only a regular file is taken), and refuses kin's own files
+/// (`private`).
+pub(crate) fn open_file(
+    roots: &Roots,
+    private: &PrivateFiles,
+    path: &Path,
+) -> Result<(File, u64), FsError> {
+    open_regular(private, path, || match roots.beneath(path) {
         Some((root, relative)) => confined::open_beneath(root, relative),
         None => open_by_name(path),
     })
@@ -78,10 +84,11 @@ pub(crate) fn open_file(roots: &Roots, path: &Path) -> Result<(File, u64), FsErr
 /// [`open_file`]. A blocking call, for `spawn_blocking`.
 pub(crate) fn read_capped(
     confine: Option<&Roots>,
+    private: &PrivateFiles,
     path: &Path,
     cap: u64,
 ) -> Result<(Vec<u8>, bool), FsError> {
-    let (file, size) = open_regular(path, || match confine {
+    let (file, size) = open_regular(private, path, || match confine {
         Some(roots) => match roots.beneath_as_given(path) {
             Some((root, relative)) => confined::open_beneath(root, relative),
             None => Err(std::io::Error::from_raw_os_error(libc::EXDEV)),
@@ -97,14 +104,15 @@ pub(crate) fn read_capped(
     Ok((bytes, cut))
 }
 
-/// `open`s `path` unless it is one of kin's own files, and keeps it only if it is a regular
-/// file; with its size.
+/// `open`s `path` unless it is one of kin's own files (`private`), and keeps it only if it is
+/// a regular file; with its size.
 fn open_regular(
+    private: &PrivateFiles,
     path: &Path,
     open: impl FnOnce() -> std::io::Result<File>,
 ) -> Result<(File, u64), FsError> {
     let shown = || path.display().to_string();
-    if private::is_private(path) {
+    if private.contains(path) {
         return Err(FsError::Private { path: shown() });
     }
     let file = open().map_err(|e| io_error(path, e))?;
@@ -131,7 +139,7 @@ fn open_by_name(path: &Path) -> std::io::Result<File> {
 /// Reads a whole text file; `Ok(None)` when it does not exist (neither on disk nor as a buffer
 /// the editor reports).
 pub(crate) async fn read_text(cx: &ToolContext, path: &Path) -> Result<Option<String>, FsError> {
-    let exists = match open_file(&cx.roots, path) {
+    let exists = match open_file(&cx.roots, &cx.private, path) {
         Ok(_) => true,
         Err(FsError::NotFound { .. }) => false,
         Err(error) => return Err(error),
@@ -150,8 +158,8 @@ pub(crate) async fn read_text(cx: &ToolContext, path: &Path) -> Result<Option<St
         return Ok(None);
     }
     let path = path.to_path_buf();
-    let roots = cx.roots.clone();
-    tokio::task::spawn_blocking(move || read_local(&roots, &path))
+    let (roots, private) = (cx.roots.clone(), cx.private.clone());
+    tokio::task::spawn_blocking(move || read_local(&roots, &private, &path))
         .await
         .unwrap_or_else(|join| {
             Err(FsError::Io {
@@ -162,8 +170,8 @@ pub(crate) async fn read_text(cx: &ToolContext, path: &Path) -> Result<Option<St
         .map(Some)
 }
 
-fn read_local(roots: &Roots, path: &Path) -> Result<String, FsError> {
-    let (mut file, size) = open_file(roots, path)?;
+fn read_local(roots: &Roots, private: &PrivateFiles, path: &Path) -> Result<String, FsError> {
+    let (mut file, size) = open_file(roots, private, path)?;
     if size > MAX_TEXT_BYTES {
         return Err(FsError::TooLarge {
             path: path.display().to_string(),

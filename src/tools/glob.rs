@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use super::confined;
 use super::fs::FsError;
 use super::paths::Roots;
+use super::private::PrivateFiles;
 use super::typed::{titled, TypedTool};
 use super::walk::{Kind, Walk};
 use super::{ToolContext, ToolDisplay, ToolKind, ToolOutput};
@@ -105,12 +106,14 @@ async fn run(params: GlobArgs, cx: ToolContext) -> Result<ToolOutput, ToolOutput
         .compile_matcher();
     let (base, _) = search_base(&cx, params.path.as_deref()).await?;
     let limit = params.limit.unwrap_or(DEFAULT_LIMIT).max(1);
-    let roots = cx.roots.clone();
+    let (roots, private) = (cx.roots.clone(), cx.private.clone());
     let cancel = cx.cancel.clone();
     let display = ToolDisplay::at(&base, None);
-    let found = tokio::task::spawn_blocking(move || list(&roots, &base, &matcher, limit, &cancel))
-        .await
-        .map_err(|e| ToolOutput::error("SearchFailed", "SEARCH_FAILED", format!("Error: {e}")))??;
+    let found = tokio::task::spawn_blocking(move || {
+        list(&roots, &private, &base, &matcher, limit, &cancel)
+    })
+    .await
+    .map_err(|e| ToolOutput::error("SearchFailed", "SEARCH_FAILED", format!("Error: {e}")))??;
     let mut text = found.entries.join("\n");
     if found.entries.is_empty() {
         text = format!("No paths match {:?}.", params.pattern);
@@ -131,6 +134,7 @@ struct Found {
 
 fn list(
     roots: &Roots,
+    private: &PrivateFiles,
     base: &Path,
     matcher: &globset::GlobMatcher,
     limit: usize,
@@ -140,7 +144,7 @@ fn list(
         entries: Vec::new(),
         total: 0,
     };
-    let walk = match Walk::open(roots, base) {
+    let walk = match Walk::open(roots, private, base) {
         Ok(walk) => walk,
         Err(error) => return walk_failed(roots, base, error).map(|()| found),
     };

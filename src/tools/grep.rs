@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::glob::{search_base, walk_failed};
 use super::paths::Roots;
+use super::private::PrivateFiles;
 use super::typed::{titled, TypedTool};
 use super::walk::{Kind, Walk};
 use super::{ToolContext, ToolDisplay, ToolKind, ToolOutput};
@@ -102,7 +103,7 @@ async fn run(params: GrepArgs, cx: ToolContext) -> Result<ToolOutput, ToolOutput
     let by_name = params.glob.as_deref().is_some_and(|g| !g.contains('/'));
     let (base, _) = search_base(&cx, params.path.as_deref()).await?;
     let limit = params.limit.unwrap_or(DEFAULT_LIMIT).max(1);
-    let roots = cx.roots.clone();
+    let (roots, private) = (cx.roots.clone(), cx.private.clone());
     let cancel = cx.cancel.clone();
     let display = ToolDisplay::at(&base, None);
     let search = Search {
@@ -111,7 +112,7 @@ async fn run(params: GrepArgs, cx: ToolContext) -> Result<ToolOutput, ToolOutput
         by_name,
         limit,
     };
-    let found = tokio::task::spawn_blocking(move || search.run(&base, &cancel, &roots))
+    let found = tokio::task::spawn_blocking(move || search.run(&base, &cancel, &roots, &private))
         .await
         .map_err(|e| ToolOutput::error("SearchFailed", "SEARCH_FAILED", format!("Error: {e}")))??;
     let mut text = found.lines.join("\n");
@@ -155,12 +156,13 @@ impl Search {
         base: &Path,
         cancel: &CancellationToken,
         roots: &Roots,
+        private: &PrivateFiles,
     ) -> Result<Found, ToolOutput> {
         let mut found = Found {
             lines: Vec::new(),
             more: false,
         };
-        let walk = match Walk::open(roots, base) {
+        let walk = match Walk::open(roots, private, base) {
             Ok(walk) => walk,
             Err(error) => return walk_failed(roots, base, error).map(|()| found),
         };

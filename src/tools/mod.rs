@@ -53,12 +53,14 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::model::ToolSpec;
+use crate::process::child_env::ChildEnv;
 use crate::session::SessionId;
 pub use client::ClientBridge;
 pub(crate) use display::ToolDisplay;
 pub use file_stamps::FileStamps;
 pub(crate) use paths::Roots;
 pub use permission::{PermissionMode, SessionPermissions};
+use private::PrivateFiles;
 
 /// What kind of action a tool performs; mirrors ACP's tool kinds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -91,10 +93,15 @@ pub struct ToolContext {
     pub client: Option<Arc<dyn ClientBridge>>,
     /// What the session's agent last saw of the files it read or wrote.
     pub(crate) files: Arc<FileStamps>,
+    /// The environment scrub of the commands it starts.
+    pub(crate) child_env: ChildEnv,
+    /// kin's own files, which it must not read.
+    pub(crate) private: PrivateFiles,
 }
 
 impl ToolContext {
-    /// A context rooted at `cwd` alone, in `ask` mode, without an editor.
+    /// A context rooted at `cwd` alone, in `ask` mode, without an editor, under the default
+    /// environment scrub and refusing no file as kin's own.
     pub fn new(session_id: impl Into<SessionId>, cwd: PathBuf, cancel: CancellationToken) -> Self {
         Self {
             session_id: session_id.into(),
@@ -105,6 +112,8 @@ impl ToolContext {
             permissions: Arc::new(SessionPermissions::default()),
             client: None,
             files: Arc::default(),
+            child_env: ChildEnv::default(),
+            private: PrivateFiles::default(),
         }
     }
 

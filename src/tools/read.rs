@@ -10,6 +10,7 @@ use serde::Deserialize;
 use super::file_stamps::Stamp;
 use super::fs::{self, FsError};
 use super::paths::Roots;
+use super::private::PrivateFiles;
 use super::typed::{titled, TypedTool};
 use super::{ToolContext, ToolDisplay, ToolKind, ToolOutput};
 
@@ -113,8 +114,8 @@ async fn run(params: ReadArgs, cx: &ToolContext) -> Result<ToolOutput, ToolOutpu
         Window::collect(&mut lines, offset, limit)
     } else {
         let path = target.path.clone();
-        let roots = cx.roots.clone();
-        tokio::task::spawn_blocking(move || read_local(&roots, &path, offset, limit))
+        let (roots, private) = (cx.roots.clone(), cx.private.clone());
+        tokio::task::spawn_blocking(move || read_local(&roots, &private, &path, offset, limit))
             .await
             .map_err(|e| ToolOutput::error("ReadFailed", "READ_FAILED", format!("Error: {e}")))?
     }
@@ -139,8 +140,14 @@ fn refuse_credentials(path: &Path) -> Result<(), ToolOutput> {
     }
 }
 
-fn read_local(roots: &Roots, path: &Path, offset: usize, limit: usize) -> Result<Window, FsError> {
-    let (file, _) = fs::open_file(roots, path)?;
+fn read_local(
+    roots: &Roots,
+    private: &PrivateFiles,
+    path: &Path,
+    offset: usize,
+    limit: usize,
+) -> Result<Window, FsError> {
+    let (file, _) = fs::open_file(roots, private, path)?;
     let mut reader = std::io::BufReader::new(file);
     let mut lines = std::iter::from_fn(move || {
         let mut line = Vec::new();

@@ -206,6 +206,7 @@ async fn locally(
         &launch.program,
         &launch.args,
         &cx.cwd,
+        &cx.child_env,
         &launch.env,
         MAX_OUTPUT / 2,
         MAX_OUTPUT - MAX_OUTPUT / 2,

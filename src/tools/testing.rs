@@ -14,6 +14,7 @@ use super::client::*;
 use super::{
     PermissionMode, Roots, SessionPermissions, Tool, ToolContext, ToolOutput, ToolRegistry,
 };
+use crate::process::child_env::ChildEnv;
 use crate::process::group::Terminal;
 
 /// `<tmp>/ws` (the cwd) and `<tmp>/outside`.
@@ -252,6 +253,7 @@ impl ClientBridge for FakeEditor {
             &spec.command,
             &spec.args,
             &spec.cwd,
+            &ChildEnv::default(),
             &spec.env,
             usize::try_from(spec.output_byte_limit).unwrap(),
         );

@@ -28,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 use super::confined;
 use super::ignore_rules::{self, Present, Rules};
 use super::paths::Roots;
+use super::private::PrivateFiles;
 
 /// What an entry is, as listed (a symlink is not followed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,12 +83,15 @@ pub struct Walk {
     /// The rules of the base's parent directories, outermost first.
     parents: Vec<Rules>,
     global: Gitignore,
+    /// kin's own files: neither listed nor entered.
+    private: PrivateFiles,
 }
 
 impl Walk {
     /// Opens `base` (resolved and authorized): beneath its root when inside the roots, by name
     /// when outside. A symlink swapped in on the way fails the open ([`confined::is_escape`]).
-    pub fn open(roots: &Roots, base: &Path) -> io::Result<Walk> {
+    /// The walk skips kin's own files, `private`.
+    pub fn open(roots: &Roots, private: &PrivateFiles, base: &Path) -> io::Result<Walk> {
         let (handle, root) = match roots.beneath(base) {
             Some((root, relative)) => (
                 confined::open_beneath(root, relative)?,
@@ -116,6 +120,7 @@ impl Walk {
             root,
             parents: Vec::new(),
             global: Gitignore::empty(),
+            private: private.clone(),
         };
         if kind == Kind::Dir {
             walk.global = ignore_rules::global();
@@ -227,7 +232,7 @@ impl<F: FnMut(&Entry<'_>) -> ControlFlow<()>> Walker<'_, F> {
     fn entry(&mut self, dir: BorrowedFd<'_>, name: &OsStr, kind: Kind) -> ControlFlow<()> {
         // kin's own files (its config, its data) are not listed or searched for the model.
         if name == ".git"
-            || super::private::is_private(&self.path)
+            || self.walk.private.contains(&self.path)
             || self.is_ignored(kind == Kind::Dir)
         {
             return ControlFlow::Continue(());
@@ -420,7 +425,7 @@ mod tests {
 
     fn confined_walk(roots: &Roots, base: &Path) -> Vec<(PathBuf, bool)> {
         let mut listed = Vec::new();
-        Walk::open(roots, base)
+        Walk::open(roots, &PrivateFiles::default(), base)
             .unwrap()
             .run(&CancellationToken::new(), |entry| {
                 listed.push((entry.relative.to_path_buf(), entry.kind == Kind::Dir));
@@ -485,7 +490,7 @@ mod tests {
         let (_dir, ws) = tree();
         let roots = Roots::new(ws.clone(), Vec::new());
         let mut listed = Vec::new();
-        Walk::open(&roots, &ws)
+        Walk::open(&roots, &PrivateFiles::default(), &ws)
             .unwrap()
             .run(&CancellationToken::new(), |entry| {
                 // The walk listed `sub` as a directory; it becomes a link to outside before
@@ -504,7 +509,9 @@ mod tests {
                 .any(|p| p.starts_with("sub") && p != Path::new("sub")),
             "nothing below the swapped directory: {listed:?}"
         );
-        let error = Walk::open(&roots, &ws.join("sub")).err().unwrap();
+        let error = Walk::open(&roots, &PrivateFiles::default(), &ws.join("sub"))
+            .err()
+            .unwrap();
         assert!(confined::is_escape(&error), "{error}");
     }
 
@@ -513,7 +520,7 @@ mod tests {
         let (_dir, ws) = tree();
         let roots = Roots::new(ws.clone(), Vec::new());
         let mut seen = 0;
-        Walk::open(&roots, &ws)
+        Walk::open(&roots, &PrivateFiles::default(), &ws)
             .unwrap()
             .run(&CancellationToken::new(), |_| {
                 seen += 1;
@@ -527,10 +534,12 @@ mod tests {
         let cancel = CancellationToken::new();
         cancel.cancel();
         let mut seen = 0;
-        Walk::open(&roots, &ws).unwrap().run(&cancel, |_| {
-            seen += 1;
-            ControlFlow::Continue(())
-        });
+        Walk::open(&roots, &PrivateFiles::default(), &ws)
+            .unwrap()
+            .run(&cancel, |_| {
+                seen += 1;
+                ControlFlow::Continue(())
+            });
         assert_eq!(seen, 1, "only the base");
     }
 }

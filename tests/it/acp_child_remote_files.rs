@@ -112,6 +112,8 @@ async fn run(local: &Path, remote: &str, editor: Option<Arc<DiskEditor>>) -> Str
         program: common::fake_acp_child().display().to_string(),
         args: vec!["remote-files-marker".into(), "fs-escape".into()],
         env: Vec::new(),
+        child_env: Default::default(),
+        private: Default::default(),
         cwd: local.to_owned(),
         remote_cwd: Some(remote.to_owned()),
         permission: AcpPermission::Allow,

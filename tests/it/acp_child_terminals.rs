@@ -25,6 +25,8 @@ fn command(
         program: common::fake_acp_child().display().to_string(),
         args: vec![marker.to_owned(), "terminal".to_owned()],
         env: Vec::new(),
+        child_env: Default::default(),
+        private: Default::default(),
         cwd: cwd.to_owned(),
         remote_cwd: None,
         permission,

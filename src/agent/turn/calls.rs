@@ -312,6 +312,8 @@ async fn execute(
         permissions: agent.permissions.clone(),
         client: deps.client.clone(),
         files: agent.files.clone(),
+        child_env: deps.child_env.clone(),
+        private: deps.private.clone(),
     };
     let tools = agent.tools_for(&call.name);
     tools.call(&call.name, &call.arguments, cx).await

@@ -97,6 +97,8 @@ async fn a_fatal_tool_error_is_logged_then_ends_the_turn_as_failed() {
         tool_argument_bytes: crate::limits::DEFAULT_TOOL_ARGUMENT_BYTES,
         max_parallel: 8,
         client: None,
+        child_env: Default::default(),
+        private: Default::default(),
     };
     let prompt = vec![UserPart::Text { text: "go".into() }];
     let outcome = agent

@@ -123,6 +123,8 @@ async fn a_kin_child_is_reopened_in_a_new_process_and_continues_its_session() {
             replay.path().display().to_string(),
         ],
         env: vec![("KIN_HOME".into(), home.display().to_string())],
+        child_env: Default::default(),
+        private: Default::default(),
         cwd: cwd.clone(),
         permission: AcpPermission::Reject,
         ceiling: None,

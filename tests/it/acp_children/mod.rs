@@ -32,6 +32,8 @@ fn command_for(mode: &str, marker: &str, cwd: &Path) -> ChildCommand {
         program: common::fake_acp_child().display().to_string(),
         args: vec![marker.to_owned(), mode.to_owned()],
         env: Vec::new(),
+        child_env: Default::default(),
+        private: Default::default(),
         cwd: cwd.to_owned(),
         permission: AcpPermission::Reject,
         ceiling: None,
