@@ -10,22 +10,6 @@ pub(crate) fn now_ms() -> u64 {
         .unwrap_or_default()
 }
 
-/// Like [`now_ms`], but strictly increasing within the process: session creation times order
-/// sessions (e.g. children of one parent) even when several are made within a millisecond.
-pub(crate) fn unique_now_ms() -> u64 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static LAST: AtomicU64 = AtomicU64::new(0);
-    let now = now_ms();
-    let mut last = LAST.load(Ordering::Relaxed);
-    loop {
-        let next = now.max(last + 1);
-        match LAST.compare_exchange_weak(last, next, Ordering::Relaxed, Ordering::Relaxed) {
-            Ok(_) => return next,
-            Err(seen) => last = seen,
-        }
-    }
-}
-
 /// `2026-11-30T02:10:24.000Z` for an epoch-milliseconds value (UTC).
 pub(crate) fn iso8601(ms: u64) -> String {
     let secs = ms / 1000;

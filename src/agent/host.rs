@@ -22,7 +22,6 @@ use crate::model::{Model, ModelCatalog, UnknownModel};
 use crate::process::child_env::ChildEnv;
 use crate::session::{Event, Header, SessionLog, SessionStore, StoreError, UserPart};
 use crate::sync::lock;
-use crate::time::unique_now_ms;
 use crate::tools::private::PrivateFiles;
 use crate::tools::{ClientBridge, ToolRegistry};
 
@@ -425,7 +424,7 @@ impl AgentHost {
     ) -> Result<Arc<Agent>, HostError> {
         let mut header = Header::new(
             uuid::Uuid::new_v4().to_string(),
-            unique_now_ms(),
+            self.store.creation_time(),
             cwd.to_string_lossy().into_owned(),
             additional_directories,
         );
@@ -448,7 +447,7 @@ impl AgentHost {
     ) -> Result<Arc<Agent>, HostError> {
         let mut header = Header::new(
             id,
-            unique_now_ms(),
+            self.store.creation_time(),
             cwd.to_string_lossy().into_owned(),
             Vec::new(),
         );

@@ -30,7 +30,6 @@ use crate::process::git_worktree::{self as worktree, Worktree};
 use crate::session::history::completed_turn_seed;
 use crate::session::{AssistantBlock, Empty, Event, EventBody, Header, UserPart};
 use crate::sync::lock;
-use crate::time::unique_now_ms;
 use crate::tools::{ClientBridge, PermissionMode, ToolRegistry};
 
 /// What a child starts from.
@@ -295,7 +294,7 @@ fn start_in(
         kind: Header::KIND.into(),
         version: Header::VERSION,
         id,
-        created_at: unique_now_ms(),
+        created_at: host.store().creation_time(),
         cwd: match &worktree {
             Some(worktree) => Some(worktree.dir.display().to_string()),
             None => parent_header.cwd.clone(),

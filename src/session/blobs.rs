@@ -28,8 +28,9 @@ pub(crate) fn put(dir: &Path, bytes: &[u8]) -> io::Result<String> {
         return Ok(name);
     }
     fs::create_dir_all(dir)?;
-    let tag = format!("{name}.{}", next_tmp());
-    let (tmp, mut file) = tempfile_in(dir, &tag)?;
+    // A random name, made anew: two stores of the same bytes at once never share one.
+    let tmp = dir.join(format!(".{name}.{}.tmp", uuid::Uuid::new_v4().simple()));
+    let mut file = fs::File::create_new(&tmp)?;
     let written = file.write_all(bytes).and_then(|()| fs::rename(&tmp, &path));
     if written.is_err() {
         let _ = fs::remove_file(&tmp);
@@ -37,20 +38,8 @@ pub(crate) fn put(dir: &Path, bytes: &[u8]) -> io::Result<String> {
     written.map(|()| name)
 }
 
-/// A number for this process's next temporary file: two stores at once never share one.
-fn next_tmp() -> u64 {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-}
-
 fn is_name(name: &str) -> bool {
     name.len() == 64 && name.bytes().all(|b| b.is_ascii_hexdigit())
-}
-
-fn tempfile_in(dir: &Path, name: &str) -> io::Result<(PathBuf, fs::File)> {
-    let path = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let file = fs::File::create(&path)?;
-    Ok((path, file))
 }
 
 /// Gives `to` every blob of `from` (hard links, else copies), for a fork whose seed names the

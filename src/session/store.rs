@@ -10,6 +10,7 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufReader, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::child::ChildInfo;
@@ -41,6 +42,8 @@ pub struct SessionStore {
     /// The two directories (top level, children) and what this store has read of their
     /// indexes; shared by its clones and its logs.
     layout: Arc<Layout>,
+    /// The creation time last handed out (see [`SessionStore::creation_time`]).
+    last_created: Arc<AtomicU64>,
 }
 
 impl SessionStore {
@@ -49,7 +52,23 @@ impl SessionStore {
     pub fn open(home: &Path) -> Result<Self, StoreError> {
         Ok(Self {
             layout: Arc::new(Layout::new(home.join("sessions"))),
+            last_created: Arc::default(),
         })
+    }
+
+    /// The creation time of a session made now (epoch milliseconds), strictly increasing over
+    /// this store's calls: creation times order its sessions (e.g. children of one parent) even
+    /// when several are made within a millisecond.
+    pub(crate) fn creation_time(&self) -> u64 {
+        let now = crate::time::now_ms();
+        let after = |last: u64| now.max(last + 1);
+        let last = self
+            .last_created
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |last| {
+                Some(after(last))
+            })
+            .unwrap_or_else(|last| last);
+        after(last)
     }
 
     /// The sessions directory (top-level sessions; children are in its `children/`).

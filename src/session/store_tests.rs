@@ -16,6 +16,19 @@ fn the_directory_is_made_by_the_first_session_not_by_open() {
 }
 
 #[test]
+fn creation_times_strictly_increase_across_the_stores_clones() {
+    let home = tempfile::tempdir().unwrap();
+    let store = SessionStore::open(home.path()).unwrap();
+    let clone = store.clone();
+    let times = [
+        store.creation_time(),
+        clone.creation_time(),
+        store.creation_time(),
+    ];
+    assert!(times[0] < times[1] && times[1] < times[2], "{times:?}");
+}
+
+#[test]
 fn event_lines_are_the_files_own_lines_or_none_when_they_do_not_line_up() {
     let home = tempfile::tempdir().unwrap();
     let store = SessionStore::open(home.path()).unwrap();

@@ -17,7 +17,6 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Component, Path};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use nix::errno::Errno;
 use nix::fcntl::{openat, renameat, OFlag};
@@ -121,13 +120,11 @@ fn fill(mut file: File, content: &[u8], mode: Option<Mode>) -> io::Result<()> {
     file.write_all(content)
 }
 
-/// A hidden name beside `name`, unique within this process; `O_EXCL` settles clashes with others.
+/// A hidden name beside `name`, random; `O_EXCL` settles the unlikely clash.
 fn temp_name(name: &OsStr) -> std::ffi::OsString {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
     let mut temp = std::ffi::OsString::from(".");
     temp.push(name);
-    temp.push(format!(".kin-{}-{n}.tmp", std::process::id()));
+    temp.push(format!(".kin-{}.tmp", uuid::Uuid::new_v4().simple()));
     temp
 }
 
@@ -210,23 +207,17 @@ mod linux {
     use std::io;
     use std::os::fd::{BorrowedFd, OwnedFd};
     use std::path::Path;
-    use std::sync::atomic::{AtomicBool, Ordering};
 
     use nix::errno::Errno;
     use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
 
-    /// Set once `openat2` answered `ENOSYS`: the walk is used from then on.
-    static MISSING: AtomicBool = AtomicBool::new(false);
-
-    /// `None` when the kernel has no `openat2`.
+    /// `None` when the kernel has no `openat2` (asked each time: only an old kernel or a
+    /// syscall filter says so, and there the walk costs more than the question).
     pub fn open_beneath(
         dir: BorrowedFd<'_>,
         relative: &Path,
         flags: OFlag,
     ) -> Option<io::Result<OwnedFd>> {
-        if MISSING.load(Ordering::Relaxed) {
-            return None;
-        }
         let path = if relative.as_os_str().is_empty() {
             Path::new(".")
         } else {
@@ -236,10 +227,7 @@ mod linux {
             .flags(flags | OFlag::O_CLOEXEC)
             .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS);
         match openat2(dir, path, how) {
-            Err(Errno::ENOSYS) => {
-                MISSING.store(true, Ordering::Relaxed);
-                None
-            }
+            Err(Errno::ENOSYS) => None,
             other => Some(other.map_err(io::Error::from)),
         }
     }
