@@ -1,6 +1,7 @@
 //! Tool processes through the real binary: their environment holds no model key and no
 //! credential-like variable unless passed (in a session and in a delegated child), and nothing
-//! they start outlives the call or a kill -9 of kin.
+//! they start outlives the call or a kill -9 of kin. The file tools of both leave kin's own
+//! files alone.
 
 use crate::common;
 
@@ -176,6 +177,59 @@ async fn tool_commands_see_no_keys_or_credentials_in_a_session_or_a_child() {
     assert!(
         stdout.iter().all(|line| !line.contains("sk-kin-model-key")),
         "the key reached the editor"
+    );
+}
+
+#[tokio::test]
+async fn file_tools_in_a_session_and_a_child_leave_kins_own_files_alone() {
+    // kin's data directory and config file both inside the workspace.
+    let cwd = tempfile::tempdir().unwrap();
+    let (home, config) = (cwd.path().join("kin-home"), cwd.path().join("config"));
+    std::fs::create_dir_all(config.join("kin")).unwrap();
+    let config_file = config.join("kin/config.toml");
+    std::fs::write(&config_file, "# OWN-FILE-MARKER\n").unwrap();
+    let env = vec![("XDG_CONFIG_HOME".into(), config.display().to_string())];
+
+    let read = json!({"path": config_file.display().to_string()});
+    // The logs in kin-home hold the pattern too (in these calls' arguments).
+    let grep = json!({"pattern": "OWN-FILE-MARKER"});
+    let glob = json!({"pattern": "**/config.toml"});
+    let parent = Script::new()
+        .calls(&[
+            ("p-read", "read", read.clone()),
+            ("p-grep", "grep", grep.clone()),
+            ("p-glob", "glob", glob.clone()),
+        ])
+        .calls(&[subagent_call("delegate")])
+        .text("done");
+    let child = Script::new()
+        .calls(&[
+            ("c-read", "read", read),
+            ("c-grep", "grep", grep),
+            ("c-glob", "glob", glob),
+        ])
+        .text("ran");
+    let replay = scenario(parent, Some(child));
+    let mut runner = start(replay.path(), env, &home, cwd.path());
+    prompt_allowed(&mut runner).await;
+    runner.finish().await.unwrap();
+
+    let logs: Vec<(PathBuf, String)> = texts_under(&home)
+        .into_iter()
+        .filter(|(path, _)| path.extension().is_some_and(|ext| ext == "jsonl"))
+        .collect();
+    let answered = |what: &str| logs.iter().filter(|(_, text)| text.contains(what)).count();
+    assert_eq!(
+        answered("is one of kin's own files"),
+        2,
+        "both reads refused"
+    );
+    assert_eq!(answered("No matches for"), 2, "both greps skip kin's files");
+    assert_eq!(answered("No paths match"), 2, "both globs skip kin's files");
+    assert_eq!(
+        answered("# OWN-FILE-MARKER"),
+        0,
+        "the config's text reached a tool"
     );
 }
 
