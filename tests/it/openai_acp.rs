@@ -4,7 +4,9 @@
 
 use crate::common;
 
-use common::mock_openai::{error_reply, text_events, text_reply, MockServer, Reply};
+use common::mock_openai::{
+    error_reply, text_events, text_reply, tool_calls_reply, MockServer, Reply,
+};
 use common::{
     compare_with_recording, play, play_with, read_input, snapshot_dir, write_expectations,
     AcpSchema, ModelSource, Wire,
@@ -179,7 +181,13 @@ async fn stalled_and_unreachable_endpoints_are_reported_and_kin_keeps_serving() 
 async fn without_a_key_kin_asks_for_authentication_and_finds_a_key_added_later() {
     let server = MockServer::start();
     server.set_default(text_reply(&["authenticated"]));
-    let mut kin = live(&server, None);
+    // Named innocently, but holding the key the config file will give: hidden from the tools
+    // once that key is loaded.
+    let mut kin = live_with(
+        &server.base_url(),
+        None,
+        &[("KIN_TEST_COPY", "sk-from-config-file")],
+    );
     let (_, init) = kin
         .request(0, "initialize", json!({"protocolVersion": 1}))
         .await;
@@ -226,15 +234,27 @@ async fn without_a_key_kin_asks_for_authentication_and_finds_a_key_added_later()
         .request(5, "authenticate", json!({"methodId": "api-key"}))
         .await;
     assert_eq!(answer["result"], json!({}), "{answer}");
+    let allow = json!({"sessionId": session, "modeId": "allow"});
+    kin.request(6, "session/set_mode", allow).await;
+    server.push(tool_calls_reply(&[(
+        "env-1",
+        "bash",
+        r#"{"command":"env"}"#,
+    )]));
     let (updates, answer) = kin
-        .request(6, "session/prompt", prompt(&session, "hi"))
+        .request(7, "session/prompt", prompt(&session, "hi"))
         .await;
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     assert_eq!(message_text(&updates), "authenticated");
+    let requests = server.requests();
     assert_eq!(
-        server.requests()[0].header("authorization"),
+        requests[0].header("authorization"),
         Some("Bearer sk-from-config-file")
     );
+    // The command's environment, as the model got it: without the key loaded later.
+    let sent = requests[1].body.to_string();
+    assert!(sent.contains("KIN_MODEL=mock-model"), "{sent}");
+    assert!(!sent.contains("sk-from-config-file"), "{sent}");
 }
 
 #[tokio::test]
