@@ -546,7 +546,9 @@ async fn mcp_login(action: McpAction) -> anyhow::Result<u8> {
 
 fn list_agents() -> anyhow::Result<u8> {
     let cwd = std::env::current_dir()?;
-    let catalog = kin::config::agents::load_for(&cwd, &PrivateFiles::default());
+    // What sessions would find: none read from kin's own files.
+    let private = PrivateFiles::new(config::own_files(&config::kin_home()));
+    let catalog = kin::config::agents::load_for(&cwd, &private);
     print!("{}", catalog.render());
     Ok(0)
 }

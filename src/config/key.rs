@@ -38,21 +38,17 @@ pub enum KeyPlan {
 /// A key command that takes longer than this is given up on.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The key the plan leads to, or why there is none.
-pub async fn load(plan: &KeyPlan) -> KeyState {
-    find(plan).await
-}
-
 /// [`load`], the key found hidden from the processes started through `env` from then on.
 pub(crate) async fn load_hidden(plan: &KeyPlan, env: &ChildEnv) -> KeyState {
-    let state = find(plan).await;
+    let state = load(plan).await;
     if let KeyState::Present(key) = &state {
         env.hide_value(key.secret());
     }
     state
 }
 
-async fn find(plan: &KeyPlan) -> KeyState {
+/// The key the plan leads to, or why there is none.
+pub async fn load(plan: &KeyPlan) -> KeyState {
     match plan {
         KeyPlan::Found(key) => KeyState::Present(key.clone()),
         KeyPlan::Missing { hint } => KeyState::Missing { hint: hint.clone() },

@@ -1,7 +1,8 @@
 //! A stdio MCP server's process, under kin's process supervision: its own process group, the
 //! process guard when kin runs it (nothing survives the session or kin, kill -9 included), the
-//! scrubbed environment ([`StdioStart`]) plus the server's `env`. Its stderr is read as it comes (a server that
-//! floods it never blocks) and only the last lines are kept, for error reports.
+//! scrubbed environment ([`StdioStart`]) plus the server's `env`. Its stderr is read as it
+//! comes (a server that floods it never blocks) and only the last lines are kept, for error
+//! reports.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
