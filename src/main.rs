@@ -546,9 +546,8 @@ async fn mcp_login(action: McpAction) -> anyhow::Result<u8> {
 
 fn list_agents() -> anyhow::Result<u8> {
     let cwd = std::env::current_dir()?;
-    // What sessions would find: none read from kin's own files.
-    let private = PrivateFiles::new(config::own_files(&config::kin_home()));
-    let catalog = kin::config::agents::load_for(&cwd, &private);
+    // Listed for the user, not read for a model: none of kin's files is withheld.
+    let catalog = kin::config::agents::load_for(&cwd, &PrivateFiles::default());
     print!("{}", catalog.render());
     Ok(0)
 }
