@@ -324,6 +324,20 @@ fn has_commits(worktree: &Worktree) -> Result<bool, WorktreeError> {
 mod tests {
     use super::*;
 
+    /// `git -C dir args` with the default scrub.
+    fn git_in(dir: &Path, args: &[&str]) -> String {
+        run(&ChildEnv::default(), dir, args).unwrap()
+    }
+
+    /// [`create`] with the default scrub.
+    async fn create_in(
+        cwd: &Path,
+        id: &str,
+        cancel: &CancellationToken,
+    ) -> Result<Worktree, WorktreeError> {
+        create(cwd, id, cancel, &ChildEnv::default()).await
+    }
+
     fn repo() -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
         for args in [
@@ -340,13 +354,13 @@ mod tests {
                 "first",
             ],
         ] {
-            run(&ChildEnv::default(), dir.path(), args).unwrap();
+            git_in(dir.path(), args);
         }
         dir
     }
 
     async fn made(repo: &Path, id: &str) -> Worktree {
-        create(repo, id, &CancellationToken::new(), &ChildEnv::default())
+        create_in(repo, id, &CancellationToken::new())
             .await
             .unwrap()
     }
@@ -361,12 +375,7 @@ mod tests {
         assert!(worktree.dir.is_dir());
         assert_eq!(settle(&worktree).unwrap(), Settled::Removed);
         assert!(!worktree.dir.exists());
-        let branches = run(
-            &ChildEnv::default(),
-            repo.path(),
-            &["branch", "--list", "kin/*"],
-        )
-        .unwrap();
+        let branches = git_in(repo.path(), &["branch", "--list", "kin/*"]);
         assert_eq!(branches, "");
     }
 
@@ -390,28 +399,15 @@ mod tests {
             "{diffstat}"
         );
         assert!(!repo.path().join("new.txt").exists());
-        assert_eq!(
-            run(
-                &ChildEnv::default(),
-                repo.path(),
-                &["status", "--porcelain"]
-            )
-            .unwrap(),
-            ""
-        );
+        assert_eq!(git_in(repo.path(), &["status", "--porcelain"]), "");
     }
 
     #[tokio::test]
     async fn outside_a_repository_it_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let error = create(
-            dir.path(),
-            "c3",
-            &CancellationToken::new(),
-            &ChildEnv::default(),
-        )
-        .await
-        .unwrap_err();
+        let error = create_in(dir.path(), "c3", &CancellationToken::new())
+            .await
+            .unwrap_err();
         assert!(error
             .to_string()
             .starts_with("isolation \"worktree\" needs a git repository"));
@@ -438,7 +434,7 @@ mod tests {
         let cancel = CancellationToken::new();
         let adding = {
             let (repo, cancel) = (repo.path().to_owned(), cancel.clone());
-            tokio::spawn(async move { create(&repo, "c4", &cancel, &ChildEnv::default()).await })
+            tokio::spawn(async move { create_in(&repo, "c4", &cancel).await })
         };
         let said = tokio::task::spawn_blocking(move || {
             let mut text = String::new();
@@ -456,19 +452,9 @@ mod tests {
         assert!(matches!(error, WorktreeError::Cancelled), "{error}");
         let common = repo.path().join(".git").join(DIR).join("c4");
         assert!(!common.exists(), "the half-made worktree is gone");
-        let branches = run(
-            &ChildEnv::default(),
-            repo.path(),
-            &["branch", "--list", "kin/*"],
-        )
-        .unwrap();
+        let branches = git_in(repo.path(), &["branch", "--list", "kin/*"]);
         assert_eq!(branches, "");
-        let listed = run(
-            &ChildEnv::default(),
-            repo.path(),
-            &["worktree", "list", "--porcelain"],
-        )
-        .unwrap();
+        let listed = git_in(repo.path(), &["worktree", "list", "--porcelain"]);
         assert_eq!(listed.matches("worktree ").count(), 1, "{listed}");
     }
 }
