@@ -8,6 +8,7 @@ use crate::common;
 use std::path::Path;
 
 use common::{Script, Wire};
+use nix::fcntl::{Flock, FlockArg};
 use serde_json::{json, Value};
 
 /// A replay child script (`session.1.jsonl`): one model call per answer; `None` hangs.
@@ -251,12 +252,10 @@ async fn a_child_running_in_one_process_is_refused_by_another() {
 
     // The parent is free now, but another process (this test) runs the child: a message to
     // it is refused, and says so.
-    let running = std::fs::File::open(&child_log).unwrap();
-    {
-        use std::os::fd::AsRawFd;
-        let locked = unsafe { libc::flock(running.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        assert_eq!(locked, 0, "the holder's lock went with it");
-    }
+    let file = std::fs::File::open(&child_log).unwrap();
+    let running = Flock::lock(file, FlockArg::LockExclusiveNonblock)
+        .map_err(|(_, e)| e)
+        .expect("the holder's lock went with it");
     load(&mut other, &parent).await;
     prompt(&mut other, 4, &parent, "follow up").await;
     let results = tool_results(&home, &parent);

@@ -13,17 +13,12 @@ pub struct ProcessHandle {
 
 /// Opens a pidfd for `pid` (a process already gone gives a handle that is ready at once).
 pub fn pidfd(pid: i32) -> ProcessHandle {
-    use std::os::fd::FromRawFd;
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
-    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    let fd = (raw >= 0).then(|| {
-        // SAFETY: a fresh descriptor nothing else owns; the AsyncFd owns it from here on.
-        unsafe {
-            let owned = std::os::fd::OwnedFd::from_raw_fd(raw as i32);
-            tokio::io::unix::AsyncFd::register_with_interest(owned, tokio::io::Interest::READABLE)
-        }
-        .unwrap()
-    });
+    use rustix::process::{pidfd_open, Pid, PidfdFlags};
+    let fd = Pid::from_raw(pid)
+        .and_then(|pid| pidfd_open(pid, PidfdFlags::empty()).ok())
+        .map(|owned| {
+            tokio::io::unix::AsyncFd::with_interest(owned, tokio::io::Interest::READABLE).unwrap()
+        });
     ProcessHandle { fd, pid }
 }
 
