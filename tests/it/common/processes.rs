@@ -7,27 +7,36 @@ use std::time::{Duration, Instant};
 /// A running process that becomes "readable" when it exits (Linux pidfd): tests wait for the
 /// exit itself, never sleep.
 pub struct ProcessHandle {
-    fd: Option<tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>>,
+    fd: Option<std::os::fd::OwnedFd>,
     pid: i32,
 }
 
 /// Opens a pidfd for `pid` (a process already gone gives a handle that is ready at once).
 pub fn pidfd(pid: i32) -> ProcessHandle {
     use rustix::process::{pidfd_open, Pid, PidfdFlags};
-    let fd = Pid::from_raw(pid)
-        .and_then(|pid| pidfd_open(pid, PidfdFlags::empty()).ok())
-        .map(|owned| {
-            tokio::io::unix::AsyncFd::with_interest(owned, tokio::io::Interest::READABLE).unwrap()
-        });
+    let fd = Pid::from_raw(pid).and_then(|pid| pidfd_open(pid, PidfdFlags::empty()).ok());
     ProcessHandle { fd, pid }
 }
 
 impl ProcessHandle {
-    /// Waits for the exit; a generous guard turns a survivor into a failure, not a hang.
+    /// Waits for the exit (on a blocking thread); a generous guard turns a survivor into a
+    /// failure, not a hang.
     pub async fn exited(self) {
+        use nix::poll::{poll, PollFd, PollFlags};
+        use std::os::fd::AsFd;
         let Some(fd) = self.fd else { return };
-        let waited = tokio::time::timeout(std::time::Duration::from_secs(30), fd.readable()).await;
-        assert!(waited.is_ok(), "process {} survived", self.pid);
+        let exited = tokio::task::spawn_blocking(move || {
+            let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+            loop {
+                match poll(&mut fds, 30_000u16) {
+                    Err(nix::errno::Errno::EINTR) => continue,
+                    ready => return ready.unwrap() > 0,
+                }
+            }
+        })
+        .await
+        .unwrap();
+        assert!(exited, "process {} survived", self.pid);
     }
 }
 
