@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use common::mock_openai::{error_reply, text_events, text_reply, MockServer, Reply};
+use common::mock_openai::{error_reply, hang_after, text_events, text_reply, MockServer, Reply};
 use common::{
     compare_with_recording, play, play_with, read_input, snapshot_dir, write_expectations,
     AcpSchema, ModelSource, Wire,
@@ -138,9 +138,7 @@ async fn stalled_and_unreachable_endpoints_are_reported_and_kin_keeps_serving() 
     );
     kin.initialize().await;
     let session = kin.new_session().await;
-    let mut parts = text_events(&["wait"], "stop");
-    parts.truncate(2);
-    server.push(Reply::Hang(parts));
+    server.push(hang_after(&["wait"]));
     let (_, answer) = kin
         .request(2, "session/prompt", prompt(&session, "a"))
         .await;

@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use common::mock_openai::{text_events, MockServer, Reply};
+use common::mock_openai::{hang_after, MockServer};
 use common::Wire;
 use kin::session::{parse_log, Chunk, EventBody, UserPart};
 use serde_json::{json, Value};
@@ -18,9 +18,7 @@ fn update_kind(message: &Value) -> Option<&str> {
 async fn kill_9_mid_step_loses_nothing_the_client_saw() {
     let server = MockServer::start();
     // The model streams two pieces, then nothing more until the client hangs up.
-    let mut parts = text_events(&["Hello", " wor"], "stop");
-    parts.truncate(3);
-    server.push(Reply::Hang(parts));
+    server.push(hang_after(&["Hello", " wor"]));
     let env = [
         ("KIN_BASE_URL", server.base_url()),
         ("KIN_MODEL", "mock-model".to_owned()),
