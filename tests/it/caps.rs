@@ -196,8 +196,7 @@ async fn the_prompt_caps_come_from_the_config_file() {
     let mut kin = Wire::start_in(None, home);
     kin.initialize().await;
     let session = kin.new_session().await;
-    let params = json!({"sessionId": session, "prompt": [{"type": "text", "text": "hello world"}]});
-    let (_, answer) = kin.request(5, "session/prompt", params).await;
+    let (_, answer) = kin.prompt(5, &session, "hello world").await;
     assert_eq!(answer["error"]["code"], -32602, "{answer}");
     let message = answer["error"]["message"].as_str().unwrap();
     assert!(

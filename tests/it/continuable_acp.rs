@@ -110,25 +110,12 @@ fn child_of(home: &Path, parent: &str) -> String {
 }
 
 async fn prompt(kin: &mut Wire, id: i64, session: &str, text: &str) -> Value {
-    let (_, answer) = kin
-        .request(
-            id,
-            "session/prompt",
-            json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]}),
-        )
-        .await;
+    let (_, answer) = kin.prompt(id, session, text).await;
     answer
 }
 
 async fn load(kin: &mut Wire, session: &str) {
-    let cwd = kin.cwd();
-    let (_, answer) = kin
-        .request(
-            2,
-            "session/load",
-            json!({"sessionId": session, "cwd": cwd, "mcpServers": []}),
-        )
-        .await;
+    let (_, answer) = kin.load(2, session).await;
     assert!(answer.get("result").is_some(), "{answer}");
 }
 
@@ -228,14 +215,7 @@ async fn a_child_running_in_one_process_is_refused_by_another() {
     other.initialize().await;
     // The holder has the parent open: here it is only replayed, and a prompt is refused.
     let holder_pid = holder.child.id().unwrap();
-    let cwd = other.cwd();
-    let (_, answer) = other
-        .request(
-            2,
-            "session/load",
-            json!({"sessionId": parent, "cwd": cwd, "mcpServers": []}),
-        )
-        .await;
+    let (_, answer) = other.load(2, &parent).await;
     assert_eq!(
         answer["result"]["_meta"]["kin.readOnly"]["writerPid"],
         holder_pid

@@ -8,7 +8,7 @@ use crate::common;
 use std::time::Duration;
 
 use common::mock_openai::{text_reply, tool_calls_reply, MockServer, Reply};
-use common::Wire;
+use common::{prompt, Wire};
 use serde_json::{json, Value};
 
 const KEY: &str = "sk-fan-out-test-0001";
@@ -16,10 +16,6 @@ const KEY: &str = "sk-fan-out-test-0001";
 /// kin on `server`, with `config` as its config file (if any).
 fn kin_on(server: &MockServer, config: Option<&str>) -> Wire {
     Wire::on_mock(server, common::home_with(config.unwrap_or_default()), KEY)
-}
-
-fn prompt(session: &str, text: &str) -> Value {
-    json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]})
 }
 
 /// Sends prompt `id` and reads until its answer, handing every request kin makes to `on_ask`
@@ -288,8 +284,7 @@ async fn cancel_during_a_fan_out_answers_cancelled_with_a_result_for_every_call(
     let session = kin.new_session().await;
     ask_three_children(&server);
     server.set_default(Reply::Hang(Vec::new()));
-    kin.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": prompt(&session, "fan out")}))
-        .await;
+    kin.send_prompt(2, &session, "fan out").await;
     // Once all three are shown started, the user cancels.
     let mut shown = 0;
     while shown < 3 {

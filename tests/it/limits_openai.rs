@@ -6,7 +6,6 @@ use crate::common;
 
 use common::mock_openai::{text_reply, tool_calls_reply, MockServer, Reply};
 use common::Wire;
-use serde_json::json;
 
 #[tokio::test]
 async fn a_retried_stall_does_not_reset_the_childs_clock() {
@@ -28,8 +27,7 @@ async fn a_retried_stall_does_not_reset_the_childs_clock() {
     server.push(Reply::Cut(Vec::new()));
     server.push(Reply::Hang(Vec::new()));
     server.push(text_reply(&["the child ran out of time"]));
-    let prompt = json!({"sessionId": session, "prompt": [{"type": "text", "text": "go"}]});
-    let (_, answer) = kin.request(2, "session/prompt", prompt).await;
+    let (_, answer) = kin.prompt(2, &session, "go").await;
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     let requests = server.requests();
     assert_eq!(

@@ -58,11 +58,7 @@ async fn prompt(
     session: &str,
     mut answer: impl FnMut(&Value) -> Value,
 ) -> (Vec<Value>, Vec<Value>) {
-    wire.send(
-        &json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
-        "params": {"sessionId": session, "prompt": [{"type": "text", "text": "Go."}]}}),
-    )
-    .await;
+    wire.send_prompt(3, session, "Go.").await;
     let (mut updates, mut asked) = (Vec::new(), Vec::new());
     let mut schema = common::AcpSchema::load();
     let methods = std::collections::HashMap::new();

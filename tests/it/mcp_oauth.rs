@@ -49,11 +49,7 @@ fn kin(home: &Path, browser: &Path) -> std::process::Command {
 
 /// Prompts once in mode `allow`; the updates before the answer.
 async fn prompt(wire: &mut Wire, session: &str, id: i64) -> Vec<Value> {
-    let asked = wire.request(
-        id,
-        "session/prompt",
-        json!({"sessionId": session, "prompt": [{"type": "text", "text": "Go."}]}),
-    );
+    let asked = wire.prompt(id, session, "Go.");
     let (updates, answer) = tokio::time::timeout(DEADLINE, asked).await.unwrap();
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     updates
@@ -120,14 +116,7 @@ fn home_for(port: &str, browser: &str) -> (tempfile::TempDir, PathBuf) {
 async fn allowed_session(wire: &mut Wire) -> String {
     wire.initialize().await;
     let session = wire.new_session().await;
-    let (_, answer) = wire
-        .request(
-            2,
-            "session/set_mode",
-            json!({"sessionId": session, "modeId": "allow"}),
-        )
-        .await;
-    assert!(answer.get("error").is_none(), "{answer}");
+    wire.set_mode(2, &session, "allow").await;
     session
 }
 
@@ -353,14 +342,7 @@ async fn an_editor_taking_url_questions_is_asked_to_open_the_login_at_once() {
     assert!(fetched.success());
     events.wait_for("TOKEN").await;
     events.wait_for("CALLED 1").await;
-    let (_, answer) = wire
-        .request(
-            2,
-            "session/set_mode",
-            json!({"sessionId": session, "modeId": "allow"}),
-        )
-        .await;
-    assert!(answer.get("error").is_none(), "{answer}");
+    wire.set_mode(2, &session, "allow").await;
     let updates = prompt(&mut wire, &session, 3).await;
     assert!(
         tool_text(&updates, "c1").contains("echo: there"),

@@ -186,15 +186,9 @@ async fn a_recording_in_the_newer_layout_replays() {
     let mut kin = Wire::start(Some(dir.path()));
     kin.initialize().await;
     let session = kin.new_session().await;
-    let params = json!({"sessionId": session, "prompt": [{"type": "text", "text": "Ping"}]});
-    let (updates, answer) = kin.request(2, "session/prompt", params).await;
+    let (updates, answer) = kin.prompt(2, &session, "Ping").await;
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
-    let text: String = updates
-        .iter()
-        .filter(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
-        .filter_map(|m| m["params"]["update"]["content"]["text"].as_str())
-        .collect();
-    assert_eq!(text, "PONG");
+    assert_eq!(common::answer_text(&updates), "PONG");
 }
 
 #[tokio::test]
@@ -224,16 +218,14 @@ async fn a_reloaded_tree_shows_each_child_under_its_live_title() {
             .filter_map(|m| m["params"]["update"]["title"].as_str().map(str::to_owned))
             .collect()
     };
-    let params = json!({"sessionId": session, "prompt": [{"type": "text", "text": "go"}]});
-    let (live, answer) = kin.request(2, "session/prompt", params).await;
+    let (live, answer) = kin.prompt(2, &session, "go").await;
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     assert_eq!(titles(&live), ["Count the files"]);
     let (_, closed) = kin
         .request(3, "session/close", json!({"sessionId": session}))
         .await;
     assert_eq!(closed["result"], json!({}), "{closed}");
-    let load = json!({"sessionId": session, "cwd": kin.cwd(), "mcpServers": []});
-    let (replayed, loaded) = kin.request(4, "session/load", load).await;
+    let (replayed, loaded) = kin.load(4, &session).await;
     assert!(loaded.get("result").is_some(), "{loaded}");
     assert_eq!(titles(&replayed), ["Count the files"]);
 }
@@ -249,8 +241,7 @@ async fn an_editor_with_subagents_sees_why_a_child_failed() {
     server.push(tool_calls_reply(&[("call_1", "subagent", call)]));
     server.push(error_reply(503, "no capacity"));
     server.push(text_reply(&["The child failed."]));
-    let params = json!({"sessionId": session, "prompt": [{"type": "text", "text": "go"}]});
-    let (updates, answer) = kin.request(2, "session/prompt", params).await;
+    let (updates, answer) = kin.prompt(2, &session, "go").await;
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     let idle = updates
         .iter()

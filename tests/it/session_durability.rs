@@ -28,11 +28,7 @@ async fn kill_9_mid_step_loses_nothing_the_client_saw() {
     let mut kin = Wire::start_with(None, tempfile::tempdir().unwrap(), &env);
     kin.initialize().await;
     let session = kin.new_session().await;
-    kin.send(
-        &json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt",
-        "params": {"sessionId": session, "prompt": [{"type": "text", "text": "Say hello"}]}}),
-    )
-    .await;
+    kin.send_prompt(2, &session, "Say hello").await;
 
     // Wait until the client has been shown the last piece the model sent.
     let mut shown = Vec::new();
@@ -133,13 +129,7 @@ async fn session_load_keeps_every_good_line_around_a_corrupt_one() {
     .unwrap();
 
     kin.initialize().await;
-    let (updates, answer) = kin
-        .request(
-            2,
-            "session/load",
-            json!({"sessionId": id, "cwd": cwd, "mcpServers": []}),
-        )
-        .await;
+    let (updates, answer) = kin.load(2, id).await;
     assert!(answer.get("result").is_some(), "{answer}");
     let prompts: Vec<&str> = updates
         .iter()
@@ -210,8 +200,7 @@ async fn a_tree_budget_spent_on_estimates_holds_after_a_restart() {
 
     let mut second = Wire::start_in(Some(replay.path()), home);
     second.initialize().await;
-    let load = json!({"sessionId": session, "cwd": second.cwd(), "mcpServers": []});
-    let (_, loaded) = second.request(1, "session/load", load).await;
+    let (_, loaded) = second.load(1, &session).await;
     assert!(loaded.get("result").is_some(), "{loaded}");
     let (_, answer) = second.request(2, "session/prompt", prompt("Again.")).await;
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");

@@ -190,14 +190,7 @@ fn the_streamed_reader_gives_what_the_whole_file_parse_gives() {
 
 /// The `session/update`s of a `session/load`, in order, and its answer.
 async fn load(kin: &mut Wire, id: i64) -> (Vec<Value>, Value) {
-    let cwd = kin.cwd();
-    let (notes, answer) = kin
-        .request(
-            id,
-            "session/load",
-            json!({"sessionId": ID, "cwd": cwd, "mcpServers": []}),
-        )
-        .await;
+    let (notes, answer) = kin.load(id, ID).await;
     let updates = notes
         .into_iter()
         .filter(|n| n["method"] == "session/update")

@@ -67,30 +67,13 @@ async fn new_session(wire: &mut Wire, servers: Value) -> String {
 /// A new session with `servers`, in mode `allow`.
 async fn allowed_session(wire: &mut Wire, servers: Value) -> String {
     let session = new_session(wire, servers).await;
-    set_mode(wire, &session, "allow").await;
+    wire.set_mode(2, &session, "allow").await;
     session
-}
-
-async fn set_mode(wire: &mut Wire, session: &str, mode: &str) {
-    let (_, answer) = wire
-        .request(
-            2,
-            "session/set_mode",
-            json!({"sessionId": session, "modeId": mode}),
-        )
-        .await;
-    assert!(answer.get("error").is_none(), "{answer}");
 }
 
 /// Prompts and returns the updates sent before the answer.
 async fn prompt(wire: &mut Wire, session: &str) -> Vec<Value> {
-    let (updates, answer) = wire
-        .request(
-            3,
-            "session/prompt",
-            json!({"sessionId": session, "prompt": [{"type": "text", "text": "Go."}]}),
-        )
-        .await;
+    let (updates, answer) = wire.prompt(3, session, "Go.").await;
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     updates
 }
@@ -116,8 +99,6 @@ async fn the_filesystem_server_answers_a_tool_call_and_is_gone_after_close() {
     let updates = prompt(&mut wire, &session).await;
     let text = tool_text(&updates, "c1");
     assert!(text.contains("hello-mcp.txt"), "{text}");
-    let log = std::fs::read_to_string(common::log_file(wire.home.path(), 0)).unwrap_or_default();
-    let _ = log;
     let marker = script.to_string_lossy().into_owned();
     assert!(!common::marked(&marker).is_empty(), "the server runs");
     let (_, answer) = wire
@@ -150,7 +131,7 @@ async fn read_only_refuses_a_server_tool_without_the_read_only_hint() {
     wire.initialize().await;
     let root = wire.cwd();
     let session = new_session(&mut wire, filesystem_entry(&node, &script, &root)).await;
-    set_mode(&mut wire, &session, "read-only").await;
+    wire.set_mode(2, &session, "read-only").await;
     let updates = prompt(&mut wire, &session).await;
     let text = tool_text(&updates, "w1");
     assert!(text.contains("read-only"), "{text}");
@@ -277,7 +258,7 @@ async fn an_http_server_gets_the_editors_headers_and_answers_a_call() {
         json!([{"type": "http", "name": "web", "url": url, "headers": headers}]),
     )
     .await;
-    set_mode(&mut wire, &session, "allow").await;
+    wire.set_mode(2, &session, "allow").await;
     let updates = prompt(&mut wire, &session).await;
     let text = tool_text(&updates, "h1");
     assert!(text.contains("echo: over http"), "{updates:?}");

@@ -26,11 +26,7 @@ async fn ask_mode_asks_before_each_server_tool_call() {
     wire.initialize().await;
     let root = wire.cwd();
     let session = new_session(&mut wire, filesystem_entry(&node, &script, &root)).await;
-    wire.send(
-        &json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
-        "params": {"sessionId": session, "prompt": [{"type": "text", "text": "Go."}]}}),
-    )
-    .await;
+    wire.send_prompt(3, &session, "Go.").await;
     // Reject the first question, allow the second, once each.
     let mut asked = Vec::new();
     let mut updates = Vec::new();
@@ -70,11 +66,7 @@ async fn prompt_answering(
     id: i64,
     mut choose: impl FnMut(&str) -> &'static str,
 ) -> (Vec<Value>, Vec<Value>, Value) {
-    wire.send(
-        &json!({"jsonrpc": "2.0", "id": id, "method": "session/prompt",
-        "params": {"sessionId": session, "prompt": [{"type": "text", "text": "Go."}]}}),
-    )
-    .await;
+    wire.send_prompt(id, session, "Go.").await;
     let (mut updates, mut asked) = (Vec::new(), Vec::new());
     loop {
         let message = wire.read().await.expect("kin answers the prompt");

@@ -91,11 +91,7 @@ async fn a_cancelled_call_reaches_the_server_as_mcp_cancellation() {
     let mut wire = start(replay.path());
     wire.initialize().await;
     let session = allowed_session(&mut wire, servers).await;
-    wire.send(
-        &json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
-        "params": {"sessionId": session, "prompt": [{"type": "text", "text": "Go."}]}}),
-    )
-    .await;
+    wire.send_prompt(3, &session, "Go.").await;
     marks.wait_for("waiting").await;
     wire.send(&json!({"jsonrpc": "2.0", "method": "session/cancel",
         "params": {"sessionId": session}}))
@@ -171,11 +167,7 @@ async fn progress_of_a_call_shows_on_its_tool_call_and_the_last_report_is_not_lo
     let mut wire = start(replay.path());
     wire.initialize().await;
     let session = allowed_session(&mut wire, servers).await;
-    wire.send(
-        &json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
-        "params": {"sessionId": session, "prompt": [{"type": "text", "text": "Go."}]}}),
-    )
-    .await;
+    wire.send_prompt(3, &session, "Go.").await;
     // Five reports come at once: one shows at once, the latest when its gap has passed, while
     // the call still runs (the throttle's spacing is unit-tested in src/mcp/progress.rs).
     let mut shown = Vec::new();
