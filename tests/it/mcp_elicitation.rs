@@ -8,6 +8,7 @@ use crate::common;
 
 use std::time::Duration;
 
+use common::mcp::tool_text;
 use common::{Script, Wire};
 use serde_json::{json, Value};
 
@@ -81,14 +82,6 @@ async fn prompt(
             updates.push(message);
         }
     }
-}
-
-fn tool_text(updates: &[Value], call_id: &str) -> String {
-    updates
-        .iter()
-        .filter(|u| u["params"]["update"]["toolCallId"] == call_id)
-        .map(|u| u["params"]["update"].to_string())
-        .collect()
 }
 
 #[tokio::test]

@@ -12,6 +12,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use common::mcp::tool_text;
 use common::{Script, Wire};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
@@ -53,14 +54,6 @@ async fn prompt(wire: &mut Wire, session: &str, id: i64) -> Vec<Value> {
     let (updates, answer) = tokio::time::timeout(DEADLINE, asked).await.unwrap();
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     updates
-}
-
-fn tool_text(updates: &[Value], call_id: &str) -> String {
-    updates
-        .iter()
-        .filter(|u| u["params"]["update"]["toolCallId"] == call_id)
-        .map(|u| u["params"]["update"].to_string())
-        .collect()
 }
 
 /// Starts the OAuth server: its process, its stdin (commands), its port and its events.
