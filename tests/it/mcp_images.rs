@@ -51,8 +51,7 @@ async fn picture_turn(kin: &mut Wire, python: &PathBuf) -> (String, Vec<Value>) 
     let (_, answer) = kin.request(1, "session/new", new).await;
     let session = answer["result"]["sessionId"].as_str().unwrap().to_owned();
     kin.set_mode(2, &session, "allow").await;
-    let (updates, answer) = kin.prompt(3, &session, "Show me.").await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let updates = kin.turn(3, &session, "Show me.").await;
     (session, updates)
 }
 
@@ -124,8 +123,7 @@ async fn a_tool_image_reaches_an_image_model_after_the_tool_message_and_again_af
     let (replayed, _) = kin.load(5, &session).await;
     assert_eq!(shown_images(&replayed).len(), 1, "{replayed:?}");
     server.push(text_reply(&["Again."]));
-    let (_, answer) = kin.prompt(6, &session, "And?").await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    kin.turn(6, &session, "And?").await;
     let after = messages(&server, 2);
     assert_eq!(
         after[..sent.len()],

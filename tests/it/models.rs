@@ -90,8 +90,7 @@ async fn the_model_option_is_listed_switched_priced_and_restored_on_load() {
     // On the default model: 300 in, 50 out at 2 and 8 EUR per million (and under the small
     // model's compaction threshold, 400).
     server.push(answer_with_usage("one", 300, 50));
-    let (updates, answer) = kin.prompt(2, &session, "a").await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let updates = kin.turn(2, &session, "a").await;
     let usage_updates = of_kind(&updates, "usage_update");
     assert_eq!(usage_updates.len(), 1, "{updates:?}");
     assert_eq!(usage_updates[0]["used"], 350);
@@ -115,8 +114,7 @@ async fn the_model_option_is_listed_switched_priced_and_restored_on_load() {
     assert!(message.contains("default, small"), "{message}");
 
     server.push(answer_with_usage("two", 1000, 0));
-    let (updates, answer) = kin.prompt(5, &session, "b").await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let updates = kin.turn(5, &session, "b").await;
     let requests = server.requests();
     assert_eq!(requests[0].body["model"], "mock-model");
     assert_eq!(requests[1].body["model"], "mock-small");
@@ -243,8 +241,7 @@ async fn a_context_length_error_compacts_and_the_turn_goes_on() {
     ));
     server.push(text_reply(&["SHORT-SUMMARY"]));
     server.push(text_reply(&["second answer"]));
-    let (updates, answer) = kin.prompt(3, &session, "second").await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let updates = kin.turn(3, &session, "second").await;
     let requests = server.requests();
     assert_eq!(requests.len(), 4);
     assert!(requests[3].body["messages"]
@@ -276,8 +273,7 @@ async fn a_child_runs_on_the_model_it_names_and_its_cost_reaches_the_parent() {
     server.push(tool_calls_reply(&[("call_1", "subagent", call)]));
     server.push(answer_with_usage("child result", 100, 0));
     server.push(answer_with_usage("all done", 50, 0));
-    let (updates, answer) = kin.prompt(2, &session, "go").await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let updates = kin.turn(2, &session, "go").await;
     let requests = server.requests();
     assert_eq!(requests[0].body["model"], "mock-model");
     assert_eq!(requests[1].body["model"], "mock-small", "the child's call");
@@ -310,13 +306,11 @@ async fn slash_compact_and_slash_model_act_through_the_binary() {
     kin.initialize_with_compaction().await;
     let session = kin.new_session().await;
     server.push(answer_with_usage("first answer", 100, 10));
-    let (_, answer) = kin.prompt(2, &session, "first").await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    kin.turn(2, &session, "first").await;
 
     // `/compact`: one summary call, its updates, its log events; no turn of its own.
     server.push(text_reply(&["SUMMARY-ON-REQUEST"]));
-    let (updates, answer) = kin.prompt(3, &session, "/compact").await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let updates = kin.turn(3, &session, "/compact").await;
     assert_eq!(server.requests().len(), 2, "one summary call");
     let chunks = of_kind(&updates, "compaction_summary_chunk");
     assert_eq!(chunks[0]["content"]["text"], "SUMMARY-ON-REQUEST");
@@ -325,12 +319,10 @@ async fn slash_compact_and_slash_model_act_through_the_binary() {
     assert_eq!(end["data"]["summary"], "SUMMARY-ON-REQUEST");
 
     // `/model small`: logged, and the next call goes to that model.
-    let (_, answer) = kin.prompt(4, &session, "/model small").await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    kin.turn(4, &session, "/model small").await;
     assert_eq!(server.requests().len(), 2, "no model call for /model");
     server.push(answer_with_usage("on the small one", 50, 5));
-    let (_, answer) = kin.prompt(5, &session, "hello").await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    kin.turn(5, &session, "hello").await;
     let requests = server.requests();
     assert_eq!(requests.last().unwrap().body["model"], "mock-small");
     let log = kin.log(&session);
@@ -363,8 +355,7 @@ async fn the_roots_usage_update_shows_its_trees_budget_and_a_restart_keeps_the_s
     server.push(tool_calls_reply(&[("call_1", "subagent", call)]));
     server.push(answer_with_usage("child result", 100, 0));
     server.push(answer_with_usage("all done", 50, 0));
-    let (updates, answer) = kin.prompt(2, &session, "go").await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let updates = kin.turn(2, &session, "go").await;
     let budgets: Vec<Value> = of_kind(&updates, "usage_update")
         .into_iter()
         .filter(|u| u.pointer("/_meta/kin.budget").is_some())
@@ -388,8 +379,7 @@ async fn the_roots_usage_update_shows_its_trees_budget_and_a_restart_keeps_the_s
     assert!(loaded.get("result").is_some(), "{loaded}");
     server.push(tool_calls_reply(&[("call_2", "subagent", call)]));
     server.push(text_reply(&["refused, then"]));
-    let (_, answer) = again.prompt(2, &session, "more").await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    again.turn(2, &session, "more").await;
     let requests = server.requests();
     assert_eq!(requests.len(), 5, "no child ran after the restart");
     let told = requests[4].body["messages"].to_string();

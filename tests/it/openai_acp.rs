@@ -31,8 +31,7 @@ async fn a_prompt_streams_the_models_answer_and_ends_the_turn() {
     let mut kin = live(&server, Some("sk-e2e-key-000001"));
     kin.initialize().await;
     let session = kin.new_session().await;
-    let (updates, answer) = kin.prompt(2, &session, "Say hello").await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let updates = kin.turn(2, &session, "Say hello").await;
     assert_eq!(answer_text(&updates), "Hello from the mock");
     let sent = &server.requests()[0];
     assert_eq!(
@@ -191,8 +190,7 @@ async fn without_a_key_kin_asks_for_authentication_and_finds_a_key_added_later()
         .request(5, "authenticate", json!({"methodId": "api-key"}))
         .await;
     assert_eq!(answer["result"], json!({}), "{answer}");
-    let (updates, answer) = kin.prompt(6, &session, "hi").await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let updates = kin.turn(6, &session, "hi").await;
     assert_eq!(answer_text(&updates), "authenticated");
     assert_eq!(
         server.requests()[0].header("authorization"),
@@ -234,8 +232,7 @@ async fn authenticate_reads_the_whole_config_file_again() {
     assert_eq!(server.requests().len(), 1, "`retries = 0` is in force");
 
     server.push(text_reply(&["from the new endpoint"]));
-    let (updates, answer) = kin.prompt(4, &session, "b").await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let updates = kin.turn(4, &session, "b").await;
     assert_eq!(answer_text(&updates), "from the new endpoint");
     let sent = &server.requests()[1];
     assert_eq!(sent.body["model"], "new-model");

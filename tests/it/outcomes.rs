@@ -186,8 +186,7 @@ async fn a_recording_in_the_newer_layout_replays() {
     let mut kin = Wire::start(Some(dir.path()));
     kin.initialize().await;
     let session = kin.new_session().await;
-    let (updates, answer) = kin.prompt(2, &session, "Ping").await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let updates = kin.turn(2, &session, "Ping").await;
     assert_eq!(common::answer_text(&updates), "PONG");
 }
 
@@ -218,8 +217,7 @@ async fn a_reloaded_tree_shows_each_child_under_its_live_title() {
             .filter_map(|m| m["params"]["update"]["title"].as_str().map(str::to_owned))
             .collect()
     };
-    let (live, answer) = kin.prompt(2, &session, "go").await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let live = kin.turn(2, &session, "go").await;
     assert_eq!(titles(&live), ["Count the files"]);
     let (_, closed) = kin
         .request(3, "session/close", json!({"sessionId": session}))
@@ -241,8 +239,7 @@ async fn an_editor_with_subagents_sees_why_a_child_failed() {
     server.push(tool_calls_reply(&[("call_1", "subagent", call)]));
     server.push(error_reply(503, "no capacity"));
     server.push(text_reply(&["The child failed."]));
-    let (updates, answer) = kin.prompt(2, &session, "go").await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let updates = kin.turn(2, &session, "go").await;
     let idle = updates
         .iter()
         .map(|m| &m["params"]["update"])

@@ -190,6 +190,13 @@ impl Wire {
         self.request(id, "session/load", params).await
     }
 
+    /// That prompt, whose turn must end (`end_turn`); the notifications before the answer.
+    pub async fn turn(&mut self, id: i64, session: &str, text: &str) -> Vec<Value> {
+        let (updates, answer) = self.prompt(id, session, text).await;
+        assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+        updates
+    }
+
     /// Sends that prompt without waiting for its answer.
     pub async fn send_prompt(&mut self, id: i64, session: &str, text: &str) {
         let message = json!({"jsonrpc": "2.0", "id": id, "method": "session/prompt",

@@ -106,8 +106,7 @@ async fn llama_servers_overflow_is_compacted_away_in_pieces() {
     let mut kin = start(&server, "", &[]);
     let session = ready(&mut kin).await;
     server.push(long_answer(16_000));
-    let (_, answer) = kin.prompt(2, &session, "one").await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    kin.turn(2, &session, "one").await;
     let base = LlamaLike::tokens(&server.requests()[0].body);
     server.push(long_answer(16_000));
     let (_, answer) = kin.prompt(3, &session, "two").await;
@@ -167,8 +166,7 @@ async fn llama_cpp_pythons_empty_answer_is_named_with_its_likely_cause() {
     assert!(message.contains("over-long prompt"), "{message}");
     assert_eq!(server.request_count(), 2, "an empty answer is not retried");
     server.push(text_reply(&["still here"]));
-    let (updates, answer) = kin.prompt(4, &session, "short").await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let updates = kin.turn(4, &session, "short").await;
     assert_eq!(answer_text(&updates), "still here");
     let last = &server.requests()[2].body;
     assert!(
@@ -286,8 +284,7 @@ async fn a_window_the_fixed_part_fills_is_not_compacted_before_every_turn() {
     let mut notices = Vec::new();
     for (id, text) in [(2, "one"), (3, "two"), (4, "three")] {
         server.push(text_reply(&["answer"]));
-        let (updates, answer) = kin.prompt(id, &session, text).await;
-        assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+        let updates = kin.turn(id, &session, text).await;
         notices.extend(updates.into_iter().filter(|u| {
             u.to_string()
                 .contains("system prompt and tool definitions take")
@@ -336,8 +333,7 @@ async fn a_prompt_refused_for_its_length_does_not_poison_the_session() {
     );
     for id in 4..6 {
         server.push(text_reply(&["works again"]));
-        let (updates, answer) = kin.prompt(id, &session, "short").await;
-        assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+        let updates = kin.turn(id, &session, "short").await;
         assert_eq!(answer_text(&updates), "works again");
     }
     let last = server.requests().last().unwrap().body.clone();
@@ -390,8 +386,7 @@ async fn requests_alternate_after_cancels_failures_empty_answers_and_compaction(
     let (_, answer) = kin.prompt(4, &session, "fails").await;
     assert!(answer["error"].is_object(), "{answer}");
     server.push(text_reply(&[]));
-    let (_, answer) = kin.prompt(5, &session, "empty").await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    kin.turn(5, &session, "empty").await;
     server.push(text_reply(&["answered"]));
     let (updates, answer) = kin.prompt(6, &session, "now").await;
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
@@ -404,11 +399,9 @@ async fn requests_alternate_after_cancels_failures_empty_answers_and_compaction(
     );
     // A compaction, then the next prompt: the summary and the prompt go as one user turn.
     server.push(text_reply(&["the summary"]));
-    let (_, answer) = kin.prompt(7, &session, "/compact").await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    kin.turn(7, &session, "/compact").await;
     server.push(text_reply(&["after compaction"]));
-    let (updates, answer) = kin.prompt(8, &session, "next").await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let updates = kin.turn(8, &session, "next").await;
     assert_eq!(answer_text(&updates), "after compaction");
     let users = user_texts(&server.requests().last().unwrap().body);
     assert_eq!(users.len(), 1, "{users:?}");
@@ -431,8 +424,7 @@ async fn a_slow_first_token_is_waited_for_not_taken_for_a_stall() {
         Duration::from_millis(1_500),
         Box::new(text_reply(&["took a while"])),
     ));
-    let (updates, answer) = kin.prompt(2, &session, "go").await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let updates = kin.turn(2, &session, "go").await;
     assert_eq!(answer_text(&updates), "took a while");
     assert_eq!(server.request_count(), 1);
 }
@@ -476,8 +468,7 @@ async fn a_summary_cut_at_the_output_limit_is_not_kept() {
         "length",
     )));
     server.push(text_reply(&["a short summary"]));
-    let (_, answer) = kin.prompt(3, &session, "/compact").await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    kin.turn(3, &session, "/compact").await;
     let log = kin.log(&session);
     let end = of_type(&log, "compaction/end");
     assert_eq!(end[0]["data"]["summary"], "a short summary");
@@ -582,8 +573,7 @@ async fn agents_lists_foreground_children() {
     )]));
     server.push(text_reply(&["three files"]));
     server.push(text_reply(&["The child counted three."]));
-    let (_, answer) = kin.prompt(2, &session, "delegate").await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    kin.turn(2, &session, "delegate").await;
     let (updates, _) = kin.prompt(3, &session, "/agents").await;
     let text = answer_text(&updates);
     assert!(

@@ -3,9 +3,7 @@
 
 use serde_json::{json, Value};
 
-use super::{
-    allowed_session, filesystem_entry, filesystem_server, new_session, prompt, start, tool_text,
-};
+use super::{allowed_session, filesystem_entry, filesystem_server, new_session, start, tool_text};
 use crate::common::{self, Script, Wire};
 
 #[tokio::test]
@@ -201,7 +199,7 @@ async fn a_definitions_server_grant_is_exact_on_the_server_name() {
         |name: &str| json!({"name": name, "command": node, "args": [script, root], "env": []});
     let servers = json!([entry("git"), entry("git__admin")]);
     let session = allowed_session(&mut wire, servers).await;
-    prompt(&mut wire, &session).await;
+    wire.turn(3, &session, "Go.").await;
     let logs: Vec<Value> = common::session_files(wire.home.path())
         .iter()
         .flat_map(|path| common::read_lines(path))

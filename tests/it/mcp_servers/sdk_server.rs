@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde_json::{json, Value};
 
-use super::{allowed_session, prompt, python_with_mcp, start, tool_text, DEADLINE};
+use super::{allowed_session, python_with_mcp, start, tool_text, DEADLINE};
 use crate::common::{self, Script};
 
 /// Lines the test server writes to its FIFO (`tests/mcp/stdio_server.py`), as they come.
@@ -116,10 +116,10 @@ async fn a_changed_tool_list_is_offered_from_the_next_step_on() {
     let mut wire = start(replay.path());
     wire.initialize().await;
     let session = allowed_session(&mut wire, servers).await;
-    prompt(&mut wire, &session).await;
+    wire.turn(3, &session, "Go.").await;
     // The relisting the server's notification caused (the first listing was at start).
     marks.wait_for("listed 2").await;
-    let updates = prompt(&mut wire, &session).await;
+    let updates = wire.turn(3, &session, "Go.").await;
     let text = tool_text(&updates, "n1");
     assert!(text.contains("grown ran"), "{updates:?}");
 }
@@ -139,7 +139,7 @@ async fn a_crashed_server_is_restarted_and_its_tools_work_again() {
     let mut wire = start(replay.path());
     wire.initialize().await;
     let session = allowed_session(&mut wire, servers).await;
-    let updates = prompt(&mut wire, &session).await;
+    let updates = wire.turn(3, &session, "Go.").await;
     assert!(
         tool_text(&updates, "x1").contains("MCP server `py`"),
         "{updates:?}"
@@ -147,7 +147,7 @@ async fn a_crashed_server_is_restarted_and_its_tools_work_again() {
     // The new process listed its tools for kin.
     marks.wait_for("listed 1").await;
     marks.wait_for("listed 1").await;
-    let updates = prompt(&mut wire, &session).await;
+    let updates = wire.turn(3, &session, "Go.").await;
     assert!(
         tool_text(&updates, "e1").contains("echo: again"),
         "{updates:?}"
