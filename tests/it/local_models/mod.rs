@@ -40,6 +40,14 @@ async fn ready(kin: &mut Wire) -> String {
     kin.new_session().await
 }
 
+/// The first `usage_update` among kin's messages.
+fn usage_update(messages: &[Value]) -> Option<&Value> {
+    messages
+        .iter()
+        .filter_map(|m| m.pointer("/params/update"))
+        .find(|u| u["sessionUpdate"] == "usage_update")
+}
+
 fn of_type<'a>(log: &'a [Value], kind: &str) -> Vec<&'a Value> {
     log.iter().filter(|e| e["type"] == kind).collect()
 }
@@ -188,10 +196,7 @@ async fn without_usage_the_estimate_counts_the_tool_schemas() {
     server.push(text_reply(&["hi"]));
     let (updates, _) = kin.prompt(2, &session, "hi").await;
     let counted = LlamaLike::tokens(&server.requests()[0].body);
-    let used = updates
-        .iter()
-        .filter_map(|u| u.pointer("/params/update"))
-        .find(|u| u["sessionUpdate"] == "usage_update")
+    let used = usage_update(&updates)
         .map(|u| u["used"].as_u64().unwrap())
         .expect("a usage_update");
     assert!(
@@ -238,11 +243,7 @@ async fn the_window_is_read_from_llama_servers_props() {
     for id in [2, 3] {
         server.push(text_reply(&["hi"]));
         let (updates, _) = kin.prompt(id, &session, "hi").await;
-        let size = updates
-            .iter()
-            .filter_map(|u| u.pointer("/params/update"))
-            .find(|u| u["sessionUpdate"] == "usage_update")
-            .map(|u| u["size"].clone());
+        let size = usage_update(&updates).map(|u| u["size"].clone());
         assert_eq!(size, Some(json!(12_288)));
     }
     let asked: Vec<String> = server.probes().iter().map(|p| p.path.clone()).collect();
@@ -259,11 +260,7 @@ async fn the_window_is_ollamas_num_ctx() {
     let session = ready(&mut kin).await;
     server.push(text_reply(&["hi"]));
     let (updates, _) = kin.prompt(2, &session, "hi").await;
-    let size = updates
-        .iter()
-        .filter_map(|u| u.pointer("/params/update"))
-        .find(|u| u["sessionUpdate"] == "usage_update")
-        .map(|u| u["size"].clone());
+    let size = usage_update(&updates).map(|u| u["size"].clone());
     assert_eq!(size, Some(json!(16_384)));
     let probes = server.probes();
     let asked: Vec<&str> = probes.iter().map(|p| p.path.as_str()).collect();

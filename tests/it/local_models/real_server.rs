@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use super::{of_type, ready};
+use super::{of_type, ready, usage_update};
 use crate::common::{self, Wire};
 
 /// Against a real llama-server (`KIN_TEST_LLAMA_URL`, its API root), started with a small
@@ -31,11 +31,7 @@ async fn a_real_llama_server_keeps_working() {
         answer["result"]
     );
     assert!(answer["result"]["stopReason"].is_string(), "{answer}");
-    let window = updates
-        .iter()
-        .filter_map(|u| u.pointer("/params/update"))
-        .find(|u| u["sessionUpdate"] == "usage_update")
-        .map(|u| (u["used"].clone(), u["size"].clone()));
+    let window = usage_update(&updates).map(|u| (u["used"].clone(), u["size"].clone()));
     eprintln!("usage_update (used, size): {window:?}");
     // Cancelled while it answers.
     kin.send_prompt(3, &session, "Write a long story about a lighthouse.")
