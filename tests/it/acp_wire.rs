@@ -29,8 +29,7 @@ async fn bad_bytes_and_over_long_lines_get_parse_errors_and_kin_keeps_serving() 
         .unwrap()
         .contains("limit"));
 
-    kin.initialize().await;
-    let session = kin.new_session().await;
+    let session = kin.open_session().await;
     assert!(!session.is_empty());
 }
 
@@ -184,8 +183,7 @@ async fn a_corrupt_header_is_a_clear_error_and_kin_keeps_serving() {
 
 /// Starts a prompt whose scripted model never finishes; returns once it streams.
 async fn start_hanging_prompt(kin: &mut Wire, id: i64) -> String {
-    kin.initialize().await;
-    let session = kin.new_session().await;
+    let session = kin.open_session().await;
     kin.send_prompt(id, &session, "go").await;
     loop {
         let message = kin.read().await.unwrap();
@@ -241,8 +239,7 @@ async fn sigterm_answers_the_running_prompt_and_exits() {
 #[tokio::test]
 async fn replay_running_out_of_script_is_a_clear_error_not_a_hang() {
     let mut kin = Wire::start(Some(&snapshot_dir("text-turn")));
-    kin.initialize().await;
-    let session = kin.new_session().await;
+    let session = kin.open_session().await;
     let prompt =
         |n: i64| json!({"sessionId": session, "prompt": [{"type":"text","text":format!("p{n}")}]});
     let (_, first) = kin.request(1, "session/prompt", prompt(1)).await;
@@ -388,8 +385,7 @@ async fn a_prompt_right_after_cancel_waits_for_the_cancelled_turn_and_runs() {
         .text("SECOND_TURN_RAN")
         .dir();
     let mut kin = Wire::start(Some(replay.path()));
-    kin.initialize().await;
-    let session = kin.new_session().await;
+    let session = kin.open_session().await;
     kin.set_mode(2, &session, "allow").await;
     let prompt =
         |text: &str| json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]});

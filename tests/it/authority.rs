@@ -76,8 +76,7 @@ async fn a_parents_switch_to_read_only_reaches_its_running_in_process_child() {
     let cwd = wire.cwd.path().to_owned();
     mkfifo(&cwd.join("ready.fifo"));
     mkfifo(&cwd.join("go.fifo"));
-    wire.initialize().await;
-    let session = wire.new_session().await;
+    let session = wire.open_session().await;
     wire.set_mode(2, &session, "allow").await;
     wire.send_prompt(7, &session, "Delegate.").await;
 
@@ -152,8 +151,7 @@ async fn an_acp_childs_requests_are_answered_within_a_read_only_parents_mode() {
 
     let mut wire = Wire::start_in(Some(parent_dir.path()), home);
     let cwd = wire.cwd.path().to_owned();
-    wire.initialize().await;
-    let session = wire.new_session().await;
+    let session = wire.open_session().await;
     wire.set_mode(2, &session, "read-only").await;
     wire.send_prompt(7, &session, "Delegate.").await;
     let (_, answer) = wire.answer(&json!(7)).await;

@@ -128,8 +128,7 @@ async fn after_a_restart_send_message_continues_a_known_child() {
         .dir();
     write_child_script(first.path(), &[Some("CHILD_OK")]);
     let mut kin = Wire::start(Some(first.path()));
-    kin.initialize().await;
-    let parent = kin.new_session().await;
+    let parent = kin.open_session().await;
     let answer = prompt(&mut kin, 3, &parent, "start a child").await;
     assert_eq!(answer["result"]["stopReason"], "end_turn");
     kin.close_stdin();
@@ -175,8 +174,7 @@ async fn a_child_running_in_one_process_is_refused_by_another() {
         .dir();
     write_child_script(first.path(), &[None]);
     let mut holder = Wire::start(Some(first.path()));
-    holder.initialize().await;
-    let parent = holder.new_session().await;
+    let parent = holder.open_session().await;
     prompt(&mut holder, 3, &parent, "start a child").await;
     let home = holder.home.path().to_owned();
     // No event reaches the client when the child is created (its task runs on after the

@@ -19,8 +19,7 @@ async fn a_retried_stall_does_not_reset_the_childs_clock() {
         ("KIN_STALL_TIMEOUT", "10m"),
     ];
     let mut kin = Wire::start_with(None, tempfile::tempdir().unwrap(), &env);
-    kin.initialize().await;
-    let session = kin.new_session().await;
+    let session = kin.open_session().await;
     let call = r#"{"description":"slow","prompt":"do it","timeout":2}"#;
     server.push(tool_calls_reply(&[("call_1", "subagent", call)]));
     // The child: a response cut before its first chunk (retried), then one that never ends.

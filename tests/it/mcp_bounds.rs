@@ -37,8 +37,7 @@ fn config(python: &std::path::Path, servers: &[(&str, &[&str], &str)], top: &str
 
 /// Prompts once in mode `allow`; the updates before the answer.
 async fn prompt(wire: &mut Wire) -> Vec<Value> {
-    wire.initialize().await;
-    let session = wire.new_session().await;
+    let session = wire.open_session().await;
     wire.set_mode(2, &session, "allow").await;
     let asked = wire.prompt(3, &session, "Go.");
     let (updates, answer) = tokio::time::timeout(DEADLINE, asked)

@@ -107,8 +107,7 @@ fn home_for(port: &str, browser: &str) -> (tempfile::TempDir, PathBuf) {
 
 /// Opens a session in mode `allow`.
 async fn allowed_session(wire: &mut Wire) -> String {
-    wire.initialize().await;
-    let session = wire.new_session().await;
+    let session = wire.open_session().await;
     wire.set_mode(2, &session, "allow").await;
     session
 }

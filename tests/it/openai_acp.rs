@@ -29,8 +29,7 @@ async fn a_prompt_streams_the_models_answer_and_ends_the_turn() {
     let server = MockServer::start();
     server.push(text_reply(&["Hello", " from", " the mock"]));
     let mut kin = live(&server, Some("sk-e2e-key-000001"));
-    kin.initialize().await;
-    let session = kin.new_session().await;
+    let session = kin.open_session().await;
     let updates = kin.turn(2, &session, "Say hello").await;
     assert_eq!(answer_text(&updates), "Hello from the mock");
     let sent = &server.requests()[0];
@@ -50,8 +49,7 @@ async fn a_prompt_streams_the_models_answer_and_ends_the_turn() {
 async fn bad_endpoints_give_specific_errors_and_kin_keeps_serving() {
     let server = MockServer::start();
     let mut kin = live(&server, Some("sk-rejected-00001"));
-    kin.initialize().await;
-    let session = kin.new_session().await;
+    let session = kin.open_session().await;
 
     server.push(error_reply(401, "Authentication Fails"));
     let (_, answer) = kin.prompt(2, &session, "a").await;
@@ -108,8 +106,7 @@ async fn stalled_and_unreachable_endpoints_are_reported_and_kin_keeps_serving() 
         Some("sk-e2e-key-000002"),
         &[("KIN_STALL_TIMEOUT", "200ms")],
     );
-    kin.initialize().await;
-    let session = kin.new_session().await;
+    let session = kin.open_session().await;
     server.push(hang_after(&["wait"]));
     let (_, answer) = kin.prompt(2, &session, "a").await;
     assert_eq!(
@@ -127,8 +124,7 @@ async fn stalled_and_unreachable_endpoints_are_reported_and_kin_keeps_serving() 
         .port();
     let url = format!("http://127.0.0.1:{port}/v1");
     let mut kin = live_with(&url, Some("sk-e2e-key-000003"), &[("KIN_RETRIES", "0")]);
-    kin.initialize().await;
-    let session = kin.new_session().await;
+    let session = kin.open_session().await;
     let (_, answer) = kin.prompt(2, &session, "a").await;
     let message = answer["error"]["message"].as_str().unwrap();
     assert!(
@@ -211,8 +207,7 @@ async fn authenticate_reads_the_whole_config_file_again() {
     );
     std::fs::write(&config, old).unwrap();
     let mut kin = Wire::start_with(None, home, &[]);
-    kin.initialize().await;
-    let session = kin.new_session().await;
+    let session = kin.open_session().await;
 
     // The user points it at another endpoint and model, without retries, and adds the key.
     let server = MockServer::start();

@@ -58,8 +58,7 @@ fn events(home: &std::path::Path) -> Vec<Value> {
 async fn a_step_cut_at_the_token_limit_runs_none_of_its_tool_calls() {
     let server = MockServer::start();
     let mut kin = kin_on(&server);
-    kin.initialize().await;
-    let session = kin.new_session().await;
+    let session = kin.open_session().await;
     std::fs::write(
         std::path::Path::new(&kin.cwd()).join("notes.txt"),
         "secret plans\n",
@@ -112,8 +111,7 @@ async fn a_step_cut_at_the_token_limit_runs_none_of_its_tool_calls() {
 async fn failing_child(child: Reply) -> (String, Vec<common::mock_openai::Request>) {
     let server = MockServer::start();
     let mut kin = kin_on(&server);
-    kin.initialize().await;
-    let session = kin.new_session().await;
+    let session = kin.open_session().await;
     let call = r#"{"description":"Doomed child","prompt":"Answer the question."}"#;
     server.push(tool_calls_reply(&[("call_1", "subagent", call)]));
     server.push(child);
@@ -184,8 +182,7 @@ async fn a_recording_in_the_newer_layout_replays() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("session.jsonl"), NEWER_LAYOUT).unwrap();
     let mut kin = Wire::start(Some(dir.path()));
-    kin.initialize().await;
-    let session = kin.new_session().await;
+    let session = kin.open_session().await;
     let updates = kin.turn(2, &session, "Ping").await;
     assert_eq!(common::answer_text(&updates), "PONG");
 }

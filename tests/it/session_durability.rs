@@ -26,8 +26,7 @@ async fn kill_9_mid_step_loses_nothing_the_client_saw() {
     ];
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let mut kin = Wire::start_with(None, tempfile::tempdir().unwrap(), &env);
-    kin.initialize().await;
-    let session = kin.new_session().await;
+    let session = kin.open_session().await;
     kin.send_prompt(2, &session, "Say hello").await;
 
     // Wait until the client has been shown the last piece the model sent.
@@ -188,8 +187,7 @@ async fn a_tree_budget_spent_on_estimates_holds_after_a_restart() {
     let mut first = Wire::start_in(Some(replay.path()), home);
     let line = format!("{}\n", "x".repeat(49));
     std::fs::write(first.cwd.path().join("big.txt"), line.repeat(1000)).unwrap();
-    first.initialize().await;
-    let session = first.new_session().await;
+    let session = first.open_session().await;
     let prompt =
         |text: &str| json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]});
     let (_, answer) = first.request(2, "session/prompt", prompt("Go.")).await;

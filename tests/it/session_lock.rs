@@ -228,8 +228,7 @@ async fn kin_run_refuses_a_session_another_process_has_open() {
     server.set_default(text_reply(&["fine"]));
     let (mut writer, _) = two_kins(&server);
     let writer_pid = writer.child.id().unwrap();
-    writer.initialize().await;
-    let session = writer.new_session().await;
+    let session = writer.open_session().await;
     let path = log_path(&writer, &session);
     let before = std::fs::read_to_string(&path).unwrap();
 

@@ -204,8 +204,7 @@ async fn the_guard_reports_the_commands_own_exit() {
 /// processes is left.
 async fn kill_9_during_a_call(replay: &Path, marker: &str) {
     let mut wire = Wire::start(Some(replay));
-    wire.initialize().await;
-    let session = wire.new_session().await;
+    let session = wire.open_session().await;
     wire.set_mode(2, &session, "allow").await;
     wire.send_prompt(3, &session, "Run it.").await;
     poll_until("the command's sleeps to start", || sleeping(marker) == 2).await;

@@ -157,6 +157,12 @@ impl Wire {
         answer["result"]["sessionId"].as_str().unwrap().to_owned()
     }
 
+    /// Initializes, then opens a new session in kin's cwd; its id.
+    pub async fn open_session(&mut self) -> String {
+        self.initialize().await;
+        self.new_session().await
+    }
+
     /// Initializes as a client with these `clientCapabilities`.
     pub async fn initialize_with(&mut self, capabilities: Value) {
         let params = json!({"protocolVersion": 1, "clientCapabilities": capabilities});

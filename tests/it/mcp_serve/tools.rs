@@ -228,8 +228,7 @@ async fn an_editors_session_list_marks_a_session_started_over_mcp() {
     // `kin acp` on the same KIN_HOME: the editor's own session is listed without the mark.
     let home = world.home.path().to_string_lossy().into_owned();
     let mut acp = Wire::start_with(None, tempfile::tempdir().unwrap(), &[("KIN_HOME", &home)]);
-    acp.initialize().await;
-    let editors = acp.new_session().await;
+    let editors = acp.open_session().await;
     let (_, answer) = acp.request(1, "session/list", json!({})).await;
     let sessions = answer["result"]["sessions"].as_array().unwrap();
     let entry = |wanted: &str| {
