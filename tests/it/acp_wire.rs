@@ -387,10 +387,7 @@ async fn a_prompt_right_after_cancel_waits_for_the_cancelled_turn_and_runs() {
     let mut kin = Wire::start(Some(replay.path()));
     let session = kin.open_session().await;
     kin.set_mode(2, &session, "allow").await;
-    let prompt =
-        |text: &str| json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]});
-    kin.send(&json!({"jsonrpc":"2.0","id":7,"method":"session/prompt","params":prompt("go")}))
-        .await;
+    kin.send_prompt(7, &session, "go").await;
     // The command is running (and ignoring SIGTERM) once it has made its file.
     let started = kin.cwd.path().join("started");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
@@ -404,8 +401,7 @@ async fn a_prompt_right_after_cancel_waits_for_the_cancelled_turn_and_runs() {
     // As an editor does when the user sends a new message mid-turn: cancel, then prompt.
     kin.send(&json!({"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":session}}))
         .await;
-    kin.send(&json!({"jsonrpc":"2.0","id":8,"method":"session/prompt","params":prompt("again")}))
-        .await;
+    kin.send_prompt(8, &session, "again").await;
     let (mut first, mut second, mut text) = (None, None, String::new());
     while first.is_none() || second.is_none() {
         let message = kin.read().await.expect("kin answers both prompts");

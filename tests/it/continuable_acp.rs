@@ -109,11 +109,6 @@ fn child_of(home: &Path, parent: &str) -> String {
     children[0].clone()
 }
 
-async fn prompt(kin: &mut Wire, id: i64, session: &str, text: &str) -> Value {
-    let (_, answer) = kin.prompt(id, session, text).await;
-    answer
-}
-
 async fn load(kin: &mut Wire, session: &str) {
     let (_, answer) = kin.load(2, session).await;
     assert!(answer.get("result").is_some(), "{answer}");
@@ -129,11 +124,8 @@ async fn after_a_restart_send_message_continues_a_known_child() {
     write_child_script(first.path(), &[Some("CHILD_OK")]);
     let mut kin = Wire::start(Some(first.path()));
     let parent = kin.open_session().await;
-    let answer = prompt(&mut kin, 3, &parent, "start a child").await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn");
-    kin.close_stdin();
-    kin.child.wait().await.unwrap();
-    let home = kin.home;
+    kin.turn(3, &parent, "start a child").await;
+    let home = kin.stop().await;
     let child = child_of(home.path(), &parent);
 
     let second = Script::new()
@@ -150,8 +142,7 @@ async fn after_a_restart_send_message_continues_a_known_child() {
     let mut kin = Wire::start_in(Some(second.path()), home);
     kin.initialize().await;
     load(&mut kin, &parent).await;
-    let answer = prompt(&mut kin, 4, &parent, "follow up").await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn");
+    kin.turn(4, &parent, "follow up").await;
     assert_eq!(
         tool_results(kin.home.path(), &parent),
         [
@@ -175,7 +166,7 @@ async fn a_child_running_in_one_process_is_refused_by_another() {
     write_child_script(first.path(), &[None]);
     let mut holder = Wire::start(Some(first.path()));
     let parent = holder.open_session().await;
-    prompt(&mut holder, 3, &parent, "start a child").await;
+    holder.prompt(3, &parent, "start a child").await;
     let home = holder.home.path().to_owned();
     // No event reaches the client when the child is created (its task runs on after the
     // parent's turn): wait until its file exists and the holder has locked it.
@@ -218,7 +209,7 @@ async fn a_child_running_in_one_process_is_refused_by_another() {
         answer["result"]["_meta"]["kin.readOnly"]["writerPid"],
         holder_pid
     );
-    let answer = prompt(&mut other, 3, &parent, "follow up").await;
+    let (_, answer) = other.prompt(3, &parent, "follow up").await;
     assert_eq!(answer["error"]["code"], -32001, "{answer}");
     assert_eq!(answer["error"]["data"]["pid"], holder_pid, "{answer}");
     // The holder's child is untouched and still running.
@@ -235,7 +226,7 @@ async fn a_child_running_in_one_process_is_refused_by_another() {
         .map_err(|(_, e)| e)
         .expect("the holder's lock went with it");
     load(&mut other, &parent).await;
-    prompt(&mut other, 4, &parent, "follow up").await;
+    other.prompt(4, &parent, "follow up").await;
     let results = tool_results(&home, &parent);
     assert_eq!(
         results[results.len() - 2..],

@@ -23,11 +23,6 @@ fn kin_on(server: &MockServer) -> Wire {
     Wire::start_with(None, tempfile::tempdir().unwrap(), &env)
 }
 
-async fn prompt(kin: &mut Wire, session: &str, text: &str) -> Value {
-    let params = json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]});
-    kin.request(2, "session/prompt", params).await.1
-}
-
 /// The text of the tool result for `call_id` in a request's messages.
 fn tool_result(request: &Value, call_id: &str) -> String {
     request["messages"]
@@ -77,7 +72,7 @@ async fn a_step_cut_at_the_token_limit_runs_none_of_its_tool_calls() {
         event(&usage(10, 4096)),
         done(),
     ]));
-    let answer = prompt(&mut kin, &session, "Read notes.txt").await;
+    let (_, answer) = kin.prompt(2, &session, "Read notes.txt").await;
     assert_eq!(answer["result"]["stopReason"], "max_tokens", "{answer}");
     assert_eq!(
         server.requests().len(),
@@ -116,7 +111,7 @@ async fn failing_child(child: Reply) -> (String, Vec<common::mock_openai::Reques
     server.push(tool_calls_reply(&[("call_1", "subagent", call)]));
     server.push(child);
     server.push(text_reply(&["The child failed."]));
-    let answer = prompt(&mut kin, &session, "Delegate it").await;
+    let (_, answer) = kin.prompt(2, &session, "Delegate it").await;
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     let requests = server.requests();
     assert_eq!(requests.len(), 3, "the parent, the child, the parent");

@@ -188,20 +188,14 @@ async fn a_tree_budget_spent_on_estimates_holds_after_a_restart() {
     let line = format!("{}\n", "x".repeat(49));
     std::fs::write(first.cwd.path().join("big.txt"), line.repeat(1000)).unwrap();
     let session = first.open_session().await;
-    let prompt =
-        |text: &str| json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]});
-    let (_, answer) = first.request(2, "session/prompt", prompt("Go.")).await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
-    first.close_stdin();
-    first.child.wait().await.unwrap();
-    let home = std::mem::replace(&mut first.home, tempfile::tempdir().unwrap());
+    first.turn(2, &session, "Go.").await;
+    let home = first.stop().await;
 
     let mut second = Wire::start_in(Some(replay.path()), home);
     second.initialize().await;
     let (_, loaded) = second.load(1, &session).await;
     assert!(loaded.get("result").is_some(), "{loaded}");
-    let (_, answer) = second.request(2, "session/prompt", prompt("Again.")).await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    second.turn(2, &session, "Again.").await;
     let log = std::fs::read_to_string(second.home.path().join(format!("sessions/{session}.jsonl")))
         .unwrap();
     assert!(log.contains("estimatedTokens"), "the estimates are logged");

@@ -190,12 +190,6 @@ impl Wire {
             .await
     }
 
-    /// Loads `session` in kin's cwd as request `id`; (the replayed notifications, the answer).
-    pub async fn load(&mut self, id: i64, session: &str) -> (Vec<Value>, Value) {
-        let params = json!({"sessionId": session, "cwd": self.cwd(), "mcpServers": []});
-        self.request(id, "session/load", params).await
-    }
-
     /// That prompt, whose turn must end (`end_turn`); the notifications before the answer.
     pub async fn turn(&mut self, id: i64, session: &str, text: &str) -> Vec<Value> {
         let (updates, answer) = self.prompt(id, session, text).await;
@@ -208,6 +202,12 @@ impl Wire {
         let message = json!({"jsonrpc": "2.0", "id": id, "method": "session/prompt",
                              "params": prompt(session, text)});
         self.send(&message).await;
+    }
+
+    /// Loads `session` in kin's cwd as request `id`; (the replayed notifications, the answer).
+    pub async fn load(&mut self, id: i64, session: &str) -> (Vec<Value>, Value) {
+        let params = json!({"sessionId": session, "cwd": self.cwd(), "mcpServers": []});
+        self.request(id, "session/load", params).await
     }
 
     /// The events of `session`'s log (header first).
