@@ -48,8 +48,7 @@ fn start_sshd(sshd: &Path, dir: &Path) -> (std::process::Child, u16) {
     keygen(&dir.join("host_key"));
     keygen(&dir.join("user_key"));
     std::fs::copy(dir.join("user_key.pub"), dir.join("authorized_keys")).expect("keys");
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
+    if rustix::process::geteuid().is_root() {
         std::fs::create_dir_all("/run/sshd").expect("/run/sshd");
     }
     let port = std::net::TcpListener::bind("127.0.0.1:0")

@@ -9,7 +9,7 @@ use crate::common;
 
 use std::collections::HashMap;
 
-use common::{AcpSchema, Script};
+use common::{AcpSchema, Script, Wire};
 use kin::scenario::{PermissionAnswerEntry, RunOptions, Runner, Step};
 use serde_json::{json, Value};
 
@@ -152,6 +152,37 @@ fn parent_session(messages: &[Value]) -> String {
         .find_map(|message| message["result"]["sessionId"].as_str())
         .unwrap()
         .to_owned()
+}
+
+/// kin on a parent script whose first step calls the fake ACP child (marked `marker`, told to
+/// wait) with `call`, then answers PARENT_DONE; initialized as an editor that takes subagents,
+/// with a new session. (kin, that session, the script's directory.)
+async fn on_fake_child(call: Value, marker: &str) -> (Wire, String, tempfile::TempDir) {
+    let script = Script::new()
+        .call("ask-fake", "subagent_fake", call)
+        .text("PARENT_DONE")
+        .dir();
+    let home = common::home_with(&format!(
+        "[acp_agents.fake]\ncommand = {:?}\nargs = [{marker:?}, \"wait\"]\n",
+        common::fake_acp_child().display().to_string()
+    ));
+    let mut kin = Wire::start_in(Some(script.path()), home);
+    kin.initialize_with(json!({"subagents": {}})).await;
+    let parent = kin.new_session().await;
+    (kin, parent, script)
+}
+
+/// The child announced on `parent`: in `before`, else in what kin writes next.
+async fn announced_child(kin: &mut Wire, before: &[Value], parent: &str) -> String {
+    if let Some((_, child)) = announced_on(before, parent) {
+        return child;
+    }
+    loop {
+        let message = kin.read().await.expect("kin announces the child");
+        if let Some((_, child)) = announced_on(std::slice::from_ref(&message), parent) {
+            return child;
+        }
+    }
 }
 
 #[tokio::test]
@@ -300,38 +331,10 @@ async fn a_kin_childs_terminal_shows_as_its_output_unless_the_editor_runs_it() {
 
 #[tokio::test]
 async fn the_editor_cancels_the_acp_child_alone_and_the_parent_goes_on() {
-    let parent = Script::new()
-        .call(
-            "ask-fake",
-            "subagent_fake",
-            json!({"description": "Wait", "prompt": "Wait for a cancel."}),
-        )
-        .text("PARENT_DONE");
-    let parent_dir = parent.dir();
-    let home = common::home_with(&format!(
-        "[acp_agents.fake]\ncommand = {:?}\nargs = [\"tree-cancel\", \"wait\"]\n",
-        common::fake_acp_child().display().to_string()
-    ));
-    let mut kin = common::Wire::start_in(Some(parent_dir.path()), home);
-    let (_, answer) = kin
-        .request(
-            0,
-            "initialize",
-            json!({"protocolVersion": 1, "clientCapabilities": {"subagents": {}}}),
-        )
-        .await;
-    assert_eq!(answer["result"]["protocolVersion"], 1);
-    let parent = kin.new_session().await;
-    kin.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "session/prompt", "params": {"sessionId": parent, "prompt": [{"type": "text", "text": "go"}]}}))
-        .await;
-    let child = loop {
-        let message = kin.read().await.expect("kin announces the child");
-        if let Some((session, update)) = update_of(&message) {
-            if session == parent && update["sessionUpdate"] == "subagent_update" {
-                break update["sessionId"].as_str().unwrap().to_owned();
-            }
-        }
-    };
+    let call = json!({"description": "Wait", "prompt": "Wait for a cancel."});
+    let (mut kin, parent, _script) = on_fake_child(call, "tree-cancel").await;
+    kin.send_prompt(1, &parent, "go").await;
+    let child = announced_child(&mut kin, &[], &parent).await;
     kin.send(
         &json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": child}}),
     )
@@ -401,43 +404,11 @@ async fn a_reloaded_parent_replays_its_tree_and_the_kin_childs_session_is_not_to
 
 #[tokio::test]
 async fn closing_a_parent_with_a_running_background_child_sends_nothing_after_the_answer() {
-    let parent = Script::new()
-        .call(
-            "start",
-            "subagent_fake",
-            json!({"description": "Wait", "prompt": "Wait.", "run_in_background": true}),
-        )
-        .text("PARENT_DONE");
-    let parent_dir = parent.dir();
-    let home = common::home_with(&format!(
-        "[acp_agents.fake]\ncommand = {:?}\nargs = [\"tree-close\", \"wait\"]\n",
-        common::fake_acp_child().display().to_string()
-    ));
-    let mut kin = common::Wire::start_in(Some(parent_dir.path()), home);
-    kin.request(
-        0,
-        "initialize",
-        json!({"protocolVersion": 1, "clientCapabilities": {"subagents": {}}}),
-    )
-    .await;
-    let parent = kin.new_session().await;
-    let (before, _) = kin
-        .request(
-            1,
-            "session/prompt",
-            json!({"sessionId": parent, "prompt": [{"type": "text", "text": "go"}]}),
-        )
-        .await;
-    // The child runs on in the background: announced (perhaps after the answer), not idle.
-    let child = match announced_on(&before, &parent) {
-        Some((_, child)) => child,
-        None => loop {
-            let message = kin.read().await.expect("kin announces the child");
-            if let Some((_, child)) = announced_on(std::slice::from_ref(&message), &parent) {
-                break child;
-            }
-        },
-    };
+    let call = json!({"description": "Wait", "prompt": "Wait.", "run_in_background": true});
+    let (mut kin, parent, _script) = on_fake_child(call, "tree-close").await;
+    let (before, _) = kin.prompt(1, &parent, "go").await;
+    // The child runs on in the background (announced perhaps after the answer), not idle.
+    let child = announced_child(&mut kin, &before, &parent).await;
     let (closing, answer) = kin
         .request(2, "session/close", json!({"sessionId": parent}))
         .await;
@@ -466,50 +437,11 @@ async fn closing_a_parent_with_a_running_background_child_sends_nothing_after_th
 
 #[tokio::test]
 async fn a_reloaded_parent_replays_a_child_that_is_still_running_as_running() {
-    let parent = Script::new()
-        .call(
-            "start",
-            "subagent_fake",
-            json!({"description": "Wait", "prompt": "Wait.", "run_in_background": true}),
-        )
-        .text("PARENT_DONE");
-    let parent_dir = parent.dir();
-    let home = common::home_with(&format!(
-        "[acp_agents.fake]\ncommand = {:?}\nargs = [\"tree-running\", \"wait\"]\n",
-        common::fake_acp_child().display().to_string()
-    ));
-    let mut kin = common::Wire::start_in(Some(parent_dir.path()), home);
-    kin.request(
-        0,
-        "initialize",
-        json!({"protocolVersion": 1, "clientCapabilities": {"subagents": {}}}),
-    )
-    .await;
-    let parent = kin.new_session().await;
-    let (before, _) = kin
-        .request(
-            1,
-            "session/prompt",
-            json!({"sessionId": parent, "prompt": [{"type": "text", "text": "go"}]}),
-        )
-        .await;
-    let child = match announced_on(&before, &parent) {
-        Some((_, child)) => child,
-        None => loop {
-            let message = kin.read().await.expect("kin announces the child");
-            if let Some((_, child)) = announced_on(std::slice::from_ref(&message), &parent) {
-                break child;
-            }
-        },
-    };
-    let cwd = kin.cwd();
-    let (replayed, answer) = kin
-        .request(
-            2,
-            "session/load",
-            json!({"sessionId": parent, "cwd": cwd, "mcpServers": []}),
-        )
-        .await;
+    let call = json!({"description": "Wait", "prompt": "Wait.", "run_in_background": true});
+    let (mut kin, parent, _script) = on_fake_child(call, "tree-running").await;
+    let (before, _) = kin.prompt(1, &parent, "go").await;
+    let child = announced_child(&mut kin, &before, &parent).await;
+    let (replayed, answer) = kin.load(2, &parent).await;
     assert!(answer.get("result").is_some(), "{answer}");
     let states: Vec<Value> = replayed
         .iter()

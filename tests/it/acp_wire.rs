@@ -29,8 +29,7 @@ async fn bad_bytes_and_over_long_lines_get_parse_errors_and_kin_keeps_serving() 
         .unwrap()
         .contains("limit"));
 
-    kin.initialize().await;
-    let session = kin.new_session().await;
+    let session = kin.open_session().await;
     assert!(!session.is_empty());
 }
 
@@ -128,14 +127,7 @@ async fn a_torn_last_line_is_dropped_and_the_session_loads_and_continues() {
     std::fs::write(&path, text).unwrap();
 
     kin.initialize().await;
-    let cwd = kin.cwd();
-    let (updates, answer) = kin
-        .request(
-            1,
-            "session/load",
-            json!({"sessionId": id, "cwd": cwd, "mcpServers": []}),
-        )
-        .await;
+    let (updates, answer) = kin.load(1, id).await;
     assert!(answer.get("result").is_some(), "{answer}");
     let replayed: Vec<&str> = updates
         .iter()
@@ -146,13 +138,7 @@ async fn a_torn_last_line_is_dropped_and_the_session_loads_and_continues() {
         .collect();
     assert_eq!(replayed, ["hello", "first answer"]);
 
-    let (_, answer) = kin
-        .request(
-            2,
-            "session/prompt",
-            json!({"sessionId": id, "prompt": [{"type":"text","text":"again"}]}),
-        )
-        .await;
+    let (_, answer) = kin.prompt(2, id, "again").await;
     assert_eq!(answer["result"]["stopReason"], "end_turn");
     kin.close_stdin();
     kin.child.wait().await.unwrap();
@@ -187,14 +173,7 @@ async fn a_corrupt_header_is_a_clear_error_and_kin_keeps_serving() {
     .unwrap();
 
     kin.initialize().await;
-    let cwd = kin.cwd();
-    let (_, answer) = kin
-        .request(
-            1,
-            "session/load",
-            json!({"sessionId": id, "cwd": cwd, "mcpServers": []}),
-        )
-        .await;
+    let (_, answer) = kin.load(1, id).await;
     let message = answer["error"]["message"].as_str().unwrap();
     assert_eq!(answer["error"]["code"], -32603);
     assert!(message.contains(&format!("{id}.jsonl:1:")), "{message}");
@@ -204,10 +183,8 @@ async fn a_corrupt_header_is_a_clear_error_and_kin_keeps_serving() {
 
 /// Starts a prompt whose scripted model never finishes; returns once it streams.
 async fn start_hanging_prompt(kin: &mut Wire, id: i64) -> String {
-    kin.initialize().await;
-    let session = kin.new_session().await;
-    kin.send(&json!({"jsonrpc":"2.0","id":id,"method":"session/prompt","params":{"sessionId":session,"prompt":[{"type":"text","text":"go"}]}}))
-        .await;
+    let session = kin.open_session().await;
+    kin.send_prompt(id, &session, "go").await;
     loop {
         let message = kin.read().await.unwrap();
         if message.pointer("/params/update/sessionUpdate") == Some(&json!("agent_message_chunk")) {
@@ -262,8 +239,7 @@ async fn sigterm_answers_the_running_prompt_and_exits() {
 #[tokio::test]
 async fn replay_running_out_of_script_is_a_clear_error_not_a_hang() {
     let mut kin = Wire::start(Some(&snapshot_dir("text-turn")));
-    kin.initialize().await;
-    let session = kin.new_session().await;
+    let session = kin.open_session().await;
     let prompt =
         |n: i64| json!({"sessionId": session, "prompt": [{"type":"text","text":format!("p{n}")}]});
     let (_, first) = kin.request(1, "session/prompt", prompt(1)).await;
@@ -286,8 +262,7 @@ async fn shutdown_settles_a_running_background_child() {
         .await;
     assert_eq!(answer["result"]["protocolVersion"], 1);
     let parent = kin.new_session().await;
-    kin.send(&json!({"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":parent,"prompt":[{"type":"text","text":"start a long job"}]}}))
-        .await;
+    kin.send_prompt(1, &parent, "start a long job").await;
     // Read until the prompt is answered and the child has streamed (it then waits forever).
     let (mut answered, mut child) = (false, None);
     while !answered || child.is_none() {
@@ -410,18 +385,9 @@ async fn a_prompt_right_after_cancel_waits_for_the_cancelled_turn_and_runs() {
         .text("SECOND_TURN_RAN")
         .dir();
     let mut kin = Wire::start(Some(replay.path()));
-    kin.initialize().await;
-    let session = kin.new_session().await;
-    kin.request(
-        2,
-        "session/set_mode",
-        json!({"sessionId": session, "modeId": "allow"}),
-    )
-    .await;
-    let prompt =
-        |text: &str| json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]});
-    kin.send(&json!({"jsonrpc":"2.0","id":7,"method":"session/prompt","params":prompt("go")}))
-        .await;
+    let session = kin.open_session().await;
+    kin.set_mode(2, &session, "allow").await;
+    kin.send_prompt(7, &session, "go").await;
     // The command is running (and ignoring SIGTERM) once it has made its file.
     let started = kin.cwd.path().join("started");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
@@ -435,8 +401,7 @@ async fn a_prompt_right_after_cancel_waits_for_the_cancelled_turn_and_runs() {
     // As an editor does when the user sends a new message mid-turn: cancel, then prompt.
     kin.send(&json!({"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":session}}))
         .await;
-    kin.send(&json!({"jsonrpc":"2.0","id":8,"method":"session/prompt","params":prompt("again")}))
-        .await;
+    kin.send_prompt(8, &session, "again").await;
     let (mut first, mut second, mut text) = (None, None, String::new());
     while first.is_none() || second.is_none() {
         let message = kin.read().await.expect("kin answers both prompts");

@@ -11,20 +11,7 @@ use common::{Script, Wire};
 use serde_json::{json, Value};
 
 fn mkfifo(path: &Path) {
-    let status = std::process::Command::new("mkfifo")
-        .arg(path)
-        .status()
-        .unwrap();
-    assert!(status.success(), "mkfifo {}", path.display());
-}
-
-fn set_mode(session: &str, mode: &str) -> Value {
-    json!({"sessionId": session, "modeId": mode})
-}
-
-fn prompt(session: &str, text: &str) -> Value {
-    json!({"jsonrpc": "2.0", "id": 7, "method": "session/prompt",
-           "params": {"sessionId": session, "prompt": [{"type": "text", "text": text}]}})
+    nix::unistd::mkfifo(path, nix::sys::stat::Mode::S_IRWXU).unwrap();
 }
 
 /// The result texts the session logs under `home` hold for tool `name`'s calls.
@@ -89,13 +76,9 @@ async fn a_parents_switch_to_read_only_reaches_its_running_in_process_child() {
     let cwd = wire.cwd.path().to_owned();
     mkfifo(&cwd.join("ready.fifo"));
     mkfifo(&cwd.join("go.fifo"));
-    wire.initialize().await;
-    let session = wire.new_session().await;
-    let (_, answer) = wire
-        .request(2, "session/set_mode", set_mode(&session, "allow"))
-        .await;
-    assert!(answer.get("error").is_none(), "{answer}");
-    wire.send(&prompt(&session, "Delegate.")).await;
+    let session = wire.open_session().await;
+    wire.set_mode(2, &session, "allow").await;
+    wire.send_prompt(7, &session, "Delegate.").await;
 
     // The child's command is running once it has written to ready.fifo.
     let ready = cwd.join("ready.fifo");
@@ -110,10 +93,7 @@ async fn a_parents_switch_to_read_only_reaches_its_running_in_process_child() {
     .await
     .unwrap();
     assert_eq!(said.trim(), "ready");
-    let (_, answer) = wire
-        .request(3, "session/set_mode", set_mode(&session, "read-only"))
-        .await;
-    assert!(answer.get("error").is_none(), "{answer}");
+    wire.set_mode(3, &session, "read-only").await;
     let go = cwd.join("go.fifo");
     tokio::task::spawn_blocking(move || {
         std::fs::OpenOptions::new()
@@ -171,13 +151,9 @@ async fn an_acp_childs_requests_are_answered_within_a_read_only_parents_mode() {
 
     let mut wire = Wire::start_in(Some(parent_dir.path()), home);
     let cwd = wire.cwd.path().to_owned();
-    wire.initialize().await;
-    let session = wire.new_session().await;
-    let (_, answer) = wire
-        .request(2, "session/set_mode", set_mode(&session, "read-only"))
-        .await;
-    assert!(answer.get("error").is_none(), "{answer}");
-    wire.send(&prompt(&session, "Delegate.")).await;
+    let session = wire.open_session().await;
+    wire.set_mode(2, &session, "read-only").await;
+    wire.send_prompt(7, &session, "Delegate.").await;
     let (_, answer) = wire.answer(&json!(7)).await;
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     assert!(

@@ -169,8 +169,7 @@ fn prompt_params(session: &str, blocks: usize) -> Value {
 #[tokio::test]
 async fn a_prompt_over_the_block_cap_is_refused_before_it_is_stored() {
     let mut kin = Wire::start(None);
-    kin.initialize().await;
-    let session = kin.new_session().await;
+    let session = kin.open_session().await;
     let (_, answer) = kin
         .request(5, "session/prompt", prompt_params(&session, 10_001))
         .await;
@@ -194,10 +193,8 @@ async fn a_prompt_over_the_block_cap_is_refused_before_it_is_stored() {
 async fn the_prompt_caps_come_from_the_config_file() {
     let home = common::home_with("max_prompt_bytes = 10\n");
     let mut kin = Wire::start_in(None, home);
-    kin.initialize().await;
-    let session = kin.new_session().await;
-    let params = json!({"sessionId": session, "prompt": [{"type": "text", "text": "hello world"}]});
-    let (_, answer) = kin.request(5, "session/prompt", params).await;
+    let session = kin.open_session().await;
+    let (_, answer) = kin.prompt(5, &session, "hello world").await;
     assert_eq!(answer["error"]["code"], -32602, "{answer}");
     let message = answer["error"]["message"].as_str().unwrap();
     assert!(

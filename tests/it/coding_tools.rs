@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use common::{pid_fifo, pidfd, Dirs, Script};
+use common::{open_in_mode, pid_fifo, pidfd, Dirs, Script};
 use kin::scenario::{Input, PermissionAnswerEntry, PermissionScript, Step};
 use serde_json::{json, Value};
 
@@ -141,18 +141,7 @@ async fn no_survivor(in_terminal: bool, cancel: bool) {
     let replay = script.dir();
     let mut runner = dirs.runner(replay.path(), &[]);
     let capabilities = in_terminal.then(|| json!({"terminal": true}));
-    for step in [
-        Step::Initialize {
-            client_capabilities: capabilities,
-        },
-        Step::NewSession { cwd: None },
-        Step::Request {
-            method: "session/set_mode".into(),
-            params: json!({"sessionId": "{{session}}", "modeId": "allow"}),
-        },
-    ] {
-        runner.play(&step).await.unwrap();
-    }
+    open_in_mode(&mut runner, capabilities, "allow").await;
     if cancel {
         runner
             .play(&Step::StartPrompt {

@@ -8,6 +8,7 @@ use crate::common;
 use std::path::Path;
 
 use common::{Script, Wire};
+use nix::fcntl::{Flock, FlockArg};
 use serde_json::{json, Value};
 
 /// A replay child script (`session.1.jsonl`): one model call per answer; `None` hangs.
@@ -108,26 +109,8 @@ fn child_of(home: &Path, parent: &str) -> String {
     children[0].clone()
 }
 
-async fn prompt(kin: &mut Wire, id: i64, session: &str, text: &str) -> Value {
-    let (_, answer) = kin
-        .request(
-            id,
-            "session/prompt",
-            json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]}),
-        )
-        .await;
-    answer
-}
-
 async fn load(kin: &mut Wire, session: &str) {
-    let cwd = kin.cwd();
-    let (_, answer) = kin
-        .request(
-            2,
-            "session/load",
-            json!({"sessionId": session, "cwd": cwd, "mcpServers": []}),
-        )
-        .await;
+    let (_, answer) = kin.load(2, session).await;
     assert!(answer.get("result").is_some(), "{answer}");
 }
 
@@ -140,13 +123,9 @@ async fn after_a_restart_send_message_continues_a_known_child() {
         .dir();
     write_child_script(first.path(), &[Some("CHILD_OK")]);
     let mut kin = Wire::start(Some(first.path()));
-    kin.initialize().await;
-    let parent = kin.new_session().await;
-    let answer = prompt(&mut kin, 3, &parent, "start a child").await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn");
-    kin.close_stdin();
-    kin.child.wait().await.unwrap();
-    let home = kin.home;
+    let parent = kin.open_session().await;
+    kin.turn(3, &parent, "start a child").await;
+    let home = kin.stop().await;
     let child = child_of(home.path(), &parent);
 
     let second = Script::new()
@@ -163,8 +142,7 @@ async fn after_a_restart_send_message_continues_a_known_child() {
     let mut kin = Wire::start_in(Some(second.path()), home);
     kin.initialize().await;
     load(&mut kin, &parent).await;
-    let answer = prompt(&mut kin, 4, &parent, "follow up").await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn");
+    kin.turn(4, &parent, "follow up").await;
     assert_eq!(
         tool_results(kin.home.path(), &parent),
         [
@@ -187,9 +165,8 @@ async fn a_child_running_in_one_process_is_refused_by_another() {
         .dir();
     write_child_script(first.path(), &[None]);
     let mut holder = Wire::start(Some(first.path()));
-    holder.initialize().await;
-    let parent = holder.new_session().await;
-    prompt(&mut holder, 3, &parent, "start a child").await;
+    let parent = holder.open_session().await;
+    holder.prompt(3, &parent, "start a child").await;
     let home = holder.home.path().to_owned();
     // No event reaches the client when the child is created (its task runs on after the
     // parent's turn): wait until its file exists and the holder has locked it.
@@ -227,19 +204,12 @@ async fn a_child_running_in_one_process_is_refused_by_another() {
     other.initialize().await;
     // The holder has the parent open: here it is only replayed, and a prompt is refused.
     let holder_pid = holder.child.id().unwrap();
-    let cwd = other.cwd();
-    let (_, answer) = other
-        .request(
-            2,
-            "session/load",
-            json!({"sessionId": parent, "cwd": cwd, "mcpServers": []}),
-        )
-        .await;
+    let (_, answer) = other.load(2, &parent).await;
     assert_eq!(
         answer["result"]["_meta"]["kin.readOnly"]["writerPid"],
         holder_pid
     );
-    let answer = prompt(&mut other, 3, &parent, "follow up").await;
+    let (_, answer) = other.prompt(3, &parent, "follow up").await;
     assert_eq!(answer["error"]["code"], -32001, "{answer}");
     assert_eq!(answer["error"]["data"]["pid"], holder_pid, "{answer}");
     // The holder's child is untouched and still running.
@@ -251,14 +221,12 @@ async fn a_child_running_in_one_process_is_refused_by_another() {
 
     // The parent is free now, but another process (this test) runs the child: a message to
     // it is refused, and says so.
-    let running = std::fs::File::open(&child_log).unwrap();
-    {
-        use std::os::fd::AsRawFd;
-        let locked = unsafe { libc::flock(running.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        assert_eq!(locked, 0, "the holder's lock went with it");
-    }
+    let file = std::fs::File::open(&child_log).unwrap();
+    let running = Flock::lock(file, FlockArg::LockExclusiveNonblock)
+        .map_err(|(_, e)| e)
+        .expect("the holder's lock went with it");
     load(&mut other, &parent).await;
-    prompt(&mut other, 4, &parent, "follow up").await;
+    other.prompt(4, &parent, "follow up").await;
     let results = tool_results(&home, &parent);
     assert_eq!(
         results[results.len() - 2..],

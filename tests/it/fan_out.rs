@@ -8,7 +8,7 @@ use crate::common;
 use std::time::Duration;
 
 use common::mock_openai::{text_reply, tool_calls_reply, MockServer, Reply};
-use common::Wire;
+use common::{prompt, Wire};
 use serde_json::{json, Value};
 
 const KEY: &str = "sk-fan-out-test-0001";
@@ -16,10 +16,6 @@ const KEY: &str = "sk-fan-out-test-0001";
 /// kin on `server`, with `config` as its config file (if any).
 fn kin_on(server: &MockServer, config: Option<&str>) -> Wire {
     Wire::on_mock(server, common::home_with(config.unwrap_or_default()), KEY)
-}
-
-fn prompt(session: &str, text: &str) -> Value {
-    json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]})
 }
 
 /// Sends prompt `id` and reads until its answer, handing every request kin makes to `on_ask`
@@ -159,8 +155,7 @@ fn script_three_children(server: &MockServer, delay: Duration) {
 async fn three_foreground_children_run_side_by_side_and_commit_in_order() {
     let server = MockServer::start();
     let mut kin = kin_on(&server, None);
-    kin.initialize().await;
-    let session = kin.new_session().await;
+    let session = kin.open_session().await;
     script_three_children(&server, Duration::from_millis(300));
     let (seen, answer) = drive(&mut kin, 2, prompt(&session, "fan out"), |_, _| vec![]).await;
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
@@ -204,8 +199,7 @@ async fn a_write_between_two_reads_waits_for_the_first_and_holds_back_the_second
     let server = MockServer::start();
     let mut kin = kin_on(&server, None);
     std::fs::write(kin.cwd.path().join("f.txt"), "old text\n").unwrap();
-    kin.initialize().await;
-    let session = kin.new_session().await;
+    let session = kin.open_session().await;
     let read = json!({"path": "f.txt"}).to_string();
     let write = json!({"path": "f.txt", "content": "new text\n"}).to_string();
     server.push(tool_calls_reply(&[
@@ -247,8 +241,7 @@ async fn two_siblings_permission_asks_are_both_pending_and_each_answered() {
     for name in ["a.txt", "b.txt"] {
         std::fs::write(outside.path().join(name), format!("text of {name}\n")).unwrap();
     }
-    kin.initialize().await;
-    let session = kin.new_session().await;
+    let session = kin.open_session().await;
     let path = |name: &str| json!({"path": outside.path().join(name)}).to_string();
     let (a, b) = (path("a.txt"), path("b.txt"));
     server.push(tool_calls_reply(&[("ra", "read", &a), ("rb", "read", &b)]));
@@ -284,12 +277,10 @@ async fn two_siblings_permission_asks_are_both_pending_and_each_answered() {
 async fn cancel_during_a_fan_out_answers_cancelled_with_a_result_for_every_call() {
     let server = MockServer::start();
     let mut kin = kin_on(&server, None);
-    kin.initialize().await;
-    let session = kin.new_session().await;
+    let session = kin.open_session().await;
     ask_three_children(&server);
     server.set_default(Reply::Hang(Vec::new()));
-    kin.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": prompt(&session, "fan out")}))
-        .await;
+    kin.send_prompt(2, &session, "fan out").await;
     // Once all three are shown started, the user cancels.
     let mut shown = 0;
     while shown < 3 {
@@ -318,8 +309,7 @@ async fn a_budget_with_room_for_one_more_child_admits_exactly_one_of_two_sibling
     // The parent's first call spends 25 tokens; each child may spend 1000 of the 300.
     let config = "[delegation]\nbudget_tokens = 300\nchild_budget_tokens = 1000\n";
     let mut kin = kin_on(&server, Some(config));
-    kin.initialize().await;
-    let session = kin.new_session().await;
+    let session = kin.open_session().await;
     let (one, two) = (child_call("one"), child_call("two"));
     server.push(tool_calls_reply(&[
         ("c1", "subagent", &one),
@@ -352,8 +342,7 @@ async fn two_siblings_editing_one_file_the_second_edit_fails_clearly() {
     let server = MockServer::start();
     let mut kin = kin_on(&server, Some("[tools]\nmax_parallel = 8\n"));
     std::fs::write(kin.cwd.path().join("f.txt"), "base\n").unwrap();
-    kin.initialize().await;
-    let session = kin.new_session().await;
+    let session = kin.open_session().await;
     // The session allows edits without asking.
     let mode = json!({"sessionId": session, "modeId": "allow"});
     let (_, answer) = kin.request(3, "session/set_mode", mode).await;
@@ -406,8 +395,7 @@ async fn two_siblings_editing_one_file_the_second_edit_fails_clearly() {
 async fn children_overlap(config: &str) -> bool {
     let server = MockServer::start();
     let mut kin = kin_on(&server, Some(config));
-    kin.initialize().await;
-    let session = kin.new_session().await;
+    let session = kin.open_session().await;
     script_three_children(&server, Duration::from_millis(100));
     let (_, answer) = drive(&mut kin, 2, prompt(&session, "fan out"), |_, _| vec![]).await;
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");

@@ -6,7 +6,6 @@ use crate::common;
 
 use common::mock_openai::{text_reply, tool_calls_reply, MockServer, Reply};
 use common::Wire;
-use serde_json::json;
 
 #[tokio::test]
 async fn a_retried_stall_does_not_reset_the_childs_clock() {
@@ -20,17 +19,14 @@ async fn a_retried_stall_does_not_reset_the_childs_clock() {
         ("KIN_STALL_TIMEOUT", "10m"),
     ];
     let mut kin = Wire::start_with(None, tempfile::tempdir().unwrap(), &env);
-    kin.initialize().await;
-    let session = kin.new_session().await;
+    let session = kin.open_session().await;
     let call = r#"{"description":"slow","prompt":"do it","timeout":2}"#;
     server.push(tool_calls_reply(&[("call_1", "subagent", call)]));
     // The child: a response cut before its first chunk (retried), then one that never ends.
     server.push(Reply::Cut(Vec::new()));
     server.push(Reply::Hang(Vec::new()));
     server.push(text_reply(&["the child ran out of time"]));
-    let prompt = json!({"sessionId": session, "prompt": [{"type": "text", "text": "go"}]});
-    let (_, answer) = kin.request(2, "session/prompt", prompt).await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    kin.turn(2, &session, "go").await;
     let requests = server.requests();
     assert_eq!(
         requests.len(),

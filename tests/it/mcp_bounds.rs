@@ -37,21 +37,9 @@ fn config(python: &std::path::Path, servers: &[(&str, &[&str], &str)], top: &str
 
 /// Prompts once in mode `allow`; the updates before the answer.
 async fn prompt(wire: &mut Wire) -> Vec<Value> {
-    wire.initialize().await;
-    let session = wire.new_session().await;
-    let (_, answer) = wire
-        .request(
-            2,
-            "session/set_mode",
-            json!({"sessionId": session, "modeId": "allow"}),
-        )
-        .await;
-    assert!(answer.get("error").is_none(), "{answer}");
-    let asked = wire.request(
-        3,
-        "session/prompt",
-        json!({"sessionId": session, "prompt": [{"type": "text", "text": "Go."}]}),
-    );
+    let session = wire.open_session().await;
+    wire.set_mode(2, &session, "allow").await;
+    let asked = wire.prompt(3, &session, "Go.");
     let (updates, answer) = tokio::time::timeout(DEADLINE, asked)
         .await
         .expect("the prompt never ended");

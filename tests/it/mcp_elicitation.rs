@@ -8,6 +8,7 @@ use crate::common;
 
 use std::time::Duration;
 
+use common::mcp::tool_text;
 use common::{Script, Wire};
 use serde_json::{json, Value};
 
@@ -58,11 +59,7 @@ async fn prompt(
     session: &str,
     mut answer: impl FnMut(&Value) -> Value,
 ) -> (Vec<Value>, Vec<Value>) {
-    wire.send(
-        &json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
-        "params": {"sessionId": session, "prompt": [{"type": "text", "text": "Go."}]}}),
-    )
-    .await;
+    wire.send_prompt(3, session, "Go.").await;
     let (mut updates, mut asked) = (Vec::new(), Vec::new());
     let mut schema = common::AcpSchema::load();
     let methods = std::collections::HashMap::new();
@@ -85,14 +82,6 @@ async fn prompt(
             updates.push(message);
         }
     }
-}
-
-fn tool_text(updates: &[Value], call_id: &str) -> String {
-    updates
-        .iter()
-        .filter(|u| u["params"]["update"]["toolCallId"] == call_id)
-        .map(|u| u["params"]["update"].to_string())
-        .collect()
 }
 
 #[tokio::test]

@@ -50,12 +50,8 @@ async fn picture_turn(kin: &mut Wire, python: &PathBuf) -> (String, Vec<Value>) 
     let new = json!({"cwd": kin.cwd(), "mcpServers": servers(python, kin)});
     let (_, answer) = kin.request(1, "session/new", new).await;
     let session = answer["result"]["sessionId"].as_str().unwrap().to_owned();
-    let mode = json!({"sessionId": session, "modeId": "allow"});
-    let (_, answer) = kin.request(2, "session/set_mode", mode).await;
-    assert!(answer.get("error").is_none(), "{answer}");
-    let prompt = json!({"sessionId": session, "prompt": [{"type": "text", "text": "Show me."}]});
-    let (updates, answer) = kin.request(3, "session/prompt", prompt).await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    kin.set_mode(2, &session, "allow").await;
+    let updates = kin.turn(3, &session, "Show me.").await;
     (session, updates)
 }
 
@@ -124,13 +120,10 @@ async fn a_tool_image_reaches_an_image_model_after_the_tool_message_and_again_af
     // Loaded again: the editor sees the image, and the model the same conversation.
     kin.request(4, "session/close", json!({"sessionId": session}))
         .await;
-    let load = json!({"sessionId": session, "cwd": kin.cwd(), "mcpServers": []});
-    let (replayed, _) = kin.request(5, "session/load", load).await;
+    let (replayed, _) = kin.load(5, &session).await;
     assert_eq!(shown_images(&replayed).len(), 1, "{replayed:?}");
     server.push(text_reply(&["Again."]));
-    let prompt = json!({"sessionId": session, "prompt": [{"type": "text", "text": "And?"}]});
-    let (_, answer) = kin.request(6, "session/prompt", prompt).await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    kin.turn(6, &session, "And?").await;
     let after = messages(&server, 2);
     assert_eq!(
         after[..sent.len()],

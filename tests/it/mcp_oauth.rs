@@ -12,6 +12,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use common::mcp::tool_text;
 use common::{Script, Wire};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
@@ -49,22 +50,10 @@ fn kin(home: &Path, browser: &Path) -> std::process::Command {
 
 /// Prompts once in mode `allow`; the updates before the answer.
 async fn prompt(wire: &mut Wire, session: &str, id: i64) -> Vec<Value> {
-    let asked = wire.request(
-        id,
-        "session/prompt",
-        json!({"sessionId": session, "prompt": [{"type": "text", "text": "Go."}]}),
-    );
+    let asked = wire.prompt(id, session, "Go.");
     let (updates, answer) = tokio::time::timeout(DEADLINE, asked).await.unwrap();
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     updates
-}
-
-fn tool_text(updates: &[Value], call_id: &str) -> String {
-    updates
-        .iter()
-        .filter(|u| u["params"]["update"]["toolCallId"] == call_id)
-        .map(|u| u["params"]["update"].to_string())
-        .collect()
 }
 
 /// Starts the OAuth server: its process, its stdin (commands), its port and its events.
@@ -118,16 +107,8 @@ fn home_for(port: &str, browser: &str) -> (tempfile::TempDir, PathBuf) {
 
 /// Opens a session in mode `allow`.
 async fn allowed_session(wire: &mut Wire) -> String {
-    wire.initialize().await;
-    let session = wire.new_session().await;
-    let (_, answer) = wire
-        .request(
-            2,
-            "session/set_mode",
-            json!({"sessionId": session, "modeId": "allow"}),
-        )
-        .await;
-    assert!(answer.get("error").is_none(), "{answer}");
+    let session = wire.open_session().await;
+    wire.set_mode(2, &session, "allow").await;
     session
 }
 
@@ -230,11 +211,7 @@ async fn a_session_shows_the_login_address_and_connects_once_the_user_is_back() 
     // show it; the test plays the user later.
     let fifo = tempfile::tempdir().unwrap();
     let opened = fifo.path().join("opened");
-    let made = std::process::Command::new("mkfifo")
-        .arg(&opened)
-        .status()
-        .unwrap();
-    assert!(made.success());
+    nix::unistd::mkfifo(&opened, nix::sys::stat::Mode::S_IRWXU).unwrap();
     let (home, browser) = home_for(&port, &format!("echo \"$1\" > {}", opened.display()));
     let reader = {
         let opened = opened.clone();
@@ -357,14 +334,7 @@ async fn an_editor_taking_url_questions_is_asked_to_open_the_login_at_once() {
     assert!(fetched.success());
     events.wait_for("TOKEN").await;
     events.wait_for("CALLED 1").await;
-    let (_, answer) = wire
-        .request(
-            2,
-            "session/set_mode",
-            json!({"sessionId": session, "modeId": "allow"}),
-        )
-        .await;
-    assert!(answer.get("error").is_none(), "{answer}");
+    wire.set_mode(2, &session, "allow").await;
     let updates = prompt(&mut wire, &session, 3).await;
     assert!(
         tool_text(&updates, "c1").contains("echo: there"),

@@ -29,17 +29,6 @@ fn start(server: &MockServer, home: tempfile::TempDir) -> Wire {
     Wire::on_mock(server, home, "sk-models-test-0001")
 }
 
-/// Initializes as a client that takes compaction updates.
-async fn initialize(kin: &mut Wire) {
-    let caps = json!({"protocolVersion": 1, "clientCapabilities": {"session": {"compaction": {}}}});
-    let (_, answer) = kin.request(0, "initialize", caps).await;
-    assert_eq!(answer["result"]["protocolVersion"], 1, "{answer}");
-}
-
-fn prompt(session: &str, text: &str) -> Value {
-    json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]})
-}
-
 fn kinds(updates: &[Value]) -> Vec<String> {
     updates
         .iter()
@@ -77,26 +66,11 @@ fn answer_with_usage(text: &str, prompt_tokens: u64, completion: u64) -> Reply {
     ])
 }
 
-/// Ends `kin` (stdin closed, exit awaited) and hands back its home.
-async fn stop(mut kin: Wire) -> tempfile::TempDir {
-    kin.close_stdin();
-    kin.child.wait().await.unwrap();
-    std::mem::replace(&mut kin.home, tempfile::tempdir().unwrap())
-}
-
-fn log_of(kin: &Wire, session: &str) -> Vec<Value> {
-    std::fs::read_to_string(kin.home.path().join(format!("sessions/{session}.jsonl")))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
 #[tokio::test]
 async fn the_model_option_is_listed_switched_priced_and_restored_on_load() {
     let server = MockServer::start();
     let mut kin = start(&server, common::home_with(CONFIG));
-    initialize(&mut kin).await;
+    kin.initialize_with_compaction().await;
     let cwd = kin.cwd();
     let (_, created) = kin
         .request(1, "session/new", json!({"cwd": cwd, "mcpServers": []}))
@@ -116,10 +90,7 @@ async fn the_model_option_is_listed_switched_priced_and_restored_on_load() {
     // On the default model: 300 in, 50 out at 2 and 8 EUR per million (and under the small
     // model's compaction threshold, 400).
     server.push(answer_with_usage("one", 300, 50));
-    let (updates, answer) = kin
-        .request(2, "session/prompt", prompt(&session, "a"))
-        .await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let updates = kin.turn(2, &session, "a").await;
     let usage_updates = of_kind(&updates, "usage_update");
     assert_eq!(usage_updates.len(), 1, "{updates:?}");
     assert_eq!(usage_updates[0]["used"], 350);
@@ -143,10 +114,7 @@ async fn the_model_option_is_listed_switched_priced_and_restored_on_load() {
     assert!(message.contains("default, small"), "{message}");
 
     server.push(answer_with_usage("two", 1000, 0));
-    let (updates, answer) = kin
-        .request(5, "session/prompt", prompt(&session, "b"))
-        .await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let updates = kin.turn(5, &session, "b").await;
     let requests = server.requests();
     assert_eq!(requests[0].body["model"], "mock-model");
     assert_eq!(requests[1].body["model"], "mock-small");
@@ -155,7 +123,7 @@ async fn the_model_option_is_listed_switched_priced_and_restored_on_load() {
     let total = usage_updates[0]["cost"]["amount"].as_f64().unwrap();
     assert!((total - (0.001 + 0.001)).abs() < 1e-12, "{total}");
 
-    let log = log_of(&kin, &session);
+    let log = kin.log(&session);
     let switches: Vec<&Value> = log.iter().filter(|e| e["type"] == "model/set").collect();
     assert_eq!(switches.len(), 1);
     assert_eq!(switches[0]["data"]["model"], "small");
@@ -166,11 +134,10 @@ async fn the_model_option_is_listed_switched_priced_and_restored_on_load() {
     assert!((turn_cost - 0.001).abs() < 1e-12, "{turn_cost}");
 
     // Another process loads it: the switch is restored.
-    let home = stop(kin).await;
+    let home = kin.stop().await;
     let mut again = start(&server, home);
-    initialize(&mut again).await;
-    let load = json!({"sessionId": session, "cwd": again.cwd(), "mcpServers": []});
-    let (_, loaded) = again.request(1, "session/load", load).await;
+    again.initialize_with_compaction().await;
+    let (_, loaded) = again.load(1, &session).await;
     assert_eq!(
         model_option(&loaded["result"]["configOptions"])["currentValue"],
         "small",
@@ -187,20 +154,16 @@ async fn a_session_over_the_threshold_is_compacted_and_loads_with_its_summary() 
         &server,
         common::home_with("context_window = 40000\ncompact_at = 0.5\n"),
     );
-    initialize(&mut kin).await;
+    kin.initialize_with_compaction().await;
     let session = kin.new_session().await;
     let first = format!("first answer {}", "y".repeat(70_000));
     server.push(answer_with_usage(&first, 3_500, 17_500));
-    let (_, answer) = kin
-        .request(2, "session/prompt", prompt(&session, "first"))
-        .await;
+    let (_, answer) = kin.prompt(2, &session, "first").await;
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
 
     server.push(text_reply(&["SUMMARY-OF-TURN-1"]));
     server.push(answer_with_usage("second answer", 200, 10));
-    let (updates, answer) = kin
-        .request(3, "session/prompt", prompt(&session, "second"))
-        .await;
+    let (updates, answer) = kin.prompt(3, &session, "second").await;
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     let requests = server.requests();
     assert_eq!(requests.len(), 3, "one summary call, then the step");
@@ -230,7 +193,7 @@ async fn a_session_over_the_threshold_is_compacted_and_loads_with_its_summary() 
         .collect();
     assert_eq!(statuses, [&json!("in_progress"), &json!("completed")]);
 
-    let log = log_of(&kin, &session);
+    let log = kin.log(&session);
     let began = log
         .iter()
         .find(|e| e["type"] == "compaction/start")
@@ -241,11 +204,10 @@ async fn a_session_over_the_threshold_is_compacted_and_loads_with_its_summary() 
     assert_eq!(end["data"]["summary"], "SUMMARY-OF-TURN-1");
 
     // Loaded elsewhere: the full history and the compaction are replayed.
-    let home = stop(kin).await;
+    let home = kin.stop().await;
     let mut again = start(&server, home);
-    initialize(&mut again).await;
-    let load = json!({"sessionId": session, "cwd": again.cwd(), "mcpServers": []});
-    let (replayed, loaded) = again.request(1, "session/load", load).await;
+    again.initialize_with_compaction().await;
+    let (replayed, loaded) = again.load(1, &session).await;
     assert!(loaded["result"].is_object(), "{loaded}");
     let text: String = of_kind(&replayed, "agent_message_chunk")
         .iter()
@@ -268,11 +230,10 @@ async fn a_session_over_the_threshold_is_compacted_and_loads_with_its_summary() 
 async fn a_context_length_error_compacts_and_the_turn_goes_on() {
     let server = MockServer::start();
     let mut kin = start(&server, common::home_with(""));
-    initialize(&mut kin).await;
+    kin.initialize_with_compaction().await;
     let session = kin.new_session().await;
     server.push(text_reply(&["first answer"]));
-    kin.request(2, "session/prompt", prompt(&session, "first"))
-        .await;
+    kin.prompt(2, &session, "first").await;
 
     server.push(error_reply(
         400,
@@ -280,10 +241,7 @@ async fn a_context_length_error_compacts_and_the_turn_goes_on() {
     ));
     server.push(text_reply(&["SHORT-SUMMARY"]));
     server.push(text_reply(&["second answer"]));
-    let (updates, answer) = kin
-        .request(3, "session/prompt", prompt(&session, "second"))
-        .await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let updates = kin.turn(3, &session, "second").await;
     let requests = server.requests();
     assert_eq!(requests.len(), 4);
     assert!(requests[3].body["messages"]
@@ -296,7 +254,7 @@ async fn a_context_length_error_compacts_and_the_turn_goes_on() {
         .map(|u| &u["size"])
         .collect();
     assert_eq!(sizes, [&json!(8192)]);
-    let log = log_of(&kin, &session);
+    let log = kin.log(&session);
     let began = log
         .iter()
         .find(|e| e["type"] == "compaction/start")
@@ -308,17 +266,14 @@ async fn a_context_length_error_compacts_and_the_turn_goes_on() {
 async fn a_child_runs_on_the_model_it_names_and_its_cost_reaches_the_parent() {
     let server = MockServer::start();
     let mut kin = start(&server, common::home_with(CONFIG));
-    initialize(&mut kin).await;
+    kin.initialize_with_compaction().await;
     let session = kin.new_session().await;
     let call = r#"{"description":"cheap work","prompt":"do it","model":"small"}"#;
     // Parent: 20 in, 5 out (2 and 8 per M); child on small: 100 in (1 per M); parent: 50 in.
     server.push(tool_calls_reply(&[("call_1", "subagent", call)]));
     server.push(answer_with_usage("child result", 100, 0));
     server.push(answer_with_usage("all done", 50, 0));
-    let (updates, answer) = kin
-        .request(2, "session/prompt", prompt(&session, "go"))
-        .await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let updates = kin.turn(2, &session, "go").await;
     let requests = server.requests();
     assert_eq!(requests[0].body["model"], "mock-model");
     assert_eq!(requests[1].body["model"], "mock-small", "the child's call");
@@ -336,8 +291,7 @@ async fn a_child_runs_on_the_model_it_names_and_its_cost_reaches_the_parent() {
     let bad = r#"{"description":"x","prompt":"y","model":"huge"}"#;
     server.push(tool_calls_reply(&[("call_2", "subagent", bad)]));
     server.push(text_reply(&["ok"]));
-    kin.request(3, "session/prompt", prompt(&session, "again"))
-        .await;
+    kin.prompt(3, &session, "again").await;
     let told = server.requests()[4].body["messages"].to_string();
     assert!(
         told.contains("unknown model") && told.contains("default, small"),
@@ -349,50 +303,36 @@ async fn a_child_runs_on_the_model_it_names_and_its_cost_reaches_the_parent() {
 async fn slash_compact_and_slash_model_act_through_the_binary() {
     let server = MockServer::start();
     let mut kin = start(&server, common::home_with(CONFIG));
-    initialize(&mut kin).await;
+    kin.initialize_with_compaction().await;
     let session = kin.new_session().await;
     server.push(answer_with_usage("first answer", 100, 10));
-    let (_, answer) = kin
-        .request(2, "session/prompt", prompt(&session, "first"))
-        .await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    kin.turn(2, &session, "first").await;
 
     // `/compact`: one summary call, its updates, its log events; no turn of its own.
     server.push(text_reply(&["SUMMARY-ON-REQUEST"]));
-    let (updates, answer) = kin
-        .request(3, "session/prompt", prompt(&session, "/compact"))
-        .await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let updates = kin.turn(3, &session, "/compact").await;
     assert_eq!(server.requests().len(), 2, "one summary call");
     let chunks = of_kind(&updates, "compaction_summary_chunk");
     assert_eq!(chunks[0]["content"]["text"], "SUMMARY-ON-REQUEST");
-    let log = log_of(&kin, &session);
+    let log = kin.log(&session);
     let end = log.iter().find(|e| e["type"] == "compaction/end").unwrap();
     assert_eq!(end["data"]["summary"], "SUMMARY-ON-REQUEST");
 
     // `/model small`: logged, and the next call goes to that model.
-    let (_, answer) = kin
-        .request(4, "session/prompt", prompt(&session, "/model small"))
-        .await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    kin.turn(4, &session, "/model small").await;
     assert_eq!(server.requests().len(), 2, "no model call for /model");
     server.push(answer_with_usage("on the small one", 50, 5));
-    let (_, answer) = kin
-        .request(5, "session/prompt", prompt(&session, "hello"))
-        .await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    kin.turn(5, &session, "hello").await;
     let requests = server.requests();
     assert_eq!(requests.last().unwrap().body["model"], "mock-small");
-    let log = log_of(&kin, &session);
+    let log = kin.log(&session);
     assert!(
         log.iter()
             .any(|e| e["type"] == "model/set" && e["data"]["model"] == "small"),
         "{log:?}"
     );
     // An unknown model is refused with the known ones named.
-    let (_, answer) = kin
-        .request(6, "session/prompt", prompt(&session, "/model nope"))
-        .await;
+    let (_, answer) = kin.prompt(6, &session, "/model nope").await;
     assert_eq!(answer["error"]["code"], -32602, "{answer}");
     assert!(
         answer["error"]["message"]
@@ -408,17 +348,14 @@ async fn the_roots_usage_update_shows_its_trees_budget_and_a_restart_keeps_the_s
     let server = MockServer::start();
     let config = format!("{CONFIG}\n[delegation]\nbudget_tokens = 200\n");
     let mut kin = start(&server, common::home_with(&config));
-    initialize(&mut kin).await;
+    kin.initialize_with_compaction().await;
     let session = kin.new_session().await;
     let call = r#"{"description":"work","prompt":"do it"}"#;
     // Parent: 20 + 5 tokens; child: 100; parent: 50. The tree spent 175 of 200.
     server.push(tool_calls_reply(&[("call_1", "subagent", call)]));
     server.push(answer_with_usage("child result", 100, 0));
     server.push(answer_with_usage("all done", 50, 0));
-    let (updates, answer) = kin
-        .request(2, "session/prompt", prompt(&session, "go"))
-        .await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let updates = kin.turn(2, &session, "go").await;
     let budgets: Vec<Value> = of_kind(&updates, "usage_update")
         .into_iter()
         .filter(|u| u.pointer("/_meta/kin.budget").is_some())
@@ -435,18 +372,14 @@ async fn the_roots_usage_update_shows_its_trees_budget_and_a_restart_keeps_the_s
 
     // A new process: the spend is read back from the logs; 25 more reach the budget, and
     // the next spawn is refused.
-    let home = stop(kin).await;
+    let home = kin.stop().await;
     let mut again = start(&server, home);
-    initialize(&mut again).await;
-    let load = json!({"sessionId": session, "cwd": again.cwd(), "mcpServers": []});
-    let (_, loaded) = again.request(1, "session/load", load).await;
+    again.initialize_with_compaction().await;
+    let (_, loaded) = again.load(1, &session).await;
     assert!(loaded.get("result").is_some(), "{loaded}");
     server.push(tool_calls_reply(&[("call_2", "subagent", call)]));
     server.push(text_reply(&["refused, then"]));
-    let (_, answer) = again
-        .request(2, "session/prompt", prompt(&session, "more"))
-        .await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    again.turn(2, &session, "more").await;
     let requests = server.requests();
     assert_eq!(requests.len(), 5, "no child ran after the restart");
     let told = requests[4].body["messages"].to_string();
@@ -460,16 +393,13 @@ async fn the_roots_usage_update_shows_its_trees_budget_and_a_restart_keeps_the_s
 async fn a_cancelled_slash_compact_answers_cancelled() {
     let server = MockServer::start();
     let mut kin = start(&server, common::home_with(CONFIG));
-    initialize(&mut kin).await;
+    kin.initialize_with_compaction().await;
     let session = kin.new_session().await;
     server.push(answer_with_usage("first answer", 100, 10));
-    kin.request(2, "session/prompt", prompt(&session, "first"))
-        .await;
+    kin.prompt(2, &session, "first").await;
     // The summary call never answers; the client cancels once the compaction has begun.
     server.push(Reply::Hang(Vec::new()));
-    let compact = json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
-                         "params": prompt(&session, "/compact")});
-    kin.send(&compact).await;
+    kin.send_prompt(3, &session, "/compact").await;
     loop {
         let message = kin.read().await.expect("kin answers");
         let update = message.pointer("/params/update");
@@ -482,7 +412,7 @@ async fn a_cancelled_slash_compact_answers_cancelled() {
     kin.send(&cancel).await;
     let (_, answer) = kin.answer(&json!(3)).await;
     assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
-    let log = log_of(&kin, &session);
+    let log = kin.log(&session);
     let end = log.iter().find(|e| e["type"] == "compaction/end").unwrap();
     assert!(end["data"].get("summary").is_none(), "{end}");
 }

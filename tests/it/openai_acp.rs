@@ -5,11 +5,11 @@
 use crate::common;
 
 use common::mock_openai::{
-    error_reply, text_events, text_reply, tool_calls_reply, MockServer, Reply,
+    error_reply, hang_after, text_events, text_reply, tool_calls_reply, MockServer, Reply,
 };
 use common::{
-    compare_with_recording, play, play_with, read_input, snapshot_dir, write_expectations,
-    AcpSchema, ModelSource, Wire,
+    answer_text, compare_with_recording, play, play_with, read_input, snapshot_dir,
+    write_expectations, AcpSchema, ModelSource, Wire,
 };
 use serde_json::{json, Value};
 
@@ -26,35 +26,14 @@ fn live_with(base_url: &str, key: Option<&str>, extra: &[(&str, &str)]) -> Wire 
     Wire::start_with(None, tempfile::tempdir().unwrap(), &env)
 }
 
-fn prompt(session: &str, text: &str) -> Value {
-    json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]})
-}
-
-fn message_text(updates: &[Value]) -> String {
-    updates
-        .iter()
-        .filter(|u| {
-            u.pointer("/params/update/sessionUpdate") == Some(&json!("agent_message_chunk"))
-        })
-        .filter_map(|u| {
-            u.pointer("/params/update/content/text")
-                .and_then(Value::as_str)
-        })
-        .collect()
-}
-
 #[tokio::test]
 async fn a_prompt_streams_the_models_answer_and_ends_the_turn() {
     let server = MockServer::start();
     server.push(text_reply(&["Hello", " from", " the mock"]));
     let mut kin = live(&server, Some("sk-e2e-key-000001"));
-    kin.initialize().await;
-    let session = kin.new_session().await;
-    let (updates, answer) = kin
-        .request(2, "session/prompt", prompt(&session, "Say hello"))
-        .await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
-    assert_eq!(message_text(&updates), "Hello from the mock");
+    let session = kin.open_session().await;
+    let updates = kin.turn(2, &session, "Say hello").await;
+    assert_eq!(answer_text(&updates), "Hello from the mock");
     let sent = &server.requests()[0];
     assert_eq!(
         sent.header("authorization"),
@@ -72,13 +51,10 @@ async fn a_prompt_streams_the_models_answer_and_ends_the_turn() {
 async fn bad_endpoints_give_specific_errors_and_kin_keeps_serving() {
     let server = MockServer::start();
     let mut kin = live(&server, Some("sk-rejected-00001"));
-    kin.initialize().await;
-    let session = kin.new_session().await;
+    let session = kin.open_session().await;
 
     server.push(error_reply(401, "Authentication Fails"));
-    let (_, answer) = kin
-        .request(2, "session/prompt", prompt(&session, "a"))
-        .await;
+    let (_, answer) = kin.prompt(2, &session, "a").await;
     assert_eq!(answer["error"]["code"], -32603);
     let message = answer["error"]["message"].as_str().unwrap();
     assert_eq!(
@@ -89,10 +65,8 @@ async fn bad_endpoints_give_specific_errors_and_kin_keeps_serving() {
     let mut cut = text_events(&["partial"], "stop");
     cut.truncate(2);
     server.push(Reply::Cut(cut));
-    let (updates, answer) = kin
-        .request(3, "session/prompt", prompt(&session, "b"))
-        .await;
-    assert_eq!(message_text(&updates), "partial");
+    let (updates, answer) = kin.prompt(3, &session, "b").await;
+    assert_eq!(answer_text(&updates), "partial");
     let message = answer["error"]["message"].as_str().unwrap();
     assert!(
         message.starts_with("model stream was cut after output began"),
@@ -100,9 +74,7 @@ async fn bad_endpoints_give_specific_errors_and_kin_keeps_serving() {
     );
 
     server.push(error_reply(404, "Model Not Exist"));
-    let (_, answer) = kin
-        .request(4, "session/prompt", prompt(&session, "c"))
-        .await;
+    let (_, answer) = kin.prompt(4, &session, "c").await;
     assert_eq!(
         answer["error"]["message"],
         "model endpoint answered HTTP 404: Model Not Exist (turn 3, step 1)"
@@ -110,11 +82,9 @@ async fn bad_endpoints_give_specific_errors_and_kin_keeps_serving() {
 
     // Still serving: the next prompt works, and the log recorded each failure.
     server.push(text_reply(&["fine now"]));
-    let (updates, answer) = kin
-        .request(5, "session/prompt", prompt(&session, "d"))
-        .await;
+    let (updates, answer) = kin.prompt(5, &session, "d").await;
     assert_eq!(answer["result"]["stopReason"], "end_turn");
-    assert_eq!(message_text(&updates), "fine now");
+    assert_eq!(answer_text(&updates), "fine now");
     let log =
         std::fs::read_to_string(kin.home.path().join(format!("sessions/{session}.jsonl"))).unwrap();
     let errors: Vec<Value> = log
@@ -138,14 +108,9 @@ async fn stalled_and_unreachable_endpoints_are_reported_and_kin_keeps_serving() 
         Some("sk-e2e-key-000002"),
         &[("KIN_STALL_TIMEOUT", "200ms")],
     );
-    kin.initialize().await;
-    let session = kin.new_session().await;
-    let mut parts = text_events(&["wait"], "stop");
-    parts.truncate(2);
-    server.push(Reply::Hang(parts));
-    let (_, answer) = kin
-        .request(2, "session/prompt", prompt(&session, "a"))
-        .await;
+    let session = kin.open_session().await;
+    server.push(hang_after(&["wait"]));
+    let (_, answer) = kin.prompt(2, &session, "a").await;
     assert_eq!(
         answer["error"]["message"],
         "model stream stalled: no data for 200 ms (turn 1, step 1)"
@@ -161,11 +126,8 @@ async fn stalled_and_unreachable_endpoints_are_reported_and_kin_keeps_serving() 
         .port();
     let url = format!("http://127.0.0.1:{port}/v1");
     let mut kin = live_with(&url, Some("sk-e2e-key-000003"), &[("KIN_RETRIES", "0")]);
-    kin.initialize().await;
-    let session = kin.new_session().await;
-    let (_, answer) = kin
-        .request(2, "session/prompt", prompt(&session, "a"))
-        .await;
+    let session = kin.open_session().await;
+    let (_, answer) = kin.prompt(2, &session, "a").await;
     let message = answer["error"]["message"].as_str().unwrap();
     assert!(
         message.starts_with(&format!(
@@ -202,9 +164,7 @@ async fn without_a_key_kin_asks_for_authentication_and_finds_a_key_added_later()
     assert!(description.contains("KIN_API_KEY"), "{description}");
 
     let session = kin.new_session().await;
-    let (_, answer) = kin
-        .request(2, "session/prompt", prompt(&session, "hi"))
-        .await;
+    let (_, answer) = kin.prompt(2, &session, "hi").await;
     assert_eq!(answer["error"]["code"], -32000);
     let message = answer["error"]["message"].as_str().unwrap();
     assert!(
@@ -234,18 +194,14 @@ async fn without_a_key_kin_asks_for_authentication_and_finds_a_key_added_later()
         .request(5, "authenticate", json!({"methodId": "api-key"}))
         .await;
     assert_eq!(answer["result"], json!({}), "{answer}");
-    let allow = json!({"sessionId": session, "modeId": "allow"});
-    kin.request(6, "session/set_mode", allow).await;
+    kin.set_mode(6, &session, "allow").await;
     server.push(tool_calls_reply(&[(
         "env-1",
         "bash",
         r#"{"command":"env"}"#,
     )]));
-    let (updates, answer) = kin
-        .request(7, "session/prompt", prompt(&session, "hi"))
-        .await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
-    assert_eq!(message_text(&updates), "authenticated");
+    let updates = kin.turn(7, &session, "hi").await;
+    assert_eq!(answer_text(&updates), "authenticated");
     let requests = server.requests();
     assert_eq!(
         requests[0].header("authorization"),
@@ -270,8 +226,7 @@ async fn authenticate_reads_the_whole_config_file_again() {
     );
     std::fs::write(&config, old).unwrap();
     let mut kin = Wire::start_with(None, home, &[]);
-    kin.initialize().await;
-    let session = kin.new_session().await;
+    let session = kin.open_session().await;
 
     // The user points it at another endpoint and model, without retries, and adds the key.
     let server = MockServer::start();
@@ -286,18 +241,13 @@ async fn authenticate_reads_the_whole_config_file_again() {
     assert_eq!(answer["result"], json!({}), "{answer}");
 
     server.push(error_reply(500, "overloaded"));
-    let (_, answer) = kin
-        .request(3, "session/prompt", prompt(&session, "a"))
-        .await;
+    let (_, answer) = kin.prompt(3, &session, "a").await;
     assert!(answer.get("error").is_some(), "{answer}");
     assert_eq!(server.requests().len(), 1, "`retries = 0` is in force");
 
     server.push(text_reply(&["from the new endpoint"]));
-    let (updates, answer) = kin
-        .request(4, "session/prompt", prompt(&session, "b"))
-        .await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
-    assert_eq!(message_text(&updates), "from the new endpoint");
+    let updates = kin.turn(4, &session, "b").await;
+    assert_eq!(answer_text(&updates), "from the new endpoint");
     let sent = &server.requests()[1];
     assert_eq!(sent.body["model"], "new-model");
     assert_eq!(
@@ -318,9 +268,7 @@ async fn replay_mode_advertises_no_auth_and_needs_no_key() {
         .await;
     assert_eq!(init["result"]["authMethods"], json!([]));
     let session = kin.new_session().await;
-    let (_, answer) = kin
-        .request(2, "session/prompt", prompt(&session, "hi"))
-        .await;
+    let (_, answer) = kin.prompt(2, &session, "hi").await;
     assert_eq!(answer["result"]["stopReason"], "end_turn");
 }
 

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::mock_openai::{
-    chunk, done, error_reply, event, text_events, text_reply, tool_calls_reply, usage, MockServer,
-    Reply, ServerEvent,
+    chunk, done, error_reply, event, hang_after, text_events, text_reply, tool_calls_reply, usage,
+    MockServer, Reply, ServerEvent,
 };
 use futures::StreamExt;
 use kin::agent::StopReason;
@@ -419,9 +419,7 @@ async fn a_stream_cut_before_any_output_is_retried() {
 #[tokio::test]
 async fn a_stalled_stream_fails_after_the_stall_timeout_and_hangs_up() {
     let server = MockServer::start();
-    let mut parts = text_events(&["waiting"], "stop");
-    parts.truncate(2);
-    server.push(Reply::Hang(parts));
+    server.push(hang_after(&["waiting"]));
     let mut settings = settings(&server);
     settings.stall_timeout = Duration::from_millis(200);
     // (Whether the first delta arrived before the stall does not matter to the outcome.)
@@ -440,9 +438,7 @@ async fn a_stalled_stream_fails_after_the_stall_timeout_and_hangs_up() {
 #[tokio::test]
 async fn cancelling_a_turn_closes_the_connection() {
     let server = MockServer::start();
-    let mut parts = text_events(&["streaming", "..."], "stop");
-    parts.truncate(2);
-    server.push(Reply::Hang(parts));
+    server.push(hang_after(&["streaming"]));
     let home = tempfile::tempdir().unwrap();
     let cwd = tempfile::tempdir().unwrap();
     let model: Arc<dyn Model> = Arc::new(model(&server));

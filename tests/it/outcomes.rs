@@ -23,11 +23,6 @@ fn kin_on(server: &MockServer) -> Wire {
     Wire::start_with(None, tempfile::tempdir().unwrap(), &env)
 }
 
-async fn prompt(kin: &mut Wire, session: &str, text: &str) -> Value {
-    let params = json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]});
-    kin.request(2, "session/prompt", params).await.1
-}
-
 /// The text of the tool result for `call_id` in a request's messages.
 fn tool_result(request: &Value, call_id: &str) -> String {
     request["messages"]
@@ -58,8 +53,7 @@ fn events(home: &std::path::Path) -> Vec<Value> {
 async fn a_step_cut_at_the_token_limit_runs_none_of_its_tool_calls() {
     let server = MockServer::start();
     let mut kin = kin_on(&server);
-    kin.initialize().await;
-    let session = kin.new_session().await;
+    let session = kin.open_session().await;
     std::fs::write(
         std::path::Path::new(&kin.cwd()).join("notes.txt"),
         "secret plans\n",
@@ -78,7 +72,7 @@ async fn a_step_cut_at_the_token_limit_runs_none_of_its_tool_calls() {
         event(&usage(10, 4096)),
         done(),
     ]));
-    let answer = prompt(&mut kin, &session, "Read notes.txt").await;
+    let (_, answer) = kin.prompt(2, &session, "Read notes.txt").await;
     assert_eq!(answer["result"]["stopReason"], "max_tokens", "{answer}");
     assert_eq!(
         server.requests().len(),
@@ -112,13 +106,12 @@ async fn a_step_cut_at_the_token_limit_runs_none_of_its_tool_calls() {
 async fn failing_child(child: Reply) -> (String, Vec<common::mock_openai::Request>) {
     let server = MockServer::start();
     let mut kin = kin_on(&server);
-    kin.initialize().await;
-    let session = kin.new_session().await;
+    let session = kin.open_session().await;
     let call = r#"{"description":"Doomed child","prompt":"Answer the question."}"#;
     server.push(tool_calls_reply(&[("call_1", "subagent", call)]));
     server.push(child);
     server.push(text_reply(&["The child failed."]));
-    let answer = prompt(&mut kin, &session, "Delegate it").await;
+    let (_, answer) = kin.prompt(2, &session, "Delegate it").await;
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     let requests = server.requests();
     assert_eq!(requests.len(), 3, "the parent, the child, the parent");
@@ -184,17 +177,9 @@ async fn a_recording_in_the_newer_layout_replays() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("session.jsonl"), NEWER_LAYOUT).unwrap();
     let mut kin = Wire::start(Some(dir.path()));
-    kin.initialize().await;
-    let session = kin.new_session().await;
-    let params = json!({"sessionId": session, "prompt": [{"type": "text", "text": "Ping"}]});
-    let (updates, answer) = kin.request(2, "session/prompt", params).await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
-    let text: String = updates
-        .iter()
-        .filter(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
-        .filter_map(|m| m["params"]["update"]["content"]["text"].as_str())
-        .collect();
-    assert_eq!(text, "PONG");
+    let session = kin.open_session().await;
+    let updates = kin.turn(2, &session, "Ping").await;
+    assert_eq!(common::answer_text(&updates), "PONG");
 }
 
 #[tokio::test]
@@ -224,16 +209,13 @@ async fn a_reloaded_tree_shows_each_child_under_its_live_title() {
             .filter_map(|m| m["params"]["update"]["title"].as_str().map(str::to_owned))
             .collect()
     };
-    let params = json!({"sessionId": session, "prompt": [{"type": "text", "text": "go"}]});
-    let (live, answer) = kin.request(2, "session/prompt", params).await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let live = kin.turn(2, &session, "go").await;
     assert_eq!(titles(&live), ["Count the files"]);
     let (_, closed) = kin
         .request(3, "session/close", json!({"sessionId": session}))
         .await;
     assert_eq!(closed["result"], json!({}), "{closed}");
-    let load = json!({"sessionId": session, "cwd": kin.cwd(), "mcpServers": []});
-    let (replayed, loaded) = kin.request(4, "session/load", load).await;
+    let (replayed, loaded) = kin.load(4, &session).await;
     assert!(loaded.get("result").is_some(), "{loaded}");
     assert_eq!(titles(&replayed), ["Count the files"]);
 }
@@ -249,9 +231,7 @@ async fn an_editor_with_subagents_sees_why_a_child_failed() {
     server.push(tool_calls_reply(&[("call_1", "subagent", call)]));
     server.push(error_reply(503, "no capacity"));
     server.push(text_reply(&["The child failed."]));
-    let params = json!({"sessionId": session, "prompt": [{"type": "text", "text": "go"}]});
-    let (updates, answer) = kin.request(2, "session/prompt", params).await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let updates = kin.turn(2, &session, "go").await;
     let idle = updates
         .iter()
         .map(|m| &m["params"]["update"])

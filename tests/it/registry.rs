@@ -96,10 +96,6 @@ fn registry_auth_type(method: &Value) -> String {
     }
 }
 
-fn prompt(session: &str, text: &str) -> Value {
-    json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]})
-}
-
 /// What the mock answers the check (a plain, unstreamed chat completion) with.
 fn completion() -> Reply {
     Reply::Status {
@@ -126,9 +122,7 @@ async fn a_terminal_sign_in_is_found_by_authenticate_without_a_restart() {
     let session = kin.new_session().await;
 
     // Before the sign-in: the prompt is refused, naming the method that fixes it.
-    let (_, answer) = kin
-        .request(2, "session/prompt", prompt(&session, "hi"))
-        .await;
+    let (_, answer) = kin.prompt(2, &session, "hi").await;
     assert_eq!(answer["error"]["code"], -32000, "{answer}");
     let message = answer["error"]["message"].as_str().unwrap();
     assert!(message.contains("\"kin-login\""), "{message}");
@@ -179,10 +173,7 @@ async fn a_terminal_sign_in_is_found_by_authenticate_without_a_restart() {
         .request(3, "authenticate", json!({"methodId": "kin-login"}))
         .await;
     assert_eq!(answer["result"], json!({}), "{answer}");
-    let (_, answer) = kin
-        .request(4, "session/prompt", prompt(&session, "hi"))
-        .await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    kin.turn(4, &session, "hi").await;
     let sent = &server.requests()[1];
     assert_eq!(
         sent.header("authorization"),

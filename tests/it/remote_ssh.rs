@@ -60,8 +60,7 @@ impl Sshd {
         keygen(&dir.join("user_key"));
         std::fs::copy(dir.join("user_key.pub"), dir.join("authorized_keys")).unwrap();
         // Privilege separation needs this directory when sshd runs as root.
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } == 0 {
+        if rustix::process::geteuid().is_root() {
             std::fs::create_dir_all("/run/sshd").unwrap();
         }
         let port = free_port();

@@ -12,7 +12,7 @@ use crate::common;
 
 use std::path::Path;
 
-use common::{Dirs, Script};
+use common::{prompt_in_mode, Dirs, Script};
 use kin::process::sandbox::{Support, NO_LANDLOCK_ENV};
 use kin::scenario::Step;
 use serde_json::{json, Value};
@@ -52,22 +52,7 @@ async fn bash(
         .text("done");
     let replay = script.dir();
     let mut runner = dirs.runner(replay.path(), env);
-    for step in [
-        Step::Initialize {
-            client_capabilities: capabilities,
-        },
-        Step::NewSession { cwd: None },
-        Step::Request {
-            method: "session/set_mode".into(),
-            params: json!({"sessionId": "{{session}}", "modeId": mode}),
-        },
-        Step::Prompt {
-            text: "Run it.".into(),
-            session: None,
-        },
-    ] {
-        runner.play(&step).await.unwrap();
-    }
+    prompt_in_mode(&mut runner, capabilities, mode, "Run it.").await;
     let (stdout, stderr) = runner.finish().await.unwrap();
     if std::env::var_os("SANDBOX_TEST_DEBUG").is_some() {
         eprintln!("{}\n{stderr}", stdout.join("\n"));
@@ -284,22 +269,7 @@ async fn delegate(dirs: &Dirs, mode: &str) {
         .text("PARENT_DONE");
     let replay = parent.dir();
     let mut runner = dirs.runner(replay.path(), &[]);
-    for step in [
-        Step::Initialize {
-            client_capabilities: None,
-        },
-        Step::NewSession { cwd: None },
-        Step::Request {
-            method: "session/set_mode".into(),
-            params: json!({"sessionId": "{{session}}", "modeId": mode}),
-        },
-        Step::Prompt {
-            text: "Delegate.".into(),
-            session: None,
-        },
-    ] {
-        runner.play(&step).await.unwrap();
-    }
+    prompt_in_mode(&mut runner, None, mode, "Delegate.").await;
     runner.finish().await.unwrap();
 }
 

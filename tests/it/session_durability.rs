@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use common::mock_openai::{text_events, MockServer, Reply};
+use common::mock_openai::{hang_after, MockServer};
 use common::Wire;
 use kin::session::{parse_log, Chunk, EventBody, UserPart};
 use serde_json::{json, Value};
@@ -18,9 +18,7 @@ fn update_kind(message: &Value) -> Option<&str> {
 async fn kill_9_mid_step_loses_nothing_the_client_saw() {
     let server = MockServer::start();
     // The model streams two pieces, then nothing more until the client hangs up.
-    let mut parts = text_events(&["Hello", " wor"], "stop");
-    parts.truncate(3);
-    server.push(Reply::Hang(parts));
+    server.push(hang_after(&["Hello", " wor"]));
     let env = [
         ("KIN_BASE_URL", server.base_url()),
         ("KIN_MODEL", "mock-model".to_owned()),
@@ -28,13 +26,8 @@ async fn kill_9_mid_step_loses_nothing_the_client_saw() {
     ];
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let mut kin = Wire::start_with(None, tempfile::tempdir().unwrap(), &env);
-    kin.initialize().await;
-    let session = kin.new_session().await;
-    kin.send(
-        &json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt",
-        "params": {"sessionId": session, "prompt": [{"type": "text", "text": "Say hello"}]}}),
-    )
-    .await;
+    let session = kin.open_session().await;
+    kin.send_prompt(2, &session, "Say hello").await;
 
     // Wait until the client has been shown the last piece the model sent.
     let mut shown = Vec::new();
@@ -135,13 +128,7 @@ async fn session_load_keeps_every_good_line_around_a_corrupt_one() {
     .unwrap();
 
     kin.initialize().await;
-    let (updates, answer) = kin
-        .request(
-            2,
-            "session/load",
-            json!({"sessionId": id, "cwd": cwd, "mcpServers": []}),
-        )
-        .await;
+    let (updates, answer) = kin.load(2, id).await;
     assert!(answer.get("result").is_some(), "{answer}");
     let prompts: Vec<&str> = updates
         .iter()
@@ -200,23 +187,15 @@ async fn a_tree_budget_spent_on_estimates_holds_after_a_restart() {
     let mut first = Wire::start_in(Some(replay.path()), home);
     let line = format!("{}\n", "x".repeat(49));
     std::fs::write(first.cwd.path().join("big.txt"), line.repeat(1000)).unwrap();
-    first.initialize().await;
-    let session = first.new_session().await;
-    let prompt =
-        |text: &str| json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]});
-    let (_, answer) = first.request(2, "session/prompt", prompt("Go.")).await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
-    first.close_stdin();
-    first.child.wait().await.unwrap();
-    let home = std::mem::replace(&mut first.home, tempfile::tempdir().unwrap());
+    let session = first.open_session().await;
+    first.turn(2, &session, "Go.").await;
+    let home = first.stop().await;
 
     let mut second = Wire::start_in(Some(replay.path()), home);
     second.initialize().await;
-    let load = json!({"sessionId": session, "cwd": second.cwd(), "mcpServers": []});
-    let (_, loaded) = second.request(1, "session/load", load).await;
+    let (_, loaded) = second.load(1, &session).await;
     assert!(loaded.get("result").is_some(), "{loaded}");
-    let (_, answer) = second.request(2, "session/prompt", prompt("Again.")).await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    second.turn(2, &session, "Again.").await;
     let log = std::fs::read_to_string(second.home.path().join(format!("sessions/{session}.jsonl")))
         .unwrap();
     assert!(log.contains("estimatedTokens"), "the estimates are logged");

@@ -6,7 +6,7 @@
 use crate::common;
 
 use common::mock_openai::{text_events, text_reply, MockServer, Reply};
-use common::{AcpSchema, Wire};
+use common::{chunk_text, AcpSchema, Wire};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 
@@ -29,10 +29,6 @@ fn two_kins(server: &MockServer) -> (Wire, Wire) {
     (first, second)
 }
 
-fn prompt(session: &str, text: &str) -> Value {
-    json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]})
-}
-
 fn log_path(kin: &Wire, session: &str) -> std::path::PathBuf {
     kin.home.path().join(format!("sessions/{session}.jsonl"))
 }
@@ -43,8 +39,7 @@ async fn start_hanging_turn(server: &MockServer, kin: &mut Wire, id: i64, sessio
     let mut parts = text_events(&["Hello", " wor"], "stop");
     parts.truncate(3);
     server.push(Reply::Hang(parts));
-    kin.send(&json!({"jsonrpc": "2.0", "id": id, "method": "session/prompt", "params": prompt(session, "Say hello")}))
-        .await;
+    kin.send_prompt(id, session, "Say hello").await;
     loop {
         let message = kin.read().await.expect("kin is running");
         assert!(message.get("id").is_none(), "unexpected answer: {message}");
@@ -63,17 +58,6 @@ fn assert_locked_by(answer: &Value, writer: u32, session: &str) {
         message,
         format!("session {session} is open for writing in another kin process (pid {writer}); only one process may write a session at a time")
     );
-}
-
-fn message_texts(updates: &[Value], kind: &str) -> String {
-    updates
-        .iter()
-        .filter(|u| u.pointer("/params/update/sessionUpdate") == Some(&json!(kind)))
-        .filter_map(|u| {
-            u.pointer("/params/update/content/text")
-                .and_then(Value::as_str)
-        })
-        .collect()
 }
 
 /// The seqs of a log's events, in file order.
@@ -110,13 +94,7 @@ async fn a_second_process_replays_a_session_being_written_and_never_cuts_its_tai
     let before = std::fs::read_to_string(&path).unwrap();
 
     let cwd = reader.cwd();
-    let (replayed, answer) = reader
-        .request(
-            3,
-            "session/load",
-            json!({"sessionId": session, "cwd": cwd, "mcpServers": []}),
-        )
-        .await;
+    let (replayed, answer) = reader.load(3, &session).await;
     assert_eq!(
         std::fs::read_to_string(&path).unwrap(),
         before,
@@ -134,12 +112,10 @@ async fn a_second_process_replays_a_session_being_written_and_never_cuts_its_tai
         schema.check_agent_message(message, &methods).unwrap();
     }
     // (A step still streaming is not replayed: only its prompt is.)
-    assert_eq!(message_texts(&replayed, "user_message_chunk"), "Say hello");
+    assert_eq!(chunk_text(&replayed, "user_message_chunk"), "Say hello");
 
     // Read-only here: everything that would write is refused, naming the writer.
-    let (_, answer) = reader
-        .request(4, "session/prompt", prompt(&session, "me too"))
-        .await;
+    let (_, answer) = reader.prompt(4, &session, "me too").await;
     assert_locked_by(&answer, writer_pid, &session);
     schema.check_agent_message(&answer, &methods).unwrap();
     let (_, answer) = reader
@@ -166,15 +142,9 @@ async fn a_second_process_replays_a_session_being_written_and_never_cuts_its_tai
     // as after any crash (the torn line cut off and kept beside it).
     writer.child.start_kill().unwrap();
     writer.child.wait().await.unwrap();
-    let (replayed, answer) = reader
-        .request(
-            8,
-            "session/load",
-            json!({"sessionId": session, "cwd": cwd, "mcpServers": []}),
-        )
-        .await;
+    let (replayed, answer) = reader.load(8, &session).await;
     assert!(answer["result"].get("_meta").is_none(), "{answer}");
-    assert_eq!(message_texts(&replayed, "user_message_chunk"), "Say hello");
+    assert_eq!(chunk_text(&replayed, "user_message_chunk"), "Say hello");
     assert_eq!(std::fs::read_to_string(&path).unwrap(), complete);
     assert_eq!(
         std::fs::read_to_string(path.with_extension("jsonl.torn")).unwrap(),
@@ -191,25 +161,14 @@ async fn two_processes_prompting_one_session_leave_one_writer_and_no_duplicate_s
     first.initialize().await;
     second.initialize().await;
     let session = first.new_session().await;
-    let (_, answer) = first
-        .request(2, "session/prompt", prompt(&session, "one"))
-        .await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    first.turn(2, &session, "one").await;
 
-    let cwd = second.cwd();
-    let (_, answer) = second
-        .request(
-            2,
-            "session/load",
-            json!({"sessionId": session, "cwd": cwd, "mcpServers": []}),
-        )
-        .await;
+    let (_, answer) = second.load(2, &session).await;
     let read_only = answer["result"]["_meta"]["kin.readOnly"].clone();
 
     // Both at once.
-    let request = |text: &str| json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": prompt(&session, text)});
-    first.send(&request("two")).await;
-    second.send(&request("also two")).await;
+    first.send_prompt(3, &session, "two").await;
+    second.send_prompt(3, &session, "also two").await;
     let (_, refused) = second.answer(&json!(3)).await;
     let (_, answered) = first.answer(&json!(3)).await;
     assert_eq!(answered["result"]["stopReason"], "end_turn", "{answered}");
@@ -269,8 +228,7 @@ async fn kin_run_refuses_a_session_another_process_has_open() {
     server.set_default(text_reply(&["fine"]));
     let (mut writer, _) = two_kins(&server);
     let writer_pid = writer.child.id().unwrap();
-    writer.initialize().await;
-    let session = writer.new_session().await;
+    let session = writer.open_session().await;
     let path = log_path(&writer, &session);
     let before = std::fs::read_to_string(&path).unwrap();
 

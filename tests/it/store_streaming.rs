@@ -14,6 +14,7 @@ use std::path::Path;
 
 use common::Wire;
 use kin::session::{parse_log, read_log};
+use nix::fcntl::{Flock, FlockArg};
 use serde_json::{json, Value};
 
 const ID: &str = "5d1c2b3a-0f4e-4a7b-8c9d-112233445566";
@@ -189,14 +190,7 @@ fn the_streamed_reader_gives_what_the_whole_file_parse_gives() {
 
 /// The `session/update`s of a `session/load`, in order, and its answer.
 async fn load(kin: &mut Wire, id: i64) -> (Vec<Value>, Value) {
-    let cwd = kin.cwd();
-    let (notes, answer) = kin
-        .request(
-            id,
-            "session/load",
-            json!({"sessionId": ID, "cwd": cwd, "mcpServers": []}),
-        )
-        .await;
+    let (notes, answer) = kin.load(id, ID).await;
     let updates = notes
         .into_iter()
         .filter(|n| n["method"] == "session/update")
@@ -225,9 +219,10 @@ async fn session_load_streams_the_same_updates_in_the_same_order() {
     kin.initialize().await;
 
     // Another process holds the session: replayed read-only, straight from the file.
-    let held = std::fs::File::open(&path).unwrap();
-    let locked = unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&held), libc::LOCK_EX) };
-    assert_eq!(locked, 0);
+    let file = std::fs::File::open(&path).unwrap();
+    let held = Flock::lock(file, FlockArg::LockExclusive)
+        .map_err(|(_, e)| e)
+        .unwrap();
     let (updates, answer) = load(&mut kin, 2).await;
     assert!(
         answer["result"]["_meta"]["kin.readOnly"].is_object(),
@@ -237,9 +232,8 @@ async fn session_load_streams_the_same_updates_in_the_same_order() {
     assert!(updates == expected, "read-only replay differs");
     // Unlock before closing: a process another test forks at this moment shares the open
     // file (until it execs), and closing alone would leave the lock with that copy.
-    let unlocked = unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&held), libc::LOCK_UN) };
-    assert_eq!(unlocked, 0);
-    drop(held);
+    let file = held.unlock().map_err(|(_, e)| e).unwrap();
+    drop(file);
 
     // Opened for writing here.
     let (updates, answer) = load(&mut kin, 3).await;

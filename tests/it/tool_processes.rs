@@ -8,8 +8,8 @@ use crate::common;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::{Script, Wire};
-use kin::scenario::{RunOptions, Runner, Step};
+use common::{Dirs, Script, Wire};
+use kin::scenario::{RunOptions, Runner};
 use serde_json::{json, Value};
 
 /// A guard against a broken kin, not a timing assertion.
@@ -59,36 +59,12 @@ fn scenario(parent: Script, child: Option<Script>) -> tempfile::TempDir {
     dir
 }
 
-/// Starts `kin acp --replay replay` with `env` added, KIN_HOME `home`, in `cwd`.
-fn start(replay: &Path, env: Vec<(String, String)>, home: &Path, cwd: &Path) -> Runner<'static> {
-    let options = RunOptions {
-        binary: common::kin_binary(),
-        replay_dir: Some(replay.to_owned()),
-        env,
-        home: home.to_owned(),
-        cwd: cwd.to_owned(),
-    };
-    Runner::start(&options, |_| {}).unwrap()
-}
-
-/// A session in `allow` mode (commands run without asking; children inherit it) and a prompt.
-async fn prompt_allowed(runner: &mut Runner<'_>) {
-    for step in [
-        Step::Initialize {
-            client_capabilities: None,
-        },
-        Step::NewSession { cwd: None },
-        Step::Request {
-            method: "session/set_mode".into(),
-            params: json!({"sessionId": "{{session}}", "modeId": "allow"}),
-        },
-        Step::Prompt {
-            text: "Go.".into(),
-            session: None,
-        },
-    ] {
-        runner.play(&step).await.unwrap();
-    }
+/// Runs `kin acp --replay replay` in `dirs` with `env` added: a session in `allow` mode
+/// (commands run without asking; children inherit it) and a prompt; kin's stdout.
+async fn prompt_allowed(dirs: &Dirs, replay: &Path, env: &[(&str, &str)]) -> Vec<String> {
+    let mut runner = dirs.runner(replay, env);
+    common::prompt_in_mode(&mut runner, None, "allow", "Go.").await;
+    runner.finish().await.unwrap().0
 }
 
 /// Every file under `dir`, as text.
@@ -111,20 +87,10 @@ fn texts_under(dir: &Path) -> Vec<(PathBuf, String)> {
 
 #[tokio::test]
 async fn tool_commands_see_no_keys_or_credentials_in_a_session_or_a_child() {
-    let root = tempfile::tempdir().unwrap();
-    let (home, cwd, config) = (
-        root.path().join("home"),
-        root.path().join("cwd"),
-        root.path().join("config"),
-    );
-    for dir in [&home, &cwd, &config.join("kin")] {
-        std::fs::create_dir_all(dir).unwrap();
-    }
-    std::fs::write(
-        config.join("kin/config.toml"),
+    let dirs = Dirs::new();
+    dirs.configure(
         "api_key_env = \"KIN_TEST_LLM_CREDENTIAL\"\npass_env = [\"KIN_TEST_GH_TOKEN\"]\n",
-    )
-    .unwrap();
+    );
     let secrets = [
         ("KIN_API_KEY", "sk-kin-model-key-0001"),
         ("DEEPSEEK_API_KEY", "sk-deepseek-0002"),
@@ -135,13 +101,9 @@ async fn tool_commands_see_no_keys_or_credentials_in_a_session_or_a_child() {
         // Named innocently, but holding the model key.
         ("KIN_TEST_COPY", "sk-kin-model-key-0001"),
     ];
-    let mut env: Vec<(String, String)> = secrets
-        .iter()
-        .map(|(n, v)| (n.to_string(), v.to_string()))
-        .collect();
-    env.push(("KIN_TEST_GH_TOKEN".into(), "passed-through-0007".into()));
-    env.push(("XDG_CONFIG_HOME".into(), config.display().to_string()));
-    env.push(("KIN_PASS_ENV".into(), String::new()));
+    let mut env = secrets.to_vec();
+    env.push(("KIN_TEST_GH_TOKEN", "passed-through-0007"));
+    env.push(("KIN_PASS_ENV", ""));
 
     let env_call = |id| (id, "bash", json!({"command": "env"}));
     let parent = Script::new()
@@ -150,12 +112,10 @@ async fn tool_commands_see_no_keys_or_credentials_in_a_session_or_a_child() {
         .text("done");
     let child = Script::new().calls(&[env_call("child-env")]).text("ran");
     let replay = scenario(parent, Some(child));
-    let mut runner = start(replay.path(), env, &home, &cwd);
-    prompt_allowed(&mut runner).await;
-    let (stdout, _) = runner.finish().await.unwrap();
+    let stdout = prompt_allowed(&dirs, replay.path(), &env).await;
 
     // What the commands printed went into the session logs, the child's too.
-    let logs = texts_under(&home);
+    let logs = texts_under(&dirs.home);
     let with_env_output: Vec<&(PathBuf, String)> = logs
         .iter()
         .filter(|(_, text)| text.contains("passed-through-0007"))
@@ -210,8 +170,15 @@ async fn file_tools_in_a_session_and_a_child_leave_kins_own_files_alone() {
         ])
         .text("ran");
     let replay = scenario(parent, Some(child));
-    let mut runner = start(replay.path(), env, &home, cwd.path());
-    prompt_allowed(&mut runner).await;
+    let options = RunOptions {
+        binary: common::kin_binary(),
+        replay_dir: Some(replay.path().to_owned()),
+        env,
+        home: home.clone(),
+        cwd: cwd.path().to_owned(),
+    };
+    let mut runner = Runner::start(&options, |_| {}).unwrap();
+    common::prompt_in_mode(&mut runner, None, "allow", "Go.").await;
     runner.finish().await.unwrap();
 
     let logs: Vec<(PathBuf, String)> = texts_under(&home)
@@ -247,9 +214,9 @@ async fn nothing_a_command_starts_outlives_its_call() {
         .call("run", "bash", json!({"command": command}))
         .text("done");
     let replay = script.dir();
-    let root = tempfile::tempdir().unwrap();
-    let mut runner = start(replay.path(), Vec::new(), root.path(), root.path());
-    prompt_allowed(&mut runner).await;
+    let dirs = Dirs::new();
+    let mut runner = dirs.runner(replay.path(), &[]);
+    common::prompt_in_mode(&mut runner, None, "allow", "Go.").await;
     // The call has returned: its guard killed and reaped everything before it did.
     let left = common::marked(&marker);
     let (stdout, _) = runner.finish().await.unwrap();
@@ -274,10 +241,7 @@ async fn the_guard_reports_the_commands_own_exit() {
         ])
         .text("done");
     let replay = script.dir();
-    let root = tempfile::tempdir().unwrap();
-    let mut runner = start(replay.path(), Vec::new(), root.path(), root.path());
-    prompt_allowed(&mut runner).await;
-    let (stdout, _) = runner.finish().await.unwrap();
+    let stdout = prompt_allowed(&Dirs::new(), replay.path(), &[]).await;
     let result = |id: &str| -> String {
         stdout
             .iter()
@@ -302,19 +266,9 @@ async fn the_guard_reports_the_commands_own_exit() {
 /// processes is left.
 async fn kill_9_during_a_call(replay: &Path, marker: &str) {
     let mut wire = Wire::start(Some(replay));
-    wire.initialize().await;
-    let session = wire.new_session().await;
-    wire.request(
-        2,
-        "session/set_mode",
-        json!({"sessionId": session, "modeId": "allow"}),
-    )
-    .await;
-    wire.send(
-        &json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": {
-        "sessionId": session, "prompt": [{"type": "text", "text": "Run it."}]}}),
-    )
-    .await;
+    let session = wire.open_session().await;
+    wire.set_mode(2, &session, "allow").await;
+    wire.send_prompt(3, &session, "Run it.").await;
     poll_until("the command's sleeps to start", || sleeping(marker) == 2).await;
     wire.child.start_kill().unwrap();
     wire.child.wait().await.unwrap();

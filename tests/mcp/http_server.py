@@ -1,4 +1,4 @@
-"""A streamable-HTTP MCP server for tests/it/mcp_servers.rs, on the official Python SDK.
+"""A streamable-HTTP MCP server for tests/it/mcp_servers/, on the official Python SDK.
 
 Usage: http_server.py HEADER VALUE [empty-discover]. Listens on a free port of 127.0.0.1, prints
 `PORT <n>` on stdout, and answers 401 to every request whose HEADER is not VALUE (printing

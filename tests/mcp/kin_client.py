@@ -1,4 +1,4 @@
-"""An MCP client of `kin mcp` on the official Python SDK, for tests/it/mcp_serve.rs.
+"""An MCP client of `kin mcp` on the official Python SDK, for tests/it/mcp_serve/.
 
 Usage: kin_client.py KIN SCENARIO [ARG...]. Starts `KIN mcp` on stdio (the environment is
 passed on: KIN_HOME, the model settings) or, for `http URL`, connects to a running

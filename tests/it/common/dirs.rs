@@ -1,8 +1,10 @@
-//! The directories of one run of the real binary, under one temporary root.
+//! The directories of one run of the real binary, under one temporary root, and the steps
+//! most such runs open with.
 
 use std::path::{Path, PathBuf};
 
-use kin::scenario::{RunOptions, Runner};
+use kin::scenario::{RunOptions, Runner, Step};
+use serde_json::{json, Value};
 
 /// `<tmp>/workspace` (the cwd), `<tmp>/home` (KIN_HOME), `<tmp>/config` (XDG_CONFIG_HOME,
 /// its config file empty until [`Dirs::configure`]) and `<tmp>/outside` (outside every root).
@@ -57,4 +59,36 @@ impl Dirs {
         };
         Runner::start(&options, |_| {}).unwrap()
     }
+}
+
+/// Plays the opening most scenario runs share: initialize (with `capabilities`), a new
+/// session, and `session/set_mode` to `mode`.
+pub async fn open_in_mode(runner: &mut Runner<'_>, capabilities: Option<Value>, mode: &str) {
+    for step in [
+        Step::Initialize {
+            client_capabilities: capabilities,
+        },
+        Step::NewSession { cwd: None },
+        Step::Request {
+            method: "session/set_mode".into(),
+            params: json!({"sessionId": "{{session}}", "modeId": mode}),
+        },
+    ] {
+        runner.play(&step).await.unwrap();
+    }
+}
+
+/// That opening, then a prompt of `text`, played until its answer.
+pub async fn prompt_in_mode(
+    runner: &mut Runner<'_>,
+    capabilities: Option<Value>,
+    mode: &str,
+    text: &str,
+) {
+    open_in_mode(runner, capabilities, mode).await;
+    let prompt = Step::Prompt {
+        text: text.into(),
+        session: None,
+    };
+    runner.play(&prompt).await.unwrap();
 }

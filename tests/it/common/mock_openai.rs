@@ -614,6 +614,14 @@ pub fn text_reply(pieces: &[&str]) -> Reply {
     Reply::Stream(text_events(pieces, "stop"))
 }
 
+/// The start of a streamed text answer (role delta, one delta per piece), then nothing more
+/// until the client hangs up: a model that stalls mid-answer.
+pub fn hang_after(pieces: &[&str]) -> Reply {
+    let mut parts = text_events(pieces, "stop");
+    parts.truncate(1 + pieces.len());
+    Reply::Hang(parts)
+}
+
 /// A streamed answer of tool calls `(id, name, arguments)`, each call's arguments sent one
 /// byte per delta, the calls' deltas interleaved.
 pub fn tool_calls_reply(calls: &[(&str, &str, &str)]) -> Reply {

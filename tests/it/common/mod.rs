@@ -10,11 +10,13 @@ pub mod mock_openai;
 pub mod normalize;
 mod processes;
 mod script;
+mod wire;
 
-pub use dirs::Dirs;
+pub use dirs::{open_in_mode, prompt_in_mode, Dirs};
 pub use homes::{child_log_path, home_with, session_files};
 pub use processes::{assert_none_left, marked, pid_fifo, pidfd};
 pub use script::Script;
+pub use wire::{answer_text, chunk_text, prompt, Wire};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -553,137 +555,6 @@ pub fn read_input(dir: &Path) -> Input {
     let path = dir.join("input.json");
     serde_json::from_str(&std::fs::read_to_string(&path).unwrap())
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-/// A raw-pipe client for wire-level tests: writes lines, reads kin's lines one by one.
-pub struct Wire {
-    pub child: tokio::process::Child,
-    stdin: Option<tokio::process::ChildStdin>,
-    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
-    pub home: tempfile::TempDir,
-    pub cwd: tempfile::TempDir,
-}
-
-impl Wire {
-    /// Starts `kin acp`, with `--replay replay` when given, in fresh home and workspace dirs.
-    pub fn start(replay: Option<&Path>) -> Self {
-        Self::start_in(replay, tempfile::tempdir().unwrap())
-    }
-
-    pub fn start_in(replay: Option<&Path>, home: tempfile::TempDir) -> Self {
-        Self::start_with(replay, home, &[])
-    }
-
-    /// Starts kin with no model configuration from the environment or a config file but
-    /// `env` (and `$XDG_CONFIG_HOME` = `<home>/config`, empty unless the test writes there).
-    pub fn start_with(
-        replay: Option<&Path>,
-        home: tempfile::TempDir,
-        env: &[(&str, &str)],
-    ) -> Self {
-        use tokio::io::AsyncBufReadExt;
-        let cwd = tempfile::tempdir().unwrap();
-        let mut command = tokio::process::Command::new(kin_binary());
-        command.arg("acp");
-        if let Some(dir) = replay {
-            command.arg("--replay").arg(dir);
-        }
-        for name in MODEL_ENV {
-            command.env_remove(name);
-        }
-        command.env("XDG_CONFIG_HOME", home.path().join("config"));
-        command.env("KIN_HOME", home.path());
-        // `env` may override the above (e.g. two processes sharing one KIN_HOME).
-        command.envs(env.iter().copied());
-        let mut child = command
-            .current_dir(cwd.path())
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take();
-        let lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-        Self {
-            child,
-            stdin,
-            lines,
-            home,
-            cwd,
-        }
-    }
-
-    pub fn cwd(&self) -> String {
-        self.cwd.path().to_string_lossy().into_owned()
-    }
-
-    pub async fn send_bytes(&mut self, bytes: &[u8]) {
-        use tokio::io::AsyncWriteExt;
-        let stdin = self.stdin.as_mut().expect("stdin is open");
-        stdin.write_all(bytes).await.unwrap();
-        stdin.flush().await.unwrap();
-    }
-
-    pub async fn send(&mut self, message: &Value) {
-        let mut line = message.to_string();
-        line.push('\n');
-        self.send_bytes(line.as_bytes()).await;
-    }
-
-    pub fn close_stdin(&mut self) {
-        self.stdin.take();
-    }
-
-    /// The next line kin writes (None at EOF). Guarded by a generous timeout against hangs.
-    pub async fn read(&mut self) -> Option<Value> {
-        let line = self.read_line().await?;
-        Some(serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}")))
-    }
-
-    /// The next line kin writes as text, for checks on exact spelling.
-    pub async fn read_line(&mut self) -> Option<String> {
-        tokio::time::timeout(std::time::Duration::from_secs(60), self.lines.next_line())
-            .await
-            .expect("kin answered within 60 s")
-            .unwrap()
-    }
-
-    /// Reads until the answer to `id`; returns (notifications before it, the answer).
-    pub async fn answer(&mut self, id: &Value) -> (Vec<Value>, Value) {
-        let mut before = Vec::new();
-        loop {
-            let message = self
-                .read()
-                .await
-                .expect("kin closed stdout before answering");
-            if message.get("id") == Some(id) && message.get("method").is_none() {
-                return (before, message);
-            }
-            before.push(message);
-        }
-    }
-
-    pub async fn request(&mut self, id: i64, method: &str, params: Value) -> (Vec<Value>, Value) {
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-            .await;
-        self.answer(&json!(id)).await
-    }
-
-    pub async fn initialize(&mut self) {
-        let (_, answer) = self
-            .request(0, "initialize", json!({"protocolVersion": 1}))
-            .await;
-        assert_eq!(answer["result"]["protocolVersion"], 1);
-    }
-
-    pub async fn new_session(&mut self) -> String {
-        let cwd = self.cwd();
-        let (_, answer) = self
-            .request(1000, "session/new", json!({"cwd": cwd, "mcpServers": []}))
-            .await;
-        answer["result"]["sessionId"].as_str().unwrap().to_owned()
-    }
 }
 
 pub fn snapshot_dir(name: &str) -> PathBuf {

@@ -7,43 +7,43 @@ use std::time::{Duration, Instant};
 /// A running process that becomes "readable" when it exits (Linux pidfd): tests wait for the
 /// exit itself, never sleep.
 pub struct ProcessHandle {
-    fd: Option<tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>>,
+    fd: Option<std::os::fd::OwnedFd>,
     pid: i32,
 }
 
 /// Opens a pidfd for `pid` (a process already gone gives a handle that is ready at once).
 pub fn pidfd(pid: i32) -> ProcessHandle {
-    use std::os::fd::FromRawFd;
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
-    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    let fd = (raw >= 0).then(|| {
-        // SAFETY: a fresh descriptor nothing else owns; the AsyncFd owns it from here on.
-        unsafe {
-            let owned = std::os::fd::OwnedFd::from_raw_fd(raw as i32);
-            tokio::io::unix::AsyncFd::register_with_interest(owned, tokio::io::Interest::READABLE)
-        }
-        .unwrap()
-    });
+    use rustix::process::{pidfd_open, Pid, PidfdFlags};
+    let fd = Pid::from_raw(pid).and_then(|pid| pidfd_open(pid, PidfdFlags::empty()).ok());
     ProcessHandle { fd, pid }
 }
 
 impl ProcessHandle {
-    /// Waits for the exit; a generous guard turns a survivor into a failure, not a hang.
+    /// Waits for the exit (on a blocking thread); a generous guard turns a survivor into a
+    /// failure, not a hang.
     pub async fn exited(self) {
+        use nix::poll::{poll, PollFd, PollFlags};
+        use std::os::fd::AsFd;
         let Some(fd) = self.fd else { return };
-        let waited = tokio::time::timeout(std::time::Duration::from_secs(30), fd.readable()).await;
-        assert!(waited.is_ok(), "process {} survived", self.pid);
+        let exited = tokio::task::spawn_blocking(move || {
+            let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+            loop {
+                match poll(&mut fds, 30_000u16) {
+                    Err(nix::errno::Errno::EINTR) => continue,
+                    ready => return ready.unwrap() > 0,
+                }
+            }
+        })
+        .await
+        .unwrap();
+        assert!(exited, "process {} survived", self.pid);
     }
 }
 
 /// A FIFO in `dir` and a task that reads one pid from it (written by the command under test).
 pub fn pid_fifo(dir: &Path) -> (PathBuf, tokio::task::JoinHandle<i32>) {
     let fifo = dir.join("pid.fifo");
-    let made = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap();
-    assert!(made.success());
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
     let reading = fifo.clone();
     let pid = tokio::task::spawn_blocking(move || {
         std::fs::read_to_string(reading)

@@ -29,6 +29,13 @@ async fn start(world: &World, parent: &Agent, text: &str) -> (String, String) {
     start_continuable(&world.runtime, parent, request("spawn", text)).await
 }
 
+/// A child of `parent` started for "child task" whose first turn has settled: its id.
+async fn settled(world: &World, parent: &Agent) -> String {
+    let (child, task) = start(world, parent, "child task").await;
+    wait(world, &task, &parent.id).await;
+    child
+}
+
 async fn wait(world: &World, task: &str, owner: &str) -> TaskSnapshot {
     world
         .runtime
@@ -126,8 +133,7 @@ async fn the_child_is_stored_under_its_id_with_a_turn_enclosed_descriptor() {
             ..Default::default()
         },
     );
-    let (child, task) = start(&world, &parent, "child task").await;
-    wait(&world, &task, &parent.id).await;
+    let child = settled(&world, &parent).await;
     let log = world.log(&child);
     assert_eq!(log[0]["id"], child.as_str());
     assert_eq!(log[0]["parentSession"], parent.id.as_str());
@@ -241,8 +247,7 @@ async fn a_message_to_a_settled_child_cold_resumes_it_in_a_new_task() {
     let model = answers();
     let world = World::new(model.clone());
     let parent = world.session();
-    let (child, task) = start(&world, &parent, "child task").await;
-    wait(&world, &task, &parent.id).await;
+    let child = settled(&world, &parent).await;
     let next = started(send(&world, &parent, &child, "and then?").await);
     assert_eq!(next, "subagent-2");
     let done = wait(&world, &next, &parent.id).await;
@@ -344,8 +349,7 @@ async fn a_resumed_child_keeps_its_header_depth() {
         }
     }));
     let parent = world.session();
-    let (child, task) = start(&world, &parent, "child task").await;
-    wait(&world, &task, &parent.id).await;
+    let child = settled(&world, &parent).await;
     let next = started(send(&world, &parent, &child, "delegate").await);
     let done = wait(&world, &next, &parent.id).await;
     assert_eq!(world.log(&child)[0]["delegationDepth"], 1);
@@ -360,8 +364,7 @@ async fn another_parent_cannot_continue_a_child() {
     let world = World::new(answers());
     let parent = world.session();
     let stranger = world.session();
-    let (child, task) = start(&world, &parent, "child task").await;
-    wait(&world, &task, &parent.id).await;
+    let child = settled(&world, &parent).await;
     let before = world.log(&child).len();
     let next = started(send(&world, &stranger, &child, "and then?").await);
     let done = wait(&world, &next, &stranger.id).await;
@@ -474,8 +477,7 @@ async fn a_kill_during_lookup_settles_killed_without_child_work() {
     let model = answers();
     let world = World::new(model.clone());
     let parent = world.session();
-    let (child, task) = start(&world, &parent, "child task").await;
-    wait(&world, &task, &parent.id).await;
+    let child = settled(&world, &parent).await;
     let before = world.log(&child).len();
     let calls_before = model.calls_for(&child);
     // In one frame: the task exists, its lookup has not run yet.
@@ -492,8 +494,7 @@ async fn a_kill_during_lookup_settles_killed_without_child_work() {
 async fn two_sends_during_one_resume_load_admit_one_activation() {
     let world = World::new(answers());
     let parent = world.session();
-    let (child, task) = start(&world, &parent, "child task").await;
-    wait(&world, &task, &parent.id).await;
+    let child = settled(&world, &parent).await;
     let first = started(send(&world, &parent, &child, "and then?").await);
     let error = send(&world, &parent, &child, "and more?")
         .await
@@ -525,8 +526,7 @@ async fn list_children_reports_this_parents_continuable_children() {
     let world = World::new(answers());
     let parent = world.session();
     let other = world.session();
-    let (child, task) = start(&world, &parent, "child task").await;
-    wait(&world, &task, &parent.id).await;
+    let child = settled(&world, &parent).await;
     let next = started(send(&world, &parent, &child, "and then?").await);
     wait(&world, &next, &parent.id).await;
     let (_, elsewhere) = start(&world, &other, "child task").await;

@@ -18,7 +18,7 @@ use common::mock_openai::{
     error_reply, text_events, text_reply, tool_calls_reply, LlamaLike, MockServer, Reply,
     ServerEvent,
 };
-use common::{kin_binary, Wire};
+use common::{answer_text, kin_binary, Wire};
 use serde_json::{json, Value};
 
 const KEY: &str = "sk-local-models-01";
@@ -34,40 +34,22 @@ fn start(server: &MockServer, config: &str, extra: &[(&str, &str)]) -> Wire {
     Wire::start_with(None, common::home_with(config), &env)
 }
 
+/// Initialized as a client that takes compaction updates, with a new session.
 async fn ready(kin: &mut Wire) -> String {
-    let caps = json!({"protocolVersion": 1, "clientCapabilities": {"session": {"compaction": {}}}});
-    let (_, answer) = kin.request(0, "initialize", caps).await;
-    assert_eq!(answer["result"]["protocolVersion"], 1, "{answer}");
+    kin.initialize_with_compaction().await;
     kin.new_session().await
 }
 
-fn prompt(session: &str, text: &str) -> Value {
-    json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]})
-}
-
-fn log_of(kin: &Wire, session: &str) -> Vec<Value> {
-    std::fs::read_to_string(kin.home.path().join(format!("sessions/{session}.jsonl")))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+/// The first `usage_update` among kin's messages.
+fn usage_update(messages: &[Value]) -> Option<&Value> {
+    messages
+        .iter()
+        .filter_map(|m| m.pointer("/params/update"))
+        .find(|u| u["sessionUpdate"] == "usage_update")
 }
 
 fn of_type<'a>(log: &'a [Value], kind: &str) -> Vec<&'a Value> {
     log.iter().filter(|e| e["type"] == kind).collect()
-}
-
-fn answer_text(updates: &[Value]) -> String {
-    updates
-        .iter()
-        .filter(|u| {
-            u.pointer("/params/update/sessionUpdate") == Some(&json!("agent_message_chunk"))
-        })
-        .filter_map(|u| {
-            u.pointer("/params/update/content/text")
-                .and_then(Value::as_str)
-        })
-        .collect()
 }
 
 /// The text of every user message of a request, in order.
@@ -132,15 +114,10 @@ async fn llama_servers_overflow_is_compacted_away_in_pieces() {
     let mut kin = start(&server, "", &[]);
     let session = ready(&mut kin).await;
     server.push(long_answer(16_000));
-    let (_, answer) = kin
-        .request(2, "session/prompt", prompt(&session, "one"))
-        .await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    kin.turn(2, &session, "one").await;
     let base = LlamaLike::tokens(&server.requests()[0].body);
     server.push(long_answer(16_000));
-    let (_, answer) = kin
-        .request(3, "session/prompt", prompt(&session, "two"))
-        .await;
+    let (_, answer) = kin.prompt(3, &session, "two").await;
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     // The third request does not fit the window: refused, as llama-server refuses it.
     llama.n_ctx = base + 7_000;
@@ -148,9 +125,7 @@ async fn llama_servers_overflow_is_compacted_away_in_pieces() {
     server.push(text_reply(&["first part summarised"]));
     server.push(text_reply(&["all summarised"]));
     server.push(text_reply(&["third answer"]));
-    let (updates, answer) = kin
-        .request(4, "session/prompt", prompt(&session, &"three ".repeat(400)))
-        .await;
+    let (updates, answer) = kin.prompt(4, &session, &"three ".repeat(400)).await;
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     assert_eq!(answer_text(&updates), "third answer");
     let requests = server.requests();
@@ -172,7 +147,7 @@ async fn llama_servers_overflow_is_compacted_away_in_pieces() {
         compactions[1].to_string().contains("first part summarised"),
         "the second piece carries the first one's summary"
     );
-    let log = log_of(&kin, &session);
+    let log = kin.log(&session);
     let start = of_type(&log, "compaction/start");
     assert_eq!(start[0]["data"]["trigger"], "overflow");
     let end = of_type(&log, "compaction/end");
@@ -188,24 +163,18 @@ async fn llama_cpp_pythons_empty_answer_is_named_with_its_likely_cause() {
     let mut kin = start(&server, "context_window = 6000\n", &[]);
     let session = ready(&mut kin).await;
     server.push(text_reply(&["fine"]));
-    kin.request(2, "session/prompt", prompt(&session, "hello"))
-        .await;
+    kin.prompt(2, &session, "hello").await;
     let base = LlamaLike::tokens(&server.requests()[0].body);
     assert!(base < 5_000, "the tools and system prompt fit: {base}");
     // A prompt that takes the request just over the window.
     let long = "x".repeat(((6_100 - base) * 4) as usize);
-    let (_, answer) = kin
-        .request(3, "session/prompt", prompt(&session, &long))
-        .await;
+    let (_, answer) = kin.prompt(3, &session, &long).await;
     let message = answer["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("empty body"), "{answer}");
     assert!(message.contains("over-long prompt"), "{message}");
     assert_eq!(server.request_count(), 2, "an empty answer is not retried");
     server.push(text_reply(&["still here"]));
-    let (updates, answer) = kin
-        .request(4, "session/prompt", prompt(&session, "short"))
-        .await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let updates = kin.turn(4, &session, "short").await;
     assert_eq!(answer_text(&updates), "still here");
     let last = &server.requests()[2].body;
     assert!(
@@ -225,14 +194,9 @@ async fn without_usage_the_estimate_counts_the_tool_schemas() {
     let mut kin = start(&server, "context_window = 32768\n", &[]);
     let session = ready(&mut kin).await;
     server.push(text_reply(&["hi"]));
-    let (updates, _) = kin
-        .request(2, "session/prompt", prompt(&session, "hi"))
-        .await;
+    let (updates, _) = kin.prompt(2, &session, "hi").await;
     let counted = LlamaLike::tokens(&server.requests()[0].body);
-    let used = updates
-        .iter()
-        .filter_map(|u| u.pointer("/params/update"))
-        .find(|u| u["sessionUpdate"] == "usage_update")
+    let used = usage_update(&updates)
         .map(|u| u["used"].as_u64().unwrap())
         .expect("a usage_update");
     assert!(
@@ -243,7 +207,7 @@ async fn without_usage_the_estimate_counts_the_tool_schemas() {
         used * 10 >= counted * 7 && used <= counted * 2,
         "used {used} is near the {counted} the server counts"
     );
-    let log = log_of(&kin, &session);
+    let log = kin.log(&session);
     let usage = &of_type(&log, "turn/end")[0]["data"]["usage"];
     let estimated = usage["estimatedTokens"].as_u64().unwrap_or(0);
     assert!(
@@ -278,14 +242,8 @@ async fn the_window_is_read_from_llama_servers_props() {
     let session = ready(&mut kin).await;
     for id in [2, 3] {
         server.push(text_reply(&["hi"]));
-        let (updates, _) = kin
-            .request(id, "session/prompt", prompt(&session, "hi"))
-            .await;
-        let size = updates
-            .iter()
-            .filter_map(|u| u.pointer("/params/update"))
-            .find(|u| u["sessionUpdate"] == "usage_update")
-            .map(|u| u["size"].clone());
+        let (updates, _) = kin.prompt(id, &session, "hi").await;
+        let size = usage_update(&updates).map(|u| u["size"].clone());
         assert_eq!(size, Some(json!(12_288)));
     }
     let asked: Vec<String> = server.probes().iter().map(|p| p.path.clone()).collect();
@@ -301,14 +259,8 @@ async fn the_window_is_ollamas_num_ctx() {
     let mut kin = start(&server, "", &[]);
     let session = ready(&mut kin).await;
     server.push(text_reply(&["hi"]));
-    let (updates, _) = kin
-        .request(2, "session/prompt", prompt(&session, "hi"))
-        .await;
-    let size = updates
-        .iter()
-        .filter_map(|u| u.pointer("/params/update"))
-        .find(|u| u["sessionUpdate"] == "usage_update")
-        .map(|u| u["size"].clone());
+    let (updates, _) = kin.prompt(2, &session, "hi").await;
+    let size = usage_update(&updates).map(|u| u["size"].clone());
     assert_eq!(size, Some(json!(16_384)));
     let probes = server.probes();
     let asked: Vec<&str> = probes.iter().map(|p| p.path.as_str()).collect();
@@ -329,17 +281,14 @@ async fn a_window_the_fixed_part_fills_is_not_compacted_before_every_turn() {
     let mut notices = Vec::new();
     for (id, text) in [(2, "one"), (3, "two"), (4, "three")] {
         server.push(text_reply(&["answer"]));
-        let (updates, answer) = kin
-            .request(id, "session/prompt", prompt(&session, text))
-            .await;
-        assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+        let updates = kin.turn(id, &session, text).await;
         notices.extend(updates.into_iter().filter(|u| {
             u.to_string()
                 .contains("system prompt and tool definitions take")
         }));
     }
     assert_eq!(server.request_count(), 3, "no compaction calls");
-    assert!(of_type(&log_of(&kin, &session), "compaction/start").is_empty());
+    assert!(of_type(&kin.log(&session), "compaction/start").is_empty());
     assert_eq!(notices.len(), 1, "said once: {notices:?}");
     let told = notices[0].to_string();
     assert!(
@@ -360,22 +309,19 @@ async fn a_prompt_refused_for_its_length_does_not_poison_the_session() {
     let mut kin = start(&server, "", &[]);
     let session = ready(&mut kin).await;
     server.push(text_reply(&["first"]));
-    kin.request(2, "session/prompt", prompt(&session, "first"))
-        .await;
+    kin.prompt(2, &session, "first").await;
     let base = LlamaLike::tokens(&server.requests()[0].body);
     llama.n_ctx = base + 2_000;
     server.behave_like(llama.clone());
     let huge = "paste ".repeat(4_000);
-    let (_, answer) = kin
-        .request(3, "session/prompt", prompt(&session, &huge))
-        .await;
+    let (_, answer) = kin.prompt(3, &session, &huge).await;
     let message = answer["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("this prompt alone is about"), "{answer}");
     assert!(
         message.contains(&format!("{}-token", llama.n_ctx)),
         "{message}"
     );
-    let log = log_of(&kin, &session);
+    let log = kin.log(&session);
     let ends = of_type(&log, "turn/end");
     assert_eq!(
         ends[1]["data"]["reason"]["code"], "context_overflow",
@@ -384,10 +330,7 @@ async fn a_prompt_refused_for_its_length_does_not_poison_the_session() {
     );
     for id in 4..6 {
         server.push(text_reply(&["works again"]));
-        let (updates, answer) = kin
-            .request(id, "session/prompt", prompt(&session, "short"))
-            .await;
-        assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+        let updates = kin.turn(id, &session, "short").await;
         assert_eq!(answer_text(&updates), "works again");
     }
     let last = server.requests().last().unwrap().body.clone();
@@ -416,9 +359,7 @@ async fn requests_alternate_after_cancels_failures_empty_answers_and_compaction(
         let mut events = text_events(&["partial"], "stop");
         events.truncate(parts);
         server.push(Reply::Hang(events));
-        let message = json!({"jsonrpc": "2.0", "id": id, "method": "session/prompt",
-                             "params": prompt(&session, "cancel me")});
-        kin.send(&message).await;
+        kin.send_prompt(id, &session, "cancel me").await;
         if parts > 0 {
             // The streamed text has reached the client (and the log) before the cancel.
             loop {
@@ -439,19 +380,12 @@ async fn requests_alternate_after_cancels_failures_empty_answers_and_compaction(
     }
     // A failed turn, then an empty answer.
     server.push(error_reply(404, "Model Not Exist"));
-    let (_, answer) = kin
-        .request(4, "session/prompt", prompt(&session, "fails"))
-        .await;
+    let (_, answer) = kin.prompt(4, &session, "fails").await;
     assert!(answer["error"].is_object(), "{answer}");
     server.push(text_reply(&[]));
-    let (_, answer) = kin
-        .request(5, "session/prompt", prompt(&session, "empty"))
-        .await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    kin.turn(5, &session, "empty").await;
     server.push(text_reply(&["answered"]));
-    let (updates, answer) = kin
-        .request(6, "session/prompt", prompt(&session, "now"))
-        .await;
+    let (updates, answer) = kin.prompt(6, &session, "now").await;
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     assert_eq!(answer_text(&updates), "answered");
     // The streamed text of the cancelled turn stays, as an interrupted answer.
@@ -462,15 +396,9 @@ async fn requests_alternate_after_cancels_failures_empty_answers_and_compaction(
     );
     // A compaction, then the next prompt: the summary and the prompt go as one user turn.
     server.push(text_reply(&["the summary"]));
-    let (_, answer) = kin
-        .request(7, "session/prompt", prompt(&session, "/compact"))
-        .await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    kin.turn(7, &session, "/compact").await;
     server.push(text_reply(&["after compaction"]));
-    let (updates, answer) = kin
-        .request(8, "session/prompt", prompt(&session, "next"))
-        .await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let updates = kin.turn(8, &session, "next").await;
     assert_eq!(answer_text(&updates), "after compaction");
     let users = user_texts(&server.requests().last().unwrap().body);
     assert_eq!(users.len(), 1, "{users:?}");
@@ -493,10 +421,7 @@ async fn a_slow_first_token_is_waited_for_not_taken_for_a_stall() {
         Duration::from_millis(1_500),
         Box::new(text_reply(&["took a while"])),
     ));
-    let (updates, answer) = kin
-        .request(2, "session/prompt", prompt(&session, "go"))
-        .await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let updates = kin.turn(2, &session, "go").await;
     assert_eq!(answer_text(&updates), "took a while");
     assert_eq!(server.request_count(), 1);
 }
@@ -534,18 +459,14 @@ async fn a_summary_cut_at_the_output_limit_is_not_kept() {
     let mut kin = start(&server, "", &[]);
     let session = ready(&mut kin).await;
     server.push(text_reply(&["an answer"]));
-    kin.request(2, "session/prompt", prompt(&session, "first"))
-        .await;
+    kin.prompt(2, &session, "first").await;
     server.push(Reply::Stream(text_events(
         &["a summary that goes on and"],
         "length",
     )));
     server.push(text_reply(&["a short summary"]));
-    let (_, answer) = kin
-        .request(3, "session/prompt", prompt(&session, "/compact"))
-        .await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
-    let log = log_of(&kin, &session);
+    kin.turn(3, &session, "/compact").await;
+    let log = kin.log(&session);
     let end = of_type(&log, "compaction/end");
     assert_eq!(end[0]["data"]["summary"], "a short summary");
     let retry = &server.requests()[2].body;
@@ -649,13 +570,8 @@ async fn agents_lists_foreground_children() {
     )]));
     server.push(text_reply(&["three files"]));
     server.push(text_reply(&["The child counted three."]));
-    let (_, answer) = kin
-        .request(2, "session/prompt", prompt(&session, "delegate"))
-        .await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
-    let (updates, _) = kin
-        .request(3, "session/prompt", prompt(&session, "/agents"))
-        .await;
+    kin.turn(2, &session, "delegate").await;
+    let (updates, _) = kin.prompt(3, &session, "/agents").await;
     let text = answer_text(&updates);
     assert!(
         text.contains("count the files (foreground, turn 1) — done"),

@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use super::{log_of, of_type, prompt, ready};
+use super::{of_type, ready, usage_update};
 use crate::common::{self, Wire};
 
 /// Against a real llama-server (`KIN_TEST_LLAMA_URL`, its API root), started with a small
@@ -24,25 +24,18 @@ async fn a_real_llama_server_keeps_working() {
     let mut kin = Wire::start_with(None, common::home_with("max_output = 64\n"), &env);
     let session = ready(&mut kin).await;
     let started = std::time::Instant::now();
-    let (updates, answer) = kin
-        .request(2, "session/prompt", prompt(&session, "What is 2+2?"))
-        .await;
+    let (updates, answer) = kin.prompt(2, &session, "What is 2+2?").await;
     eprintln!(
         "plain prompt: {:?}, {:?}",
         started.elapsed(),
         answer["result"]
     );
     assert!(answer["result"]["stopReason"].is_string(), "{answer}");
-    let window = updates
-        .iter()
-        .filter_map(|u| u.pointer("/params/update"))
-        .find(|u| u["sessionUpdate"] == "usage_update")
-        .map(|u| (u["used"].clone(), u["size"].clone()));
+    let window = usage_update(&updates).map(|u| (u["used"].clone(), u["size"].clone()));
     eprintln!("usage_update (used, size): {window:?}");
     // Cancelled while it answers.
-    let message = json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
-                         "params": prompt(&session, "Write a long story about a lighthouse.")});
-    kin.send(&message).await;
+    kin.send_prompt(3, &session, "Write a long story about a lighthouse.")
+        .await;
     loop {
         let update = kin.read().await.expect("kin streams");
         if update.to_string().contains("agent_message_chunk") {
@@ -63,9 +56,7 @@ async fn a_real_llama_server_keeps_working() {
     // Over the window, then a short one.
     let huge = "Please read this. ".repeat(6_000);
     let started = std::time::Instant::now();
-    let (_, answer) = kin
-        .request(4, "session/prompt", prompt(&session, &huge))
-        .await;
+    let (_, answer) = kin.prompt(4, &session, &huge).await;
     eprintln!("over the window: {:?}, {answer}", started.elapsed());
     assert!(
         answer["error"]["message"]
@@ -75,12 +66,10 @@ async fn a_real_llama_server_keeps_working() {
         "{answer}"
     );
     let started = std::time::Instant::now();
-    let (_, answer) = kin
-        .request(5, "session/prompt", prompt(&session, "Say hi."))
-        .await;
+    let (_, answer) = kin.prompt(5, &session, "Say hi.").await;
     eprintln!("after it: {:?}, {}", started.elapsed(), answer["result"]);
     assert!(answer["result"]["stopReason"].is_string(), "{answer}");
-    let log = log_of(&kin, &session);
+    let log = kin.log(&session);
     for end in of_type(&log, "turn/end") {
         eprintln!("turn/end: {}", end["data"]);
     }

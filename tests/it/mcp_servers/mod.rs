@@ -67,32 +67,8 @@ async fn new_session(wire: &mut Wire, servers: Value) -> String {
 /// A new session with `servers`, in mode `allow`.
 async fn allowed_session(wire: &mut Wire, servers: Value) -> String {
     let session = new_session(wire, servers).await;
-    set_mode(wire, &session, "allow").await;
+    wire.set_mode(2, &session, "allow").await;
     session
-}
-
-async fn set_mode(wire: &mut Wire, session: &str, mode: &str) {
-    let (_, answer) = wire
-        .request(
-            2,
-            "session/set_mode",
-            json!({"sessionId": session, "modeId": mode}),
-        )
-        .await;
-    assert!(answer.get("error").is_none(), "{answer}");
-}
-
-/// Prompts and returns the updates sent before the answer.
-async fn prompt(wire: &mut Wire, session: &str) -> Vec<Value> {
-    let (updates, answer) = wire
-        .request(
-            3,
-            "session/prompt",
-            json!({"sessionId": session, "prompt": [{"type": "text", "text": "Go."}]}),
-        )
-        .await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
-    updates
 }
 
 fn filesystem_entry(command: &str, script: &std::path::Path, root: &str) -> Value {
@@ -113,11 +89,9 @@ async fn the_filesystem_server_answers_a_tool_call_and_is_gone_after_close() {
     wire.initialize().await;
     let root = wire.cwd();
     let session = allowed_session(&mut wire, filesystem_entry(&node, &script, &root)).await;
-    let updates = prompt(&mut wire, &session).await;
+    let updates = wire.turn(3, &session, "Go.").await;
     let text = tool_text(&updates, "c1");
     assert!(text.contains("hello-mcp.txt"), "{text}");
-    let log = std::fs::read_to_string(common::log_file(wire.home.path(), 0)).unwrap_or_default();
-    let _ = log;
     let marker = script.to_string_lossy().into_owned();
     assert!(!common::marked(&marker).is_empty(), "the server runs");
     let (_, answer) = wire
@@ -150,8 +124,8 @@ async fn read_only_refuses_a_server_tool_without_the_read_only_hint() {
     wire.initialize().await;
     let root = wire.cwd();
     let session = new_session(&mut wire, filesystem_entry(&node, &script, &root)).await;
-    set_mode(&mut wire, &session, "read-only").await;
-    let updates = prompt(&mut wire, &session).await;
+    wire.set_mode(2, &session, "read-only").await;
+    let updates = wire.turn(3, &session, "Go.").await;
     let text = tool_text(&updates, "w1");
     assert!(text.contains("read-only"), "{text}");
     assert!(!wire.cwd.path().join("made.txt").exists());
@@ -175,7 +149,7 @@ async fn a_server_that_never_answers_is_left_behind_with_a_notice_and_killed_wit
         .await;
     let session = answer["result"]["sessionId"].as_str().unwrap().to_owned();
     let _ = after_new;
-    let updates = prompt(&mut wire, &session).await;
+    let updates = wire.turn(3, &session, "Go.").await;
     let all: String = updates.iter().map(Value::to_string).collect();
     assert!(all.contains("MCP server `stuck` is not available"), "{all}");
     assert!(all.contains("MCP server `gone` is not available"), "{all}");
@@ -235,7 +209,7 @@ async fn an_in_process_child_calls_the_parents_server_through_the_same_process()
     wire.initialize().await;
     let root = wire.cwd();
     let session = allowed_session(&mut wire, filesystem_entry(&node, &script, &root)).await;
-    prompt(&mut wire, &session).await;
+    wire.turn(3, &session, "Go.").await;
     let marker = script.to_string_lossy().into_owned();
     let servers = common::marked(&marker)
         .into_iter()
@@ -277,8 +251,8 @@ async fn an_http_server_gets_the_editors_headers_and_answers_a_call() {
         json!([{"type": "http", "name": "web", "url": url, "headers": headers}]),
     )
     .await;
-    set_mode(&mut wire, &session, "allow").await;
-    let updates = prompt(&mut wire, &session).await;
+    wire.set_mode(2, &session, "allow").await;
+    let updates = wire.turn(3, &session, "Go.").await;
     let text = tool_text(&updates, "h1");
     assert!(text.contains("echo: over http"), "{updates:?}");
     let _ = server.start_kill();
@@ -306,7 +280,7 @@ async fn an_acp_child_gets_the_servers_its_capabilities_accept() {
         {"type": "http", "name": "web", "url": "http://127.0.0.1:9/mcp", "headers": []}
     ]);
     let session = allowed_session(&mut wire, servers).await;
-    let updates = prompt(&mut wire, &session).await;
+    let updates = wire.turn(3, &session, "Go.").await;
     let text = tool_text(&updates, "a1");
     // The child takes stdio, and no HTTP (`mcpCapabilities.http: false`).
     assert!(text.contains("mcp files"), "{text}");
@@ -334,7 +308,7 @@ async fn a_server_flooding_its_stderr_still_serves() {
     let servers =
         json!([{"name": "files", "command": "sh", "args": ["-c", flood, root], "env": []}]);
     let session = allowed_session(&mut wire, servers).await;
-    let updates = prompt(&mut wire, &session).await;
+    let updates = wire.turn(3, &session, "Go.").await;
     let text = tool_text(&updates, "f1");
     assert!(text.contains("after-flood.txt"), "{text}");
 }

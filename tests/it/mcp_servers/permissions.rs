@@ -3,9 +3,7 @@
 
 use serde_json::{json, Value};
 
-use super::{
-    allowed_session, filesystem_entry, filesystem_server, new_session, prompt, start, tool_text,
-};
+use super::{allowed_session, filesystem_entry, filesystem_server, new_session, start, tool_text};
 use crate::common::{self, Script, Wire};
 
 #[tokio::test]
@@ -26,11 +24,7 @@ async fn ask_mode_asks_before_each_server_tool_call() {
     wire.initialize().await;
     let root = wire.cwd();
     let session = new_session(&mut wire, filesystem_entry(&node, &script, &root)).await;
-    wire.send(
-        &json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
-        "params": {"sessionId": session, "prompt": [{"type": "text", "text": "Go."}]}}),
-    )
-    .await;
+    wire.send_prompt(3, &session, "Go.").await;
     // Reject the first question, allow the second, once each.
     let mut asked = Vec::new();
     let mut updates = Vec::new();
@@ -70,11 +64,7 @@ async fn prompt_answering(
     id: i64,
     mut choose: impl FnMut(&str) -> &'static str,
 ) -> (Vec<Value>, Vec<Value>, Value) {
-    wire.send(
-        &json!({"jsonrpc": "2.0", "id": id, "method": "session/prompt",
-        "params": {"sessionId": session, "prompt": [{"type": "text", "text": "Go."}]}}),
-    )
-    .await;
+    wire.send_prompt(id, session, "Go.").await;
     let (mut updates, mut asked) = (Vec::new(), Vec::new());
     loop {
         let message = wire.read().await.expect("kin answers the prompt");
@@ -209,7 +199,7 @@ async fn a_definitions_server_grant_is_exact_on_the_server_name() {
         |name: &str| json!({"name": name, "command": node, "args": [script, root], "env": []});
     let servers = json!([entry("git"), entry("git__admin")]);
     let session = allowed_session(&mut wire, servers).await;
-    prompt(&mut wire, &session).await;
+    wire.turn(3, &session, "Go.").await;
     let logs: Vec<Value> = common::session_files(wire.home.path())
         .iter()
         .flat_map(|path| common::read_lines(path))

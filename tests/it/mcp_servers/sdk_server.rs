@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde_json::{json, Value};
 
-use super::{allowed_session, prompt, python_with_mcp, start, tool_text, DEADLINE};
+use super::{allowed_session, python_with_mcp, start, tool_text, DEADLINE};
 use crate::common::{self, Script};
 
 /// Lines the test server writes to its FIFO (`tests/mcp/stdio_server.py`), as they come.
@@ -22,17 +22,9 @@ impl Marks {
         use std::io::BufRead;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("marks.fifo");
-        let made = std::process::Command::new("mkfifo")
-            .arg(&path)
-            .status()
-            .unwrap();
-        assert!(made.success());
+        nix::unistd::mkfifo(&path, nix::sys::stat::Mode::S_IRWXU).unwrap();
         let go = dir.path().join("go.fifo");
-        let made = std::process::Command::new("mkfifo")
-            .arg(&go)
-            .status()
-            .unwrap();
-        assert!(made.success());
+        nix::unistd::mkfifo(&go, nix::sys::stat::Mode::S_IRWXU).unwrap();
         // Opened for writing too, so the reader never sees the end of input between writers.
         let fifo = std::fs::OpenOptions::new()
             .read(true)
@@ -99,11 +91,7 @@ async fn a_cancelled_call_reaches_the_server_as_mcp_cancellation() {
     let mut wire = start(replay.path());
     wire.initialize().await;
     let session = allowed_session(&mut wire, servers).await;
-    wire.send(
-        &json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
-        "params": {"sessionId": session, "prompt": [{"type": "text", "text": "Go."}]}}),
-    )
-    .await;
+    wire.send_prompt(3, &session, "Go.").await;
     marks.wait_for("waiting").await;
     wire.send(&json!({"jsonrpc": "2.0", "method": "session/cancel",
         "params": {"sessionId": session}}))
@@ -128,10 +116,10 @@ async fn a_changed_tool_list_is_offered_from_the_next_step_on() {
     let mut wire = start(replay.path());
     wire.initialize().await;
     let session = allowed_session(&mut wire, servers).await;
-    prompt(&mut wire, &session).await;
+    wire.turn(3, &session, "Go.").await;
     // The relisting the server's notification caused (the first listing was at start).
     marks.wait_for("listed 2").await;
-    let updates = prompt(&mut wire, &session).await;
+    let updates = wire.turn(3, &session, "Go.").await;
     let text = tool_text(&updates, "n1");
     assert!(text.contains("grown ran"), "{updates:?}");
 }
@@ -151,7 +139,7 @@ async fn a_crashed_server_is_restarted_and_its_tools_work_again() {
     let mut wire = start(replay.path());
     wire.initialize().await;
     let session = allowed_session(&mut wire, servers).await;
-    let updates = prompt(&mut wire, &session).await;
+    let updates = wire.turn(3, &session, "Go.").await;
     assert!(
         tool_text(&updates, "x1").contains("MCP server `py`"),
         "{updates:?}"
@@ -159,7 +147,7 @@ async fn a_crashed_server_is_restarted_and_its_tools_work_again() {
     // The new process listed its tools for kin.
     marks.wait_for("listed 1").await;
     marks.wait_for("listed 1").await;
-    let updates = prompt(&mut wire, &session).await;
+    let updates = wire.turn(3, &session, "Go.").await;
     assert!(
         tool_text(&updates, "e1").contains("echo: again"),
         "{updates:?}"
@@ -179,11 +167,7 @@ async fn progress_of_a_call_shows_on_its_tool_call_and_the_last_report_is_not_lo
     let mut wire = start(replay.path());
     wire.initialize().await;
     let session = allowed_session(&mut wire, servers).await;
-    wire.send(
-        &json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
-        "params": {"sessionId": session, "prompt": [{"type": "text", "text": "Go."}]}}),
-    )
-    .await;
+    wire.send_prompt(3, &session, "Go.").await;
     // Five reports come at once: one shows at once, the latest when its gap has passed, while
     // the call still runs (the throttle's spacing is unit-tested in src/mcp/progress.rs).
     let mut shown = Vec::new();

@@ -565,8 +565,7 @@ async fn a_blob_swapped_for_a_symlink_is_not_followed_when_the_session_is_loaded
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let mut again = Wire::start_with(None, home, &env);
     again.initialize().await;
-    let load = json!({"sessionId": session, "cwd": again.cwd(), "mcpServers": []});
-    let (updates, answer) = again.request(1, "session/load", load).await;
+    let (updates, answer) = again.load(1, &session).await;
     assert!(answer.get("result").is_some(), "{answer}");
     let shown: String = updates.iter().map(Value::to_string).collect();
     assert!(!shown.contains("OUTSIDE-BLOB-SECRET"), "{shown}");
