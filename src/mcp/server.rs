@@ -597,8 +597,8 @@ async fn connect(
         } => {
             let (client, config) = super::http::parts(url, headers).map_err(Failure::Fatal)?;
             let token = match login {
-                Some(_) if !super::http::has_authorization(headers) => {
-                    super::oauth::authorized(&spec.name, url, client.clone())
+                Some(settings) if !super::http::has_authorization(headers) => {
+                    super::oauth::authorized(&spec.name, url, settings, client.clone())
                         .await
                         .map_err(|error| Failure::Retry(format!("its login: {error}")))?
                 }

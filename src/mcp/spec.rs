@@ -54,6 +54,30 @@ pub struct OAuthSettings {
     pub client_id: Option<String>,
     /// The scopes to ask for; the server's advertised ones when empty.
     pub scopes: Vec<String>,
+    /// The secret of the pre-registered `client_id` (a confidential client).
+    pub client_secret: Option<ClientSecret>,
+    /// The HTTPS URL of kin's client metadata document, used as the client id where the
+    /// authorization server takes one (`client_id_metadata_document_supported`).
+    pub client_metadata_url: Option<String>,
+}
+
+/// A pre-registered client's secret (`client_secret`, or the variable `client_secret_env`
+/// names, read when the config is); debug output never shows it.
+#[derive(Clone, PartialEq, Eq)]
+pub enum ClientSecret {
+    /// The secret.
+    Value(String),
+    /// `client_secret_env` names this variable, which is not set.
+    Unset(String),
+}
+
+impl fmt::Debug for ClientSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Value(_) => f.write_str("ClientSecret(***)"),
+            Self::Unset(name) => write!(f, "ClientSecret(unset ${name})"),
+        }
+    }
 }
 
 /// Values of env and headers are secrets as often as not: debug output masks them.

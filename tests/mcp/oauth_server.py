@@ -1,11 +1,14 @@
 """An MCP server behind OAuth for tests/it/mcp_oauth.rs: one loopback port serves the protected
 resource (streamable HTTP at /mcp, on the official Python SDK) and its own authorization server
 (metadata discovery, dynamic client registration, authorization code with PKCE S256, refresh
-tokens that rotate).
+tokens that rotate). Besides the clients that register, it knows a pre-registered confidential
+client (`PRE_ID`, secret `PRE_SECRET`, which must authenticate at /token with HTTP Basic) and
+takes an https URL as a client id (a client metadata document; not fetched here).
 
 Usage: oauth_server.py. Listens on a free port of 127.0.0.1 and prints `PORT <n>`; then prints a
 line for each event the test waits on: `REGISTERED`, `AUTHORIZED`, `TOKEN`, `REFRESHED`,
-`REFUSED` (a request to /mcp without a valid token), `CALLED <token-generation>`. A line
+`REFUSED` (a request to /mcp without a valid token), `CALLED <token-generation>`; and
+`CLIENT <client id>` before `AUTHORIZED`. A line
 `expire` on stdin makes every access token given so far invalid (as their expiry would), and
 prints `EXPIRED`. Tool: `echo(text)`.
 """
@@ -43,6 +46,24 @@ codes = {}  # code -> (client_id, redirect_uri, challenge)
 access = {}  # access token -> generation
 refresh = {}  # refresh token -> client_id (one use each: rotated)
 generation = 0
+PRE_ID, PRE_SECRET = "kin-test-client", "kin-test-secret-8d1f"
+
+
+def known(client_id, redirect):
+    """A registered client's redirect, or any loopback one for the pre-registered and URL ids."""
+    if client_id in clients:
+        return redirect in clients[client_id]
+    loopback = (redirect or "").startswith("http://127.0.0.1:")
+    return loopback and (client_id == PRE_ID or (client_id or "").startswith("https://"))
+
+
+def authenticated(client_id, headers):
+    """The pre-registered client must send its secret (client_secret_basic); others none."""
+    if client_id != PRE_ID:
+        return True
+    sent = headers.get(b"authorization", b"").decode()
+    expected = base64.b64encode(f"{PRE_ID}:{PRE_SECRET}".encode()).decode()
+    return sent == f"Basic {expected}"
 
 
 def tell(line):
@@ -91,7 +112,8 @@ async def app(scope, receive, send):
             "response_types_supported": ["code"], "scopes_supported": ["docs"],
             "grant_types_supported": ["authorization_code", "refresh_token"],
             "code_challenge_methods_supported": ["S256"],
-            "token_endpoint_auth_methods_supported": ["none"]})
+            "client_id_metadata_document_supported": True,
+            "token_endpoint_auth_methods_supported": ["none", "client_secret_basic"]})
     if path.startswith("/.well-known/"):
         return await reply(send, 404, {"error": "not_found"})
     if path == "/register" and method == "POST":
@@ -105,12 +127,13 @@ async def app(scope, receive, send):
                                        "response_types": ["code"]})
     if path == "/authorize":
         client_id, redirect = one(query, "client_id"), one(query, "redirect_uri")
-        if (client_id not in clients or redirect not in clients[client_id]
+        if (not known(client_id, redirect)
                 or one(query, "code_challenge_method") != "S256" or not one(query, "code_challenge")
                 or one(query, "resource") != f"{base}/mcp"):
             return await reply(send, 400, {"error": "invalid_request"})
         code = secrets.token_urlsafe(16)
         codes[code] = (client_id, redirect, one(query, "code_challenge"))
+        tell(f"CLIENT {client_id}")
         tell("AUTHORIZED")
         target = redirect + "?" + urlencode({"code": code, "state": one(query, "state"), "iss": base})
         await send({"type": "http.response.start", "status": 302,
@@ -119,6 +142,12 @@ async def app(scope, receive, send):
     if path == "/token" and method == "POST":
         form = parse_qs((await body_of(receive)).decode())
         grant = one(form, "grant_type")
+        headers = dict(scope["headers"])
+        if not one(form, "client_id") and headers.get(b"authorization", b"").startswith(b"Basic "):
+            # client_secret_basic: the id comes in the header.
+            form["client_id"] = [base64.b64decode(headers[b"authorization"][6:]).decode().split(":")[0]]
+        if not authenticated(one(form, "client_id"), headers):
+            return await reply(send, 401, {"error": "invalid_client"})
         if grant == "authorization_code":
             found = codes.pop(one(form, "code"), None)
             verifier = one(form, "code_verifier") or ""

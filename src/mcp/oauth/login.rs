@@ -1,5 +1,6 @@
 //! The browser step of a login: rmcp discovers the authorization server from the MCP server,
-//! registers kin (or uses the configured client id) and builds the authorization URL with PKCE;
+//! picks kin's client id (the configured one, with its secret; else the configured client
+//! metadata document's URL where the server takes one; else it registers kin) and builds the authorization URL with PKCE;
 //! kin shows the URL, opens it with `$BROWSER` when set, and waits on a loopback port for the
 //! redirect, whose code rmcp exchanges for tokens kept in the token store.
 
@@ -44,6 +45,12 @@ pub(crate) async fn login(
     let mut request = AuthorizationRequest::new(&redirect).with_client_name("kin");
     if let Some(client_id) = &settings.client_id {
         request = request.with_preregistered_client(client_id);
+        if let Some(secret) = super::client_secret(name, settings)? {
+            request = request.with_client_secret(secret);
+        }
+    }
+    if let Some(document) = &settings.client_metadata_url {
+        request = request.with_client_metadata_url(document);
     }
     if let Some(challenge) = challenge {
         request = request.with_challenge(challenge);

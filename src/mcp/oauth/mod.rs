@@ -8,13 +8,13 @@ mod store;
 
 use std::time::Duration;
 
-use rmcp::transport::auth::{AuthClient, AuthError, AuthorizationManager};
+use rmcp::transport::auth::{AuthClient, AuthError, AuthorizationManager, OAuthClientConfig};
 use tokio_util::sync::CancellationToken;
 
 pub(crate) use login::login;
 use store::TokenStore;
 
-use super::{OAuthSettings, ServerSpec, Transport};
+use super::{ClientSecret, OAuthSettings, ServerSpec, Transport};
 
 /// Why a login, a logout or a logged-in connection failed.
 #[derive(Debug, thiserror::Error)]
@@ -40,6 +40,9 @@ pub enum OAuthError {
     /// The server is not one kin logs in to.
     #[error("the MCP server `{0}` is not an HTTP server of the config file (`url`); only those have a login")]
     NotHttp(String),
+    /// `client_secret_env` names a variable that is not set.
+    #[error("`client_secret_env` of [mcp_servers.{0}] names `{1}`, which is not set")]
+    SecretUnset(String, String),
     /// The token store failed.
     #[error("the token store: {0}")]
     Store(String),
@@ -70,11 +73,23 @@ async fn manager(url: &str, store: TokenStore) -> Result<AuthorizationManager, O
     Ok(manager)
 }
 
+/// The pre-registered client's secret of server `name`, when its settings give one.
+fn client_secret(name: &str, settings: &OAuthSettings) -> Result<Option<String>, OAuthError> {
+    match &settings.client_secret {
+        None => Ok(None),
+        Some(ClientSecret::Value(secret)) => Ok(Some(secret.clone())),
+        Some(ClientSecret::Unset(variable)) => {
+            Err(OAuthError::SecretUnset(name.to_owned(), variable.clone()))
+        }
+    }
+}
+
 /// An HTTP client that sends server `name`'s stored token (refreshing it when it expires), or
 /// `None` when kin holds no login for it (the connection goes without, and a 401 says to log in).
 pub(crate) async fn authorized(
     name: &str,
     url: &str,
+    settings: &OAuthSettings,
     http: reqwest::Client,
 ) -> Result<Option<AuthClient<reqwest::Client>>, OAuthError> {
     let store = store_for(name, url).await;
@@ -89,6 +104,15 @@ pub(crate) async fn authorized(
     let mut manager = manager(url, store).await?;
     if !manager.initialize_from_store().await? {
         return Ok(None);
+    }
+    // A confidential client refreshes with its secret (the store keeps only its id).
+    if let (Some(client_id), Some(secret)) = (&settings.client_id, client_secret(name, settings)?) {
+        let (stored_id, _) = manager.get_credentials().await?;
+        if stored_id == *client_id {
+            manager.configure_client(
+                OAuthClientConfig::new(client_id.as_str(), url).with_client_secret(secret),
+            )?;
+        }
     }
     Ok(Some(AuthClient::new(http, manager)))
 }
