@@ -490,3 +490,55 @@ async fn a_client_metadata_url_is_the_client_id_where_the_server_takes_one() {
     assert!(seen.contains(&format!("CLIENT {document}")), "{seen:?}");
     assert!(!seen.iter().any(|line| line == "REGISTERED"), "{seen:?}");
 }
+
+#[tokio::test]
+async fn a_call_refused_for_want_of_scope_logs_in_again_for_it_and_goes_through() {
+    let Some(python) = common::python_with("mcp.server.mcpserver, uvicorn") else {
+        return;
+    };
+    let (_server, _control, port, mut events) = start_server(&python).await;
+    let (home, browser) = home_for(&port, "exec curl -sfL -o /dev/null \"$1\"");
+    let login = kin(home.path(), &browser)
+        .args(["mcp", "login", "docs"])
+        .output()
+        .unwrap();
+    assert!(login.status.success());
+    let seen = events.until("TOKEN").await;
+    assert!(seen.contains(&"SCOPE docs".to_owned()), "{seen:?}");
+
+    let replay = Script::new()
+        .calls(&[("n1", "mcp__docs__note", json!({"text": "first"}))])
+        .text("Done.")
+        .calls(&[("n2", "mcp__docs__note", json!({"text": "second"}))])
+        .text("Done.")
+        .dir();
+    let browser = browser.to_string_lossy().into_owned();
+    let env = [("KIN_KEY_STORE", "file"), ("BROWSER", browser.as_str())];
+    let mut wire = Wire::start_with(Some(replay.path()), home, &env);
+    let session = allowed_session(&mut wire).await;
+    let updates = prompt(&mut wire, &session, 3).await;
+    // Refused for want of `docs:write`: kin logs in again (same client, the wider scope; the
+    // editor is told where), then the call goes through.
+    events.wait_for("STEP-UP").await;
+    let seen = events.until("TOKEN").await;
+    assert!(!seen.iter().any(|line| line == "REGISTERED"), "{seen:?}");
+    let scope = seen.iter().find(|line| line.starts_with("SCOPE ")).unwrap();
+    assert!(scope.split(' ').any(|s| s == "docs:write"), "{scope}");
+    let text: String = updates.iter().map(Value::to_string).collect();
+    assert!(
+        text.contains("needs more access than kin's login has (scope \\\"docs docs:write\\\")"),
+        "{text}"
+    );
+    assert!(
+        tool_text(&updates, "n1").contains("noted: first"),
+        "{updates:?}"
+    );
+    // The wider token serves the next call at once.
+    let updates = prompt(&mut wire, &session, 4).await;
+    assert!(
+        tool_text(&updates, "n2").contains("noted: second"),
+        "{updates:?}"
+    );
+    let seen = events.until("CALLED 2").await;
+    assert!(!seen.iter().any(|line| line == "STEP-UP"), "{seen:?}");
+}

@@ -10,13 +10,16 @@ line for each event the test waits on: `REGISTERED`, `AUTHORIZED`, `TOKEN`, `REF
 `REFUSED` (a request to /mcp without a valid token), `CALLED <token-generation>`; and
 `CLIENT <client id>` before `AUTHORIZED`. A line
 `expire` on stdin makes every access token given so far invalid (as their expiry would), and
-prints `EXPIRED`. Tool: `echo(text)`.
+prints `EXPIRED`. Tools: `echo(text)`, and `note(text)`, which needs the scope `docs:write`
+besides `docs`: a call with a token without it is refused with 403 `insufficient_scope` (and
+`STEP-UP` is printed); the scope kin asks for at /authorize is printed as `SCOPE <scope>`.
 """
 
 import asyncio
 import base64
 import hashlib
 import json
+import re
 import secrets
 import socket
 import sys
@@ -35,6 +38,12 @@ def echo(text: str) -> str:
     return f"echo: {text}"
 
 
+@server.tool()
+def note(text: str) -> str:
+    """Keeps a note (needs the scope docs:write)."""
+    return f"noted: {text}"
+
+
 inner = server.streamable_http_app()
 sock = socket.socket()
 sock.bind(("127.0.0.1", 0))
@@ -42,17 +51,22 @@ sock.listen(64)
 port = sock.getsockname()[1]
 base = f"http://127.0.0.1:{port}"
 clients = {}  # client_id -> redirect_uris
-codes = {}  # code -> (client_id, redirect_uri, challenge)
-access = {}  # access token -> generation
-refresh = {}  # refresh token -> client_id (one use each: rotated)
+codes = {}  # code -> (client_id, redirect_uri, challenge, scope)
+access = {}  # access token -> (generation, scope)
+refresh = {}  # refresh token -> (client_id, scope) (one use each: rotated)
 generation = 0
 PRE_ID, PRE_SECRET = "kin-test-client", "kin-test-secret-8d1f"
+
+
+def without_port(redirect):
+    """A loopback redirect matches whatever its port (RFC 8252, 7.3)."""
+    return re.sub(r"^http://127\.0\.0\.1:\d+/", "http://127.0.0.1/", redirect or "")
 
 
 def known(client_id, redirect):
     """A registered client's redirect, or any loopback one for the pre-registered and URL ids."""
     if client_id in clients:
-        return redirect in clients[client_id]
+        return without_port(redirect) in map(without_port, clients[client_id])
     loopback = (redirect or "").startswith("http://127.0.0.1:")
     return loopback and (client_id == PRE_ID or (client_id or "").startswith("https://"))
 
@@ -70,14 +84,14 @@ def tell(line):
     print(line, flush=True)
 
 
-def issue(client_id):
+def issue(client_id, scope):
     global generation
     generation += 1
     token, renew = secrets.token_urlsafe(16), secrets.token_urlsafe(16)
-    access[token] = generation
-    refresh[renew] = client_id
+    access[token] = (generation, scope)
+    refresh[renew] = (client_id, scope)
     return {"access_token": token, "token_type": "Bearer", "expires_in": 3600,
-            "refresh_token": renew, "scope": "docs"}
+            "refresh_token": renew, "scope": scope}
 
 
 async def body_of(receive):
@@ -109,7 +123,7 @@ async def app(scope, receive, send):
         return await reply(send, 200, {
             "issuer": base, "authorization_endpoint": f"{base}/authorize",
             "token_endpoint": f"{base}/token", "registration_endpoint": f"{base}/register",
-            "response_types_supported": ["code"], "scopes_supported": ["docs"],
+            "response_types_supported": ["code"], "scopes_supported": ["docs", "docs:write"],
             "grant_types_supported": ["authorization_code", "refresh_token"],
             "code_challenge_methods_supported": ["S256"],
             "client_id_metadata_document_supported": True,
@@ -132,8 +146,10 @@ async def app(scope, receive, send):
                 or one(query, "resource") != f"{base}/mcp"):
             return await reply(send, 400, {"error": "invalid_request"})
         code = secrets.token_urlsafe(16)
-        codes[code] = (client_id, redirect, one(query, "code_challenge"))
+        scope_asked = one(query, "scope") or "docs"
+        codes[code] = (client_id, redirect, one(query, "code_challenge"), scope_asked)
         tell(f"CLIENT {client_id}")
+        tell(f"SCOPE {scope_asked}")
         tell("AUTHORIZED")
         target = redirect + "?" + urlencode({"code": code, "state": one(query, "state"), "iss": base})
         await send({"type": "http.response.start", "status": 302,
@@ -156,13 +172,13 @@ async def app(scope, receive, send):
                     or found[2] != digest):
                 return await reply(send, 400, {"error": "invalid_grant"})
             tell("TOKEN")
-            return await reply(send, 200, issue(found[0]))
+            return await reply(send, 200, issue(found[0], found[3]))
         if grant == "refresh_token":
-            client_id = refresh.pop(one(form, "refresh_token"), None)
+            client_id, scope_granted = refresh.pop(one(form, "refresh_token"), (None, None))
             if client_id is None or client_id != one(form, "client_id"):
                 return await reply(send, 400, {"error": "invalid_grant"})
             tell("REFRESHED")
-            return await reply(send, 200, issue(client_id))
+            return await reply(send, 200, issue(client_id, scope_granted))
         return await reply(send, 400, {"error": "unsupported_grant_type"})
     if path.startswith("/mcp"):
         auth = dict(scope["headers"]).get(b"authorization", b"").decode()
@@ -171,9 +187,28 @@ async def app(scope, receive, send):
             tell("REFUSED")
             challenge = f'Bearer resource_metadata="{base}/.well-known/oauth-protected-resource/mcp", scope="docs"'
             return await reply(send, 401, {"error": "invalid_token"}, [("www-authenticate", challenge)])
-        if method == "POST":
-            tell(f"CALLED {access[token]}")
-        return await inner(scope, receive, send)
+        if method != "POST":
+            return await inner(scope, receive, send)
+        generation_of, granted = access[token]
+        body = await body_of(receive)
+        message = json.loads(body or b"{}")
+        params = message.get("params") if isinstance(message, dict) else None
+        tool = (params or {}).get("name")
+        if message.get("method") == "tools/call" and tool == "note" and "docs:write" not in granted.split():
+            tell("STEP-UP")
+            challenge = (f'Bearer error="insufficient_scope", scope="docs docs:write", '
+                         f'resource_metadata="{base}/.well-known/oauth-protected-resource/mcp"')
+            return await reply(send, 403, {"error": "insufficient_scope"}, [("www-authenticate", challenge)])
+        tell(f"CALLED {generation_of}")
+        sent = False
+
+        async def replay():
+            nonlocal sent
+            if sent:
+                return await receive()
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await inner(scope, replay, send)
     return await reply(send, 404, {"error": "not_found"})
 
 

@@ -117,6 +117,13 @@ pub(crate) async fn authorized(
     Ok(Some(AuthClient::new(http, manager)))
 }
 
+/// The client id kin's stored login of server `name` at `url` was made with, if any.
+pub(crate) async fn stored_client_id(name: &str, url: &str) -> Option<String> {
+    let store = store_for(name, url).await;
+    let stored = tokio::task::spawn_blocking(move || store.stored()).await;
+    Some(stored.ok()?.ok()??.client_id).filter(|id| !id.is_empty())
+}
+
 /// Whether kin holds a login for server `name` at `url`, for `kin config`: where, or `None`.
 pub async fn login_state(name: &str, url: &str) -> Result<Option<String>, OAuthError> {
     let store = store_for(name, url).await;
