@@ -83,8 +83,22 @@ async fn start_server(
     String,
     Events,
 ) {
+    start_server_in(python, "").await
+}
+
+/// As [`start_server`], in `mode` (see tests/mcp/oauth_server.py).
+async fn start_server_in(
+    python: &Path,
+    mode: &str,
+) -> (
+    tokio::process::Child,
+    tokio::process::ChildStdin,
+    String,
+    Events,
+) {
     let mut server = tokio::process::Command::new(python)
         .arg(common::repo().join("tests/mcp/oauth_server.py"))
+        .arg(mode)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
@@ -541,4 +555,43 @@ async fn a_call_refused_for_want_of_scope_logs_in_again_for_it_and_goes_through(
     );
     let seen = events.until("CALLED 2").await;
     assert!(!seen.iter().any(|line| line == "STEP-UP"), "{seen:?}");
+}
+
+#[tokio::test]
+async fn a_2025_03_26_server_logs_in_with_its_origins_metadata_whatever_its_issuers_path() {
+    let Some(python) = common::python_with("mcp.server.mcpserver, uvicorn") else {
+        return;
+    };
+    let (_server, _control, port, mut events) = start_server_in(&python, "legacy").await;
+    let (home, browser) = home_for(&port, "exec curl -sfL -o /dev/null \"$1\"");
+    let login = kin(home.path(), &browser)
+        .args(["mcp", "login", "docs"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&login.stderr);
+    assert!(login.status.success(), "{said}");
+    events.wait_for("TOKEN").await;
+    // A session takes the same metadata for the stored login.
+    let replay = Script::new()
+        .calls(&[("c1", "mcp__docs__echo", json!({"text": "old"}))])
+        .text("Done.")
+        .dir();
+    let mut wire = Wire::start_with(Some(replay.path()), home, &[("KIN_KEY_STORE", "file")]);
+    let session = allowed_session(&mut wire).await;
+    let updates = prompt(&mut wire, &session, 3).await;
+    assert!(
+        tool_text(&updates, "c1").contains("echo: old"),
+        "{updates:?}"
+    );
+
+    // With protected resource metadata, the issuer rule holds: such metadata is refused.
+    let (_server, _control, port, _events) = start_server_in(&python, "foreign-issuer").await;
+    let (home, browser) = home_for(&port, "exec curl -sfL -o /dev/null \"$1\"");
+    let login = kin(home.path(), &browser)
+        .args(["mcp", "login", "docs"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&login.stderr);
+    assert!(!login.status.success(), "{said}");
+    assert!(said.contains("issuer mismatch"), "{said}");
 }

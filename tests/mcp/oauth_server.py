@@ -5,7 +5,10 @@ tokens that rotate). Besides the clients that register, it knows a pre-registere
 client (`PRE_ID`, secret `PRE_SECRET`, which must authenticate at /token with HTTP Basic) and
 takes an https URL as a client id (a client metadata document; not fetched here).
 
-Usage: oauth_server.py. Listens on a free port of 127.0.0.1 and prints `PORT <n>`; then prints a
+Usage: oauth_server.py [legacy|foreign-issuer]. `legacy`: a server of the 2025-03-26 revision,
+no protected resource metadata, its authorization server's metadata at the root naming the
+issuer `<base>/oauth`; `foreign-issuer`: the same issuer, but with protected resource metadata
+(so RFC 8414's issuer rule applies). Listens on a free port of 127.0.0.1 and prints `PORT <n>`; then prints a
 line for each event the test waits on: `REGISTERED`, `AUTHORIZED`, `TOKEN`, `REFRESHED`,
 `REFUSED` (a request to /mcp without a valid token), `CALLED <token-generation>`; and
 `CLIENT <client id>` before `AUTHORIZED`. A line
@@ -55,6 +58,8 @@ codes = {}  # code -> (client_id, redirect_uri, challenge, scope)
 access = {}  # access token -> (generation, scope)
 refresh = {}  # refresh token -> (client_id, scope) (one use each: rotated)
 generation = 0
+MODE = sys.argv[1] if len(sys.argv) > 1 else ""
+issuer = f"{base}/oauth" if MODE else base
 PRE_ID, PRE_SECRET = "kin-test-client", "kin-test-secret-8d1f"
 
 
@@ -116,12 +121,12 @@ async def app(scope, receive, send):
     path, method = scope["path"], scope["method"]
     query = parse_qs(scope.get("query_string", b"").decode())
     one = lambda q, k: (q.get(k) or [None])[0]
-    if path.startswith("/.well-known/oauth-protected-resource"):
+    if path.startswith("/.well-known/oauth-protected-resource") and MODE != "legacy":
         return await reply(send, 200, {"resource": f"{base}/mcp", "authorization_servers": [base],
                                        "scopes_supported": ["docs"]})
     if path == "/.well-known/oauth-authorization-server":
         return await reply(send, 200, {
-            "issuer": base, "authorization_endpoint": f"{base}/authorize",
+            "issuer": issuer, "authorization_endpoint": f"{base}/authorize",
             "token_endpoint": f"{base}/token", "registration_endpoint": f"{base}/register",
             "response_types_supported": ["code"], "scopes_supported": ["docs", "docs:write"],
             "grant_types_supported": ["authorization_code", "refresh_token"],
@@ -143,7 +148,7 @@ async def app(scope, receive, send):
         client_id, redirect = one(query, "client_id"), one(query, "redirect_uri")
         if (not known(client_id, redirect)
                 or one(query, "code_challenge_method") != "S256" or not one(query, "code_challenge")
-                or one(query, "resource") != f"{base}/mcp"):
+                or one(query, "resource") not in (f"{base}/mcp", None if MODE == "legacy" else "")):
             return await reply(send, 400, {"error": "invalid_request"})
         code = secrets.token_urlsafe(16)
         scope_asked = one(query, "scope") or "docs"
@@ -151,7 +156,7 @@ async def app(scope, receive, send):
         tell(f"CLIENT {client_id}")
         tell(f"SCOPE {scope_asked}")
         tell("AUTHORIZED")
-        target = redirect + "?" + urlencode({"code": code, "state": one(query, "state"), "iss": base})
+        target = redirect + "?" + urlencode({"code": code, "state": one(query, "state"), "iss": issuer})
         await send({"type": "http.response.start", "status": 302,
                     "headers": [(b"location", target.encode())]})
         return await send({"type": "http.response.body", "body": b""})
@@ -186,6 +191,8 @@ async def app(scope, receive, send):
         if token not in access:
             tell("REFUSED")
             challenge = f'Bearer resource_metadata="{base}/.well-known/oauth-protected-resource/mcp", scope="docs"'
+            if MODE == "legacy":
+                challenge = 'Bearer error="invalid_token"'
             return await reply(send, 401, {"error": "invalid_token"}, [("www-authenticate", challenge)])
         if method != "POST":
             return await inner(scope, receive, send)

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use rmcp::transport::auth::{AuthorizationRequest, OAuthState};
+use rmcp::transport::auth::{AuthorizationRequest, AuthorizationSession, OAuthState};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
@@ -41,7 +41,7 @@ pub(crate) async fn login(
         .port();
     let redirect = format!("http://127.0.0.1:{port}{CALLBACK}");
     let store = super::store_for(name, url).await;
-    let mut state = OAuthState::Unauthorized(super::manager(url, store).await?);
+    let mut state = OAuthState::Unauthorized(super::manager(url, store.clone()).await?);
     let mut request = AuthorizationRequest::new(&redirect).with_client_name("kin");
     if let Some(client_id) = &settings.client_id {
         request = request.with_preregistered_client(client_id);
@@ -58,7 +58,20 @@ pub(crate) async fn login(
     if !settings.scopes.is_empty() {
         request = request.with_scopes(settings.scopes.clone());
     }
-    state.start_authorization(request).await?;
+    if let Err(error) = state.start_authorization(request.clone()).await {
+        // A 2025-03-26 server whose metadata rmcp refused for its issuer (see `legacy`).
+        let metadata = match super::legacy::is_issuer_mismatch(&error) {
+            true => super::legacy::origin_metadata(url).await,
+            false => None,
+        };
+        let Some(metadata) = metadata else {
+            return Err(error.into());
+        };
+        let mut manager = super::manager(url, store).await?;
+        manager.set_metadata(metadata);
+        let session = AuthorizationSession::new(manager, request).await;
+        state = OAuthState::Session(session.map_err(|(_, error)| error)?);
+    }
     let address = state.get_authorization_url().await?;
     tell(&address);
     let mut browser = open_browser(&address);

@@ -3,6 +3,7 @@
 //! ([`store`]) and sent, refreshed when they expire, on every request of its connection, and
 //! `kin mcp logout NAME`. An editor's server never gets these: it keeps its own headers.
 
+mod legacy;
 mod login;
 mod store;
 
@@ -101,8 +102,20 @@ pub(crate) async fn authorized(
     if has.is_none_or(|credentials| credentials.token_response.is_none()) {
         return Ok(None);
     }
-    let mut manager = manager(url, store).await?;
-    if !manager.initialize_from_store().await? {
+    let mut manager = manager(url, store.clone()).await?;
+    let loaded = match manager.initialize_from_store().await {
+        Err(error) if legacy::is_issuer_mismatch(&error) => {
+            // A 2025-03-26 server's metadata, as the login took it (see `legacy`).
+            let Some(metadata) = legacy::origin_metadata(url).await else {
+                return Err(error.into());
+            };
+            manager = self::manager(url, store).await?;
+            manager.set_metadata(metadata);
+            manager.initialize_from_store().await?
+        }
+        loaded => loaded?,
+    };
+    if !loaded {
         return Ok(None);
     }
     // A confidential client refreshes with its secret (the store keeps only its id).
