@@ -36,6 +36,9 @@ pub(crate) struct McpServerEntry {
     client_secret_env: Option<String>,
     /// The HTTPS URL of kin's client metadata document (a URL client id, where taken).
     client_metadata_url: Option<String>,
+    /// How kin gets tokens: "authorization_code" (a user's login, the default) or
+    /// "client_credentials" (the configured client itself).
+    grant: Option<String>,
     /// The OAuth scopes kin asks an HTTP server for (else the ones it advertises).
     #[serde(default)]
     scopes: Vec<String>,
@@ -93,6 +96,8 @@ pub(crate) fn resolve(
                                 .map_err(|(field, why)| invalid(key(field), why))?,
                             client_metadata_url: client_metadata_url(entry)
                                 .map_err(|why| invalid(key("client_metadata_url"), why))?,
+                            client_credentials: client_credentials(entry)
+                                .map_err(|why| invalid(key("grant"), why))?,
                         }),
                     }
                 }
@@ -166,6 +171,18 @@ fn client_secret(
             "client_secret",
             "a client secret belongs to a pre-registered `client_id`; set that too",
         )),
+    }
+}
+
+/// Whether `entry` asks for the client credentials grant (`grant`).
+fn client_credentials(entry: &McpServerEntry) -> Result<bool, &'static str> {
+    match entry.grant.as_deref() {
+        None | Some("authorization_code") => Ok(false),
+        Some("client_credentials") => match (&entry.client_id, &entry.client_secret, &entry.client_secret_env) {
+            (Some(_), Some(_), _) | (Some(_), _, Some(_)) => Ok(true),
+            _ => Err("\"client_credentials\" needs `client_id` and `client_secret_env` (or `client_secret`)"),
+        },
+        Some(_) => Err("must be \"authorization_code\" (the default) or \"client_credentials\""),
     }
 }
 
@@ -301,6 +318,11 @@ mod tests {
                 "client_metadata_url = \"https://kin.example\"\n",
                 "client_metadata_url",
             ),
+            (
+                "client_id = \"c\"\ngrant = \"client_credentials\"\n",
+                "grant",
+            ),
+            ("grant = \"password\"\n", "grant"),
         ] {
             let error = parse(&format!(
                 "[mcp_servers.a]\nurl = \"https://h/mcp\"\n{table}"

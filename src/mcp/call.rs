@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use super::elicit::Asker;
 use super::progress::{self, Throttle};
 use super::server::{CallOutcome, Connected, Server, State};
-use super::signin::{insufficient_scope, ScopeRefusal};
+use super::signin::{token_refusal, ScopeRefusal};
 
 /// How long telling a server that a call was cancelled may take.
 const CANCEL_NOTICE_TIMEOUT: Duration = Duration::from_secs(1);
@@ -29,8 +29,8 @@ enum Round {
     Done(CallOutcome),
     /// The server needs input first (stateless revision).
     Input(InputRequiredResult),
-    /// The server refused it for want of a scope kin's login lacks.
-    Scope(ScopeRefusal),
+    /// The server refused kin's token (for want of a scope, or at all).
+    Refused(ScopeRefusal),
 }
 
 impl Server {
@@ -74,12 +74,19 @@ impl Server {
             let needed = match round {
                 Round::Done(outcome) => return outcome,
                 Round::Input(needed) => needed,
-                Round::Scope(refusal) => {
-                    let Some(step_up) = self.step_up.as_ref().filter(|_| !stepped_up) else {
-                        return CallOutcome::Failed(format!(
-                            "it refused the call: it needs more access than kin's credentials give ({})",
-                            refusal.wanted()
-                        ));
+                Round::Refused(refusal) => {
+                    let answered = self
+                        .step_up
+                        .as_ref()
+                        .filter(|step_up| !stepped_up && step_up.answers(&refusal));
+                    let Some(step_up) = answered else {
+                        return CallOutcome::Failed(match refusal.insufficient {
+                            true => format!(
+                                "it refused the call: it needs more access than kin's credentials give ({})",
+                                refusal.wanted()
+                            ),
+                            false => refusal.error,
+                        });
                     };
                     stepped_up = true;
                     tokio::select! {
@@ -199,8 +206,8 @@ impl Server {
 
 /// The round of a request that failed with `error`.
 fn failed(error: rmcp::ServiceError) -> Round {
-    match insufficient_scope(&error) {
-        Some(refusal) => Round::Scope(refusal),
+    match token_refusal(&error) {
+        Some(refusal) => Round::Refused(refusal),
         None => Round::Done(CallOutcome::Failed(error.to_string())),
     }
 }

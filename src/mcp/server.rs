@@ -368,6 +368,12 @@ async fn supervise(
                 reason
             }
             Ok(mut link) => {
+                // A client acting for itself gets a fresh token silently whenever one is refused
+                // after it worked (they expire and have no refresh token).
+                if matches!(&spec.transport, Transport::Http { login: Some(settings), .. } if settings.client_credentials)
+                {
+                    logged_in = false;
+                }
                 if let Some(info) = link.peer.peer_info() {
                     let revision = info.protocol_version.as_str();
                     tracing::info!(server = spec.name, revision, "MCP server connected");

@@ -50,10 +50,11 @@ pub(super) async fn sign_in(
     tokio::pin!(login);
     let asked = CancellationToken::new();
     let ask = async {
-        let seen = address
-            .wait_for(|address| !address.is_empty())
-            .await
-            .map(|address| address.clone());
+        // A login without a browser step (client credentials) shows no address.
+        let seen = tokio::select! {
+            _ = asked.cancelled() => return,
+            seen = address.wait_for(|address| !address.is_empty()) => seen.map(|a| a.clone()),
+        };
         let Ok(address) = seen else {
             return;
         };
@@ -93,11 +94,16 @@ pub(super) async fn sign_in(
     done
 }
 
-/// A request the server refused for want of scope (403 `insufficient_scope`): its
-/// `WWW-Authenticate` challenge and the scope it names.
+/// A request the server refused kin's token for: for want of scope (403
+/// `insufficient_scope`), or at all (401); its `WWW-Authenticate` challenge and the scope it
+/// names.
 pub(super) struct ScopeRefusal {
     pub(super) challenge: String,
     pub(super) scope: Option<String>,
+    /// 403 `insufficient_scope` (else a 401).
+    pub(super) insufficient: bool,
+    /// The error, as it reads.
+    pub(super) error: String,
 }
 
 impl ScopeRefusal {
@@ -110,27 +116,38 @@ impl ScopeRefusal {
     }
 }
 
-/// How `error` is a refusal for want of scope, if it is one.
-pub(super) fn insufficient_scope(error: &rmcp::ServiceError) -> Option<ScopeRefusal> {
-    use rmcp::transport::streamable_http_client::InsufficientScopeError;
-    let rmcp::ServiceError::TransportSend(error) = error else {
+/// How `error` is a refusal of kin's token, if it is one.
+pub(super) fn token_refusal(error: &rmcp::ServiceError) -> Option<ScopeRefusal> {
+    use rmcp::transport::streamable_http_client::{AuthRequiredError, InsufficientScopeError};
+    let rmcp::ServiceError::TransportSend(transport) = error else {
         return None;
     };
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error.error.as_ref());
-    while let Some(error) = cause {
-        if let Some(refused) = error.downcast_ref::<InsufficientScopeError>() {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(transport.error.as_ref());
+    while let Some(current) = cause {
+        if let Some(refused) = current.downcast_ref::<InsufficientScopeError>() {
             return Some(ScopeRefusal {
                 challenge: refused.www_authenticate_header.clone(),
                 scope: refused.required_scope.clone(),
+                insufficient: true,
+                error: error.to_string(),
             });
         }
-        cause = error.source();
+        if let Some(refused) = current.downcast_ref::<AuthRequiredError>() {
+            return Some(ScopeRefusal {
+                challenge: refused.www_authenticate_header.clone(),
+                scope: None,
+                insufficient: false,
+                error: error.to_string(),
+            });
+        }
+        cause = current.source();
     }
     None
 }
 
 /// The step-up logins of a configured server that logs in (no `Authorization` header of its
-/// own): one at a time, [`MAX_STEP_UPS`] at most in a session.
+/// own): one at a time, [`MAX_STEP_UPS`] at most in a session; for a client acting for itself
+/// (client credentials), a fresh token whenever its token is refused, as often as needed.
 pub(super) struct StepUp {
     spec: ServerSpec,
     client: Option<Arc<dyn ClientBridge>>,
@@ -164,6 +181,17 @@ impl StepUp {
         }
     }
 
+    /// Whether it answers `refusal`: a want of scope, or any refusal of a client acting for
+    /// itself (its tokens expire with no refresh token).
+    pub(super) fn answers(&self, refusal: &ScopeRefusal) -> bool {
+        refusal.insufficient || self.silent()
+    }
+
+    /// Whether its logins need no one (client credentials).
+    fn silent(&self) -> bool {
+        matches!(&self.spec.transport, Transport::Http { login: Some(settings), .. } if settings.client_credentials)
+    }
+
     /// The number of step-ups done so far (pass it to [`Self::run`]).
     pub(super) async fn generation(&self) -> u32 {
         *self.done.lock().await
@@ -176,7 +204,7 @@ impl StepUp {
         if *done != seen {
             return Ok(());
         }
-        if self.tried.fetch_add(1, Ordering::Relaxed) >= MAX_STEP_UPS {
+        if !self.silent() && self.tried.fetch_add(1, Ordering::Relaxed) >= MAX_STEP_UPS {
             return Err(format!(
                 "it asks for more access than kin's login has ({}), and kin already logged in \
                  again {MAX_STEP_UPS} times in this session",

@@ -59,6 +59,9 @@ pub struct OAuthSettings {
     /// The HTTPS URL of kin's client metadata document, used as the client id where the
     /// authorization server takes one (`client_id_metadata_document_supported`).
     pub client_metadata_url: Option<String>,
+    /// `grant = "client_credentials"`: kin gets tokens as the client itself (its id and secret),
+    /// with no user and no browser (the MCP client credentials extension).
+    pub client_credentials: bool,
 }
 
 /// A pre-registered client's secret (`client_secret`, or the variable `client_secret_env`

@@ -595,3 +595,55 @@ async fn a_2025_03_26_server_logs_in_with_its_origins_metadata_whatever_its_issu
     assert!(!login.status.success(), "{said}");
     assert!(said.contains("issuer mismatch"), "{said}");
 }
+
+#[tokio::test]
+async fn a_client_acting_for_itself_gets_its_token_without_anyone_logging_in() {
+    let Some(python) = common::python_with("mcp.server.mcpserver, uvicorn") else {
+        return;
+    };
+    let (_server, mut control, port, mut events) = start_server(&python).await;
+    // No browser: nobody logs in.
+    let (home, _) = home_for(&port, "exit 1");
+    let config = home.path().join("config/kin/config.toml");
+    let table = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        format!(
+            "{table}client_id = \"kin-test-client\"\nclient_secret_env = \"DOCS_LOGIN\"\n\
+             grant = \"client_credentials\"\nscopes = [\"docs\"]\n"
+        ),
+    )
+    .unwrap();
+    let replay = Script::new()
+        .calls(&[("c1", "mcp__docs__echo", json!({"text": "machine"}))])
+        .text("Done.")
+        .calls(&[("c2", "mcp__docs__echo", json!({"text": "again"}))])
+        .text("Done.")
+        .dir();
+    let env = [
+        ("KIN_KEY_STORE", "file"),
+        ("DOCS_LOGIN", "kin-test-secret-8d1f"),
+        ("BROWSER", ""),
+    ];
+    let mut wire = Wire::start_with(Some(replay.path()), home, &env);
+    let session = allowed_session(&mut wire).await;
+    let updates = prompt(&mut wire, &session, 3).await;
+    assert!(
+        tool_text(&updates, "c1").contains("echo: machine"),
+        "{updates:?}"
+    );
+    let seen = events.until("CALLED 1").await;
+    assert!(seen.contains(&"GRANTED docs".to_owned()), "{seen:?}");
+    assert!(!seen.iter().any(|line| line == "AUTHORIZED"), "{seen:?}");
+    // Its token stops working (no refresh token for such a client): the next call gets a
+    // fresh one and goes through.
+    control.write_all(b"expire\n").await.unwrap();
+    events.wait_for("EXPIRED").await;
+    let updates = prompt(&mut wire, &session, 4).await;
+    assert!(
+        tool_text(&updates, "c2").contains("echo: again"),
+        "{updates:?}"
+    );
+    let seen = events.until("CALLED 2").await;
+    assert!(seen.contains(&"GRANTED docs".to_owned()), "{seen:?}");
+}

@@ -146,6 +146,9 @@ def main():
         if context.get("client_secret"):
             table += 'client_secret_env = "X_CLIENT_SECRET"\n'
             secrets["X_CLIENT_SECRET"] = context["client_secret"]
+            # A client acting for itself (SEP-1046): its user configures the grant.
+            if scenario.startswith("auth/client-credentials"):
+                table += 'grant = "client_credentials"\n'
         with open(f"{root}/config/kin/config.toml", "w") as config:
             config.write(table)
         browser = f"{root}/browser.sh"

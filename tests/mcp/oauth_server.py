@@ -11,7 +11,8 @@ issuer `<base>/oauth`; `foreign-issuer`: the same issuer, but with protected res
 (so RFC 8414's issuer rule applies). Listens on a free port of 127.0.0.1 and prints `PORT <n>`; then prints a
 line for each event the test waits on: `REGISTERED`, `AUTHORIZED`, `TOKEN`, `REFRESHED`,
 `REFUSED` (a request to /mcp without a valid token), `CALLED <token-generation>`; and
-`CLIENT <client id>` before `AUTHORIZED`. A line
+`CLIENT <client id>` before `AUTHORIZED`; `GRANTED <scope>` for a client credentials grant
+(the pre-registered client only). A line
 `expire` on stdin makes every access token given so far invalid (as their expiry would), and
 prints `EXPIRED`. Tools: `echo(text)`, and `note(text)`, which needs the scope `docs:write`
 besides `docs`: a call with a token without it is refused with 403 `insufficient_scope` (and
@@ -129,7 +130,7 @@ async def app(scope, receive, send):
             "issuer": issuer, "authorization_endpoint": f"{base}/authorize",
             "token_endpoint": f"{base}/token", "registration_endpoint": f"{base}/register",
             "response_types_supported": ["code"], "scopes_supported": ["docs", "docs:write"],
-            "grant_types_supported": ["authorization_code", "refresh_token"],
+            "grant_types_supported": ["authorization_code", "refresh_token", "client_credentials"],
             "code_challenge_methods_supported": ["S256"],
             "client_id_metadata_document_supported": True,
             "token_endpoint_auth_methods_supported": ["none", "client_secret_basic"]})
@@ -184,6 +185,12 @@ async def app(scope, receive, send):
                 return await reply(send, 400, {"error": "invalid_grant"})
             tell("REFRESHED")
             return await reply(send, 200, issue(client_id, scope_granted))
+        if grant == "client_credentials" and one(form, "client_id") == PRE_ID:
+            granted = one(form, "scope") or "docs"
+            tell(f"GRANTED {granted}")
+            answer = issue(PRE_ID, granted)
+            del answer["refresh_token"]
+            return await reply(send, 200, answer)
         return await reply(send, 400, {"error": "unsupported_grant_type"})
     if path.startswith("/mcp"):
         auth = dict(scope["headers"]).get(b"authorization", b"").decode()

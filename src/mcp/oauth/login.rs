@@ -32,6 +32,12 @@ pub(crate) async fn login(
     tell: &(dyn Fn(&str) + Send + Sync),
     cancel: &CancellationToken,
 ) -> Result<(), OAuthError> {
+    if settings.client_credentials {
+        return tokio::select! {
+            _ = cancel.cancelled() => Err(OAuthError::Cancelled),
+            done = super::client_credentials(name, url, settings, challenge) => done,
+        };
+    }
     let listener = TcpListener::bind("127.0.0.1:0")
         .await
         .map_err(|error| OAuthError::Redirect(error.to_string()))?;

@@ -9,7 +9,10 @@ mod store;
 
 use std::time::Duration;
 
-use rmcp::transport::auth::{AuthClient, AuthError, AuthorizationManager, OAuthClientConfig};
+use rmcp::transport::auth::{
+    AuthClient, AuthError, AuthorizationManager, ClientCredentialsConfig, OAuthClientConfig,
+    OAuthState, WWWAuthenticateParams,
+};
 use tokio_util::sync::CancellationToken;
 
 pub(crate) use login::login;
@@ -85,6 +88,44 @@ fn client_secret(name: &str, settings: &OAuthSettings) -> Result<Option<String>,
     }
 }
 
+/// Gets server `name`'s tokens with the client credentials grant (its configured client id and
+/// secret; no user): the configured scopes, else the ones the server's `challenge` names.
+pub(crate) async fn client_credentials(
+    name: &str,
+    url: &str,
+    settings: &OAuthSettings,
+    challenge: Option<&str>,
+) -> Result<(), OAuthError> {
+    let (Some(client_id), Some(client_secret)) =
+        (settings.client_id.clone(), client_secret(name, settings)?)
+    else {
+        return Err(OAuthError::Flow(
+            "the client credentials grant needs `client_id` and its secret".into(),
+        ));
+    };
+    let mut scopes = settings.scopes.clone();
+    if let (true, Some(challenge), Ok(base)) =
+        (scopes.is_empty(), challenge, reqwest::Url::parse(url))
+    {
+        let asked = WWWAuthenticateParams::parse(challenge, &base).scope;
+        scopes = asked
+            .iter()
+            .flat_map(|s| s.split_whitespace())
+            .map(str::to_owned)
+            .collect();
+    }
+    let store = store_for(name, url).await;
+    let mut state = OAuthState::Unauthorized(manager(url, store).await?);
+    let config = ClientCredentialsConfig::ClientSecret {
+        client_id,
+        client_secret,
+        scopes,
+        resource: Some(url.to_owned()),
+    };
+    state.authenticate_client_credentials(config).await?;
+    Ok(())
+}
+
 /// An HTTP client that sends server `name`'s stored token (refreshing it when it expires), or
 /// `None` when kin holds no login for it (the connection goes without, and a 401 says to log in).
 pub(crate) async fn authorized(
@@ -100,7 +141,11 @@ pub(crate) async fn authorized(
         .map_err(|error| OAuthError::Store(error.to_string()))?
         .map_err(|error| OAuthError::Store(error.to_string()))?;
     if has.is_none_or(|credentials| credentials.token_response.is_none()) {
-        return Ok(None);
+        if !settings.client_credentials {
+            return Ok(None);
+        }
+        // A client acting for itself needs no one to log in: it gets its token now.
+        client_credentials(name, url, settings, None).await?;
     }
     let mut manager = manager(url, store.clone()).await?;
     let loaded = match manager.initialize_from_store().await {
