@@ -1,8 +1,9 @@
 //! The browser step of a login: rmcp discovers the authorization server from the MCP server,
 //! picks kin's client id (the configured one, with its secret; else the configured client
-//! metadata document's URL where the server takes one; else it registers kin) and builds the authorization URL with PKCE;
-//! kin shows the URL, opens it with `$BROWSER` when set, and waits on a loopback port for the
-//! redirect, whose code rmcp exchanges for tokens kept in the token store.
+//! metadata document's URL where the server takes one; else it registers kin) and builds the
+//! authorization URL with PKCE; kin shows the URL, opens it with `$BROWSER` when set, and waits
+//! on a loopback port for the redirect, whose code rmcp exchanges for tokens kept in the token
+//! store. A client acting for itself (client credentials) skips the browser.
 
 use std::time::Duration;
 
