@@ -29,6 +29,7 @@ pub use duration::parse_duration;
 pub(crate) use edit::{forget_sign_in, write_sign_in, SignIn};
 pub use file::ConfigFile;
 pub use key::load as load_key;
+pub(crate) use key::run as run_secret_command;
 pub use mcp_servers::{render as render_mcp_servers, McpSettings};
 pub(crate) use reloadable::ReloadableModel;
 pub use resolve::{

@@ -12,7 +12,7 @@ use serde::Deserialize;
 
 use super::duration::{duration_value, DurationValue};
 use super::ConfigError;
-use crate::mcp::{ClientSecret, OAuthSettings, ServerSpec, Transport};
+use crate::mcp::{ClientSecret, EnterpriseIdp, Grant, OAuthSettings, ServerSpec, Transport};
 
 /// One `[mcp_servers.<name>]` table as written.
 #[derive(Debug, Clone, Deserialize)]
@@ -36,9 +36,16 @@ pub(crate) struct McpServerEntry {
     client_secret_env: Option<String>,
     /// The HTTPS URL of kin's client metadata document (a URL client id, where taken).
     client_metadata_url: Option<String>,
-    /// How kin gets tokens: "authorization_code" (a user's login, the default) or
-    /// "client_credentials" (the configured client itself).
+    /// How kin gets tokens: "authorization_code" (a user's login, the default),
+    /// "client_credentials" (the configured client itself) or "enterprise" (the user's
+    /// enterprise identity, with the `idp_*` settings and `id_token_command`).
     grant: Option<String>,
+    /// The enterprise IdP's issuer, token endpoint and kin's client there (`grant = "enterprise"`).
+    idp_issuer: Option<String>,
+    idp_token_endpoint: Option<String>,
+    idp_client_id: Option<String>,
+    /// A command printing the user's ID token from that IdP.
+    id_token_command: Option<String>,
     /// The OAuth scopes kin asks an HTTP server for (else the ones it advertises).
     #[serde(default)]
     scopes: Vec<String>,
@@ -96,8 +103,7 @@ pub(crate) fn resolve(
                                 .map_err(|(field, why)| invalid(key(field), why))?,
                             client_metadata_url: client_metadata_url(entry)
                                 .map_err(|why| invalid(key("client_metadata_url"), why))?,
-                            client_credentials: client_credentials(entry)
-                                .map_err(|why| invalid(key("grant"), why))?,
+                            grant: grant(entry).map_err(|why| invalid(key("grant"), why))?,
                         }),
                     }
                 }
@@ -174,15 +180,37 @@ fn client_secret(
     }
 }
 
-/// Whether `entry` asks for the client credentials grant (`grant`).
-fn client_credentials(entry: &McpServerEntry) -> Result<bool, &'static str> {
+/// How `entry` gets its tokens (`grant`, with what each needs).
+fn grant(entry: &McpServerEntry) -> Result<Grant, &'static str> {
+    let confidential = entry.client_id.is_some()
+        && (entry.client_secret.is_some() || entry.client_secret_env.is_some());
     match entry.grant.as_deref() {
-        None | Some("authorization_code") => Ok(false),
-        Some("client_credentials") => match (&entry.client_id, &entry.client_secret, &entry.client_secret_env) {
-            (Some(_), Some(_), _) | (Some(_), _, Some(_)) => Ok(true),
-            _ => Err("\"client_credentials\" needs `client_id` and `client_secret_env` (or `client_secret`)"),
+        None | Some("authorization_code") => Ok(Grant::AuthorizationCode),
+        Some("client_credentials") if confidential => Ok(Grant::ClientCredentials),
+        Some("client_credentials") => {
+            Err("\"client_credentials\" needs `client_id` and `client_secret_env` (or `client_secret`)")
+        }
+        Some("enterprise") => match (
+            confidential,
+            &entry.idp_issuer,
+            &entry.idp_token_endpoint,
+            &entry.idp_client_id,
+            &entry.id_token_command,
+        ) {
+            (true, Some(issuer), Some(token_endpoint), Some(client_id), Some(command)) => {
+                Ok(Grant::Enterprise(Box::new(EnterpriseIdp {
+                    issuer: issuer.clone(),
+                    token_endpoint: token_endpoint.clone(),
+                    client_id: client_id.clone(),
+                    id_token_command: command.clone(),
+                })))
+            }
+            _ => Err("\"enterprise\" needs `client_id`, its secret, `idp_issuer`, \
+                      `idp_token_endpoint`, `idp_client_id` and `id_token_command`"),
         },
-        Some(_) => Err("must be \"authorization_code\" (the default) or \"client_credentials\""),
+        Some(_) => Err(
+            "must be \"authorization_code\" (the default), \"client_credentials\" or \"enterprise\"",
+        ),
     }
 }
 
@@ -323,6 +351,10 @@ mod tests {
                 "grant",
             ),
             ("grant = \"password\"\n", "grant"),
+            (
+                "client_id = \"c\"\nclient_secret = \"s\"\ngrant = \"enterprise\"\nidp_issuer = \"https://i\"\n",
+                "grant",
+            ),
         ] {
             let error = parse(&format!(
                 "[mcp_servers.a]\nurl = \"https://h/mcp\"\n{table}"

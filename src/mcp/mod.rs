@@ -41,4 +41,4 @@ mod tool;
 pub(crate) use naming::{listed, sanitize, PREFIX as MCP_PREFIX};
 pub use server::DEFAULT_CALL_TIMEOUT;
 pub use session::{SessionServers, DEFAULT_MAX_TOOLS, DEFAULT_STARTUP_TIMEOUT};
-pub use spec::{merge, ClientSecret, OAuthSettings, ServerSpec, Transport};
+pub use spec::{merge, ClientSecret, EnterpriseIdp, Grant, OAuthSettings, ServerSpec, Transport};

@@ -370,7 +370,7 @@ async fn supervise(
             Ok(mut link) => {
                 // A client acting for itself gets a fresh token silently whenever one is refused
                 // after it worked (they expire and have no refresh token).
-                if matches!(&spec.transport, Transport::Http { login: Some(settings), .. } if settings.client_credentials)
+                if matches!(&spec.transport, Transport::Http { login: Some(settings), .. } if settings.unattended())
                 {
                     logged_in = false;
                 }

@@ -187,9 +187,9 @@ impl StepUp {
         refusal.insufficient || self.silent()
     }
 
-    /// Whether its logins need no one (client credentials).
+    /// Whether its logins need no one (client credentials, enterprise identity).
     fn silent(&self) -> bool {
-        matches!(&self.spec.transport, Transport::Http { login: Some(settings), .. } if settings.client_credentials)
+        matches!(&self.spec.transport, Transport::Http { login: Some(settings), .. } if settings.unattended())
     }
 
     /// The number of step-ups done so far (pass it to [`Self::run`]).

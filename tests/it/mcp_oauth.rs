@@ -647,3 +647,46 @@ async fn a_client_acting_for_itself_gets_its_token_without_anyone_logging_in() {
     let seen = events.until("CALLED 2").await;
     assert!(seen.contains(&"GRANTED docs".to_owned()), "{seen:?}");
 }
+
+#[tokio::test]
+async fn an_enterprise_identity_is_exchanged_for_the_servers_token_without_a_browser() {
+    let Some(python) = common::python_with("mcp.server.mcpserver, uvicorn") else {
+        return;
+    };
+    let (_server, _control, port, mut events) = start_server(&python).await;
+    let (home, _) = home_for(&port, "exit 1");
+    let config = home.path().join("config/kin/config.toml");
+    let table = std::fs::read_to_string(&config).unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    std::fs::write(
+        &config,
+        format!(
+            "{table}client_id = \"kin-test-client\"\nclient_secret_env = \"DOCS_LOGIN\"\n\
+             grant = \"enterprise\"\nidp_issuer = \"{base}/idp\"\n\
+             idp_token_endpoint = \"{base}/idp/token\"\nidp_client_id = \"kin-at-idp\"\n\
+             id_token_command = \"printf %s kin-test-id-token-5c2e\"\n"
+        ),
+    )
+    .unwrap();
+    let replay = Script::new()
+        .calls(&[("c1", "mcp__docs__echo", json!({"text": "enterprise"}))])
+        .text("Done.")
+        .dir();
+    let env = [
+        ("KIN_KEY_STORE", "file"),
+        ("DOCS_LOGIN", "kin-test-secret-8d1f"),
+        ("BROWSER", ""),
+    ];
+    let mut wire = Wire::start_with(Some(replay.path()), home, &env);
+    let session = allowed_session(&mut wire).await;
+    let updates = prompt(&mut wire, &session, 3).await;
+    assert!(
+        tool_text(&updates, "c1").contains("echo: enterprise"),
+        "{updates:?}"
+    );
+    let seen = events.until("CALLED 1").await;
+    for event in ["EXCHANGED", "ASSERTED"] {
+        assert!(seen.iter().any(|line| line == event), "{seen:?}");
+    }
+    assert!(!seen.iter().any(|line| line == "AUTHORIZED"), "{seen:?}");
+}

@@ -149,6 +149,17 @@ def main():
             # A client acting for itself (SEP-1046): its user configures the grant.
             if scenario.startswith("auth/client-credentials"):
                 table += 'grant = "client_credentials"\n'
+        # Enterprise-managed authorization (SEP-990): the user's IdP, and a command printing
+        # the ID token it gave them (here a file holding the suite's).
+        if context.get("idp_id_token"):
+            with open(f"{root}/id-token", "w") as token:
+                token.write(context["idp_id_token"])
+            os.chmod(f"{root}/id-token", 0o600)
+            table += ('grant = "enterprise"\n'
+                      f'idp_issuer = {json.dumps(context["idp_issuer"])}\n'
+                      f'idp_token_endpoint = {json.dumps(context["idp_token_endpoint"])}\n'
+                      f'idp_client_id = {json.dumps(context["idp_client_id"])}\n'
+                      f'id_token_command = "cat {root}/id-token"\n')
         with open(f"{root}/config/kin/config.toml", "w") as config:
             config.write(table)
         browser = f"{root}/browser.sh"

@@ -12,7 +12,10 @@ issuer `<base>/oauth`; `foreign-issuer`: the same issuer, but with protected res
 line for each event the test waits on: `REGISTERED`, `AUTHORIZED`, `TOKEN`, `REFRESHED`,
 `REFUSED` (a request to /mcp without a valid token), `CALLED <token-generation>`; and
 `CLIENT <client id>` before `AUTHORIZED`; `GRANTED <scope>` for a client credentials grant
-(the pre-registered client only). A line
+(the pre-registered client only). It also plays an enterprise IdP (issuer `<base>/idp`, token
+endpoint `/idp/token`, client `kin-at-idp`) that exchanges the ID token `ID_TOKEN` for an
+identity assertion (ID-JAG) for the pre-registered client, printing `EXCHANGED`; its own /token
+takes that assertion (JWT bearer grant), printing `ASSERTED`. A line
 `expire` on stdin makes every access token given so far invalid (as their expiry would), and
 prints `EXPIRED`. Tools: `echo(text)`, and `note(text)`, which needs the scope `docs:write`
 besides `docs`: a call with a token without it is refused with 403 `insufficient_scope` (and
@@ -28,6 +31,7 @@ import secrets
 import socket
 import sys
 import threading
+import time
 from urllib.parse import parse_qs, urlencode
 
 import uvicorn
@@ -62,6 +66,23 @@ generation = 0
 MODE = sys.argv[1] if len(sys.argv) > 1 else ""
 issuer = f"{base}/oauth" if MODE else base
 PRE_ID, PRE_SECRET = "kin-test-client", "kin-test-secret-8d1f"
+ID_TOKEN = "kin-test-id-token-5c2e"
+TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
+JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+
+
+def b64(data):
+    return base64.urlsafe_b64encode(json.dumps(data).encode()).rstrip(b"=").decode()
+
+
+def id_jag():
+    """An identity assertion for the pre-registered client (signed in name only: kin checks
+    its shape and claims, the authorization server, here, its signature)."""
+    now = int(time.time())
+    claims = {"iss": f"{base}/idp", "sub": "ada", "aud": issuer, "client_id": PRE_ID,
+              "jti": secrets.token_urlsafe(8), "iat": now, "exp": now + 300,
+              "resource": f"{base}/mcp", "scope": "docs"}
+    return f'{b64({"alg": "ES256", "typ": "oauth-id-jag+jwt"})}.{b64(claims)}.c2ln'
 
 
 def without_port(redirect):
@@ -130,7 +151,8 @@ async def app(scope, receive, send):
             "issuer": issuer, "authorization_endpoint": f"{base}/authorize",
             "token_endpoint": f"{base}/token", "registration_endpoint": f"{base}/register",
             "response_types_supported": ["code"], "scopes_supported": ["docs", "docs:write"],
-            "grant_types_supported": ["authorization_code", "refresh_token", "client_credentials"],
+            "grant_types_supported": ["authorization_code", "refresh_token", "client_credentials",
+                                      JWT_BEARER],
             "code_challenge_methods_supported": ["S256"],
             "client_id_metadata_document_supported": True,
             "token_endpoint_auth_methods_supported": ["none", "client_secret_basic"]})
@@ -161,6 +183,16 @@ async def app(scope, receive, send):
         await send({"type": "http.response.start", "status": 302,
                     "headers": [(b"location", target.encode())]})
         return await send({"type": "http.response.body", "body": b""})
+    if path == "/idp/token" and method == "POST":
+        form = parse_qs((await body_of(receive)).decode())
+        if (one(form, "grant_type") != TOKEN_EXCHANGE or one(form, "subject_token") != ID_TOKEN
+                or one(form, "client_id") != "kin-at-idp" or one(form, "audience") != issuer
+                or one(form, "resource") != f"{base}/mcp"
+                or one(form, "requested_token_type") != "urn:ietf:params:oauth:token-type:id-jag"):
+            return await reply(send, 400, {"error": "invalid_grant"})
+        tell("EXCHANGED")
+        return await reply(send, 200, {"access_token": id_jag(), "token_type": "N_A",
+                                       "issued_token_type": "urn:ietf:params:oauth:token-type:id-jag"})
     if path == "/token" and method == "POST":
         form = parse_qs((await body_of(receive)).decode())
         grant = one(form, "grant_type")
@@ -185,6 +217,15 @@ async def app(scope, receive, send):
                 return await reply(send, 400, {"error": "invalid_grant"})
             tell("REFRESHED")
             return await reply(send, 200, issue(client_id, scope_granted))
+        if grant == JWT_BEARER and one(form, "client_id") == PRE_ID:
+            claims = (one(form, "assertion") or "..").split(".")[1]
+            claims = json.loads(base64.urlsafe_b64decode(claims + "=" * (-len(claims) % 4)))
+            if claims.get("client_id") != PRE_ID or claims.get("iss") != f"{base}/idp":
+                return await reply(send, 400, {"error": "invalid_grant"})
+            tell("ASSERTED")
+            answer = issue(PRE_ID, "docs")
+            del answer["refresh_token"]
+            return await reply(send, 200, answer)
         if grant == "client_credentials" and one(form, "client_id") == PRE_ID:
             granted = one(form, "scope") or "docs"
             tell(f"GRANTED {granted}")

@@ -33,10 +33,10 @@ pub(crate) async fn login(
     tell: &(dyn Fn(&str) + Send + Sync),
     cancel: &CancellationToken,
 ) -> Result<(), OAuthError> {
-    if settings.client_credentials {
+    if settings.unattended() {
         return tokio::select! {
             _ = cancel.cancelled() => Err(OAuthError::Cancelled),
-            done = super::client_credentials(name, url, settings, challenge) => done,
+            done = super::unattended(name, url, settings, challenge) => done,
         };
     }
     let listener = TcpListener::bind("127.0.0.1:0")

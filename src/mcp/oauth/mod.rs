@@ -3,6 +3,7 @@
 //! ([`store`]) and sent, refreshed when they expire, on every request of its connection, and
 //! `kin mcp logout NAME`. An editor's server never gets these: it keeps its own headers.
 
+mod enterprise;
 mod legacy;
 mod login;
 mod store;
@@ -18,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 pub(crate) use login::login;
 use store::TokenStore;
 
-use super::{ClientSecret, OAuthSettings, ServerSpec, Transport};
+use super::{ClientSecret, Grant, OAuthSettings, ServerSpec, Transport};
 
 /// Why a login, a logout or a logged-in connection failed.
 #[derive(Debug, thiserror::Error)]
@@ -88,9 +89,22 @@ fn client_secret(name: &str, settings: &OAuthSettings) -> Result<Option<String>,
     }
 }
 
+/// Gets server `name`'s tokens without a user at hand (see [`OAuthSettings::unattended`]).
+async fn unattended(
+    name: &str,
+    url: &str,
+    settings: &OAuthSettings,
+    challenge: Option<&str>,
+) -> Result<(), OAuthError> {
+    match &settings.grant {
+        Grant::Enterprise(idp) => enterprise::exchange(name, url, settings, idp).await,
+        _ => client_credentials(name, url, settings, challenge).await,
+    }
+}
+
 /// Gets server `name`'s tokens with the client credentials grant (its configured client id and
 /// secret; no user): the configured scopes, else the ones the server's `challenge` names.
-pub(crate) async fn client_credentials(
+async fn client_credentials(
     name: &str,
     url: &str,
     settings: &OAuthSettings,
@@ -141,11 +155,11 @@ pub(crate) async fn authorized(
         .map_err(|error| OAuthError::Store(error.to_string()))?
         .map_err(|error| OAuthError::Store(error.to_string()))?;
     if has.is_none_or(|credentials| credentials.token_response.is_none()) {
-        if !settings.client_credentials {
+        if !settings.unattended() {
             return Ok(None);
         }
-        // A client acting for itself needs no one to log in: it gets its token now.
-        client_credentials(name, url, settings, None).await?;
+        // A login that needs no one is done now.
+        unattended(name, url, settings, None).await?;
     }
     let mut manager = manager(url, store.clone()).await?;
     let loaded = match manager.initialize_from_store().await {
