@@ -31,6 +31,7 @@ pub use duration::parse_duration;
 pub(crate) use edit::{forget_sign_in, write_sign_in, SignIn};
 pub use file::ConfigFile;
 pub use key::load as load_key;
+pub(crate) use key::run as run_secret_command;
 pub use mcp_servers::{render as render_mcp_servers, McpSettings};
 pub(crate) use reloadable::ReloadableModel;
 pub use resolve::{
@@ -268,12 +269,25 @@ pub fn acp_agents(config: &ConfigFile) -> Result<Vec<AcpAgentConfig>, ConfigErro
     }
 }
 
-/// The MCP servers of the config file (none without one).
+/// The MCP servers of the config file (none without one); their client secrets are hidden
+/// from tool processes from now on.
 pub fn mcp_servers(config: &ConfigFile) -> Result<McpSettings, ConfigError> {
     match (&config.file, &config.path) {
         (Some(file), Some(path)) => {
             let timeout = file.mcp_startup_timeout.as_ref();
             let settings = mcp_servers::resolve(&file.mcp_servers, timeout, path)?;
+            // A client secret is kept from tool processes as the model key is.
+            for server in &settings.servers {
+                if let crate::mcp::Transport::Http {
+                    login: Some(settings),
+                    ..
+                } = &server.transport
+                {
+                    if let Some(crate::mcp::ClientSecret::Value(secret)) = &settings.client_secret {
+                        crate::process::child_env::hide_value(secret);
+                    }
+                }
+            }
             Ok(McpSettings {
                 max_tools: file.mcp_max_tools,
                 ..settings

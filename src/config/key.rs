@@ -82,7 +82,8 @@ async fn stored(store: KeyStore, file: Option<PathBuf>) -> KeyState {
     }
 }
 
-async fn run(command: &str) -> Result<String, String> {
+/// Runs a shell command whose output is a secret (a key, a token); the output, or why none.
+pub(crate) async fn run(command: &str) -> Result<String, String> {
     let child = tokio::process::Command::new("sh")
         .arg("-c")
         .arg(command)

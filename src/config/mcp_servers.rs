@@ -1,6 +1,7 @@
 //! MCP servers for every session: the `[mcp_servers.<name>]` tables of the config file
-//! (`command`, `args`, `env` for stdio; `url`, `headers`, OAuth's `client_id` and `scopes` for
-//! streamable HTTP; `call_timeout`),
+//! (`command`, `args`, `env` for stdio; `url`, `headers`, OAuth's `client_id`, `client_secret`
+//! or `client_secret_env`, `client_metadata_url` and `scopes` for streamable HTTP;
+//! `call_timeout`),
 //! `mcp_startup_timeout` and `mcp_max_tools`. An editor's server of the same name replaces a configured one.
 
 use std::collections::BTreeMap;
@@ -11,7 +12,7 @@ use serde::Deserialize;
 
 use super::duration::{duration_value, DurationValue};
 use super::ConfigError;
-use crate::mcp::{OAuthSettings, ServerSpec, Transport};
+use crate::mcp::{ClientSecret, EnterpriseIdp, Grant, OAuthSettings, ServerSpec, Transport};
 
 /// One `[mcp_servers.<name>]` table as written.
 #[derive(Debug, Clone, Deserialize)]
@@ -29,6 +30,22 @@ pub(crate) struct McpServerEntry {
     call_timeout: Option<DurationValue>,
     /// An HTTP server's OAuth client id, registered beforehand (else kin registers itself).
     client_id: Option<String>,
+    /// The secret of that pre-registered client (prefer `client_secret_env`).
+    client_secret: Option<String>,
+    /// The variable holding that secret.
+    client_secret_env: Option<String>,
+    /// The HTTPS URL of kin's client metadata document (a URL client id, where taken).
+    client_metadata_url: Option<String>,
+    /// How kin gets tokens: "authorization_code" (a user's login, the default),
+    /// "client_credentials" (the configured client itself) or "enterprise" (the user's
+    /// enterprise identity, with the `idp_*` settings and `id_token_command`).
+    grant: Option<String>,
+    /// The enterprise IdP's issuer, token endpoint and kin's client there (`grant = "enterprise"`).
+    idp_issuer: Option<String>,
+    idp_token_endpoint: Option<String>,
+    idp_client_id: Option<String>,
+    /// A command printing the user's ID token from that IdP.
+    id_token_command: Option<String>,
     /// The OAuth scopes kin asks an HTTP server for (else the ones it advertises).
     #[serde(default)]
     scopes: Vec<String>,
@@ -82,6 +99,11 @@ pub(crate) fn resolve(
                         login: Some(OAuthSettings {
                             client_id: entry.client_id.clone(),
                             scopes: entry.scopes.clone(),
+                            client_secret: client_secret(entry)
+                                .map_err(|(field, why)| invalid(key(field), why))?,
+                            client_metadata_url: client_metadata_url(entry)
+                                .map_err(|why| invalid(key("client_metadata_url"), why))?,
+                            grant: grant(entry).map_err(|why| invalid(key("grant"), why))?,
                         }),
                     }
                 }
@@ -128,6 +150,81 @@ pub(crate) fn resolve(
         max_tools: None,
         sandboxed,
     })
+}
+
+/// The pre-registered client's secret of `entry`, the variable read now; or which field is
+/// wrong and why.
+fn client_secret(
+    entry: &McpServerEntry,
+) -> Result<Option<ClientSecret>, (&'static str, &'static str)> {
+    let secret = match (&entry.client_secret, &entry.client_secret_env) {
+        (Some(_), Some(_)) => {
+            return Err((
+                "client_secret",
+                "give either `client_secret` or `client_secret_env`, not both",
+            ))
+        }
+        (Some(secret), None) => ClientSecret::Value(secret.clone()),
+        (None, Some(name)) => match std::env::var(name) {
+            Ok(secret) if !secret.trim().is_empty() => ClientSecret::Value(secret),
+            _ => ClientSecret::Unset(name.clone()),
+        },
+        (None, None) => return Ok(None),
+    };
+    match entry.client_id {
+        Some(_) => Ok(Some(secret)),
+        None => Err((
+            "client_secret",
+            "a client secret belongs to a pre-registered `client_id`; set that too",
+        )),
+    }
+}
+
+/// How `entry` gets its tokens (`grant`, with what each needs).
+fn grant(entry: &McpServerEntry) -> Result<Grant, &'static str> {
+    let confidential = entry.client_id.is_some()
+        && (entry.client_secret.is_some() || entry.client_secret_env.is_some());
+    match entry.grant.as_deref() {
+        None | Some("authorization_code") => Ok(Grant::AuthorizationCode),
+        Some("client_credentials") if confidential => Ok(Grant::ClientCredentials),
+        Some("client_credentials") => {
+            Err("\"client_credentials\" needs `client_id` and `client_secret_env` (or `client_secret`)")
+        }
+        Some("enterprise") => match (
+            confidential,
+            &entry.idp_issuer,
+            &entry.idp_token_endpoint,
+            &entry.idp_client_id,
+            &entry.id_token_command,
+        ) {
+            (true, Some(issuer), Some(token_endpoint), Some(client_id), Some(command)) => {
+                Ok(Grant::Enterprise(Box::new(EnterpriseIdp {
+                    issuer: issuer.clone(),
+                    token_endpoint: token_endpoint.clone(),
+                    client_id: client_id.clone(),
+                    id_token_command: command.clone(),
+                })))
+            }
+            _ => Err("\"enterprise\" needs `client_id`, its secret, `idp_issuer`, \
+                      `idp_token_endpoint`, `idp_client_id` and `id_token_command`"),
+        },
+        Some(_) => Err(
+            "must be \"authorization_code\" (the default), \"client_credentials\" or \"enterprise\"",
+        ),
+    }
+}
+
+/// `client_metadata_url` of `entry`: an https URL with a path, as a client id must be.
+fn client_metadata_url(entry: &McpServerEntry) -> Result<Option<String>, &'static str> {
+    let Some(url) = &entry.client_metadata_url else {
+        return Ok(None);
+    };
+    match reqwest::Url::parse(url) {
+        Ok(parsed) if parsed.scheme() == "https" && parsed.path() != "/" => Ok(Some(url.clone())),
+        _ => Err(
+            "must be an https:// URL with a path (the address of kin's client metadata document)",
+        ),
+    }
 }
 
 /// `kin config`'s lines for the servers (values of env and headers masked).
@@ -197,6 +294,75 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(error.contains("mcp_servers.a.sandbox"), "{error}");
+    }
+
+    fn login_of(settings: &McpSettings) -> OAuthSettings {
+        match &settings.servers[0].transport {
+            Transport::Http {
+                login: Some(login), ..
+            } => login.clone(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn reads_a_pre_registered_client_and_a_metadata_document() {
+        let settings = parse(
+            "[mcp_servers.a]\nurl = \"https://h/mcp\"\nclient_id = \"c\"\nclient_secret = \"s3\"\n\
+             client_metadata_url = \"https://kin.example/client.json\"\n",
+        )
+        .unwrap();
+        let login = login_of(&settings);
+        assert_eq!(login.client_secret, Some(ClientSecret::Value("s3".into())));
+        assert!(!format!("{login:?}").contains("s3"));
+        assert_eq!(
+            login.client_metadata_url.as_deref(),
+            Some("https://kin.example/client.json")
+        );
+        let unset = "KIN_TEST_SURELY_UNSET_SECRET";
+        let settings = parse(&format!(
+            "[mcp_servers.a]\nurl = \"https://h/mcp\"\nclient_id = \"c\"\nclient_secret_env = \"{unset}\"\n"
+        ))
+        .unwrap();
+        assert_eq!(
+            login_of(&settings).client_secret,
+            Some(ClientSecret::Unset(unset.into()))
+        );
+    }
+
+    #[test]
+    fn refuses_a_secret_without_its_client_or_twice_and_a_plain_metadata_url() {
+        for (table, field) in [
+            ("client_secret = \"s\"\n", "client_secret"),
+            (
+                "client_id = \"c\"\nclient_secret = \"s\"\nclient_secret_env = \"S\"\n",
+                "client_secret",
+            ),
+            (
+                "client_metadata_url = \"http://kin.example/c.json\"\n",
+                "client_metadata_url",
+            ),
+            (
+                "client_metadata_url = \"https://kin.example\"\n",
+                "client_metadata_url",
+            ),
+            (
+                "client_id = \"c\"\ngrant = \"client_credentials\"\n",
+                "grant",
+            ),
+            ("grant = \"password\"\n", "grant"),
+            (
+                "client_id = \"c\"\nclient_secret = \"s\"\ngrant = \"enterprise\"\nidp_issuer = \"https://i\"\n",
+                "grant",
+            ),
+        ] {
+            let error = parse(&format!(
+                "[mcp_servers.a]\nurl = \"https://h/mcp\"\n{table}"
+            ))
+            .unwrap_err()
+            .to_string();
+            assert!(error.contains(&format!("mcp_servers.a.{field}")), "{error}");
+        }
     }
 
     #[test]

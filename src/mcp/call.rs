@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 use super::elicit::Asker;
 use super::progress::{self, Throttle};
 use super::server::{CallOutcome, Connected, Server, State};
+use super::signin::{token_refusal, ScopeRefusal};
 
 /// How long telling a server that a call was cancelled may take.
 const CANCEL_NOTICE_TIMEOUT: Duration = Duration::from_secs(1);
@@ -28,6 +29,8 @@ enum Round {
     Done(CallOutcome),
     /// The server needs input first (stateless revision).
     Input(InputRequiredResult),
+    /// The server refused kin's token (for want of a scope, or at all).
+    Refused(ScopeRefusal),
 }
 
 impl Server {
@@ -58,13 +61,42 @@ impl Server {
         let mut params = CallToolRequestParams::new(tool.to_owned());
         params.arguments = arguments;
         let deadline = Instant::now() + self.call_timeout;
+        // A call refused for want of scope gets one login for it (a step-up), then is sent again.
+        let mut stepped_up = false;
         for _ in 0..MAX_INPUT_ROUNDS {
+            let seen = match &self.step_up {
+                Some(step_up) => step_up.generation().await,
+                None => 0,
+            };
             let round = self
                 .round(&connected, params.clone(), &asker.cancel, deadline, show)
                 .await;
             let needed = match round {
                 Round::Done(outcome) => return outcome,
                 Round::Input(needed) => needed,
+                Round::Refused(refusal) => {
+                    let answered = self
+                        .step_up
+                        .as_ref()
+                        .filter(|step_up| !stepped_up && step_up.answers(&refusal));
+                    let Some(step_up) = answered else {
+                        return CallOutcome::Failed(match refusal.insufficient {
+                            true => format!(
+                                "it refused the call: it needs more access than kin's credentials give ({})",
+                                refusal.wanted()
+                            ),
+                            false => refusal.error,
+                        });
+                    };
+                    stepped_up = true;
+                    tokio::select! {
+                        _ = asker.cancel.cancelled() => return CallOutcome::Cancelled,
+                        done = step_up.run(&refusal, seen) => match done {
+                            Ok(()) => continue,
+                            Err(why) => return CallOutcome::Failed(why),
+                        },
+                    }
+                }
             };
             let requests = needed.input_requests.unwrap_or_default();
             if requests.is_empty() && needed.request_state.is_none() {
@@ -102,7 +134,7 @@ impl Server {
             _ = cancel.cancelled() => return Round::Done(CallOutcome::Cancelled),
             sent = sent => match sent {
                 Ok(handle) => handle,
-                Err(error) => return Round::Done(CallOutcome::Failed(error.to_string())),
+                Err(error) => return failed(error),
             },
         };
         let mut route = connected.progress.open(handle.progress_token.clone());
@@ -149,7 +181,7 @@ impl Server {
                         Ok(Ok(_)) => Round::Done(CallOutcome::Failed(
                             "it answered with something other than a tool result".into(),
                         )),
-                        Ok(Err(error)) => Round::Done(CallOutcome::Failed(error.to_string())),
+                        Ok(Err(error)) => failed(error),
                         Err(_) => Round::Done(CallOutcome::Failed("the connection closed".into())),
                     };
                 }
@@ -169,5 +201,13 @@ impl Server {
                 }
             }
         }
+    }
+}
+
+/// The round of a request that failed with `error`.
+fn failed(error: rmcp::ServiceError) -> Round {
+    match token_refusal(&error) {
+        Some(refusal) => Round::Refused(refusal),
+        None => Round::Done(CallOutcome::Failed(error.to_string())),
     }
 }

@@ -12,6 +12,7 @@
 //! - `stdio`: a stdio server's supervised process; `frames`: its messages, an oversized answer
 //!   turned into an error for its call; `http`: the HTTP transport, refused credentials;
 //! - [`oauth`]: OAuth logins to configured HTTP servers (`kin mcp login`), their tokens;
+//!   `signin`: those run within a session (on the server's challenge; a wider scope's step-up);
 //! - `tool`: a server tool as a kin tool (permissions); `result`: its results for the model;
 //! - `elicit`: a server's questions, put to the user of its call in flight;
 //! - `progress`: a call's progress notifications, routed to it and throttled for the editor;
@@ -32,6 +33,7 @@ mod progress;
 mod result;
 mod server;
 pub(crate) mod session;
+mod signin;
 pub(crate) mod spec;
 mod stdio;
 mod tool;
@@ -39,4 +41,4 @@ mod tool;
 pub(crate) use naming::{listed, sanitize, PREFIX as MCP_PREFIX};
 pub use server::DEFAULT_CALL_TIMEOUT;
 pub use session::{SessionServers, DEFAULT_MAX_TOOLS, DEFAULT_STARTUP_TIMEOUT};
-pub use spec::{merge, OAuthSettings, ServerSpec, Transport};
+pub use spec::{merge, ClientSecret, EnterpriseIdp, Grant, OAuthSettings, ServerSpec, Transport};

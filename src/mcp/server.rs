@@ -25,18 +25,17 @@ use tokio_util::sync::CancellationToken;
 use super::elicit::Askers;
 use super::oauth::OAuthError;
 use super::progress::Routes;
+use super::signin::{sign_in, StepUp};
 use super::spec::{ServerSpec, Transport};
 use super::stdio::{StdioProcess, StdioStart};
 use crate::sync::lock;
-use crate::tools::client::{ClientBridge, Question, QuestionMode};
+use crate::tools::client::ClientBridge;
 
 /// Waits between reconnections: doubling from the first, up to the last.
 const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// How long connecting (start and handshake) may take before the attempt counts as failed.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
-/// How long an editor may take to answer a withdrawn login question.
-const WITHDRAW_WAIT: Duration = Duration::from_secs(5);
 /// Failed attempts in a row after which the first prompt stops waiting for a server.
 const GIVE_UP_AFTER: u32 = 3;
 /// How long a tool call may take unless its server's `call_timeout` says otherwise.
@@ -90,6 +89,8 @@ pub(crate) struct Server {
     listed: Arc<Mutex<Listed>>,
     /// Whether a relisting the server asked for (`tools/list_changed`) is under way.
     relisting: watch::Receiver<bool>,
+    /// Logging in again for a wider scope, for a server kin logs in to.
+    pub(super) step_up: Option<StepUp>,
 }
 
 /// What a call to a server tool came to.
@@ -122,6 +123,7 @@ impl Server {
         let call_timeout = spec.call_timeout.unwrap_or(DEFAULT_CALL_TIMEOUT);
         let listed = Arc::new(Mutex::new(Listed::default()));
         let (relisting_tx, relisting) = watch::channel(false);
+        let step_up = StepUp::new(&spec, client.clone(), cancel.clone());
         if !refused {
             let relisting_tx = Arc::new(relisting_tx);
             tokio::spawn(supervise(
@@ -140,6 +142,7 @@ impl Server {
             state,
             listed,
             relisting,
+            step_up,
         })
     }
 
@@ -319,7 +322,24 @@ async fn supervise(
             }
             Err(Failure::Login { line, challenge }) if !logged_in => {
                 logged_in = true;
-                match sign_in(&spec, &challenge, &state, &cancel, client.as_ref()).await {
+                // The address goes to the server's state: the next prompt's notice carries it.
+                let shown = |address: &str| {
+                    state.send_replace(State::Login {
+                        address: address.to_owned(),
+                    });
+                };
+                let signed = match &spec.transport {
+                    Transport::Http {
+                        login: Some(settings),
+                        ..
+                    } => {
+                        let need = "needs a login";
+                        let client = client.as_ref();
+                        sign_in(&spec, settings, &challenge, need, &shown, &cancel, client).await
+                    }
+                    _ => Err(OAuthError::NotHttp(spec.name.clone())),
+                };
+                match signed {
                     Ok(()) => {
                         // Connecting again: a first prompt waits for it as for any start, later
                         // ones (briefly) for the tools it is about to list.
@@ -347,6 +367,12 @@ async fn supervise(
                 reason
             }
             Ok(mut link) => {
+                // A client acting for itself gets a fresh token silently whenever one is refused
+                // after it worked (they expire and have no refresh token).
+                if matches!(&spec.transport, Transport::Http { login: Some(settings), .. } if settings.unattended())
+                {
+                    logged_in = false;
+                }
                 if let Some(info) = link.peer.peer_info() {
                     let revision = info.protocol_version.as_str();
                     tracing::info!(server = spec.name, revision, "MCP server connected");
@@ -410,83 +436,6 @@ enum Failure {
         line: String,
         challenge: String,
     },
-}
-
-/// Runs the login of a configured server from within a session: the address goes to the
-/// server's state (the next prompt's notice carries it; `$BROWSER` opens it when set), to the
-/// editor at once (a notice, and an `elicitation/create` in URL mode where it takes one), and
-/// the task waits for the redirect, or for the session to stop it.
-async fn sign_in(
-    spec: &ServerSpec,
-    challenge: &str,
-    state: &watch::Sender<State>,
-    cancel: &CancellationToken,
-    client: Option<&Arc<dyn ClientBridge>>,
-) -> Result<(), OAuthError> {
-    let Transport::Http {
-        url,
-        login: Some(settings),
-        ..
-    } = &spec.transport
-    else {
-        return Err(OAuthError::NotHttp(spec.name.clone()));
-    };
-    let (shown, mut address) = watch::channel(String::new());
-    let tell = |address: &str| {
-        tracing::info!(server = spec.name, "MCP server waits for a login");
-        state.send_replace(State::Login {
-            address: address.to_owned(),
-        });
-        shown.send_replace(address.to_owned());
-    };
-    let login = super::oauth::login(&spec.name, url, settings, Some(challenge), &tell, cancel);
-    let Some(client) = client else {
-        return login.await;
-    };
-    tokio::pin!(login);
-    let asked = CancellationToken::new();
-    let ask = async {
-        let seen = address
-            .wait_for(|address| !address.is_empty())
-            .await
-            .map(|address| address.clone());
-        let Ok(address) = seen else {
-            return;
-        };
-        let message = format!(
-            "MCP server `{}` needs a login: open {address} to log in; kin connects once it is done",
-            spec.name
-        );
-        client.warn_user(&message);
-        if client.features().elicitation_url {
-            let question = Question {
-                call_id: None,
-                message,
-                mode: QuestionMode::Url {
-                    id: uuid::Uuid::new_v4().to_string(),
-                    url: address,
-                },
-            };
-            // The answer changes nothing: the login ends with the redirect, or with the session.
-            let _ = client.elicit(question, asked.clone()).await;
-        }
-    };
-    tokio::pin!(ask);
-    let mut asking = true;
-    let done = tokio::select! {
-        done = &mut login => done,
-        () = &mut ask => {
-            asking = false;
-            (&mut login).await
-        }
-    };
-    if asking {
-        // The question still open in the editor is withdrawn (`$/cancel_request`); an editor
-        // that never answers it does not hold up the connection.
-        asked.cancel();
-        let _ = tokio::time::timeout(WITHDRAW_WAIT, &mut ask).await;
-    }
-    done
 }
 
 /// Marks the server refused for `reason`, for good.
@@ -592,8 +541,8 @@ async fn connect(spec: &ServerSpec, start: &StdioStart, events: Events) -> Resul
         } => {
             let (client, config) = super::http::parts(url, headers).map_err(Failure::Fatal)?;
             let token = match login {
-                Some(_) if !super::http::has_authorization(headers) => {
-                    super::oauth::authorized(&spec.name, url, client.clone())
+                Some(settings) if !super::http::has_authorization(headers) => {
+                    super::oauth::authorized(&spec.name, url, settings, client.clone())
                         .await
                         .map_err(|error| Failure::Retry(format!("its login: {error}")))?
                 }

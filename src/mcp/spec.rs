@@ -54,6 +54,68 @@ pub struct OAuthSettings {
     pub client_id: Option<String>,
     /// The scopes to ask for; the server's advertised ones when empty.
     pub scopes: Vec<String>,
+    /// The secret of the pre-registered `client_id` (a confidential client).
+    pub client_secret: Option<ClientSecret>,
+    /// The HTTPS URL of kin's client metadata document, used as the client id where the
+    /// authorization server takes one (`client_id_metadata_document_supported`).
+    pub client_metadata_url: Option<String>,
+    /// How kin gets tokens.
+    pub grant: Grant,
+}
+
+/// How kin gets a configured server's tokens (`grant`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Grant {
+    /// A user logs in in the browser (authorization code with PKCE).
+    #[default]
+    AuthorizationCode,
+    /// As the client itself, with its id and secret: no user, no browser (the MCP client
+    /// credentials extension).
+    ClientCredentials,
+    /// From the user's enterprise identity: the ID token `id_token_command` prints is exchanged
+    /// at the enterprise IdP for an identity assertion (ID-JAG), which the server's
+    /// authorization server takes for a token (the MCP enterprise-managed authorization
+    /// extension). No browser.
+    Enterprise(Box<EnterpriseIdp>),
+}
+
+/// The enterprise identity provider of [`Grant::Enterprise`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnterpriseIdp {
+    /// Its issuer identifier (`idp_issuer`).
+    pub issuer: String,
+    /// Its token endpoint (`idp_token_endpoint`).
+    pub token_endpoint: String,
+    /// kin's (public) client there (`idp_client_id`).
+    pub client_id: String,
+    /// Prints the user's ID token from that IdP (`id_token_command`).
+    pub id_token_command: String,
+}
+
+impl OAuthSettings {
+    /// Whether its logins need no one (and no browser): a fresh token whenever one is refused.
+    pub fn unattended(&self) -> bool {
+        self.grant != Grant::AuthorizationCode
+    }
+}
+
+/// A pre-registered client's secret (`client_secret`, or the variable `client_secret_env`
+/// names, read when the config is); debug output never shows it.
+#[derive(Clone, PartialEq, Eq)]
+pub enum ClientSecret {
+    /// The secret.
+    Value(String),
+    /// `client_secret_env` names this variable, which is not set.
+    Unset(String),
+}
+
+impl fmt::Debug for ClientSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Value(_) => f.write_str("ClientSecret(***)"),
+            Self::Unset(name) => write!(f, "ClientSecret(unset ${name})"),
+        }
+    }
 }
 
 /// Values of env and headers are secrets as often as not: debug output masks them.

@@ -25,14 +25,21 @@ struct Events(tokio::sync::mpsc::UnboundedReceiver<String>);
 impl Events {
     /// Waits for the line `want`, skipping others.
     async fn wait_for(&mut self, want: &str) {
+        self.until(want).await;
+    }
+
+    /// Waits for the line `want`; the lines before it.
+    async fn until(&mut self, want: &str) -> Vec<String> {
+        let mut seen = Vec::new();
         loop {
             let line = tokio::time::timeout(DEADLINE, self.0.recv())
                 .await
                 .unwrap_or_else(|_| panic!("no `{want}` from the server"))
                 .expect("the server is running");
             if line == want {
-                return;
+                return seen;
             }
+            seen.push(line);
         }
     }
 }
@@ -65,8 +72,22 @@ async fn start_server(
     String,
     Events,
 ) {
+    start_server_in(python, "").await
+}
+
+/// As [`start_server`], in `mode` (see tests/mcp/oauth_server.py).
+async fn start_server_in(
+    python: &Path,
+    mode: &str,
+) -> (
+    tokio::process::Child,
+    tokio::process::ChildStdin,
+    String,
+    Events,
+) {
     let mut server = tokio::process::Command::new(python)
         .arg(common::repo().join("tests/mcp/oauth_server.py"))
+        .arg(mode)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
@@ -340,4 +361,302 @@ async fn an_editor_taking_url_questions_is_asked_to_open_the_login_at_once() {
         tool_text(&updates, "c1").contains("echo: there"),
         "{updates:?}"
     );
+}
+
+/// Every file under `dir` that holds `needle`.
+fn files_holding(dir: &Path, needle: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(files_holding(&path, needle));
+        } else if std::fs::read(&path)
+            .is_ok_and(|bytes| bytes.windows(needle.len()).any(|w| w == needle.as_bytes()))
+        {
+            found.push(path);
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn a_pre_registered_client_logs_in_and_refreshes_with_its_secret_which_stays_hidden() {
+    let Some(python) = common::python_with("mcp.server.mcpserver, uvicorn") else {
+        return;
+    };
+    let (_server, mut control, port, mut events) = start_server(&python).await;
+    let (home, browser) = home_for(&port, "exec curl -sfL -o /dev/null \"$1\"");
+    // The secret comes from a variable whose name does not look like a credential's, so only
+    // kin's knowing the value keeps it from the tools.
+    let config = home.path().join("config/kin/config.toml");
+    let table = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        format!("{table}client_id = \"kin-test-client\"\nclient_secret_env = \"DOCS_LOGIN\"\n"),
+    )
+    .unwrap();
+    let secret = "kin-test-secret-8d1f";
+
+    let login = kin(home.path(), &browser)
+        .args(["mcp", "login", "docs"])
+        .env("DOCS_LOGIN", secret)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&login.stderr);
+    assert!(login.status.success(), "{said}");
+    assert!(!said.contains(secret), "{said}");
+    // No registration: the configured client, authenticated with its secret at /token.
+    events.wait_for("CLIENT kin-test-client").await;
+    events.wait_for("AUTHORIZED").await;
+    events.wait_for("TOKEN").await;
+
+    let replay = Script::new()
+        .calls(&[("c1", "mcp__docs__echo", json!({"text": "one"}))])
+        .text("Done.")
+        .calls(&[("c2", "mcp__docs__echo", json!({"text": "two"}))])
+        .calls(&[("e1", "bash", json!({"command": "env"}))])
+        .text("Done.")
+        .dir();
+    let env = [("KIN_KEY_STORE", "file"), ("DOCS_LOGIN", secret)];
+    let mut wire = Wire::start_with(Some(replay.path()), home, &env);
+    let session = allowed_session(&mut wire).await;
+    let updates = prompt(&mut wire, &session, 3).await;
+    assert!(
+        tool_text(&updates, "c1").contains("echo: one"),
+        "{updates:?}"
+    );
+    events.wait_for("CALLED 1").await;
+    // The refresh authenticates with the secret too (the server refuses it otherwise).
+    control.write_all(b"expire\n").await.unwrap();
+    events.wait_for("EXPIRED").await;
+    let updates = prompt(&mut wire, &session, 4).await;
+    assert!(
+        tool_text(&updates, "c2").contains("echo: two"),
+        "{updates:?}"
+    );
+    for event in ["REFUSED", "REFRESHED", "CALLED 2"] {
+        events.wait_for(event).await;
+    }
+    // A command's environment lacks the variable holding it.
+    let listed = tool_text(&updates, "e1");
+    assert!(listed.contains("PATH="), "{listed}");
+    assert!(!listed.contains(secret), "{listed}");
+    // Nothing kin wrote (session logs, token file) holds it.
+    assert_eq!(
+        files_holding(wire.home.path(), secret),
+        Vec::<PathBuf>::new()
+    );
+}
+
+#[tokio::test]
+async fn a_client_metadata_url_is_the_client_id_where_the_server_takes_one() {
+    let Some(python) = common::python_with("mcp.server.mcpserver, uvicorn") else {
+        return;
+    };
+    let (_server, _control, port, mut events) = start_server(&python).await;
+    let (home, browser) = home_for(&port, "exec curl -sfL -o /dev/null \"$1\"");
+    let config = home.path().join("config/kin/config.toml");
+    let table = std::fs::read_to_string(&config).unwrap();
+    let document = "https://kin.example/oauth/client.json";
+    std::fs::write(
+        &config,
+        format!("{table}client_metadata_url = \"{document}\"\n"),
+    )
+    .unwrap();
+    let login = kin(home.path(), &browser)
+        .args(["mcp", "login", "docs"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&login.stderr);
+    assert!(login.status.success(), "{said}");
+    // The URL is the client id: no registration.
+    let seen = events.until("TOKEN").await;
+    assert!(seen.contains(&format!("CLIENT {document}")), "{seen:?}");
+    assert!(!seen.iter().any(|line| line == "REGISTERED"), "{seen:?}");
+}
+
+#[tokio::test]
+async fn a_call_refused_for_want_of_scope_logs_in_again_for_it_and_goes_through() {
+    let Some(python) = common::python_with("mcp.server.mcpserver, uvicorn") else {
+        return;
+    };
+    let (_server, _control, port, mut events) = start_server(&python).await;
+    let (home, browser) = home_for(&port, "exec curl -sfL -o /dev/null \"$1\"");
+    let login = kin(home.path(), &browser)
+        .args(["mcp", "login", "docs"])
+        .output()
+        .unwrap();
+    assert!(login.status.success());
+    let seen = events.until("TOKEN").await;
+    assert!(seen.contains(&"SCOPE docs".to_owned()), "{seen:?}");
+
+    let replay = Script::new()
+        .calls(&[("n1", "mcp__docs__note", json!({"text": "first"}))])
+        .text("Done.")
+        .calls(&[("n2", "mcp__docs__note", json!({"text": "second"}))])
+        .text("Done.")
+        .dir();
+    let browser = browser.to_string_lossy().into_owned();
+    let env = [("KIN_KEY_STORE", "file"), ("BROWSER", browser.as_str())];
+    let mut wire = Wire::start_with(Some(replay.path()), home, &env);
+    let session = allowed_session(&mut wire).await;
+    let updates = prompt(&mut wire, &session, 3).await;
+    // Refused for want of `docs:write`: kin logs in again (same client, the wider scope; the
+    // editor is told where), then the call goes through.
+    events.wait_for("STEP-UP").await;
+    let seen = events.until("TOKEN").await;
+    assert!(!seen.iter().any(|line| line == "REGISTERED"), "{seen:?}");
+    let scope = seen.iter().find(|line| line.starts_with("SCOPE ")).unwrap();
+    assert!(scope.split(' ').any(|s| s == "docs:write"), "{scope}");
+    let text: String = updates.iter().map(Value::to_string).collect();
+    assert!(
+        text.contains("needs more access than kin's login has (scope \\\"docs docs:write\\\")"),
+        "{text}"
+    );
+    assert!(
+        tool_text(&updates, "n1").contains("noted: first"),
+        "{updates:?}"
+    );
+    // The wider token serves the next call at once.
+    let updates = prompt(&mut wire, &session, 4).await;
+    assert!(
+        tool_text(&updates, "n2").contains("noted: second"),
+        "{updates:?}"
+    );
+    let seen = events.until("CALLED 2").await;
+    assert!(!seen.iter().any(|line| line == "STEP-UP"), "{seen:?}");
+}
+
+#[tokio::test]
+async fn a_2025_03_26_server_logs_in_with_its_origins_metadata_whatever_its_issuers_path() {
+    let Some(python) = common::python_with("mcp.server.mcpserver, uvicorn") else {
+        return;
+    };
+    let (_server, _control, port, mut events) = start_server_in(&python, "legacy").await;
+    let (home, browser) = home_for(&port, "exec curl -sfL -o /dev/null \"$1\"");
+    let login = kin(home.path(), &browser)
+        .args(["mcp", "login", "docs"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&login.stderr);
+    assert!(login.status.success(), "{said}");
+    events.wait_for("TOKEN").await;
+    // A session takes the same metadata for the stored login.
+    let replay = Script::new()
+        .calls(&[("c1", "mcp__docs__echo", json!({"text": "old"}))])
+        .text("Done.")
+        .dir();
+    let mut wire = Wire::start_with(Some(replay.path()), home, &[("KIN_KEY_STORE", "file")]);
+    let session = allowed_session(&mut wire).await;
+    let updates = prompt(&mut wire, &session, 3).await;
+    assert!(
+        tool_text(&updates, "c1").contains("echo: old"),
+        "{updates:?}"
+    );
+
+    // With protected resource metadata, the issuer rule holds: such metadata is refused.
+    let (_server, _control, port, _events) = start_server_in(&python, "foreign-issuer").await;
+    let (home, browser) = home_for(&port, "exec curl -sfL -o /dev/null \"$1\"");
+    let login = kin(home.path(), &browser)
+        .args(["mcp", "login", "docs"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&login.stderr);
+    assert!(!login.status.success(), "{said}");
+    assert!(said.contains("issuer mismatch"), "{said}");
+}
+
+#[tokio::test]
+async fn a_client_acting_for_itself_gets_its_token_without_anyone_logging_in() {
+    let Some(python) = common::python_with("mcp.server.mcpserver, uvicorn") else {
+        return;
+    };
+    let (_server, mut control, port, mut events) = start_server(&python).await;
+    // No browser: nobody logs in.
+    let (home, _) = home_for(&port, "exit 1");
+    let config = home.path().join("config/kin/config.toml");
+    let table = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        format!(
+            "{table}client_id = \"kin-test-client\"\nclient_secret_env = \"DOCS_LOGIN\"\n\
+             grant = \"client_credentials\"\nscopes = [\"docs\"]\n"
+        ),
+    )
+    .unwrap();
+    let replay = Script::new()
+        .calls(&[("c1", "mcp__docs__echo", json!({"text": "machine"}))])
+        .text("Done.")
+        .calls(&[("c2", "mcp__docs__echo", json!({"text": "again"}))])
+        .text("Done.")
+        .dir();
+    let env = [
+        ("KIN_KEY_STORE", "file"),
+        ("DOCS_LOGIN", "kin-test-secret-8d1f"),
+        ("BROWSER", ""),
+    ];
+    let mut wire = Wire::start_with(Some(replay.path()), home, &env);
+    let session = allowed_session(&mut wire).await;
+    let updates = prompt(&mut wire, &session, 3).await;
+    assert!(
+        tool_text(&updates, "c1").contains("echo: machine"),
+        "{updates:?}"
+    );
+    let seen = events.until("CALLED 1").await;
+    assert!(seen.contains(&"GRANTED docs".to_owned()), "{seen:?}");
+    assert!(!seen.iter().any(|line| line == "AUTHORIZED"), "{seen:?}");
+    // Its token stops working (no refresh token for such a client): the next call gets a
+    // fresh one and goes through.
+    control.write_all(b"expire\n").await.unwrap();
+    events.wait_for("EXPIRED").await;
+    let updates = prompt(&mut wire, &session, 4).await;
+    assert!(
+        tool_text(&updates, "c2").contains("echo: again"),
+        "{updates:?}"
+    );
+    let seen = events.until("CALLED 2").await;
+    assert!(seen.contains(&"GRANTED docs".to_owned()), "{seen:?}");
+}
+
+#[tokio::test]
+async fn an_enterprise_identity_is_exchanged_for_the_servers_token_without_a_browser() {
+    let Some(python) = common::python_with("mcp.server.mcpserver, uvicorn") else {
+        return;
+    };
+    let (_server, _control, port, mut events) = start_server(&python).await;
+    let (home, _) = home_for(&port, "exit 1");
+    let config = home.path().join("config/kin/config.toml");
+    let table = std::fs::read_to_string(&config).unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    std::fs::write(
+        &config,
+        format!(
+            "{table}client_id = \"kin-test-client\"\nclient_secret_env = \"DOCS_LOGIN\"\n\
+             grant = \"enterprise\"\nidp_issuer = \"{base}/idp\"\n\
+             idp_token_endpoint = \"{base}/idp/token\"\nidp_client_id = \"kin-at-idp\"\n\
+             id_token_command = \"printf %s kin-test-id-token-5c2e\"\n"
+        ),
+    )
+    .unwrap();
+    let replay = Script::new()
+        .calls(&[("c1", "mcp__docs__echo", json!({"text": "enterprise"}))])
+        .text("Done.")
+        .dir();
+    let env = [
+        ("KIN_KEY_STORE", "file"),
+        ("DOCS_LOGIN", "kin-test-secret-8d1f"),
+        ("BROWSER", ""),
+    ];
+    let mut wire = Wire::start_with(Some(replay.path()), home, &env);
+    let session = allowed_session(&mut wire).await;
+    let updates = prompt(&mut wire, &session, 3).await;
+    assert!(
+        tool_text(&updates, "c1").contains("echo: enterprise"),
+        "{updates:?}"
+    );
+    let seen = events.until("CALLED 1").await;
+    for event in ["EXCHANGED", "ASSERTED"] {
+        assert!(seen.iter().any(|line| line == event), "{seen:?}");
+    }
+    assert!(!seen.iter().any(|line| line == "AUTHORIZED"), "{seen:?}");
 }

@@ -26,6 +26,7 @@ import time
 SERVER = "x"
 PREFIX = f"mcp__{SERVER}__"
 CALLED = threading.Event()
+CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
 
 
 def sse(chunks):
@@ -133,11 +134,32 @@ def main():
         os.makedirs(f"{root}/config/kin")
         os.makedirs(f"{root}/work")
         table = f'[mcp_servers.{SERVER}]\nurl = "{url}"\n'
-        # A client registered beforehand (auth/pre-registration): kin's config takes its id;
-        # it has no setting for a client secret.
+        # The client metadata document the suite's authorization servers expect as the client
+        # id where they take one (auth/basic-cimd); the others have kin register itself.
+        table += f'client_metadata_url = "{CLIENT_METADATA_URL}"\n'
+        # A client registered beforehand (auth/pre-registration): its id in the config, its
+        # secret in a variable the config names.
         context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+        secrets = {}
         if context.get("client_id"):
             table += f'client_id = {json.dumps(context["client_id"])}\n'
+        if context.get("client_secret"):
+            table += 'client_secret_env = "X_CLIENT_SECRET"\n'
+            secrets["X_CLIENT_SECRET"] = context["client_secret"]
+            # A client acting for itself (SEP-1046): its user configures the grant.
+            if scenario.startswith("auth/client-credentials"):
+                table += 'grant = "client_credentials"\n'
+        # Enterprise-managed authorization (SEP-990): the user's IdP, and a command printing
+        # the ID token it gave them (here a file holding the suite's).
+        if context.get("idp_id_token"):
+            with open(f"{root}/id-token", "w") as token:
+                token.write(context["idp_id_token"])
+            os.chmod(f"{root}/id-token", 0o600)
+            table += ('grant = "enterprise"\n'
+                      f'idp_issuer = {json.dumps(context["idp_issuer"])}\n'
+                      f'idp_token_endpoint = {json.dumps(context["idp_token_endpoint"])}\n'
+                      f'idp_client_id = {json.dumps(context["idp_client_id"])}\n'
+                      f'id_token_command = "cat {root}/id-token"\n')
         with open(f"{root}/config/kin/config.toml", "w") as config:
             config.write(table)
         browser = f"{root}/browser.sh"
@@ -148,7 +170,7 @@ def main():
         env.update(HOME=root, XDG_CONFIG_HOME=f"{root}/config", KIN_HOME=f"{root}/data",
                    KIN_KEY_STORE="file", BROWSER=browser, KIN_API_KEY="conformance",
                    KIN_MODEL="mock", KIN_RETRIES="0",
-                   KIN_BASE_URL=f"http://127.0.0.1:{model.server_address[1]}")
+                   KIN_BASE_URL=f"http://127.0.0.1:{model.server_address[1]}", **secrets)
         in_session = os.environ.get("KIN_CONFORMANCE_LOGIN") == "session"
         if scenario.startswith("auth/") and not in_session:
             login = subprocess.run([kin, "mcp", "login", SERVER], env=env, cwd=f"{root}/work",

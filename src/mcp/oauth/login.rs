@@ -1,11 +1,13 @@
 //! The browser step of a login: rmcp discovers the authorization server from the MCP server,
-//! registers kin (or uses the configured client id) and builds the authorization URL with PKCE;
-//! kin shows the URL, opens it with `$BROWSER` when set, and waits on a loopback port for the
-//! redirect, whose code rmcp exchanges for tokens kept in the token store.
+//! picks kin's client id (the configured one, with its secret; else the configured client
+//! metadata document's URL where the server takes one; else it registers kin) and builds the
+//! authorization URL with PKCE; kin shows the URL, opens it with `$BROWSER` when set, and waits
+//! on a loopback port for the redirect, whose code rmcp exchanges for tokens kept in the token
+//! store. A client acting for itself (client credentials) skips the browser.
 
 use std::time::Duration;
 
-use rmcp::transport::auth::{AuthorizationRequest, OAuthState};
+use rmcp::transport::auth::{AuthorizationRequest, AuthorizationSession, OAuthState};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
@@ -31,6 +33,12 @@ pub(crate) async fn login(
     tell: &(dyn Fn(&str) + Send + Sync),
     cancel: &CancellationToken,
 ) -> Result<(), OAuthError> {
+    if settings.unattended() {
+        return tokio::select! {
+            _ = cancel.cancelled() => Err(OAuthError::Cancelled),
+            done = super::unattended(name, url, settings, challenge) => done,
+        };
+    }
     let listener = TcpListener::bind("127.0.0.1:0")
         .await
         .map_err(|error| OAuthError::Redirect(error.to_string()))?;
@@ -40,10 +48,16 @@ pub(crate) async fn login(
         .port();
     let redirect = format!("http://127.0.0.1:{port}{CALLBACK}");
     let store = super::store_for(name, url).await;
-    let mut state = OAuthState::Unauthorized(super::manager(url, store).await?);
+    let mut state = OAuthState::Unauthorized(super::manager(url, store.clone()).await?);
     let mut request = AuthorizationRequest::new(&redirect).with_client_name("kin");
     if let Some(client_id) = &settings.client_id {
         request = request.with_preregistered_client(client_id);
+        if let Some(secret) = super::client_secret(name, settings)? {
+            request = request.with_client_secret(secret);
+        }
+    }
+    if let Some(document) = &settings.client_metadata_url {
+        request = request.with_client_metadata_url(document);
     }
     if let Some(challenge) = challenge {
         request = request.with_challenge(challenge);
@@ -51,7 +65,20 @@ pub(crate) async fn login(
     if !settings.scopes.is_empty() {
         request = request.with_scopes(settings.scopes.clone());
     }
-    state.start_authorization(request).await?;
+    if let Err(error) = state.start_authorization(request.clone()).await {
+        // A 2025-03-26 server whose metadata rmcp refused for its issuer (see `legacy`).
+        let metadata = match super::legacy::is_issuer_mismatch(&error) {
+            true => super::legacy::origin_metadata(url).await,
+            false => None,
+        };
+        let Some(metadata) = metadata else {
+            return Err(error.into());
+        };
+        let mut manager = super::manager(url, store).await?;
+        manager.set_metadata(metadata);
+        let session = AuthorizationSession::new(manager, request).await;
+        state = OAuthState::Session(session.map_err(|(_, error)| error)?);
+    }
     let address = state.get_authorization_url().await?;
     tell(&address);
     let mut browser = open_browser(&address);

@@ -3,18 +3,23 @@
 //! ([`store`]) and sent, refreshed when they expire, on every request of its connection, and
 //! `kin mcp logout NAME`. An editor's server never gets these: it keeps its own headers.
 
+mod enterprise;
+mod legacy;
 mod login;
 mod store;
 
 use std::time::Duration;
 
-use rmcp::transport::auth::{AuthClient, AuthError, AuthorizationManager};
+use rmcp::transport::auth::{
+    AuthClient, AuthError, AuthorizationManager, ClientCredentialsConfig, OAuthClientConfig,
+    OAuthState, WWWAuthenticateParams,
+};
 use tokio_util::sync::CancellationToken;
 
 pub(crate) use login::login;
 use store::TokenStore;
 
-use super::{OAuthSettings, ServerSpec, Transport};
+use super::{ClientSecret, Grant, OAuthSettings, ServerSpec, Transport};
 
 /// Why a login, a logout or a logged-in connection failed.
 #[derive(Debug, thiserror::Error)]
@@ -40,6 +45,9 @@ pub enum OAuthError {
     /// The server is not one kin logs in to.
     #[error("the MCP server `{0}` is not an HTTP server of the config file (`url`); only those have a login")]
     NotHttp(String),
+    /// `client_secret_env` names a variable that is not set.
+    #[error("`client_secret_env` of [mcp_servers.{0}] names `{1}`, which is not set")]
+    SecretUnset(String, String),
     /// The token store failed.
     #[error("the token store: {0}")]
     Store(String),
@@ -70,11 +78,74 @@ async fn manager(url: &str, store: TokenStore) -> Result<AuthorizationManager, O
     Ok(manager)
 }
 
+/// The pre-registered client's secret of server `name`, when its settings give one.
+fn client_secret(name: &str, settings: &OAuthSettings) -> Result<Option<String>, OAuthError> {
+    match &settings.client_secret {
+        None => Ok(None),
+        Some(ClientSecret::Value(secret)) => Ok(Some(secret.clone())),
+        Some(ClientSecret::Unset(variable)) => {
+            Err(OAuthError::SecretUnset(name.to_owned(), variable.clone()))
+        }
+    }
+}
+
+/// Gets server `name`'s tokens without a user at hand (see [`OAuthSettings::unattended`]).
+async fn unattended(
+    name: &str,
+    url: &str,
+    settings: &OAuthSettings,
+    challenge: Option<&str>,
+) -> Result<(), OAuthError> {
+    match &settings.grant {
+        Grant::Enterprise(idp) => enterprise::exchange(name, url, settings, idp).await,
+        _ => client_credentials(name, url, settings, challenge).await,
+    }
+}
+
+/// Gets server `name`'s tokens with the client credentials grant (its configured client id and
+/// secret; no user): the configured scopes, else the ones the server's `challenge` names.
+async fn client_credentials(
+    name: &str,
+    url: &str,
+    settings: &OAuthSettings,
+    challenge: Option<&str>,
+) -> Result<(), OAuthError> {
+    let (Some(client_id), Some(client_secret)) =
+        (settings.client_id.clone(), client_secret(name, settings)?)
+    else {
+        return Err(OAuthError::Flow(
+            "the client credentials grant needs `client_id` and its secret".into(),
+        ));
+    };
+    let mut scopes = settings.scopes.clone();
+    if let (true, Some(challenge), Ok(base)) =
+        (scopes.is_empty(), challenge, reqwest::Url::parse(url))
+    {
+        let asked = WWWAuthenticateParams::parse(challenge, &base).scope;
+        scopes = asked
+            .iter()
+            .flat_map(|s| s.split_whitespace())
+            .map(str::to_owned)
+            .collect();
+    }
+    let store = store_for(name, url).await;
+    let mut state = OAuthState::Unauthorized(manager(url, store).await?);
+    let config = ClientCredentialsConfig::ClientSecret {
+        client_id,
+        client_secret,
+        scopes,
+        resource: Some(url.to_owned()),
+    };
+    state.authenticate_client_credentials(config).await?;
+    Ok(())
+}
+
 /// An HTTP client that sends server `name`'s stored token (refreshing it when it expires), or
 /// `None` when kin holds no login for it (the connection goes without, and a 401 says to log in).
 pub(crate) async fn authorized(
     name: &str,
     url: &str,
+    settings: &OAuthSettings,
     http: reqwest::Client,
 ) -> Result<Option<AuthClient<reqwest::Client>>, OAuthError> {
     let store = store_for(name, url).await;
@@ -84,13 +155,45 @@ pub(crate) async fn authorized(
         .map_err(|error| OAuthError::Store(error.to_string()))?
         .map_err(|error| OAuthError::Store(error.to_string()))?;
     if has.is_none_or(|credentials| credentials.token_response.is_none()) {
+        if !settings.unattended() {
+            return Ok(None);
+        }
+        // A login that needs no one is done now.
+        unattended(name, url, settings, None).await?;
+    }
+    let mut manager = manager(url, store.clone()).await?;
+    let loaded = match manager.initialize_from_store().await {
+        Err(error) if legacy::is_issuer_mismatch(&error) => {
+            // A 2025-03-26 server's metadata, as the login took it (see `legacy`).
+            let Some(metadata) = legacy::origin_metadata(url).await else {
+                return Err(error.into());
+            };
+            manager = self::manager(url, store).await?;
+            manager.set_metadata(metadata);
+            manager.initialize_from_store().await?
+        }
+        loaded => loaded?,
+    };
+    if !loaded {
         return Ok(None);
     }
-    let mut manager = manager(url, store).await?;
-    if !manager.initialize_from_store().await? {
-        return Ok(None);
+    // A confidential client refreshes with its secret (the store keeps only its id).
+    if let (Some(client_id), Some(secret)) = (&settings.client_id, client_secret(name, settings)?) {
+        let (stored_id, _) = manager.get_credentials().await?;
+        if stored_id == *client_id {
+            manager.configure_client(
+                OAuthClientConfig::new(client_id.as_str(), url).with_client_secret(secret),
+            )?;
+        }
     }
     Ok(Some(AuthClient::new(http, manager)))
+}
+
+/// The client id kin's stored login of server `name` at `url` was made with, if any.
+pub(crate) async fn stored_client_id(name: &str, url: &str) -> Option<String> {
+    let store = store_for(name, url).await;
+    let stored = tokio::task::spawn_blocking(move || store.stored()).await;
+    Some(stored.ok()?.ok()??.client_id).filter(|id| !id.is_empty())
 }
 
 /// Whether kin holds a login for server `name` at `url`, for `kin config`: where, or `None`.
