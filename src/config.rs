@@ -269,25 +269,12 @@ pub fn acp_agents(config: &ConfigFile) -> Result<Vec<AcpAgentConfig>, ConfigErro
     }
 }
 
-/// The MCP servers of the config file (none without one); their client secrets are hidden
-/// from tool processes from now on.
+/// The MCP servers of the config file (none without one).
 pub fn mcp_servers(config: &ConfigFile) -> Result<McpSettings, ConfigError> {
     match (&config.file, &config.path) {
         (Some(file), Some(path)) => {
             let timeout = file.mcp_startup_timeout.as_ref();
             let settings = mcp_servers::resolve(&file.mcp_servers, timeout, path)?;
-            // A client secret is kept from tool processes as the model key is.
-            for server in &settings.servers {
-                if let crate::mcp::Transport::Http {
-                    login: Some(settings),
-                    ..
-                } = &server.transport
-                {
-                    if let Some(crate::mcp::ClientSecret::Value(secret)) = &settings.client_secret {
-                        crate::process::child_env::hide_value(secret);
-                    }
-                }
-            }
             Ok(McpSettings {
                 max_tools: file.mcp_max_tools,
                 ..settings

@@ -412,6 +412,9 @@ fn open_runtime(configured: Configured, file: &config::ConfigFile) -> anyhow::Re
     options.delegation = config::delegation_settings(file);
     options.max_parallel = config::max_parallel(file)?.value();
     let mcp = config::mcp_servers(file)?;
+    for secret in mcp.client_secrets() {
+        options.child_env.hide_value(secret);
+    }
     options.mcp_servers = mcp.servers;
     if let Some(timeout) = mcp.startup_timeout {
         options.mcp_startup_timeout = timeout;

@@ -67,6 +67,25 @@ pub struct McpSettings {
     pub sandboxed: Vec<String>,
 }
 
+impl McpSettings {
+    /// The client secrets written in the config file: kept from tool processes, as the model
+    /// key is.
+    pub fn client_secrets(&self) -> impl Iterator<Item = &str> {
+        self.servers
+            .iter()
+            .filter_map(|server| match &server.transport {
+                crate::mcp::Transport::Http {
+                    login: Some(settings),
+                    ..
+                } => match &settings.client_secret {
+                    Some(crate::mcp::ClientSecret::Value(secret)) => Some(secret.as_str()),
+                    _ => None,
+                },
+                _ => None,
+            })
+    }
+}
+
 pub(crate) fn resolve(
     entries: &BTreeMap<String, McpServerEntry>,
     timeout: Option<&DurationValue>,

@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 use super::elicit::Askers;
 use super::oauth::OAuthError;
 use super::progress::Routes;
-use super::signin::{sign_in, StepUp};
+use super::signin::{sign_in, LoginScope, StepUp};
 use super::spec::{ServerSpec, Transport};
 use super::stdio::{StdioProcess, StdioStart};
 use crate::sync::lock;
@@ -123,7 +123,12 @@ impl Server {
         let call_timeout = spec.call_timeout.unwrap_or(DEFAULT_CALL_TIMEOUT);
         let listed = Arc::new(Mutex::new(Listed::default()));
         let (relisting_tx, relisting) = watch::channel(false);
-        let step_up = StepUp::new(&spec, client.clone(), cancel.clone());
+        let scope = LoginScope {
+            client,
+            cancel,
+            env: start.env.clone(),
+        };
+        let step_up = StepUp::new(&spec, scope.clone());
         if !refused {
             let relisting_tx = Arc::new(relisting_tx);
             tokio::spawn(supervise(
@@ -132,8 +137,7 @@ impl Server {
                 tx,
                 listed.clone(),
                 relisting_tx,
-                cancel,
-                client,
+                scope,
             ));
         }
         Arc::new(Self {
@@ -294,9 +298,9 @@ async fn supervise(
     state: watch::Sender<State>,
     listed: Arc<Mutex<Listed>>,
     relisting: Arc<watch::Sender<bool>>,
-    cancel: CancellationToken,
-    client: Option<Arc<dyn ClientBridge>>,
+    scope: LoginScope,
 ) {
+    let cancel = scope.cancel.clone();
     let mut backoff = FIRST_BACKOFF;
     let mut failures = 0;
     let askers = Askers::default();
@@ -334,8 +338,7 @@ async fn supervise(
                         ..
                     } => {
                         let need = "needs a login";
-                        let client = client.as_ref();
-                        sign_in(&spec, settings, &challenge, need, &shown, &cancel, client).await
+                        sign_in(&spec, settings, &challenge, need, &shown, &scope).await
                     }
                     _ => Err(OAuthError::NotHttp(spec.name.clone())),
                 };
@@ -542,7 +545,7 @@ async fn connect(spec: &ServerSpec, start: &StdioStart, events: Events) -> Resul
             let (client, config) = super::http::parts(url, headers).map_err(Failure::Fatal)?;
             let token = match login {
                 Some(settings) if !super::http::has_authorization(headers) => {
-                    super::oauth::authorized(&spec.name, url, settings, client.clone())
+                    super::oauth::authorized(&spec.name, url, settings, client.clone(), &start.env)
                         .await
                         .map_err(|error| Failure::Retry(format!("its login: {error}")))?
                 }

@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::oauth::OAuthError;
 use super::spec::{OAuthSettings, ServerSpec, Transport};
+use crate::process::child_env::ChildEnv;
 use crate::tools::client::{ClientBridge, Question, QuestionMode};
 
 /// How long an editor may take to answer a withdrawn login question.
@@ -31,9 +32,9 @@ pub(super) async fn sign_in(
     challenge: &str,
     need: &str,
     shown: &(dyn Fn(&str) + Send + Sync),
-    cancel: &CancellationToken,
-    client: Option<&Arc<dyn ClientBridge>>,
+    scope: &LoginScope,
 ) -> Result<(), OAuthError> {
+    let (cancel, client) = (&scope.cancel, scope.client.as_ref());
     let Transport::Http { url, .. } = &spec.transport else {
         return Err(OAuthError::NotHttp(spec.name.clone()));
     };
@@ -43,7 +44,16 @@ pub(super) async fn sign_in(
         shown(address);
         told.send_replace(address.to_owned());
     };
-    let login = super::oauth::login(&spec.name, url, settings, Some(challenge), &tell, cancel);
+    let env = &scope.env;
+    let login = super::oauth::login(
+        &spec.name,
+        url,
+        settings,
+        Some(challenge),
+        &tell,
+        cancel,
+        env,
+    );
     let Some(client) = client else {
         return login.await;
     };
@@ -148,11 +158,19 @@ pub(super) fn token_refusal(error: &rmcp::ServiceError) -> Option<ScopeRefusal> 
 /// The step-up logins of a configured server that logs in (no `Authorization` header of its
 /// own): one at a time, [`MAX_STEP_UPS`] at most in a session; for a client acting for itself
 /// (client credentials), a fresh token whenever its token is refused, as often as needed.
+/// What a session gives the logins of its servers: its editor (where an address is shown at
+/// once), its cancel token (it stops a login under way) and the environment scrub (what a
+/// login reads, such as an ID token, is hidden from the processes tools start).
+#[derive(Clone)]
+pub(super) struct LoginScope {
+    pub(super) client: Option<Arc<dyn ClientBridge>>,
+    pub(super) cancel: CancellationToken,
+    pub(super) env: ChildEnv,
+}
+
 pub(super) struct StepUp {
     spec: ServerSpec,
-    client: Option<Arc<dyn ClientBridge>>,
-    /// The session's: stops a login under way with it.
-    cancel: CancellationToken,
+    scope: LoginScope,
     /// Step-ups done; held while one runs, so calls refused together share it.
     done: Mutex<u32>,
     tried: AtomicU32,
@@ -160,11 +178,7 @@ pub(super) struct StepUp {
 
 impl StepUp {
     /// For `spec` when it is a server kin logs in to, else `None`.
-    pub(super) fn new(
-        spec: &ServerSpec,
-        client: Option<Arc<dyn ClientBridge>>,
-        cancel: CancellationToken,
-    ) -> Option<Self> {
+    pub(super) fn new(spec: &ServerSpec, scope: LoginScope) -> Option<Self> {
         match &spec.transport {
             Transport::Http {
                 headers,
@@ -172,8 +186,7 @@ impl StepUp {
                 ..
             } if !super::http::has_authorization(headers) => Some(Self {
                 spec: spec.clone(),
-                client,
-                cancel,
+                scope,
                 done: Mutex::new(0),
                 tried: AtomicU32::new(0),
             }),
@@ -238,22 +251,13 @@ impl StepUp {
         );
         // Without an editor (`kin run`), the terminal gets the address through the log.
         let shown = |address: &str| {
-            if self.client.is_none() {
+            if self.scope.client.is_none() {
                 let server = &self.spec.name;
                 tracing::warn!("MCP server `{server}` {need}: open {address} to log in");
             }
         };
-        let client = self.client.as_ref();
         let challenge = &refusal.challenge;
-        let signed = sign_in(
-            &self.spec,
-            &settings,
-            challenge,
-            &need,
-            &shown,
-            &self.cancel,
-            client,
-        );
+        let signed = sign_in(&self.spec, &settings, challenge, &need, &shown, &self.scope);
         match signed.await {
             Ok(()) => {
                 *done += 1;

@@ -13,6 +13,7 @@ use rmcp::transport::auth::{
 
 use super::OAuthError;
 use crate::mcp::{EnterpriseIdp, OAuthSettings};
+use crate::process::child_env::ChildEnv;
 
 /// Gets server `name`'s token at `url` from the user's enterprise identity, and stores it.
 pub(super) async fn exchange(
@@ -20,6 +21,7 @@ pub(super) async fn exchange(
     url: &str,
     settings: &OAuthSettings,
     idp: &EnterpriseIdp,
+    env: &ChildEnv,
 ) -> Result<(), OAuthError> {
     let (Some(client_id), Some(secret)) = (
         settings.client_id.clone(),
@@ -32,7 +34,7 @@ pub(super) async fn exchange(
     let id_token = crate::config::run_secret_command(&idp.id_token_command)
         .await
         .map_err(|why| OAuthError::Flow(format!("`id_token_command` {why}")))?;
-    crate::process::child_env::hide_value(&id_token);
+    env.hide_value(&id_token);
     // The server's own authorization server, as its metadata names it.
     let store = super::store_for(name, url).await;
     let manager = super::manager(url, store.clone()).await?;

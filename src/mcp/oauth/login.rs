@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::OAuthError;
 use crate::mcp::OAuthSettings;
+use crate::process::child_env::ChildEnv;
 
 /// How long the user has to finish in the browser.
 const LOGIN_TIMEOUT: Duration = Duration::from_secs(600);
@@ -32,11 +33,12 @@ pub(crate) async fn login(
     challenge: Option<&str>,
     tell: &(dyn Fn(&str) + Send + Sync),
     cancel: &CancellationToken,
+    env: &ChildEnv,
 ) -> Result<(), OAuthError> {
     if settings.unattended() {
         return tokio::select! {
             _ = cancel.cancelled() => Err(OAuthError::Cancelled),
-            done = super::unattended(name, url, settings, challenge) => done,
+            done = super::unattended(name, url, settings, challenge, env) => done,
         };
     }
     let listener = TcpListener::bind("127.0.0.1:0")

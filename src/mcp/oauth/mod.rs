@@ -20,6 +20,7 @@ pub(crate) use login::login;
 use store::TokenStore;
 
 use super::{ClientSecret, Grant, OAuthSettings, ServerSpec, Transport};
+use crate::process::child_env::ChildEnv;
 
 /// Why a login, a logout or a logged-in connection failed.
 #[derive(Debug, thiserror::Error)]
@@ -95,9 +96,10 @@ async fn unattended(
     url: &str,
     settings: &OAuthSettings,
     challenge: Option<&str>,
+    env: &ChildEnv,
 ) -> Result<(), OAuthError> {
     match &settings.grant {
-        Grant::Enterprise(idp) => enterprise::exchange(name, url, settings, idp).await,
+        Grant::Enterprise(idp) => enterprise::exchange(name, url, settings, idp, env).await,
         _ => client_credentials(name, url, settings, challenge).await,
     }
 }
@@ -147,6 +149,7 @@ pub(crate) async fn authorized(
     url: &str,
     settings: &OAuthSettings,
     http: reqwest::Client,
+    env: &ChildEnv,
 ) -> Result<Option<AuthClient<reqwest::Client>>, OAuthError> {
     let store = store_for(name, url).await;
     let stored = store.clone();
@@ -159,7 +162,7 @@ pub(crate) async fn authorized(
             return Ok(None);
         }
         // A login that needs no one is done now.
-        unattended(name, url, settings, None).await?;
+        unattended(name, url, settings, None, env).await?;
     }
     let mut manager = manager(url, store.clone()).await?;
     let loaded = match manager.initialize_from_store().await {
@@ -257,7 +260,20 @@ pub async fn login_at_terminal(
     };
     let done = match cancel.is_cancelled() {
         true => Err(OAuthError::Cancelled),
-        false => login(name, url, settings, challenge.as_deref(), &tell, &cancel).await,
+        // A login at the terminal starts no tool process: nothing to hide from one.
+        false => {
+            let env = ChildEnv::default();
+            login(
+                name,
+                url,
+                settings,
+                challenge.as_deref(),
+                &tell,
+                &cancel,
+                &env,
+            )
+            .await
+        }
     };
     ctrl_c.abort();
     done?;
