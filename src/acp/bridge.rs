@@ -10,13 +10,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use agent_client_protocol_schema::v1::{
-    ClientCapabilities, CreateElicitationResponse, CreateTerminalRequest, CreateTerminalResponse,
-    EnvVariable, KillTerminalRequest, PermissionOption, PermissionOptionKind, ReadTextFileRequest,
-    ReadTextFileResponse, ReleaseTerminalRequest, RequestPermissionOutcome,
-    RequestPermissionRequest, RequestPermissionResponse, SessionNotification, TerminalExitStatus,
-    TerminalOutputRequest, TerminalOutputResponse, ToolCallStatus, ToolCallUpdate,
-    ToolCallUpdateFields, WaitForTerminalExitRequest, WaitForTerminalExitResponse,
-    WriteTextFileRequest,
+    ClientCapabilities, CompleteElicitationNotification, CreateElicitationResponse,
+    CreateTerminalRequest, CreateTerminalResponse, EnvVariable, KillTerminalRequest,
+    PermissionOption, PermissionOptionKind, ReadTextFileRequest, ReadTextFileResponse,
+    ReleaseTerminalRequest, RequestPermissionOutcome, RequestPermissionRequest,
+    RequestPermissionResponse, SessionNotification, TerminalExitStatus, TerminalOutputRequest,
+    TerminalOutputResponse, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
+    WaitForTerminalExitRequest, WaitForTerminalExitResponse, WriteTextFileRequest,
 };
 use futures::FutureExt;
 use serde::de::DeserializeOwned;
@@ -221,6 +221,11 @@ impl ClientBridge for AcpBridge {
         self.call::<_, CreateElicitationResponse>("elicitation/create", request, cancel)
             .map(super::elicit::reply)
             .boxed()
+    }
+
+    fn elicitation_done(&self, id: &str) {
+        let done = CompleteElicitationNotification::new(id.to_owned());
+        self.peer.notify("elicitation/complete", &done);
     }
 
     fn choose(

@@ -4,6 +4,7 @@
 //! question's mode, else as a permission-style choice for a yes/no or a choice of enum
 //! values (on the terminal in `kin run`), else it is declined with a log line saying why.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -25,11 +26,18 @@ pub(crate) struct Asker {
     pub(crate) cancel: CancellationToken,
 }
 
+/// The most URL questions of one server whose completion kin still waits to pass on: a
+/// server that never says it is done with them cannot grow the list.
+const MAX_WAITING_URLS: usize = 16;
+
 /// The askers of a server's calls in flight.
 #[derive(Clone, Default)]
 pub(crate) struct Askers {
     open: Arc<Mutex<Vec<(u64, Asker)>>>,
     next: Arc<AtomicU64>,
+    /// URL questions the user accepted, by elicitation id, oldest first: where the server's
+    /// `notifications/elicitation/complete` goes.
+    waiting: Arc<Mutex<VecDeque<(String, Arc<dyn ClientBridge>)>>>,
 }
 
 /// Keeps an asker open while its call runs.
@@ -57,6 +65,32 @@ impl Askers {
     fn newest(&self) -> Option<Asker> {
         lock(&self.open).last().map(|(_, asker)| asker.clone())
     }
+
+    /// Remembers that `client`'s user accepted URL question `id`.
+    fn wait_for_completion(&self, id: String, client: Arc<dyn ClientBridge>) {
+        let mut waiting = lock(&self.waiting);
+        if waiting.len() == MAX_WAITING_URLS {
+            waiting.pop_front();
+        }
+        waiting.push_back((id, client));
+    }
+
+    /// The server says URL question `id` is done: the editor that showed it is told so.
+    pub(crate) fn completed(&self, server: &str, id: &str) {
+        let found = {
+            let mut waiting = lock(&self.waiting);
+            let at = waiting.iter().position(|(waiting, _)| waiting == id);
+            at.and_then(|at| waiting.remove(at))
+        };
+        match found {
+            Some((id, client)) => client.elicitation_done(&id),
+            None => tracing::debug!(
+                server,
+                id,
+                "completion of a URL question kin did not pass on"
+            ),
+        }
+    }
 }
 
 fn declined(server: &str, why: &str) -> ElicitResult {
@@ -72,7 +106,21 @@ pub(crate) async fn ask_newest(
     request: ElicitRequestParams,
 ) -> ElicitResult {
     match askers.newest() {
-        Some(asker) => ask(server, &asker, request).await,
+        Some(asker) => {
+            let url_id = match &request {
+                ElicitRequestParams::UrlElicitationParams { elicitation_id, .. } => {
+                    Some(elicitation_id.clone())
+                }
+                _ => None,
+            };
+            let answer = ask(server, &asker, request).await;
+            if let (Some(id), Some(client), ElicitationAction::Accept) =
+                (url_id, asker.client, &answer.action)
+            {
+                askers.wait_for_completion(id, client);
+            }
+            answer
+        }
         None => declined(
             server,
             "none of its tool calls is running, so no user is at hand",

@@ -38,6 +38,8 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
 /// Failed attempts in a row after which the first prompt stops waiting for a server.
 const GIVE_UP_AFTER: u32 = 3;
+/// MCP's notification that the out-of-band step of a URL question has finished.
+const ELICITATION_COMPLETE: &str = "notifications/elicitation/complete";
 /// How long a tool call may take unless its server's `call_timeout` says otherwise.
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -199,6 +201,25 @@ struct Events {
 }
 
 impl ClientHandler for Events {
+    fn on_custom_notification(
+        &self,
+        notification: rmcp::model::CustomNotification,
+        _: rmcp::service::NotificationContext<RoleClient>,
+    ) -> impl std::future::Future<Output = ()> + Send + '_ {
+        // rmcp has no type for it: a URL question the server asked is done with.
+        if notification.method == ELICITATION_COMPLETE {
+            let params = notification.params.as_ref();
+            match params.and_then(|params| params["elicitationId"].as_str()) {
+                Some(id) => self.askers.completed(&self.server, id),
+                None => tracing::debug!(
+                    server = &*self.server,
+                    "{ELICITATION_COMPLETE} without an id"
+                ),
+            }
+        }
+        std::future::ready(())
+    }
+
     fn on_tool_list_changed(
         &self,
         _: rmcp::service::NotificationContext<RoleClient>,

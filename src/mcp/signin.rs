@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use super::oauth::OAuthError;
 use super::spec::{OAuthSettings, ServerSpec, Transport};
 use crate::process::child_env::ChildEnv;
-use crate::tools::client::{ClientBridge, Question, QuestionMode};
+use crate::tools::client::{ClientBridge, Question, QuestionMode, Reply};
 
 /// How long an editor may take to answer a withdrawn login question.
 const WITHDRAW_WAIT: Duration = Duration::from_secs(5);
@@ -59,40 +59,51 @@ pub(super) async fn sign_in(
     };
     tokio::pin!(login);
     let asked = CancellationToken::new();
+    // The id of the URL question the user accepted, if they did.
     let ask = async {
         // A login without a browser step (client credentials) shows no address.
         let seen = tokio::select! {
-            _ = asked.cancelled() => return,
+            _ = asked.cancelled() => return None,
             seen = address.wait_for(|address| !address.is_empty()) => seen.map(|a| a.clone()),
         };
         let Ok(address) = seen else {
-            return;
+            return None;
         };
         let message = format!(
             "MCP server `{}` {need}: open {address} to log in; kin goes on once it is done",
             spec.name
         );
         client.warn_user(&message);
-        if client.features().elicitation_url {
-            let question = Question {
-                call_id: None,
-                message,
-                mode: QuestionMode::Url {
-                    id: uuid::Uuid::new_v4().to_string(),
-                    url: address,
-                },
-            };
-            // The answer changes nothing: the login ends with the redirect, or with the session.
-            let _ = client.elicit(question, asked.clone()).await;
+        if !client.features().elicitation_url {
+            return None;
+        }
+        let id = uuid::Uuid::new_v4().to_string();
+        let question = Question {
+            call_id: None,
+            message,
+            mode: QuestionMode::Url {
+                id: id.clone(),
+                url: address,
+            },
+        };
+        // The answer changes nothing: the login ends with the redirect, or with the session.
+        match client.elicit(question, asked.clone()).await {
+            Ok(Reply::Accept(_)) => Some(id),
+            _ => None,
         }
     };
     tokio::pin!(ask);
     let mut asking = true;
     let done = tokio::select! {
         done = &mut login => done,
-        () = &mut ask => {
+        accepted = &mut ask => {
             asking = false;
-            (&mut login).await
+            let done = (&mut login).await;
+            // The editor may still show the accepted question as under way.
+            if let Some(id) = accepted {
+                client.elicitation_done(&id);
+            }
+            done
         }
     };
     if asking {

@@ -234,6 +234,11 @@ pub trait ClientBridge: Send + Sync {
         not_offered("elicitation/create")
     }
 
+    /// Tells the editor that the out-of-band step of URL question `id` (an
+    /// [`ClientBridge::elicit`] in URL mode the user accepted) has finished (ACP
+    /// `elicitation/complete`), so it can stop waiting on it.
+    fn elicitation_done(&self, _id: &str) {}
+
     /// Asks the user to pick one of `choices` about tool call `call_id` (`None`: they picked
     /// none, or dismissed it), as a permission question. By default only a yes/no (two
     /// choices) can be asked, as an allow (the first) or a reject (the second).

@@ -174,3 +174,42 @@ async fn a_server_on_an_older_revision_asks_mid_call_and_the_editor_answers() {
         "{updates:?}"
     );
 }
+
+#[tokio::test]
+async fn a_url_question_the_server_completes_is_completed_in_the_editor() {
+    let legacy = json!([{"name": "KIN_TEST_MCP_LEGACY", "value": "1"}]);
+    let Some(servers) = servers_with(legacy) else {
+        return;
+    };
+    let replay = Script::new()
+        .calls(&[("v1", "mcp__py__visit", json!({}))])
+        .text("Done.")
+        .dir();
+    let capabilities = json!({"elicitation": {"url": {}}});
+    let (mut wire, session) = session(replay.path(), capabilities, servers).await;
+    let (updates, asked) = prompt(&mut wire, &session, |request| {
+        assert_eq!(request["method"], "elicitation/create", "{request}");
+        json!({"action": "accept"})
+    })
+    .await;
+    assert_eq!(asked.len(), 1, "{asked:?} {updates:?}");
+    let params = &asked[0]["params"];
+    assert_eq!(params["mode"], "url");
+    assert_eq!(params["url"], "https://example.com/consent");
+    assert_eq!(params["elicitationId"], "visit-7");
+    // The server's completion reaches the editor as ACP's, before the call's result.
+    let completed = updates
+        .iter()
+        .position(|message| message["method"] == "elicitation/complete")
+        .unwrap_or_else(|| panic!("no elicitation/complete: {updates:?}"));
+    assert_eq!(updates[completed]["params"]["elicitationId"], "visit-7");
+    let mut schema = common::AcpSchema::load();
+    let methods = std::collections::HashMap::new();
+    schema
+        .check_agent_message(&updates[completed], &methods)
+        .unwrap();
+    assert!(
+        tool_text(&updates, "v1").contains("visit: accept"),
+        "{updates:?}"
+    );
+}

@@ -353,6 +353,18 @@ async fn an_editor_taking_url_questions_is_asked_to_open_the_login_at_once() {
         .await
         .unwrap();
     assert!(fetched.success());
+    // Once the login is done, the editor hears that the question's step is complete.
+    let id = asked["params"]["elicitationId"].clone();
+    let completed = loop {
+        let message = tokio::time::timeout(DEADLINE, wire.read())
+            .await
+            .unwrap()
+            .unwrap();
+        if message["method"] == "elicitation/complete" {
+            break message;
+        }
+    };
+    assert_eq!(completed["params"]["elicitationId"], id, "{completed}");
     events.wait_for("TOKEN").await;
     events.wait_for("CALLED 1").await;
     wire.set_mode(2, &session, "allow").await;

@@ -2,6 +2,7 @@
 on the official Python SDK.
 
 Tools: `greet()`, which asks the user their name (a form), and `proceed()`, which asks a yes/no;
+`visit()` sends the user to a URL mid-call and then says the URL's step is complete;
 both ask through the SDK's resolvers (mid-call on a revision with `initialize`, as an
 `input_required` round on the stateless 2026-07-28). `greet_now()` asks mid-call, as servers
 on revisions with `initialize` do. With KIN_TEST_MCP_LEGACY set, the server answers
@@ -62,6 +63,16 @@ async def greet_now(ctx: Context) -> str:
     if answer.action == "accept":
         return f"hello {answer.data.name}, mid-call"
     return f"no name ({answer.action})"
+
+
+@server.tool()
+async def visit(ctx: Context) -> str:
+    """Sends the user to a page in the middle of the call, and says when that is done."""
+    answer = await ctx.elicit_url("Open the page to go on.", "https://example.com/consent", "visit-7")
+    if answer.action == "accept":
+        # The page's work is done out of band; the client hears of it.
+        await ctx.session.send_elicit_complete("visit-7")
+    return f"visit: {answer.action}"
 
 
 def serve_as_older_server():
