@@ -63,8 +63,30 @@ fn parse_answer(line: &str) -> Option<PermissionAnswer> {
     }
 }
 
-/// Asks until an answer parses; the end of input is no.
-fn ask_blocking(question: &str) -> PermissionAnswer {
+/// The question for a choice among `choices` (an MCP server's), numbered from 1.
+fn choice_question(title: &str, choices: &[String]) -> String {
+    let mut text = format!("kin: {title}\n");
+    for (n, choice) in choices.iter().enumerate() {
+        text.push_str(&format!("kin:   [{}] {choice}\n", n + 1));
+    }
+    text.push_str(&format!("kin: choose [1-{}] (empty: none) ", choices.len()));
+    text
+}
+
+/// Reads a typed choice of `count`: `Some(None)` for none (an empty line), `None` asks again.
+fn parse_choice(line: &str, count: usize) -> Option<Option<usize>> {
+    let line = line.trim();
+    if line.is_empty() {
+        return Some(None);
+    }
+    match line.parse::<usize>() {
+        Ok(n) if (1..=count).contains(&n) => Some(Some(n - 1)),
+        _ => None,
+    }
+}
+
+/// Asks until `parse` takes the line typed; the end of input gives `at_end`.
+fn ask_blocking<T>(question: &str, parse: impl Fn(&str) -> Option<T>, at_end: T) -> T {
     let stdin = std::io::stdin();
     loop {
         let mut err = std::io::stderr().lock();
@@ -73,9 +95,9 @@ fn ask_blocking(question: &str) -> PermissionAnswer {
         drop(err);
         let mut line = String::new();
         match stdin.lock().read_line(&mut line) {
-            Ok(0) | Err(_) => return PermissionAnswer::RejectOnce,
+            Ok(0) | Err(_) => return at_end,
             Ok(_) => {
-                if let Some(answer) = parse_answer(&line) {
+                if let Some(answer) = parse(&line) {
                     return answer;
                 }
             }
@@ -108,11 +130,41 @@ impl ClientBridge for TerminalAsk {
                 () = cancel.cancelled() => return Ok(PermissionAnswer::Cancelled),
             };
             let question = question(&prompt);
+            let reject = PermissionAnswer::RejectOnce;
             // A blocked read cannot be interrupted; on cancel it is left to the process exit.
-            let answer = tokio::task::spawn_blocking(move || ask_blocking(&question));
+            let answer =
+                tokio::task::spawn_blocking(move || ask_blocking(&question, parse_answer, reject));
             tokio::select! {
                 answer = answer => Ok(answer.unwrap_or(PermissionAnswer::RejectOnce)),
                 () = cancel.cancelled() => Ok(PermissionAnswer::Cancelled),
+            }
+        }
+        .boxed()
+    }
+
+    fn choose(
+        &self,
+        _call_id: String,
+        title: String,
+        choices: Vec<String>,
+        cancel: CancellationToken,
+    ) -> ClientResult<Option<usize>> {
+        if !self.interactive {
+            let error = ClientError::NobodyToAsk(NO_TERMINAL.into());
+            return futures::future::ready(Err(error)).boxed();
+        }
+        let one_at_a_time = self.one_at_a_time.clone();
+        async move {
+            let _turn = tokio::select! {
+                turn = one_at_a_time.lock_owned() => turn,
+                () = cancel.cancelled() => return Ok(None),
+            };
+            let (question, count) = (choice_question(&title, &choices), choices.len());
+            let parse = move |line: &str| parse_choice(line, count);
+            let picked = tokio::task::spawn_blocking(move || ask_blocking(&question, parse, None));
+            tokio::select! {
+                picked = picked => Ok(picked.unwrap_or(None)),
+                () = cancel.cancelled() => Ok(None),
             }
         }
         .boxed()
@@ -139,6 +191,27 @@ mod tests {
         ] {
             assert_eq!(parse_answer(typed), answer, "{typed:?}");
         }
+    }
+
+    #[test]
+    fn a_choice_is_its_number_an_empty_line_is_none_and_anything_else_asks_again() {
+        for (typed, picked) in [
+            ("1\n", Some(Some(0))),
+            (" 3 \n", Some(Some(2))),
+            ("\n", Some(None)),
+            ("0\n", None),
+            ("4\n", None),
+            ("red\n", None),
+        ] {
+            assert_eq!(parse_choice(typed, 3), picked, "{typed:?}");
+        }
+        let choices = ["red".to_owned(), "green".to_owned()];
+        let text = choice_question("MCP server `paint` asks: Which colour?", &choices);
+        assert!(
+            text.contains("Which colour?\nkin:   [1] red\nkin:   [2] green\n"),
+            "{text}"
+        );
+        assert!(text.ends_with("choose [1-2] (empty: none) "), "{text}");
     }
 
     #[test]

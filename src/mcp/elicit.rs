@@ -30,6 +30,9 @@ pub(crate) struct Asker {
 /// server that never says it is done with them cannot grow the list.
 const MAX_WAITING_URLS: usize = 16;
 
+/// A URL question the user accepted: its elicitation id, and the editor that showed it.
+type Accepted = (String, Arc<dyn ClientBridge>);
+
 /// The askers of a server's calls in flight.
 #[derive(Clone, Default)]
 pub(crate) struct Askers {
@@ -37,7 +40,7 @@ pub(crate) struct Askers {
     next: Arc<AtomicU64>,
     /// URL questions the user accepted, by elicitation id, oldest first: where the server's
     /// `notifications/elicitation/complete` goes.
-    waiting: Arc<Mutex<VecDeque<(String, Arc<dyn ClientBridge>)>>>,
+    waiting: Arc<Mutex<VecDeque<Accepted>>>,
 }
 
 /// Keeps an asker open while its call runs.
