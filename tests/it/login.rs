@@ -5,14 +5,13 @@
 
 use crate::common;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Condvar, Mutex};
-use std::time::Duration;
+use std::process::{Command, Stdio};
 
 use common::mock_openai::{error_reply, text_reply, tool_calls_reply, MockServer, Reply};
+use common::pty::Pty;
 use common::{kin_binary, MODEL_ENV};
 use serde_json::{json, Value};
 
@@ -59,104 +58,6 @@ fn mode(path: &Path) -> u32 {
     std::fs::metadata(path).unwrap().permissions().mode() & 0o777
 }
 
-/// `kin login` in a pseudo-terminal: what it prints is collected as it comes, so the test
-/// answers each question once it is asked (as a person would), never ahead of it.
-struct Session {
-    child: Child,
-    input: std::process::ChildStdin,
-    output: Arc<(Mutex<String>, Condvar)>,
-    reader: std::thread::JoinHandle<()>,
-}
-
-impl Session {
-    fn start(home: &Path) -> Option<Self> {
-        if Command::new("script").arg("--version").output().is_err() {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI must have util-linux `script`"
-            );
-            eprintln!("SKIPPED: no `script` (util-linux) to give kin a terminal");
-            return None;
-        }
-        let kin = kin_command(home);
-        let mut command = Command::new("script");
-        command.args(["--quiet", "--return", "--command"]);
-        command.arg(format!("'{}' login", kin_binary().display()));
-        command.arg("/dev/null");
-        for name in MODEL_ENV {
-            command.env_remove(name);
-        }
-        for (name, value) in kin.get_envs() {
-            if let Some(value) = value {
-                command.env(name, value);
-            }
-        }
-        let mut child = command
-            .env("SHELL", "/bin/sh")
-            .env("TERM", "dumb")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let input = child.stdin.take().unwrap();
-        let mut stdout = child.stdout.take().unwrap();
-        let output = Arc::new((Mutex::new(String::new()), Condvar::new()));
-        let sink = output.clone();
-        let reader = std::thread::spawn(move || {
-            let mut buffer = [0u8; 4096];
-            while let Ok(n) = stdout.read(&mut buffer) {
-                if n == 0 {
-                    break;
-                }
-                let (text, arrived) = &*sink;
-                text.lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buffer[..n]));
-                arrived.notify_all();
-            }
-        });
-        Some(Self {
-            child,
-            input,
-            output,
-            reader,
-        })
-    }
-
-    /// Waits until kin has printed `text` (after `from` bytes of output); returns where it
-    /// ends.
-    fn wait_for(&self, text: &str, from: usize) -> usize {
-        let (output, arrived) = &*self.output;
-        let guard = output.lock().unwrap();
-        let (guard, timeout) = arrived
-            .wait_timeout_while(guard, Duration::from_secs(60), |seen| {
-                !seen.get(from..).is_some_and(|rest| rest.contains(text))
-            })
-            .unwrap();
-        assert!(!timeout.timed_out(), "kin never printed {text:?}:\n{guard}");
-        from + guard[from..].find(text).unwrap() + text.len()
-    }
-
-    fn type_line(&mut self, line: &str) {
-        self.input
-            .write_all(format!("{line}\r").as_bytes())
-            .unwrap();
-        self.input.flush().unwrap();
-    }
-
-    fn finish(mut self) -> (i32, String) {
-        let status = self.child.wait().unwrap();
-        // The last bytes may still be in the pipe when the process exits: the reader
-        // thread ends at the pipe's end, so wait for it before reading the transcript.
-        drop(self.input);
-        self.reader.join().unwrap();
-        let (output, _) = &*self.output;
-        let text = output.lock().unwrap().clone();
-        (status.code().unwrap_or(-1), text)
-    }
-}
-
 const BEFORE: &str = "# my kin settings\nmodel = \"old-model\"\nretries = 5\n\n[acp_agents.codex]\ncommand = \"codex-acp\"\n";
 
 #[test]
@@ -170,7 +71,7 @@ fn an_interactive_sign_in_hides_the_key_lists_the_models_and_keeps_the_rest() {
     server.push(error_reply(401, "Incorrect API key provided"));
     server.push(model_list(&["alpha-model", "mock-model"]));
     server.push(completion());
-    let Some(mut login) = Session::start(home.path()) else {
+    let Some(mut login) = Pty::start(kin_command(home.path()).arg("login")) else {
         return;
     };
     let at = login.wait_for("Endpoint [1]: ", 0);
@@ -225,7 +126,7 @@ fn ctrl_c_at_the_key_leaves_the_config_as_it_was() {
     let home = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(config_path(home.path()).parent().unwrap()).unwrap();
     std::fs::write(config_path(home.path()), BEFORE).unwrap();
-    let Some(mut login) = Session::start(home.path()) else {
+    let Some(mut login) = Pty::start(kin_command(home.path()).arg("login")) else {
         return;
     };
     let at = login.wait_for("Endpoint [1]: ", 0);

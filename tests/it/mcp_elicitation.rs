@@ -213,3 +213,52 @@ async fn a_url_question_the_server_completes_is_completed_in_the_editor() {
         "{updates:?}"
     );
 }
+
+#[test]
+fn kin_run_asks_a_choice_of_values_on_the_terminal() {
+    let Some(python) = common::python_with("mcp.server.mcpserver, pydantic") else {
+        return;
+    };
+    let (home, cwd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let config = home.path().join("config/kin");
+    std::fs::create_dir_all(&config).unwrap();
+    let script = common::repo().join("tests/mcp/ask_server.py");
+    std::fs::write(
+        config.join("config.toml"),
+        format!("[mcp_servers.py]\ncommand = {python:?}\nargs = [{script:?}]\n"),
+    )
+    .unwrap();
+    let replay = Script::new()
+        .calls(&[("p1", "mcp__py__pick", json!({}))])
+        .text("Done.")
+        .dir();
+    let mut kin = std::process::Command::new(common::kin_binary());
+    for name in common::MODEL_ENV {
+        kin.env_remove(name);
+    }
+    kin.args(["run", "--mode", "allow", "--replay"])
+        .arg(replay.path())
+        .arg("Go.")
+        .env("KIN_HOME", home.path().join("data"))
+        .env("XDG_CONFIG_HOME", home.path().join("config"))
+        .current_dir(cwd.path());
+    let Some(mut run) = common::pty::Pty::start(&kin) else {
+        return;
+    };
+    let at = run.wait_for("MCP server `py` asks: Which colour?", 0);
+    let at = run.wait_for("[3] blue", at);
+    run.wait_for("choose [1-3] (empty: none) ", at);
+    run.type_line("2");
+    let (code, transcript) = run.finish();
+    assert_eq!(code, 0, "{transcript}");
+    // The server got the colour picked: its tool result says so, in the session's log.
+    let sessions = home.path().join("data/sessions");
+    let logs: Vec<String> = std::fs::read_dir(&sessions)
+        .unwrap()
+        .map(|entry| std::fs::read_to_string(entry.unwrap().path()).unwrap_or_default())
+        .collect();
+    assert!(
+        logs.iter().any(|log| log.contains("colour: green")),
+        "{transcript}\n{logs:?}"
+    );
+}

@@ -2,7 +2,7 @@
 on the official Python SDK.
 
 Tools: `greet()`, which asks the user their name (a form), and `proceed()`, which asks a yes/no;
-`visit()` sends the user to a URL mid-call and then says the URL's step is complete;
+`pick()` asks for one of three colours; `visit()` sends the user to a URL mid-call and then says the URL's step is complete;
 both ask through the SDK's resolvers (mid-call on a revision with `initialize`, as an
 `input_required` round on the stateless 2026-07-28). `greet_now()` asks mid-call, as servers
 on revisions with `initialize` do. With KIN_TEST_MCP_LEGACY set, the server answers
@@ -15,7 +15,7 @@ import json
 import os
 import subprocess
 import sys
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel
 
@@ -30,6 +30,14 @@ class Name(BaseModel):
 
 class Go(BaseModel):
     go: bool
+
+
+class Colour(BaseModel):
+    colour: Literal["red", "green", "blue"]
+
+
+def ask_colour() -> Elicit[Colour]:
+    return Elicit("Which colour?", Colour)
 
 
 def ask_name() -> Elicit[Name]:
@@ -54,6 +62,14 @@ async def proceed(answer: Annotated[ElicitationResult[Go], Resolve(ask_go)]) -> 
     if answer.action == "accept":
         return f"go: {answer.data.go}"
     return f"not answered ({answer.action})"
+
+
+@server.tool()
+async def pick(answer: Annotated[ElicitationResult[Colour], Resolve(ask_colour)]) -> str:
+    """Asks the user to pick a colour."""
+    if answer.action == "accept":
+        return f"colour: {answer.data.colour}"
+    return f"no colour ({answer.action})"
 
 
 @server.tool()

@@ -9,6 +9,7 @@ pub mod mcp;
 pub mod mock_openai;
 pub mod normalize;
 mod processes;
+pub mod pty;
 mod script;
 mod wire;
 
