@@ -93,6 +93,10 @@ pub(crate) struct Server {
     relisting: watch::Receiver<bool>,
     /// Logging in again for a wider scope, for a server kin logs in to.
     pub(super) step_up: Option<StepUp>,
+    /// The URL of a server kin logs in to.
+    login_url: Option<String>,
+    /// Ends the server's wait for its own login, once one finished elsewhere.
+    logged_in_elsewhere: Arc<Notify>,
 }
 
 /// What a call to a server tool came to.
@@ -131,6 +135,15 @@ impl Server {
             env: start.env.clone(),
         };
         let step_up = StepUp::new(&spec, scope.clone());
+        let login_url = match &spec.transport {
+            Transport::Http {
+                url,
+                login: Some(_),
+                ..
+            } => Some(url.clone()),
+            _ => None,
+        };
+        let logged_in_elsewhere = Arc::new(Notify::new());
         if !refused {
             let relisting_tx = Arc::new(relisting_tx);
             tokio::spawn(supervise(
@@ -140,6 +153,7 @@ impl Server {
                 listed.clone(),
                 relisting_tx,
                 scope,
+                logged_in_elsewhere.clone(),
             ));
         }
         Arc::new(Self {
@@ -149,6 +163,8 @@ impl Server {
             listed,
             relisting,
             step_up,
+            login_url,
+            logged_in_elsewhere,
         })
     }
 
@@ -167,6 +183,26 @@ impl Server {
     pub(crate) async fn stopped(&self) {
         let mut state = self.state.clone();
         while state.changed().await.is_ok() {}
+    }
+
+    /// A server waiting for its login, when kin now holds one made elsewhere (another
+    /// session, `kin mcp login`): drops its own and connects with that one; returns once it
+    /// has started (or given up, as at a start).
+    pub(crate) async fn take_login_from_elsewhere(&self) {
+        let Some(url) = &self.login_url else {
+            return;
+        };
+        if !matches!(self.state(), State::Login { .. })
+            || !super::oauth::has_tokens(&self.name, url).await
+        {
+            return;
+        }
+        self.logged_in_elsewhere.notify_one();
+        let mut state = self.state.clone();
+        let _ = state
+            .wait_for(|state| !matches!(state, State::Login { .. }))
+            .await;
+        self.started().await;
     }
 
     pub(crate) fn state(&self) -> State {
@@ -320,6 +356,7 @@ async fn supervise(
     listed: Arc<Mutex<Listed>>,
     relisting: Arc<watch::Sender<bool>>,
     scope: LoginScope,
+    logged_in_elsewhere: Arc<Notify>,
 ) {
     let cancel = scope.cancel.clone();
     let mut backoff = FIRST_BACKOFF;
@@ -359,7 +396,8 @@ async fn supervise(
                         ..
                     } => {
                         let need = "needs a login";
-                        sign_in(&spec, settings, &challenge, need, &shown, &scope).await
+                        let elsewhere = Some(&*logged_in_elsewhere);
+                        sign_in(&spec, settings, &challenge, need, &shown, &scope, elsewhere).await
                     }
                     _ => Err(OAuthError::NotHttp(spec.name.clone())),
                 };

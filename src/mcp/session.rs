@@ -111,6 +111,10 @@ impl SessionServers {
             let relisted = futures::future::join_all(self.servers.iter().map(|s| s.relisted()));
             let _ = tokio::time::timeout(RELIST_WAIT, relisted).await;
         }
+        // A server still waiting for a login someone finished elsewhere connects with it now.
+        let elsewhere = self.servers.iter().map(|s| s.take_login_from_elsewhere());
+        let elsewhere = futures::future::join_all(elsewhere);
+        let _ = tokio::time::timeout(self.startup_timeout, elsewhere).await;
         let mut lines = Vec::new();
         let mut told = lock(&self.told);
         for server in &self.servers {

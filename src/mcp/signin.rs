@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{watch, Mutex};
+use tokio::sync::{watch, Mutex, Notify};
 use tokio_util::sync::CancellationToken;
 
 use super::oauth::OAuthError;
@@ -33,6 +33,7 @@ pub(super) async fn sign_in(
     need: &str,
     shown: &(dyn Fn(&str) + Send + Sync),
     scope: &LoginScope,
+    elsewhere: Option<&Notify>,
 ) -> Result<(), OAuthError> {
     let (cancel, client) = (&scope.cancel, scope.client.as_ref());
     let Transport::Http { url, .. } = &spec.transport else {
@@ -45,7 +46,7 @@ pub(super) async fn sign_in(
         told.send_replace(address.to_owned());
     };
     let env = &scope.env;
-    let login = super::oauth::login(
+    let own = super::oauth::login(
         &spec.name,
         url,
         settings,
@@ -54,6 +55,16 @@ pub(super) async fn sign_in(
         cancel,
         env,
     );
+    // A login finished elsewhere (see `Server::take_login_from_elsewhere`) ends this one.
+    let login = async {
+        let Some(elsewhere) = elsewhere else {
+            return own.await;
+        };
+        tokio::select! {
+            done = own => done,
+            () = elsewhere.notified() => Ok(()),
+        }
+    };
     let Some(client) = client else {
         return login.await;
     };
@@ -268,7 +279,16 @@ impl StepUp {
             }
         };
         let challenge = &refusal.challenge;
-        let signed = sign_in(&self.spec, &settings, challenge, &need, &shown, &self.scope);
+        // A wider scope than the stored tokens have: only this login gives it.
+        let signed = sign_in(
+            &self.spec,
+            &settings,
+            challenge,
+            &need,
+            &shown,
+            &self.scope,
+            None,
+        );
         match signed.await {
             Ok(()) => {
                 *done += 1;

@@ -375,6 +375,46 @@ async fn an_editor_taking_url_questions_is_asked_to_open_the_login_at_once() {
     );
 }
 
+#[tokio::test]
+async fn a_session_waiting_for_a_login_takes_one_made_elsewhere() {
+    let Some(python) = common::python_with("mcp.server.mcpserver, uvicorn") else {
+        return;
+    };
+    let (_server, _control, port, mut events) = start_server(&python).await;
+    let (home, browser) = home_for(&port, "exec curl -sfL -o /dev/null \"$1\"");
+    let replay = Script::new()
+        .calls(&[("c1", "mcp__docs__echo", json!({"text": "early"}))])
+        .text("Later.")
+        .calls(&[("c2", "mcp__docs__echo", json!({"text": "now"}))])
+        .text("Done.")
+        .dir();
+    // The session's own login address goes nowhere: nobody opens it.
+    let env = [("KIN_KEY_STORE", "file"), ("BROWSER", "true")];
+    let mut wire = Wire::start_with(Some(replay.path()), home, &env);
+    let session = allowed_session(&mut wire).await;
+    let updates = prompt(&mut wire, &session, 3).await;
+    let text: String = updates.iter().map(Value::to_string).collect();
+    assert!(text.contains("it needs a login: open"), "{text}");
+
+    // The user logs in at a terminal instead (or in another session).
+    let login = kin(wire.home.path(), &browser)
+        .args(["mcp", "login", "docs"])
+        .output()
+        .unwrap();
+    assert!(
+        login.status.success(),
+        "{}",
+        String::from_utf8_lossy(&login.stderr)
+    );
+    events.wait_for("TOKEN").await;
+    // The session's next prompt finds that login and has the server's tools.
+    let updates = prompt(&mut wire, &session, 4).await;
+    assert!(
+        tool_text(&updates, "c2").contains("echo: now"),
+        "{updates:?}"
+    );
+}
+
 /// Every file under `dir` that holds `needle`.
 fn files_holding(dir: &Path, needle: &str) -> Vec<PathBuf> {
     let mut found = Vec::new();
