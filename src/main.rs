@@ -394,10 +394,13 @@ fn open_runtime(configured: Configured, file: &config::ConfigFile) -> anyhow::Re
         child_env,
     } = configured;
     let home = config::kin_home();
+    let mcp = config::mcp_servers(file)?;
+    // kin's own files, and the MCP clients' signing keys, are refused to its tools.
+    let own = config::own_files(&home).into_iter().chain(mcp.key_files());
     let mut options = RuntimeOptions {
         limits,
         child_env,
-        private: PrivateFiles::new(config::own_files(&home)),
+        private: PrivateFiles::new(own),
         ..RuntimeOptions::default()
     };
     if let Some(depth) = std::env::var("KIN_SUBAGENT_MAX_DEPTH")
@@ -411,7 +414,6 @@ fn open_runtime(configured: Configured, file: &config::ConfigFile) -> anyhow::Re
     options.acp_agents = config::acp_agents(file)?;
     options.delegation = config::delegation_settings(file);
     options.max_parallel = config::max_parallel(file)?.value();
-    let mcp = config::mcp_servers(file)?;
     for secret in mcp.client_secrets() {
         options.child_env.hide_value(secret);
     }

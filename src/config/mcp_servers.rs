@@ -1,11 +1,11 @@
 //! MCP servers for every session: the `[mcp_servers.<name>]` tables of the config file
 //! (`command`, `args`, `env` for stdio; `url`, `headers`, OAuth's `client_id`, `client_secret`
-//! or `client_secret_env`, `client_metadata_url` and `scopes` for streamable HTTP;
-//! `call_timeout`),
-//! `mcp_startup_timeout` and `mcp_max_tools`. An editor's server of the same name replaces a configured one.
+//! or `client_secret_env` or `private_key_file`, `client_metadata_url`, `grant` and its
+//! settings, and `scopes` for streamable HTTP; `call_timeout`), `mcp_startup_timeout` and
+//! `mcp_max_tools`. An editor's server of the same name replaces a configured one.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -34,6 +34,9 @@ pub(crate) struct McpServerEntry {
     client_secret: Option<String>,
     /// The variable holding that secret.
     client_secret_env: Option<String>,
+    /// Instead of a secret, the client's P-256 key (a PKCS#8 PEM file; relative to the config
+    /// file's directory): kin signs its token requests with it (`private_key_jwt`).
+    private_key_file: Option<String>,
     /// The HTTPS URL of kin's client metadata document (a URL client id, where taken).
     client_metadata_url: Option<String>,
     /// How kin gets tokens: "authorization_code" (a user's login, the default),
@@ -71,16 +74,28 @@ impl McpSettings {
     /// The client secrets written in the config file: kept from tool processes, as the model
     /// key is.
     pub fn client_secrets(&self) -> impl Iterator<Item = &str> {
+        self.logins()
+            .filter_map(|login| match &login.client_secret {
+                Some(ClientSecret::Value(secret)) => Some(secret.as_str()),
+                _ => None,
+            })
+    }
+
+    /// The clients' signing key files: kin's own, refused to its tools like the config file.
+    pub fn key_files(&self) -> impl Iterator<Item = PathBuf> + '_ {
+        self.logins()
+            .filter_map(|login| login.private_key_file.clone())
+    }
+
+    /// The OAuth settings of the servers kin logs in to.
+    fn logins(&self) -> impl Iterator<Item = &OAuthSettings> {
         self.servers
             .iter()
             .filter_map(|server| match &server.transport {
-                crate::mcp::Transport::Http {
+                Transport::Http {
                     login: Some(settings),
                     ..
-                } => match &settings.client_secret {
-                    Some(crate::mcp::ClientSecret::Value(secret)) => Some(secret.as_str()),
-                    _ => None,
-                },
+                } => Some(settings),
                 _ => None,
             })
     }
@@ -120,6 +135,8 @@ pub(crate) fn resolve(
                             scopes: entry.scopes.clone(),
                             client_secret: client_secret(entry)
                                 .map_err(|(field, why)| invalid(key(field), why))?,
+                            private_key_file: private_key_file(entry, path)
+                                .map_err(|why| invalid(key("private_key_file"), why))?,
                             client_metadata_url: client_metadata_url(entry)
                                 .map_err(|why| invalid(key("client_metadata_url"), why))?,
                             grant: grant(entry).map_err(|why| invalid(key("grant"), why))?,
@@ -199,16 +216,31 @@ fn client_secret(
     }
 }
 
+/// The client's signing key file of `entry`, relative to the config file `path`'s directory.
+fn private_key_file(entry: &McpServerEntry, path: &Path) -> Result<Option<PathBuf>, &'static str> {
+    let Some(file) = &entry.private_key_file else {
+        return Ok(None);
+    };
+    if entry.client_secret.is_some() || entry.client_secret_env.is_some() {
+        return Err("give either a client secret or `private_key_file`, not both");
+    }
+    if entry.client_id.is_none() || entry.grant.as_deref() != Some("client_credentials") {
+        return Err("signs token requests of `grant = \"client_credentials\"` with `client_id`");
+    }
+    let dir = path.parent().unwrap_or(Path::new("."));
+    Ok(Some(dir.join(file)))
+}
+
 /// How `entry` gets its tokens (`grant`, with what each needs).
 fn grant(entry: &McpServerEntry) -> Result<Grant, &'static str> {
     let confidential = entry.client_id.is_some()
         && (entry.client_secret.is_some() || entry.client_secret_env.is_some());
+    let signs = entry.client_id.is_some() && entry.private_key_file.is_some();
     match entry.grant.as_deref() {
         None | Some("authorization_code") => Ok(Grant::AuthorizationCode),
-        Some("client_credentials") if confidential => Ok(Grant::ClientCredentials),
-        Some("client_credentials") => {
-            Err("\"client_credentials\" needs `client_id` and `client_secret_env` (or `client_secret`)")
-        }
+        Some("client_credentials") if confidential || signs => Ok(Grant::ClientCredentials),
+        Some("client_credentials") => Err("\"client_credentials\" needs `client_id` and \
+             `client_secret_env` (or `client_secret`, or `private_key_file`)"),
         Some("enterprise") => match (
             confidential,
             &entry.idp_issuer,
@@ -350,6 +382,20 @@ mod tests {
     }
 
     #[test]
+    fn a_client_signing_its_requests_has_its_key_beside_the_config_and_kept_private() {
+        let settings = parse(
+            "[mcp_servers.a]\nurl = \"https://h/mcp\"\nclient_id = \"c\"\n\
+             grant = \"client_credentials\"\nprivate_key_file = \"keys/c.pem\"\n",
+        )
+        .unwrap();
+        let login = login_of(&settings);
+        assert_eq!(login.grant, Grant::ClientCredentials);
+        let key = PathBuf::from("/c/keys/c.pem");
+        assert_eq!(login.private_key_file.as_ref(), Some(&key));
+        assert_eq!(settings.key_files().collect::<Vec<_>>(), vec![key]);
+    }
+
+    #[test]
     fn refuses_a_secret_without_its_client_or_twice_and_a_plain_metadata_url() {
         for (table, field) in [
             ("client_secret = \"s\"\n", "client_secret"),
@@ -369,6 +415,11 @@ mod tests {
                 "client_id = \"c\"\ngrant = \"client_credentials\"\n",
                 "grant",
             ),
+            (
+                "client_id = \"c\"\nclient_secret = \"s\"\ngrant = \"client_credentials\"\nprivate_key_file = \"k.pem\"\n",
+                "private_key_file",
+            ),
+            ("client_id = \"c\"\nprivate_key_file = \"k.pem\"\n", "private_key_file"),
             ("grant = \"password\"\n", "grant"),
             (
                 "client_id = \"c\"\nclient_secret = \"s\"\ngrant = \"enterprise\"\nidp_issuer = \"https://i\"\n",

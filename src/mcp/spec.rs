@@ -1,6 +1,8 @@
 //! Where an MCP server is and how to reach it: a stdio command or an HTTP endpoint, from the
 //! editor's `mcpServers` or the config file's `[mcp_servers.<name>]`, merged by name.
 
+use std::path::PathBuf;
+
 use std::fmt;
 use std::time::Duration;
 
@@ -56,6 +58,9 @@ pub struct OAuthSettings {
     pub scopes: Vec<String>,
     /// The secret of the pre-registered `client_id` (a confidential client).
     pub client_secret: Option<ClientSecret>,
+    /// Instead of a secret, the client's own P-256 key (a PKCS#8 PEM file): kin signs an
+    /// assertion with it for each token request (`private_key_jwt`, ES256).
+    pub private_key_file: Option<PathBuf>,
     /// The HTTPS URL of kin's client metadata document, used as the client id where the
     /// authorization server takes one (`client_id_metadata_document_supported`).
     pub client_metadata_url: Option<String>,
@@ -69,8 +74,8 @@ pub enum Grant {
     /// A user logs in in the browser (authorization code with PKCE).
     #[default]
     AuthorizationCode,
-    /// As the client itself, with its id and secret: no user, no browser (the MCP client
-    /// credentials extension).
+    /// As the client itself, with its id and its secret or signing key: no user, no browser
+    /// (the MCP client credentials extension).
     ClientCredentials,
     /// From the user's enterprise identity: the ID token `id_token_command` prints is exchanged
     /// at the enterprise IdP for an identity assertion (ID-JAG), which the server's

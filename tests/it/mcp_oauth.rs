@@ -671,6 +671,52 @@ async fn a_client_acting_for_itself_gets_its_token_without_anyone_logging_in() {
 }
 
 #[tokio::test]
+async fn a_client_signing_its_token_requests_gets_its_token_and_its_key_stays_private() {
+    let Some(python) = common::python_with("mcp.server.mcpserver, uvicorn, jwt, cryptography")
+    else {
+        return;
+    };
+    let (_server, mut control, port, mut events) = start_server(&python).await;
+    let (home, _) = home_for(&port, "exit 1");
+    let key = home.path().join("config/kin/signer.pem");
+    let command = format!("signer-key {}\n", key.display());
+    control.write_all(command.as_bytes()).await.unwrap();
+    events.wait_for("SIGNER KEY").await;
+    let config = home.path().join("config/kin/config.toml");
+    let table = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        format!(
+            "{table}client_id = \"kin-test-signer\"\ngrant = \"client_credentials\"\n\
+             private_key_file = \"signer.pem\"\nscopes = [\"docs\"]\n"
+        ),
+    )
+    .unwrap();
+    let read = json!({"path": key.display().to_string()});
+    let replay = Script::new()
+        .calls(&[("c1", "mcp__docs__echo", json!({"text": "signed"}))])
+        .text("Done.")
+        .calls(&[("r1", "read", read)])
+        .text("Done.")
+        .dir();
+    let env = [("KIN_KEY_STORE", "file"), ("BROWSER", "")];
+    let mut wire = Wire::start_with(Some(replay.path()), home, &env);
+    let session = allowed_session(&mut wire).await;
+    let updates = prompt(&mut wire, &session, 3).await;
+    assert!(
+        tool_text(&updates, "c1").contains("echo: signed"),
+        "{updates:?}"
+    );
+    let seen = events.until("CALLED 1").await;
+    assert!(seen.contains(&"SIGNED GRANT docs".to_owned()), "{seen:?}");
+    // The key is kin's own: its `read` refuses it.
+    let updates = prompt(&mut wire, &session, 4).await;
+    let refused = tool_text(&updates, "r1");
+    assert!(refused.contains("is one of kin's own files"), "{refused}");
+    assert!(!refused.contains("PRIVATE KEY"), "{refused}");
+}
+
+#[tokio::test]
 async fn an_enterprise_identity_is_exchanged_for_the_servers_token_without_a_browser() {
     let Some(python) = common::python_with("mcp.server.mcpserver, uvicorn") else {
         return;

@@ -149,6 +149,13 @@ def main():
             # A client acting for itself (SEP-1046): its user configures the grant.
             if scenario.startswith("auth/client-credentials"):
                 table += 'grant = "client_credentials"\n'
+        # A client acting for itself that signs its token requests (private_key_jwt): its key
+        # in a file the config names.
+        if context.get("private_key_pem"):
+            with open(f"{root}/config/kin/client-key.pem", "w") as key:
+                key.write(context["private_key_pem"])
+            os.chmod(f"{root}/config/kin/client-key.pem", 0o600)
+            table += 'grant = "client_credentials"\nprivate_key_file = "client-key.pem"\n'
         # Enterprise-managed authorization (SEP-990): the user's IdP, and a command printing
         # the ID token it gave them (here a file holding the suite's).
         if context.get("idp_id_token"):

@@ -15,7 +15,10 @@ line for each event the test waits on: `REGISTERED`, `AUTHORIZED`, `TOKEN`, `REF
 (the pre-registered client only). It also plays an enterprise IdP (issuer `<base>/idp`, token
 endpoint `/idp/token`, client `kin-at-idp`) that exchanges the ID token `ID_TOKEN` for an
 identity assertion (ID-JAG) for the pre-registered client, printing `EXCHANGED`; its own /token
-takes that assertion (JWT bearer grant), printing `ASSERTED`. A line
+takes that assertion (JWT bearer grant), printing `ASSERTED`. A client `SIGNER_ID` acting for
+itself authenticates with an ES256 assertion signed by its own key (private_key_jwt), checked
+against the key's public half, printing `SIGNED GRANT <scope>`; `signer-key PATH` on stdin
+writes that private key (PKCS#8 PEM) to PATH and prints `SIGNER KEY`. A line
 `expire` on stdin makes every access token given so far invalid (as their expiry would), and
 prints `EXPIRED`. Tools: `echo(text)`, and `note(text)`, which needs the scope `docs:write`
 besides `docs`: a call with a token without it is refused with 403 `insufficient_scope` (and
@@ -34,7 +37,10 @@ import threading
 import time
 from urllib.parse import parse_qs, urlencode
 
+import jwt
 import uvicorn
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 from mcp.server.mcpserver import MCPServer
 
 server = MCPServer("kin-test-oauth")
@@ -66,6 +72,10 @@ generation = 0
 MODE = sys.argv[1] if len(sys.argv) > 1 else ""
 issuer = f"{base}/oauth" if MODE else base
 PRE_ID, PRE_SECRET = "kin-test-client", "kin-test-secret-8d1f"
+# A client that authenticates with an assertion signed by its own P-256 key (private_key_jwt).
+SIGNER_ID = "kin-test-signer"
+SIGNER_KEY = ec.generate_private_key(ec.SECP256R1())
+ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 ID_TOKEN = "kin-test-id-token-5c2e"
 TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
@@ -226,6 +236,21 @@ async def app(scope, receive, send):
             answer = issue(PRE_ID, "docs")
             del answer["refresh_token"]
             return await reply(send, 200, answer)
+        if grant == "client_credentials" and one(form, "client_id") == SIGNER_ID:
+            try:
+                claims = jwt.decode(one(form, "client_assertion") or "", SIGNER_KEY.public_key(),
+                                    algorithms=["ES256"], audience=issuer)
+            except jwt.InvalidTokenError as error:
+                tell(f"BAD ASSERTION {error}")
+                return await reply(send, 401, {"error": "invalid_client"})
+            if (one(form, "client_assertion_type") != ASSERTION_TYPE
+                    or claims.get("iss") != SIGNER_ID or claims.get("sub") != SIGNER_ID):
+                return await reply(send, 401, {"error": "invalid_client"})
+            granted = one(form, "scope") or "docs"
+            tell(f"SIGNED GRANT {granted}")
+            answer = issue(SIGNER_ID, granted)
+            del answer["refresh_token"]
+            return await reply(send, 200, answer)
         if grant == "client_credentials" and one(form, "client_id") == PRE_ID:
             granted = one(form, "scope") or "docs"
             tell(f"GRANTED {granted}")
@@ -271,6 +296,13 @@ def commands(loop):
     for line in sys.stdin:
         if line.strip() == "expire":
             loop.call_soon_threadsafe(lambda: (access.clear(), tell("EXPIRED")))
+        if line.startswith("signer-key "):
+            # The signing client's private key, written where the test keeps its config.
+            with open(line.split(" ", 1)[1].strip(), "wb") as out:
+                out.write(SIGNER_KEY.private_bytes(serialization.Encoding.PEM,
+                                                   serialization.PrivateFormat.PKCS8,
+                                                   serialization.NoEncryption()))
+            tell("SIGNER KEY")
 
 
 async def main():

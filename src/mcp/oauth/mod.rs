@@ -3,6 +3,7 @@
 //! ([`store`]) and sent, refreshed when they expire, on every request of its connection, and
 //! `kin mcp logout NAME`. An editor's server never gets these: it keeps its own headers.
 
+mod assertion;
 mod enterprise;
 mod legacy;
 mod login;
@@ -112,13 +113,6 @@ async fn client_credentials(
     settings: &OAuthSettings,
     challenge: Option<&str>,
 ) -> Result<(), OAuthError> {
-    let (Some(client_id), Some(client_secret)) =
-        (settings.client_id.clone(), client_secret(name, settings)?)
-    else {
-        return Err(OAuthError::Flow(
-            "the client credentials grant needs `client_id` and its secret".into(),
-        ));
-    };
     let mut scopes = settings.scopes.clone();
     if let (true, Some(challenge), Ok(base)) =
         (scopes.is_empty(), challenge, reqwest::Url::parse(url))
@@ -130,6 +124,15 @@ async fn client_credentials(
             .map(str::to_owned)
             .collect();
     }
+    let client_id = settings.client_id.clone();
+    if let (Some(client_id), Some(key_file)) = (&client_id, &settings.private_key_file) {
+        return assertion::client_credentials(name, url, client_id, key_file, &scopes).await;
+    }
+    let (Some(client_id), Some(client_secret)) = (client_id, client_secret(name, settings)?) else {
+        return Err(OAuthError::Flow(
+            "the client credentials grant needs `client_id` and its secret or signing key".into(),
+        ));
+    };
     let store = store_for(name, url).await;
     let mut state = OAuthState::Unauthorized(manager(url, store).await?);
     let config = ClientCredentialsConfig::ClientSecret {
