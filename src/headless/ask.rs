@@ -119,27 +119,11 @@ impl ClientBridge for TerminalAsk {
         prompt: PermissionPrompt,
         cancel: CancellationToken,
     ) -> ClientResult<PermissionAnswer> {
-        if !self.interactive {
-            let error = ClientError::NobodyToAsk(NO_TERMINAL.into());
-            return futures::future::ready(Err(error)).boxed();
-        }
-        let one_at_a_time = self.one_at_a_time.clone();
-        async move {
-            let _turn = tokio::select! {
-                turn = one_at_a_time.lock_owned() => turn,
-                () = cancel.cancelled() => return Ok(PermissionAnswer::Cancelled),
-            };
-            let question = question(&prompt);
-            let reject = PermissionAnswer::RejectOnce;
-            // A blocked read cannot be interrupted; on cancel it is left to the process exit.
-            let answer =
-                tokio::task::spawn_blocking(move || ask_blocking(&question, parse_answer, reject));
-            tokio::select! {
-                answer = answer => Ok(answer.unwrap_or(PermissionAnswer::RejectOnce)),
-                () = cancel.cancelled() => Ok(PermissionAnswer::Cancelled),
-            }
-        }
-        .boxed()
+        let reply = Reply {
+            at_end: PermissionAnswer::RejectOnce,
+            cancelled: PermissionAnswer::Cancelled,
+        };
+        self.ask(question(&prompt), parse_answer, reply, cancel)
     }
 
     fn choose(
@@ -149,6 +133,33 @@ impl ClientBridge for TerminalAsk {
         choices: Vec<String>,
         cancel: CancellationToken,
     ) -> ClientResult<Option<usize>> {
+        let count = choices.len();
+        let parse = move |line: &str| parse_choice(line, count);
+        let reply = Reply {
+            at_end: None,
+            cancelled: None,
+        };
+        self.ask(choice_question(&title, &choices), parse, reply, cancel)
+    }
+}
+
+/// What an ask gives without an answer typed.
+struct Reply<T> {
+    /// At the end of input (or a failed read).
+    at_end: T,
+    /// When the call is cancelled first.
+    cancelled: T,
+}
+
+impl TerminalAsk {
+    /// Asks `question` once the earlier asks are answered, reading what is typed with `parse`.
+    fn ask<T: Clone + Send + 'static>(
+        &self,
+        question: String,
+        parse: impl Fn(&str) -> Option<T> + Send + 'static,
+        reply: Reply<T>,
+        cancel: CancellationToken,
+    ) -> ClientResult<T> {
         if !self.interactive {
             let error = ClientError::NobodyToAsk(NO_TERMINAL.into());
             return futures::future::ready(Err(error)).boxed();
@@ -157,14 +168,15 @@ impl ClientBridge for TerminalAsk {
         async move {
             let _turn = tokio::select! {
                 turn = one_at_a_time.lock_owned() => turn,
-                () = cancel.cancelled() => return Ok(None),
+                () = cancel.cancelled() => return Ok(reply.cancelled),
             };
-            let (question, count) = (choice_question(&title, &choices), choices.len());
-            let parse = move |line: &str| parse_choice(line, count);
-            let picked = tokio::task::spawn_blocking(move || ask_blocking(&question, parse, None));
+            let at_end = reply.at_end.clone();
+            // A blocked read cannot be interrupted; on cancel it is left to the process exit.
+            let answer =
+                tokio::task::spawn_blocking(move || ask_blocking(&question, parse, at_end));
             tokio::select! {
-                picked = picked => Ok(picked.unwrap_or(None)),
-                () = cancel.cancelled() => Ok(None),
+                answer = answer => Ok(answer.unwrap_or(reply.at_end)),
+                () = cancel.cancelled() => Ok(reply.cancelled),
             }
         }
         .boxed()

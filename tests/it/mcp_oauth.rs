@@ -126,6 +126,13 @@ fn home_for(port: &str, browser: &str) -> (tempfile::TempDir, PathBuf) {
     (home, script)
 }
 
+/// Adds `lines` to the `docs` table of the config file in `home` (see [`home_for`]).
+fn add_to_docs(home: &Path, lines: &str) {
+    let config = home.join("config/kin/config.toml");
+    let table = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, format!("{table}{lines}")).unwrap();
+}
+
 /// Opens a session in mode `allow`.
 async fn allowed_session(wire: &mut Wire) -> String {
     let session = wire.open_session().await;
@@ -440,13 +447,10 @@ async fn a_pre_registered_client_logs_in_and_refreshes_with_its_secret_which_sta
     let (home, browser) = home_for(&port, "exec curl -sfL -o /dev/null \"$1\"");
     // The secret comes from a variable whose name does not look like a credential's, so only
     // kin's knowing the value keeps it from the tools.
-    let config = home.path().join("config/kin/config.toml");
-    let table = std::fs::read_to_string(&config).unwrap();
-    std::fs::write(
-        &config,
-        format!("{table}client_id = \"kin-test-client\"\nclient_secret_env = \"DOCS_LOGIN\"\n"),
-    )
-    .unwrap();
+    add_to_docs(
+        home.path(),
+        "client_id = \"kin-test-client\"\nclient_secret_env = \"DOCS_LOGIN\"\n",
+    );
     let secret = "kin-test-secret-8d1f";
 
     let login = kin(home.path(), &browser)
@@ -507,14 +511,11 @@ async fn a_client_metadata_url_is_the_client_id_where_the_server_takes_one() {
     };
     let (_server, _control, port, mut events) = start_server(&python).await;
     let (home, browser) = home_for(&port, "exec curl -sfL -o /dev/null \"$1\"");
-    let config = home.path().join("config/kin/config.toml");
-    let table = std::fs::read_to_string(&config).unwrap();
     let document = "https://kin.example/oauth/client.json";
-    std::fs::write(
-        &config,
-        format!("{table}client_metadata_url = \"{document}\"\n"),
-    )
-    .unwrap();
+    add_to_docs(
+        home.path(),
+        &format!("client_metadata_url = \"{document}\"\n"),
+    );
     let login = kin(home.path(), &browser)
         .args(["mcp", "login", "docs"])
         .output()
@@ -626,16 +627,11 @@ async fn a_client_acting_for_itself_gets_its_token_without_anyone_logging_in() {
     let (_server, mut control, port, mut events) = start_server(&python).await;
     // No browser: nobody logs in.
     let (home, _) = home_for(&port, "exit 1");
-    let config = home.path().join("config/kin/config.toml");
-    let table = std::fs::read_to_string(&config).unwrap();
-    std::fs::write(
-        &config,
-        format!(
-            "{table}client_id = \"kin-test-client\"\nclient_secret_env = \"DOCS_LOGIN\"\n\
-             grant = \"client_credentials\"\nscopes = [\"docs\"]\n"
-        ),
-    )
-    .unwrap();
+    add_to_docs(
+        home.path(),
+        "client_id = \"kin-test-client\"\nclient_secret_env = \"DOCS_LOGIN\"\n\
+             grant = \"client_credentials\"\nscopes = [\"docs\"]\n",
+    );
     let replay = Script::new()
         .calls(&[("c1", "mcp__docs__echo", json!({"text": "machine"}))])
         .text("Done.")
@@ -682,16 +678,11 @@ async fn a_client_signing_its_token_requests_gets_its_token_and_its_key_stays_pr
     let command = format!("signer-key {}\n", key.display());
     control.write_all(command.as_bytes()).await.unwrap();
     events.wait_for("SIGNER KEY").await;
-    let config = home.path().join("config/kin/config.toml");
-    let table = std::fs::read_to_string(&config).unwrap();
-    std::fs::write(
-        &config,
-        format!(
-            "{table}client_id = \"kin-test-signer\"\ngrant = \"client_credentials\"\n\
-             private_key_file = \"signer.pem\"\nscopes = [\"docs\"]\n"
-        ),
-    )
-    .unwrap();
+    add_to_docs(
+        home.path(),
+        "client_id = \"kin-test-signer\"\ngrant = \"client_credentials\"\n\
+             private_key_file = \"signer.pem\"\nscopes = [\"docs\"]\n",
+    );
     let read = json!({"path": key.display().to_string()});
     let replay = Script::new()
         .calls(&[("c1", "mcp__docs__echo", json!({"text": "signed"}))])
@@ -723,19 +714,16 @@ async fn an_enterprise_identity_is_exchanged_for_the_servers_token_without_a_bro
     };
     let (_server, _control, port, mut events) = start_server(&python).await;
     let (home, _) = home_for(&port, "exit 1");
-    let config = home.path().join("config/kin/config.toml");
-    let table = std::fs::read_to_string(&config).unwrap();
     let base = format!("http://127.0.0.1:{port}");
-    std::fs::write(
-        &config,
-        format!(
-            "{table}client_id = \"kin-test-client\"\nclient_secret_env = \"DOCS_LOGIN\"\n\
+    add_to_docs(
+        home.path(),
+        &format!(
+            "client_id = \"kin-test-client\"\nclient_secret_env = \"DOCS_LOGIN\"\n\
              grant = \"enterprise\"\nidp_issuer = \"{base}/idp\"\n\
              idp_token_endpoint = \"{base}/idp/token\"\nidp_client_id = \"kin-at-idp\"\n\
              id_token_command = \"printf %s kin-test-id-token-5c2e\"\n"
         ),
-    )
-    .unwrap();
+    );
     let replay = Script::new()
         .calls(&[("c1", "mcp__docs__echo", json!({"text": "enterprise"}))])
         .text("Done.")
