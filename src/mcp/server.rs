@@ -95,8 +95,17 @@ pub(crate) struct Server {
     pub(super) step_up: Option<StepUp>,
     /// The URL of a server kin logs in to.
     login_url: Option<String>,
-    /// Ends the server's wait for its own login, once one finished elsewhere.
-    logged_in_elsewhere: Arc<Notify>,
+    login_wait: Arc<LoginWait>,
+}
+
+/// A server's wait for its own login (see [`Server::take_login_from_elsewhere`]).
+#[derive(Default)]
+struct LoginWait {
+    /// Ends the wait: a login finished elsewhere.
+    done_elsewhere: Notify,
+    /// The token kin held when the wait began (one the server refused), if any: a login made
+    /// elsewhere since has stored another.
+    token_before: Mutex<Option<String>>,
 }
 
 /// What a call to a server tool came to.
@@ -143,7 +152,7 @@ impl Server {
             } => Some(url.clone()),
             _ => None,
         };
-        let logged_in_elsewhere = Arc::new(Notify::new());
+        let login_wait = Arc::new(LoginWait::default());
         if !refused {
             let relisting_tx = Arc::new(relisting_tx);
             tokio::spawn(supervise(
@@ -153,7 +162,7 @@ impl Server {
                 listed.clone(),
                 relisting_tx,
                 scope,
-                logged_in_elsewhere.clone(),
+                login_wait.clone(),
             ));
         }
         Arc::new(Self {
@@ -164,7 +173,7 @@ impl Server {
             relisting,
             step_up,
             login_url,
-            logged_in_elsewhere,
+            login_wait,
         })
     }
 
@@ -192,12 +201,14 @@ impl Server {
         let Some(url) = &self.login_url else {
             return;
         };
-        if !matches!(self.state(), State::Login { .. })
-            || !super::oauth::has_tokens(&self.name, url).await
-        {
+        if !matches!(self.state(), State::Login { .. }) {
             return;
         }
-        self.logged_in_elsewhere.notify_one();
+        let now = super::oauth::stored_token(&self.name, url).await;
+        if now.is_none() || now == *lock(&self.login_wait.token_before) {
+            return;
+        }
+        self.login_wait.done_elsewhere.notify_one();
         let mut state = self.state.clone();
         let _ = state
             .wait_for(|state| !matches!(state, State::Login { .. }))
@@ -356,7 +367,7 @@ async fn supervise(
     listed: Arc<Mutex<Listed>>,
     relisting: Arc<watch::Sender<bool>>,
     scope: LoginScope,
-    logged_in_elsewhere: Arc<Notify>,
+    login_wait: Arc<LoginWait>,
 ) {
     let cancel = scope.cancel.clone();
     let mut backoff = FIRST_BACKOFF;
@@ -392,11 +403,14 @@ async fn supervise(
                 };
                 let signed = match &spec.transport {
                     Transport::Http {
+                        url,
                         login: Some(settings),
                         ..
                     } => {
+                        let before = super::oauth::stored_token(&spec.name, url).await;
+                        *lock(&login_wait.token_before) = before;
                         let need = "needs a login";
-                        let elsewhere = Some(&*logged_in_elsewhere);
+                        let elsewhere = Some(&login_wait.done_elsewhere);
                         sign_in(&spec, settings, &challenge, need, &shown, &scope, elsewhere).await
                     }
                     _ => Err(OAuthError::NotHttp(spec.name.clone())),

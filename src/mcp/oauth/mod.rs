@@ -202,12 +202,14 @@ pub(crate) async fn stored_client_id(name: &str, url: &str) -> Option<String> {
     Some(stored.ok()?.ok()??.client_id).filter(|id| !id.is_empty())
 }
 
-/// Whether kin holds tokens for server `name` at `url` (from a login in any session or
-/// process).
-pub(crate) async fn has_tokens(name: &str, url: &str) -> bool {
+/// The access token kin holds for server `name` at `url` (from a login in any session or
+/// process), if any: compared, never shown.
+pub(crate) async fn stored_token(name: &str, url: &str) -> Option<String> {
+    use oauth2::TokenResponse;
     let store = store_for(name, url).await;
     let stored = tokio::task::spawn_blocking(move || store.stored()).await;
-    matches!(stored, Ok(Ok(Some(credentials))) if credentials.token_response.is_some())
+    let response = stored.ok()?.ok()??.token_response?;
+    Some(response.access_token().secret().clone())
 }
 
 /// Whether kin holds a login for server `name` at `url`, for `kin config`: where, or `None`.
