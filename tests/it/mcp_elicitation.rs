@@ -28,27 +28,13 @@ fn servers() -> Option<Value> {
 /// Starts kin, initializes with `capabilities`, opens a session in mode `allow`.
 async fn session(replay: &std::path::Path, capabilities: Value, servers: Value) -> (Wire, String) {
     let mut wire = Wire::start(Some(replay));
-    let (_, answer) = wire
-        .request(
-            0,
-            "initialize",
-            json!({"protocolVersion": 1, "clientCapabilities": capabilities}),
-        )
-        .await;
-    assert_eq!(answer["result"]["protocolVersion"], 1, "{answer}");
+    wire.initialize_with(capabilities).await;
     let cwd = wire.cwd();
     let (_, answer) = wire
         .request(1, "session/new", json!({"cwd": cwd, "mcpServers": servers}))
         .await;
     let session = answer["result"]["sessionId"].as_str().unwrap().to_owned();
-    let (_, answer) = wire
-        .request(
-            2,
-            "session/set_mode",
-            json!({"sessionId": session, "modeId": "allow"}),
-        )
-        .await;
-    assert!(answer.get("error").is_none(), "{answer}");
+    wire.set_mode(2, &session, "allow").await;
     (wire, session)
 }
 

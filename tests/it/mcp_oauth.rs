@@ -126,6 +126,34 @@ fn home_for(port: &str, browser: &str) -> (tempfile::TempDir, PathBuf) {
     (home, script)
 }
 
+/// Prompts twice: `echo` "one" (call `c1`), then, once every token so far has expired,
+/// `echo` "two" (call `c2`), which must go through on a refreshed token; the second prompt's
+/// updates.
+async fn call_expire_and_call_again(
+    wire: &mut Wire,
+    session: &str,
+    control: &mut tokio::process::ChildStdin,
+    events: &mut Events,
+) -> Vec<Value> {
+    let updates = prompt(wire, session, 3).await;
+    assert!(
+        tool_text(&updates, "c1").contains("echo: one"),
+        "{updates:?}"
+    );
+    events.wait_for("CALLED 1").await;
+    control.write_all(b"expire\n").await.unwrap();
+    events.wait_for("EXPIRED").await;
+    let updates = prompt(wire, session, 4).await;
+    assert!(
+        tool_text(&updates, "c2").contains("echo: two"),
+        "{updates:?}"
+    );
+    for event in ["REFUSED", "REFRESHED", "CALLED 2"] {
+        events.wait_for(event).await;
+    }
+    updates
+}
+
 /// Adds `lines` to the `docs` table of the config file in `home` (see [`home_for`]).
 fn add_to_docs(home: &Path, lines: &str) {
     let config = home.join("config/kin/config.toml");
@@ -188,24 +216,8 @@ async fn login_call_expiry_refresh_and_logout_against_a_real_authorization_serve
     let env = [("KIN_KEY_STORE", "file")];
     let mut wire = Wire::start_with(Some(replay.path()), home, &env);
     let session = allowed_session(&mut wire).await;
-    let updates = prompt(&mut wire, &session, 3).await;
-    assert!(
-        tool_text(&updates, "c1").contains("echo: one"),
-        "{updates:?}"
-    );
-    events.wait_for("CALLED 1").await;
-
     // The access token stops working (as at its expiry): the next call refreshes it once.
-    control.write_all(b"expire\n").await.unwrap();
-    events.wait_for("EXPIRED").await;
-    let updates = prompt(&mut wire, &session, 4).await;
-    assert!(
-        tool_text(&updates, "c2").contains("echo: two"),
-        "{updates:?}"
-    );
-    for event in ["REFUSED", "REFRESHED", "CALLED 2"] {
-        events.wait_for(event).await;
-    }
+    let updates = call_expire_and_call_again(&mut wire, &session, &mut control, &mut events).await;
     // The rotated refresh token was kept (the old one is spent at the server).
     let after = std::fs::read_to_string(&tokens).unwrap();
     assert_ne!(before, after);
@@ -312,20 +324,9 @@ async fn an_editor_taking_url_questions_is_asked_to_open_the_login_at_once() {
         .dir();
     let env = [("KIN_KEY_STORE", "file"), ("BROWSER", "")];
     let mut wire = Wire::start_with(Some(replay.path()), home, &env);
-    let capabilities = json!({"elicitation": {"url": {}}});
-    let (_, answer) = wire
-        .request(
-            0,
-            "initialize",
-            json!({"protocolVersion": 1, "clientCapabilities": capabilities}),
-        )
+    wire.initialize_with(json!({"elicitation": {"url": {}}}))
         .await;
-    assert_eq!(answer["result"]["protocolVersion"], 1, "{answer}");
-    let cwd = wire.cwd();
-    let (_, answer) = wire
-        .request(1, "session/new", json!({"cwd": cwd, "mcpServers": []}))
-        .await;
-    let session = answer["result"]["sessionId"].as_str().unwrap().to_owned();
+    let session = wire.new_session().await;
     // Before any prompt, kin asks the editor to open the authorization URL.
     let asked = loop {
         let message = tokio::time::timeout(DEADLINE, wire.read())
@@ -476,23 +477,8 @@ async fn a_pre_registered_client_logs_in_and_refreshes_with_its_secret_which_sta
     let env = [("KIN_KEY_STORE", "file"), ("DOCS_LOGIN", secret)];
     let mut wire = Wire::start_with(Some(replay.path()), home, &env);
     let session = allowed_session(&mut wire).await;
-    let updates = prompt(&mut wire, &session, 3).await;
-    assert!(
-        tool_text(&updates, "c1").contains("echo: one"),
-        "{updates:?}"
-    );
-    events.wait_for("CALLED 1").await;
     // The refresh authenticates with the secret too (the server refuses it otherwise).
-    control.write_all(b"expire\n").await.unwrap();
-    events.wait_for("EXPIRED").await;
-    let updates = prompt(&mut wire, &session, 4).await;
-    assert!(
-        tool_text(&updates, "c2").contains("echo: two"),
-        "{updates:?}"
-    );
-    for event in ["REFUSED", "REFRESHED", "CALLED 2"] {
-        events.wait_for(event).await;
-    }
+    let updates = call_expire_and_call_again(&mut wire, &session, &mut control, &mut events).await;
     // A command's environment lacks the variable holding it.
     let listed = tool_text(&updates, "e1");
     assert!(listed.contains("PATH="), "{listed}");
