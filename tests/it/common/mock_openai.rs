@@ -235,6 +235,16 @@ impl MockServer {
     /// Binds 127.0.0.1 on a free port and serves until dropped.
     pub fn start() -> Self {
         let std_listener = std::net::TcpListener::bind("127.0.0.1:0").expect("binding 127.0.0.1");
+        Self::serve_on(std_listener)
+    }
+
+    /// Serves on 127.0.0.1:`port` (a well-known server's port), or `None` when it is taken.
+    pub fn start_at(port: u16) -> Option<Self> {
+        let std_listener = std::net::TcpListener::bind(("127.0.0.1", port)).ok()?;
+        Some(Self::serve_on(std_listener))
+    }
+
+    fn serve_on(std_listener: std::net::TcpListener) -> Self {
         std_listener
             .set_nonblocking(true)
             .expect("non-blocking listener");
