@@ -65,6 +65,14 @@ pub fn own_files(home: &Path) -> Vec<PathBuf> {
     files
 }
 
+/// kin's own directories, which nothing kin confines may write: the config directory (the
+/// config file, the key file, user-wide commands and agents) and the data directory `home`.
+pub fn own_dirs(home: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = config_dir(&process_env).into_iter().collect();
+    dirs.push(home.to_owned());
+    dirs
+}
+
 /// The process environment as an [`EnvLookup`].
 pub fn process_env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())

@@ -400,7 +400,7 @@ fn open_runtime(configured: Configured, file: &config::ConfigFile) -> anyhow::Re
     let mut options = RuntimeOptions {
         limits,
         child_env,
-        private: PrivateFiles::new(own),
+        private: PrivateFiles::new(own).unwritten(config::own_dirs(&home)),
         ..RuntimeOptions::default()
     };
     if let Some(depth) = std::env::var("KIN_SUBAGENT_MAX_DEPTH")
@@ -425,7 +425,9 @@ fn open_runtime(configured: Configured, file: &config::ConfigFile) -> anyhow::Re
         options.mcp_max_tools = max;
     }
     options.mcp_sandboxed = mcp.sandboxed;
-    let sandbox = Arc::new(Sandbox::for_this_process(config::sandbox_settings(file)?));
+    let sandbox = Sandbox::for_this_process(config::sandbox_settings(file)?)
+        .protecting(config::own_dirs(&home));
+    let sandbox = Arc::new(sandbox);
     options.sandbox = sandbox.clone();
     let model = models.default_choice().model.clone();
     options.models = Some(models);
@@ -533,7 +535,8 @@ async fn show_config(flags: ModelFlags) -> anyhow::Result<u8> {
     let servers = config::mcp_servers(&file)?;
     print!("{}", config::render_mcp_servers(&servers));
     print!("{}", kin::mcp::oauth::render_logins(&servers.servers).await);
-    let sandbox = Sandbox::for_this_process(config::sandbox_settings(&file)?);
+    let sandbox = Sandbox::for_this_process(config::sandbox_settings(&file)?)
+        .protecting(config::own_dirs(&config::kin_home()));
     print!("{}", config::render_sandbox(&sandbox));
     Ok(0)
 }

@@ -149,6 +149,7 @@ impl Runtime {
                 .with_models(models)
                 .with_limits(options.limits)
                 .with_secrets(options.child_env, options.private)
+                .with_sandbox(options.sandbox.clone())
                 .with_max_parallel(options.max_parallel),
         );
         delegation.attach(&host);

@@ -88,11 +88,12 @@ pub struct ChildSandbox {
 }
 
 impl ChildSandbox {
-    /// Where the child's commands work: its cwd, under the parent's current mode.
+    /// Where the child's commands work: its cwd (resolved as it is when the child or its
+    /// terminal starts), under the parent's current mode.
     pub(crate) fn scope(&self, cwd: &std::path::Path, read_only: bool) -> CommandScope<'_> {
         CommandScope {
             session: &self.session,
-            roots: vec![cwd.to_owned()],
+            roots: vec![crate::process::sandbox_policy::canonical(cwd)],
             read_only,
         }
     }

@@ -20,6 +20,8 @@ use super::{
 };
 use crate::model::{Model, ModelCatalog, UnknownModel};
 use crate::process::child_env::ChildEnv;
+use crate::process::git_command::Git;
+use crate::process::sandbox::Sandbox;
 use crate::session::{Event, Header, SessionLog, SessionStore, StoreError, UserPart};
 use crate::sync::lock;
 use crate::tools::private::PrivateFiles;
@@ -175,6 +177,8 @@ pub struct AgentHost {
     child_env: ChildEnv,
     /// kin's own files, which its sessions never read.
     private: PrivateFiles,
+    /// The kernel sandbox of the processes it starts, kin's own `git` included.
+    sandbox: Arc<Sandbox>,
 }
 
 impl AgentHost {
@@ -199,6 +203,7 @@ impl AgentHost {
             tool_argument_bytes: crate::limits::DEFAULT_TOOL_ARGUMENT_BYTES,
             child_env: ChildEnv::default(),
             private: PrivateFiles::default(),
+            sandbox: Arc::new(Sandbox::off()),
         }
     }
 
@@ -219,6 +224,20 @@ impl AgentHost {
     /// The environment scrub of the processes its sessions start.
     pub(crate) fn child_env(&self) -> &ChildEnv {
         &self.child_env
+    }
+
+    /// This host confining the processes it starts for itself (`git`) in `sandbox`.
+    pub(crate) fn with_sandbox(mut self, sandbox: Arc<Sandbox>) -> Self {
+        self.sandbox = sandbox;
+        self
+    }
+
+    /// How kin's own `git` runs for its sessions (worktrees).
+    pub(crate) fn git(&self) -> Git {
+        Git {
+            env: self.child_env.clone(),
+            sandbox: self.sandbox.clone(),
+        }
     }
 
     /// kin's own files, which its sessions never read.

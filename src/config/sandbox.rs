@@ -78,6 +78,14 @@ pub fn render(sandbox: &Sandbox) -> String {
     ];
     writable.extend(settings.writable.iter().map(|p| p.display().to_string()));
     row("sandbox writable", &writable.join(", "));
+    let own: Vec<String> = sandbox
+        .own_dirs()
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    if !own.is_empty() {
+        row("sandbox never writable", &own.join(", "));
+    }
     let network = match settings.network {
         None => "on (off in read-only mode)",
         Some(true) => "on",

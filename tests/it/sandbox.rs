@@ -5,8 +5,9 @@
 //! read-only parent cannot write; and `required` refuses to run commands where the kernel has
 //! no Landlock (simulated).
 //!
-//! The tests that need Landlock print `SKIPPED` where the kernel lacks it, and fail under CI
-//! (`CI` set), whose kernel has it.
+//! The tests that need Landlock print `SKIPPED` where the kernel lacks it, and fail where it is
+//! required: under CI (`CI` set, or `KIN_REQUIRE_SANDBOX`, which `.ci/run` sets), whose kernel
+//! has it.
 
 use crate::common;
 
@@ -17,13 +18,17 @@ use kin::process::sandbox::{Support, NO_LANDLOCK_ENV};
 use kin::scenario::Step;
 use serde_json::{json, Value};
 
-/// Whether the kernel confines; prints a visible skip when it does not (a failure under CI).
-fn landlock(test: &str) -> bool {
+/// Whether the kernel confines; prints a visible skip when it does not (a failure where the
+/// sandbox is required: under CI).
+pub(crate) fn landlock(test: &str) -> bool {
     match Support::probe() {
         Support::Landlock { .. } => true,
         Support::Missing(why) => {
+            let required = ["CI", "KIN_REQUIRE_SANDBOX"]
+                .iter()
+                .any(|name| std::env::var_os(name).is_some_and(|v| !v.is_empty()));
             assert!(
-                std::env::var_os("CI").is_none(),
+                !required,
                 "{test}: Landlock is required under CI, but: {why}"
             );
             eprintln!("SKIPPED {test}: this kernel cannot confine ({why})");
@@ -33,7 +38,7 @@ fn landlock(test: &str) -> bool {
 }
 
 /// The run's directories, with a file `outside/keep.txt` that nothing may change.
-fn dirs_with_keep() -> Dirs {
+pub(crate) fn dirs_with_keep() -> Dirs {
     let dirs = Dirs::new();
     std::fs::write(dirs.outside.join("keep.txt"), "kept\n").unwrap();
     dirs
@@ -76,7 +81,7 @@ async fn bash(
 }
 
 /// The text of every tool result in the session logs under `home`.
-fn logged_results(home: &Path) -> Vec<String> {
+pub(crate) fn logged_results(home: &Path) -> Vec<String> {
     common::session_files(home)
         .iter()
         .flat_map(|path| {
