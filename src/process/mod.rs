@@ -20,5 +20,6 @@ pub mod sandbox;
 pub mod sandbox_exec;
 pub(crate) mod sandbox_hint;
 pub(crate) mod sandbox_policy;
+pub(crate) mod sandbox_unreadable;
 pub(crate) mod stderr_tail;
 pub(crate) mod truncate;

@@ -61,6 +61,8 @@ pub struct SandboxSettings {
     pub writable: Vec<PathBuf>,
     /// The network of commands; `None`: on, except in read-only mode.
     pub network: Option<bool>,
+    /// Files no confined process may read (kin's `mcp-token`); not a config key.
+    pub unreadable: Vec<PathBuf>,
 }
 
 /// What the kernel here can enforce.
@@ -245,6 +247,7 @@ impl Sandbox {
                 writable: Vec::new(),
                 network: false,
                 required: true,
+                unreadable: Vec::new(),
             })
         });
         Self::new(settings, Support::probe(), launcher, ceiling)
@@ -338,6 +341,12 @@ impl Sandbox {
             writable,
             network: self.settings.network.unwrap_or(!scope.read_only),
             required: self.mode() == SandboxMode::Required,
+            unreadable: self
+                .settings
+                .unreadable
+                .iter()
+                .map(|p| canonical(p))
+                .collect(),
         };
         Ok(Some(match &self.ceiling {
             Some(ceiling) => policy.within(ceiling),
@@ -576,6 +585,7 @@ mod tests {
             writable: vec![root.join("sub"), "/elsewhere".into()],
             network: false,
             required: false,
+            unreadable: vec!["/secret".into()],
         };
         let sandbox = landlock(SandboxSettings::default(), Some(ceiling.clone()));
         let policy = sandbox
@@ -584,6 +594,7 @@ mod tests {
             .unwrap();
         assert_eq!(policy.writable, [root.join("sub")]);
         assert!(!policy.network);
+        assert_eq!(policy.unreadable, [PathBuf::from("/secret")], "kept below");
         // Under a ceiling, `off` cannot turn the sandbox off.
         let off = SandboxSettings {
             mode: SandboxMode::Off,

@@ -79,6 +79,7 @@ mod tests {
             writable: vec!["/ws".into(), "/tmp/kin-1/s".into()],
             network,
             required: false,
+            unreadable: Vec::new(),
         }
     }
 
