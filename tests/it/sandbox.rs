@@ -428,3 +428,25 @@ async fn a_confined_command_can_neither_read_the_listen_token_nor_drive_the_list
     listener.start_kill().unwrap();
     let _ = listener.wait().await;
 }
+
+/// A write the sandbox did not refuse (a kernel file no one may write, root included) gets no
+/// "kin's sandbox refused this" note; one it refused does.
+#[tokio::test]
+async fn the_refusal_note_is_only_for_writes_the_sandbox_refused() {
+    if !landlock("the_refusal_note_is_only_for_writes_the_sandbox_refused") {
+        return;
+    }
+    let kernel = "/sys/kernel/mm/transparent_hugepage/hpage_pmd_size";
+    if !Path::new(kernel).is_file() {
+        eprintln!("SKIPPED: no {kernel} here");
+        return;
+    }
+    let dirs = dirs_with_keep();
+    let (result, _) = bash(&dirs, "allow", &format!("echo 1 > {kernel}"), None, &[]).await;
+    assert!(result.contains("Permission denied"), "{result}");
+    assert!(!result.contains("sandbox refused this"), "{result}");
+    let keep = dirs.outside.join("keep.txt");
+    let command = format!("echo 1 >> {}", keep.display());
+    let (result, _) = bash(&dirs, "allow", &command, None, &[]).await;
+    assert!(result.contains("sandbox refused this"), "{result}");
+}
