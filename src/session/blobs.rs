@@ -126,4 +126,18 @@ mod tests {
         share(&dir, &fork);
         assert_eq!(get(&fork, &name, 3).unwrap(), b"abc");
     }
+
+    #[test]
+    fn a_blob_larger_than_its_record_says_is_not_read() {
+        let home = tempfile::tempdir().unwrap();
+        let dir = dir_of(&home.path().join("s1.jsonl"));
+        let name = put(&dir, b"abc").unwrap();
+        // Grown since (by hand, or by another program): not the blob its record names.
+        std::fs::write(dir.join(&name), vec![b'x'; 1024 * 1024]).unwrap();
+        assert_eq!(get(&dir, &name, 3), None);
+        assert!(
+            get(&dir, &name, 1024 * 1024).is_some(),
+            "a record of that size reads it"
+        );
+    }
 }
