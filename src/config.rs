@@ -292,18 +292,24 @@ pub fn mcp_servers(config: &ConfigFile) -> Result<McpSettings, ConfigError> {
     }
 }
 
-/// The `[sandbox]` settings of the config file (defaults without one).
+/// The `[sandbox]` settings of the config file (defaults without one), with the `kin mcp`
+/// token in kin's data directory unreadable to confined processes.
 pub fn sandbox_settings(
     config: &ConfigFile,
 ) -> Result<crate::process::sandbox::SandboxSettings, ConfigError> {
-    match (&config.file, &config.path) {
+    let mut settings = match (&config.file, &config.path) {
         (Some(file), Some(path)) => match &file.sandbox {
             Some(entry) => {
                 let home = std::env::var_os("HOME").map(PathBuf::from);
-                sandbox::resolve(entry, home.as_deref(), path)
+                sandbox::resolve(entry, home.as_deref(), path)?
             }
-            None => Ok(Default::default()),
+            None => Default::default(),
         },
-        _ => Ok(Default::default()),
-    }
+        _ => Default::default(),
+    };
+    settings.unreadable = vec![kin_home().join(MCP_TOKEN_FILE)];
+    Ok(settings)
 }
+
+/// The file name of the `kin mcp --listen` token, in kin's data directory.
+pub(crate) const MCP_TOKEN_FILE: &str = "mcp-token";

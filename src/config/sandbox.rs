@@ -55,6 +55,7 @@ pub(crate) fn resolve(
         mode: entry.mode,
         writable,
         network: entry.network,
+        unreadable: Vec::new(),
     })
 }
 

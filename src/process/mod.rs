@@ -23,6 +23,7 @@ pub mod sandbox;
 pub mod sandbox_exec;
 pub(crate) mod sandbox_hint;
 pub(crate) mod sandbox_policy;
+pub(crate) mod sandbox_unreadable;
 pub(crate) mod sandbox_writable;
 pub(crate) mod stderr_tail;
 pub(crate) mod truncate;

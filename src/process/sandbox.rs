@@ -62,6 +62,8 @@ pub struct SandboxSettings {
     pub writable: Vec<PathBuf>,
     /// The network of commands; `None`: on, except in read-only mode.
     pub network: Option<bool>,
+    /// Files no confined process may read (kin's `mcp-token`); not a config key.
+    pub unreadable: Vec<PathBuf>,
 }
 
 /// What the kernel here can enforce.
@@ -253,6 +255,7 @@ impl Sandbox {
                 writable: Vec::new(),
                 network: false,
                 required: true,
+                unreadable: Vec::new(),
             })
         });
         Self::new(settings, Support::probe(), launcher, ceiling)
@@ -366,6 +369,7 @@ impl Sandbox {
             writable: paths,
             network: false,
             required: self.mode() == SandboxMode::Required,
+            unreadable: self.unreadable(),
         });
         Ok(self.wrap(&policy, program, args))
     }
@@ -402,8 +406,14 @@ impl Sandbox {
             writable,
             network: self.settings.network.unwrap_or(!scope.read_only),
             required: self.mode() == SandboxMode::Required,
+            unreadable: self.unreadable(),
         });
         Ok(Some((policy, dropped)))
+    }
+
+    /// The files no confined process may read, resolved.
+    fn unreadable(&self) -> Vec<PathBuf> {
+        self.settings.unreadable.iter().map(|p| canonical(p)).collect()
     }
 
     /// Whether processes are confined; an error where they must be but cannot.
@@ -673,6 +683,7 @@ mod tests {
             writable: vec![root.join("sub"), "/elsewhere".into()],
             network: false,
             required: false,
+            unreadable: vec!["/secret".into()],
         };
         let sandbox = landlock(SandboxSettings::default(), Some(ceiling.clone()));
         let policy = sandbox
@@ -681,6 +692,7 @@ mod tests {
             .unwrap();
         assert_eq!(policy.writable, [root.join("sub")]);
         assert!(!policy.network);
+        assert_eq!(policy.unreadable, [PathBuf::from("/secret")], "kept below");
         // Under a ceiling, `off` cannot turn the sandbox off.
         let off = SandboxSettings {
             mode: SandboxMode::Off,

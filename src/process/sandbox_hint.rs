@@ -1,8 +1,9 @@
 //! Telling a sandbox refusal from an ordinary permission error. The kernel answers a confined
 //! write with the same EACCES as a file mode would, so a failed command's output is read for
 //! "Permission denied" lines that name a path outside the writable set (or, with the network
-//! off, a refused connection); the note added to its result says it was kin's sandbox, names
-//! the path, and says how to allow it.
+//! off, a refused connection) and that kin itself could write (so a file's own mode, or a
+//! kernel file no one may write, gets no note); the note added to its result says it was
+//! kin's sandbox, names the path, and says how to allow it.
 
 use std::path::{Path, PathBuf};
 
@@ -22,7 +23,7 @@ pub(crate) fn explain(output: &str, policy: &Policy, cwd: &Path) -> Option<Strin
         .iter()
         .flat_map(|line| candidates(line))
         .map(|path| cwd.join(path))
-        .filter(|path| !policy.allows_write(path))
+        .filter(|path| !policy.allows_write(path) && unconfined_may_write(path))
         .fold(Vec::new(), |mut paths, path| {
             if !paths.contains(&path) {
                 paths.push(path);
@@ -53,6 +54,30 @@ pub(crate) fn explain(output: &str, policy: &Policy, cwd: &Path) -> Option<Strin
     })
 }
 
+/// Whether kin itself, unconfined, may write `path`: else the refusal was the file's own
+/// (its mode, a read-only file of the kernel's), not the sandbox's. An existing regular file
+/// is opened for writing (nothing is written or truncated); otherwise the nearest existing
+/// directory is asked whether entries may be made in it.
+fn unconfined_may_write(path: &Path) -> bool {
+    use nix::unistd::{access, AccessFlags};
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = super::sandbox_policy::canonical(path);
+    match std::fs::symlink_metadata(&path) {
+        Ok(meta) if meta.is_file() => std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_NOFOLLOW)
+            .open(&path)
+            .is_ok(),
+        Ok(meta) if meta.is_dir() => access(&path, AccessFlags::W_OK | AccessFlags::X_OK).is_ok(),
+        Ok(_) => false,
+        Err(_) => path
+            .ancestors()
+            .skip(1)
+            .find(|dir| dir.is_dir())
+            .is_some_and(|dir| access(dir, AccessFlags::W_OK | AccessFlags::X_OK).is_ok()),
+    }
+}
+
 /// The paths a "Permission denied" line may name: quoted text, and words that look like paths,
 /// as in `bash: /x/y: Permission denied` or `touch: cannot touch '/x/y': Permission denied`.
 fn candidates(line: &str) -> Vec<&str> {
@@ -79,30 +104,34 @@ mod tests {
             writable: vec!["/ws".into(), "/tmp/kin-1/s".into()],
             network,
             required: false,
+            unreadable: Vec::new(),
         }
     }
 
     #[test]
     fn names_a_refused_path_outside_the_writable_set() {
-        let cwd = Path::new("/ws");
-        let note = explain(
-            "bash: /home/u/out.txt: Permission denied\n",
-            &policy(true),
-            cwd,
-        )
-        .unwrap();
-        assert!(
-            note.contains("sandbox refused this: /home/u/out.txt"),
-            "{note}"
-        );
+        let dir = tempfile::tempdir().unwrap();
+        let outside = dir.path().canonicalize().unwrap();
+        let cwd = outside.join("ws");
+        std::fs::create_dir(&cwd).unwrap();
+        let output = format!("bash: {}/out.txt: Permission denied\n", outside.display());
+        let note = explain(&output, &policy(true), &cwd).unwrap();
+        let expected = format!("sandbox refused this: {}/out.txt", outside.display());
+        assert!(note.contains(&expected), "{note}");
         assert!(note.contains("/ws, /tmp/kin-1/s"), "{note}");
-        let note = explain(
-            "touch: cannot touch '../up.txt': Permission denied",
-            &policy(true),
-            cwd,
-        )
-        .unwrap();
+        let output = "touch: cannot touch '../up.txt': Permission denied";
+        let note = explain(output, &policy(true), &cwd).unwrap();
         assert!(note.contains("/ws/../up.txt"), "{note}");
+    }
+
+    #[test]
+    fn says_nothing_of_a_file_kin_itself_could_not_write() {
+        // A kernel file no one may write (root included): the refusal is not the sandbox's.
+        let kernel = "/sys/kernel/mm/transparent_hugepage/hpage_pmd_size";
+        if Path::new(kernel).is_file() {
+            let output = format!("bash: {kernel}: Permission denied");
+            assert_eq!(explain(&output, &policy(true), Path::new("/ws")), None);
+        }
     }
 
     #[test]

@@ -183,6 +183,43 @@ async fn llama_cpp_pythons_empty_answer_is_named_with_its_likely_cause() {
     );
 }
 
+/// Ollama's, vLLM's and LM Studio's 400 answers to an over-long request are overflows too:
+/// kin compacts and calls again rather than failing the turn.
+#[tokio::test]
+async fn ollama_vllm_and_lm_studio_overflow_answers_are_compacted_away() {
+    let wordings = [
+        "prompt too long; exceeded max context length by 12 tokens",
+        "The prompt (total length 25938) is too long to fit into the model (context length \
+         4096). Make sure that `max_model_len` is no smaller than the number of text tokens \
+         plus multimodal tokens.",
+        "The decoder prompt (length 5951) is longer than the maximum model length of 4096. \
+         Make sure that `max_model_len` is no smaller than the number of text tokens.",
+        "Trying to keep the first 5000 tokens when context the overflows. However, the model \
+         is loaded with context length of only 4096 tokens, which is not enough. Try to load \
+         the model with a larger context length, or provide a shorter input",
+    ];
+    for wording in wordings {
+        let server = MockServer::start();
+        let mut kin = start(&server, "", &[]);
+        let session = ready(&mut kin).await;
+        server.push(text_reply(&["first answer"]));
+        kin.turn(2, &session, "one").await;
+        server.push(error_reply(400, wording));
+        server.push(text_reply(&["summarised"]));
+        server.push(text_reply(&["second answer"]));
+        let (updates, answer) = kin.prompt(3, &session, "two").await;
+        assert_eq!(
+            answer["result"]["stopReason"], "end_turn",
+            "{wording}: {answer}"
+        );
+        assert_eq!(answer_text(&updates), "second answer", "{wording}");
+        let log = kin.log(&session);
+        let start = of_type(&log, "compaction/start");
+        assert_eq!(start.len(), 1, "{wording}");
+        assert_eq!(start[0]["data"]["trigger"], "overflow", "{wording}");
+    }
+}
+
 // ---- Estimates count what is sent ---------------------------------------------------------
 
 /// With no usage from the endpoint, `used` counts the tool schemas too, and the turn's usage
