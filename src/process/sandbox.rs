@@ -312,6 +312,7 @@ impl Sandbox {
         };
         let temp = self.private_temp(scope.session)?;
         let mut own = commands.clone();
+        super::sandbox_dirs::make_missing(state);
         own.writable.extend(state.iter().map(|p| canonical(p)));
         own.network = true;
         let mut launch = self.wrap(&own, program, args);
@@ -332,6 +333,7 @@ impl Sandbox {
         let mut writable = vec![self.private_temp(scope.session)?];
         if !scope.read_only {
             writable.extend(scope.roots.iter().map(|p| canonical(p)));
+            super::sandbox_dirs::make_missing(&self.settings.writable);
             writable.extend(self.settings.writable.iter().map(|p| canonical(p)));
         }
         let policy = Policy {
