@@ -90,6 +90,8 @@ fn assert_continued(logs: &[(Value, String)], mock: &MockServer, ran: &str) {
     let second = mock
         .requests()
         .into_iter()
+        // The agent's own turn (with its tools), not a side call such as a title.
+        .filter(|r| r.body["tools"].as_array().is_some_and(|t| !t.is_empty()))
         .find(|r| r.body.to_string().contains("SECOND_ASK"))
         .expect("the continued child asked the model");
     assert!(
@@ -225,10 +227,11 @@ async fn codex_acp_runs_a_command_and_continues_its_session_under_the_default_sa
     );
     let logs = kin_parent_of(parent_continuing("subagent_codex"), &table, &marker).await;
     assert_continued(&logs, &mock, "RAN_OK");
-    let record = log_at_depth(&logs, 1);
     assert!(
-        record.contains(r#""providerData":{"sessionId""#),
-        "{record}"
+        logs.iter()
+            .any(|(header, text)| header["delegationDepth"] == 1
+                && text.contains(r#""providerData":{"sessionId""#)),
+        "the parent's record of the child holds its session id: {logs:?}"
     );
     // The command ran; codex keeps its sessions in CODEX_HOME.
     let ran = mock
@@ -308,7 +311,13 @@ fn claude_model(mock: &MockServer, command: String) {
         if !request.path.contains("/messages") {
             return None;
         }
-        let last = request.body["messages"].as_array()?.last()?.to_string();
+        // The last user message (a system reminder may follow it).
+        let last = request.body["messages"]
+            .as_array()?
+            .iter()
+            .rev()
+            .find(|message| message["role"] == "user")?
+            .to_string();
         let has_bash = request.body["tools"]
             .as_array()
             .is_some_and(|tools| tools.iter().any(|tool| tool["name"] == "Bash"));
@@ -342,7 +351,7 @@ async fn claude_agent_acp_runs_a_command_and_continues_its_session_in_the_sandbo
     let home = tempfile::tempdir().unwrap();
     // No `sandbox` or `writable`: claude-agent-acp's defaults (confined, ~/.claude writable).
     let table = format!(
-        "[acp_agents.claude]\ncommand = {:?}\npermission = \"allow\"\nenv = {{ HOME = {:?}, ANTHROPIC_BASE_URL = {:?}, ANTHROPIC_API_KEY = \"x\", DISABLE_TELEMETRY = \"1\", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = \"1\" }}\n",
+        "[acp_agents.claude]\ncommand = {:?}\npermission = \"allow\"\nenv = {{ HOME = {:?}, ANTHROPIC_BASE_URL = {:?}, ANTHROPIC_API_KEY = \"x\", IS_SANDBOX = \"1\", DISABLE_TELEMETRY = \"1\", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = \"1\" }}\n",
         claude.display().to_string(),
         home.path().display().to_string(),
         mock.base_url().trim_end_matches("/v1"),
