@@ -2,6 +2,7 @@
 //! command-line flags, environment variables and the config file (see `resolve`).
 
 mod acp_agents;
+mod acp_sandbox;
 pub mod agents;
 mod credentials;
 mod delegation;
@@ -21,6 +22,7 @@ use std::path::{Path, PathBuf};
 use crate::process::child_env::ChildEnv;
 
 pub use acp_agents::{AcpAgentConfig, AcpPermission};
+pub use acp_sandbox::{ChildConfinement, KnownAgent};
 pub use credentials::{
     credential_file, is_credential_file, mcp_token_dir, KeyStore, ENV_KEY_STORE,
 };
@@ -272,7 +274,10 @@ pub fn render_tools(max_parallel: &Setting<usize>) -> String {
 /// The child agents of the config file's `[acp_agents.<name>]` tables (none without a file).
 pub fn acp_agents(config: &ConfigFile) -> Result<Vec<AcpAgentConfig>, ConfigError> {
     match (&config.file, &config.path) {
-        (Some(file), Some(path)) => acp_agents::resolve(&file.acp_agents, path),
+        (Some(file), Some(path)) => {
+            let home = std::env::var_os("HOME").map(PathBuf::from);
+            acp_agents::resolve(&file.acp_agents, home.as_deref(), path)
+        }
         _ => Ok(Vec::new()),
     }
 }

@@ -82,9 +82,16 @@ pub struct ChildSandbox {
     pub sandbox: Arc<Sandbox>,
     /// The delegating session (whose private temp directory the child shares).
     pub session: String,
-    /// Where the child keeps its own state (kin's home for a kin child; `writable` of its
-    /// `[acp_agents]` table).
+    /// Where the child keeps its own state (its `KIN_HOME` for a kin child; `writable` of its
+    /// `[acp_agents]` table and the defaults of the agents kin knows).
     pub state: Vec<PathBuf>,
+    /// Whether the child itself is confined (`sandbox` of its table); its commands through
+    /// kin's terminals are either way.
+    pub confined: bool,
+    /// Added to the environment of a confined child (where it then keeps its state).
+    pub env: Vec<(String, String)>,
+    /// Its `[acp_agents.<name>]`, named when the sandbox refused it a write.
+    pub agent: String,
 }
 
 impl ChildSandbox {

@@ -36,19 +36,10 @@ pub(crate) fn resolve(
         .writable
         .iter()
         .map(|raw| {
-            let expanded = match (raw.strip_prefix("~/"), home) {
-                (Some(rest), Some(home)) => home.join(rest),
-                _ if raw == "~" => home.map(Path::to_owned).unwrap_or_default(),
-                _ => PathBuf::from(raw),
-            };
-            if expanded.is_absolute() {
-                Ok(expanded)
-            } else {
-                Err(ConfigError::Invalid {
-                    origin: format!("sandbox.writable in config file {}", path.display()),
-                    reason: format!("{raw:?} is not an absolute path (or one starting with ~/)"),
-                })
-            }
+            absolute(raw, home).ok_or_else(|| ConfigError::Invalid {
+                origin: format!("sandbox.writable in config file {}", path.display()),
+                reason: format!("{raw:?} is not an absolute path (or one starting with ~/)"),
+            })
         })
         .collect::<Result<_, _>>()?;
     Ok(SandboxSettings {
@@ -57,6 +48,16 @@ pub(crate) fn resolve(
         network: entry.network,
         unreadable: Vec::new(),
     })
+}
+
+/// `raw` with a leading `~/` (or `~`) taken as `home`; `None` when that is not absolute.
+pub(crate) fn absolute(raw: &str, home: Option<&Path>) -> Option<PathBuf> {
+    let expanded = match (raw.strip_prefix("~/"), home) {
+        (Some(rest), Some(home)) => home.join(rest),
+        _ if raw == "~" => home.map(Path::to_owned).unwrap_or_default(),
+        _ => PathBuf::from(raw),
+    };
+    expanded.is_absolute().then_some(expanded)
 }
 
 /// The `kin config` lines of `sandbox`.

@@ -20,6 +20,7 @@ pub mod group;
 pub mod guard;
 pub mod own_env;
 pub mod sandbox;
+pub(crate) mod sandbox_dirs;
 pub mod sandbox_exec;
 pub(crate) mod sandbox_hint;
 pub(crate) mod sandbox_policy;

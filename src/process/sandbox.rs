@@ -341,6 +341,7 @@ impl Sandbox {
         };
         let temp = self.private_temp(scope.session)?;
         let mut own = commands.clone();
+        super::sandbox_dirs::make_missing(state);
         own.writable.extend(state.iter().map(|p| canonical(p)));
         own.network = true;
         let mut launch = self.wrap(&own, program, args);
@@ -398,6 +399,7 @@ impl Sandbox {
                     dropped.push(root.clone());
                 }
             }
+            super::sandbox_dirs::make_missing(&self.settings.writable);
             for path in &self.settings.writable {
                 carve(&canonical(path), &self.own, &mut writable);
             }

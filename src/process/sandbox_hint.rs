@@ -15,33 +15,14 @@ const DENIED: [&str; 2] = ["Permission denied", "Operation not permitted"];
 /// The note for a failed command's `output`, run in `cwd` under `policy`; `None` when nothing
 /// in it points at the sandbox.
 pub(crate) fn explain(output: &str, policy: &Policy, cwd: &Path) -> Option<String> {
-    let denied: Vec<&str> = output
-        .lines()
-        .filter(|line| DENIED.iter().any(|text| line.contains(text)))
-        .collect();
-    let refused: Vec<PathBuf> = denied
-        .iter()
-        .flat_map(|line| candidates(line))
-        .map(|path| cwd.join(path))
-        .filter(|path| !policy.allows_write(path) && unconfined_may_write(path))
-        .fold(Vec::new(), |mut paths, path| {
-            if !paths.contains(&path) {
-                paths.push(path);
-            }
-            paths
-        });
-    let writable: Vec<String> = policy
-        .writable
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect();
-    if let Some(path) = refused.first() {
+    let denied = denied_lines(output);
+    if let Some(path) = refused(&denied, policy, cwd).first() {
         return Some(format!(
             "[kin's sandbox refused this: {} is outside what commands may write ({}). This is \
              not a file permission problem; if the user wants commands to write there, they \
              can add it to `[sandbox] writable` in kin's config.]",
             path.display(),
-            writable.join(", ")
+            listed(policy)
         ));
     }
     let connect = denied
@@ -54,28 +35,76 @@ pub(crate) fn explain(output: &str, policy: &Policy, cwd: &Path) -> Option<Strin
     })
 }
 
+/// The note for what a child agent `agent`, confined to `policy` and started in `cwd`, wrote
+/// before it failed (its stderr, an error it answered); `None` when nothing in it names a
+/// path the sandbox refused.
+pub(crate) fn explain_child(
+    output: &str,
+    policy: &Policy,
+    cwd: &Path,
+    agent: &str,
+) -> Option<String> {
+    let path = refused(&denied_lines(output), policy, cwd)
+        .into_iter()
+        .next()?;
+    Some(format!(
+        "[kin's sandbox refused this: {} is outside what the ACP child `{agent}` may write; \
+         add it to `writable` in `[acp_agents.{agent}]` of kin's config, or set `sandbox = \
+         false` there to leave the child to its own sandbox.]",
+        path.display(),
+    ))
+}
+
+fn denied_lines(output: &str) -> Vec<&str> {
+    output
+        .lines()
+        .filter(|line| DENIED.iter().any(|text| line.contains(text)))
+        .collect()
+}
+
+/// The paths the `denied` lines name that `policy` does not let be written, once each.
+fn refused(denied: &[&str], policy: &Policy, cwd: &Path) -> Vec<PathBuf> {
+    denied
+        .iter()
+        .flat_map(|line| candidates(line))
+        .map(|path| cwd.join(path))
+        .filter(|path| !policy.allows_write(path) && unconfined_may_write(path))
+        .fold(Vec::new(), |mut paths, path| {
+            if !paths.contains(&path) {
+                paths.push(path);
+            }
+            paths
+        })
+}
+
+fn listed(policy: &Policy) -> String {
+    let writable: Vec<String> = policy
+        .writable
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    writable.join(", ")
+}
+
 /// Whether kin itself, unconfined, may write `path`: else the refusal was the file's own
-/// (its mode, a read-only file of the kernel's), not the sandbox's. An existing regular file
-/// is opened for writing (nothing is written or truncated); otherwise the nearest existing
-/// directory is asked whether entries may be made in it.
+/// (its mode, a read-only mount), not the sandbox's. Only asked of the kernel (`access`),
+/// nothing is opened; a path that does not exist yet asks its nearest existing directory.
 fn unconfined_may_write(path: &Path) -> bool {
     use nix::unistd::{access, AccessFlags};
-    use std::os::unix::fs::OpenOptionsExt;
     let path = super::sandbox_policy::canonical(path);
-    match std::fs::symlink_metadata(&path) {
-        Ok(meta) if meta.is_file() => std::fs::OpenOptions::new()
-            .write(true)
-            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_NOFOLLOW)
-            .open(&path)
-            .is_ok(),
-        Ok(meta) if meta.is_dir() => access(&path, AccessFlags::W_OK | AccessFlags::X_OK).is_ok(),
-        Ok(_) => false,
-        Err(_) => path
-            .ancestors()
-            .skip(1)
-            .find(|dir| dir.is_dir())
-            .is_some_and(|dir| access(dir, AccessFlags::W_OK | AccessFlags::X_OK).is_ok()),
-    }
+    let asked = match std::fs::symlink_metadata(&path) {
+        Ok(meta) if meta.is_file() => AccessFlags::W_OK,
+        Ok(meta) if meta.is_dir() => AccessFlags::W_OK | AccessFlags::X_OK,
+        Ok(_) => return false,
+        Err(_) => {
+            return path
+                .ancestors()
+                .skip(1)
+                .find(|dir| dir.is_dir())
+                .is_some_and(|dir| access(dir, AccessFlags::W_OK | AccessFlags::X_OK).is_ok())
+        }
+    };
+    access(&path, asked).is_ok()
 }
 
 /// The paths a "Permission denied" line may name: quoted text, and words that look like paths,
@@ -140,6 +169,21 @@ mod tests {
         let output = "bash: ./locked.txt: Permission denied\nbash: /dev/null: Permission denied";
         assert_eq!(explain(output, &policy(true), cwd), None);
         assert_eq!(explain("all fine", &policy(false), cwd), None);
+    }
+
+    #[test]
+    fn a_child_is_told_the_path_and_its_own_setting() {
+        let output = "Error: failed to initialize sqlite state runtime under /home/u/.codex: \
+            mkdir /home/u/.codex/tmp: Permission denied (os error 13)";
+        let note = explain_child(output, &policy(true), Path::new("/ws"), "codex").unwrap();
+        assert!(note.contains("refused this: /home/u/.codex"), "{note}");
+        assert!(note.contains("`[acp_agents.codex]`"), "{note}");
+        assert!(note.contains("sandbox = false"), "{note}");
+        let inside = "open /ws/x: Permission denied";
+        assert_eq!(
+            explain_child(inside, &policy(true), Path::new("/ws"), "c"),
+            None
+        );
     }
 
     #[test]

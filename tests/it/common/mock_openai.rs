@@ -221,7 +221,12 @@ struct State {
     llama: Option<LlamaLike>,
     /// Requests to other paths than chat completions (`/props`, `/api/show`).
     probes: Vec<Request>,
+    /// Picks the reply from the request, before the queue (agents that make side calls).
+    responder: Option<Responder>,
 }
+
+/// Answers a request by what it asks; `None` leaves it to the queue.
+pub type Responder = Arc<dyn Fn(&Request) -> Option<Reply> + Send + Sync>;
 
 pub struct MockServer {
     pub addr: SocketAddr,
@@ -303,6 +308,14 @@ impl MockServer {
     /// The reply for requests when the queue is empty (else they get a 500 saying so).
     pub fn set_default(&self, reply: Reply) {
         self.state.lock().unwrap().default = Some(reply);
+    }
+
+    /// Answers each request `responder` has a reply for with it, before the queue.
+    pub fn set_responder(
+        &self,
+        responder: impl Fn(&Request) -> Option<Reply> + Send + Sync + 'static,
+    ) {
+        self.state.lock().unwrap().responder = Some(Arc::new(responder));
     }
 
     /// Behaves like a llama.cpp server from now on (see [`LlamaLike`]).
@@ -413,11 +426,14 @@ async fn serve(
             let llama = state.llama.clone();
             let refusal = llama.as_ref().and_then(|l| l.refusal(&request.body));
             let prompt_tokens = LlamaLike::tokens(&request.body);
+            let chosen = state.responder.as_ref().and_then(|pick| pick(&request));
             state.requests.push(request);
             state.answered.push(None);
             let reply = match refusal {
                 Some(refusal) => Some(refusal),
-                None => state.replies.pop_front().or_else(|| state.default.clone()),
+                None => chosen
+                    .or_else(|| state.replies.pop_front())
+                    .or_else(|| state.default.clone()),
             };
             let reply = match (llama, reply) {
                 (Some(llama), Some(reply)) => Some(llama.shape(reply, prompt_tokens)),
