@@ -510,7 +510,15 @@ impl Agent {
         let result = {
             let mut state = self.state.lock().await;
             let trigger = crate::session::CompactionTrigger::Request;
-            compact::compact(self, &mut state, choice, (trigger, None), observe, &cancel).await
+            compact::compact(
+                self,
+                &mut state,
+                choice,
+                (trigger, None, None),
+                observe,
+                &cancel,
+            )
+            .await
         };
         self.release_turn();
         Ok(result?)

@@ -209,9 +209,9 @@ impl Turn<'_> {
             self.state.log.flush()?;
         }
         let mut compacted_on_overflow = false;
-        // One compaction per threshold crossing (armed again once under the threshold); a
-        // failed one is not retried this turn.
-        let (mut armed, mut failed) = (true, false);
+        // At most one threshold compaction a turn (more only when a request would not fit
+        // the window); a failed one is not retried this turn.
+        let (mut compacted, mut failed) = (false, false);
         for step in 1..=self.deps.max_steps {
             if self.cancel.is_cancelled() {
                 return Ok(StopReason::Cancelled);
@@ -227,22 +227,13 @@ impl Turn<'_> {
             self.agent
                 .context
                 .set_fixed_bytes(self.deps.system.len() + tool_schema_bytes(&tools));
-            let over = self.over_threshold(window);
-            if over && armed && !failed {
-                let outcome = match self.room(&choice, window, step) {
-                    Ok(()) => {
-                        let trigger = CompactionTrigger::Threshold;
-                        self.compact(&choice, trigger, step).await?
-                    }
-                    Err(no_room) => {
-                        self.tell_no_room(&no_room);
-                        CompactionOutcome::NothingToCompact
-                    }
-                };
-                failed = matches!(outcome, CompactionOutcome::Failed { .. });
-                armed = outcome == CompactionOutcome::NothingToCompact;
+            if !failed {
+                let outcome = self
+                    .compact_if_due(&choice, window, step, compacted)
+                    .await?;
+                failed = matches!(outcome, Some(CompactionOutcome::Failed { .. }));
+                compacted |= matches!(outcome, Some(CompactionOutcome::Compacted { .. }));
             }
-            armed |= !over;
             self.emit(EventBody::StepStart(StepRef { turn, step }))?;
             let result = self.step(step, &choice, tools, window).await;
             self.emit(EventBody::StepEnd(StepRef { turn, step }))?;
@@ -251,18 +242,16 @@ impl Turn<'_> {
                 // Too long for the endpoint: compact once and call again, when compacting can
                 // make room; else the turn fails, and its prompt is left out of later requests.
                 Err(TurnError::Model { error, .. }) if error.is_context_overflow() => {
-                    if let Some((_, reported)) = error.overflow_sizes() {
-                        self.agent.context.report_window(reported);
-                    }
-                    let window = self.agent.context.window(window);
-                    let room = self.room(&choice, window, step);
-                    if !compacted_on_overflow && room.is_ok() {
-                        compacted_on_overflow = true;
-                        let trigger = CompactionTrigger::Overflow;
-                        if let CompactionOutcome::Compacted { .. } =
-                            self.compact(&choice, trigger, step).await?
-                        {
-                            continue;
+                    let (window, room) = self.room_after_overflow(&choice, window, step, &error);
+                    if !compacted_on_overflow {
+                        if let Ok(Some(cap)) = room {
+                            compacted_on_overflow = true;
+                            let trigger = CompactionTrigger::Overflow;
+                            if let CompactionOutcome::Compacted { .. } =
+                                self.compact(&choice, trigger, step, Some(cap)).await?
+                            {
+                                continue;
+                            }
                         }
                     }
                     if let Err(no_room) = &room {
@@ -314,8 +303,9 @@ impl Turn<'_> {
         choice: &ModelChoice,
         trigger: CompactionTrigger,
         step: u32,
+        cap: Option<u32>,
     ) -> Result<CompactionOutcome, StoreError> {
-        let what = (trigger, in_turn_through(self.turn, step));
+        let what = (trigger, in_turn_through(self.turn, step), cap);
         let outcome = compact(
             self.agent,
             self.state,
@@ -382,7 +372,7 @@ impl Turn<'_> {
         let turn = self.turn;
         let model_error = |error| TurnError::Model { turn, step, error };
         let history = self.agent.model_history();
-        let request_len = self.agent.context.usage().fixed_bytes + history.text_len_from(0);
+        let history_len = history.text_len_from(0);
         let (output_cap, cap_source) = choice.output_cap(window);
         let max_tokens = self.agent.options.max_tokens.unwrap_or(output_cap);
         let request = ModelRequest {
@@ -395,7 +385,7 @@ impl Turn<'_> {
             blobs: Some(self.agent.blob_dir()),
         };
         let near_window = |tokens: u64| window.is_some_and(|w| tokens * 10 >= w * 9);
-        let request_tokens = self.agent.context.estimate(request_len);
+        let request_tokens = self.agent.context.request_tokens(history_len);
         let mut stream = choice.model.stream(request);
         let mut message = MessageAssembler::default();
         let mut chunk_seqs = Vec::new();
@@ -462,7 +452,8 @@ impl Turn<'_> {
             Some(usage) => {
                 let counted = usage.input_tokens;
                 tracing::debug!(estimated = request_tokens, counted, "request tokens");
-                self.agent.context.calibrate(request_len, counted);
+                let fixed = self.agent.context.usage().fixed_bytes;
+                self.agent.context.calibrate(fixed, history_len, counted);
                 (usage.input_tokens + usage.output_tokens, usage.clone())
             }
             // No usage from the endpoint: estimated from what was sent and received, never 0.
@@ -557,6 +548,7 @@ impl Turn<'_> {
     }
 }
 
+mod result_room;
 mod room;
 #[cfg(test)]
 mod tests;

@@ -1,42 +1,120 @@
-//! How a turn fits its request into the window: the compaction threshold, whether a
-//! compaction could make room, telling the user once when it cannot, and the error a turn
-//! ends with when its request can never fit.
+//! How a turn fits its request into the window: when a compaction is due (the threshold, or
+//! a request that would not fit), whether one helps and with what summary cap, telling the
+//! user once when none can, and the error a turn ends with when its request can never fit.
 
 use super::Turn;
+use crate::agent::compact::CompactionOutcome;
 use crate::agent::compact::{
-    in_turn_through, next_request_tokens, room_check, summary_cap, NoRoom,
+    in_turn_through, next_request_tokens, output_reserve, room_check, summary_cap, NoRoom,
+    RoomBounds,
 };
 use crate::model::{ModelChoice, ModelError};
+use crate::session::{CompactionTrigger, StoreError};
 
 impl Turn<'_> {
-    /// The compaction share of a `window`-token window.
-    pub(super) fn limit(&self, window: u64) -> u64 {
-        (window as f64 * self.deps.models.compact_at()) as u64
-    }
-
-    /// Whether the next request would pass the compaction share of the window.
-    pub(super) fn over_threshold(&self, window: Option<u64>) -> bool {
-        let Some(window) = window else {
-            return false;
+    /// Compacts before `step` when a compaction is due and helps (see `room`); `None` when
+    /// none was tried.
+    pub(super) async fn compact_if_due(
+        &mut self,
+        choice: &ModelChoice,
+        window: Option<u64>,
+        step: u32,
+        again: bool,
+    ) -> Result<Option<CompactionOutcome>, StoreError> {
+        let (Some(window), Some(current)) = (window, self.compaction_due(choice, window, again))
+        else {
+            return Ok(None);
         };
-        let fixed = self.agent.context.usage().fixed_bytes;
-        next_request_tokens(self.agent, fixed) > self.limit(window)
+        match self.room(choice, window, step, current) {
+            Ok(Some(cap)) => {
+                let trigger = CompactionTrigger::Threshold;
+                Ok(Some(self.compact(choice, trigger, step, Some(cap)).await?))
+            }
+            Ok(None) => Ok(None),
+            Err(no_room) => {
+                self.tell_no_room(&no_room);
+                Ok(None)
+            }
+        }
     }
 
-    /// Whether a compaction before `step` could bring the request under the threshold
-    /// (always assumed when the window is unknown).
-    pub(super) fn room(
+    /// What the endpoint's refusal of a request as too long tells: the window it named and
+    /// its count of the request (which the estimates then follow), and whether a compaction
+    /// helps (the summary's cap), by that window and count.
+    pub(super) fn room_after_overflow(
         &self,
         choice: &ModelChoice,
         window: Option<u64>,
         step: u32,
-    ) -> Result<(), NoRoom> {
-        let Some(window) = window else {
-            return Ok(());
+        error: &ModelError,
+    ) -> (Option<u64>, Result<Option<u32>, NoRoom>) {
+        let counted = error.overflow_sizes().map(|(request, reported)| {
+            self.agent.context.report_window(reported);
+            let history = self.agent.model_history().text_len_from(0);
+            let fixed = self.agent.context.usage().fixed_bytes;
+            self.agent.context.calibrate(fixed, history, request);
+            request
+        });
+        let window = self.agent.context.window(window);
+        let room = match window {
+            Some(window) => {
+                let current = counted.unwrap_or_else(|| next_request_tokens(self.agent));
+                self.room(choice, window, step, current)
+            }
+            None => Ok(Some(summary_cap(choice, None))),
         };
-        let in_turn = in_turn_through(self.turn, step);
-        let summary = summary_cap(choice, Some(window));
-        room_check(self.agent, in_turn, window, self.limit(window), summary)
+        (window, room)
+    }
+
+    /// The compaction share of a `window`-token window.
+    fn limit(&self, window: u64) -> u64 {
+        (window as f64 * self.deps.models.compact_at()) as u64
+    }
+
+    /// Tokens kept free for the answer of a request to `choice` in a `window`-token window.
+    pub(super) fn reserve(&self, choice: &ModelChoice, window: u64) -> u64 {
+        let (cap, _) = choice.output_cap(Some(window));
+        output_reserve(window, self.agent.options.max_tokens.unwrap_or(cap))
+    }
+
+    /// The next request's tokens when a compaction is due before it: it would not fit the
+    /// window with the answer's reserve, or it passes the threshold, the history has grown by
+    /// an eighth of the window since the last compaction, and none ran this turn (`again`).
+    pub(super) fn compaction_due(
+        &self,
+        choice: &ModelChoice,
+        window: Option<u64>,
+        again: bool,
+    ) -> Option<u64> {
+        let window = window?;
+        let current = next_request_tokens(self.agent);
+        let fits = current + self.reserve(choice, window) <= window;
+        let grown = self
+            .agent
+            .context
+            .usage()
+            .compacted_to
+            .is_none_or(|at| current >= at + window / 8);
+        let due = !fits || (current > self.limit(window) && grown && !again);
+        due.then_some(current)
+    }
+
+    /// Whether a compaction before `step` helps a `current`-token request fit a
+    /// `window`-token window, and the summary's cap if so (see [`room_check`]).
+    pub(super) fn room(
+        &self,
+        choice: &ModelChoice,
+        window: u64,
+        step: u32,
+        current: u64,
+    ) -> Result<Option<u32>, NoRoom> {
+        let bounds = RoomBounds {
+            window,
+            reserve: self.reserve(choice, window),
+            cap: summary_cap(choice, Some(window)),
+            current,
+        };
+        room_check(self.agent, in_turn_through(self.turn, step), bounds)
     }
 
     /// Tells the user, once a session, that compaction cannot make room, and what to change.
@@ -61,10 +139,7 @@ impl Turn<'_> {
             .find(|item| matches!(item, crate::session::history::HistoryItem::User(_)))
             .map_or(0, |item| item.text_len());
         let prompt = self.agent.context.estimate(prompt_bytes);
-        let fixed = self
-            .agent
-            .context
-            .estimate(self.agent.context.usage().fixed_bytes);
+        let fixed = self.agent.context.fixed_tokens();
         let (request, window) = match (error.overflow_sizes(), window) {
             (Some((request, window)), _) => (Some(request), Some(window)),
             (None, window) => (None, window),

@@ -8,6 +8,8 @@
 //! in `real_server`.
 
 mod real_server;
+mod small_windows;
+mod window_sweep;
 
 use crate::common;
 
