@@ -142,12 +142,12 @@ pub(super) fn room_check(
 ) -> Result<Option<u32>, NoRoom> {
     let history = agent.model_history();
     let running = in_turn.map_or(0, |(_, step)| agent.running_prefix(step).len());
-    let summarised = match running {
-        0 => agent.completed_prefix().len(),
-        running => running,
+    let (summarised, prompt) = match running {
+        0 => (agent.completed_prefix().len(), 0),
+        running => (running, agent.running_prompt_len()),
     };
     let fixed = agent.context.fixed_tokens();
-    let kept_bytes = history.text_len_from(summarised);
+    let kept_bytes = history.text_len_from(summarised) + prompt;
     let kept = agent.context.estimate(kept_bytes);
     let replaced = agent
         .context

@@ -458,6 +458,11 @@ impl Agent {
         self.transcript().history.running_prefix(step)
     }
 
+    /// Bytes of the running turn's prompt, which an in-turn compaction keeps.
+    fn running_prompt_len(&self) -> usize {
+        self.transcript().history.running_prompt_len()
+    }
+
     /// The number of the last turn that ended (0: none yet).
     fn last_completed_turn(&self) -> u32 {
         self.with_events(|events| {

@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 mod calls;
 
 use super::argument_cap::ArgumentCap;
-use super::compact::{compact, in_turn_through, CompactionOutcome};
+use super::compact::{compact, CompactionOutcome};
 use super::context::tool_schema_bytes;
 use super::{
     permissions, Agent, AgentState, MessageAssembler, Observer, StopReason, TurnDeps, TurnError,
@@ -37,6 +37,9 @@ struct Turn<'a> {
     /// A tool call ended as cancelled (e.g. its permission prompt was dismissed): the turn stops
     /// after the current step, as if cancelled.
     tool_cancelled: bool,
+    /// A compaction ran this turn (another waits for the next turn unless a request would
+    /// not fit).
+    compacted: bool,
     /// The built-in tools' specs, made once per turn: a spec may read files in the cwd (the
     /// agent definitions listed by `subagent`), which no step should repeat.
     builtin_specs: Vec<crate::model::ToolSpec>,
@@ -60,6 +63,7 @@ pub(super) async fn run(
         cancel,
         turn,
         tool_cancelled: false,
+        compacted: false,
         builtin_specs: agent.tools.specs_in(SpecScope {
             cwd: &agent.cwd,
             fresh_since: agent
@@ -211,7 +215,7 @@ impl Turn<'_> {
         let mut compacted_on_overflow = false;
         // At most one threshold compaction a turn (more only when a request would not fit
         // the window); a failed one is not retried this turn.
-        let (mut compacted, mut failed) = (false, false);
+        let mut failed = false;
         for step in 1..=self.deps.max_steps {
             if self.cancel.is_cancelled() {
                 return Ok(StopReason::Cancelled);
@@ -228,11 +232,8 @@ impl Turn<'_> {
                 .context
                 .set_fixed_bytes(self.deps.system.len() + tool_schema_bytes(&tools));
             if !failed {
-                let outcome = self
-                    .compact_if_due(&choice, window, step, compacted)
-                    .await?;
+                let outcome = self.compact_if_due(&choice, window, step).await?;
                 failed = matches!(outcome, Some(CompactionOutcome::Failed { .. }));
-                compacted |= matches!(outcome, Some(CompactionOutcome::Compacted { .. }));
             }
             self.emit(EventBody::StepStart(StepRef { turn, step }))?;
             let result = self.step(step, &choice, tools, window).await;
@@ -242,13 +243,14 @@ impl Turn<'_> {
                 // Too long for the endpoint: compact once and call again, when compacting can
                 // make room; else the turn fails, and its prompt is left out of later requests.
                 Err(TurnError::Model { error, .. }) if error.is_context_overflow() => {
-                    let (window, room) = self.room_after_overflow(&choice, window, step, &error);
+                    let (window, room, in_turn) =
+                        self.room_after_overflow(&choice, window, step, &error);
                     if !compacted_on_overflow {
                         if let Ok(Some(cap)) = room {
                             compacted_on_overflow = true;
                             let trigger = CompactionTrigger::Overflow;
                             if let CompactionOutcome::Compacted { .. } =
-                                self.compact(&choice, trigger, step, Some(cap)).await?
+                                self.compact(&choice, trigger, in_turn, Some(cap)).await?
                             {
                                 continue;
                             }
@@ -297,15 +299,16 @@ impl Turn<'_> {
         }
     }
 
-    /// Compacts before `step`: within the turn too when it has older steps to summarise.
+    /// Compacts the completed turns, and the running turn's steps through `in_turn` when
+    /// given and there are any.
     async fn compact(
         &mut self,
         choice: &ModelChoice,
         trigger: CompactionTrigger,
-        step: u32,
+        in_turn: Option<(u32, u32)>,
         cap: Option<u32>,
     ) -> Result<CompactionOutcome, StoreError> {
-        let what = (trigger, in_turn_through(self.turn, step), cap);
+        let what = (trigger, in_turn, cap);
         let outcome = compact(
             self.agent,
             self.state,
@@ -315,6 +318,7 @@ impl Turn<'_> {
             self.cancel,
         );
         let outcome = outcome.await?;
+        self.compacted |= matches!(outcome, CompactionOutcome::Compacted { .. });
         if let CompactionOutcome::Failed { reason } = &outcome {
             tracing::warn!(session = %self.agent.id, %reason, "compaction failed");
         }

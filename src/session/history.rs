@@ -246,6 +246,18 @@ impl HistoryFold {
         }
     }
 
+    /// Bytes of the running turn's prompt (what an in-turn compaction keeps before the steps).
+    pub(crate) fn running_prompt_len(&self) -> usize {
+        let Some(&prompt_end) = self.step_starts.first() else {
+            return 0;
+        };
+        let start = self.completed_len.min(prompt_end);
+        self.items[start..prompt_end.min(self.items.len())]
+            .iter()
+            .map(|item| item.text_len())
+            .sum()
+    }
+
     /// An in-turn compaction: the completed turns and the running turn's items from its
     /// prompt's end up to `cut` become the summary; the prompt and the later steps stay.
     fn replace_steps(&mut self, cut: usize, summary: &str) {

@@ -12,8 +12,9 @@ const MIN_RESULT_BYTES: usize = 512;
 
 impl Turn<'_> {
     /// Bytes a tool result may take: what fits now (the window less the next request and
-    /// the answer's reserve), or, when more, what fits after a compaction that keeps the
-    /// running turn with a short summary; at most half the room beside the fixed part.
+    /// the answer's reserve), or, when more and no compaction ran this turn, what fits after
+    /// one that keeps the running turn with a short summary; at most half the room beside
+    /// the fixed part.
     /// `None`: the window is unknown.
     fn result_budget(&self) -> Option<usize> {
         let choice = self.choice();
@@ -25,7 +26,10 @@ impl Turn<'_> {
         let now = window.saturating_sub(next_request_tokens(self.agent) + reserve);
         let history = self.agent.model_history();
         let kept = context.estimate(history.text_len_from(self.agent.completed_prefix().len()));
-        let after_compaction = room.saturating_sub(kept + 2 * MIN_SUMMARY_TOKENS);
+        let after_compaction = match self.compacted {
+            true => 0,
+            false => room.saturating_sub(kept + 2 * MIN_SUMMARY_TOKENS),
+        };
         let tokens = now.max(after_compaction).min(room / 2);
         Some(context.estimate_bytes(tokens).max(MIN_RESULT_BYTES))
     }

@@ -11,6 +11,9 @@ use crate::agent::compact::{
 use crate::model::{ModelChoice, ModelError};
 use crate::session::{CompactionTrigger, StoreError};
 
+/// Whether a compaction helps: the summary's cap if so (`None`: nothing worth summarising).
+pub(super) type Room = Result<Option<u32>, NoRoom>;
+
 impl Turn<'_> {
     /// Compacts before `step` when a compaction is due and helps (see `room`); `None` when
     /// none was tried.
@@ -19,16 +22,18 @@ impl Turn<'_> {
         choice: &ModelChoice,
         window: Option<u64>,
         step: u32,
-        again: bool,
     ) -> Result<Option<CompactionOutcome>, StoreError> {
-        let (Some(window), Some(current)) = (window, self.compaction_due(choice, window, again))
-        else {
+        let due = self.compaction_due(choice, window);
+        let (Some(window), Some(current)) = (window, due) else {
             return Ok(None);
         };
-        match self.room(choice, window, step, current) {
+        let in_turn = in_turn_through(self.turn, step);
+        match self.room(choice, window, in_turn, current) {
             Ok(Some(cap)) => {
                 let trigger = CompactionTrigger::Threshold;
-                Ok(Some(self.compact(choice, trigger, step, Some(cap)).await?))
+                Ok(Some(
+                    self.compact(choice, trigger, in_turn, Some(cap)).await?,
+                ))
             }
             Ok(None) => Ok(None),
             Err(no_room) => {
@@ -40,14 +45,16 @@ impl Turn<'_> {
 
     /// What the endpoint's refusal of a request as too long tells: the window it named and
     /// its count of the request (which the estimates then follow), and whether a compaction
-    /// helps (the summary's cap), by that window and count.
+    /// helps, by that window and count: the summary's cap and what it summarises (within
+    /// the turn, all its steps when keeping the latest ones leaves no room: a tool result
+    /// taken before the window was known may be what overflowed).
     pub(super) fn room_after_overflow(
         &self,
         choice: &ModelChoice,
         window: Option<u64>,
         step: u32,
         error: &ModelError,
-    ) -> (Option<u64>, Result<Option<u32>, NoRoom>) {
+    ) -> (Option<u64>, Room, Option<(u32, u32)>) {
         let counted = error.overflow_sizes().map(|(request, reported)| {
             self.agent.context.report_window(reported);
             let history = self.agent.model_history().text_len_from(0);
@@ -56,14 +63,23 @@ impl Turn<'_> {
             request
         });
         let window = self.agent.context.window(window);
-        let room = match window {
-            Some(window) => {
-                let current = counted.unwrap_or_else(|| next_request_tokens(self.agent));
-                self.room(choice, window, step, current)
-            }
-            None => Ok(Some(summary_cap(choice, None))),
+        let in_turn = in_turn_through(self.turn, step);
+        let Some(known) = window else {
+            return (window, Ok(Some(summary_cap(choice, None))), in_turn);
         };
-        (window, room)
+        let current = counted.unwrap_or_else(|| next_request_tokens(self.agent));
+        let room = self.room(choice, known, in_turn, current);
+        let whole_turn = step
+            .checked_sub(1)
+            .filter(|s| *s >= 1)
+            .map(|s| (self.turn, s));
+        match (&room, whole_turn) {
+            (Ok(Some(_)), _) | (_, None) => (window, room, in_turn),
+            (_, Some(whole)) => match self.room(choice, known, Some(whole), current) {
+                Ok(Some(cap)) => (window, Ok(Some(cap)), Some(whole)),
+                _ => (window, room, in_turn),
+            },
+        }
     }
 
     /// The compaction share of a `window`-token window.
@@ -79,13 +95,8 @@ impl Turn<'_> {
 
     /// The next request's tokens when a compaction is due before it: it would not fit the
     /// window with the answer's reserve, or it passes the threshold, the history has grown by
-    /// an eighth of the window since the last compaction, and none ran this turn (`again`).
-    pub(super) fn compaction_due(
-        &self,
-        choice: &ModelChoice,
-        window: Option<u64>,
-        again: bool,
-    ) -> Option<u64> {
+    /// an eighth of the window since the last compaction, and none ran this turn.
+    fn compaction_due(&self, choice: &ModelChoice, window: Option<u64>) -> Option<u64> {
         let window = window?;
         let current = next_request_tokens(self.agent);
         let fits = current + self.reserve(choice, window) <= window;
@@ -95,26 +106,27 @@ impl Turn<'_> {
             .usage()
             .compacted_to
             .is_none_or(|at| current >= at + window / 8);
-        let due = !fits || (current > self.limit(window) && grown && !again);
+        let due = !fits || (current > self.limit(window) && grown && !self.compacted);
         due.then_some(current)
     }
 
-    /// Whether a compaction before `step` helps a `current`-token request fit a
-    /// `window`-token window, and the summary's cap if so (see [`room_check`]).
-    pub(super) fn room(
+    /// Whether a compaction (of the completed turns, and of the running one's steps
+    /// through `in_turn`) helps a `current`-token request fit a `window`-token window, and
+    /// the summary's cap if so (see [`room_check`]).
+    fn room(
         &self,
         choice: &ModelChoice,
         window: u64,
-        step: u32,
+        in_turn: Option<(u32, u32)>,
         current: u64,
-    ) -> Result<Option<u32>, NoRoom> {
+    ) -> Room {
         let bounds = RoomBounds {
             window,
             reserve: self.reserve(choice, window),
             cap: summary_cap(choice, Some(window)),
             current,
         };
-        room_check(self.agent, in_turn_through(self.turn, step), bounds)
+        room_check(self.agent, in_turn, bounds)
     }
 
     /// Tells the user, once a session, that compaction cannot make room, and what to change.

@@ -5,21 +5,11 @@
 
 use serde_json::{json, Value};
 
-use super::{is_compaction, of_type, ready, start};
+use super::{answer_of, is_compaction, of_type, prompt_of, ready, start};
 use crate::common::answer_text;
 use crate::common::mock_openai::{
     text_events, text_reply, tool_calls_reply, LlamaLike, MockServer, Reply, ServerEvent,
 };
-
-/// A prompt the imitation counts as about `tokens` tokens.
-fn prompt_of(tokens: u64) -> String {
-    "abc ".repeat(tokens as usize)
-}
-
-/// An answer of `tokens` tokens, reported as such in its usage.
-fn answer_of(tokens: usize) -> Reply {
-    text_reply(&vec!["abcd"; tokens])
-}
 
 /// The chat requests from `from` on: (compactions among them, the largest count).
 fn since(server: &MockServer, from: usize) -> (usize, u64) {
