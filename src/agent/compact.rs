@@ -51,14 +51,12 @@ pub(crate) enum CompactionOutcome {
 
 /// The tokens of `agent`'s next request: the context after the last call plus an estimate of
 /// what came since, or, when nothing was counted yet, an estimate of the whole request (its
-/// fixed part, system prompt and tool schemas, is `fixed_bytes` long).
-pub(super) fn next_request_tokens(agent: &Agent, fixed_bytes: usize) -> u64 {
+/// fixed part, system prompt and tool schemas, by the endpoint's count when it gave one).
+pub(super) fn next_request_tokens(agent: &Agent) -> u64 {
     let history = agent.model_history();
     let usage = agent.context.usage();
     if usage.counted_items == 0 || usage.counted_items > history.len() {
-        agent
-            .context
-            .estimate(fixed_bytes + history.text_len_from(0))
+        agent.context.request_tokens(history.text_len_from(0))
     } else {
         usage.used
             + agent
@@ -81,15 +79,36 @@ pub(super) fn summary_cap(choice: &ModelChoice, window: Option<u64>) -> u32 {
 /// The summary's cap when the model has no configured output cap.
 const DEFAULT_SUMMARY_TOKENS: u32 = 4096;
 
-/// What stays of the request however much is compacted, when that alone passes the limit.
+/// Tokens a request leaves free in a `window`-token window for the answer (whose cap is
+/// `output_cap`), when kin judges whether it fits: a sixteenth of the window, so that small
+/// windows keep most of their room for the conversation.
+pub(crate) fn output_reserve(window: u64, output_cap: u32) -> u64 {
+    (window / 16).min(u64::from(output_cap))
+}
+
+/// The smallest summary worth asking for, and the fewest tokens a compaction must save.
+pub(super) const MIN_SUMMARY_TOKENS: u64 = 64;
+
+/// What bounds a compaction of a `window`-token window: the `reserve` kept for the answer, the
+/// summary's own `cap`, and the `current` request's tokens it is to shrink.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct RoomBounds {
+    pub(super) window: u64,
+    pub(super) reserve: u64,
+    pub(super) cap: u32,
+    pub(super) current: u64,
+}
+
+/// What stays of the request however much is compacted, when that leaves no room for a
+/// summary and the answer.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct NoRoom {
     /// Tokens of the system prompt and the tool schemas.
     pub(crate) fixed: u64,
-    /// Tokens of what a compaction keeps (the running turn) with room for the summary.
+    /// Tokens of what a compaction keeps (the running turn's prompt and latest steps).
     pub(crate) kept: u64,
-    /// The limit (the compaction share of the window).
-    pub(crate) limit: u64,
+    /// Tokens kept free for the answer.
+    pub(crate) reserve: u64,
     pub(crate) window: u64,
 }
 
@@ -98,47 +117,54 @@ impl NoRoom {
     pub(crate) fn advice(&self) -> String {
         format!(
             "Compaction cannot make room in this model's context window: the system prompt and \
-             tool definitions take {} of its {} tokens, and with the current turn and a summary \
-             the request would still be {} tokens, over the {} at which kin compacts. Give the \
-             model a larger window (for llama-server, `-c 16384` or more, and `context_window` \
-             in kin's config to match), offer fewer tools (fewer MCP servers), or start a new \
-             session.",
+             tool definitions take {} of its {} tokens, and with the current turn the request \
+             would still be {} tokens, leaving too little for a summary and the {} tokens kept \
+             for the answer. Give the model a larger window (for llama-server, `-c 16384` or \
+             more, and `context_window` in kin's config to match), offer fewer tools (fewer MCP \
+             servers), or start a new session.",
             self.fixed,
             self.window,
             self.fixed + self.kept,
-            self.limit
+            self.reserve
         )
     }
 }
 
-/// Whether compacting `agent` now could bring its next request under `limit` tokens of a
-/// `window`-token window: what stays (fixed part, kept messages, the summary) must fit.
+/// Whether compacting `agent` now helps, and with what summary cap: the compacted request
+/// (fixed part, kept messages, a summary at its cap) must be smaller than the current one by
+/// a margin and fit the window with the answer's reserve. The cap is what is left of the
+/// window, at most half of what the summary replaces. `Ok(None)`: nothing worth summarising
+/// yet; `Err`: what a compaction keeps leaves no room for any summary.
 pub(super) fn room_check(
     agent: &Agent,
     in_turn: Option<(u32, u32)>,
-    window: u64,
-    limit: u64,
-    summary_tokens: u32,
-) -> Result<(), NoRoom> {
+    bounds: RoomBounds,
+) -> Result<Option<u32>, NoRoom> {
     let history = agent.model_history();
     let running = in_turn.map_or(0, |(_, step)| agent.running_prefix(step).len());
-    let summarised = match running {
-        0 => agent.completed_prefix().len(),
-        running => running,
+    let (summarised, prompt) = match running {
+        0 => (agent.completed_prefix().len(), 0),
+        running => (running, agent.running_prompt_len()),
     };
-    let usage = agent.context.usage();
-    let fixed = agent.context.estimate(usage.fixed_bytes);
-    let kept =
-        agent.context.estimate(history.text_len_from(summarised)) + u64::from(summary_tokens);
-    if summarised > 0 && fixed + kept <= limit {
-        return Ok(());
+    let fixed = agent.context.fixed_tokens();
+    let kept_bytes = history.text_len_from(summarised) + prompt;
+    let kept = agent.context.estimate(kept_bytes);
+    let replaced = agent
+        .context
+        .estimate(history.text_len_from(0).saturating_sub(kept_bytes));
+    let left = bounds.window.saturating_sub(bounds.reserve + fixed + kept);
+    if left < MIN_SUMMARY_TOKENS {
+        return Err(NoRoom {
+            fixed,
+            kept,
+            reserve: bounds.reserve,
+            window: bounds.window,
+        });
     }
-    Err(NoRoom {
-        fixed,
-        kept,
-        limit,
-        window,
-    })
+    let cap = u64::from(bounds.cap).min(left).min(replaced / 2);
+    let saved = bounds.current.saturating_sub(fixed + kept + cap);
+    let worth = summarised > 0 && cap >= MIN_SUMMARY_TOKENS && saved >= MIN_SUMMARY_TOKENS;
+    Ok(worth.then(|| u32::try_from(cap).unwrap_or(u32::MAX)))
 }
 
 /// How many of a running turn's latest steps an in-turn compaction keeps as they are.
@@ -157,12 +183,13 @@ pub(super) fn in_turn_through(turn: u32, step: u32) -> Option<(u32, u32)> {
 /// Runs one compaction with `choice`'s model, writing its events through `state`'s log. With
 /// `in_turn` (the running turn and a step), it summarises that turn's steps up to there too,
 /// when there are any; else only the completed turns. A conversation longer than the window
-/// is summarised in pieces, each summary carried into the next piece.
+/// is summarised in pieces, each summary carried into the next piece. The summary's cap is
+/// `cap` when the caller weighed the room (else the model's, at most a quarter of the window).
 pub(super) async fn compact(
     agent: &Arc<Agent>,
     state: &mut AgentState,
     choice: &ModelChoice,
-    (trigger, in_turn): (CompactionTrigger, Option<(u32, u32)>),
+    (trigger, in_turn, cap): (CompactionTrigger, Option<(u32, u32)>, Option<u32>),
     observe: Observer<'_>,
     cancel: &CancellationToken,
 ) -> Result<CompactionOutcome, StoreError> {
@@ -191,7 +218,7 @@ pub(super) async fn compact(
         }),
     )?;
     let window = agent.context.window(choice.profile.context_window);
-    let max_tokens = summary_cap(choice, window);
+    let max_tokens = cap.unwrap_or_else(|| summary_cap(choice, window));
     let items: Vec<HistoryItem> = prefix.iter().map(|item| (**item).clone()).collect();
     let pieces = match window {
         Some(window) => {
@@ -254,8 +281,7 @@ pub(super) async fn compact(
         Some(reason) => CompactionOutcome::Failed { reason },
         None => {
             let history = agent.model_history();
-            let fixed = agent.context.usage().fixed_bytes;
-            let used = agent.context.estimate(fixed + history.text_len_from(0));
+            let used = agent.context.request_tokens(history.text_len_from(0));
             agent.context.set_used(used, history.len());
             CompactionOutcome::Compacted {
                 through_turn,

@@ -20,6 +20,13 @@ pub struct ContextUsage {
     pub(crate) bytes_per_token: Option<f64>,
     /// Bytes of the last request's fixed part: the system prompt and the tool schemas.
     pub(crate) fixed_bytes: usize,
+    /// What an endpoint counted for the fixed part, by the first request it counted with
+    /// that part: (its bytes then, its tokens). A template that drops the tools makes it
+    /// far smaller than the bytes say.
+    pub(crate) fixed_count: Option<(usize, u64)>,
+    /// The request's tokens right after the last compaction (the next one waits until the
+    /// history has grown by a share of the window since).
+    pub(crate) compacted_to: Option<u64>,
     /// The window an endpoint named when it refused a request as too long.
     pub(crate) reported_window: Option<u64>,
     /// The window the model's server reported when asked (llama-server's `/props`).
@@ -78,6 +85,8 @@ impl SessionContext {
 
     /// Switches to `id`; the switch waits in [`SessionContext::take_unlogged_switch`].
     pub(crate) fn select(&self, id: &str) {
+        // Another model may count the fixed part otherwise (another template).
+        lock(&self.figures).usage.fixed_count = None;
         *lock(&self.selected) = Some(id.to_owned());
         *lock(&self.unlogged_switch) = Some(id.to_owned());
     }
@@ -132,14 +141,50 @@ impl SessionContext {
         figures.usage.counted_items = items;
     }
 
-    /// The endpoint counted `prompt_tokens` for a request of `request_bytes` bytes (system,
-    /// history and tool schemas): later estimates use that ratio.
-    pub(crate) fn calibrate(&self, request_bytes: usize, prompt_tokens: u64) {
-        if prompt_tokens == 0 || request_bytes == 0 {
+    /// The endpoint counted `prompt_tokens` for a request of `fixed_bytes` of system prompt and
+    /// tool schemas and `history_bytes` of messages. The first count (or the first after the
+    /// fixed part changed) sets the fixed part's tokens: the count less the history's estimate.
+    /// Later counts set the history's bytes per token from what they counted beyond it.
+    pub(crate) fn calibrate(&self, fixed_bytes: usize, history_bytes: usize, prompt_tokens: u64) {
+        if prompt_tokens == 0 {
             return;
         }
-        let ratio = (request_bytes as f64 / prompt_tokens as f64).clamp(1.0, 8.0);
-        lock(&self.figures).usage.bytes_per_token = Some(ratio);
+        let usage = &mut lock(&self.figures).usage;
+        match usage.fixed_count {
+            Some((bytes, fixed)) if bytes == fixed_bytes => {
+                let history_tokens = prompt_tokens.saturating_sub(fixed);
+                if history_bytes >= MIN_CALIBRATION_BYTES && history_tokens > 0 {
+                    let ratio = (history_bytes as f64 / history_tokens as f64).clamp(1.0, 8.0);
+                    usage.bytes_per_token = Some(ratio);
+                }
+            }
+            _ => {
+                let ratio = usage.bytes_per_token.unwrap_or(DEFAULT_BYTES_PER_TOKEN);
+                let history_tokens = (history_bytes as f64 / ratio).ceil() as u64;
+                let fixed = prompt_tokens.saturating_sub(history_tokens);
+                usage.fixed_count = Some((fixed_bytes, fixed));
+            }
+        }
+    }
+
+    /// Tokens of the fixed part (system prompt and tool schemas): the endpoint's count when
+    /// it counted one (adjusted for bytes added or taken since), else an estimate.
+    pub(crate) fn fixed_tokens(&self) -> u64 {
+        let usage = &lock(&self.figures).usage;
+        let ratio = usage.bytes_per_token.unwrap_or(DEFAULT_BYTES_PER_TOKEN);
+        let tokens = |bytes: usize| (bytes as f64 / ratio).ceil() as u64;
+        match usage.fixed_count {
+            Some((bytes, fixed)) if usage.fixed_bytes >= bytes => {
+                fixed + tokens(usage.fixed_bytes - bytes)
+            }
+            Some((bytes, fixed)) => fixed.saturating_sub(tokens(bytes - usage.fixed_bytes)),
+            None => tokens(usage.fixed_bytes),
+        }
+    }
+
+    /// Tokens of a request whose messages are `history_bytes` long.
+    pub(crate) fn request_tokens(&self, history_bytes: usize) -> u64 {
+        self.fixed_tokens() + self.estimate(history_bytes)
     }
 
     /// The fixed part of this session's requests (system prompt and tool schemas) is
@@ -198,6 +243,7 @@ impl SessionContext {
     /// The context shrank (a compaction): `used` tokens over `items` messages.
     pub(crate) fn set_used(&self, used: u64, items: usize) {
         let mut figures = lock(&self.figures);
+        figures.usage.compacted_to = Some(used);
         figures.usage.used = used;
         figures.usage.counted_items = items;
     }
@@ -229,6 +275,10 @@ impl SessionContext {
     }
 }
 
+/// Bytes of history a count must cover before it sets the bytes per token (a few messages'
+/// framing would throw a smaller sample off).
+const MIN_CALIBRATION_BYTES: usize = 2048;
+
 /// Bytes a token before any endpoint count calibrated it (about right for English and code
 /// with the common tokenizers).
 pub(crate) const DEFAULT_BYTES_PER_TOKEN: f64 = 4.0;
@@ -253,12 +303,27 @@ mod tests {
     #[test]
     fn estimates_follow_the_endpoints_count() {
         let context = SessionContext::default();
+        context.set_fixed_bytes(10_000);
         assert_eq!(context.estimate(4000), 1000);
-        // The endpoint counted 2,512 tokens for 12,560 bytes: five bytes a token.
-        context.calibrate(12_560, 2_512);
+        assert_eq!(context.fixed_tokens(), 2500);
+        // A template that drops the tools: the server counts 160 for 10,000 bytes of fixed
+        // part and 400 of prompt (100 tokens at four bytes a token).
+        context.calibrate(10_000, 400, 160);
+        assert_eq!(context.fixed_tokens(), 60);
+        assert_eq!(context.request_tokens(400), 160);
+        // Then 12,560 bytes of history counted as 2,512 tokens beyond the fixed part: five
+        // bytes a token.
+        context.calibrate(10_000, 12_560, 60 + 2_512);
         assert_eq!(context.estimate(5000), 1000);
+        assert_eq!(context.fixed_tokens(), 60, "the fixed part's count stays");
+        // Bytes added to the fixed part (an MCP server's tools) add their estimate.
+        context.set_fixed_bytes(10_500);
+        assert_eq!(context.fixed_tokens(), 160);
+        // A count with the new fixed part sets its count afresh.
+        context.calibrate(10_500, 400, 240);
+        assert_eq!(context.fixed_tokens(), 160);
         // Nonsense counts do not throw the estimate off by more than the clamp allows.
-        context.calibrate(100, 10_000);
+        context.calibrate(10_500, 100_000, 1_000_000);
         assert_eq!(context.estimate(100), 100);
     }
 

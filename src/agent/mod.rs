@@ -458,6 +458,11 @@ impl Agent {
         self.transcript().history.running_prefix(step)
     }
 
+    /// Bytes of the running turn's prompt, which an in-turn compaction keeps.
+    fn running_prompt_len(&self) -> usize {
+        self.transcript().history.running_prompt_len()
+    }
+
     /// The number of the last turn that ended (0: none yet).
     fn last_completed_turn(&self) -> u32 {
         self.with_events(|events| {
@@ -510,7 +515,15 @@ impl Agent {
         let result = {
             let mut state = self.state.lock().await;
             let trigger = crate::session::CompactionTrigger::Request;
-            compact::compact(self, &mut state, choice, (trigger, None), observe, &cancel).await
+            compact::compact(
+                self,
+                &mut state,
+                choice,
+                (trigger, None, None),
+                observe,
+                &cancel,
+            )
+            .await
         };
         self.release_turn();
         Ok(result?)

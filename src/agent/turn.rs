@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 mod calls;
 
 use super::argument_cap::ArgumentCap;
-use super::compact::{compact, in_turn_through, CompactionOutcome};
+use super::compact::{compact, CompactionOutcome};
 use super::context::tool_schema_bytes;
 use super::{
     permissions, Agent, AgentState, MessageAssembler, Observer, StopReason, TurnDeps, TurnError,
@@ -37,6 +37,9 @@ struct Turn<'a> {
     /// A tool call ended as cancelled (e.g. its permission prompt was dismissed): the turn stops
     /// after the current step, as if cancelled.
     tool_cancelled: bool,
+    /// A compaction ran this turn (another waits for the next turn unless a request would
+    /// not fit).
+    compacted: bool,
     /// The built-in tools' specs, made once per turn: a spec may read files in the cwd (the
     /// agent definitions listed by `subagent`), which no step should repeat.
     builtin_specs: Vec<crate::model::ToolSpec>,
@@ -60,6 +63,7 @@ pub(super) async fn run(
         cancel,
         turn,
         tool_cancelled: false,
+        compacted: false,
         builtin_specs: agent.tools.specs_in(SpecScope {
             cwd: &agent.cwd,
             fresh_since: agent
@@ -209,9 +213,9 @@ impl Turn<'_> {
             self.state.log.flush()?;
         }
         let mut compacted_on_overflow = false;
-        // One compaction per threshold crossing (armed again once under the threshold); a
-        // failed one is not retried this turn.
-        let (mut armed, mut failed) = (true, false);
+        // At most one threshold compaction a turn (more only when a request would not fit
+        // the window); a failed one is not retried this turn.
+        let mut failed = false;
         for step in 1..=self.deps.max_steps {
             if self.cancel.is_cancelled() {
                 return Ok(StopReason::Cancelled);
@@ -227,22 +231,10 @@ impl Turn<'_> {
             self.agent
                 .context
                 .set_fixed_bytes(self.deps.system.len() + tool_schema_bytes(&tools));
-            let over = self.over_threshold(window);
-            if over && armed && !failed {
-                let outcome = match self.room(&choice, window, step) {
-                    Ok(()) => {
-                        let trigger = CompactionTrigger::Threshold;
-                        self.compact(&choice, trigger, step).await?
-                    }
-                    Err(no_room) => {
-                        self.tell_no_room(&no_room);
-                        CompactionOutcome::NothingToCompact
-                    }
-                };
-                failed = matches!(outcome, CompactionOutcome::Failed { .. });
-                armed = outcome == CompactionOutcome::NothingToCompact;
+            if !failed {
+                let outcome = self.compact_if_due(&choice, window, step).await?;
+                failed = matches!(outcome, Some(CompactionOutcome::Failed { .. }));
             }
-            armed |= !over;
             self.emit(EventBody::StepStart(StepRef { turn, step }))?;
             let result = self.step(step, &choice, tools, window).await;
             self.emit(EventBody::StepEnd(StepRef { turn, step }))?;
@@ -251,18 +243,17 @@ impl Turn<'_> {
                 // Too long for the endpoint: compact once and call again, when compacting can
                 // make room; else the turn fails, and its prompt is left out of later requests.
                 Err(TurnError::Model { error, .. }) if error.is_context_overflow() => {
-                    if let Some((_, reported)) = error.overflow_sizes() {
-                        self.agent.context.report_window(reported);
-                    }
-                    let window = self.agent.context.window(window);
-                    let room = self.room(&choice, window, step);
-                    if !compacted_on_overflow && room.is_ok() {
-                        compacted_on_overflow = true;
-                        let trigger = CompactionTrigger::Overflow;
-                        if let CompactionOutcome::Compacted { .. } =
-                            self.compact(&choice, trigger, step).await?
-                        {
-                            continue;
+                    let (window, room, in_turn) =
+                        self.room_after_overflow(&choice, window, step, &error);
+                    if !compacted_on_overflow {
+                        if let Ok(Some(cap)) = room {
+                            compacted_on_overflow = true;
+                            let trigger = CompactionTrigger::Overflow;
+                            if let CompactionOutcome::Compacted { .. } =
+                                self.compact(&choice, trigger, in_turn, Some(cap)).await?
+                            {
+                                continue;
+                            }
                         }
                     }
                     if let Err(no_room) = &room {
@@ -308,14 +299,16 @@ impl Turn<'_> {
         }
     }
 
-    /// Compacts before `step`: within the turn too when it has older steps to summarise.
+    /// Compacts the completed turns, and the running turn's steps through `in_turn` when
+    /// given and there are any.
     async fn compact(
         &mut self,
         choice: &ModelChoice,
         trigger: CompactionTrigger,
-        step: u32,
+        in_turn: Option<(u32, u32)>,
+        cap: Option<u32>,
     ) -> Result<CompactionOutcome, StoreError> {
-        let what = (trigger, in_turn_through(self.turn, step));
+        let what = (trigger, in_turn, cap);
         let outcome = compact(
             self.agent,
             self.state,
@@ -325,6 +318,7 @@ impl Turn<'_> {
             self.cancel,
         );
         let outcome = outcome.await?;
+        self.compacted |= matches!(outcome, CompactionOutcome::Compacted { .. });
         if let CompactionOutcome::Failed { reason } = &outcome {
             tracing::warn!(session = %self.agent.id, %reason, "compaction failed");
         }
@@ -382,7 +376,7 @@ impl Turn<'_> {
         let turn = self.turn;
         let model_error = |error| TurnError::Model { turn, step, error };
         let history = self.agent.model_history();
-        let request_len = self.agent.context.usage().fixed_bytes + history.text_len_from(0);
+        let history_len = history.text_len_from(0);
         let (output_cap, cap_source) = choice.output_cap(window);
         let max_tokens = self.agent.options.max_tokens.unwrap_or(output_cap);
         let request = ModelRequest {
@@ -395,7 +389,7 @@ impl Turn<'_> {
             blobs: Some(self.agent.blob_dir()),
         };
         let near_window = |tokens: u64| window.is_some_and(|w| tokens * 10 >= w * 9);
-        let request_tokens = self.agent.context.estimate(request_len);
+        let request_tokens = self.agent.context.request_tokens(history_len);
         let mut stream = choice.model.stream(request);
         let mut message = MessageAssembler::default();
         let mut chunk_seqs = Vec::new();
@@ -462,7 +456,8 @@ impl Turn<'_> {
             Some(usage) => {
                 let counted = usage.input_tokens;
                 tracing::debug!(estimated = request_tokens, counted, "request tokens");
-                self.agent.context.calibrate(request_len, counted);
+                let fixed = self.agent.context.usage().fixed_bytes;
+                self.agent.context.calibrate(fixed, history_len, counted);
                 (usage.input_tokens + usage.output_tokens, usage.clone())
             }
             // No usage from the endpoint: estimated from what was sent and received, never 0.
@@ -557,6 +552,7 @@ impl Turn<'_> {
     }
 }
 
+mod result_room;
 mod room;
 #[cfg(test)]
 mod tests;

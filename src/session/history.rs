@@ -36,6 +36,11 @@ pub(crate) const CONTEXT_OVERFLOW_CODE: &str = "context_overflow";
 /// kept as the step's assistant message so the conversation still alternates.
 pub(crate) const INTERRUPTED_ANSWER: &str = "[interrupted]";
 
+/// The answer a prompt gets in the conversation when its turn was cancelled before the model
+/// answered: the model sees that it went unanswered, and the next prompt stays a turn of its
+/// own (roles still alternate).
+pub(crate) const CANCELLED_BEFORE_ANSWER: &str = "[cancelled by the user before any answer]";
+
 /// Text given as the result of a tool call whose turn ended before it produced one.
 pub(crate) const INTERRUPTED_TOOL_RESULT: &str =
     "Error: the tool call was interrupted before it finished";
@@ -199,6 +204,10 @@ impl HistoryFold {
                     self.open_calls.clear();
                     let start = self.completed_len.min(self.items.len());
                     Arc::make_mut(&mut self.items).truncate(start);
+                } else if end.reason == TurnEndReason::Aborted && self.ends_unanswered() {
+                    self.add(HistoryItem::Assistant(vec![AssistantBlock::Text {
+                        text: CANCELLED_BEFORE_ANSWER.into(),
+                    }]));
                 }
                 self.completed_len = self.items.len();
                 self.step_starts.clear();
@@ -235,6 +244,18 @@ impl HistoryFold {
             Some(cut) => self.items[..cut].to_vec(),
             None => Vec::new(),
         }
+    }
+
+    /// Bytes of the running turn's prompt (what an in-turn compaction keeps before the steps).
+    pub(crate) fn running_prompt_len(&self) -> usize {
+        let Some(&prompt_end) = self.step_starts.first() else {
+            return 0;
+        };
+        let start = self.completed_len.min(prompt_end);
+        self.items[start..prompt_end.min(self.items.len())]
+            .iter()
+            .map(|item| item.text_len())
+            .sum()
     }
 
     /// An in-turn compaction: the completed turns and the running turn's items from its
@@ -296,6 +317,16 @@ impl HistoryFold {
         items.extend(self.items.iter().cloned());
         items.extend(self.open_calls.iter().map(|id| Arc::new(interrupted(id))));
         ModelHistory(Arc::new(items))
+    }
+
+    /// Whether the running turn added messages and the last is a user message (its prompt,
+    /// or a message steered in) that nothing answered.
+    fn ends_unanswered(&self) -> bool {
+        self.items.len() > self.completed_len
+            && matches!(
+                self.items.last().map(|item| &**item),
+                Some(HistoryItem::User(_))
+            )
     }
 
     /// A step that streamed text but logged no message: the text stays, marked interrupted.

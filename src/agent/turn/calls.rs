@@ -233,6 +233,8 @@ impl Turn<'_> {
                 ));
             }
         }
+        let mut result = result;
+        self.fit_result(&call.name, &mut result);
         let body = EventBody::ToolResult(Box::new(result));
         let logged = self
             .state

@@ -59,6 +59,9 @@ pub struct LlamaLike {
     pub usage: bool,
     /// Answer `POST /api/show` as Ollama does, with this `num_ctx` in the parameters.
     pub ollama_num_ctx: Option<u64>,
+    /// The chat template leaves the tool definitions out of the prompt (Gemma's, Mistral's):
+    /// they count nothing.
+    pub drops_tools: bool,
 }
 
 impl LlamaLike {
@@ -71,6 +74,7 @@ impl LlamaLike {
             empty_on_overflow: false,
             usage: true,
             ollama_num_ctx: None,
+            drops_tools: false,
         }
     }
 
@@ -93,6 +97,7 @@ impl LlamaLike {
             empty_on_overflow: true,
             usage: false,
             ollama_num_ctx: None,
+            drops_tools: false,
         }
     }
 
@@ -100,6 +105,15 @@ impl LlamaLike {
     pub fn tokens(body: &Value) -> u64 {
         let bytes = body["messages"].to_string().len() + body["tools"].to_string().len();
         bytes as u64 / 4
+    }
+
+    /// The tokens this server counts for a chat request body (its template may drop the
+    /// tools).
+    pub fn count(&self, body: &Value) -> u64 {
+        match self.drops_tools {
+            true => body["messages"].to_string().len() as u64 / 4,
+            false => Self::tokens(body),
+        }
     }
 
     /// The refusal for `body`, if this server would refuse it.
@@ -123,7 +137,7 @@ impl LlamaLike {
                 });
             }
         }
-        let tokens = Self::tokens(body);
+        let tokens = self.count(body);
         if tokens > self.n_ctx {
             if self.empty_on_overflow {
                 return Some(Reply::Stream(Vec::new()));
@@ -318,6 +332,18 @@ impl MockServer {
         self.state.lock().unwrap().responder = Some(Arc::new(responder));
     }
 
+    /// Answers every compaction request (kin's summary instruction) with `reply`, apart from
+    /// the script.
+    pub fn answer_compactions_with(&self, reply: Reply) {
+        self.set_responder(move |request| {
+            request
+                .body
+                .to_string()
+                .contains("is being compacted")
+                .then(|| reply.clone())
+        });
+    }
+
     /// Behaves like a llama.cpp server from now on (see [`LlamaLike`]).
     pub fn behave_like(&self, llama: LlamaLike) {
         self.state.lock().unwrap().llama = Some(llama);
@@ -425,7 +451,10 @@ async fn serve(
             let mut state = state.lock().unwrap();
             let llama = state.llama.clone();
             let refusal = llama.as_ref().and_then(|l| l.refusal(&request.body));
-            let prompt_tokens = LlamaLike::tokens(&request.body);
+            let prompt_tokens = llama.as_ref().map_or_else(
+                || LlamaLike::tokens(&request.body),
+                |l| l.count(&request.body),
+            );
             let chosen = state.responder.as_ref().and_then(|pick| pick(&request));
             state.requests.push(request);
             state.answered.push(None);

@@ -8,6 +8,8 @@
 //! in `real_server`.
 
 mod real_server;
+mod small_windows;
+mod window_sweep;
 
 use crate::common;
 
@@ -94,6 +96,20 @@ fn run(server: &MockServer, args: &[&str], env: &[(&str, &str)]) -> (Output, tem
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A prompt the imitation counts as about `tokens` tokens.
+fn prompt_of(tokens: u64) -> String {
+    "abc ".repeat(tokens as usize)
+}
+
+/// An answer the imitation counts as `tokens` tokens, its usage saying as much (one delta,
+/// so that long answers stay quick to stream and log).
+fn answer_of(tokens: u64) -> Reply {
+    let mut parts = text_events(&[&"abcd".repeat(tokens.max(1) as usize)], "stop");
+    let at = parts.len() - 2;
+    parts[at] = common::mock_openai::event(&common::mock_openai::usage(10, tokens.max(1)));
+    Reply::Stream(parts)
 }
 
 /// An answer `bytes` long, with usage (llama-server's streams carry it).
