@@ -104,6 +104,16 @@ impl LlamaLike {
 
     /// The refusal for `body`, if this server would refuse it.
     fn refusal(&self, body: &Value) -> Option<Reply> {
+        if let Some(bad) = unparseable_arguments(body) {
+            // llama-server parses every call's arguments to render its template: HTTP 500.
+            return Some(Reply::Status {
+                status: 500,
+                headers: Vec::new(),
+                body: json!({"error": {"code": 500, "type": "server_error", "message":
+                    format!("[json.exception.parse_error.101] parse error: syntax error while parsing value; last read: {bad}")}})
+                .to_string(),
+            });
+        }
         if self.strict_alternation {
             let roles: Vec<&str> = body["messages"]
                 .as_array()
@@ -176,6 +186,20 @@ impl LlamaLike {
             other => other,
         }
     }
+}
+
+/// The first tool call's arguments in `body`'s history that are not a JSON object, if any.
+fn unparseable_arguments(body: &Value) -> Option<String> {
+    let messages = body["messages"].as_array()?;
+    let calls = messages
+        .iter()
+        .filter_map(|m| m["tool_calls"].as_array())
+        .flatten();
+    calls
+        .filter_map(|call| call.pointer("/function/arguments"))
+        .map(|arguments| arguments.as_str().unwrap_or_default())
+        .find(|text| !matches!(serde_json::from_str(text), Ok(Value::Object(_))))
+        .map(str::to_owned)
 }
 
 /// A request as the server received it.
