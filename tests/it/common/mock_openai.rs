@@ -157,34 +157,83 @@ impl LlamaLike {
     /// `reply` as this server would send it: its usage chunk with the prompt tokens it
     /// counted (`prompt_tokens`), or none when it reports none.
     fn shape(&self, reply: Reply, prompt_tokens: u64) -> Reply {
-        let strip = |parts: Vec<Vec<u8>>| -> Vec<Vec<u8>> {
-            parts
-                .into_iter()
-                .filter_map(|part| {
-                    let text = String::from_utf8_lossy(&part);
-                    if !text.contains("\"usage\"") {
-                        return Some(part);
-                    }
-                    let data: Value =
-                        serde_json::from_str(text.trim().trim_start_matches("data:").trim())
-                            .ok()?;
-                    let completion = data
-                        .pointer("/usage/completion_tokens")
-                        .and_then(Value::as_u64)
-                        .unwrap_or(0);
-                    self.usage.then(|| event(&usage(prompt_tokens, completion)))
-                })
-                .collect()
+        let reports = self.usage;
+        map_usage(reply, &|completion| {
+            reports.then(|| usage(prompt_tokens, completion))
+        })
+    }
+}
+
+/// `reply` with each usage chunk replaced by what `make` gives for its completion tokens
+/// (dropped for `None`).
+fn map_usage(reply: Reply, make: &dyn Fn(u64) -> Option<Value>) -> Reply {
+    let map = |parts: Vec<Vec<u8>>| -> Vec<Vec<u8>> {
+        parts
+            .into_iter()
+            .filter_map(|part| {
+                let text = String::from_utf8_lossy(&part);
+                if !text.contains("\"usage\"") {
+                    return Some(part);
+                }
+                let data: Value =
+                    serde_json::from_str(text.trim().trim_start_matches("data:").trim()).ok()?;
+                let completion = data
+                    .pointer("/usage/completion_tokens")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0);
+                make(completion).map(|chunk| event(&chunk))
+            })
+            .collect()
+    };
+    match reply {
+        Reply::Stream(parts) => Reply::Stream(map(parts)),
+        Reply::Hang(parts) => Reply::Hang(map(parts)),
+        Reply::Cut(parts) => Reply::Cut(map(parts)),
+        Reply::Delayed(after, reply) => Reply::Delayed(after, Box::new(map_usage(*reply, make))),
+        other => other,
+    }
+}
+
+/// A hosted API's prompt cache, simulated: a request's prompt is rendered as chat templates
+/// with tools render it (the system message's text, then the tool schemas, then the other
+/// messages), and the tokens it shares as a prefix with an earlier request's (4 bytes a
+/// token) are reported as `prompt_tokens_details.cached_tokens`.
+#[derive(Default)]
+struct PrefixCache {
+    prompts: Vec<String>,
+}
+
+impl PrefixCache {
+    fn render(body: &Value) -> String {
+        let messages = body["messages"].as_array().cloned().unwrap_or_default();
+        let (system, rest) = match messages.split_first() {
+            Some((first, rest)) if first["role"] == "system" => (
+                first["content"].as_str().unwrap_or_default().to_owned(),
+                rest,
+            ),
+            _ => (String::new(), &messages[..]),
         };
-        match reply {
-            Reply::Stream(parts) => Reply::Stream(strip(parts)),
-            Reply::Hang(parts) => Reply::Hang(strip(parts)),
-            Reply::Cut(parts) => Reply::Cut(strip(parts)),
-            Reply::Delayed(after, reply) => {
-                Reply::Delayed(after, Box::new(self.shape(*reply, prompt_tokens)))
-            }
-            other => other,
-        }
+        let rest: Vec<String> = rest.iter().map(Value::to_string).collect();
+        format!("{system}{}{}", body["tools"], rest.concat())
+    }
+
+    /// The cached tokens of `body`, which is remembered for later requests.
+    fn cached_tokens(&mut self, body: &Value) -> u64 {
+        let prompt = Self::render(body);
+        let shared = self
+            .prompts
+            .iter()
+            .map(|earlier| {
+                let common = earlier
+                    .bytes()
+                    .zip(prompt.bytes())
+                    .take_while(|(a, b)| a == b);
+                common.count()
+            })
+            .max()
+            .unwrap_or(0);
+        self.prompts.push(prompt);
+        shared as u64 / 4
     }
 }
 
@@ -245,6 +294,8 @@ struct State {
     llama: Option<LlamaLike>,
     /// Requests to other paths than chat completions (`/props`, `/api/show`).
     probes: Vec<Request>,
+    /// Reporting cached prompt tokens as a hosted API does, when set.
+    prefix_cache: Option<PrefixCache>,
 }
 
 pub struct MockServer {
@@ -322,6 +373,12 @@ impl MockServer {
     /// Behaves like a llama.cpp server from now on (see [`LlamaLike`]).
     pub fn behave_like(&self, llama: LlamaLike) {
         self.state.lock().unwrap().llama = Some(llama);
+    }
+
+    /// Reports the prompt tokens each answer's request shares with an earlier one, as hosted
+    /// APIs' prefix caches do (`usage.prompt_tokens_details.cached_tokens`; see `PrefixCache`).
+    pub fn cache_prefixes(&self) {
+        self.state.lock().unwrap().prefix_cache = Some(PrefixCache::default());
     }
 
     /// The requests for the window (`/props`, `/api/show`), kept apart from the script.
@@ -427,6 +484,10 @@ async fn serve(
             let llama = state.llama.clone();
             let refusal = llama.as_ref().and_then(|l| l.refusal(&request.body));
             let prompt_tokens = LlamaLike::tokens(&request.body);
+            let cached = state
+                .prefix_cache
+                .as_mut()
+                .map(|cache| cache.cached_tokens(&request.body));
             state.requests.push(request);
             state.answered.push(None);
             let reply = match refusal {
@@ -435,6 +496,14 @@ async fn serve(
             };
             let reply = match (llama, reply) {
                 (Some(llama), Some(reply)) => Some(llama.shape(reply, prompt_tokens)),
+                (_, reply) => reply,
+            };
+            let reply = match (cached, reply) {
+                (Some(cached), Some(reply)) => Some(map_usage(reply, &|completion| {
+                    let mut chunk = usage(prompt_tokens, completion);
+                    chunk["usage"]["prompt_tokens_details"] = json!({"cached_tokens": cached});
+                    Some(chunk)
+                })),
                 (_, reply) => reply,
             };
             (state.requests.len() - 1, reply)
