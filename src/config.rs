@@ -19,6 +19,7 @@ mod show;
 
 use std::path::{Path, PathBuf};
 
+use crate::agent::lean::{FixedCost, LeanMode, LEAN_SHARE};
 use crate::process::child_env::ChildEnv;
 
 pub use acp_agents::{AcpAgentConfig, AcpPermission};
@@ -260,15 +261,73 @@ pub fn max_parallel(config: &ConfigFile) -> Result<Setting<usize>, ConfigError> 
     })
 }
 
-/// The `kin config` line of [`max_parallel`].
-pub fn render_tools(max_parallel: &Setting<usize>) -> String {
-    let line = format!(
-        "{:<24} {:<40} {}",
-        "tools.max_parallel",
-        max_parallel.value.to_string(),
-        max_parallel.origin
-    );
-    format!("{}\n", line.trim_end())
+/// `[tools] lean` of the config file: when requests go lean (default `auto`).
+pub fn lean_mode(config: &ConfigFile) -> Setting<LeanMode> {
+    let value = config
+        .file
+        .as_ref()
+        .and_then(|file| file.tools.as_ref())
+        .and_then(|tools| tools.lean);
+    match (value, &config.path) {
+        (Some(value), Some(path)) => Setting {
+            value,
+            origin: Origin::File(path.clone()),
+        },
+        _ => Setting {
+            value: LeanMode::default(),
+            origin: Origin::Default,
+        },
+    }
+}
+
+/// The `kin config` lines of `[tools]`: [`max_parallel`], [`lean_mode`], and what the fixed
+/// part of a request costs, full and lean.
+pub fn render_tools(
+    max_parallel: &Setting<usize>,
+    lean: &Setting<LeanMode>,
+    cost: FixedCost,
+) -> String {
+    let tokens = |bytes| FixedCost::tokens(bytes);
+    let rows = [
+        (
+            "tools.max_parallel",
+            max_parallel.value.to_string(),
+            max_parallel.origin.to_string(),
+        ),
+        (
+            "tools.lean",
+            lean.value.as_str().to_owned(),
+            lean.origin.to_string(),
+        ),
+        (
+            "fixed part, full",
+            format!(
+                "~{} tokens ({} bytes)",
+                tokens(cost.full_bytes),
+                cost.full_bytes
+            ),
+            "system prompt and tool schemas".to_owned(),
+        ),
+        (
+            "fixed part, lean",
+            format!(
+                "~{} tokens ({} bytes)",
+                tokens(cost.lean_bytes),
+                cost.lean_bytes
+            ),
+            format!(
+                "sent when the full part passes {}% of the window (lean = auto)",
+                (LEAN_SHARE * 100.0) as u32
+            ),
+        ),
+    ];
+    let mut out = String::new();
+    for (name, value, origin) in rows {
+        let line = format!("{name:<24} {value:<40} {origin}");
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
 }
 
 /// The child agents of the config file's `[acp_agents.<name>]` tables (none without a file).

@@ -161,6 +161,8 @@ pub struct AgentHost {
     max_steps: u32,
     /// Calls of one step that run at once.
     max_parallel: usize,
+    /// When requests go lean (`[tools] lean`).
+    lean: super::lean::LeanMode,
     /// Every running turn.
     turns: TaskTracker,
     events: Arc<HostEvents>,
@@ -195,6 +197,7 @@ impl AgentHost {
             tools,
             max_steps,
             max_parallel: DEFAULT_MAX_PARALLEL,
+            lean: Default::default(),
             turns: TaskTracker::new(),
             events: Arc::new(HostEvents::default()),
             agents: Mutex::new(HashMap::new()),
@@ -255,6 +258,12 @@ impl AgentHost {
     /// This host running at most `max` calls of one step at once (at least 1).
     pub(crate) fn with_max_parallel(mut self, max: usize) -> Self {
         self.max_parallel = max.max(1);
+        self
+    }
+
+    /// This host sending lean requests as `lean` says.
+    pub(crate) fn with_lean(mut self, lean: super::lean::LeanMode) -> Self {
+        self.lean = lean;
         self
     }
 
@@ -373,7 +382,9 @@ impl AgentHost {
         TurnDeps {
             model: self.model_for(&agent.options),
             models: self.models.clone(),
-            system: system_prompt(agent),
+            system: system_prompt(agent, false),
+            lean_system: system_prompt(agent, true),
+            lean: self.lean,
             max_steps: self.max_steps,
             tool_argument_bytes: self.tool_argument_bytes,
             max_parallel: self.max_parallel,

@@ -8,6 +8,7 @@
 //! in `real_server`.
 
 mod real_server;
+mod requests;
 mod small_windows;
 mod window_sweep;
 
@@ -127,7 +128,8 @@ async fn llama_servers_overflow_is_compacted_away_in_pieces() {
     let mut llama = LlamaLike::llama_server(1_000_000);
     llama.props = false; // nothing tells kin the window before the refusal does
     server.behave_like(llama.clone());
-    let mut kin = start(&server, "", &[]);
+    // Whole requests: the lean one would fit this window without compacting.
+    let mut kin = start(&server, "[tools]\nlean = \"off\"\n", &[]);
     let session = ready(&mut kin).await;
     server.push(long_answer(16_000));
     kin.turn(2, &session, "one").await;
@@ -329,7 +331,8 @@ async fn the_window_is_ollamas_num_ctx() {
 async fn a_window_the_fixed_part_fills_is_not_compacted_before_every_turn() {
     let server = MockServer::start();
     server.behave_like(LlamaLike::llama_server(1_000_000));
-    let mut kin = start(&server, "context_window = 3500\n", &[]);
+    let config = "context_window = 3500\n[tools]\nlean = \"off\"\n";
+    let mut kin = start(&server, config, &[]);
     let session = ready(&mut kin).await;
     let mut notices = Vec::new();
     for (id, text) in [(2, "one"), (3, "two"), (4, "three")] {
