@@ -415,7 +415,11 @@ impl Sandbox {
 
     /// The files no confined process may read, resolved.
     fn unreadable(&self) -> Vec<PathBuf> {
-        self.settings.unreadable.iter().map(|p| canonical(p)).collect()
+        self.settings
+            .unreadable
+            .iter()
+            .map(|p| canonical(p))
+            .collect()
     }
 
     /// Whether processes are confined; an error where they must be but cannot.
