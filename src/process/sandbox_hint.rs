@@ -43,15 +43,26 @@ pub(crate) fn explain_child(
     cwd: &Path,
     agent: &str,
 ) -> Option<String> {
-    let path = refused(&denied_lines(output), policy, cwd)
-        .into_iter()
-        .next()?;
-    Some(format!(
-        "[kin's sandbox refused this: {} is outside what the ACP child `{agent}` may write; \
-         add it to `writable` in `[acp_agents.{agent}]` of kin's config, or set `sandbox = \
-         false` there to leave the child to its own sandbox.]",
-        path.display(),
-    ))
+    let denied = denied_lines(output);
+    let setting = format!(
+        "add it to `writable` in `[acp_agents.{agent}]` of kin's config, or set `sandbox = \
+         false` there to leave the child to its own sandbox"
+    );
+    match refused(&denied, policy, cwd).first() {
+        Some(path) => Some(format!(
+            "[kin's sandbox refused this: {} is outside what the ACP child `{agent}` may write; \
+             {setting}.]",
+            path.display(),
+        )),
+        // An error that names no path (`Permission denied (os error 13)`): the sandbox may be
+        // the cause, and what the child may write is all kin can say.
+        None if denied.iter().any(|line| candidates(line).is_empty()) => Some(format!(
+            "[kin's sandbox may have refused this: the ACP child `{agent}` may write only \
+             beneath {}; if it keeps state elsewhere, {setting}.]",
+            listed(policy)
+        )),
+        None => None,
+    }
 }
 
 fn denied_lines(output: &str) -> Vec<&str> {
@@ -89,8 +100,9 @@ fn listed(policy: &Policy) -> String {
 /// as in `bash: /x/y: Permission denied` or `touch: cannot touch '/x/y': Permission denied`.
 fn candidates(line: &str) -> Vec<&str> {
     let mut found = Vec::new();
-    for quote in ['\'', '"', '`', '‘', '’'] {
-        let parts: Vec<&str> = line.split(quote).collect();
+    // Each kind of quote, `‘…’` as one pair.
+    for quotes in [&['\''][..], &['"'], &['`'], &['‘', '’']] {
+        let parts: Vec<&str> = line.split(quotes).collect();
         found.extend(parts.iter().skip(1).step_by(2).copied());
     }
     found.extend(
@@ -129,6 +141,16 @@ mod tests {
         );
         assert!(note.contains("/ws, /tmp/kin-1/s"), "{note}");
         let note = explain(
+            "mkdir: cannot create directory ‘/home/u/d’: Permission denied",
+            &policy(true),
+            cwd,
+        )
+        .unwrap();
+        assert!(
+            note.contains("refused this: /home/u/d is outside"),
+            "{note}"
+        );
+        let note = explain(
             "touch: cannot touch '../up.txt': Permission denied",
             &policy(true),
             cwd,
@@ -158,6 +180,10 @@ mod tests {
             explain_child(inside, &policy(true), Path::new("/ws"), "c"),
             None
         );
+        let pathless = "Error: Permission denied (os error 13)";
+        let note = explain_child(pathless, &policy(true), Path::new("/ws"), "c").unwrap();
+        assert!(note.contains("may have refused this"), "{note}");
+        assert!(note.contains("beneath /ws, /tmp/kin-1/s"), "{note}");
     }
 
     #[test]

@@ -18,7 +18,7 @@ use kin::scenario::Step;
 use serde_json::{json, Value};
 
 /// Whether the kernel confines; prints a visible skip when it does not (a failure under CI).
-fn landlock(test: &str) -> bool {
+pub(crate) fn landlock(test: &str) -> bool {
     match Support::probe() {
         Support::Landlock { .. } => true,
         Support::Missing(why) => {
@@ -76,7 +76,7 @@ async fn bash(
 }
 
 /// The text of every tool result in the session logs under `home`.
-fn logged_results(home: &Path) -> Vec<String> {
+pub(crate) fn logged_results(home: &Path) -> Vec<String> {
     common::session_files(home)
         .iter()
         .flat_map(|path| {
