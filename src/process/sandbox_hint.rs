@@ -44,15 +44,26 @@ pub(crate) fn explain_child(
     cwd: &Path,
     agent: &str,
 ) -> Option<String> {
-    let path = refused(&denied_lines(output), policy, cwd)
-        .into_iter()
-        .next()?;
-    Some(format!(
-        "[kin's sandbox refused this: {} is outside what the ACP child `{agent}` may write; \
-         add it to `writable` in `[acp_agents.{agent}]` of kin's config, or set `sandbox = \
-         false` there to leave the child to its own sandbox.]",
-        path.display(),
-    ))
+    let denied = denied_lines(output);
+    let setting = format!(
+        "add it to `writable` in `[acp_agents.{agent}]` of kin's config, or set `sandbox = \
+         false` there to leave the child to its own sandbox"
+    );
+    match refused(&denied, policy, cwd).first() {
+        Some(path) => Some(format!(
+            "[kin's sandbox refused this: {} is outside what the ACP child `{agent}` may write; \
+             {setting}.]",
+            path.display(),
+        )),
+        // An error that names no path (`Permission denied (os error 13)`): the sandbox may be
+        // the cause, and what the child may write is all kin can say.
+        None if denied.iter().any(|line| candidates(line).is_empty()) => Some(format!(
+            "[kin's sandbox may have refused this: the ACP child `{agent}` may write only \
+             beneath {}; if it keeps state elsewhere, {setting}.]",
+            listed(policy)
+        )),
+        None => None,
+    }
 }
 
 fn denied_lines(output: &str) -> Vec<&str> {
@@ -111,8 +122,9 @@ fn unconfined_may_write(path: &Path) -> bool {
 /// as in `bash: /x/y: Permission denied` or `touch: cannot touch '/x/y': Permission denied`.
 fn candidates(line: &str) -> Vec<&str> {
     let mut found = Vec::new();
-    for quote in ['\'', '"', '`', '‘', '’'] {
-        let parts: Vec<&str> = line.split(quote).collect();
+    // Each kind of quote, `‘…’` as one pair.
+    for quotes in [&['\''][..], &['"'], &['`'], &['‘', '’']] {
+        let parts: Vec<&str> = line.split(quotes).collect();
         found.extend(parts.iter().skip(1).step_by(2).copied());
     }
     found.extend(
@@ -148,6 +160,13 @@ mod tests {
         let expected = format!("sandbox refused this: {}/out.txt", outside.display());
         assert!(note.contains(&expected), "{note}");
         assert!(note.contains("/ws, /tmp/kin-1/s"), "{note}");
+        let output = format!(
+            "mkdir: cannot create directory ‘{}/d’: Permission denied",
+            outside.display()
+        );
+        let note = explain(&output, &policy(true), &cwd).unwrap();
+        let expected = format!("refused this: {}/d is outside", outside.display());
+        assert!(note.contains(&expected), "{note}");
         let output = "touch: cannot touch '../up.txt': Permission denied";
         let note = explain(output, &policy(true), &cwd).unwrap();
         assert!(note.contains("/ws/../up.txt"), "{note}");
@@ -184,6 +203,10 @@ mod tests {
             explain_child(inside, &policy(true), Path::new("/ws"), "c"),
             None
         );
+        let pathless = "Error: Permission denied (os error 13)";
+        let note = explain_child(pathless, &policy(true), Path::new("/ws"), "c").unwrap();
+        assert!(note.contains("may have refused this"), "{note}");
+        assert!(note.contains("beneath /ws, /tmp/kin-1/s"), "{note}");
     }
 
     #[test]
