@@ -79,7 +79,7 @@ impl Check {
     fn judge(&self, line: &[u8]) -> Vec<u8> {
         let (head, tail) = ends(line);
         let shape = shape(head, tail);
-        let Err(error) = serde_json::from_slice::<rmcp::model::ServerJsonRpcMessage>(line) else {
+        let Some(error) = undecodable(line) else {
             if let Some(Shape {
                 id: Some(id),
                 method: false,
@@ -123,6 +123,36 @@ impl Check {
             }
         }
     }
+}
+
+/// Deeper than this, a message is failed here: JSON parsers (rmcp's too) stop at 128 levels,
+/// counting the levels of the message's own envelope.
+const MAX_DEPTH: usize = 100;
+
+/// Why `line` cannot be decoded (not JSON, or nested past [`MAX_DEPTH`]); `None` when it can.
+/// Both checks run without building the message.
+fn undecodable(line: &[u8]) -> Option<String> {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for &byte in line {
+        match (in_string, byte) {
+            (true, _) if escaped => escaped = false,
+            (true, b'\\') => escaped = true,
+            (true, b'"') => in_string = false,
+            (true, _) => {}
+            (false, b'"') => in_string = true,
+            (false, b'[' | b'{') => {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return Some(format!("the message nests deeper than {MAX_DEPTH} levels"));
+                }
+            }
+            (false, b']' | b'}') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    serde_json::from_slice::<serde::de::IgnoredAny>(line)
+        .err()
+        .map(|error| format!("it is not JSON ({error})"))
 }
 
 /// A JSON-RPC error answer to `id` (JSON text), one line.

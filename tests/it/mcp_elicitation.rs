@@ -293,7 +293,7 @@ async fn server_text_is_escaped_and_cut_a_file_url_is_declined_and_questions_are
     assert_eq!(asked.len(), 1 + 8, "the loud question and 8 of the 9");
     let many = tool_text(&updates, "m1");
     assert!(
-        many.contains(&format!("{},decline", vec!["accept"; 8].join(","))),
+        many.contains(&format!("{},decline", ["accept"; 8].join(","))),
         "{many}"
     );
 }
