@@ -33,9 +33,16 @@ fn from_scratch(events: &[Event]) -> Vec<HistoryItem> {
             EventBody::TurnEnd(end) => {
                 keep(&mut items, &mut open, &mut partial);
                 close(&mut items, &mut open);
+                let unanswered = matches!(items.last(), Some(HistoryItem::User(_)));
                 if overflowed(&end.reason) {
                     open.clear();
                     items.truncate(turn_start);
+                } else if end.reason == TurnEndReason::Aborted
+                    && items.len() > turn_start
+                    && unanswered
+                {
+                    let text = CANCELLED_BEFORE_ANSWER.to_owned();
+                    items.push(HistoryItem::Assistant(vec![AssistantBlock::Text { text }]));
                 }
                 turn_start = items.len();
             }
@@ -260,6 +267,36 @@ fn turn_end(seq: u64, turn: u32) -> Event {
             usage: None,
         }),
     )
+}
+
+/// A prompt cancelled before any answer is answered by the marker, and the next prompt stays
+/// a user turn of its own; one cancelled after streamed text keeps that text instead.
+#[test]
+fn a_prompt_cancelled_before_any_answer_gets_the_marker() {
+    let aborted = |seq, turn| {
+        let body = EventBody::TurnEnd(TurnEnd {
+            turn,
+            reason: TurnEndReason::Aborted,
+            usage: None,
+        });
+        typed(seq, body)
+    };
+    let log = vec![
+        said(0, "slow"),
+        aborted(1, 1),
+        said(2, "next"),
+        turn_end(3, 2),
+    ];
+    let history = HistoryFold::new(&log).history();
+    let items: Vec<HistoryItem> = history.iter().cloned().collect();
+    assert_eq!(items, from_scratch(&log));
+    assert_eq!(items.len(), 3, "{items:?}");
+    assert_eq!(
+        items[1],
+        HistoryItem::Assistant(vec![AssistantBlock::Text {
+            text: CANCELLED_BEFORE_ANSWER.into()
+        }])
+    );
 }
 
 fn compaction(seq: u64, id: &str, summary: Option<&str>) -> [Event; 2] {
