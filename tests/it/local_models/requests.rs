@@ -191,8 +191,8 @@ fn contract(schema: &Value) -> Value {
         Value::Object(map) => Value::Object(
             map.iter()
                 .filter(|(key, value)| {
-                    !(*key == "description" && value.is_string())
-                        && !matches!(key.as_str(), "$schema" | "$id" | "title")
+                    let prose = *key == "description" && value.is_string();
+                    !prose && !matches!(key.as_str(), "$schema" | "$id" | "title")
                 })
                 .map(|(key, value)| (key.clone(), contract(value)))
                 .collect(),
