@@ -98,24 +98,28 @@ fn listed(policy: &Policy) -> String {
 }
 
 /// Whether kin itself, unconfined, may write `path`: else the refusal was the file's own
-/// (its mode, a read-only mount), not the sandbox's. Only asked of the kernel (`access`),
-/// nothing is opened; a path that does not exist yet asks its nearest existing directory.
+/// (its mode, a read-only file of the kernel's), not the sandbox's. An existing regular file
+/// is opened for writing (nothing is written or truncated: `access` would say yes to root for
+/// a read-only sysfs file); otherwise the nearest existing directory is asked whether entries
+/// may be made in it.
 fn unconfined_may_write(path: &Path) -> bool {
     use nix::unistd::{access, AccessFlags};
+    use std::os::unix::fs::OpenOptionsExt;
     let path = super::sandbox_policy::canonical(path);
-    let asked = match std::fs::symlink_metadata(&path) {
-        Ok(meta) if meta.is_file() => AccessFlags::W_OK,
-        Ok(meta) if meta.is_dir() => AccessFlags::W_OK | AccessFlags::X_OK,
-        Ok(_) => return false,
-        Err(_) => {
-            return path
-                .ancestors()
-                .skip(1)
-                .find(|dir| dir.is_dir())
-                .is_some_and(|dir| access(dir, AccessFlags::W_OK | AccessFlags::X_OK).is_ok())
-        }
-    };
-    access(&path, asked).is_ok()
+    match std::fs::symlink_metadata(&path) {
+        Ok(meta) if meta.is_file() => std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_NOFOLLOW)
+            .open(&path)
+            .is_ok(),
+        Ok(meta) if meta.is_dir() => access(&path, AccessFlags::W_OK | AccessFlags::X_OK).is_ok(),
+        Ok(_) => false,
+        Err(_) => path
+            .ancestors()
+            .skip(1)
+            .find(|dir| dir.is_dir())
+            .is_some_and(|dir| access(dir, AccessFlags::W_OK | AccessFlags::X_OK).is_ok()),
+    }
 }
 
 /// The paths a "Permission denied" line may name: quoted text, and words that look like paths,
