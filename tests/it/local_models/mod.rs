@@ -218,7 +218,9 @@ async fn ollama_vllm_and_lm_studio_overflow_answers_are_compacted_away() {
     ];
     for wording in wordings {
         let server = MockServer::start();
-        let mut kin = start(&server, "", &[]);
+        // The whole request each time: a window learned from the refusal would otherwise try
+        // the lean request first (`small_windows` covers that).
+        let mut kin = start(&server, "[tools]\nlean = \"off\"\n", &[]);
         let session = ready(&mut kin).await;
         server.push(text_reply(&["first answer"]));
         kin.turn(2, &session, "one").await;
