@@ -165,7 +165,15 @@ impl ChildConfinement {
             true => "nothing more".to_owned(),
             false => writes.join(", "),
         };
-        format!("on ({origin}): the child writes what its commands may, and {writes}")
+        let env: Vec<String> = self
+            .env
+            .iter()
+            .map(|(name, value)| format!("; started with {name}={value}"))
+            .collect();
+        format!(
+            "on ({origin}): the child writes what its commands may, and {writes}{}",
+            env.concat()
+        )
     }
 }
 
@@ -206,6 +214,14 @@ mod tests {
         let codex = resolve("codex-acp", &[], None, Vec::new(), &[], Some(home));
         assert!(!codex.confined);
         assert!(codex.describe().contains("left to its own sandbox"));
+        let described = resolve("claude-agent-acp", &[], None, Vec::new(), &[], Some(home));
+        assert!(
+            described
+                .describe()
+                .ends_with("; started with CLAUDE_CONFIG_DIR=/h/.claude"),
+            "{}",
+            described.describe()
+        );
         let claude = resolve("claude-agent-acp", &[], None, Vec::new(), &[], Some(home));
         assert!(claude.confined);
         assert_eq!(claude.writable[0], Path::new("/h/.claude"));

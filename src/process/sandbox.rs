@@ -342,6 +342,7 @@ impl Sandbox {
         let temp = self.private_temp(scope.session)?;
         let mut own = commands.clone();
         super::sandbox_dirs::make_missing(state);
+        let state = super::sandbox_dirs::owned(state);
         own.writable.extend(state.iter().map(|p| canonical(p)));
         own.network = true;
         let mut launch = self.wrap(&own, program, args);
@@ -648,9 +649,11 @@ mod tests {
     fn commands_write_the_roots_the_temp_dir_and_configured_paths() {
         let ws = tempfile::tempdir().unwrap();
         let root = canonical(ws.path());
+        let cache =
+            canonical(&std::env::temp_dir()).join(format!("kin-cache-{}", std::process::id()));
         let sandbox = landlock(
             SandboxSettings {
-                writable: vec!["/opt/cache".into()],
+                writable: vec![cache.clone()],
                 ..SandboxSettings::default()
             },
             None,
@@ -660,7 +663,10 @@ mod tests {
             .unwrap();
         let policy = launch.policy.clone().unwrap();
         assert!(policy.network);
-        assert_eq!(policy.writable[1..], [root.clone(), "/opt/cache".into()]);
+        assert_eq!(policy.writable[1..], [root.clone(), cache.clone()]);
+        // Missing, it was made (0700) to be writable.
+        assert!(cache.is_dir());
+        std::fs::remove_dir(&cache).unwrap();
         let temp = &policy.writable[0];
         assert!(temp.is_dir() && temp.ends_with("s1"), "{}", temp.display());
         assert_eq!(launch.program, "/kin");
@@ -711,17 +717,19 @@ mod tests {
     #[test]
     fn children_also_write_their_state_and_reach_their_model() {
         let ws = tempfile::tempdir().unwrap();
+        let state = canonical(ws.path()).join("state");
         let sandbox = landlock(SandboxSettings::default(), None);
         let launch = sandbox
             .agent(
                 &scope(ws.path(), true),
-                &["/state".into()],
+                std::slice::from_ref(&state),
                 "kin",
                 &["acp".into()],
             )
             .unwrap();
         let own = launch.policy.unwrap();
-        assert!(own.network && own.writable.ends_with(&["/state".into()]));
+        assert!(own.network && own.writable.ends_with(std::slice::from_ref(&state)));
+        assert!(state.is_dir(), "made before confining");
         let (_, ceiling) = launch.env.iter().find(|(k, _)| k == CEILING_ENV).unwrap();
         let ceiling: Policy = serde_json::from_str(ceiling).unwrap();
         assert_eq!(ceiling.writable.len(), 1, "read-only: the temp dir alone");
