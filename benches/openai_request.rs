@@ -39,6 +39,7 @@ fn main() {
         session_id: "bench".into(),
         cwd: None,
         system: "You are kin, a coding agent.".into(),
+        preamble: String::new(),
         history: vec![HistoryItem::User(vec![UserPart::Text {
             text: "Say ok.".into(),
         }])]

@@ -2,6 +2,7 @@
 //! command-line flags, environment variables and the config file (see `resolve`).
 
 mod acp_agents;
+mod acp_sandbox;
 pub mod agents;
 mod credentials;
 mod delegation;
@@ -18,9 +19,11 @@ mod show;
 
 use std::path::{Path, PathBuf};
 
+use crate::agent::lean::{FixedCost, LeanMode, LEAN_SHARE};
 use crate::process::child_env::ChildEnv;
 
 pub use acp_agents::{AcpAgentConfig, AcpPermission};
+pub use acp_sandbox::{ChildConfinement, KnownAgent};
 pub use credentials::{
     credential_file, is_credential_file, mcp_token_dir, KeyStore, ENV_KEY_STORE,
 };
@@ -63,6 +66,14 @@ pub fn own_files(home: &Path) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = file::path(&process_env).into_iter().collect();
     files.push(home.to_owned());
     files
+}
+
+/// kin's own directories, which nothing kin confines may write: the config directory (the
+/// config file, the key file, user-wide commands and agents) and the data directory `home`.
+pub fn own_dirs(home: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = config_dir(&process_env).into_iter().collect();
+    dirs.push(home.to_owned());
+    dirs
 }
 
 /// The process environment as an [`EnvLookup`].
@@ -250,21 +261,82 @@ pub fn max_parallel(config: &ConfigFile) -> Result<Setting<usize>, ConfigError> 
     })
 }
 
-/// The `kin config` line of [`max_parallel`].
-pub fn render_tools(max_parallel: &Setting<usize>) -> String {
-    let line = format!(
-        "{:<24} {:<40} {}",
-        "tools.max_parallel",
-        max_parallel.value.to_string(),
-        max_parallel.origin
-    );
-    format!("{}\n", line.trim_end())
+/// `[tools] lean` of the config file: when requests go lean (default `auto`).
+pub fn lean_mode(config: &ConfigFile) -> Setting<LeanMode> {
+    let value = config
+        .file
+        .as_ref()
+        .and_then(|file| file.tools.as_ref())
+        .and_then(|tools| tools.lean);
+    match (value, &config.path) {
+        (Some(value), Some(path)) => Setting {
+            value,
+            origin: Origin::File(path.clone()),
+        },
+        _ => Setting {
+            value: LeanMode::default(),
+            origin: Origin::Default,
+        },
+    }
+}
+
+/// The `kin config` lines of `[tools]`: [`max_parallel`], [`lean_mode`], and what the fixed
+/// part of a request costs, full and lean.
+pub fn render_tools(
+    max_parallel: &Setting<usize>,
+    lean: &Setting<LeanMode>,
+    cost: FixedCost,
+) -> String {
+    let tokens = |bytes| FixedCost::tokens(bytes);
+    let rows = [
+        (
+            "tools.max_parallel",
+            max_parallel.value.to_string(),
+            max_parallel.origin.to_string(),
+        ),
+        (
+            "tools.lean",
+            lean.value.as_str().to_owned(),
+            lean.origin.to_string(),
+        ),
+        (
+            "fixed part, full",
+            format!(
+                "~{} tokens ({} bytes)",
+                tokens(cost.full_bytes),
+                cost.full_bytes
+            ),
+            "system prompt and tool schemas".to_owned(),
+        ),
+        (
+            "fixed part, lean",
+            format!(
+                "~{} tokens ({} bytes)",
+                tokens(cost.lean_bytes),
+                cost.lean_bytes
+            ),
+            format!(
+                "sent when the full part passes {}% of the window (lean = auto)",
+                (LEAN_SHARE * 100.0) as u32
+            ),
+        ),
+    ];
+    let mut out = String::new();
+    for (name, value, origin) in rows {
+        let line = format!("{name:<24} {value:<40} {origin}");
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
 }
 
 /// The child agents of the config file's `[acp_agents.<name>]` tables (none without a file).
 pub fn acp_agents(config: &ConfigFile) -> Result<Vec<AcpAgentConfig>, ConfigError> {
     match (&config.file, &config.path) {
-        (Some(file), Some(path)) => acp_agents::resolve(&file.acp_agents, path),
+        (Some(file), Some(path)) => {
+            let home = std::env::var_os("HOME").map(PathBuf::from);
+            acp_agents::resolve(&file.acp_agents, home.as_deref(), path)
+        }
         _ => Ok(Vec::new()),
     }
 }
@@ -284,18 +356,24 @@ pub fn mcp_servers(config: &ConfigFile) -> Result<McpSettings, ConfigError> {
     }
 }
 
-/// The `[sandbox]` settings of the config file (defaults without one).
+/// The `[sandbox]` settings of the config file (defaults without one), with the `kin mcp`
+/// token in kin's data directory unreadable to confined processes.
 pub fn sandbox_settings(
     config: &ConfigFile,
 ) -> Result<crate::process::sandbox::SandboxSettings, ConfigError> {
-    match (&config.file, &config.path) {
+    let mut settings = match (&config.file, &config.path) {
         (Some(file), Some(path)) => match &file.sandbox {
             Some(entry) => {
                 let home = std::env::var_os("HOME").map(PathBuf::from);
-                sandbox::resolve(entry, home.as_deref(), path)
+                sandbox::resolve(entry, home.as_deref(), path)?
             }
-            None => Ok(Default::default()),
+            None => Default::default(),
         },
-        _ => Ok(Default::default()),
-    }
+        _ => Default::default(),
+    };
+    settings.unreadable = vec![kin_home().join(MCP_TOKEN_FILE)];
+    Ok(settings)
 }
+
+/// The file name of the `kin mcp --listen` token, in kin's data directory.
+pub(crate) const MCP_TOKEN_FILE: &str = "mcp-token";

@@ -214,14 +214,16 @@ async fn decide(
                     model = choose_model(term, &endpoint, listed, current).await?;
                     Step::Check
                 }
-                Err(refusal) => recover(term, refusal, Step::Model).await?,
+                Err(refusal) => after_refusal(term, refusal, Step::Model, &mut endpoint).await?,
             },
             Step::Check if options.no_check => break,
             Step::Check => {
                 term.say(&format!("Checking {model} at {} ...\n", endpoint.base_url));
                 match endpoint::check(&endpoint.base_url, key.as_deref(), &model).await {
                     Ok(()) => break,
-                    Err(refusal) => recover(term, refusal, Step::Check).await?,
+                    Err(refusal) => {
+                        after_refusal(term, refusal, Step::Check, &mut endpoint).await?
+                    }
                 }
             }
         };
@@ -231,6 +233,21 @@ async fn decide(
         model,
         key,
     })
+}
+
+/// [`recover`], and when the user asks to change the key of an endpoint thought to take none,
+/// the key question is asked after all (the refusal says it wants one).
+async fn after_refusal(
+    term: &Terminal,
+    refusal: Refusal,
+    failed: Step,
+    endpoint: &mut Endpoint,
+) -> Result<Step, LoginError> {
+    let next = recover(term, refusal, failed).await?;
+    if next == Step::Key && endpoint.needs_key == Some(false) {
+        endpoint.needs_key = None;
+    }
+    Ok(next)
 }
 
 /// After a refusal at step `failed`: says what went wrong and asks what to change (the likely
@@ -316,7 +333,14 @@ async fn ask_url(term: &Terminal, current: &Current) -> Result<Endpoint, LoginEr
             _ => answer,
         };
         match check_url(&url) {
-            Ok(()) => return Ok(Endpoint::at(&url)),
+            // Typed as "another endpoint": whether it takes a key is asked, even where its
+            // address is a preset's (a vLLM on llama.cpp's port may want one).
+            Ok(()) => {
+                return Ok(Endpoint {
+                    needs_key: None,
+                    ..Endpoint::at(&url)
+                })
+            }
             Err(why) => term.say(&format!("{why}\n")),
         }
     }
@@ -336,14 +360,18 @@ async fn ask_key(
     endpoint: &Endpoint,
     current: &Current,
 ) -> Result<Option<String>, LoginError> {
-    if options.no_key || endpoint.needs_key == Some(false) {
+    if options.no_key {
         return Ok(None);
     }
+    // A key given on stdin is used even for an endpoint that usually takes none.
     if options.api_key_stdin {
         let key = term
             .ask_hidden(if term.interactive() { "API key: " } else { "" })
             .await?;
         return Ok((!key.is_empty()).then_some(key));
+    }
+    if endpoint.needs_key == Some(false) {
+        return Ok(None);
     }
     if !term.interactive() {
         return Err(LoginError::NeedsTerminal(
@@ -420,7 +448,10 @@ async fn choose_model(
         }
         return Err(LoginError::NeedsTerminal("the model (--model)"));
     }
-    let mut menu = format!("{} lists {} models:\n", endpoint.base_url, models.len());
+    let mut menu = match models.len() {
+        1 => format!("{} lists 1 model:\n", endpoint.base_url),
+        n => format!("{} lists {n} models:\n", endpoint.base_url),
+    };
     for (n, model) in models.iter().enumerate() {
         menu.push_str(&format!("  {}) {model}\n", n + 1));
     }

@@ -400,7 +400,7 @@ fn open_runtime(configured: Configured, file: &config::ConfigFile) -> anyhow::Re
     let mut options = RuntimeOptions {
         limits,
         child_env,
-        private: PrivateFiles::new(own),
+        private: PrivateFiles::new(own).unwritten(config::own_dirs(&home)),
         ..RuntimeOptions::default()
     };
     if let Some(depth) = std::env::var("KIN_SUBAGENT_MAX_DEPTH")
@@ -414,6 +414,7 @@ fn open_runtime(configured: Configured, file: &config::ConfigFile) -> anyhow::Re
     options.acp_agents = config::acp_agents(file)?;
     options.delegation = config::delegation_settings(file);
     options.max_parallel = config::max_parallel(file)?.value();
+    options.lean = config::lean_mode(file).value();
     for secret in mcp.client_secrets() {
         options.child_env.hide_value(secret);
     }
@@ -425,7 +426,9 @@ fn open_runtime(configured: Configured, file: &config::ConfigFile) -> anyhow::Re
         options.mcp_max_tools = max;
     }
     options.mcp_sandboxed = mcp.sandboxed;
-    let sandbox = Arc::new(Sandbox::for_this_process(config::sandbox_settings(file)?));
+    let sandbox = Sandbox::for_this_process(config::sandbox_settings(file)?)
+        .protecting(config::own_dirs(&home));
+    let sandbox = Arc::new(sandbox);
     options.sandbox = sandbox.clone();
     let model = models.default_choice().model.clone();
     options.models = Some(models);
@@ -522,18 +525,37 @@ async fn run(args: RunArgs, replay: Option<PathBuf>, flags: ModelFlags) -> anyho
     Ok(code)
 }
 
+/// What the fixed part of a top-level session's request costs: the tools of a runtime as
+/// `kin acp` would build it (no session is opened, nothing is written).
+fn fixed_cost(file: &config::ConfigFile) -> anyhow::Result<kin::agent::lean::FixedCost> {
+    let model = Arc::new(kin::model::UnconfiguredModel::new("kin config"));
+    let options = RuntimeOptions {
+        acp_agents: config::acp_agents(file)?,
+        ..RuntimeOptions::default()
+    };
+    let runtime = Runtime::new(&config::kin_home(), model, kin::tools::builtin(), options)?;
+    Ok(kin::agent::lean::FixedCost::of(runtime.host().tools()))
+}
+
 async fn show_config(flags: ModelFlags) -> anyhow::Result<u8> {
     let file = config::ConfigFile::read(&config::process_env)?;
     let config = config::resolve_in(&flags.overrides(), &config::process_env, &file)?;
     let key = config::load_key(&config.key).await;
     let agents = config::acp_agents(&file)?;
     print!("{}", config::render(&config, &key));
-    print!("{}", config::render_tools(&config::max_parallel(&file)?));
+    let cost = fixed_cost(&file)?;
+    let tools = config::render_tools(
+        &config::max_parallel(&file)?,
+        &config::lean_mode(&file),
+        cost,
+    );
+    print!("{tools}");
     print!("{}", config::render_agents(&agents));
     let servers = config::mcp_servers(&file)?;
     print!("{}", config::render_mcp_servers(&servers));
     print!("{}", kin::mcp::oauth::render_logins(&servers.servers).await);
-    let sandbox = Sandbox::for_this_process(config::sandbox_settings(&file)?);
+    let sandbox = Sandbox::for_this_process(config::sandbox_settings(&file)?)
+        .protecting(config::own_dirs(&config::kin_home()));
     print!("{}", config::render_sandbox(&sandbox));
     Ok(0)
 }

@@ -38,6 +38,8 @@ pub struct RuntimeOptions {
     pub max_steps: u32,
     /// Calls of one step that run at once (`[tools] max_parallel`).
     pub max_parallel: usize,
+    /// When requests go lean (`[tools] lean`).
+    pub lean: crate::agent::lean::LeanMode,
     /// The deepest a delegated child may be (1: children cannot delegate further).
     pub subagent_max_depth: u32,
     /// Child agents over ACP, each with its own delegation tool.
@@ -70,6 +72,7 @@ impl Default for RuntimeOptions {
         Self {
             max_steps: DEFAULT_MAX_STEPS,
             max_parallel: crate::agent::host::DEFAULT_MAX_PARALLEL,
+            lean: Default::default(),
             subagent_max_depth: DEFAULT_MAX_DEPTH,
             acp_agents: Vec::new(),
             models: None,
@@ -149,7 +152,9 @@ impl Runtime {
                 .with_models(models)
                 .with_limits(options.limits)
                 .with_secrets(options.child_env, options.private)
-                .with_max_parallel(options.max_parallel),
+                .with_sandbox(options.sandbox.clone())
+                .with_max_parallel(options.max_parallel)
+                .with_lean(options.lean),
         );
         delegation.attach(&host);
         Ok(Arc::new(Self {

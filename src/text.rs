@@ -86,9 +86,32 @@ pub(crate) fn bounded(text: &str, max: usize) -> Cow<'_, str> {
     ))
 }
 
+/// Text from a server (an error description, a question) for one line on a terminal or in a
+/// title: cut to `max` bytes, with a note saying how much was cut, and made [`visible`].
+pub(crate) fn visible_capped(text: &str, max: usize) -> String {
+    let kept = prefix(text, max);
+    let mut shown = visible(kept).into_owned();
+    if kept.len() < text.len() {
+        let _ = write!(
+            shown,
+            " [kin: {} of {} bytes cut]",
+            text.len() - kept.len(),
+            text.len()
+        );
+    }
+    shown
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn server_text_is_cut_and_escaped() {
+        assert_eq!(visible_capped("plain", 10), "plain");
+        let shown = visible_capped(&format!("\u{1b}]0;t\u{7}{}", "x".repeat(100)), 10);
+        assert_eq!(shown, "\\u{1b}]0;t\\u{7}xxxx [kin: 96 of 106 bytes cut]");
+    }
 
     #[test]
     fn answer_text_keeps_its_lines_and_loses_its_escapes() {

@@ -82,17 +82,25 @@ pub struct ChildSandbox {
     pub sandbox: Arc<Sandbox>,
     /// The delegating session (whose private temp directory the child shares).
     pub session: String,
-    /// Where the child keeps its own state (kin's home for a kin child; `writable` of its
-    /// `[acp_agents]` table).
+    /// Where the child keeps its own state (its `KIN_HOME` for a kin child; `writable` of its
+    /// `[acp_agents]` table and the defaults of the agents kin knows).
     pub state: Vec<PathBuf>,
+    /// Whether the child itself is confined (`sandbox` of its table); its commands through
+    /// kin's terminals are either way.
+    pub confined: bool,
+    /// Added to the environment of a confined child (where it then keeps its state).
+    pub env: Vec<(String, String)>,
+    /// Its `[acp_agents.<name>]`, named when the sandbox refused it a write.
+    pub agent: String,
 }
 
 impl ChildSandbox {
-    /// Where the child's commands work: its cwd, under the parent's current mode.
+    /// Where the child's commands work: its cwd (resolved as it is when the child or its
+    /// terminal starts), under the parent's current mode.
     pub(crate) fn scope(&self, cwd: &std::path::Path, read_only: bool) -> CommandScope<'_> {
         CommandScope {
             session: &self.session,
-            roots: vec![cwd.to_owned()],
+            roots: vec![crate::process::sandbox_policy::canonical(cwd)],
             read_only,
         }
     }

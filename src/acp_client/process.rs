@@ -4,6 +4,7 @@
 //! end of input to SIGTERM to SIGKILL. Dropping it without a teardown kills the group.
 
 use std::collections::VecDeque;
+use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -18,7 +19,8 @@ use super::command::{ChildCommand, DEPTH_ENV};
 use super::error::{ChildError, StderrTail};
 use crate::process::group::describe_status;
 use crate::process::guard::{self, Lifeline};
-use crate::process::sandbox::Launch;
+use crate::process::sandbox::{Launch, Policy};
+use crate::process::sandbox_hint::explain_child;
 use crate::process::stderr_tail::keep_last_lines;
 use crate::sync::lock;
 use crate::tools::PermissionMode;
@@ -34,6 +36,7 @@ pub(super) struct Process {
     stderr: Arc<Mutex<VecDeque<String>>>,
     stderr_reader: Option<JoinHandle<()>>,
     lifeline: Option<Lifeline>,
+    refusals: Option<Refusals>,
 }
 
 /// The pipes kin speaks ACP over.
@@ -97,6 +100,14 @@ impl Process {
             stderr: stderr_lines,
             stderr_reader: Some(stderr_reader),
             lifeline,
+            refusals: launch.policy.map(|policy| Refusals {
+                policy,
+                cwd: command.cwd.clone(),
+                agent: command
+                    .sandbox
+                    .as_ref()
+                    .map_or_else(String::new, |child| child.agent.clone()),
+            }),
         };
         Ok((process, Pipes { stdin, stdout }))
     }
@@ -143,7 +154,9 @@ impl Process {
                 abort.abort();
             }
         }
-        StderrTail(lock(&self.stderr).iter().cloned().collect())
+        let mut lines: Vec<String> = lock(&self.stderr).iter().cloned().collect();
+        lines.extend(self.sandbox_note(&lines.join("\n")));
+        StderrTail(lines)
     }
 
     /// Once its input is closed: waits `eof_grace`, SIGTERMs the group, waits `term_grace`,
@@ -180,14 +193,14 @@ fn confined(command: &ChildCommand) -> Result<Launch, ChildError> {
         .sandbox
         .as_ref()
         .filter(|_| command.remote_cwd.is_none());
-    let Some(child) = sandbox else {
+    let Some(child) = sandbox.filter(|child| child.confined) else {
         return Ok(Launch::direct(&command.program, &command.args));
     };
     let read_only = command
         .ceiling
         .as_ref()
         .is_some_and(|ceiling| ceiling.effective_mode() == PermissionMode::ReadOnly);
-    child
+    let mut launch = child
         .sandbox
         .agent(
             &child.scope(&command.cwd, read_only),
@@ -198,7 +211,27 @@ fn confined(command: &ChildCommand) -> Result<Launch, ChildError> {
         .map_err(|error| ChildError::Spawn {
             program: command.program.clone(),
             reason: error.to_string(),
-        })
+        })?;
+    if launch.policy.is_some() {
+        launch.env.extend(child.env.iter().cloned());
+    }
+    Ok(launch)
+}
+
+/// What a confined child is held to, for the note on a write the sandbox refused it.
+struct Refusals {
+    policy: Policy,
+    cwd: PathBuf,
+    agent: String,
+}
+
+impl Process {
+    /// The sandbox's note on `output` (stderr lines, an error the child answered), when it
+    /// names a path the sandbox refused this child.
+    pub(crate) fn sandbox_note(&self, output: &str) -> Option<String> {
+        let refusals = self.refusals.as_ref()?;
+        explain_child(output, &refusals.policy, &refusals.cwd, &refusals.agent)
+    }
 }
 
 impl Drop for Process {

@@ -2,7 +2,7 @@
 //! through the delegating session's editor when it has them (so unsaved buffers count), else
 //! on the local disk, and only inside the child's roots (its cwd): a path that resolves
 //! outside, through `..` or a symlink, is refused. Writes are refused under a `read-only`
-//! parent.
+//! parent, and in kin's own directories (config, data) wherever the child's cwd is.
 //!
 //! A remote child (`remote_cwd`) names paths on its own machine. They are served only when the
 //! editor's workspace covers them (its `remote_cwd`, resolved on this machine, lies inside the
@@ -83,6 +83,13 @@ impl FileServices {
             )));
         }
         let path = match self.confine(&request.path) {
+            Ok(path) if self.private.keeps_from_writes(&path) => {
+                return Reply::Now(Err(RpcError::invalid_params(format!(
+                    "{} is in kin's own configuration or data directory, which child agents \
+                     may not write",
+                    path.display()
+                ))))
+            }
             Ok(path) => path,
             Err(error) => return Reply::Now(Err(error)),
         };

@@ -471,9 +471,12 @@ impl AcpChild {
         } else if error == RpcError::connection_closed() {
             self.closed_error(method).await
         } else {
+            let note = self.process.sandbox_note(&error.message);
             ChildError::Refused {
                 method: method.to_owned(),
-                message: error.message,
+                message: note.map_or(error.message.clone(), |note| {
+                    format!("{note} {}", error.message)
+                }),
             }
         }
     }

@@ -357,6 +357,7 @@ async fn summarise(
             session_id: agent.id.clone(),
             cwd: Some(agent.cwd.clone()),
             system: String::new(),
+            preamble: String::new(),
             history: ModelHistory::from(items),
             tools: Vec::new(),
             max_tokens: Some(max_tokens),

@@ -20,6 +20,8 @@ use super::{
 };
 use crate::model::{Model, ModelCatalog, UnknownModel};
 use crate::process::child_env::ChildEnv;
+use crate::process::git_command::Git;
+use crate::process::sandbox::Sandbox;
 use crate::session::{Event, Header, SessionLog, SessionStore, StoreError, UserPart};
 use crate::sync::lock;
 use crate::tools::private::PrivateFiles;
@@ -159,6 +161,8 @@ pub struct AgentHost {
     max_steps: u32,
     /// Calls of one step that run at once.
     max_parallel: usize,
+    /// When requests go lean (`[tools] lean`).
+    lean: super::lean::LeanMode,
     /// Every running turn.
     turns: TaskTracker,
     events: Arc<HostEvents>,
@@ -175,6 +179,8 @@ pub struct AgentHost {
     child_env: ChildEnv,
     /// kin's own files, which its sessions never read.
     private: PrivateFiles,
+    /// The kernel sandbox of the processes it starts, kin's own `git` included.
+    sandbox: Arc<Sandbox>,
 }
 
 impl AgentHost {
@@ -191,6 +197,7 @@ impl AgentHost {
             tools,
             max_steps,
             max_parallel: DEFAULT_MAX_PARALLEL,
+            lean: Default::default(),
             turns: TaskTracker::new(),
             events: Arc::new(HostEvents::default()),
             agents: Mutex::new(HashMap::new()),
@@ -199,6 +206,7 @@ impl AgentHost {
             tool_argument_bytes: crate::limits::DEFAULT_TOOL_ARGUMENT_BYTES,
             child_env: ChildEnv::default(),
             private: PrivateFiles::default(),
+            sandbox: Arc::new(Sandbox::off()),
         }
     }
 
@@ -221,6 +229,20 @@ impl AgentHost {
         &self.child_env
     }
 
+    /// This host confining the processes it starts for itself (`git`) in `sandbox`.
+    pub(crate) fn with_sandbox(mut self, sandbox: Arc<Sandbox>) -> Self {
+        self.sandbox = sandbox;
+        self
+    }
+
+    /// How kin's own `git` runs for its sessions (worktrees).
+    pub(crate) fn git(&self) -> Git {
+        Git {
+            env: self.child_env.clone(),
+            sandbox: self.sandbox.clone(),
+        }
+    }
+
     /// kin's own files, which its sessions never read.
     pub(crate) fn private(&self) -> &PrivateFiles {
         &self.private
@@ -236,6 +258,12 @@ impl AgentHost {
     /// This host running at most `max` calls of one step at once (at least 1).
     pub(crate) fn with_max_parallel(mut self, max: usize) -> Self {
         self.max_parallel = max.max(1);
+        self
+    }
+
+    /// This host sending lean requests as `lean` says.
+    pub(crate) fn with_lean(mut self, lean: super::lean::LeanMode) -> Self {
+        self.lean = lean;
         self
     }
 
@@ -354,7 +382,9 @@ impl AgentHost {
         TurnDeps {
             model: self.model_for(&agent.options),
             models: self.models.clone(),
-            system: system_prompt(agent),
+            system: system_prompt(agent, false),
+            lean_system: system_prompt(agent, true),
+            lean: self.lean,
             max_steps: self.max_steps,
             tool_argument_bytes: self.tool_argument_bytes,
             max_parallel: self.max_parallel,

@@ -10,6 +10,7 @@ mod assemble;
 mod compact;
 pub(crate) mod context;
 pub mod host;
+pub mod lean;
 pub(crate) mod mcp_view;
 mod permissions;
 pub(crate) mod remote_children;
@@ -43,7 +44,7 @@ pub(crate) use assemble::MessageAssembler;
 pub(crate) use compact::CompactionOutcome;
 pub use context::SessionContext;
 pub use structured::{StructuredCapture, STRUCTURED_TOOL};
-pub(crate) use system::system_prompt;
+pub(crate) use system::{system_prompt, workspace_preamble};
 pub(crate) use title::fallback_title;
 pub use watch::{Budget, Spend, Watch};
 
@@ -149,6 +150,10 @@ pub struct TurnDeps {
     /// The configured models: a session that switched to one runs there.
     pub(crate) models: Arc<ModelCatalog>,
     pub(crate) system: String,
+    /// The system prompt of a lean request (see [`lean`]).
+    pub(crate) lean_system: String,
+    /// When requests go lean (`[tools] lean`).
+    pub(crate) lean: lean::LeanMode,
     pub(crate) max_steps: u32,
     /// Longer tool-call arguments are not run (the model gets an error result).
     pub(crate) tool_argument_bytes: usize,

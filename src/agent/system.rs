@@ -1,4 +1,5 @@
-//! The system prompt of a session: its persona, where it works, and any per-run instructions.
+//! The system prompt of a session (its persona and per-run instructions) and the preamble that
+//! says where it works.
 
 use super::structured::STRUCTURED_INSTRUCTION;
 use super::Agent;
@@ -20,21 +21,51 @@ to you, so an action you ask permission for may be refused without anyone being 
 that happens, do not retry it or look for a way around it: finish what you can, and say in your \
 answer what was refused and what you could not do because of it.";
 
-pub(crate) fn system_prompt(agent: &Agent) -> String {
+/// The system prompt: only text that is the same in every session of its kind (persona and
+/// instructions), so that it and the tool schemas after it make a prefix the server's cache
+/// keeps between sessions. What varies goes in [`workspace_preamble`]. `lean`: for a small
+/// window, without what the lean request leaves out (the plan tool).
+pub(crate) fn system_prompt(agent: &Agent, lean: bool) -> String {
+    let plan = agent.tools.get(crate::tools::plan::NAME).is_some() && !lean;
     let persona = agent.persona.as_deref().unwrap_or(DEFAULT_PERSONA);
-    let mut text = format!("{persona}\n\nWorking directory: {}", agent.cwd.display());
-    if is_delegated(agent) {
-        text.push_str("\n\n");
-        text.push_str(DELEGATED_INSTRUCTION);
+    compose(
+        persona,
+        is_delegated(agent),
+        plan,
+        agent.structured.is_some(),
+    )
+}
+
+/// The system prompt of a top-level session with the `update_plan` tool when `plan`.
+pub(crate) fn top_level_prompt(plan: bool) -> String {
+    compose(DEFAULT_PERSONA, false, plan, false)
+}
+
+fn compose(persona: &str, delegated: bool, plan: bool, structured: bool) -> String {
+    let mut text = persona.to_owned();
+    for (wanted, instruction) in [
+        (delegated, DELEGATED_INSTRUCTION),
+        (plan, PLAN_INSTRUCTION),
+        (structured, STRUCTURED_INSTRUCTION),
+    ] {
+        if wanted {
+            text.push_str("\n\n");
+            text.push_str(instruction);
+        }
     }
-    if agent.tools.get(crate::tools::plan::NAME).is_some() {
+    text
+}
+
+/// What a session is told about where it works, which differs between sessions: the working
+/// directory and what its tools found there (the agent definitions `subagent` can run). Sent
+/// at the start of the request's first user message, after the stable prefix.
+pub(crate) fn workspace_preamble(agent: &Agent, notes: &[String]) -> String {
+    let mut text = format!("<workspace>\nWorking directory: {}", agent.cwd.display());
+    for note in notes {
         text.push_str("\n\n");
-        text.push_str(PLAN_INSTRUCTION);
+        text.push_str(note);
     }
-    if agent.structured.is_some() {
-        text.push_str("\n\n");
-        text.push_str(STRUCTURED_INSTRUCTION);
-    }
+    text.push_str("\n</workspace>");
     text
 }
 

@@ -11,14 +11,17 @@ mod calls;
 use super::argument_cap::ArgumentCap;
 use super::compact::{compact, CompactionOutcome};
 use super::context::tool_schema_bytes;
+use super::lean::lean_specs;
 use super::{
-    permissions, Agent, AgentState, MessageAssembler, Observer, StopReason, TurnDeps, TurnError,
+    permissions, workspace_preamble, Agent, AgentState, MessageAssembler, Observer, StopReason,
+    TurnDeps, TurnError,
 };
-use crate::model::{ModelChoice, ModelError, ModelRequest};
+use crate::model::{ModelChoice, ModelError, ModelRequest, ToolSpec};
 use crate::session::*;
 use crate::time::now_ms;
 use crate::tools::SpecScope;
 use calls::PlannedCall;
+use window_question::WindowQuestion;
 
 /// How one step ended.
 enum StepEnd {
@@ -40,9 +43,22 @@ struct Turn<'a> {
     /// A compaction ran this turn (another waits for the next turn unless a request would
     /// not fit).
     compacted: bool,
-    /// The built-in tools' specs, made once per turn: a spec may read files in the cwd (the
-    /// agent definitions listed by `subagent`), which no step should repeat.
-    builtin_specs: Vec<crate::model::ToolSpec>,
+    /// The built-in tools' specs, made once per turn.
+    builtin_specs: Vec<ToolSpec>,
+    /// Their lean form, made the first time a step goes lean.
+    lean_builtin: Option<Vec<ToolSpec>>,
+    /// Where the session works, as its requests say (see `system::workspace_preamble`): made
+    /// once per turn, since the tools' notes may read files in the cwd (the agent definitions
+    /// `subagent` can run).
+    preamble: String,
+}
+
+/// The system prompt and the tools of one request.
+struct FixedPart {
+    system: String,
+    tools: Vec<ToolSpec>,
+    /// Whether this is the lean form (see `agent::lean`).
+    lean: bool,
 }
 
 pub(super) async fn run(
@@ -55,6 +71,14 @@ pub(super) async fn run(
 ) -> Result<StopReason, TurnError> {
     state.last_turn += 1;
     let turn = state.last_turn;
+    let scope = SpecScope {
+        cwd: &agent.cwd,
+        fresh_since: agent
+            .header
+            .parent_session
+            .is_none()
+            .then(std::time::Instant::now),
+    };
     let mut this = Turn {
         agent,
         state,
@@ -64,14 +88,9 @@ pub(super) async fn run(
         turn,
         tool_cancelled: false,
         compacted: false,
-        builtin_specs: agent.tools.specs_in(SpecScope {
-            cwd: &agent.cwd,
-            fresh_since: agent
-                .header
-                .parent_session
-                .is_none()
-                .then(std::time::Instant::now),
-        }),
+        builtin_specs: agent.tools.specs(),
+        lean_builtin: None,
+        preamble: workspace_preamble(agent, &agent.tools.workspace_notes(scope)),
     };
     agent.context.begin_turn();
     let result = this.run(prompt).await;
@@ -212,7 +231,7 @@ impl Turn<'_> {
             // On disk at once: a child that crashes in its first step stays continuable.
             self.state.log.flush()?;
         }
-        let mut compacted_on_overflow = false;
+        let (mut compacted_on_overflow, mut retried_lean) = (false, false);
         // At most one threshold compaction a turn (more only when a request would not fit
         // the window); a failed one is not retried this turn.
         let mut failed = false;
@@ -222,21 +241,27 @@ impl Turn<'_> {
             }
             self.deliver_pending()?;
             let choice = self.choice();
-            if choice.profile.context_window.is_none() {
-                let found = choice.model.discover_window().await;
-                self.agent.context.set_server_window(found);
+            let mut question = WindowQuestion::ask(&*choice.model, choice.profile.context_window);
+            if let WindowQuestion::Answered(found) = &question {
+                self.agent.context.set_server_window(*found);
             }
             let window = self.agent.context.window(choice.profile.context_window);
-            let tools = self.tool_specs();
+            let fixed = self.fixed_part(window);
+            let sent_lean = fixed.lean;
+            let fixed_bytes = fixed.system.len() + self.preamble.len();
             self.agent
                 .context
-                .set_fixed_bytes(self.deps.system.len() + tool_schema_bytes(&tools));
+                .set_fixed_bytes(fixed_bytes + tool_schema_bytes(&fixed.tools));
             if !failed {
                 let outcome = self.compact_if_due(&choice, window, step).await?;
                 failed = matches!(outcome, Some(CompactionOutcome::Failed { .. }));
             }
             self.emit(EventBody::StepStart(StepRef { turn, step }))?;
-            let result = self.step(step, &choice, tools, window).await;
+            let result = self.step(step, &choice, fixed, window, &mut question).await;
+            // Asked beside the call (see `step`): in by now, also when the call failed.
+            if let Some(found) = question.answer(self.cancel).await {
+                self.agent.context.set_server_window(found);
+            }
             self.emit(EventBody::StepEnd(StepRef { turn, step }))?;
             self.state.log.flush()?;
             let result = match result {
@@ -245,6 +270,11 @@ impl Turn<'_> {
                 Err(TurnError::Model { error, .. }) if error.is_context_overflow() => {
                     let (window, room, in_turn) =
                         self.room_after_overflow(&choice, window, step, &error);
+                    // Sent whole while the window was unknown: the lean form may fit.
+                    if !sent_lean && !retried_lean && self.fixed_part(window).lean {
+                        retried_lean = true;
+                        continue;
+                    }
                     if !compacted_on_overflow {
                         if let Ok(Some(cap)) = room {
                             compacted_on_overflow = true;
@@ -356,22 +386,48 @@ impl Turn<'_> {
         Ok(())
     }
 
-    /// The agent's own tools, then its MCP servers' tools as they are now.
-    fn tool_specs(&self) -> Vec<crate::model::ToolSpec> {
-        let mut specs = self.builtin_specs.clone();
+    /// The system prompt and tools of the next request: the agent's own tools, then its MCP
+    /// servers' tools as they are now; lean when the full form would crowd `window`.
+    fn fixed_part(&mut self, window: Option<u64>) -> FixedPart {
         // MCP tools are read at every step: a server's list may change during the turn.
-        if let Some(mcp) = self.agent.mcp_tools() {
-            specs.extend(mcp.specs());
+        let mcp = self.agent.mcp_tools().map(|mcp| mcp.specs());
+        let mcp = mcp.unwrap_or_default();
+        let full = self.deps.system.len()
+            + self.preamble.len()
+            + tool_schema_bytes(&self.builtin_specs)
+            + tool_schema_bytes(&mcp);
+        let fixed_tokens = self.agent.context.estimate(full);
+        if !self.deps.lean.applies(fixed_tokens, window) {
+            let mut tools = self.builtin_specs.clone();
+            tools.extend(mcp);
+            let system = self.deps.system.clone();
+            return FixedPart {
+                system,
+                tools,
+                lean: false,
+            };
         }
-        specs
+        let builtin = &self.builtin_specs;
+        let mut tools = self
+            .lean_builtin
+            .get_or_insert_with(|| lean_specs(builtin))
+            .clone();
+        tools.extend(lean_specs(&mcp));
+        let system = self.deps.lean_system.clone();
+        FixedPart {
+            system,
+            tools,
+            lean: true,
+        }
     }
 
     async fn step(
         &mut self,
         step: u32,
         choice: &ModelChoice,
-        tools: Vec<crate::model::ToolSpec>,
+        fixed: FixedPart,
         window: Option<u64>,
+        question: &mut WindowQuestion,
     ) -> Result<StepEnd, TurnError> {
         let turn = self.turn;
         let model_error = |error| TurnError::Model { turn, step, error };
@@ -382,9 +438,10 @@ impl Turn<'_> {
         let request = ModelRequest {
             session_id: self.agent.id.clone(),
             cwd: Some(self.agent.cwd.clone()),
-            system: self.deps.system.clone(),
+            system: fixed.system,
+            preamble: self.preamble.clone(),
             history,
-            tools,
+            tools: fixed.tools,
             max_tokens: Some(max_tokens),
             blobs: Some(self.agent.blob_dir()),
         };
@@ -438,6 +495,10 @@ impl Turn<'_> {
             }
         };
         drop(stream);
+        // Asked beside the call: its answer is in by now, for the usage and decisions that follow.
+        if let Some(found) = question.answer(self.cancel).await {
+            self.agent.context.set_server_window(found);
+        }
         if finish.kind == FinishKind::Error {
             let detail = finish
                 .failure
@@ -556,3 +617,4 @@ mod result_room;
 mod room;
 #[cfg(test)]
 mod tests;
+mod window_question;

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::acp_sandbox::ChildConfinement;
 use super::duration::{duration_value, DurationValue};
 use super::ConfigError;
 
@@ -53,8 +54,9 @@ pub(crate) struct AcpAgentEntry {
     initialize_timeout: Option<DurationValue>,
     eof_grace: Option<DurationValue>,
     term_grace: Option<DurationValue>,
+    sandbox: Option<bool>,
     #[serde(default)]
-    writable: Vec<PathBuf>,
+    writable: Vec<String>,
 }
 
 /// A child agent, ready to launch.
@@ -84,9 +86,9 @@ pub struct AcpAgentConfig {
     pub(crate) eof_grace: Duration,
     /// After SIGTERM, how long the child has before SIGKILL.
     pub(crate) term_grace: Duration,
-    /// Where the child keeps its own state, writable by it (not by its commands) inside
-    /// kin's sandbox, e.g. `~/.codex`.
-    pub(crate) writable: Vec<PathBuf>,
+    /// Whether kin's sandbox confines the child, and where the child itself (not its
+    /// commands) keeps state it must write, e.g. `~/.claude` (`sandbox`, `writable`).
+    pub(crate) confinement: ChildConfinement,
 }
 
 pub(crate) const DEFAULT_INITIALIZE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -96,6 +98,9 @@ pub(crate) const DEFAULT_TERM_GRACE: Duration = Duration::from_secs(2);
 impl AcpAgentConfig {
     /// A child agent with the default tool name, permission policy and timeouts.
     pub fn new(name: &str, command: &str, args: Vec<String>) -> Self {
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let confinement =
+            super::acp_sandbox::resolve(command, &args, None, Vec::new(), &[], home.as_deref());
         Self {
             name: name.to_owned(),
             command: command.to_owned(),
@@ -109,14 +114,15 @@ impl AcpAgentConfig {
             initialize_timeout: DEFAULT_INITIALIZE_TIMEOUT,
             eof_grace: DEFAULT_EOF_GRACE,
             term_grace: DEFAULT_TERM_GRACE,
-            writable: Vec::new(),
+            confinement,
         }
     }
 }
 
-/// Checks the tables of `path`, in name order.
+/// Checks the tables of `path`, in name order; `~/` in paths is `home`.
 pub(crate) fn resolve(
     entries: &BTreeMap<String, AcpAgentEntry>,
+    home: Option<&Path>,
     path: &Path,
 ) -> Result<Vec<AcpAgentConfig>, ConfigError> {
     entries
@@ -178,13 +184,26 @@ pub(crate) fn resolve(
             )?;
             agent.eof_grace = duration("eof_grace", &entry.eof_grace, DEFAULT_EOF_GRACE)?;
             agent.term_grace = duration("term_grace", &entry.term_grace, DEFAULT_TERM_GRACE)?;
-            if let Some(relative) = entry.writable.iter().find(|p| !p.is_absolute()) {
-                return Err(invalid(
-                    "writable",
-                    format!("must be absolute paths: {}", relative.display()),
-                ));
-            }
-            agent.writable = entry.writable.clone();
+            let writable = entry
+                .writable
+                .iter()
+                .map(|raw| {
+                    super::sandbox::absolute(raw, home).ok_or_else(|| {
+                        invalid(
+                            "writable",
+                            format!("must be absolute paths (or start with ~/): {raw:?}"),
+                        )
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            agent.confinement = super::acp_sandbox::resolve(
+                &entry.command,
+                &entry.args,
+                entry.sandbox,
+                writable,
+                &agent.env,
+                home,
+            );
             Ok(agent)
         })
         .collect()
@@ -196,7 +215,11 @@ mod tests {
 
     fn parse(text: &str) -> Result<Vec<AcpAgentConfig>, ConfigError> {
         let file: super::super::file::FileConfig = toml::from_str(text).unwrap();
-        resolve(&file.acp_agents, Path::new("/c/config.toml"))
+        resolve(
+            &file.acp_agents,
+            Some(Path::new("/h")),
+            Path::new("/c/config.toml"),
+        )
     }
 
     #[test]

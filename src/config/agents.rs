@@ -28,6 +28,9 @@ use crate::tools::{PermissionMode, Roots};
 const MAX_DEFINITION_BYTES: u64 = 256 * 1024;
 /// Definition files read at most from one directory.
 const MAX_DEFINITIONS_PER_DIR: usize = 256;
+/// The deepest front matter parsed: YAML's parser takes time growing with the square of the
+/// nesting, so a small file nested deep would stall every turn; no definition needs more.
+const MAX_FRONT_MATTER_DEPTH: usize = 64;
 
 /// One usable agent definition.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,6 +66,11 @@ pub struct AgentCatalog {
 pub(crate) enum DefinitionError {
     #[error("{path}: no YAML front matter (a `---` block at the top)")]
     NoFrontMatter { path: String },
+    #[error(
+        "{path}: the front matter nests more than {MAX_FRONT_MATTER_DEPTH} levels deep; it \
+         was not parsed"
+    )]
+    TooDeep { path: String },
     #[error("{path}: the front matter is not valid YAML: {message}")]
     Yaml { path: String, message: String },
     #[error("{path}: `{field}` {message}")]
@@ -340,6 +348,9 @@ pub(crate) fn parse(
     let (front, body) = split_front_matter(text).ok_or_else(|| DefinitionError::NoFrontMatter {
         path: shown.clone(),
     })?;
+    if nesting_bound(front) > MAX_FRONT_MATTER_DEPTH {
+        return Err(DefinitionError::TooDeep { path: shown });
+    }
     let front: FrontMatter = match front.trim() {
         "" => serde_yaml_ng::from_str("{}"),
         yaml => serde_yaml_ng::from_str(yaml),
@@ -463,6 +474,40 @@ pub(crate) fn parse(
         source: path.to_owned(),
     };
     Ok((definition, notices))
+}
+
+/// An upper bound on how deep `yaml` nests, found in one pass: for each line, its
+/// indentation, the block indicators (`- `, `? `, `: `) that open it, and the flow brackets
+/// (`[`, `{`) still open there. Quotes are not looked into, so a bracket in a string counts.
+fn nesting_bound(yaml: &str) -> usize {
+    let mut flow = 0usize;
+    let mut deepest = 0;
+    for line in yaml.lines() {
+        let text = line.trim_start_matches(' ');
+        let indent = line.len() - text.len();
+        let mut rest = text;
+        let mut indicators = 0;
+        while let Some(after) = ["- ", "? ", ": "]
+            .iter()
+            .find_map(|indicator| rest.strip_prefix(indicator))
+        {
+            indicators += 1;
+            rest = after.trim_start_matches(' ');
+        }
+        let mut widest = flow;
+        for byte in rest.bytes() {
+            match byte {
+                b'[' | b'{' => {
+                    flow += 1;
+                    widest = widest.max(flow);
+                }
+                b']' | b'}' => flow = flow.saturating_sub(1),
+                _ => {}
+            }
+        }
+        deepest = deepest.max(indent + indicators + widest);
+    }
+    deepest
 }
 
 /// `a, b ,c` as `[a, b, c]`.
@@ -589,6 +634,30 @@ mod tests {
         assert!(no_description
             .to_string()
             .contains("`description` is required"));
+    }
+
+    #[test]
+    fn deep_front_matter_is_refused_before_it_is_parsed() {
+        let deep = |tools: String| format!("---\ndescription: d\ntools:\n  {tools}\n---\n");
+        let cases = [
+            format!("{}x{}", "[".repeat(100_000), "]".repeat(100_000)),
+            format!("{}x{}", "{a: ".repeat(100_000), "}".repeat(100_000)),
+            format!("{}x", "- ".repeat(100_000)),
+        ];
+        for tools in cases {
+            let error = parsed(&deep(tools)).unwrap_err();
+            assert!(matches!(error, DefinitionError::TooDeep { .. }), "{error}");
+        }
+        let indented: String = (0..100)
+            .map(|n| format!("{}k{n}:\n", " ".repeat(n)))
+            .collect();
+        let error = parsed(&format!("---\n{indented}---\n")).unwrap_err();
+        assert!(matches!(error, DefinitionError::TooDeep { .. }), "{error}");
+        let fine = "---\ndescription: d\ntools: [[a, {b: [c]}]]\nx:\n  - - y\n---\n";
+        assert!(!matches!(
+            parsed(fine),
+            Err(DefinitionError::TooDeep { .. })
+        ));
     }
 
     #[test]

@@ -207,14 +207,34 @@ pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     written
 }
 
+/// What a user is told when no keyring service answers (the platform's own error, a D-Bus
+/// library's text on Linux, goes to the debug log).
+#[cfg(feature = "keyring")]
+const NO_KEYRING_SERVICE: &str = "no keyring service answered (on Linux one comes with a desktop \
+session: GNOME Keyring, KWallet or KeePassXC)";
+
+/// A keyring failure in words a user can act on; the platform's own detail is logged.
+#[cfg(feature = "keyring")]
+fn keyring_error(error: &keyring::Error) -> CredentialError {
+    tracing::debug!(%error, "keyring");
+    match error {
+        keyring::Error::NoStorageAccess(_) => {
+            CredentialError::Keyring("the keyring is locked or refused access".into())
+        }
+        keyring::Error::PlatformFailure(_) | keyring::Error::NoDefaultStore => {
+            CredentialError::Keyring(NO_KEYRING_SERVICE.into())
+        }
+        other => CredentialError::Keyring(other.to_string()),
+    }
+}
+
 #[cfg(feature = "keyring")]
 fn keyring_entry(user: &str) -> Result<keyring::Entry, CredentialError> {
-    // Why there is no keyring (no Secret Service on D-Bus, ...) says more than "no store".
     if let Err(error) = keyring::Entry::store_status() {
-        return Err(CredentialError::Keyring(format!("none answered ({error})")));
+        tracing::debug!(%error, "keyring store");
+        return Err(CredentialError::Keyring(NO_KEYRING_SERVICE.into()));
     }
-    keyring::Entry::new(KEYRING_SERVICE, user)
-        .map_err(|error| CredentialError::Keyring(error.to_string()))
+    keyring::Entry::new(KEYRING_SERVICE, user).map_err(|error| keyring_error(&error))
 }
 
 /// Keeps `secret` in the OS keyring under kin's service and `user`.
@@ -222,7 +242,7 @@ fn keyring_entry(user: &str) -> Result<keyring::Entry, CredentialError> {
 pub(crate) fn keyring_set(user: &str, secret: &str) -> Result<(), CredentialError> {
     keyring_entry(user)?
         .set_password(secret)
-        .map_err(|error| CredentialError::Keyring(error.to_string()))
+        .map_err(|error| keyring_error(&error))
 }
 
 /// The secret kept in the OS keyring under kin's service and `user`.
@@ -230,7 +250,7 @@ pub(crate) fn keyring_set(user: &str, secret: &str) -> Result<(), CredentialErro
 pub(crate) fn keyring_get(user: &str) -> Result<String, CredentialError> {
     keyring_entry(user)?
         .get_password()
-        .map_err(|error| CredentialError::Keyring(error.to_string()))
+        .map_err(|error| keyring_error(&error))
 }
 
 /// `Ok(true)` when the keyring held a key and it is gone; no keyring is nothing to delete.
@@ -248,7 +268,7 @@ pub(crate) fn keyring_delete(user: &str) -> Result<bool, CredentialError> {
             | keyring::Error::NoStorageAccess(_)
             | keyring::Error::PlatformFailure(_),
         ) => Ok(false),
-        Err(error) => Err(CredentialError::Keyring(error.to_string())),
+        Err(error) => Err(keyring_error(&error)),
     }
 }
 

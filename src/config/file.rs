@@ -70,6 +70,8 @@ pub(crate) struct FileConfig {
 pub(crate) struct ToolsEntry {
     /// Calls of one model step that run at once (1: one at a time).
     pub(crate) max_parallel: Option<u64>,
+    /// When requests go lean: `auto`, `on` or `off`.
+    pub(crate) lean: Option<crate::agent::lean::LeanMode>,
 }
 
 /// The profile keys, at the top level (the default model) or in a `[models.<id>]` table.

@@ -36,26 +36,28 @@ pub(crate) fn resolve(
         .writable
         .iter()
         .map(|raw| {
-            let expanded = match (raw.strip_prefix("~/"), home) {
-                (Some(rest), Some(home)) => home.join(rest),
-                _ if raw == "~" => home.map(Path::to_owned).unwrap_or_default(),
-                _ => PathBuf::from(raw),
-            };
-            if expanded.is_absolute() {
-                Ok(expanded)
-            } else {
-                Err(ConfigError::Invalid {
-                    origin: format!("sandbox.writable in config file {}", path.display()),
-                    reason: format!("{raw:?} is not an absolute path (or one starting with ~/)"),
-                })
-            }
+            absolute(raw, home).ok_or_else(|| ConfigError::Invalid {
+                origin: format!("sandbox.writable in config file {}", path.display()),
+                reason: format!("{raw:?} is not an absolute path (or one starting with ~/)"),
+            })
         })
         .collect::<Result<_, _>>()?;
     Ok(SandboxSettings {
         mode: entry.mode,
         writable,
         network: entry.network,
+        unreadable: Vec::new(),
     })
+}
+
+/// `raw` with a leading `~/` (or `~`) taken as `home`; `None` when that is not absolute.
+pub(crate) fn absolute(raw: &str, home: Option<&Path>) -> Option<PathBuf> {
+    let expanded = match (raw.strip_prefix("~/"), home) {
+        (Some(rest), Some(home)) => home.join(rest),
+        _ if raw == "~" => home.map(Path::to_owned).unwrap_or_default(),
+        _ => PathBuf::from(raw),
+    };
+    expanded.is_absolute().then_some(expanded)
 }
 
 /// The `kin config` lines of `sandbox`.
@@ -78,6 +80,14 @@ pub fn render(sandbox: &Sandbox) -> String {
     ];
     writable.extend(settings.writable.iter().map(|p| p.display().to_string()));
     row("sandbox writable", &writable.join(", "));
+    let own: Vec<String> = sandbox
+        .own_dirs()
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    if !own.is_empty() {
+        row("sandbox never writable", &own.join(", "));
+    }
     let network = match settings.network {
         None => "on (off in read-only mode)",
         Some(true) => "on",

@@ -168,6 +168,7 @@ pub fn render_agents(agents: &[AcpAgentConfig]) -> String {
             None => "as the child's initialize answer says",
         };
         row("  continuable", continuable);
+        row("  sandbox", &agent.confinement.describe());
         row(
             "  timeouts",
             &format!(
@@ -198,6 +199,10 @@ mod tests {
         assert!(text.contains("subagent_codex"), "{text}");
         assert!(text.contains("RUST_LOG=warn"), "{text}");
         assert!(text.contains("OPENAI_API_KEY=****4321"), "{text}");
+        assert!(
+            text.contains("  sandbox        off (default for codex-acp): left to its own sandbox"),
+            "{text}"
+        );
         assert!(!text.contains("secret-value"), "{text}");
     }
 }

@@ -38,7 +38,7 @@ use crate::acp_client::{AcpChild, ChildCommand, ChildError, ChildSandbox, Prompt
 use crate::agent::host::AgentHost;
 use crate::agent::remote_children::RemoteChildren;
 use crate::agent::{Agent, StopReason, Watch};
-use crate::config::AcpAgentConfig;
+use crate::config::{AcpAgentConfig, KnownAgent};
 use crate::process::sandbox::Sandbox;
 use crate::session::{AssistantBlock, EventBody, Header, SessionStore, UserPart};
 use crate::sync::lock;
@@ -131,14 +131,30 @@ impl AcpProvider {
             mcp_servers: parent.mcp().map_or_else(Vec::new, |view| {
                 view.servers.specs().iter().map(|s| s.to_acp()).collect()
             }),
-            sandbox: Some(ChildSandbox {
-                sandbox: self.sandbox.clone(),
-                session: parent.id.clone(),
-                state: std::iter::once(self.kin_home.clone())
-                    .chain(config.writable.iter().cloned())
-                    .collect(),
-            }),
+            sandbox: Some(self.child_sandbox(&parent.id)),
         })
+    }
+}
+
+impl AcpProvider {
+    /// How the child of session `parent` is confined: as its table says, a kin child also
+    /// writing its own `KIN_HOME` (the one its `env` sets, else this kin's).
+    fn child_sandbox(&self, parent: &str) -> ChildSandbox {
+        let confinement = &self.config.confinement;
+        let mut state = confinement.writable.clone();
+        if confinement.known == Some(KnownAgent::Kin) {
+            let set = self.config.env.iter().find(|(key, _)| key == "KIN_HOME");
+            let home = set.map_or_else(|| self.kin_home.clone(), |(_, home)| home.into());
+            state.push(home);
+        }
+        ChildSandbox {
+            sandbox: self.sandbox.clone(),
+            session: parent.to_owned(),
+            state,
+            confined: confinement.confined,
+            env: confinement.env.clone(),
+            agent: self.config.name.clone(),
+        }
     }
 }
 

@@ -136,7 +136,7 @@ fn start_maybe_isolated(
     let host = host.clone();
     async move {
         // Made first, cancellably: a kill during the checkout stops git.
-        let worktree = worktree::locate(&request.parent.cwd, &id, host.child_env())
+        let worktree = worktree::locate(&request.parent.cwd, &id, &host.git())
             .await
             .map_err(worktree_error)?;
         match worktree::add(&worktree, &request.cancel).await {
@@ -171,7 +171,7 @@ fn resume_maybe_isolated(
     let host = host.clone();
     async move {
         let (cwd, cancel) = (&request.parent.cwd, &request.cancel);
-        let reopened = worktree::reopen(&recorded, cwd, cancel, host.child_env()).await;
+        let reopened = worktree::reopen(&recorded, cwd, cancel, &host.git()).await;
         let worktree = reopened.map_err(worktree_error)?;
         resume(&host, request, Some(worktree))
     }

@@ -247,23 +247,20 @@ impl TypedTool for SubagentTool {
         self.what_it_does()
     }
 
-    fn description_in(&self, scope: SpecScope<'_>) -> String {
-        let what = self.what_it_does();
-        let Ok(catalog) = self.delegation.catalog(scope.cwd, scope.fresh_since) else {
-            return what;
-        };
+    fn workspace_note(&self, scope: SpecScope<'_>) -> Option<String> {
+        let catalog = self.delegation.catalog(scope.cwd, scope.fresh_since).ok()?;
         if catalog.agents.is_empty() {
-            return what;
+            return None;
         }
         let listed: Vec<String> = catalog
             .agents
             .iter()
             .map(|agent| format!("- {}: {}", agent.name, agent.description))
             .collect();
-        format!(
-            "{what}\n\nAgents you can name in `agent`:\n{}",
+        Some(format!(
+            "Agents you can name in `agent`:\n{}",
             listed.join("\n")
-        )
+        ))
     }
 
     fn parameters(&self) -> Arc<Value> {

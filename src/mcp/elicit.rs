@@ -3,6 +3,9 @@
 //! when several are): through the editor's own `elicitation/create` when it advertises the
 //! question's mode, else as a permission-style choice for a yes/no or a choice of enum
 //! values (on the terminal in `kin run`), else it is declined with a log line saying why.
+//! A call has one question open at a time (another meanwhile is declined) and at most
+//! [`MAX_QUESTIONS_PER_CALL`]; the server's message is shown escaped and cut to
+//! [`MAX_MESSAGE_BYTES`]; a URL is shown only when it is `https:` (or `http:` to this machine).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,6 +27,48 @@ pub(crate) struct Asker {
     pub(crate) client: Option<Arc<dyn ClientBridge>>,
     pub(crate) call_id: String,
     pub(crate) cancel: CancellationToken,
+    /// The call's questions so far, and whether one is open now.
+    pub(crate) asked: Arc<Mutex<Asked>>,
+}
+
+/// The most questions one tool call may put to the user.
+pub(crate) const MAX_QUESTIONS_PER_CALL: usize = 8;
+/// The most of a server's message shown with its question.
+const MAX_MESSAGE_BYTES: usize = 2000;
+
+/// What one call has asked.
+#[derive(Debug, Default)]
+pub(crate) struct Asked {
+    count: usize,
+    open: bool,
+}
+
+/// Holds a call's one open question; closes it when dropped.
+struct OpenQuestion(Arc<Mutex<Asked>>);
+
+impl Drop for OpenQuestion {
+    fn drop(&mut self) {
+        lock(&self.0).open = false;
+    }
+}
+
+impl Asker {
+    /// The call's place to ask a question, or why it may not ask one now.
+    fn open_question(&self) -> Result<OpenQuestion, String> {
+        let mut asked = lock(&self.asked);
+        if asked.open {
+            return Err("another of its questions in this tool call is still open".into());
+        }
+        if asked.count >= MAX_QUESTIONS_PER_CALL {
+            return Err(format!(
+                "it already asked {MAX_QUESTIONS_PER_CALL} questions in this tool call, the most \
+                 kin passes on"
+            ));
+        }
+        asked.count += 1;
+        asked.open = true;
+        Ok(OpenQuestion(self.asked.clone()))
+    }
 }
 
 /// The most URL questions of one server whose completion kin still waits to pass on: a
@@ -155,6 +200,10 @@ async fn ask(server: &str, asker: &Asker, request: ElicitRequestParams) -> Elici
     let Some(client) = asker.client.clone() else {
         return declined(server, "its session has no editor or terminal to ask");
     };
+    let _open = match asker.open_question() {
+        Ok(open) => open,
+        Err(why) => return declined(server, &why),
+    };
     let features = client.features();
     let (message, mode, offered) = match request {
         ElicitRequestParams::FormElicitationParams {
@@ -174,17 +223,25 @@ async fn ask(server: &str, asker: &Asker, request: ElicitRequestParams) -> Elici
             url,
             elicitation_id,
             ..
-        } => (
-            message,
-            QuestionMode::Url {
-                id: elicitation_id,
-                url,
-            },
-            features.elicitation_url,
-        ),
+        } => {
+            if let Err(why) = super::links::openable(&url) {
+                return declined(server, &why);
+            }
+            (
+                message,
+                QuestionMode::Url {
+                    id: elicitation_id,
+                    url,
+                },
+                features.elicitation_url,
+            )
+        }
         _ => return declined(server, "it asked in a mode kin does not know"),
     };
-    let message = format!("MCP server `{server}` asks: {message}");
+    let message = format!(
+        "MCP server `{server}` asks: {}",
+        crate::text::visible_capped(&message, MAX_MESSAGE_BYTES)
+    );
     let defaults = match &mode {
         QuestionMode::Form { schema } => defaults(schema),
         QuestionMode::Url { .. } => Map::new(),
@@ -340,6 +397,25 @@ mod tests {
         assert_eq!(Choice::of(&two), None);
         let text = json!({"type": "object", "properties": {"a": {"type": "string"}}});
         assert_eq!(Choice::of(&text), None);
+    }
+
+    #[test]
+    fn a_call_asks_one_question_at_a_time_and_a_few_in_all() {
+        let asker = Asker {
+            client: None,
+            call_id: "c".into(),
+            cancel: CancellationToken::new(),
+            asked: Arc::default(),
+        };
+        let open = asker.open_question().unwrap();
+        let error = asker.open_question().err().unwrap();
+        assert!(error.contains("still open"), "{error}");
+        drop(open);
+        for _ in 1..MAX_QUESTIONS_PER_CALL {
+            drop(asker.open_question().unwrap());
+        }
+        let error = asker.open_question().err().unwrap();
+        assert!(error.contains("already asked"), "{error}");
     }
 
     #[test]

@@ -26,6 +26,7 @@ mod changes;
 mod elicit;
 mod frames;
 mod http;
+mod links;
 mod listing;
 mod naming;
 pub mod oauth;

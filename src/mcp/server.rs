@@ -596,7 +596,7 @@ async fn connect(spec: &ServerSpec, start: &StdioStart, events: Events) -> Resul
         Transport::Stdio { command, args, env } => {
             let (mut process, stdout, stdin) = StdioProcess::launch(command, args, env, start)
                 .map_err(|error| Failure::Retry(format!("could not start `{command}`: {error}")))?;
-            let stdout = super::frames::bounded(&spec.name, stdout);
+            let (stdout, stdin) = super::frames::bounded(&spec.name, stdout, stdin);
             match events
                 .serve_with_lifecycle((stdout, stdin), super::http::lifecycle())
                 .await

@@ -121,6 +121,7 @@ impl Tool for McpTool {
                 client: cx.client.clone(),
                 call_id: cx.call_id.clone(),
                 cancel: cx.cancel.clone(),
+                asked: Arc::default(),
             };
             match server.call(&remote, arguments, asker, &show).await {
                 CallOutcome::Result(result) => super::result::to_output(&server.name, &result),

@@ -12,7 +12,7 @@ use tokio_util::task::TaskTracker;
 
 use super::tools::Isolation;
 use crate::config::agents::AgentDefinition;
-use crate::process::child_env::ChildEnv;
+use crate::process::git_command::Git;
 use crate::process::git_worktree::{self as worktree, Settled, Worktree, WorktreeError};
 
 /// Whether a new session works in a worktree: the call's `isolation`, else its definition's.
@@ -26,18 +26,18 @@ pub(crate) fn wanted(asked: Option<Isolation>, definition: Option<&AgentDefiniti
 /// Makes the worktree of new session `id` from the repository `cwd` is in, as a task of
 /// `setup`, which the server waits for before it exits: a checkout cancelled because the
 /// client hung up is removed before the process ends. `cancel` stops the checkout and
-/// removes what it had made; so does a cancel that comes just as it finished. `git` runs in
-/// the environment `env` scrubs.
+/// removes what it had made; so does a cancel that comes just as it finished. `git` runs as
+/// `git` says.
 pub(crate) async fn make(
     setup: &TaskTracker,
     cwd: &Path,
     id: &str,
     cancel: &CancellationToken,
-    env: &ChildEnv,
+    git: &Git,
 ) -> Result<Worktree, WorktreeError> {
-    let (cwd, id, cancel, env) = (cwd.to_owned(), id.to_owned(), cancel.clone(), env.clone());
+    let (cwd, id, cancel, git) = (cwd.to_owned(), id.to_owned(), cancel.clone(), git.clone());
     let making = setup.spawn(async move {
-        let made = worktree::create(&cwd, &id, &cancel, &env).await?;
+        let made = worktree::create(&cwd, &id, &cancel, &git).await?;
         if cancel.is_cancelled() {
             // Nothing will work in it: removed (it has no changes) with its branch.
             let _ = tokio::task::spawn_blocking(move || worktree::settle(&made)).await;
@@ -61,13 +61,13 @@ fn owned(id: &str, cwd: &Path) -> bool {
 
 /// The worktree of session `id` whose cwd is `cwd`, as it is recorded (nothing is made);
 /// `None` when the session is not isolated.
-fn recorded(id: &str, cwd: &Path, env: &ChildEnv) -> Option<Worktree> {
+fn recorded(id: &str, cwd: &Path, git: &Git) -> Option<Worktree> {
     let repo = worktree::checkout_of(cwd).filter(|_| owned(id, cwd))?;
     Some(Worktree {
         dir: cwd.to_owned(),
         branch: format!("kin/{id}"),
         repo,
-        env: env.clone(),
+        git: git.clone(),
     })
 }
 
@@ -77,20 +77,20 @@ pub(crate) async fn ensure(
     id: &str,
     cwd: &Path,
     cancel: &CancellationToken,
-    env: &ChildEnv,
+    git: &Git,
 ) -> Result<Option<Worktree>, WorktreeError> {
-    let Some(found) = recorded(id, cwd, env) else {
+    let Some(found) = recorded(id, cwd, git) else {
         return Ok(None);
     };
-    worktree::reopen(&found.dir, &found.repo, cancel, env)
+    worktree::reopen(&found.dir, &found.repo, cancel, git)
         .await
         .map(Some)
 }
 
 /// What became of session `id`'s worktree, for a task read from the log: settled now if it is
 /// still there (a server that died mid-task never settled it), else removed.
-pub(crate) async fn logged_report(id: &str, cwd: &Path, env: &ChildEnv) -> Option<String> {
-    let found = recorded(id, cwd, env)?;
+pub(crate) async fn logged_report(id: &str, cwd: &Path, git: &Git) -> Option<String> {
+    let found = recorded(id, cwd, git)?;
     if !found.dir.is_dir() {
         return Some(Settled::Removed.report(&found));
     }
@@ -118,7 +118,10 @@ mod tests {
     fn only_the_sessions_own_worktree_counts() {
         let id = "5b0c";
         let own = Path::new("/r/.git/kin-worktrees/5b0c");
-        let env = ChildEnv::default();
+        let env = Git {
+            env: Default::default(),
+            sandbox: std::sync::Arc::new(crate::process::sandbox::Sandbox::off()),
+        };
         let found = recorded(id, own, &env).unwrap();
         assert_eq!(found.branch, "kin/5b0c");
         assert_eq!(found.repo, Path::new("/r"));

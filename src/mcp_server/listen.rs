@@ -22,6 +22,7 @@ use tokio_util::task::TaskTracker;
 
 use super::gate::Gate;
 use super::handler::KinServer;
+use super::peer;
 use super::sessions::Sessions;
 use super::ServeError;
 
@@ -59,10 +60,16 @@ pub(crate) enum Listener {
 }
 
 impl Listener {
-    async fn accept(&self) -> std::io::Result<Box<dyn Stream>> {
+    /// The next connection, and why its peer is refused (a Unix socket's peer that kin's
+    /// sandbox confines, see [`peer`]).
+    async fn accept(&self) -> std::io::Result<(Box<dyn Stream>, Option<String>)> {
         Ok(match self {
-            Self::Tcp(listener) => Box::new(listener.accept().await?.0),
-            Self::Unix(listener) => Box::new(listener.accept().await?.0),
+            Self::Tcp(listener) => (Box::new(listener.accept().await?.0), None),
+            Self::Unix(listener) => {
+                let stream = listener.accept().await?.0;
+                let refused = peer::refusal(&stream);
+                (Box::new(stream), refused)
+            }
         })
     }
 }
@@ -92,18 +99,34 @@ pub(crate) async fn bind(options: &ListenOptions) -> Result<Vec<(Listener, Strin
     Ok(bound)
 }
 
-/// A Unix socket at `path` that only its owner may connect to. A socket file left by a kin
-/// that is gone is replaced; one something listens on is not.
+/// A Unix socket at `path` that only its owner may connect to, from the first instant: bound
+/// in a private (0700) directory beside `path`, made 0600 there, then linked into place (a
+/// link never replaces what is there). A socket file left by a kin that is gone is replaced;
+/// one something listens on, or any other file, is not.
 fn bind_socket(path: &Path) -> std::io::Result<UnixListener> {
-    use std::os::unix::fs::FileTypeExt;
+    use std::os::unix::fs::{DirBuilderExt, FileTypeExt};
     if std::fs::symlink_metadata(path).is_ok_and(|meta| meta.file_type().is_socket())
         && std::os::unix::net::UnixStream::connect(path).is_err()
     {
         std::fs::remove_file(path)?;
     }
-    let listener = UnixListener::bind(path)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-    Ok(listener)
+    let parent = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let private = parent.join(format!(".{name}.{}.kin-bind", std::process::id()));
+    std::fs::DirBuilder::new().mode(0o700).create(&private)?;
+    let bound = (|| {
+        let inside = private.join("s");
+        let listener = UnixListener::bind(&inside)?;
+        std::fs::set_permissions(&inside, std::fs::Permissions::from_mode(0o600))?;
+        std::fs::hard_link(&inside, path)?;
+        std::fs::remove_file(&inside)?;
+        Ok(listener)
+    })();
+    let _ = std::fs::remove_dir_all(&private);
+    bound
 }
 
 /// rmcp's service for `bound` TCP addresses: only loopback `Host`s (and a bound non-loopback
@@ -156,9 +179,15 @@ pub(crate) async fn accept_loop(
             accepted = listener.accept() => accepted,
         };
         let stream = match accepted {
-            Ok(stream) => {
+            Ok((stream, None)) => {
                 pause = FIRST_PAUSE;
                 stream
+            }
+            Ok((stream, Some(why))) => {
+                pause = FIRST_PAUSE;
+                tracing::warn!(%why, "refused a connection to kin mcp");
+                connections.spawn(refuse(stream, Refusal::Peer(why)));
+                continue;
             }
             Err(error) => {
                 // Out of file descriptors, most likely: the pending connection stays queued,
@@ -181,7 +210,7 @@ pub(crate) async fn accept_loop(
                     "{MAX_CONNECTIONS} MCP connections are open; refusing more"
                 )
             });
-            connections.spawn(refuse(stream));
+            connections.spawn(refuse(stream, Refusal::Full));
             continue;
         };
         let gate = gate.clone();
@@ -208,11 +237,28 @@ pub(crate) async fn accept_loop(
     }
 }
 
-/// Answers a connection over the cap with 503 and closes it.
-async fn refuse(mut stream: Box<dyn Stream>) {
-    let message = format!("kin mcp has {MAX_CONNECTIONS} connections open, its most\n");
+/// Why a connection is answered at once and closed.
+enum Refusal {
+    /// Over [`MAX_CONNECTIONS`].
+    Full,
+    /// Its peer may not drive kin mcp.
+    Peer(String),
+}
+
+/// Answers a refused connection (503 over the cap, 403 for its peer) and closes it.
+async fn refuse(mut stream: Box<dyn Stream>, why: Refusal) {
+    let (status, message) = match why {
+        Refusal::Full => (
+            "503 Service Unavailable",
+            format!("kin mcp has {MAX_CONNECTIONS} connections open, its most\n"),
+        ),
+        Refusal::Peer(why) => (
+            "403 Forbidden",
+            format!("kin mcp refused this client: {why}\n"),
+        ),
+    };
     let response = format!(
-        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain\r\nconnection: close\r\n\
+        "HTTP/1.1 {status}\r\ncontent-type: text/plain\r\nconnection: close\r\n\
          content-length: {}\r\n\r\n{message}",
         message.len()
     );
@@ -264,6 +310,25 @@ pub(crate) fn raise_file_limit() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn the_socket_is_private_from_its_first_instant_and_replaces_only_a_dead_one() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kin.sock");
+        let listener = bind_socket(&path).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
+        assert_eq!(names.len(), 1, "no private directory is left behind");
+        assert!(bind_socket(&path).is_err(), "a live socket is not replaced");
+        drop(listener);
+        assert!(bind_socket(&path).is_ok(), "a dead one is");
+        let file = dir.path().join("file");
+        std::fs::write(&file, "keep").unwrap();
+        assert!(bind_socket(&file).is_err());
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep");
+    }
 
     #[test]
     fn warnings_are_rate_limited_and_count_what_they_left_out() {

@@ -15,6 +15,7 @@ mod isolation;
 mod listen;
 mod logged;
 mod outcome;
+mod peer;
 mod progress;
 mod sessions;
 mod token;
@@ -96,7 +97,9 @@ where
     R: tokio::io::AsyncRead + Send + Unpin + 'static,
     W: tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
-    let sessions = Arc::new(Sessions::new(runtime.clone(), options.ceiling, options.cwd));
+    let policy = CwdPolicy::default().within(runtime.sandbox().ceiling());
+    let sessions = Sessions::new(runtime.clone(), options.ceiling, options.cwd);
+    let sessions = Arc::new(sessions.with_cwd_policy(policy));
     let served = KinServer::new(sessions.clone()).serve((read, write)).await;
     let result = match served {
         Ok(running) => {
@@ -133,12 +136,15 @@ pub async fn serve_http(
         "kin: the bearer token is in {} (send `Authorization: Bearer <token>`)",
         token.path().display()
     );
-    let mut sessions = Sessions::new(runtime.clone(), options.ceiling, options.cwd);
-    if !listen.allow_broad_cwd {
+    let policy = if listen.allow_broad_cwd {
+        CwdPolicy::default()
+    } else {
         let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
-        sessions = sessions.with_cwd_policy(CwdPolicy::refusing_broad(home));
-    }
-    let sessions = Arc::new(sessions);
+        CwdPolicy::refusing_broad(home)
+    };
+    let policy = policy.within(runtime.sandbox().ceiling());
+    let sessions = Sessions::new(runtime.clone(), options.ceiling, options.cwd);
+    let sessions = Arc::new(sessions.with_cwd_policy(policy));
     let manager = Arc::new(LocalSessionManager::default());
     let addrs: Vec<String> = listeners.iter().map(|(_, addr)| addr.clone()).collect();
     let gate = Arc::new(Gate {

@@ -262,8 +262,8 @@ impl Sessions {
         let id = uuid::Uuid::new_v4().to_string();
         let made = match isolation::wanted(args.isolation, definition.as_ref()) {
             true => {
-                let env = host.child_env();
-                Some(isolation::make(&self.setup, &cwd, &id, cancel, env).await?)
+                let git = host.git();
+                Some(isolation::make(&self.setup, &cwd, &id, cancel, &git).await?)
             }
             false => None,
         };
@@ -331,8 +331,8 @@ impl Sessions {
             move |cancel| {
                 async move {
                     // An isolated session's worktree, made again if its last task removed it.
-                    let ensured =
-                        isolation::ensure(&agent.id, &agent.cwd, &cancel, host.child_env());
+                    let git = host.git();
+                    let ensured = isolation::ensure(&agent.id, &agent.cwd, &cancel, &git);
                     let isolated = match ensured.await {
                         Ok(isolated) => isolated,
                         Err(WorktreeError::Cancelled) => return TaskOutcome::killed(),
@@ -417,7 +417,7 @@ impl Sessions {
         }
         let header = self.stored_header(id)?;
         let cwd = header.cwd.map_or_else(|| self.cwd.clone(), PathBuf::from);
-        isolation::ensure(id, &cwd, cancel, self.runtime.host().child_env()).await?;
+        isolation::ensure(id, &cwd, cancel, &self.runtime.host().git()).await?;
         let (agent, reopened) = self.runtime.open_defined(id, cwd, None)?;
         let notice = match reopened {
             Reopened::Plain => {
@@ -573,8 +573,8 @@ impl Sessions {
             if path.is_ok_and(|path| crate::session::is_locked(&path)) {
                 return Ok(Output::Logged(turn));
             }
-            let env = self.runtime.host().child_env();
-            if let Some(report) = isolation::logged_report(session, &cwd, env).await {
+            let git = self.runtime.host().git();
+            if let Some(report) = isolation::logged_report(session, &cwd, &git).await {
                 isolation::append(&mut turn.answer, &mut turn.detail, &report);
             }
             return Ok(Output::Logged(turn));

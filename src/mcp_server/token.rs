@@ -4,15 +4,17 @@
 //! (`--token-file`). Requests are checked against it in constant time.
 
 use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use subtle::ConstantTimeEq;
 
 /// The file name of the token kin makes, in its data directory.
-pub(crate) const FILE_NAME: &str = "mcp-token";
+pub(crate) const FILE_NAME: &str = crate::config::MCP_TOKEN_FILE;
 /// A token shorter than this is too easy to guess.
 const MIN_CHARS: usize = 16;
+/// More than a token file holds: the rest of a larger file is not read.
+const MAX_BYTES: u64 = 4096;
 
 /// Why the token could not be had.
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +39,17 @@ pub enum TokenError {
         path: PathBuf,
         /// Its permission bits.
         mode: u32,
+    },
+    /// The file is not the user's own regular file (a symlink, or another user's).
+    #[error(
+        "the MCP token file {} {why}; kin reads only a regular file of the user who runs it",
+        path.display()
+    )]
+    NotOwn {
+        /// The token's file.
+        path: PathBuf,
+        /// What it is instead.
+        why: String,
     },
     /// The token is too easy to guess.
     #[error("the MCP token in {} is shorter than {MIN_CHARS} characters", path.display())]
@@ -74,14 +87,7 @@ impl Token {
                 Err(error) => return Err(io(error)),
             }
         }
-        let mode = std::fs::metadata(path).map_err(io)?.permissions().mode();
-        if mode & 0o077 != 0 {
-            return Err(TokenError::Readable {
-                path: path.to_owned(),
-                mode: mode & 0o777,
-            });
-        }
-        let secret = std::fs::read_to_string(path).map_err(io)?.trim().to_owned();
+        let secret = read_own(path)?;
         if secret.chars().count() < MIN_CHARS {
             return Err(TokenError::TooShort {
                 path: path.to_owned(),
@@ -111,6 +117,50 @@ impl Token {
     }
 }
 
+/// The token in `path`, opened without following a symlink and read only when the file is a
+/// regular one, owned by this user and private to them.
+fn read_own(path: &Path) -> Result<String, TokenError> {
+    use std::io::Read;
+    use std::os::unix::fs::MetadataExt;
+    let io = |source| TokenError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let not_own = |why: String| TokenError::NotOwn {
+        path: path.to_owned(),
+        why,
+    };
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|error| match error.raw_os_error() {
+            Some(libc::ELOOP) => not_own("is a symlink".to_owned()),
+            _ => io(error),
+        })?;
+    let meta = file.metadata().map_err(io)?;
+    if !meta.is_file() {
+        return Err(not_own("is not a regular file".to_owned()));
+    }
+    let me = nix::unistd::geteuid().as_raw();
+    if meta.uid() != me {
+        return Err(not_own(format!(
+            "belongs to user id {}, not to {me}",
+            meta.uid()
+        )));
+    }
+    let mode = meta.mode();
+    if mode & 0o077 != 0 {
+        return Err(TokenError::Readable {
+            path: path.to_owned(),
+            mode: mode & 0o777,
+        });
+    }
+    let mut text = String::new();
+    file.take(MAX_BYTES).read_to_string(&mut text).map_err(io)?;
+    Ok(text.trim().to_owned())
+}
+
 /// Writes a fresh random token to `path`, readable by its owner only from the start.
 fn write_new(path: &Path) -> std::io::Result<()> {
     let mut bytes = [0u8; 32];
@@ -129,6 +179,7 @@ fn write_new(path: &Path) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn a_new_token_is_private_kept_and_checked() {
@@ -161,5 +212,22 @@ mod tests {
         assert!(error.contains("shorter"), "{error}");
         let missing = Token::load(&dir.path().join("none"), false);
         assert!(matches!(missing, Err(TokenError::Io { .. })));
+    }
+
+    #[test]
+    fn a_symlink_or_a_fifo_is_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real");
+        std::fs::write(&real, "0123456789abcdef0123\n").unwrap();
+        std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(Token::load(&real, false).is_ok());
+        let link = dir.path().join(FILE_NAME);
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let error = Token::load(&link, true).err().unwrap().to_string();
+        assert!(error.contains("is a symlink"), "{error}");
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let error = Token::load(&fifo, false).err().unwrap().to_string();
+        assert!(error.contains("not a regular file"), "{error}");
     }
 }

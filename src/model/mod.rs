@@ -3,6 +3,7 @@
 //! [`openai`] over HTTP, [`ReplayModel`] from recorded logs. Models know nothing of ACP, tools'
 //! behaviour or the agent loop.
 
+pub(crate) mod arguments;
 mod catalog;
 pub mod openai;
 pub(crate) mod overflow;
@@ -44,8 +45,12 @@ pub struct ModelRequest {
     pub session_id: String,
     /// The session's working directory, if it has one.
     pub cwd: Option<PathBuf>,
-    /// The system prompt.
+    /// The system prompt: the same in every session of its kind.
     pub system: String,
+    /// What differs between sessions (where the session works), sent at the start of the
+    /// first user message: after the system prompt and the tool schemas, which then make a
+    /// prefix that prompt caches keep from one session to the next. Empty: none.
+    pub preamble: String,
     /// Shared with the agent's fold of its log: cheap to clone.
     pub history: ModelHistory,
     /// The tools the model may call.

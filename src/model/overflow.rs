@@ -29,6 +29,17 @@ const OVERFLOW_PHRASES: &[&str] = &[
     // context length", "input length exceeds maximum context length".
     "exceeds the context length",
     "exceeds maximum context length",
+    // Ollama's runner, when the prompt is over `num_ctx` and truncation is off: "prompt too
+    // long; exceeded max context length by 12 tokens".
+    "exceeded max context length",
+    // vLLM's input checks: "The prompt (total length 25938) is too long to fit into the model
+    // (context length 4096)", "The decoder prompt (length 5951) is longer than the maximum
+    // model length of 4096".
+    "is too long to fit into the model",
+    "longer than the maximum model length",
+    // LM Studio: "Trying to keep the first 5000 tokens when context the overflows. However,
+    // the model is loaded with context length of only 4096 tokens, which is not enough."
+    "context length of only",
     // llama-cpp-python's server: "Requested tokens (5000) exceed context window of 4096"
     "exceed context window of",
 ];
@@ -60,6 +71,12 @@ pub(crate) fn reported_sizes(message: &str) -> Option<(u64, u64)> {
         }
         [request, window, ..] if lower.contains("prompt is too long") => Some((*request, *window)),
         [window, request, ..] if lower.contains("maximum context length is") => {
+            Some((*request, *window))
+        }
+        [request, window, ..]
+            if lower.contains("is too long to fit into the model")
+                || lower.contains("longer than the maximum model length") =>
+        {
             Some((*request, *window))
         }
         _ => None,
@@ -125,6 +142,27 @@ mod tests {
             None,
             "input length exceeds maximum context length"
         ));
+    }
+
+    #[test]
+    fn ollama_vllm_and_lm_studio_overflow_answers() {
+        let ollama = "prompt too long; exceeded max context length by 12 tokens";
+        let vllm = "The prompt (total length 25938) is too long to fit into the model (context \
+                    length 4096). Make sure that `max_model_len` is no smaller than the number \
+                    of text tokens plus multimodal tokens.";
+        let decoder = "The decoder prompt (length 5951) is longer than the maximum model length \
+                       of 4096. Make sure that `max_model_len` is no smaller than the number of \
+                       text tokens.";
+        let lm_studio = "Trying to keep the first 5000 tokens when context the overflows. \
+                         However, the model is loaded with context length of only 4096 tokens, \
+                         which is not enough. Try to load the model with a larger context length, \
+                         or provide a shorter input";
+        for message in [ollama, vllm, decoder, lm_studio] {
+            assert!(is_overflow(None, message), "{message}");
+        }
+        assert_eq!(reported_sizes(vllm), Some((25938, 4096)));
+        assert_eq!(reported_sizes(decoder), Some((5951, 4096)));
+        assert_eq!(reported_sizes(ollama), None, "no window in it");
     }
 
     #[test]

@@ -550,6 +550,7 @@ mod tests {
             session_id: session.into(),
             cwd: None,
             system: String::new(),
+            preamble: String::new(),
             history: Default::default(),
             tools: Vec::new(),
             max_tokens: None,

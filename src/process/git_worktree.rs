@@ -2,16 +2,17 @@
 //! repository, on its own branch `kin/<child-id>`, under `<git common dir>/kin-worktrees/<id>`
 //! (inside `.git`, so it never shows up as a change of the main checkout). When an activation
 //! settles, a worktree with changes is kept and reported (branch, changed files, diffstat); one
-//! without is removed with its branch. `git` runs as a process with kin's scrubbed environment;
-//! `git worktree add` (a checkout, which runs hooks and may take long) runs in its own process
-//! group under kin's supervision and is stopped when the start is cancelled, removing what it
-//! had made.
+//! without is removed with its branch. `git` runs as kin's own confined git
+//! ([`super::git_command`]): it writes only beneath the repository's git directory, and
+//! nothing the repository configures (hooks, fsmonitor, filters) runs. `git worktree add` (a
+//! checkout, which may take long) runs in its own process group under kin's supervision and
+//! is stopped when the start is cancelled, removing what it had made.
 
 use std::path::{Path, PathBuf};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::process::child_env::ChildEnv;
+use crate::process::git_command::Git;
 use crate::process::group::{describe_status, GroupChild};
 
 /// The most of `git worktree add`'s output kept for an error message.
@@ -19,6 +20,9 @@ const ADD_OUTPUT: usize = 4096;
 
 /// Where kin keeps its worktrees inside a repository's git directory.
 const DIR: &str = "kin-worktrees";
+
+/// `git diff` without the external diff or textconv commands a repository may configure.
+const DIFF: [&str; 4] = ["diff", "--no-ext-diff", "--no-textconv", "--cached"];
 
 /// Why a worktree could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -39,38 +43,75 @@ pub(crate) struct Worktree {
     pub(crate) branch: String,
     /// The checkout it was made from (where `git worktree remove` runs).
     pub(crate) repo: PathBuf,
-    /// The environment scrub `git` runs with.
-    pub(crate) env: ChildEnv,
+    /// How kin's own `git` runs (environment scrub, sandbox).
+    pub(crate) git: Git,
 }
 
-fn git(env: &ChildEnv, dir: &Path) -> std::process::Command {
-    let mut command = std::process::Command::new("git");
-    command
-        .env_clear()
-        .envs(env.scrubbed())
-        .arg("-C")
-        .arg(dir)
-        .stdin(std::process::Stdio::null());
-    command
-}
-
-/// Runs `git -C dir args` in the environment `env` scrubs; its trimmed stdout, or what it said
-/// on failure.
-fn run(env: &ChildEnv, dir: &Path, args: &[&str]) -> Result<String, WorktreeError> {
-    let failed = |message: String| WorktreeError::Git {
-        command: args.first().copied().unwrap_or_default().to_owned(),
-        message,
-    };
-    let output = git(env, dir)
-        .args(args)
-        .output()
-        .map_err(|e| failed(e.to_string()))?;
-    if !output.status.success() {
-        return Err(failed(
-            String::from_utf8_lossy(&output.stderr).trim().to_owned(),
-        ));
+impl Worktree {
+    /// The repository's (common) git directory, which holds the worktree: where its `git` may
+    /// write.
+    fn git_dir(&self) -> Vec<PathBuf> {
+        self.dir
+            .parent()
+            .and_then(Path::parent)
+            .map(Path::to_owned)
+            .into_iter()
+            .collect()
     }
-    Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+
+    /// A run of `git` that writes beneath the git directory, with the filter drivers the
+    /// configuration seen from `dir` defines switched off.
+    fn writing(&self, dir: &Path) -> Result<Run<'_>, WorktreeError> {
+        let filters = self
+            .git
+            .filters(dir)
+            .map_err(|message| git_failed("config", message))?;
+        Ok(Run {
+            git: &self.git,
+            writable: self.git_dir(),
+            filters,
+        })
+    }
+}
+
+/// One operation's `git`: where it may write and the filter drivers switched off.
+struct Run<'a> {
+    git: &'a Git,
+    writable: Vec<PathBuf>,
+    filters: Vec<String>,
+}
+
+impl<'a> Run<'a> {
+    /// A `git` that writes nothing (it only reads the repository).
+    fn reading(git: &'a Git) -> Self {
+        Self {
+            git,
+            writable: Vec::new(),
+            filters: Vec::new(),
+        }
+    }
+
+    /// Runs `git args` in `dir`; its trimmed stdout, or what it said on failure.
+    fn run(&self, dir: &Path, args: &[&str]) -> Result<String, WorktreeError> {
+        let failed = |message: String| WorktreeError::Git {
+            command: args.first().copied().unwrap_or_default().to_owned(),
+            message,
+        };
+        let launch = self
+            .git
+            .launch(&self.writable, &self.filters, args)
+            .map_err(|e| failed(e.to_string()))?;
+        let output = launch
+            .command(self.git, dir)
+            .output()
+            .map_err(|e| failed(e.to_string()))?;
+        if !output.status.success() {
+            return Err(failed(
+                String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+            ));
+        }
+        Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+    }
 }
 
 /// Whether `dir` is one of kin's worktrees (a child's recorded cwd).
@@ -98,27 +139,24 @@ pub(crate) async fn create(
     cwd: &Path,
     id: &str,
     cancel: &CancellationToken,
-    env: &ChildEnv,
+    git: &Git,
 ) -> Result<Worktree, WorktreeError> {
-    let found = locate(cwd, id, env).await?;
+    let found = locate(cwd, id, git).await?;
     add(&found, cancel).await?;
     Ok(found)
 }
 
 /// Where the worktree of child `id` goes, in the repository `cwd` is in (nothing is made);
-/// its `git` runs in the environment `env` scrubs.
-pub(crate) async fn locate(
-    cwd: &Path,
-    id: &str,
-    env: &ChildEnv,
-) -> Result<Worktree, WorktreeError> {
-    let (cwd, id, env) = (cwd.to_owned(), id.to_owned(), env.clone());
+/// `git` runs as `git` says.
+pub(crate) async fn locate(cwd: &Path, id: &str, git: &Git) -> Result<Worktree, WorktreeError> {
+    let (cwd, id, git) = (cwd.to_owned(), id.to_owned(), git.clone());
     let found = tokio::task::spawn_blocking(move || -> Result<_, WorktreeError> {
-        let repo = run(&env, &cwd, &["rev-parse", "--show-toplevel"])
+        let reading = Run::reading(&git);
+        let repo = reading
+            .run(&cwd, &["rev-parse", "--show-toplevel"])
             .map_err(|_| WorktreeError::NotARepository(cwd.display().to_string()))?;
         let repo = PathBuf::from(repo);
-        let common = run(
-            &env,
+        let common = reading.run(
             &repo,
             &["rev-parse", "--path-format=absolute", "--git-common-dir"],
         )?;
@@ -127,7 +165,7 @@ pub(crate) async fn locate(
             dir,
             branch: format!("kin/{id}"),
             repo,
-            env,
+            git,
         })
     })
     .await
@@ -148,24 +186,32 @@ pub(crate) async fn add(
     cancel: &CancellationToken,
 ) -> Result<(), WorktreeError> {
     let shown = worktree.dir.display().to_string();
-    let args: Vec<String> = [
-        "worktree",
-        "add",
-        "-q",
-        "-b",
-        &worktree.branch,
-        &shown,
-        "HEAD",
-    ]
-    .into_iter()
-    .map(str::to_owned)
-    .collect();
+    let launch = {
+        let worktree = worktree.clone();
+        tokio::task::spawn_blocking(move || {
+            let run = worktree.writing(&worktree.repo)?;
+            let args = [
+                "worktree",
+                "add",
+                "-q",
+                "-b",
+                &worktree.branch,
+                &shown,
+                "HEAD",
+            ];
+            run.git
+                .launch(&run.writable, &run.filters, &args)
+                .map_err(|e| git_failed("worktree", e.to_string()))
+        })
+        .await
+        .map_err(|e| git_failed("worktree", e.to_string()))??
+    };
     let mut git = GroupChild::spawn(
-        "git",
-        &args,
+        &launch.program,
+        &launch.args,
         &worktree.repo,
-        &worktree.env,
-        &[],
+        &worktree.git.env,
+        &launch.env,
         ADD_OUTPUT,
         ADD_OUTPUT,
     )
@@ -195,17 +241,19 @@ pub(crate) async fn add(
 /// directory, and its branch. Each step may find nothing to remove.
 fn discard(worktree: &Worktree) {
     let shown = worktree.dir.display().to_string();
-    let env = &worktree.env;
-    let _ = run(
-        env,
-        &worktree.repo,
-        &["worktree", "remove", "--force", &shown],
-    );
+    let repo = &worktree.repo;
+    if let Ok(run) = worktree.writing(repo) {
+        let _ = run.run(repo, &["worktree", "remove", "--force", &shown]);
+    }
     if worktree.dir.exists() {
         let _ = std::fs::remove_dir_all(&worktree.dir);
     }
-    let _ = run(env, &worktree.repo, &["worktree", "prune"]);
-    let _ = run(env, &worktree.repo, &["branch", "-D", &worktree.branch]);
+    let run = Run {
+        writable: worktree.git_dir(),
+        ..Run::reading(&worktree.git)
+    };
+    let _ = run.run(repo, &["worktree", "prune"]);
+    let _ = run.run(repo, &["branch", "-D", &worktree.branch]);
 }
 
 /// The worktree recorded for a stored child at `dir`: still there, or made again (it was
@@ -214,7 +262,7 @@ pub(crate) async fn reopen(
     dir: &Path,
     repo_cwd: &Path,
     cancel: &CancellationToken,
-    env: &ChildEnv,
+    git: &Git,
 ) -> Result<Worktree, WorktreeError> {
     let id = dir
         .file_name()
@@ -222,16 +270,17 @@ pub(crate) async fn reopen(
         .unwrap_or_default()
         .to_owned();
     if dir.is_dir() {
-        let repo = run(env, repo_cwd, &["rev-parse", "--show-toplevel"])
+        let repo = Run::reading(git)
+            .run(repo_cwd, &["rev-parse", "--show-toplevel"])
             .map_err(|_| WorktreeError::NotARepository(repo_cwd.display().to_string()))?;
         return Ok(Worktree {
             dir: dir.to_owned(),
             branch: format!("kin/{id}"),
             repo: PathBuf::from(repo),
-            env: env.clone(),
+            git: git.clone(),
         });
     }
-    create(repo_cwd, &id, cancel, env).await
+    create(repo_cwd, &id, cancel, git).await
 }
 
 /// What a settled activation left in its worktree.
@@ -283,22 +332,19 @@ pub(crate) async fn settle_and_report(worktree: Worktree) -> String {
 /// Stages everything in the worktree (untracked files count as changes) and reports it; an
 /// unchanged worktree is removed with its branch.
 pub(crate) fn settle(worktree: &Worktree) -> Result<Settled, WorktreeError> {
-    let (dir, env) = (&worktree.dir, &worktree.env);
-    run(env, dir, &["add", "-A"])?;
-    let names = run(env, dir, &["diff", "--cached", "--name-only", "HEAD"])?;
-    if names.is_empty() && !has_commits(worktree)? {
+    let dir = &worktree.dir;
+    let run = worktree.writing(dir)?;
+    run.run(dir, &["add", "-A"])?;
+    let names = run.run(dir, &[&DIFF[..], &["--name-only", "HEAD"]].concat())?;
+    if names.is_empty() && !has_commits(&run, worktree)? {
         let shown = dir.display().to_string();
-        run(
-            env,
-            &worktree.repo,
-            &["worktree", "remove", "--force", &shown],
-        )?;
-        run(env, &worktree.repo, &["branch", "-D", &worktree.branch])?;
+        run.run(&worktree.repo, &["worktree", "remove", "--force", &shown])?;
+        run.run(&worktree.repo, &["branch", "-D", &worktree.branch])?;
         return Ok(Settled::Removed);
     }
-    let base = base(worktree)?;
-    let files = run(env, dir, &["diff", "--cached", "--name-only", &base])?;
-    let diffstat = run(env, dir, &["diff", "--cached", "--stat", &base])?;
+    let base = base(&run, worktree)?;
+    let files = run.run(dir, &[&DIFF[..], &["--name-only", &base]].concat())?;
+    let diffstat = run.run(dir, &[&DIFF[..], &["--stat", &base]].concat())?;
     Ok(Settled::Kept {
         branch: worktree.branch.clone(),
         files: files.lines().map(str::to_owned).collect(),
@@ -307,16 +353,15 @@ pub(crate) fn settle(worktree: &Worktree) -> Result<Settled, WorktreeError> {
 }
 
 /// Where the branch started: its fork point from the main checkout's `HEAD`.
-fn base(worktree: &Worktree) -> Result<String, WorktreeError> {
-    let env = &worktree.env;
-    let main_head = run(env, &worktree.repo, &["rev-parse", "HEAD"])?;
-    run(env, &worktree.dir, &["merge-base", "HEAD", &main_head])
+fn base(run: &Run<'_>, worktree: &Worktree) -> Result<String, WorktreeError> {
+    let main_head = run.run(&worktree.repo, &["rev-parse", "HEAD"])?;
+    run.run(&worktree.dir, &["merge-base", "HEAD", &main_head])
 }
 
 /// Whether the child committed on its branch.
-fn has_commits(worktree: &Worktree) -> Result<bool, WorktreeError> {
-    let base = base(worktree)?;
-    let head = run(&worktree.env, &worktree.dir, &["rev-parse", "HEAD"])?;
+fn has_commits(run: &Run<'_>, worktree: &Worktree) -> Result<bool, WorktreeError> {
+    let base = base(run, worktree)?;
+    let head = run.run(&worktree.dir, &["rev-parse", "HEAD"])?;
     Ok(base != head)
 }
 
@@ -324,9 +369,31 @@ fn has_commits(worktree: &Worktree) -> Result<bool, WorktreeError> {
 mod tests {
     use super::*;
 
-    /// `git -C dir args` with the default scrub.
+    use std::sync::Arc;
+
+    use crate::process::child_env::ChildEnv;
+    use crate::process::sandbox::Sandbox;
+
+    /// `git -C dir args`, as the test sets a repository up (the repository's own settings
+    /// apply).
     fn git_in(dir: &Path, args: &[&str]) -> String {
-        run(&ChildEnv::default(), dir, args).unwrap()
+        let output = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        String::from_utf8_lossy(&output.stdout).trim().to_owned()
+    }
+
+    /// kin's own git with the default scrub, unconfined (the kernel's part is tested through
+    /// the binary).
+    fn own_git() -> Git {
+        Git {
+            env: ChildEnv::default(),
+            sandbox: Arc::new(Sandbox::off()),
+        }
     }
 
     /// [`create`] with the default scrub.
@@ -335,7 +402,7 @@ mod tests {
         id: &str,
         cancel: &CancellationToken,
     ) -> Result<Worktree, WorktreeError> {
-        create(cwd, id, cancel, &ChildEnv::default()).await
+        create(cwd, id, cancel, &own_git()).await
     }
 
     fn repo() -> tempfile::TempDir {
@@ -415,38 +482,21 @@ mod tests {
 
     #[tokio::test]
     async fn a_cancelled_add_stops_git_and_leaves_nothing_behind() {
-        use std::io::Read;
-        use std::os::unix::fs::PermissionsExt;
-
         let repo = repo();
-        // The checkout's hook says it started, then never ends: git is still adding.
-        let fifo = repo.path().join(".git/started");
-        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
-        let hook = repo.path().join(".git/hooks/post-checkout");
-        std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
-        let script = format!(
-            "#!/bin/sh\necho started > '{}'\nexec sleep 600\n",
-            fifo.display()
+        // The branch's ref is locked by someone else, and git waits for the lock (10 min):
+        // git is still adding when the start is cancelled.
+        git_in(
+            repo.path(),
+            &["config", "core.filesRefLockTimeout", "600000"],
         );
-        std::fs::write(&hook, script).unwrap();
-        std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
-
+        let refs = repo.path().join(".git/refs/heads/kin");
+        std::fs::create_dir_all(&refs).unwrap();
+        std::fs::write(refs.join("c4.lock"), "").unwrap();
         let cancel = CancellationToken::new();
         let adding = {
             let (repo, cancel) = (repo.path().to_owned(), cancel.clone());
             tokio::spawn(async move { create_in(&repo, "c4", &cancel).await })
         };
-        let said = tokio::task::spawn_blocking(move || {
-            let mut text = String::new();
-            std::fs::File::open(&fifo)
-                .unwrap()
-                .read_to_string(&mut text)
-                .unwrap();
-            text
-        })
-        .await
-        .unwrap();
-        assert_eq!(said.trim(), "started");
         cancel.cancel();
         let error = adding.await.unwrap().unwrap_err();
         assert!(matches!(error, WorktreeError::Cancelled), "{error}");
@@ -456,5 +506,55 @@ mod tests {
         assert_eq!(branches, "");
         let listed = git_in(repo.path(), &["worktree", "list", "--porcelain"]);
         assert_eq!(listed.matches("worktree ").count(), 1, "{listed}");
+    }
+
+    #[tokio::test]
+    async fn nothing_the_repository_configures_runs() {
+        use std::os::unix::fs::PermissionsExt;
+        let repo = repo();
+        let marks = tempfile::tempdir().unwrap();
+        let mark = |name: &str| marks.path().join(name);
+        let script = |name: &str| format!("touch '{}'; true", mark(name).display());
+        let hook = repo.path().join(".git/hooks/post-checkout");
+        std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
+        std::fs::write(&hook, format!("#!/bin/sh\n{}\n", script("hook"))).unwrap();
+        std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+        for (key, value) in [
+            ("core.fsmonitor", script("fsmonitor")),
+            ("filter.evil.clean", format!("{}; cat", script("clean"))),
+            ("filter.evil.smudge", format!("{}; cat", script("smudge"))),
+            ("filter.evil.required", "true".into()),
+            ("diff.external", script("external")),
+        ] {
+            git_in(repo.path(), &["config", key, &value]);
+        }
+        std::fs::write(repo.path().join(".gitattributes"), "* filter=evil\n").unwrap();
+        git_in(repo.path(), &["add", ".gitattributes"]);
+        git_in(
+            repo.path(),
+            &[
+                "-c",
+                "user.email=k@k",
+                "-c",
+                "user.name=k",
+                "commit",
+                "-qm",
+                "a",
+            ],
+        );
+        // The setup's own git ran the filter: the marks start over.
+        assert!(mark("clean").exists());
+        for entry in std::fs::read_dir(marks.path()).unwrap() {
+            std::fs::remove_file(entry.unwrap().path()).unwrap();
+        }
+        let worktree = made(repo.path(), "c5").await;
+        std::fs::write(worktree.dir.join("new.txt"), "one\n").unwrap();
+        let settled = settle(&worktree).unwrap();
+        assert!(matches!(settled, Settled::Kept { .. }), "{settled:?}");
+        let ran: Vec<_> = std::fs::read_dir(marks.path())
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name())
+            .collect();
+        assert!(ran.is_empty(), "the repository's commands ran: {ran:?}");
     }
 }

@@ -45,7 +45,12 @@ pub enum Outcome {
 pub fn hide_secrets() -> Outcome {
     let dumpable = set_non_dumpable();
     let outcome = match std::env::var_os(HANDOFF_FD) {
-        Some(fd) => restore(&fd),
+        // Credentials in this image's block were not moved by a kin before it (whoever set
+        // the variable): they are moved now, with whatever the handoff brought.
+        Some(fd) => match (moved_names().is_empty(), restore(&fd)) {
+            (true, restored) => restored,
+            (false, _) => reexec_without(&moved_names()),
+        },
         None => reexec_without(&moved_names()),
     };
     match (dumpable, outcome) {
@@ -147,11 +152,10 @@ fn restore(fd: &OsStr) -> Outcome {
     // owning it here closes it after the read. (nix and std take only owned or borrowed fds,
     // which a number inherited through `exec` can only become this way.)
     let pipe = unsafe { OwnedFd::from_raw_fd(fd) };
-    let mut payload = Vec::new();
-    let read = std::fs::File::from(pipe)
-        .take(MAX_HANDOFF as u64 + 1)
-        .read_to_end(&mut payload);
-    let Some(body) = payload.strip_prefix(MAGIC).filter(|_| read.is_ok()) else {
+    let Some(payload) = read_whole(pipe) else {
+        return Outcome::Failed("the handoff pipe did not carry kin's handoff".into());
+    };
+    let Some(body) = payload.strip_prefix(MAGIC) else {
         return Outcome::Failed("the handoff pipe did not carry kin's handoff".into());
     };
     let mut parts = body.split(|b| *b == 0);
@@ -166,6 +170,30 @@ fn restore(fd: &OsStr) -> Outcome {
     Outcome::Restored(restored)
 }
 
+/// All of `pipe` up to its end, read without ever waiting: kin's own handoff is whole in the
+/// pipe, its writer closed at `exec`. `None` when a read would wait (a pipe someone else
+/// still writes to), fails, or goes past [`MAX_HANDOFF`].
+fn read_whole(pipe: OwnedFd) -> Option<Vec<u8>> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::AsFd;
+    let mut file = std::fs::File::from(pipe);
+    let mut payload = Vec::new();
+    let mut buffer = [0u8; 8192];
+    loop {
+        let mut fds = [PollFd::new(file.as_fd(), PollFlags::POLLIN)];
+        if !matches!(poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0) {
+            return None;
+        }
+        match file.read(&mut buffer) {
+            Ok(0) => return Some(payload),
+            Ok(n) if payload.len() + n <= MAX_HANDOFF => payload.extend_from_slice(&buffer[..n]),
+            Ok(_) => return None,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,5 +202,17 @@ mod tests {
     fn the_api_key_env_argument_is_found_in_both_spellings() {
         // The test binary's own arguments carry no such flag.
         assert_eq!(api_key_env_arg(), None);
+    }
+
+    #[test]
+    fn a_pipe_someone_still_writes_to_is_not_waited_for() {
+        let (read, write) = nix::unistd::pipe().unwrap();
+        assert_eq!(read_whole(read), None, "nothing there, the writer open");
+        let (read, write_again) = nix::unistd::pipe().unwrap();
+        std::fs::File::from(write_again)
+            .write_all(b"whole")
+            .unwrap();
+        assert_eq!(read_whole(read).as_deref(), Some(&b"whole"[..]));
+        drop(write);
     }
 }

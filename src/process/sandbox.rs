@@ -21,6 +21,7 @@ use serde::Deserialize;
 
 use super::sandbox_policy::canonical;
 pub use super::sandbox_policy::Policy;
+use super::sandbox_writable::{carve, still_fixed};
 use crate::sync::lock;
 
 /// The command policy of the kin above, for a kin started inside its sandbox (JSON).
@@ -61,6 +62,8 @@ pub struct SandboxSettings {
     pub writable: Vec<PathBuf>,
     /// The network of commands; `None`: on, except in read-only mode.
     pub network: Option<bool>,
+    /// Files no confined process may read (kin's `mcp-token`); not a config key.
+    pub unreadable: Vec<PathBuf>,
 }
 
 /// What the kernel here can enforce.
@@ -138,7 +141,8 @@ impl Support {
 pub struct CommandScope<'a> {
     /// The session it works for: its private temp directory.
     pub session: &'a str,
-    /// The workspace roots.
+    /// The workspace roots, as resolved when the session or child opened: one that no longer
+    /// resolves to itself (swapped for a symbolic link since) is left out.
     pub roots: Vec<PathBuf>,
     /// The session's effective mode is `read-only`.
     pub read_only: bool,
@@ -156,6 +160,8 @@ pub struct Launch {
     pub env: Vec<(String, String)>,
     /// The policy it is held to.
     pub policy: Option<Policy>,
+    /// Roots left out of the policy: swapped for a symbolic link since they were fixed.
+    pub dropped: Vec<PathBuf>,
 }
 
 impl Launch {
@@ -166,6 +172,7 @@ impl Launch {
             args: args.to_vec(),
             env: Vec::new(),
             policy: None,
+            dropped: Vec::new(),
         }
     }
 }
@@ -199,6 +206,8 @@ pub struct Sandbox {
     /// The kin executable that launches confined processes (`None`: confinement unavailable).
     launcher: Option<PathBuf>,
     ceiling: Option<Policy>,
+    /// kin's own directories (config and data), resolved: never writable by what it confines.
+    own: Vec<PathBuf>,
     /// This process's directory of private temp directories, made on first use.
     temp: Mutex<Option<PathBuf>>,
     /// Sessions told how their commands run.
@@ -231,6 +240,7 @@ impl Sandbox {
             support,
             launcher,
             ceiling,
+            own: Vec::new(),
             temp: Mutex::new(None),
             told: Mutex::default(),
         }
@@ -245,9 +255,27 @@ impl Sandbox {
                 writable: Vec::new(),
                 network: false,
                 required: true,
+                unreadable: Vec::new(),
             })
         });
         Self::new(settings, Support::probe(), launcher, ceiling)
+    }
+
+    /// This sandbox keeping `dirs` (kin's config and data directories) out of every writable
+    /// set, even where a root or a `writable` entry holds them.
+    pub fn protecting(mut self, dirs: impl IntoIterator<Item = PathBuf>) -> Self {
+        for dir in dirs {
+            let resolved = canonical(&std::path::absolute(&dir).unwrap_or(dir));
+            if !self.own.contains(&resolved) {
+                self.own.push(resolved);
+            }
+        }
+        self
+    }
+
+    /// kin's own directories, resolved, which nothing confined may write.
+    pub fn own_dirs(&self) -> &[PathBuf] {
+        &self.own
     }
 
     /// The `[sandbox]` settings.
@@ -288,12 +316,13 @@ impl Sandbox {
         program: &str,
         args: &[String],
     ) -> Result<Launch, SandboxError> {
-        let Some(policy) = self.command_policy(scope)? else {
+        let Some((policy, dropped)) = self.plan(scope)? else {
             return Ok(Launch::direct(program, args));
         };
         let temp = self.private_temp(scope.session)?;
         let mut launch = self.wrap(&policy, program, args);
         launch.env = self.env_for(&policy, &temp);
+        launch.dropped = dropped;
         Ok(launch)
     }
 
@@ -307,42 +336,125 @@ impl Sandbox {
         program: &str,
         args: &[String],
     ) -> Result<Launch, SandboxError> {
-        let Some(commands) = self.command_policy(scope)? else {
+        let Some((commands, dropped)) = self.plan(scope)? else {
             return Ok(Launch::direct(program, args));
         };
         let temp = self.private_temp(scope.session)?;
         let mut own = commands.clone();
+        super::sandbox_dirs::make_missing(state);
         own.writable.extend(state.iter().map(|p| canonical(p)));
         own.network = true;
         let mut launch = self.wrap(&own, program, args);
         launch.env = self.env_for(&commands, &temp);
+        launch.dropped = dropped;
         Ok(launch)
+    }
+
+    /// The launch of a helper kin runs for itself in a workspace (`git`): it may write only
+    /// beneath `writable` (kin's own directories carved out) and has no network. Unconfined
+    /// where commands run unconfined, refused where they are refused.
+    pub(crate) fn helper(
+        &self,
+        writable: &[PathBuf],
+        program: &str,
+        args: &[String],
+    ) -> Result<Launch, SandboxError> {
+        if !self.confining()? {
+            return Ok(Launch::direct(program, args));
+        }
+        let mut paths = Vec::new();
+        for path in writable {
+            carve(&canonical(path), &self.own, &mut paths);
+        }
+        let policy = self.bounded(Policy {
+            writable: paths,
+            network: false,
+            required: self.mode() == SandboxMode::Required,
+            unreadable: self.unreadable(),
+        });
+        Ok(self.wrap(&policy, program, args))
     }
 
     /// The policy of a command in `scope`, or `None` when it runs unconfined.
     pub fn command_policy(&self, scope: &CommandScope<'_>) -> Result<Option<Policy>, SandboxError> {
-        match (self.mode(), self.confines()) {
-            (SandboxMode::Off, _) => return Ok(None),
-            (_, true) => {}
-            (SandboxMode::Auto, false) => return Ok(None),
-            (SandboxMode::Required, false) => {
-                return Err(SandboxError::Unavailable(self.missing()));
-            }
+        Ok(self.plan(scope)?.map(|(policy, _)| policy))
+    }
+
+    /// The policy of a command in `scope` and the roots left out of it, or `None` when it runs
+    /// unconfined.
+    fn plan(
+        &self,
+        scope: &CommandScope<'_>,
+    ) -> Result<Option<(Policy, Vec<PathBuf>)>, SandboxError> {
+        if !self.confining()? {
+            return Ok(None);
         }
         let mut writable = vec![self.private_temp(scope.session)?];
+        let mut dropped = Vec::new();
         if !scope.read_only {
-            writable.extend(scope.roots.iter().map(|p| canonical(p)));
-            writable.extend(self.settings.writable.iter().map(|p| canonical(p)));
+            for root in &scope.roots {
+                if still_fixed(root) {
+                    carve(root, &self.own, &mut writable);
+                } else {
+                    dropped.push(root.clone());
+                }
+            }
+            super::sandbox_dirs::make_missing(&self.settings.writable);
+            for path in &self.settings.writable {
+                carve(&canonical(path), &self.own, &mut writable);
+            }
         }
-        let policy = Policy {
+        let policy = self.bounded(Policy {
             writable,
             network: self.settings.network.unwrap_or(!scope.read_only),
             required: self.mode() == SandboxMode::Required,
-        };
-        Ok(Some(match &self.ceiling {
+            unreadable: self.unreadable(),
+        });
+        Ok(Some((policy, dropped)))
+    }
+
+    /// The files no confined process may read, resolved.
+    fn unreadable(&self) -> Vec<PathBuf> {
+        self.settings
+            .unreadable
+            .iter()
+            .map(|p| canonical(p))
+            .collect()
+    }
+
+    /// Whether processes are confined; an error where they must be but cannot.
+    fn confining(&self) -> Result<bool, SandboxError> {
+        match (self.mode(), self.confines()) {
+            (SandboxMode::Off, _) | (SandboxMode::Auto, false) => Ok(false),
+            (_, true) => Ok(true),
+            (SandboxMode::Required, false) => Err(SandboxError::Unavailable(self.missing())),
+        }
+    }
+
+    /// `policy` within the ceiling a kin above set.
+    fn bounded(&self, policy: Policy) -> Policy {
+        match &self.ceiling {
             Some(ceiling) => policy.within(ceiling),
             None => policy,
-        }))
+        }
+    }
+
+    /// Once per session and root: the warning that `dropped` roots are no longer writable by
+    /// commands, or `None` when the session was told already.
+    pub fn dropped_notice(&self, session: &str, dropped: &[PathBuf]) -> Option<String> {
+        let mut told = lock(&self.told);
+        let new: Vec<String> = dropped
+            .iter()
+            .filter(|root| told.insert(format!("{session}\n{}", root.display())))
+            .map(|root| root.display().to_string())
+            .collect();
+        (!new.is_empty()).then(|| {
+            format!(
+                "Commands may no longer write {}: it was replaced by a symbolic link after the \
+                 session opened, and kin's sandbox keeps to the roots as they were then",
+                new.join(", ")
+            )
+        })
     }
 
     fn missing(&self) -> String {
@@ -373,6 +485,7 @@ impl Sandbox {
             args: wrapped,
             env: Vec::new(),
             policy: Some(policy.clone()),
+            dropped: Vec::new(),
         }
     }
 
@@ -576,6 +689,7 @@ mod tests {
             writable: vec![root.join("sub"), "/elsewhere".into()],
             network: false,
             required: false,
+            unreadable: vec!["/secret".into()],
         };
         let sandbox = landlock(SandboxSettings::default(), Some(ceiling.clone()));
         let policy = sandbox
@@ -584,6 +698,7 @@ mod tests {
             .unwrap();
         assert_eq!(policy.writable, [root.join("sub")]);
         assert!(!policy.network);
+        assert_eq!(policy.unreadable, [PathBuf::from("/secret")], "kept below");
         // Under a ceiling, `off` cannot turn the sandbox off.
         let off = SandboxSettings {
             mode: SandboxMode::Off,

@@ -5,18 +5,24 @@
 //! editor's terminal alike, so no code runs between fork and exec in kin itself.
 //!
 //! What is confined: creating, writing, truncating, renaming, linking and removing files
-//! (Landlock's write rights; reads and execution stay as the user's) outside the policy's
-//! writable paths, and, when the policy turns the network off, TCP connect and bind.
+//! (Landlock's write rights) outside the policy's writable paths; reading the policy's
+//! unreadable files (kin's `mcp-token`; other reads and execution stay as the user's); when
+//! the policy turns the network off, TCP connect and bind; and, where the kernel has Landlock
+//! ABI 6, connecting to abstract Unix sockets and signalling processes outside the sandbox.
 
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 
+use std::path::PathBuf;
+
 use landlock::{
-    path_beneath_rules, Access, AccessFs, AccessNet, CompatLevel, Compatible, RestrictionStatus,
-    Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetError, RulesetStatus, ABI,
+    path_beneath_rules, Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath,
+    RestrictionStatus, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetError, RulesetStatus,
+    Scope, ABI,
 };
 
 use super::sandbox_policy::{Policy, DEVICES};
+use super::sandbox_unreadable::{open_for_rule, readable_except};
 
 /// The hidden subcommand.
 pub(crate) const ARG: &str = "sandbox-exec";
@@ -99,7 +105,9 @@ fn parse(args: &[OsString]) -> Result<(Policy, &[OsString]), String> {
     }
 }
 
-/// Restricts this thread, and so everything it execs and starts, to `policy`.
+/// Restricts this thread, and so everything it execs and starts, to `policy`: its writes,
+/// its network, the files it may not read, and (Landlock ABI 6, where the kernel has it)
+/// abstract Unix sockets and signals outside its own sandbox.
 pub(crate) fn confine(policy: &Policy) -> Result<RestrictionStatus, RulesetError> {
     let write = write_rights();
     let level = if policy.required {
@@ -113,11 +121,48 @@ pub(crate) fn confine(policy: &Policy) -> Result<RestrictionStatus, RulesetError
     if !policy.network {
         ruleset = ruleset.handle_access(AccessNet::from_all(ABI::V4))?;
     }
-    ruleset
+    let readable = (!policy.unreadable.is_empty()).then(|| readable_paths(policy));
+    if readable.is_some() {
+        ruleset = ruleset.handle_access(AccessFs::ReadFile)?;
+    }
+    // Scopes are an addition of ABI 6: used where the kernel has them, in either mode.
+    let ruleset = ruleset
+        .set_compatibility(CompatLevel::BestEffort)
+        .scope(Scope::AbstractUnixSocket | Scope::Signal)?
+        .set_compatibility(level);
+    let mut created = ruleset
         .create()?
         .add_rules(path_beneath_rules(&policy.writable, write))?
-        .add_rules(path_beneath_rules(DEVICES, write))?
-        .restrict_self()
+        .add_rules(path_beneath_rules(DEVICES, write))?;
+    for path in readable.iter().flatten() {
+        // Gone or swapped for a symlink since it was listed: nothing to grant.
+        if let Some(file) = open_for_rule(path) {
+            created = created.add_rule(PathBeneath::new(file, AccessFs::ReadFile))?;
+        }
+    }
+    created.restrict_self()
+}
+
+/// Where `policy` may read: everything but its unreadable files, and its writable paths that
+/// hold none of them (so that files made there later are readable too).
+fn readable_paths(policy: &Policy) -> Vec<PathBuf> {
+    let (mut readable, warnings) = readable_except(&policy.unreadable);
+    for warning in warnings {
+        eprintln!("{warning}");
+    }
+    readable.extend(
+        policy
+            .writable
+            .iter()
+            .filter(|top| {
+                !policy
+                    .unreadable
+                    .iter()
+                    .any(|secret| secret.starts_with(top))
+            })
+            .cloned(),
+    );
+    readable
 }
 
 #[cfg(test)]

@@ -29,6 +29,10 @@ pub struct Policy {
     /// Refuse to run rather than run unconfined.
     #[serde(default)]
     pub required: bool,
+    /// Files it may not read (resolved): kin's secrets a confined process could use to act
+    /// outside its confinement, such as the `kin mcp` token.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreadable: Vec<PathBuf>,
 }
 
 impl Policy {
@@ -52,6 +56,11 @@ impl Policy {
         }
         self.writable = kept;
         self.network &= ceiling.network;
+        for path in &ceiling.unreadable {
+            if !self.unreadable.contains(path) {
+                self.unreadable.push(path.clone());
+            }
+        }
         self
     }
 

@@ -63,14 +63,11 @@ pub(crate) fn share(from: &Path, to: &Path) {
     }
 }
 
-/// Blobs up to this size are read whatever their record says; larger ones only up to the size
-/// their record gives.
-const MIN_READ_CAP: u64 = 64 * 1024 * 1024;
-
 /// Reads blob `name` from `dir`, which its record says holds `size` bytes; `None` when it is
 /// missing or the name is not 64 hex digits (a log edited by hand must not reach outside the
 /// directory), or when it is not a regular file of `dir` (a symlink put there is not followed)
-/// or is larger than its record allows.
+/// or is larger than its record says (a blob is named by its content, so a larger file is
+/// not the one recorded; it is not read at all).
 pub(crate) fn get(dir: &Path, name: &str, size: u64) -> Option<Vec<u8>> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
@@ -84,16 +81,15 @@ pub(crate) fn get(dir: &Path, name: &str, size: u64) -> Option<Vec<u8>> {
         .open(&path)
         .ok()?;
     let meta = file.metadata().ok()?;
-    let cap = MIN_READ_CAP.max(size);
-    if !meta.is_file() || meta.len() > cap {
+    if !meta.is_file() || meta.len() > size {
         tracing::warn!(
-            "blob {} is not a regular file within {cap} bytes; not read",
+            "blob {} is not a regular file of at most the {size} bytes its record says; not read",
             path.display()
         );
         return None;
     }
     let mut bytes = Vec::with_capacity(meta.len() as usize);
-    file.take(cap).read_to_end(&mut bytes).ok()?;
+    file.take(size).read_to_end(&mut bytes).ok()?;
     Some(bytes)
 }
 
@@ -129,5 +125,19 @@ mod tests {
         let fork = dir_of(&home.path().join("s2.jsonl"));
         share(&dir, &fork);
         assert_eq!(get(&fork, &name, 3).unwrap(), b"abc");
+    }
+
+    #[test]
+    fn a_blob_larger_than_its_record_says_is_not_read() {
+        let home = tempfile::tempdir().unwrap();
+        let dir = dir_of(&home.path().join("s1.jsonl"));
+        let name = put(&dir, b"abc").unwrap();
+        // Grown since (by hand, or by another program): not the blob its record names.
+        std::fs::write(dir.join(&name), vec![b'x'; 1024 * 1024]).unwrap();
+        assert_eq!(get(&dir, &name, 3), None);
+        assert!(
+            get(&dir, &name, 1024 * 1024).is_some(),
+            "a record of that size reads it"
+        );
     }
 }

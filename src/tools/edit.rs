@@ -114,7 +114,7 @@ async fn run(params: EditArgs, cx: &ToolContext) -> Result<ToolOutput, ToolOutpu
     let shown = cx.roots.display(&target.path);
     // Outside the roots the call is decided before the file is read or matched: a mismatch
     // (which quotes the file) or a missing file is only reported once the user allowed it.
-    let outside = !target.inside;
+    let outside = !target.inside || cx.private.keeps_from_writes(&target.path);
     if outside {
         cx.authorize(
             Scope::Outside,

@@ -303,7 +303,7 @@ impl ToolOutput {
     }
 }
 
-/// Where a turn's tool specs are offered: the session's cwd, and, for a top-level session,
+/// Where a turn's tools work: the session's cwd, and, for a top-level session,
 /// when its turn began (a tool that lists files it finds reads them again once per such turn;
 /// a child's turn, `None`, uses what was read last).
 #[derive(Debug, Clone, Copy)]
@@ -319,10 +319,12 @@ pub(crate) trait Tool: Send + Sync {
         self.spec().name
     }
     fn spec(&self) -> ToolSpec;
-    /// The spec offered to a session working in `scope` (a tool may list what it finds there).
-    fn spec_in(&self, scope: SpecScope<'_>) -> ToolSpec {
+    /// What this tool found in `scope` for the session to know (the agent definitions
+    /// `subagent` can run): sent with the session's workspace, not in the spec, so the specs
+    /// stay the same in every session (and cacheable).
+    fn workspace_note(&self, scope: SpecScope<'_>) -> Option<String> {
         let _ = scope;
-        self.spec()
+        None
     }
     fn kind(&self) -> ToolKind;
     /// A short human title for this call, shown by editors.
@@ -397,12 +399,20 @@ impl ToolRegistry {
         self.by_name().values().map(|tool| tool.spec()).collect()
     }
 
-    /// The specs offered to a session working in `scope`.
-    pub(crate) fn specs_in(&self, scope: SpecScope<'_>) -> Vec<ToolSpec> {
-        self.by_name()
+    /// What the tools found for a session working in `scope` (see [`Tool::workspace_note`]),
+    /// each note once.
+    pub(crate) fn workspace_notes(&self, scope: SpecScope<'_>) -> Vec<String> {
+        let mut notes: Vec<String> = Vec::new();
+        for note in self
+            .by_name()
             .values()
-            .map(|tool| tool.spec_in(scope))
-            .collect()
+            .filter_map(|t| t.workspace_note(scope))
+        {
+            if !notes.contains(&note) {
+                notes.push(note);
+            }
+        }
+        notes
     }
 
     /// Whether call `name` with `arguments` (its JSON text) may overlap its neighbours; an
@@ -422,16 +432,8 @@ impl ToolRegistry {
         let Some(tool) = self.get(name) else {
             return ToolOutput::error("UnknownTool", "UNKNOWN_TOOL", self.unknown(name));
         };
-        let parsed = match arguments.trim() {
-            "" => Ok(Value::Object(Default::default())),
-            // A raw newline inside a string is taken as the `\n` it means.
-            text => serde_json::from_str::<Value>(text).or_else(|error| {
-                recover::escape_raw_controls(text)
-                    .and_then(|fixed| serde_json::from_str(&fixed).ok())
-                    .ok_or(error)
-            }),
-        };
-        let arguments = match parsed {
+        // A raw newline inside a string is taken as the `\n` it means.
+        let arguments = match crate::model::arguments::parse(arguments) {
             Ok(value @ Value::Object(_)) => value,
             Ok(_) => {
                 return ToolOutput::error(
@@ -444,8 +446,13 @@ impl ToolRegistry {
                 return ToolOutput::error(
                     "InvalidArguments",
                     "INVALID_ARGUMENTS",
-                    format!("Error: tool arguments are not valid JSON: {error}"),
-                )
+                    // The call goes back to the model with `{}` for its arguments.
+                    format!(
+                        "Error: tool arguments are not valid JSON: {error}. They were cut off \
+                         or malformed (your call is shown with empty arguments); call the tool \
+                         again with the complete arguments as one JSON object"
+                    ),
+                );
             }
         };
         // Tools settle by themselves once cancelled (killing processes, releasing terminals);

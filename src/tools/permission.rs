@@ -4,7 +4,8 @@
 //!
 //! - `ask` (default): reads and searches inside the roots are free; edits, commands and anything
 //!   outside the roots ask, unless an "always" answer covers them.
-//! - `allow`: nothing asks.
+//! - `allow`: nothing asks, but edits outside the roots (which kin's sandbox would refuse a
+//!   command) still do.
 //! - `read-only`: edits and commands are refused; reads outside the roots still ask.
 //!
 //! An "always" answer about an MCP server's tool covers that one tool (of that server), not
@@ -194,7 +195,12 @@ impl State {
                     .into(),
             );
         }
-        if mode == PermissionMode::Allow || (scope == Scope::Workspace && !changes) {
+        // `allow` lets edits reach no further than the sandbox lets commands write.
+        let allowed = match mode {
+            PermissionMode::Allow => scope == Scope::Workspace || !changes,
+            _ => scope == Scope::Workspace && !changes,
+        };
+        if allowed {
             return Verdict::Allow;
         }
         if let Some(one) = server_tool {
@@ -415,7 +421,8 @@ mod tests {
         assert_eq!(verdict(Ask, ToolKind::Read, Outside), Verdict::Ask);
         assert_eq!(verdict(Ask, ToolKind::Edit, Workspace), Verdict::Ask);
         assert_eq!(verdict(Ask, ToolKind::Execute, Workspace), Verdict::Ask);
-        assert_eq!(verdict(Allow, ToolKind::Edit, Outside), Verdict::Allow);
+        assert_eq!(verdict(Allow, ToolKind::Edit, Outside), Verdict::Ask);
+        assert_eq!(verdict(Allow, ToolKind::Read, Outside), Verdict::Allow);
         assert_eq!(verdict(Allow, ToolKind::Execute, Workspace), Verdict::Allow);
         assert!(matches!(
             verdict(ReadOnly, ToolKind::Edit, Workspace),

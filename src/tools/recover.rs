@@ -1,7 +1,6 @@
 //! Help for a model that got a call slightly wrong (small local models often do): the tool
-//! name closest to an unknown one, and arguments whose strings hold raw control characters
-//! (a literal newline inside a JSON string), which strict JSON refuses but whose meaning is
-//! plain.
+//! name closest to an unknown one. (Arguments with raw control characters are read by
+//! `crate::model::arguments`.)
 
 /// The name in `names` closest to `wanted` (fewest single-character edits, case ignored),
 /// when it is close enough to be a likely slip.
@@ -32,38 +31,6 @@ fn edits(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
-/// `text` with the raw control characters inside its JSON strings escaped (`\n`, `\t`,
-/// `\u0001`...), or `None` when it has none there. Outside strings nothing changes.
-pub(crate) fn escape_raw_controls(text: &str) -> Option<String> {
-    let mut out = String::with_capacity(text.len() + 16);
-    let (mut in_string, mut escaped, mut changed) = (false, false, false);
-    for c in text.chars() {
-        if in_string && !escaped && c.is_control() && (c as u32) < 0x20 {
-            changed = true;
-            match c {
-                '\n' => out.push_str("\\n"),
-                '\r' => out.push_str("\\r"),
-                '\t' => out.push_str("\\t"),
-                other => out.push_str(&format!("\\u{:04x}", other as u32)),
-            }
-            continue;
-        }
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == '"' {
-                in_string = false;
-            }
-        } else if c == '"' {
-            in_string = true;
-        }
-        out.push(c);
-    }
-    changed.then_some(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -75,19 +42,5 @@ mod tests {
         assert_eq!(closest("Bash", names.iter().copied()), Some("bash"));
         assert_eq!(closest("greb", names.iter().copied()), Some("grep"));
         assert_eq!(closest("launch_rockets_now", names.iter().copied()), None);
-    }
-
-    #[test]
-    fn raw_newlines_inside_strings_are_escaped_and_nothing_else() {
-        let raw = "{\"content\": \"line one\nline\ttwo\", \"n\":\n 1}";
-        let fixed = escape_raw_controls(raw).unwrap();
-        let value: serde_json::Value = serde_json::from_str(&fixed).unwrap();
-        assert_eq!(value["content"], "line one\nline\ttwo");
-        assert_eq!(value["n"], 1);
-        assert_eq!(escape_raw_controls("{\"a\": \"b\\n\"}"), None);
-        assert_eq!(
-            escape_raw_controls("{\"a\": \"quote \\\" then\nnewline\"}").as_deref(),
-            Some("{\"a\": \"quote \\\" then\\nnewline\"}")
-        );
     }
 }

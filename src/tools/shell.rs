@@ -180,13 +180,20 @@ fn launch(
         roots: cx.roots.all().to_vec(),
         read_only: cx.permissions.effective_mode() == PermissionMode::ReadOnly,
     };
-    sandbox.command(&scope, SHELL, &args).map_err(|error| {
+    let launch = sandbox.command(&scope, SHELL, &args).map_err(|error| {
         ToolOutput::error(
             "SandboxUnavailable",
             "SANDBOX_UNAVAILABLE",
             format!("Error: {error}"),
         )
-    })
+    })?;
+    if let (Some(warning), Some(client)) = (
+        sandbox.dropped_notice(&session, &launch.dropped),
+        &cx.client,
+    ) {
+        client.warn_user(&warning);
+    }
+    Ok(launch)
 }
 
 fn start_failed(what: impl std::fmt::Display) -> ToolOutput {

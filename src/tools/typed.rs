@@ -41,10 +41,10 @@ pub(crate) trait TypedTool: Clone + Send + Sync + 'static {
     fn description(&self) -> String {
         Self::DESCRIPTION.into()
     }
-    /// What a session working in `scope` is told (by default the same).
-    fn description_in(&self, scope: SpecScope<'_>) -> String {
+    /// What the tool found in `scope` for the session to know (see [`Tool::workspace_note`]).
+    fn workspace_note(&self, scope: SpecScope<'_>) -> Option<String> {
         let _ = scope;
-        self.description()
+        None
     }
     /// The parameters schema: generated from `Args`; an instance may reword descriptions.
     fn parameters(&self) -> Arc<Value> {
@@ -85,12 +85,8 @@ impl<T: TypedTool> Tool for T {
         }
     }
 
-    fn spec_in(&self, scope: SpecScope<'_>) -> ToolSpec {
-        ToolSpec {
-            name: TypedTool::name(self).into(),
-            description: TypedTool::description_in(self, scope),
-            parameters: TypedTool::parameters(self),
-        }
+    fn workspace_note(&self, scope: SpecScope<'_>) -> Option<String> {
+        TypedTool::workspace_note(self, scope)
     }
 
     fn kind(&self) -> ToolKind {

@@ -73,7 +73,8 @@ async fn run(params: WriteArgs, cx: &ToolContext) -> Result<ToolOutput, ToolOutp
     let shown = cx.roots.display(&target.path);
     // Outside the roots the call is decided before anything there is looked at (whether the
     // file exists, is a directory or is text), so a refusal tells the model nothing about it.
-    let outside = !target.inside;
+    // kin's own directories count as outside, wherever they are.
+    let outside = !target.inside || cx.private.keeps_from_writes(&target.path);
     if outside {
         let display = ToolDisplay {
             locations: vec![Location::new(&target.path, None)],

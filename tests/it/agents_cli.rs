@@ -83,3 +83,34 @@ fn a_definition_symlinked_out_of_the_workspace_is_refused_and_a_fifo_never_block
         "{stdout}"
     );
 }
+
+/// A definition nested 100,000 deep (200 KB, under the size cap) is refused before YAML's
+/// parser sees it (which takes time growing with the square of the depth); the others load.
+#[test]
+fn a_definition_nested_deep_is_refused_unparsed() {
+    let home = tempfile::tempdir().unwrap();
+    let cwd = tempfile::tempdir().unwrap();
+    let agents = cwd.path().join(".kin/agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    let deep = format!(
+        "---\ndescription: deep\ntools: {}x{}\n---\n",
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    std::fs::write(agents.join("deep.md"), deep).unwrap();
+    std::fs::write(agents.join("fine.md"), "---\ndescription: Fine\n---\n").unwrap();
+    let output = Command::new(common::kin_binary())
+        .arg("agents")
+        .env("KIN_HOME", home.path())
+        .env("XDG_CONFIG_HOME", home.path().join("config"))
+        .current_dir(cwd.path())
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert!(stdout.contains("fine: Fine"), "{stdout}");
+    assert!(
+        stdout.contains("deep.md: the front matter nests more than 64 levels deep"),
+        "{stdout}"
+    );
+}

@@ -256,3 +256,110 @@ fn the_stored_key_is_refused_to_read_and_logout_removes_it() {
     assert!(!config.contains("api_key_store"), "{config}");
     assert!(config.contains("model = \"mock-model\""), "{config}");
 }
+
+#[test]
+fn another_endpoint_at_a_presets_address_still_asks_for_the_key() {
+    let home = tempfile::tempdir().unwrap();
+    let Some(mut login) = Pty::start(kin_command(home.path()).arg("login")) else {
+        return;
+    };
+    let at = login.wait_for("Endpoint [1]: ", 0);
+    login.type_line("5");
+    let at = login.wait_for("API root", at);
+    // llama.cpp's preset address, typed as "another endpoint": it may be a server with a key.
+    login.type_line("http://127.0.0.1:8080/v1");
+    login.wait_for("API key (hidden; Enter if the server takes none): ", at);
+    login.input.write_all(b"sk-typed-8080\x03").unwrap();
+    login.input.flush().unwrap();
+    let (code, transcript) = login.finish();
+    assert_eq!(code, 130, "{transcript}");
+    assert!(!transcript.contains("sk-typed-8080"), "{transcript}");
+    assert!(!key_path(home.path()).exists());
+}
+
+#[test]
+fn a_key_on_stdin_is_kept_for_a_keyless_presets_address() {
+    let home = tempfile::tempdir().unwrap();
+    let args = [
+        "--base-url",
+        "http://127.0.0.1:8080/v1",
+        "--model",
+        "local",
+        "--api-key-stdin",
+        "--no-check",
+    ];
+    let (code, said) = login(home.path(), &args, "sk-stdin-8080\n");
+    assert_eq!(code, 0, "{said}");
+    let key = std::fs::read_to_string(key_path(home.path())).unwrap();
+    assert_eq!(key.trim(), "sk-stdin-8080", "{said}");
+}
+
+#[test]
+fn the_key_choice_after_a_refusal_asks_for_a_key_even_at_a_keyless_preset() {
+    // Ollama's preset address; a server there (another test's or the user's) is left alone.
+    let Some(server) = MockServer::start_at(11434) else {
+        eprintln!("skipped: 127.0.0.1:11434 is taken");
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    server.push(model_list(&["qwen3"]));
+    server.push(error_reply(401, "this server wants a key"));
+    server.push(model_list(&["qwen3"]));
+    server.push(completion());
+    let Some(mut login) = Pty::start(kin_command(home.path()).arg("login")) else {
+        return;
+    };
+    let at = login.wait_for("Endpoint [1]: ", 0);
+    login.type_line("4");
+    let at = login.wait_for("lists 1 model:", at);
+    let at = login.wait_for("Model (number or name) [1]: ", at);
+    login.type_line("");
+    let at = login.wait_for("[q]uit? [k] ", at);
+    login.type_line("k");
+    let at = login.wait_for("(hidden", at);
+    login.type_line("sk-ollama-1111");
+    let at = login.wait_for("Model (number or name) [1]: ", at);
+    login.type_line("");
+    login.wait_for("Signed in", at);
+    let (code, transcript) = login.finish();
+    assert_eq!(code, 0, "{transcript}");
+    let requests = server.requests();
+    assert_eq!(
+        requests[3].header("authorization"),
+        Some("Bearer sk-ollama-1111")
+    );
+}
+
+#[test]
+fn no_keyring_is_said_plainly_and_the_key_goes_to_the_file() {
+    let home = tempfile::tempdir().unwrap();
+    let server = MockServer::start();
+    let url = server.base_url();
+    let mut command = kin_command(home.path());
+    command
+        .env_remove("KIN_KEY_STORE")
+        // No Secret Service can answer at this address.
+        .env(
+            "DBUS_SESSION_BUS_ADDRESS",
+            "unix:path=/nonexistent/kin-test-bus",
+        )
+        .args(["login", "--base-url", &url, "--model", "m"])
+        .args(["--api-key-stdin", "--no-check", "--key-store", "keyring"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command.spawn().unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"sk-no-keyring-5\n")
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{said}");
+    assert!(said.contains("no keyring service answered"), "{said}");
+    assert!(!said.to_lowercase().contains("zbus"), "{said}");
+    let key = std::fs::read_to_string(key_path(home.path())).unwrap();
+    assert_eq!(key.trim(), "sk-no-keyring-5");
+}

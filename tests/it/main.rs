@@ -39,6 +39,8 @@ mod rich_prompts;
 mod run_cli;
 mod rust_version;
 mod sandbox;
+mod sandbox_children;
+mod sandbox_own;
 mod sdk_interop;
 mod session_durability;
 mod session_lock;

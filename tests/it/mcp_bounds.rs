@@ -220,3 +220,36 @@ async fn an_http_server_answering_discover_with_an_empty_result_gets_initialize(
     }
     assert_eq!(discovered, 1);
 }
+
+/// A server's messages kin cannot decode (tests/mcp/raw_server.py): an answer nested 200 deep
+/// fails its call saying why; a line that is not JSON fails the call in flight; a request
+/// nested 200 deep is answered -32700 (the server reports the code it got); and the server
+/// keeps serving.
+#[tokio::test]
+async fn undecodable_messages_fail_their_calls_and_a_request_is_answered_32700() {
+    let script = common::repo().join("tests/mcp/raw_server.py");
+    let config = format!(
+        "mcp_startup_timeout = \"60s\"\n[mcp_servers.raw]\ncommand = \"python3\"\nargs = [{:?}]\ncall_timeout = \"60s\"\n",
+        script.display().to_string()
+    );
+    let home = common::home_with(&config);
+    let replay = Script::new()
+        .call("d1", "mcp__raw__deep", json!({}))
+        .call("g1", "mcp__raw__garbled", json!({}))
+        .call("a1", "mcp__raw__ask", json!({}))
+        .text("Done.")
+        .dir();
+    let mut wire = Wire::start_in(Some(replay.path()), home);
+    let updates = prompt(&mut wire).await;
+    let deep = tool_text(&updates, "d1");
+    assert!(
+        deep.contains("kin cannot decode the server's answer"),
+        "{deep}"
+    );
+    let garbled = tool_text(&updates, "g1");
+    assert!(
+        garbled.contains("sent a message kin cannot decode"),
+        "{garbled}"
+    );
+    assert!(tool_text(&updates, "a1").contains("answered: -32700"));
+}

@@ -248,3 +248,52 @@ fn kin_run_asks_a_choice_of_values_on_the_terminal() {
         "{transcript}\n{logs:?}"
     );
 }
+
+/// A server's message reaches the editor escaped and cut; a URL question whose address is not
+/// `https:` is declined without asking; a call asks at most 8 questions.
+#[tokio::test]
+async fn server_text_is_escaped_and_cut_a_file_url_is_declined_and_questions_are_capped() {
+    let legacy = json!([{"name": "KIN_TEST_MCP_LEGACY", "value": "1"}]);
+    let Some(servers) = servers_with(legacy) else {
+        return;
+    };
+    let replay = Script::new()
+        .calls(&[("l1", "mcp__py__greet_loud", json!({}))])
+        .calls(&[("f1", "mcp__py__visit_file", json!({}))])
+        .calls(&[("m1", "mcp__py__ask_many", json!({}))])
+        .text("Done.")
+        .dir();
+    let capabilities = json!({"elicitation": {"form": {}, "url": {}}});
+    let (mut wire, session) = session(replay.path(), capabilities, servers).await;
+    let (updates, asked) = prompt(&mut wire, &session, |request| {
+        assert_eq!(request["method"], "elicitation/create", "{request}");
+        match request["params"]["mode"].as_str() {
+            Some("form")
+                if request["params"]["requestedSchema"]["properties"]["go"].is_object() =>
+            {
+                json!({"action": "accept", "content": {"go": true}})
+            }
+            _ => json!({"action": "decline"}),
+        }
+    })
+    .await;
+    let loud = asked[0]["params"]["message"].as_str().unwrap();
+    assert!(loud.contains("Name? \\u{1b}]0;owned\\u{7}"), "{loud}");
+    assert!(!loud.contains('\u{1b}'), "{loud}");
+    assert!(
+        loud.contains("bytes cut]") && loud.len() < 2200,
+        "{}",
+        loud.len()
+    );
+    assert!(
+        asked.iter().all(|a| a["params"]["mode"] != "url"),
+        "the file: address was never shown: {asked:?}"
+    );
+    assert!(tool_text(&updates, "f1").contains("file visit: decline"));
+    assert_eq!(asked.len(), 1 + 8, "the loud question and 8 of the 9");
+    let many = tool_text(&updates, "m1");
+    assert!(
+        many.contains(&format!("{},decline", ["accept"; 8].join(","))),
+        "{many}"
+    );
+}

@@ -40,7 +40,12 @@ async fn a_prompt_streams_the_models_answer_and_ends_the_turn() {
         Some("Bearer sk-e2e-key-000001")
     );
     assert_eq!(sent.body["model"], "mock-model");
-    assert_eq!(sent.body["messages"][1]["content"], "Say hello");
+    let first = sent.body["messages"][1]["content"].as_str().unwrap();
+    assert!(
+        first.starts_with("<workspace>\nWorking directory: ")
+            && first.ends_with("</workspace>\n\nSay hello"),
+        "{first}"
+    );
 
     let log =
         std::fs::read_to_string(kin.home.path().join(format!("sessions/{session}.jsonl"))).unwrap();

@@ -48,6 +48,7 @@ fn request(text: &str) -> ModelRequest {
         session_id: "s".into(),
         cwd: None,
         system: "You are a test.".into(),
+        preamble: String::new(),
         history: vec![HistoryItem::User(vec![UserPart::Text {
             text: text.into(),
         }])]

@@ -74,13 +74,14 @@ fn the_answer_goes_to_stdout_and_exit_is_zero() {
         .join(format!("sessions/{id}.jsonl"))
         .is_file());
     let sent = &server.requests()[0];
-    assert_eq!(sent.body["messages"][1]["content"], "What is it?");
-    let system = sent.body["messages"][0]["content"].as_str().unwrap();
+    // The workspace opens the first user message (the system prompt is the same everywhere).
+    let first = sent.body["messages"][1]["content"].as_str().unwrap();
+    assert!(first.ends_with("</workspace>\n\nWhat is it?"), "{first}");
     let cwd = dirs.cwd.path().canonicalize().unwrap();
     assert!(
-        system.contains(&cwd.to_string_lossy().into_owned())
-            || system.contains(&dirs.cwd.path().to_string_lossy().into_owned()),
-        "the session runs in the current directory: {system}"
+        first.contains(&cwd.to_string_lossy().into_owned())
+            || first.contains(&dirs.cwd.path().to_string_lossy().into_owned()),
+        "the session runs in the current directory: {first}"
     );
 }
 

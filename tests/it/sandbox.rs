@@ -5,8 +5,9 @@
 //! read-only parent cannot write; and `required` refuses to run commands where the kernel has
 //! no Landlock (simulated).
 //!
-//! The tests that need Landlock print `SKIPPED` where the kernel lacks it, and fail under CI
-//! (`CI` set), whose kernel has it.
+//! The tests that need Landlock print `SKIPPED` where the kernel lacks it, and fail where it is
+//! required: under CI (`CI` set, or `KIN_REQUIRE_SANDBOX`, which `.ci/run` sets), whose kernel
+//! has it.
 
 use crate::common;
 
@@ -17,13 +18,17 @@ use kin::process::sandbox::{Support, NO_LANDLOCK_ENV};
 use kin::scenario::Step;
 use serde_json::{json, Value};
 
-/// Whether the kernel confines; prints a visible skip when it does not (a failure under CI).
-fn landlock(test: &str) -> bool {
+/// Whether the kernel confines; prints a visible skip when it does not (a failure where the
+/// sandbox is required: under CI).
+pub(crate) fn landlock(test: &str) -> bool {
     match Support::probe() {
         Support::Landlock { .. } => true,
         Support::Missing(why) => {
+            let required = ["CI", "KIN_REQUIRE_SANDBOX"]
+                .iter()
+                .any(|name| std::env::var_os(name).is_some_and(|v| !v.is_empty()));
             assert!(
-                std::env::var_os("CI").is_none(),
+                !required,
                 "{test}: Landlock is required under CI, but: {why}"
             );
             eprintln!("SKIPPED {test}: this kernel cannot confine ({why})");
@@ -33,7 +38,7 @@ fn landlock(test: &str) -> bool {
 }
 
 /// The run's directories, with a file `outside/keep.txt` that nothing may change.
-fn dirs_with_keep() -> Dirs {
+pub(crate) fn dirs_with_keep() -> Dirs {
     let dirs = Dirs::new();
     std::fs::write(dirs.outside.join("keep.txt"), "kept\n").unwrap();
     dirs
@@ -76,7 +81,7 @@ async fn bash(
 }
 
 /// The text of every tool result in the session logs under `home`.
-fn logged_results(home: &Path) -> Vec<String> {
+pub(crate) fn logged_results(home: &Path) -> Vec<String> {
     common::session_files(home)
         .iter()
         .flat_map(|path| {
@@ -333,4 +338,120 @@ async fn an_mcp_server_that_opts_in_runs_in_the_sandbox() {
     // Not opted in: the server keeps the user's reach (many keep state of their own).
     start_mcp_server(&dirs, false).await;
     assert!(dirs.outside.join("from-server.txt").exists());
+}
+
+/// Starts `kin mcp --socket SOCKET` with `dirs.home` as its data directory (where the confined
+/// commands' kin keeps its own), and waits until it says where its token is.
+async fn start_listener(dirs: &Dirs, socket: &Path) -> tokio::process::Child {
+    use tokio::io::AsyncBufReadExt;
+    let mut command = tokio::process::Command::new(common::kin_binary());
+    for name in common::MODEL_ENV {
+        command.env_remove(name);
+    }
+    let mut child = command
+        .args(["mcp", "--socket"])
+        .arg(socket)
+        .env("KIN_HOME", &dirs.home)
+        .env("XDG_CONFIG_HOME", &dirs.config)
+        .env("KIN_BASE_URL", "http://127.0.0.1:9")
+        .env("KIN_API_KEY", "sk-test")
+        .env("KIN_MODEL", "mock-model")
+        .current_dir(&dirs.cwd)
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    loop {
+        let line = lines.next_line().await.unwrap().expect("kin mcp exited");
+        if line.contains("the bearer token is in") {
+            break;
+        }
+    }
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    child
+}
+
+/// A confined command can neither read `mcp-token` nor, even holding the token, get a
+/// listener on a Unix socket to start a task (in any cwd): its peer is refused with 403.
+#[tokio::test]
+async fn a_confined_command_can_neither_read_the_listen_token_nor_drive_the_listener() {
+    if !landlock("a_confined_command_can_neither_read_the_listen_token_nor_drive_the_listener") {
+        return;
+    }
+    let dirs = dirs_with_keep();
+    let socket = dirs.outside.join("kin.sock");
+    let mut listener = start_listener(&dirs, &socket).await;
+    let token_file = dirs.home.join("mcp-token");
+    let token = std::fs::read_to_string(&token_file).unwrap();
+    let initialize = json!({
+        "jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "escape", "version": "1"}}
+    });
+    // The token is handed over in the command, as if it had leaked some other way.
+    let command = format!(
+        "cat {token_file}; echo read=$?\n\
+         curl -s -o answer.txt -w 'status=%{{http_code}}\\n' --unix-socket {socket} \
+         -H 'authorization: Bearer {token}' -H 'content-type: application/json' \
+         -H 'accept: application/json, text/event-stream' -d '{initialize}' http://localhost/mcp\n\
+         cat answer.txt; ls {home}",
+        token_file = token_file.display(),
+        socket = socket.display(),
+        token = token.trim(),
+        home = dirs.home.display(),
+    );
+    let (result, _) = bash(&dirs, "allow", &command, None, &[]).await;
+    assert!(
+        !result.contains(token.trim()),
+        "the token was read: {result}"
+    );
+    assert!(result.contains("Permission denied"), "{result}");
+    assert!(!result.contains("read=0"), "{result}");
+    assert!(result.contains("status=403"), "{result}");
+    assert!(result.contains("no_new_privs"), "{result}");
+    // The rest of kin's data directory stays readable (listed here).
+    assert!(result.contains("sessions"), "{result}");
+    // The same request from outside the sandbox is served.
+    let outside = std::process::Command::new("curl")
+        .args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "--unix-socket",
+        ])
+        .arg(&socket)
+        .args(["-H", &format!("authorization: Bearer {}", token.trim())])
+        .args(["-H", "content-type: application/json"])
+        .args(["-H", "accept: application/json, text/event-stream"])
+        .args(["-d", &initialize.to_string(), "http://localhost/mcp"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&outside.stdout), "200");
+    listener.start_kill().unwrap();
+    let _ = listener.wait().await;
+}
+
+/// A write the sandbox did not refuse (a kernel file no one may write, root included) gets no
+/// "kin's sandbox refused this" note; one it refused does.
+#[tokio::test]
+async fn the_refusal_note_is_only_for_writes_the_sandbox_refused() {
+    if !landlock("the_refusal_note_is_only_for_writes_the_sandbox_refused") {
+        return;
+    }
+    let kernel = "/sys/kernel/mm/transparent_hugepage/hpage_pmd_size";
+    if !Path::new(kernel).is_file() {
+        eprintln!("SKIPPED: no {kernel} here");
+        return;
+    }
+    let dirs = dirs_with_keep();
+    let (result, _) = bash(&dirs, "allow", &format!("echo 1 > {kernel}"), None, &[]).await;
+    assert!(result.contains("Permission denied"), "{result}");
+    assert!(!result.contains("sandbox refused this"), "{result}");
+    let keep = dirs.outside.join("keep.txt");
+    let command = format!("echo 1 >> {}", keep.display());
+    let (result, _) = bash(&dirs, "allow", &command, None, &[]).await;
+    assert!(result.contains("sandbox refused this"), "{result}");
 }

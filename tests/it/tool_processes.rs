@@ -337,7 +337,7 @@ fn other_user(what: &str) -> Option<(u32, u32)> {
 /// Runs `kin run --json --mode allow` on a script whose one command prints kin's own
 /// environment block: the command's parent is the guard, and the guard's parent is kin. With
 /// `user`, kin runs under that uid (its files copied where that user can reach them).
-fn grandparent_environ(user: Option<(u32, u32)>) -> String {
+fn grandparent_environ(user: Option<(u32, u32)>, env: &[(&str, String)]) -> String {
     use std::os::unix::process::CommandExt;
     // The verdicts are spelled through variables, so the command's own text (in the logged
     // call) never holds them.
@@ -363,6 +363,7 @@ fn grandparent_environ(user: Option<(u32, u32)>) -> String {
         .env("XDG_CONFIG_HOME", root.path().join("config"))
         .env("KIN_API_KEY", "sk-grandparent-key-0042")
         .env("OTHER_SERVICE_TOKEN", "token-grandparent-0043")
+        .envs(env.iter().map(|(name, value)| (name, value)))
         .current_dir(&cwd)
         .stdin(std::process::Stdio::null());
     if let Some((uid, gid)) = user {
@@ -371,7 +372,7 @@ fn grandparent_environ(user: Option<(u32, u32)>) -> String {
         }
         run.uid(uid).gid(gid);
     }
-    let out = run.output().unwrap();
+    let out = output_within(&mut run, std::time::Duration::from_secs(120));
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
@@ -381,9 +382,46 @@ fn grandparent_environ(user: Option<(u32, u32)>) -> String {
     stdout
 }
 
+/// `command`'s output; a kin that has not finished within `limit` hangs: killed, and the test
+/// fails.
+fn output_within(
+    command: &mut std::process::Command,
+    limit: std::time::Duration,
+) -> std::process::Output {
+    command
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = command.spawn().unwrap();
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || done.send(child.wait_with_output()));
+    match finished.recv_timeout(limit) {
+        Ok(output) => output.unwrap(),
+        Err(_) => {
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+            panic!("kin did not finish within {limit:?}: its start hangs");
+        }
+    }
+}
+
+/// `KIN_ENV_HANDOFF_FD` set by someone else, naming a pipe they keep open: kin neither waits
+/// on it nor keeps the key in its environment block.
+#[test]
+fn a_handoff_variable_set_by_someone_else_neither_hangs_nor_keeps_the_key() {
+    let (read, write) = nix::unistd::pipe().unwrap();
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&read).to_string();
+    let seen = grandparent_environ(None, &[("KIN_ENV_HANDOFF_FD", fd)]);
+    drop((read, write));
+    assert!(seen.contains("GRANDPARENT: "), "{seen}");
+    assert!(
+        !seen.contains("sk-grandparent-key") && !seen.contains("token-grandparent"),
+        "{seen}"
+    );
+}
+
 #[tokio::test]
 async fn a_tool_command_finds_no_key_in_kins_own_environ() {
-    let as_me = grandparent_environ(None);
+    let as_me = grandparent_environ(None, &[]);
     assert!(
         as_me.contains("GRANDPARENT: ") && as_me.contains(" run --json"),
         "{as_me}"
@@ -402,7 +440,7 @@ async fn a_tool_command_finds_no_key_in_kins_own_environ() {
     let Some(user) = other_user("kin's environ as an ordinary user") else {
         return;
     };
-    let as_other = grandparent_environ(Some(user));
+    let as_other = grandparent_environ(Some(user), &[]);
     assert!(as_other.contains(" run --json"), "{as_other}");
     assert!(
         !as_other.contains("sk-grandparent-key") && !as_other.contains("token-grandparent"),

@@ -91,6 +91,32 @@ async def visit(ctx: Context) -> str:
     return f"visit: {answer.action}"
 
 
+@server.tool()
+async def visit_file(ctx: Context) -> str:
+    """Sends the user to a `file:` address, under a message with a terminal escape and 5000
+    more characters."""
+    message = "Open \x1b]0;owned\x07 this." + "x" * 5000
+    answer = await ctx.elicit_url(message, "file:///etc/passwd", "visit-8")
+    return f"file visit: {answer.action}"
+
+
+@server.tool()
+async def ask_many(ctx: Context) -> str:
+    """Asks nine yes/no questions in a row, mid-call; says what became of each."""
+    actions = []
+    for n in range(9):
+        answer = await ctx.elicit(f"Go on ({n})?", Go)
+        actions.append(answer.action)
+    return "many: " + ",".join(actions)
+
+
+@server.tool()
+async def greet_loud(ctx: Context) -> str:
+    """Asks a question whose message carries a terminal escape and 5000 more characters."""
+    answer = await ctx.elicit("Name? \x1b]0;owned\x07" + "y" * 5000, Name)
+    return f"loud: {answer.action}"
+
+
 def serve_as_older_server():
     """Answers `server/discover` itself, as a server on an older revision does (method not
     found), and passes everything else to this server run as a child, which so never sees a

@@ -93,6 +93,8 @@ async fn a_fatal_tool_error_is_logged_then_ends_the_turn_as_failed() {
         models: Arc::new(crate::model::ModelCatalog::single(model.clone())),
         model,
         system: String::new(),
+        lean_system: String::new(),
+        lean: Default::default(),
         max_steps: 5,
         tool_argument_bytes: crate::limits::DEFAULT_TOOL_ARGUMENT_BYTES,
         max_parallel: 8,

@@ -20,6 +20,8 @@ use crate::process::child_env::ChildEnv;
 const LOGIN_TIMEOUT: Duration = Duration::from_secs(600);
 /// The most of a redirect request kin reads (its request line is all it needs).
 const MAX_REQUEST: usize = 16 * 1024;
+/// The most of an authorization server's `error` and `error_description` shown.
+const MAX_SERVER_TEXT: usize = 500;
 /// The path of the loopback redirect.
 const CALLBACK: &str = "/callback";
 
@@ -82,6 +84,10 @@ pub(crate) async fn login(
         state = OAuthState::Session(session.map_err(|(_, error)| error)?);
     }
     let address = state.get_authorization_url().await?;
+    // The address comes from the server's metadata: nothing but a web page is opened.
+    crate::mcp::links::openable(&address).map_err(|why| {
+        OAuthError::Flow(format!("kin did not open the authorization page: {why}"))
+    })?;
     tell(&address);
     let mut browser = open_browser(&address);
     let waited = tokio::select! {
@@ -155,10 +161,15 @@ fn refusal(callback: &str) -> Option<String> {
     let pairs: Vec<(String, String)> = parsed.query_pairs().into_owned().collect();
     let error = pairs.iter().find(|(k, _)| k == "error")?.1.clone();
     Some(match pairs.iter().find(|(k, _)| k == "error_description") {
-        Some((_, description)) => {
-            format!("the authorization server answered {error}: {description}")
-        }
-        None => format!("the authorization server answered {error}"),
+        Some((_, description)) => format!(
+            "the authorization server answered {}: {}",
+            crate::text::visible_capped(&error, MAX_SERVER_TEXT),
+            crate::text::visible_capped(description, MAX_SERVER_TEXT)
+        ),
+        None => format!(
+            "the authorization server answered {}",
+            crate::text::visible_capped(&error, MAX_SERVER_TEXT)
+        ),
     })
 }
 
@@ -235,5 +246,12 @@ mod tests {
             Some("the authorization server answered access_denied: no")
         );
         assert_eq!(refusal("http://127.0.0.1:1/callback?code=c&state=s"), None);
+        let hostile = format!(
+            "http://127.0.0.1:1/callback?error=x&error_description=%1B%5D0%3Bowned%07{}",
+            "a".repeat(5000)
+        );
+        let line = refusal(&hostile).unwrap();
+        assert!(line.contains("\\u{1b}]0;owned\\u{7}"), "{line}");
+        assert!(line.contains("bytes cut]") && line.len() < 700, "{line}");
     }
 }

@@ -191,6 +191,7 @@ fn check(history: ModelHistory, system: &str, what: &str) {
             session_id: "s".into(),
             cwd: None,
             system: system.into(),
+            preamble: String::new(),
             history: history.clone(),
             tools: Vec::new(),
             max_tokens: Some(100),

@@ -253,7 +253,7 @@ impl Call {
             .header(ACCEPT, "text/event-stream")
             .body(self.body.clone())
             .send();
-        // Some servers (llama.cpp's) send the headers only with the first token.
+        // A server may send nothing, not even headers, until it has evaluated the prompt.
         let response = match tokio::time::timeout(self.first_token_limit(), request).await {
             Err(_) => return Attempt::FirstTokenTimeout,
             Ok(Err(error)) => {

@@ -1,6 +1,8 @@
 //! [`ModelRequest`] -> the JSON body of a streaming Chat Completions request.
 //!
-//! The system prompt is the first message; user parts become one text message; assistant
+//! The system prompt is the first message; the preamble (what differs between sessions)
+//! opens the first user message, so the system prompt and the tools make a prefix that is the
+//! same in every session; user parts become one text message; assistant
 //! blocks become one assistant message with `tool_calls`; tool results become `tool` messages
 //! (their images, if any, a user message after them: see [`super::tool_images`]).
 //!
@@ -25,7 +27,7 @@ use super::tool_images;
 use super::user_content::{self, UserEncoding};
 use crate::model::{ModelRequest, ToolSpec};
 use crate::session::history::HistoryItem;
-use crate::session::AssistantBlock;
+use crate::session::{AssistantBlock, UserPart};
 
 /// The request body for `model`, encoding every message (no earlier request to reuse).
 #[cfg(test)]
@@ -70,6 +72,8 @@ pub(crate) struct EncodedHistory {
     body: Bytes,
     /// Length of the body's opening: `{"model":…,"messages":[` and the system message.
     head_len: usize,
+    /// The preamble the first user message was sent with.
+    preamble: String,
 }
 
 #[derive(Debug)]
@@ -121,6 +125,7 @@ impl EncodedHistory {
         };
         let history = alternate::alternating(request.history.items());
         let history = &history[..];
+        // The preamble rides on the first user message: a new one re-encodes from there.
         let head = head(model, &request.system);
         let same = self
             .items
@@ -140,7 +145,9 @@ impl EncodedHistory {
         let ends_run: Vec<bool> = (0..history.len())
             .map(|at| tool_images::ends_run(history, at))
             .collect();
-        let keep = if self.body.get(..self.head_len) == Some(head.as_bytes()) {
+        let keep = if self.body.get(..self.head_len) == Some(head.as_bytes())
+            && self.preamble == request.preamble
+        {
             self.items[..same]
                 .iter()
                 .zip(decisions.iter().zip(&ends_run))
@@ -168,7 +175,11 @@ impl EncodedHistory {
             out.extend_from_slice(head.as_bytes());
         }
         self.head_len = head.len();
+        self.preamble.clone_from(&request.preamble);
         self.items.truncate(keep);
+        let first_user = history
+            .iter()
+            .position(|item| matches!(**item, HistoryItem::User(_)));
         for (at, item) in history.iter().enumerate().skip(keep) {
             let send_reasoning = decisions[at];
             let images = ends_run[at]
@@ -176,7 +187,15 @@ impl EncodedHistory {
                 .flatten();
             if let HistoryItem::User(parts) = &**item {
                 comma(&mut out);
-                user_content::write_message(parts, how, &mut out);
+                if Some(at) == first_user && !request.preamble.is_empty() {
+                    let text = request.preamble.clone();
+                    let parts: Vec<UserPart> = std::iter::once(UserPart::Text { text })
+                        .chain(parts.iter().cloned())
+                        .collect();
+                    user_content::write_message(&parts, how, &mut out);
+                } else {
+                    user_content::write_message(parts, how, &mut out);
+                }
             } else if let Some(message) = message(item, send_reasoning, how) {
                 comma(&mut out);
                 out.extend_from_slice(message.to_string().as_bytes());
@@ -313,8 +332,8 @@ fn assistant(blocks: &[AssistantBlock], send_reasoning: bool) -> Option<Value> {
                 "type": "function",
                 "function": {
                     "name": name,
-                    // Some endpoints reject an empty string where JSON is expected.
-                    "arguments": if arguments.trim().is_empty() { "{}" } else { arguments.as_str() },
+                    // What every endpoint parses (see `crate::model::arguments`).
+                    "arguments": crate::model::arguments::sendable(arguments),
                 },
             })),
         }
@@ -337,7 +356,6 @@ fn assistant(blocks: &[AssistantBlock], send_reasoning: bool) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::UserPart;
 
     fn user(text: &str) -> HistoryItem {
         HistoryItem::User(vec![UserPart::Text { text: text.into() }])
@@ -348,6 +366,7 @@ mod tests {
             session_id: "s".into(),
             cwd: None,
             system: "be brief".into(),
+            preamble: String::new(),
             history: history.into(),
             tools: vec![ToolSpec {
                 name: "ls".into(),

@@ -1,8 +1,9 @@
 //! The context window as a local server reports it, asked once per model: llama.cpp's
 //! llama-server (`GET /props`: `default_generation_settings.n_ctx`) and Ollama (`POST
-//! /api/show`: the `num_ctx` parameter, else its default). Hosted APIs (DeepSeek, OpenAI) are
-//! not asked. Ollama cuts a prompt longer than `num_ctx` without an error, so kin warns once
-//! and takes `num_ctx` as the window.
+//! /api/show`: the `num_ctx` parameter, else its default). Only endpoints a local server can
+//! answer for are asked (see [`worth_asking`]): a hosted API (DeepSeek, OpenAI, a gateway) is
+//! never sent two extra round trips. Ollama cuts a prompt longer than `num_ctx` without an
+//! error, so kin warns once and takes `num_ctx` as the window.
 
 use std::time::Duration;
 
@@ -22,7 +23,7 @@ pub(super) async fn discover(
     client: &reqwest::Client,
     settings: &OpenAiSettings,
 ) -> Result<Option<u64>, Unreachable> {
-    if settings.provider != "openai-compatible" {
+    if !worth_asking(settings) {
         return Ok(None);
     }
     let root = server_root(&settings.base_url);
@@ -42,6 +43,30 @@ pub(super) async fn discover(
         trained.map_or_else(String::new, |t| format!("; the model was trained for {t}"))
     );
     Ok(Some(window))
+}
+
+/// Whether `settings`' endpoint may be a local server that knows its window: a loopback or
+/// private address (or `localhost`), or a host that names llama.cpp or Ollama (`ollama:11434`
+/// in a compose file, `llamacpp.lan`). Names are not resolved to find out.
+pub(super) fn worth_asking(settings: &OpenAiSettings) -> bool {
+    if settings.provider != "openai-compatible" {
+        return false;
+    }
+    let Some(host) = super::host(&settings.base_url) else {
+        return false;
+    };
+    if host == "localhost" || host.ends_with(".localhost") || host.contains("llama") {
+        return true;
+    }
+    match host.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(ip)) => ip.is_loopback() || ip.is_private() || ip.is_link_local(),
+        Ok(std::net::IpAddr::V6(ip)) => {
+            let first = ip.segments()[0];
+            // Unique local (fc00::/7) and link-local (fe80::/10) addresses.
+            ip.is_loopback() || (first & 0xfe00) == 0xfc00 || (first & 0xffc0) == 0xfe80
+        }
+        Err(_) => false,
+    }
 }
 
 /// The server did not answer at all.
@@ -135,6 +160,33 @@ mod tests {
         assert_eq!(server_root("http://h:11434/v1/"), "http://h:11434");
         assert_eq!(server_root("http://h/v1/chat/completions"), "http://h");
         assert_eq!(server_root("http://h:8080"), "http://h:8080");
+    }
+
+    #[test]
+    fn only_endpoints_a_local_server_may_answer_for_are_asked() {
+        let asked = |url: &str| worth_asking(&OpenAiSettings::new(url, "m"));
+        for local in [
+            "http://127.0.0.1:8080/v1",
+            "http://localhost:11434/v1",
+            "http://[::1]:8080/v1",
+            "http://192.168.1.20:8080/v1",
+            "http://10.0.0.5/v1",
+            "http://172.20.0.3:8000/v1",
+            "http://ollama:11434/v1",
+            "http://llamacpp.lan/v1",
+            "http://[fd00::2]:8080/v1",
+        ] {
+            assert!(asked(local), "{local}");
+        }
+        for hosted in [
+            "https://api.deepseek.com",
+            "https://api.openai.com/v1",
+            "https://openrouter.ai/api/v1",
+            "http://8.8.8.8/v1",
+            "http://172.32.0.1/v1",
+        ] {
+            assert!(!asked(hosted), "{hosted}");
+        }
     }
 
     #[test]

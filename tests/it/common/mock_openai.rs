@@ -118,6 +118,16 @@ impl LlamaLike {
 
     /// The refusal for `body`, if this server would refuse it.
     fn refusal(&self, body: &Value) -> Option<Reply> {
+        if let Some(bad) = unparseable_arguments(body) {
+            // llama-server parses every call's arguments to render its template: HTTP 500.
+            return Some(Reply::Status {
+                status: 500,
+                headers: Vec::new(),
+                body: json!({"error": {"code": 500, "type": "server_error", "message":
+                    format!("[json.exception.parse_error.101] parse error: syntax error while parsing value; last read: {bad}")}})
+                .to_string(),
+            });
+        }
         if self.strict_alternation {
             let roles: Vec<&str> = body["messages"]
                 .as_array()
@@ -161,35 +171,98 @@ impl LlamaLike {
     /// `reply` as this server would send it: its usage chunk with the prompt tokens it
     /// counted (`prompt_tokens`), or none when it reports none.
     fn shape(&self, reply: Reply, prompt_tokens: u64) -> Reply {
-        let strip = |parts: Vec<Vec<u8>>| -> Vec<Vec<u8>> {
-            parts
-                .into_iter()
-                .filter_map(|part| {
-                    let text = String::from_utf8_lossy(&part);
-                    if !text.contains("\"usage\"") {
-                        return Some(part);
-                    }
-                    let data: Value =
-                        serde_json::from_str(text.trim().trim_start_matches("data:").trim())
-                            .ok()?;
-                    let completion = data
-                        .pointer("/usage/completion_tokens")
-                        .and_then(Value::as_u64)
-                        .unwrap_or(0);
-                    self.usage.then(|| event(&usage(prompt_tokens, completion)))
-                })
-                .collect()
-        };
-        match reply {
-            Reply::Stream(parts) => Reply::Stream(strip(parts)),
-            Reply::Hang(parts) => Reply::Hang(strip(parts)),
-            Reply::Cut(parts) => Reply::Cut(strip(parts)),
-            Reply::Delayed(after, reply) => {
-                Reply::Delayed(after, Box::new(self.shape(*reply, prompt_tokens)))
-            }
-            other => other,
-        }
+        let reports = self.usage;
+        map_usage(reply, &|completion| {
+            reports.then(|| usage(prompt_tokens, completion))
+        })
     }
+}
+
+/// `reply` with each usage chunk replaced by what `make` gives for its completion tokens
+/// (dropped for `None`).
+fn map_usage(reply: Reply, make: &dyn Fn(u64) -> Option<Value>) -> Reply {
+    let map = |parts: Vec<Vec<u8>>| -> Vec<Vec<u8>> {
+        parts
+            .into_iter()
+            .filter_map(|part| {
+                let text = String::from_utf8_lossy(&part);
+                if !text.contains("\"usage\"") {
+                    return Some(part);
+                }
+                let data: Value =
+                    serde_json::from_str(text.trim().trim_start_matches("data:").trim()).ok()?;
+                let completion = data
+                    .pointer("/usage/completion_tokens")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0);
+                make(completion).map(|chunk| event(&chunk))
+            })
+            .collect()
+    };
+    match reply {
+        Reply::Stream(parts) => Reply::Stream(map(parts)),
+        Reply::Hang(parts) => Reply::Hang(map(parts)),
+        Reply::Cut(parts) => Reply::Cut(map(parts)),
+        Reply::Delayed(after, reply) => Reply::Delayed(after, Box::new(map_usage(*reply, make))),
+        other => other,
+    }
+}
+
+/// A hosted API's prompt cache, simulated: a request's prompt is rendered as chat templates
+/// with tools render it (the system message's text, then the tool schemas, then the other
+/// messages), and the tokens it shares as a prefix with an earlier request's (4 bytes a
+/// token) are reported as `prompt_tokens_details.cached_tokens`.
+#[derive(Default)]
+struct PrefixCache {
+    prompts: Vec<String>,
+}
+
+impl PrefixCache {
+    fn render(body: &Value) -> String {
+        let messages = body["messages"].as_array().cloned().unwrap_or_default();
+        let (system, rest) = match messages.split_first() {
+            Some((first, rest)) if first["role"] == "system" => (
+                first["content"].as_str().unwrap_or_default().to_owned(),
+                rest,
+            ),
+            _ => (String::new(), &messages[..]),
+        };
+        let rest: Vec<String> = rest.iter().map(Value::to_string).collect();
+        format!("{system}{}{}", body["tools"], rest.concat())
+    }
+
+    /// The cached tokens of `body`, which is remembered for later requests.
+    fn cached_tokens(&mut self, body: &Value) -> u64 {
+        let prompt = Self::render(body);
+        let shared = self
+            .prompts
+            .iter()
+            .map(|earlier| {
+                let common = earlier
+                    .bytes()
+                    .zip(prompt.bytes())
+                    .take_while(|(a, b)| a == b);
+                common.count()
+            })
+            .max()
+            .unwrap_or(0);
+        self.prompts.push(prompt);
+        shared as u64 / 4
+    }
+}
+
+/// The first tool call's arguments in `body`'s history that are not a JSON object, if any.
+fn unparseable_arguments(body: &Value) -> Option<String> {
+    let messages = body["messages"].as_array()?;
+    let calls = messages
+        .iter()
+        .filter_map(|m| m["tool_calls"].as_array())
+        .flatten();
+    calls
+        .filter_map(|call| call.pointer("/function/arguments"))
+        .map(|arguments| arguments.as_str().unwrap_or_default())
+        .find(|text| !matches!(serde_json::from_str(text), Ok(Value::Object(_))))
+        .map(str::to_owned)
 }
 
 /// A request as the server received it.
@@ -235,10 +308,14 @@ struct State {
     llama: Option<LlamaLike>,
     /// Requests to other paths than chat completions (`/props`, `/api/show`).
     probes: Vec<Request>,
-    /// The reply to every compaction request (kin's summary instruction), when set: they
-    /// then take nothing from the script.
-    summary: Option<Reply>,
+    /// Picks the reply from the request, before the queue (agents that make side calls).
+    responder: Option<Responder>,
+    /// Reporting cached prompt tokens as a hosted API does, when set.
+    prefix_cache: Option<PrefixCache>,
 }
+
+/// Answers a request by what it asks; `None` leaves it to the queue.
+pub type Responder = Arc<dyn Fn(&Request) -> Option<Reply> + Send + Sync>;
 
 pub struct MockServer {
     pub addr: SocketAddr,
@@ -252,6 +329,16 @@ impl MockServer {
     /// Binds 127.0.0.1 on a free port and serves until dropped.
     pub fn start() -> Self {
         let std_listener = std::net::TcpListener::bind("127.0.0.1:0").expect("binding 127.0.0.1");
+        Self::serve_on(std_listener)
+    }
+
+    /// Serves on 127.0.0.1:`port` (a well-known server's port), or `None` when it is taken.
+    pub fn start_at(port: u16) -> Option<Self> {
+        let std_listener = std::net::TcpListener::bind(("127.0.0.1", port)).ok()?;
+        Some(Self::serve_on(std_listener))
+    }
+
+    fn serve_on(std_listener: std::net::TcpListener) -> Self {
         std_listener
             .set_nonblocking(true)
             .expect("non-blocking listener");
@@ -312,14 +399,35 @@ impl MockServer {
         self.state.lock().unwrap().default = Some(reply);
     }
 
-    /// Answers every compaction request with `reply`, apart from the script.
+    /// Answers each request `responder` has a reply for with it, before the queue.
+    pub fn set_responder(
+        &self,
+        responder: impl Fn(&Request) -> Option<Reply> + Send + Sync + 'static,
+    ) {
+        self.state.lock().unwrap().responder = Some(Arc::new(responder));
+    }
+
+    /// Answers every compaction request (kin's summary instruction) with `reply`, apart from
+    /// the script.
     pub fn answer_compactions_with(&self, reply: Reply) {
-        self.state.lock().unwrap().summary = Some(reply);
+        self.set_responder(move |request| {
+            request
+                .body
+                .to_string()
+                .contains("is being compacted")
+                .then(|| reply.clone())
+        });
     }
 
     /// Behaves like a llama.cpp server from now on (see [`LlamaLike`]).
     pub fn behave_like(&self, llama: LlamaLike) {
         self.state.lock().unwrap().llama = Some(llama);
+    }
+
+    /// Reports the prompt tokens each answer's request shares with an earlier one, as hosted
+    /// APIs' prefix caches do (`usage.prompt_tokens_details.cached_tokens`; see `PrefixCache`).
+    pub fn cache_prefixes(&self) {
+        self.state.lock().unwrap().prefix_cache = Some(PrefixCache::default());
     }
 
     /// The requests for the window (`/props`, `/api/show`), kept apart from the script.
@@ -428,19 +536,29 @@ async fn serve(
                 || LlamaLike::tokens(&request.body),
                 |l| l.count(&request.body),
             );
-            let summary = state
-                .summary
-                .clone()
-                .filter(|_| request.body.to_string().contains("is being compacted"));
+            let chosen = state.responder.as_ref().and_then(|pick| pick(&request));
+            let cached = state
+                .prefix_cache
+                .as_mut()
+                .map(|cache| cache.cached_tokens(&request.body));
             state.requests.push(request);
             state.answered.push(None);
-            let reply = match (refusal, summary) {
-                (Some(refusal), _) => Some(refusal),
-                (None, Some(summary)) => Some(summary),
-                (None, None) => state.replies.pop_front().or_else(|| state.default.clone()),
+            let reply = match refusal {
+                Some(refusal) => Some(refusal),
+                None => chosen
+                    .or_else(|| state.replies.pop_front())
+                    .or_else(|| state.default.clone()),
             };
             let reply = match (llama, reply) {
                 (Some(llama), Some(reply)) => Some(llama.shape(reply, prompt_tokens)),
+                (_, reply) => reply,
+            };
+            let reply = match (cached, reply) {
+                (Some(cached), Some(reply)) => Some(map_usage(reply, &|completion| {
+                    let mut chunk = usage(prompt_tokens, completion);
+                    chunk["usage"]["prompt_tokens_details"] = json!({"cached_tokens": cached});
+                    Some(chunk)
+                })),
                 (_, reply) => reply,
             };
             (state.requests.len() - 1, reply)

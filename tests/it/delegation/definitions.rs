@@ -157,19 +157,23 @@ async fn a_kin_definition_gives_the_child_its_instructions_tools_model_and_a_cla
     // `allow` asked for, under an `ask` parent: the child asks too.
     assert_eq!(world.child_mode(&child.session_id), "ask");
 
-    // The parent was told which agents there are.
+    // The parent was told which agents there are: in its workspace preamble, so that the
+    // tool schemas stay the same in every session.
     let parent_request = world
         .main
         .requests()
         .into_iter()
         .find(|r| r.session_id == parent.id)
         .unwrap();
+    assert!(parent_request
+        .preamble
+        .contains("Agents you can name in `agent`:\n- reviewer: Reviews changes"));
     let subagent = parent_request
         .tools
         .iter()
         .find(|t| t.name == "subagent")
         .unwrap();
-    assert!(subagent.description.contains("- reviewer: Reviews changes"));
+    assert!(!subagent.description.contains("reviewer"));
 }
 
 #[tokio::test]

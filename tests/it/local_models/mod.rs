@@ -8,6 +8,7 @@
 //! in `real_server`.
 
 mod real_server;
+mod requests;
 mod small_windows;
 mod window_sweep;
 
@@ -127,7 +128,8 @@ async fn llama_servers_overflow_is_compacted_away_in_pieces() {
     let mut llama = LlamaLike::llama_server(1_000_000);
     llama.props = false; // nothing tells kin the window before the refusal does
     server.behave_like(llama.clone());
-    let mut kin = start(&server, "", &[]);
+    // Whole requests: the lean one would fit this window without compacting.
+    let mut kin = start(&server, "[tools]\nlean = \"off\"\n", &[]);
     let session = ready(&mut kin).await;
     server.push(long_answer(16_000));
     kin.turn(2, &session, "one").await;
@@ -197,6 +199,43 @@ async fn llama_cpp_pythons_empty_answer_is_named_with_its_likely_cause() {
         !last.to_string().contains(&long),
         "the refused prompt is not sent again"
     );
+}
+
+/// Ollama's, vLLM's and LM Studio's 400 answers to an over-long request are overflows too:
+/// kin compacts and calls again rather than failing the turn.
+#[tokio::test]
+async fn ollama_vllm_and_lm_studio_overflow_answers_are_compacted_away() {
+    let wordings = [
+        "prompt too long; exceeded max context length by 12 tokens",
+        "The prompt (total length 25938) is too long to fit into the model (context length \
+         4096). Make sure that `max_model_len` is no smaller than the number of text tokens \
+         plus multimodal tokens.",
+        "The decoder prompt (length 5951) is longer than the maximum model length of 4096. \
+         Make sure that `max_model_len` is no smaller than the number of text tokens.",
+        "Trying to keep the first 5000 tokens when context the overflows. However, the model \
+         is loaded with context length of only 4096 tokens, which is not enough. Try to load \
+         the model with a larger context length, or provide a shorter input",
+    ];
+    for wording in wordings {
+        let server = MockServer::start();
+        let mut kin = start(&server, "", &[]);
+        let session = ready(&mut kin).await;
+        server.push(text_reply(&["first answer"]));
+        kin.turn(2, &session, "one").await;
+        server.push(error_reply(400, wording));
+        server.push(text_reply(&["summarised"]));
+        server.push(text_reply(&["second answer"]));
+        let (updates, answer) = kin.prompt(3, &session, "two").await;
+        assert_eq!(
+            answer["result"]["stopReason"], "end_turn",
+            "{wording}: {answer}"
+        );
+        assert_eq!(answer_text(&updates), "second answer", "{wording}");
+        let log = kin.log(&session);
+        let start = of_type(&log, "compaction/start");
+        assert_eq!(start.len(), 1, "{wording}");
+        assert_eq!(start[0]["data"]["trigger"], "overflow", "{wording}");
+    }
 }
 
 // ---- Estimates count what is sent ---------------------------------------------------------
@@ -292,7 +331,8 @@ async fn the_window_is_ollamas_num_ctx() {
 async fn a_window_the_fixed_part_fills_is_not_compacted_before_every_turn() {
     let server = MockServer::start();
     server.behave_like(LlamaLike::llama_server(1_000_000));
-    let mut kin = start(&server, "context_window = 3500\n", &[]);
+    let config = "context_window = 3500\n[tools]\nlean = \"off\"\n";
+    let mut kin = start(&server, config, &[]);
     let session = ready(&mut kin).await;
     let mut notices = Vec::new();
     for (id, text) in [(2, "one"), (3, "two"), (4, "three")] {
