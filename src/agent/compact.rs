@@ -152,6 +152,18 @@ pub(super) fn room_check(
     let replaced = agent
         .context
         .estimate(history.text_len_from(0).saturating_sub(kept_bytes));
+    // A server that counted more than kin estimates is right: both parts grow in proportion.
+    let counted = bounds.current.saturating_sub(fixed);
+    let (kept, replaced) = match kept + replaced {
+        estimated if estimated > 0 && counted > estimated => {
+            let scale = counted as f64 / estimated as f64;
+            (
+                (kept as f64 * scale) as u64,
+                (replaced as f64 * scale) as u64,
+            )
+        }
+        _ => (kept, replaced),
+    };
     let left = bounds.window.saturating_sub(bounds.reserve + fixed + kept);
     if left < MIN_SUMMARY_TOKENS {
         return Err(NoRoom {

@@ -23,7 +23,7 @@ impl Turn<'_> {
         window: Option<u64>,
         step: u32,
     ) -> Result<Option<CompactionOutcome>, StoreError> {
-        let due = self.compaction_due(choice, window);
+        let due = self.compaction_due(choice, window, step);
         let (Some(window), Some(current)) = (window, due) else {
             return Ok(None);
         };
@@ -93,10 +93,11 @@ impl Turn<'_> {
         output_reserve(window, self.agent.options.max_tokens.unwrap_or(cap))
     }
 
-    /// The next request's tokens when a compaction is due before it: it would not fit the
-    /// window with the answer's reserve, or it passes the threshold, the history has grown by
-    /// an eighth of the window since the last compaction, and none ran this turn.
-    fn compaction_due(&self, choice: &ModelChoice, window: Option<u64>) -> Option<u64> {
+    /// The next request's tokens when a compaction is due before `step`: it would not fit
+    /// the window with the answer's reserve, or it passes the threshold and the history has
+    /// grown by an eighth of the window since the last compaction; a second one in a turn
+    /// only in a long tool loop (one with older steps to summarise).
+    fn compaction_due(&self, choice: &ModelChoice, window: Option<u64>, step: u32) -> Option<u64> {
         let window = window?;
         let current = next_request_tokens(self.agent);
         let fits = current + self.reserve(choice, window) <= window;
@@ -106,7 +107,8 @@ impl Turn<'_> {
             .usage()
             .compacted_to
             .is_none_or(|at| current >= at + window / 8);
-        let due = !fits || (current > self.limit(window) && grown && !self.compacted);
+        let again = !self.compacted || in_turn_through(self.turn, step).is_some();
+        let due = !fits || (current > self.limit(window) && grown && again);
         due.then_some(current)
     }
 
