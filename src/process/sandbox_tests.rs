@@ -121,7 +121,7 @@ fn kins_own_dirs_and_swapped_roots_are_left_out_and_helpers_write_where_told() {
     let link = root.join("src/link");
     std::os::unix::fs::symlink("/etc", &link).unwrap();
     let launch = sandbox.command(&scope(&link, false), "bash", &[]).unwrap();
-    assert_eq!(launch.dropped, [link.clone()]);
+    assert_eq!(launch.dropped, [link]);
     assert_eq!(
         launch.policy.unwrap().writable.len(),
         1,
