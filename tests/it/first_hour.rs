@@ -27,7 +27,7 @@ fn kin_run(
     }
     command
         .env("KIN_HOME", home)
-        .env("XDG_CONFIG_HOME", cwd.join("no-config"))
+        .env("XDG_CONFIG_HOME", "/nonexistent/kin-first-hour-config")
         .env("KIN_BASE_URL", server.base_url())
         .stdin(Stdio::null())
         .current_dir(cwd);
@@ -194,7 +194,7 @@ fn on_a_terminal(home: &Path, cwd: &Path, server: &MockServer, typed: &str) -> O
     let mut child = command
         .env("KIN_BIN", kin_binary())
         .env("KIN_HOME", home)
-        .env("XDG_CONFIG_HOME", cwd.join("no-config"))
+        .env("XDG_CONFIG_HOME", home.join("no-config"))
         .env("KIN_BASE_URL", server.base_url())
         .env("KIN_API_KEY", "sk-mode-0000003")
         .current_dir(cwd)
