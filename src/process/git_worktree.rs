@@ -483,22 +483,23 @@ mod tests {
     #[tokio::test]
     async fn a_cancelled_add_stops_git_and_leaves_nothing_behind() {
         let repo = repo();
-        // The branch's ref is locked by someone else, and git waits for the lock (10 min):
-        // git is still adding when the start is cancelled.
-        git_in(
-            repo.path(),
-            &["config", "core.filesRefLockTimeout", "600000"],
-        );
-        let refs = repo.path().join(".git/refs/heads/kin");
-        std::fs::create_dir_all(&refs).unwrap();
-        std::fs::write(refs.join("c4.lock"), "").unwrap();
+        // `git worktree add` copies the sparse-checkout patterns, here a FIFO nobody writes:
+        // git is held half-way (branch and worktree made) once it opened it.
+        git_in(repo.path(), &["config", "core.sparseCheckout", "true"]);
+        let fifo = repo.path().join(".git/info/sparse-checkout");
+        std::fs::create_dir_all(fifo.parent().unwrap()).unwrap();
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
         let cancel = CancellationToken::new();
         let adding = {
             let (repo, cancel) = (repo.path().to_owned(), cancel.clone());
             tokio::spawn(async move { create_in(&repo, "c4", &cancel).await })
         };
+        // Opening the FIFO for writing returns once git opened it for reading.
+        let held = tokio::task::spawn_blocking(move || std::fs::File::create(&fifo).unwrap());
+        let held = held.await.unwrap();
         cancel.cancel();
         let error = adding.await.unwrap().unwrap_err();
+        drop(held);
         assert!(matches!(error, WorktreeError::Cancelled), "{error}");
         let common = repo.path().join(".git").join(DIR).join("c4");
         assert!(!common.exists(), "the half-made worktree is gone");

@@ -27,9 +27,7 @@ fn kin_run(
     }
     command
         .env("KIN_HOME", home)
-        // No config, and none inside the workspace: kin's own directories are never writable
-        // by commands, so one there would keep them from creating files at its top.
-        .env("XDG_CONFIG_HOME", "/nonexistent/kin-test-config")
+        .env("XDG_CONFIG_HOME", "/nonexistent/kin-first-hour-config")
         .env("KIN_BASE_URL", server.base_url())
         .stdin(Stdio::null())
         .current_dir(cwd);
@@ -196,7 +194,6 @@ fn on_a_terminal(home: &Path, cwd: &Path, server: &MockServer, typed: &str) -> O
     let mut child = command
         .env("KIN_BIN", kin_binary())
         .env("KIN_HOME", home)
-        // Outside the workspace: kin's own directories are never writable by commands.
         .env("XDG_CONFIG_HOME", home.join("no-config"))
         .env("KIN_BASE_URL", server.base_url())
         .env("KIN_API_KEY", "sk-mode-0000003")

@@ -250,3 +250,28 @@ async fn allow_mode_write_asks_outside_the_roots_and_in_kins_directories() {
         "ok\n"
     );
 }
+
+#[test]
+fn kin_run_in_allow_mode_refuses_a_write_outside_without_a_terminal() {
+    let dirs = Dirs::new();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let bashrc = elsewhere.path().join(".bashrc");
+    let script = Script::new()
+        .call("w", "write", json!({"path": bashrc, "content": "evil\n"}))
+        .text("done");
+    let replay = script.dir();
+    let out = std::process::Command::new(crate::common::kin_binary())
+        .arg("run")
+        .arg("--replay")
+        .arg(replay.path())
+        .args(["--mode", "allow", "Go."])
+        .env("KIN_HOME", &dirs.home)
+        .env("XDG_CONFIG_HOME", &dirs.config)
+        .current_dir(&dirs.cwd)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let results = logged_results(&dirs.home).join("\n");
+    assert!(!bashrc.exists(), "{out:?}\n{results}");
+    assert!(results.contains("no terminal to ask on"), "{results}");
+}

@@ -251,40 +251,24 @@ async fn isolation_outside_a_git_repository_is_refused() {
 
 #[tokio::test]
 async fn a_continuable_worktree_child_killed_while_its_worktree_is_made_is_stored_and_continues() {
-    use std::io::Read;
-    use std::os::unix::fs::PermissionsExt;
-
     let world = setup(repository(), json!({}));
     let repo = world.cwd.path().to_owned();
-    // The checkout's hook says it started, then never ends: `git worktree add` is held.
-    let fifo = repo.join(".git/started");
+    // `git worktree add` copies the sparse-checkout patterns, here a FIFO nobody writes: it
+    // is held half-way once it opened it (kin's git runs no hook that could hold it).
+    git(&repo, &["config", "core.sparseCheckout", "true"]);
+    let fifo = repo.join(".git/info/sparse-checkout");
+    std::fs::create_dir_all(fifo.parent().unwrap()).unwrap();
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
-    let hook = repo.join(".git/hooks/post-checkout");
-    std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
-    let script = format!(
-        "#!/bin/sh\necho started > '{}'\nexec sleep 600\n",
-        fifo.display()
-    );
-    std::fs::write(&hook, script).unwrap();
-    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
 
     let parent = world.session();
     let mut edit = request("spawn", "edit: one.txt");
     edit.worktree = true;
     let (child_id, task_id) = start_continuable(&world.runtime, &parent, edit).await;
     let delegation = world.runtime.delegation();
-    let reading = fifo.clone();
-    let said = tokio::task::spawn_blocking(move || {
-        let mut text = String::new();
-        std::fs::File::open(&reading)
-            .unwrap()
-            .read_to_string(&mut text)
-            .unwrap();
-        text
-    })
-    .await
-    .unwrap();
-    assert_eq!(said.trim(), "started");
+    // Opening the FIFO for writing returns once git opened it for reading.
+    let writing = fifo.clone();
+    let held = tokio::task::spawn_blocking(move || std::fs::File::create(&writing).unwrap());
+    let held = held.await.unwrap();
     let tasks = world.runtime.tasks().clone();
     let task = task_id.to_string();
     tasks.kill(&task, &parent.id, None).unwrap();
@@ -294,6 +278,7 @@ async fn a_continuable_worktree_child_killed_while_its_worktree_is_made_is_store
         .await
         .unwrap();
     assert_eq!(killed.status, kin::tasks::TaskStatus::Killed);
+    drop(held);
     // Stored, in the state the kill left it: its one turn cancelled before it ran.
     let listed = delegation.list(&parent.id);
     let child = listed
@@ -305,7 +290,8 @@ async fn a_continuable_worktree_child_killed_while_its_worktree_is_made_is_store
     assert!(world.model.requests().is_empty(), "it never ran");
 
     // Continued: the worktree is made again and the child works in it.
-    std::fs::remove_file(&hook).unwrap();
+    git(&repo, &["config", "--unset", "core.sparseCheckout"]);
+    std::fs::remove_file(&fifo).unwrap();
     let delivered = delegation
         .send_message(&parent.id, &child_id, prompt("edit: two.txt"), None)
         .await

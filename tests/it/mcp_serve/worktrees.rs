@@ -187,21 +187,25 @@ async fn a_worktree_task_without_changes_reports_it_removed_and_outside_a_reposi
 
 #[tokio::test]
 async fn a_call_cancelled_while_its_worktree_is_checked_out_leaves_nothing_behind() {
-    use std::os::unix::fs::PermissionsExt;
-
     let Some(world) = World::new() else { return };
     world.git_init();
-    // The checkout's hook says it started, then never ends: git is still adding.
+    // `git worktree add` copies the sparse-checkout patterns, here a FIFO nobody writes: git
+    // is held half-way once it opened it (kin's git runs no hook that could hold it). Then
+    // `started` says so to the client, which cancels.
+    git(world.cwd.path(), &["config", "core.sparseCheckout", "true"]);
+    let sparse = world.cwd.path().join(".git/info/sparse-checkout");
+    std::fs::create_dir_all(sparse.parent().unwrap()).unwrap();
+    nix::unistd::mkfifo(&sparse, nix::sys::stat::Mode::S_IRWXU).unwrap();
     let fifo = world.home.path().join("started");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
-    let hook = world.cwd.path().join(".git/hooks/post-checkout");
-    std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
-    let script = format!(
-        "#!/bin/sh\necho started > '{}'\nexec sleep 600\n",
-        fifo.display()
-    );
-    std::fs::write(&hook, script).unwrap();
-    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let relay = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || {
+            let held = std::fs::File::create(&sparse).unwrap();
+            std::fs::write(&fifo, "started\n").unwrap();
+            held
+        })
+    };
     let fifo = fifo.display().to_string();
     let found = world
         .client(&[
@@ -211,6 +215,7 @@ async fn a_call_cancelled_while_its_worktree_is_checked_out_leaves_nothing_behin
         ])
         .await;
     assert_eq!(found, [json!({"hook": "started"})]);
+    drop(relay.join().unwrap());
     // No session, worktree or branch: the server removed what git had made before it ended.
     assert_eq!(world.stored(), 0);
     let kept = world.cwd.path().join(".git/kin-worktrees");
