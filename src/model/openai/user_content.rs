@@ -215,7 +215,14 @@ mod tests {
             images: true,
             blobs: Some(home.path()),
         };
-        let url = &content(&[image(&odd)], with)[0]["image_url"]["url"];
+        // Its record gives its true size: a blob larger than its record says is not read.
+        let part = UserPart::Image {
+            mime_type: "image/png".into(),
+            blob: odd,
+            size: 6,
+            uri: None,
+        };
+        let url = &content(&[part], with)[0]["image_url"]["url"];
         assert_eq!(url, "data:image/png;base64,a\"b\\c\n");
         assert!(!needs_escaping(b"iVBORw0KGgo+/="));
         assert!(needs_escaping(
