@@ -5,8 +5,8 @@
 //! found (or a request or notification of the server's) is dropped with a warning, and the
 //! call's own time limit ends it.
 //!
-//! A line rmcp could not decode (not JSON, nested past the parser's depth, not a message of
-//! the protocol) would be dropped just as silently: an answer of kin's call becomes an error
+//! A line rmcp could not decode (not JSON, or nested past the parser's depth) would be
+//! dropped just as silently: an answer of kin's call becomes an error
 //! for it saying why; a request of the server's is answered `-32700` on the server's stdin
 //! (written between kin's own lines); a line that says neither fails every call of kin's
 //! still waiting on that server, with the reason.

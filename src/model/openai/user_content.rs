@@ -215,11 +215,11 @@ mod tests {
             images: true,
             blobs: Some(home.path()),
         };
-        // The record's size is the blob's: a blob larger than its record says is refused.
+        // Its record gives its true size: a blob larger than its record says is not read.
         let part = UserPart::Image {
             mime_type: "image/png".into(),
             blob: odd,
-            size: 7,
+            size: 6,
             uri: None,
         };
         let url = &content(&[part], with)[0]["image_url"]["url"];
