@@ -19,6 +19,7 @@ mod show;
 
 use std::path::{Path, PathBuf};
 
+use crate::agent::context::DEFAULT_BYTES_PER_TOKEN;
 use crate::agent::lean::{FixedCost, LeanMode, LEAN_SHARE};
 use crate::process::child_env::ChildEnv;
 
@@ -287,7 +288,8 @@ pub fn render_tools(
     lean: &Setting<LeanMode>,
     cost: FixedCost,
 ) -> String {
-    let tokens = |bytes| FixedCost::tokens(bytes);
+    // At the estimate kin uses before an endpoint has counted any.
+    let tokens = |bytes: usize| (bytes as f64 / DEFAULT_BYTES_PER_TOKEN).ceil() as u64;
     let rows = [
         (
             "tools.max_parallel",

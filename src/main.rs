@@ -534,7 +534,7 @@ fn fixed_cost(file: &config::ConfigFile) -> anyhow::Result<kin::agent::lean::Fix
         ..RuntimeOptions::default()
     };
     let runtime = Runtime::new(&config::kin_home(), model, kin::tools::builtin(), options)?;
-    Ok(kin::agent::lean::FixedCost::of(runtime.host().tools()))
+    Ok(kin::agent::fixed_cost(runtime.host().tools()))
 }
 
 async fn show_config(flags: ModelFlags) -> anyhow::Result<u8> {

@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::context::{tool_schema_bytes, DEFAULT_BYTES_PER_TOKEN};
 use crate::model::ToolSpec;
 
 /// When to send the lean request (`[tools] lean`).
@@ -52,35 +51,14 @@ pub const LEAN_SHARE: f64 = 0.25;
 /// are for long work.
 pub(crate) const LEFT_OUT: [&str; 4] = ["subagent_fork", "list_agents", "task_list", "update_plan"];
 
-/// What the fixed part of a top-level session's request (system prompt and tool schemas,
-/// without the short workspace preamble) costs with `tools`: bytes and estimated tokens, in
-/// full and lean form (`kin config` shows it).
+/// Bytes of the fixed part of a top-level session's request (system prompt and tool schemas),
+/// whole and lean (see `agent::fixed_cost`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FixedCost {
-    /// Bytes of the full form.
+    /// The whole form.
     pub full_bytes: usize,
-    /// Bytes of the lean form.
+    /// The lean form.
     pub lean_bytes: usize,
-}
-
-impl FixedCost {
-    /// The cost with `tools` (a top-level session's).
-    pub fn of(tools: &crate::tools::ToolRegistry) -> Self {
-        let specs = tools.specs();
-        let plan = tools.get(crate::tools::plan::NAME).is_some();
-        let full = super::system::top_level_prompt(plan).len() + tool_schema_bytes(&specs);
-        let lean =
-            super::system::top_level_prompt(false).len() + tool_schema_bytes(&lean_specs(&specs));
-        Self {
-            full_bytes: full,
-            lean_bytes: lean,
-        }
-    }
-
-    /// Tokens of `bytes`, at the estimate kin uses before an endpoint has counted any.
-    pub fn tokens(bytes: usize) -> u64 {
-        (bytes as f64 / DEFAULT_BYTES_PER_TOKEN).ceil() as u64
-    }
 }
 
 /// The lean form of `specs`: see the module docs.

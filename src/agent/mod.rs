@@ -44,6 +44,7 @@ pub(crate) use assemble::MessageAssembler;
 pub(crate) use compact::CompactionOutcome;
 pub use context::SessionContext;
 pub use structured::{StructuredCapture, STRUCTURED_TOOL};
+pub use system::fixed_cost;
 pub(crate) use system::{system_prompt, workspace_preamble};
 pub(crate) use title::fallback_title;
 pub use watch::{Budget, Spend, Watch};

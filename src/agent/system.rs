@@ -1,6 +1,8 @@
 //! The system prompt of a session (its persona and per-run instructions) and the preamble that
 //! says where it works.
 
+use super::context::tool_schema_bytes;
+use super::lean::{lean_specs, FixedCost};
 use super::structured::STRUCTURED_INSTRUCTION;
 use super::Agent;
 
@@ -54,6 +56,18 @@ fn compose(persona: &str, delegated: bool, plan: bool, structured: bool) -> Stri
         }
     }
     text
+}
+
+/// What the fixed part of a top-level session's request costs with `tools` (`kin config`
+/// shows it): the system prompt and the tool schemas, whole and lean, without the short
+/// workspace preamble.
+pub fn fixed_cost(tools: &crate::tools::ToolRegistry) -> FixedCost {
+    let specs = tools.specs();
+    let plan = tools.get(crate::tools::plan::NAME).is_some();
+    FixedCost {
+        full_bytes: top_level_prompt(plan).len() + tool_schema_bytes(&specs),
+        lean_bytes: top_level_prompt(false).len() + tool_schema_bytes(&lean_specs(&specs)),
+    }
 }
 
 /// What a session is told about where it works, which differs between sessions: the working

@@ -412,6 +412,33 @@ mod tests {
     }
 
     #[test]
+    fn the_preamble_opens_the_first_user_message_only() {
+        let mut request = request(vec![user("one"), user("two")]);
+        request.history = vec![
+            user("one"),
+            HistoryItem::Assistant(vec![AssistantBlock::Text { text: "a".into() }]),
+            user("two"),
+        ]
+        .into();
+        request.preamble = "<workspace>here</workspace>".into();
+        let mut cache = EncodedHistory::default();
+        let sent: Value = serde_json::from_slice(&cache.body("m", &request, false)).unwrap();
+        assert_eq!(
+            sent["messages"][0]["content"], "be brief",
+            "the system prompt is fixed"
+        );
+        assert_eq!(
+            sent["messages"][1]["content"],
+            "<workspace>here</workspace>\n\none"
+        );
+        assert_eq!(sent["messages"][3]["content"], "two");
+        // Another preamble (say, a new agent definition): encoded afresh, never stale.
+        request.preamble = "<workspace>there</workspace>".into();
+        let kept = cache.body("m", &request, false);
+        assert_eq!(kept, body("m", &request, false));
+    }
+
+    #[test]
     fn reasoning_goes_back_only_in_stretches_with_tool_calls() {
         let history = vec![
             user("first"),

@@ -113,11 +113,17 @@ impl Wire {
         Some(serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}")))
     }
 
-    /// The next line kin writes as text, for checks on exact spelling.
+    /// The next line kin writes as text, for checks on exact spelling. The guard is 60 s, or
+    /// `KIN_TEST_READ_TIMEOUT` seconds (a real local model on a busy machine can take minutes).
     pub async fn read_line(&mut self) -> Option<String> {
-        tokio::time::timeout(std::time::Duration::from_secs(60), self.lines.next_line())
+        let seconds = std::env::var("KIN_TEST_READ_TIMEOUT")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(60);
+        let guard = std::time::Duration::from_secs(seconds);
+        tokio::time::timeout(guard, self.lines.next_line())
             .await
-            .expect("kin answered within 60 s")
+            .unwrap_or_else(|_| panic!("kin answered within {seconds} s"))
             .unwrap()
     }
 
