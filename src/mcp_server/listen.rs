@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -33,6 +33,8 @@ pub(crate) const MAX_CONNECTIONS: usize = 128;
 pub(crate) const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Accept errors are logged at most this often (with a count of those left unsaid).
 const WARN_EVERY: Duration = Duration::from_secs(30);
+/// The most of a refused connection's request read before it is closed.
+const REFUSED_REQUEST_MAX: u64 = 64 * 1024;
 /// The pause after an accept error: doubling from the first, up to the last.
 const FIRST_PAUSE: Duration = Duration::from_millis(10);
 const MAX_PAUSE: Duration = Duration::from_secs(1);
@@ -262,11 +264,15 @@ async fn refuse(mut stream: Box<dyn Stream>, why: Refusal) {
          content-length: {}\r\n\r\n{message}",
         message.len()
     );
-    let written = async {
+    // The request is read (and thrown away) until the client closes: a socket closed with
+    // unread bytes resets the connection, and the client would see that, not the answer.
+    let answered = async {
         stream.write_all(response.as_bytes()).await?;
-        stream.shutdown().await
+        stream.shutdown().await?;
+        let mut unread = (&mut stream).take(REFUSED_REQUEST_MAX);
+        tokio::io::copy(&mut unread, &mut tokio::io::sink()).await
     };
-    let _ = tokio::time::timeout(Duration::from_secs(1), written).await;
+    let _ = tokio::time::timeout(Duration::from_secs(1), answered).await;
 }
 
 /// At most one warning per [`WARN_EVERY`], saying how many were left out since the last.

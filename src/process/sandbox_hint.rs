@@ -79,6 +79,12 @@ fn refused(denied: &[&str], policy: &Policy, cwd: &Path) -> Vec<PathBuf> {
         .iter()
         .flat_map(|line| candidates(line))
         .map(|path| cwd.join(path))
+        // A file commands may not read (kin's `mcp-token`) was refused for its reading.
+        .filter(|path| {
+            !policy
+                .unreadable
+                .contains(&super::sandbox_policy::canonical(path))
+        })
         .filter(|path| !policy.allows_write(path) && unconfined_may_write(path))
         .fold(Vec::new(), |mut paths, path| {
             if !paths.contains(&path) {

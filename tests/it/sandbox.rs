@@ -392,7 +392,7 @@ async fn a_confined_command_can_neither_read_the_listen_token_nor_drive_the_list
     // The token is handed over in the command, as if it had leaked some other way.
     let command = format!(
         "cat {token_file}; echo read=$?\n\
-         curl -s -o answer.txt -w 'status=%{{http_code}}\\n' --unix-socket {socket} \
+         curl -sS -o answer.txt -w 'status=%{{http_code}}\\n' --unix-socket {socket} \
          -H 'authorization: Bearer {token}' -H 'content-type: application/json' \
          -H 'accept: application/json, text/event-stream' -d '{initialize}' http://localhost/mcp\n\
          cat answer.txt; ls {home}",
@@ -410,6 +410,11 @@ async fn a_confined_command_can_neither_read_the_listen_token_nor_drive_the_list
     assert!(!result.contains("read=0"), "{result}");
     assert!(result.contains("status=403"), "{result}");
     assert!(result.contains("no_new_privs"), "{result}");
+    // A refused read is not taken for a refused write.
+    assert!(
+        !result.contains("outside what commands may write"),
+        "{result}"
+    );
     // The rest of kin's data directory stays readable (listed here).
     assert!(result.contains("sessions"), "{result}");
     // The same request from outside the sandbox is served.
