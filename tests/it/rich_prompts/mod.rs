@@ -130,7 +130,29 @@ fn log_text(kin: &Wire, session: &str) -> String {
 fn user_content(server: &MockServer, request: usize) -> Value {
     let body = &server.requests()[request].body;
     let messages = body["messages"].as_array().unwrap();
-    messages.iter().rev().find(|m| m["role"] == "user").unwrap()["content"].clone()
+    let content = &messages.iter().rev().find(|m| m["role"] == "user").unwrap()["content"];
+    without_preamble(content)
+}
+
+/// A first user message's `content` without the workspace preamble kin puts before it (a text
+/// of its own, or the head of the text).
+pub(crate) fn without_preamble(content: &Value) -> Value {
+    const END: &str = "</workspace>";
+    match content {
+        Value::String(text) if text.starts_with("<workspace>") => {
+            let rest = text.split_once(END).map_or("", |(_, rest)| rest);
+            Value::String(rest.trim_start_matches('\n').to_owned())
+        }
+        Value::Array(parts) => {
+            let is_preamble = |part: &Value| {
+                part["type"] == "text"
+                    && part["text"].as_str().is_some_and(|t| t.starts_with("<workspace>"))
+            };
+            let kept = parts.iter().filter(|part| !is_preamble(part)).cloned();
+            Value::Array(kept.collect())
+        }
+        other => other.clone(),
+    }
 }
 
 /// A kin on a model that takes images (answering "a cat"), with a session open.
@@ -213,7 +235,7 @@ async fn megabyte_images_and_long_texts_reach_the_model_exactly() {
             .iter()
             .find(|m| m["role"] == "user")
             .unwrap();
-        let content = first_user["content"].as_array().unwrap();
+        let content = without_preamble(&first_user["content"]);
         assert_eq!(content[0], json!({"type": "text", "text": long_text}));
         assert_eq!(
             content[1]["image_url"]["url"],
