@@ -146,7 +146,9 @@ pub(crate) fn without_preamble(content: &Value) -> Value {
         Value::Array(parts) => {
             let is_preamble = |part: &Value| {
                 part["type"] == "text"
-                    && part["text"].as_str().is_some_and(|t| t.starts_with("<workspace>"))
+                    && part["text"]
+                        .as_str()
+                        .is_some_and(|t| t.starts_with("<workspace>"))
             };
             let kept = parts.iter().filter(|part| !is_preamble(part)).cloned();
             Value::Array(kept.collect())
