@@ -49,7 +49,8 @@ pub(crate) enum CompactionOutcome {
     Cancelled,
 }
 
-/// The tokens of `agent`'s next request: the context after the last call plus an estimate of
+/// The tokens of `agent`'s next request: the context after the last call (with the next
+/// request's fixed part, which the lean form may have changed) plus an estimate of
 /// what came since, or, when nothing was counted yet, an estimate of the whole request (its
 /// fixed part, system prompt and tool schemas, by the endpoint's count when it gave one).
 pub(super) fn next_request_tokens(agent: &Agent) -> u64 {
@@ -58,7 +59,7 @@ pub(super) fn next_request_tokens(agent: &Agent) -> u64 {
     if usage.counted_items == 0 || usage.counted_items > history.len() {
         agent.context.request_tokens(history.text_len_from(0))
     } else {
-        usage.used
+        agent.context.used_with_current_fixed()
             + agent
                 .context
                 .estimate(history.text_len_from(usage.counted_items))
@@ -234,11 +235,18 @@ pub(super) async fn compact(
     let items: Vec<HistoryItem> = prefix.iter().map(|item| (**item).clone()).collect();
     let pieces = match window {
         Some(window) => {
-            // Each piece's request: the last summary, the piece and the instruction, with
-            // room left for the answer.
-            let room = window.saturating_sub(u64::from(max_tokens) * 2 + INSTRUCTION_TOKENS);
-            let bytes = agent.context.estimate_bytes(room);
-            pieces::split(items, bytes)
+            // One request when the whole prefix fits beside the instruction and the answer;
+            // else pieces, each request holding the last summary, the piece and the
+            // instruction, with room left for the answer.
+            let room = |summaries: u64| {
+                let taken = u64::from(max_tokens) * summaries + INSTRUCTION_TOKENS;
+                agent.context.estimate_bytes(window.saturating_sub(taken))
+            };
+            let bytes: usize = items.iter().map(HistoryItem::text_len).sum();
+            match bytes <= room(1) {
+                true => vec![items],
+                false => pieces::split(items, room(2)),
+            }
         }
         None => vec![items],
     };

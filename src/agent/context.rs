@@ -15,6 +15,9 @@ pub struct ContextUsage {
     pub(crate) used: u64,
     /// The history length (in messages) `used` counts.
     pub(crate) counted_items: usize,
+    /// Tokens of the fixed part (system prompt and tool schemas) within `used`: the next
+    /// request's fixed part may differ (the lean form came or went).
+    pub(crate) used_fixed: u64,
     /// Bytes of request per token, from the last request the endpoint counted (`None`: none
     /// was counted yet, and [`DEFAULT_BYTES_PER_TOKEN`] is assumed).
     pub(crate) bytes_per_token: Option<f64>,
@@ -138,6 +141,7 @@ impl SessionContext {
             figures.usage.cost += prices.cost(usage);
         }
         figures.usage.used = used;
+        figures.usage.used_fixed = fixed_tokens_of(&figures.usage);
         figures.usage.counted_items = items;
     }
 
@@ -170,16 +174,14 @@ impl SessionContext {
     /// Tokens of the fixed part (system prompt and tool schemas): the endpoint's count when
     /// it counted one (adjusted for bytes added or taken since), else an estimate.
     pub(crate) fn fixed_tokens(&self) -> u64 {
+        fixed_tokens_of(&lock(&self.figures).usage)
+    }
+
+    /// Tokens in context after the last call, with the fixed part it counted replaced by
+    /// the current one.
+    pub(crate) fn used_with_current_fixed(&self) -> u64 {
         let usage = &lock(&self.figures).usage;
-        let ratio = usage.bytes_per_token.unwrap_or(DEFAULT_BYTES_PER_TOKEN);
-        let tokens = |bytes: usize| (bytes as f64 / ratio).ceil() as u64;
-        match usage.fixed_count {
-            Some((bytes, fixed)) if usage.fixed_bytes >= bytes => {
-                fixed + tokens(usage.fixed_bytes - bytes)
-            }
-            Some((bytes, fixed)) => fixed.saturating_sub(tokens(bytes - usage.fixed_bytes)),
-            None => tokens(usage.fixed_bytes),
-        }
+        usage.used.saturating_sub(usage.used_fixed) + fixed_tokens_of(usage)
     }
 
     /// Tokens of a request whose messages are `history_bytes` long.
@@ -245,6 +247,7 @@ impl SessionContext {
         let mut figures = lock(&self.figures);
         figures.usage.compacted_to = Some(used);
         figures.usage.used = used;
+        figures.usage.used_fixed = fixed_tokens_of(&figures.usage);
         figures.usage.counted_items = items;
     }
 
@@ -272,6 +275,20 @@ impl SessionContext {
         }
         let empty = turn.tokens() == 0 && turn.cost.is_none();
         (!empty).then_some(turn)
+    }
+}
+
+/// Tokens of `usage`'s fixed part: the endpoint's count when it counted one (adjusted for
+/// bytes added or taken since), else an estimate.
+fn fixed_tokens_of(usage: &ContextUsage) -> u64 {
+    let ratio = usage.bytes_per_token.unwrap_or(DEFAULT_BYTES_PER_TOKEN);
+    let tokens = |bytes: usize| (bytes as f64 / ratio).ceil() as u64;
+    match usage.fixed_count {
+        Some((bytes, fixed)) if usage.fixed_bytes >= bytes => {
+            fixed + tokens(usage.fixed_bytes - bytes)
+        }
+        Some((bytes, fixed)) => fixed.saturating_sub(tokens(bytes - usage.fixed_bytes)),
+        None => tokens(usage.fixed_bytes),
     }
 }
 

@@ -61,6 +61,13 @@ struct FixedPart {
     lean: bool,
 }
 
+impl FixedPart {
+    /// Bytes of the request's fixed part with the workspace `preamble`.
+    fn bytes(&self, preamble: &str) -> usize {
+        self.system.len() + preamble.len() + tool_schema_bytes(&self.tools)
+    }
+}
+
 pub(super) async fn run(
     agent: &Arc<Agent>,
     state: &mut AgentState,
@@ -248,10 +255,9 @@ impl Turn<'_> {
             let window = self.agent.context.window(choice.profile.context_window);
             let fixed = self.fixed_part(window);
             let sent_lean = fixed.lean;
-            let fixed_bytes = fixed.system.len() + self.preamble.len();
             self.agent
                 .context
-                .set_fixed_bytes(fixed_bytes + tool_schema_bytes(&fixed.tools));
+                .set_fixed_bytes(fixed.bytes(&self.preamble));
             if !failed {
                 let outcome = self.compact_if_due(&choice, window, step).await?;
                 failed = matches!(outcome, Some(CompactionOutcome::Failed { .. }));
@@ -268,13 +274,21 @@ impl Turn<'_> {
                 // Too long for the endpoint: compact once and call again, when compacting can
                 // make room; else the turn fails, and its prompt is left out of later requests.
                 Err(TurnError::Model { error, .. }) if error.is_context_overflow() => {
-                    let (window, room, in_turn) =
-                        self.room_after_overflow(&choice, window, step, &error);
-                    // Sent whole while the window was unknown: the lean form may fit.
-                    if !sent_lean && !retried_lean && self.fixed_part(window).lean {
+                    let (window, mut current) = self.learn_from_overflow(window, &error);
+                    // Sent whole while the window was unknown: the lean form may fit; if it
+                    // does not, the compaction is weighed with it (the next step sends it).
+                    let lean = self.fixed_part(window);
+                    if !sent_lean && !retried_lean && lean.lean {
                         retried_lean = true;
-                        continue;
+                        self.agent
+                            .context
+                            .set_fixed_bytes(lean.bytes(&self.preamble));
+                        if self.next_fits(&choice, window) {
+                            continue;
+                        }
+                        current = None;
                     }
+                    let (room, in_turn) = self.room_after_overflow(&choice, window, step, current);
                     if !compacted_on_overflow {
                         if let Ok(Some(cap)) = room {
                             compacted_on_overflow = true;

@@ -44,17 +44,12 @@ impl Turn<'_> {
     }
 
     /// What the endpoint's refusal of a request as too long tells: the window it named and
-    /// its count of the request (which the estimates then follow), and whether a compaction
-    /// helps, by that window and count: the summary's cap and what it summarises (within
-    /// the turn, all its steps when keeping the latest ones leaves no room: a tool result
-    /// taken before the window was known may be what overflowed).
-    pub(super) fn room_after_overflow(
+    /// its count of the request (which the estimates then follow).
+    pub(super) fn learn_from_overflow(
         &self,
-        choice: &ModelChoice,
         window: Option<u64>,
-        step: u32,
         error: &ModelError,
-    ) -> (Option<u64>, Room, Option<(u32, u32)>) {
+    ) -> (Option<u64>, Option<u64>) {
         let counted = error.overflow_sizes().map(|(request, reported)| {
             self.agent.context.report_window(reported);
             let history = self.agent.model_history().text_len_from(0);
@@ -62,24 +57,43 @@ impl Turn<'_> {
             self.agent.context.calibrate(fixed, history, request);
             request
         });
-        let window = self.agent.context.window(window);
+        (self.agent.context.window(window), counted)
+    }
+
+    /// Whether a compaction helps a refused `current`-token request (else an estimate of
+    /// the next) fit `window`: the summary's cap and what it summarises (within the turn,
+    /// all its steps when keeping the latest ones leaves no room: a tool result taken before
+    /// the window was known may be what overflowed).
+    pub(super) fn room_after_overflow(
+        &self,
+        choice: &ModelChoice,
+        window: Option<u64>,
+        step: u32,
+        current: Option<u64>,
+    ) -> (Room, Option<(u32, u32)>) {
         let in_turn = in_turn_through(self.turn, step);
         let Some(known) = window else {
-            return (window, Ok(Some(summary_cap(choice, None))), in_turn);
+            return (Ok(Some(summary_cap(choice, None))), in_turn);
         };
-        let current = counted.unwrap_or_else(|| next_request_tokens(self.agent));
+        let current = current.unwrap_or_else(|| next_request_tokens(self.agent));
         let room = self.room(choice, known, in_turn, current);
         let whole_turn = step
             .checked_sub(1)
             .filter(|s| *s >= 1)
             .map(|s| (self.turn, s));
         match (&room, whole_turn) {
-            (Ok(Some(_)), _) | (_, None) => (window, room, in_turn),
+            (Ok(Some(_)), _) | (_, None) => (room, in_turn),
             (_, Some(whole)) => match self.room(choice, known, Some(whole), current) {
-                Ok(Some(cap)) => (window, Ok(Some(cap)), Some(whole)),
-                _ => (window, room, in_turn),
+                Ok(Some(cap)) => (Ok(Some(cap)), Some(whole)),
+                _ => (room, in_turn),
             },
         }
+    }
+
+    /// Whether the next request, with the fixed part set now, fits `window` with the
+    /// answer's reserve (an unknown window: it may).
+    pub(super) fn next_fits(&self, choice: &ModelChoice, window: Option<u64>) -> bool {
+        window.is_none_or(|w| next_request_tokens(self.agent) + self.reserve(choice, w) <= w)
     }
 
     /// The compaction share of a `window`-token window.

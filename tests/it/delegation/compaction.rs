@@ -9,9 +9,11 @@ use serde_json::json;
 
 use super::support::{calls, last_user_text, text, ScriptedModel, World};
 
-// Room for the system prompt and tools (~3,300 tokens) beside the summary and kept steps.
+// Room for the system prompt and tools (~2,000 tokens) beside the summary and kept steps.
 const WINDOW: u64 = 24000;
-const STEPS: usize = 24;
+// Enough steps to outgrow the window twice: one threshold compaction a turn, then another
+// only when a request would not fit.
+const STEPS: usize = 36;
 
 #[tokio::test]
 async fn a_long_tool_loop_is_compacted_within_its_turn_and_finishes() {

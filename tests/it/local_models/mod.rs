@@ -223,9 +223,13 @@ async fn ollama_vllm_and_lm_studio_overflow_answers_are_compacted_away() {
         let mut kin = start(&server, "[tools]\nlean = \"off\"\n", &[]);
         let session = ready(&mut kin).await;
         server.push(text_reply(&["first answer"]));
-        kin.turn(2, &session, "one").await;
+        // Some history to summarise (about 2,500 tokens, one compaction request): kin reads
+        // the refusals' figures, and a compaction of a few words would not be worth it.
+        kin.turn(2, &session, &format!("one {}", "abcd ".repeat(2_000)))
+            .await;
         server.push(error_reply(400, wording));
-        server.push(text_reply(&["summarised"]));
+        // However many pieces the refusal's figures make of it.
+        server.answer_compactions_with(text_reply(&["summarised"]));
         server.push(text_reply(&["second answer"]));
         let (updates, answer) = kin.prompt(3, &session, "two").await;
         assert_eq!(

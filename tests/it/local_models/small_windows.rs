@@ -55,17 +55,26 @@ async fn twenty_long_turns_fit_an_8k_window() {
 }
 
 /// A 4,096-token llama-server whose window nobody configured: the third long prompt is
-/// refused, kin learns the window from the refusal, compacts (the compacted request fits
-/// though it stays above the threshold) and the turn completes; later prompts too. (On
-/// 42ca44e the turn failed: "compaction cannot make room".)
+/// refused and kin learns the window from the refusal. With the whole request each time
+/// (`lean = off`) it compacts (the compacted request fits though it stays above the
+/// threshold); by default the lean request it retries with fits without one. Either way the
+/// turn completes, and later prompts too. (On 42ca44e the turn failed: "compaction cannot
+/// make room".)
 #[tokio::test]
 async fn a_4k_server_without_a_configured_window_compacts_on_its_refusal() {
+    for config in ["[tools]\nlean = \"off\"\n", ""] {
+        refused_at_4k_then_fits(config).await;
+    }
+}
+
+async fn refused_at_4k_then_fits(config: &str) {
+    let lean = config.is_empty();
     let server = MockServer::start();
     let mut llama = LlamaLike::llama_server(4_096);
     llama.props = false;
     server.behave_like(llama);
     server.answer_compactions_with(answer_of(30));
-    let mut kin = start(&server, "", &[]);
+    let mut kin = start(&server, config, &[]);
     let session = ready(&mut kin).await;
     server.push(answer_of(2));
     kin.turn(2, &session, "hi").await;
@@ -83,8 +92,21 @@ async fn a_4k_server_without_a_configured_window_compacts_on_its_refusal() {
     let requests = server.requests();
     let refused = &requests[before].body;
     assert!(LlamaLike::tokens(refused) > 4_096, "the third was refused");
-    assert!(is_compaction(&requests[before + 1].body), "then compacted");
-    assert!(LlamaLike::tokens(&requests[before + 2].body) <= 4_096);
+    let retry = &requests[before + 1].body;
+    if lean {
+        let tools = |body: &Value| body["tools"].as_array().map_or(0, Vec::len);
+        assert!(tools(retry) < tools(refused), "then sent lean: {retry}");
+        assert!(LlamaLike::tokens(retry) <= 4_096);
+        assert!(of_type(&kin.log(&session), "compaction/start").is_empty());
+    } else {
+        assert!(is_compaction(retry), "then compacted");
+        assert!(LlamaLike::tokens(&requests[before + 2].body) <= 4_096);
+        let log = kin.log(&session);
+        assert_eq!(
+            of_type(&log, "compaction/start")[0]["data"]["trigger"],
+            "overflow"
+        );
+    }
     assert_eq!(answer_text(&updates), "abcd".repeat(20));
     for id in 6..9 {
         let (seen, before) = (server.request_count(), compactions_in(&kin, &session));
