@@ -229,7 +229,9 @@ async fn a_session_over_the_threshold_is_compacted_and_loads_with_its_summary() 
 #[tokio::test]
 async fn a_context_length_error_compacts_and_the_turn_goes_on() {
     let server = MockServer::start();
-    let mut kin = start(&server, common::home_with(""));
+    // The whole request each time: with the window learned from the refusal, kin would first
+    // try the lean request, which fits (local_models::small_windows covers that path).
+    let mut kin = start(&server, common::home_with("[tools]\nlean = \"off\"\n"));
     kin.initialize_with_compaction().await;
     let session = kin.new_session().await;
     server.push(text_reply(&["first answer"]));
