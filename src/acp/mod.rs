@@ -15,6 +15,7 @@ mod mcp;
 pub mod models;
 pub(crate) mod modes;
 pub(crate) mod notice;
+mod open;
 mod prompt;
 mod prompt_content;
 mod prompt_links;
